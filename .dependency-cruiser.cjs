@@ -1,0 +1,57 @@
+/**
+ * The one-way layering of DESIGN.md §5, enforced: machines/ and runtime/ import no project
+ * folder; actors/ binds the two; gateways/ sit on top of those; cluster/ may use everything.
+ * Folders are entered only through their index.ts; no import cycles anywhere.
+ */
+const folders = ["machines", "runtime", "actors", "gateways", "cluster"];
+const allowed = {
+  machines: [],
+  runtime: [],
+  actors: ["machines", "runtime"],
+  gateways: ["machines", "runtime", "actors"],
+  cluster: ["machines", "runtime", "actors", "gateways"],
+};
+
+const layerRules = folders.map((from) => ({
+  name: `layering-${from}`,
+  comment: `${from}/ may import only: ${allowed[from].join(", ") || "no project folder"}`,
+  severity: "error",
+  from: { path: `^${from}/` },
+  to: { path: `^(${folders.filter((f) => f !== from && !allowed[from].includes(f)).join("|")}|test)/` },
+}));
+
+module.exports = {
+  forbidden: [
+    {
+      name: "no-circular",
+      comment: "Import cycles make start-up order and reasoning fragile.",
+      severity: "error",
+      from: {},
+      to: { circular: true },
+    },
+    ...layerRules,
+    {
+      name: "public-surface-only",
+      comment: "Another folder is entered only through its index.ts.",
+      severity: "error",
+      from: { path: "^(machines|runtime|actors|gateways|cluster)/" },
+      to: {
+        path: "^(machines|runtime|actors|gateways|cluster)/.+",
+        pathNot: ["^(machines|runtime|actors|gateways|cluster)/index\\.ts$", "^$1/"],
+      },
+    },
+    {
+      name: "machines-are-pure",
+      comment: "machines/ decides; it does no I/O and imports only zod and xstate.",
+      severity: "error",
+      from: { path: "^machines/" },
+      to: { dependencyTypes: ["npm", "core"], pathNot: ["node_modules/(zod|xstate)/"] },
+    },
+  ],
+  options: {
+    doNotFollow: { path: "node_modules" },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: "tsconfig.json" },
+    enhancedResolveOptions: { exportsFields: ["exports"], conditionNames: ["import", "require", "node", "default"] },
+  },
+};

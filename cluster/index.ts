@@ -1,0 +1,1 @@
+export { startEmbeddedNats, natsServerBinary, type EmbeddedNats } from "./embedded-nats.js";

@@ -1,0 +1,49 @@
+import { z, type ZodType } from "zod";
+import type { AnyStateMachine, EventObject } from "xstate";
+import { RunwayFault } from "../errors.js";
+
+/**
+ * An actor kind: a pure XState machine plus what the host needs to run it. The machine decides;
+ * the host does the I/O it asks for. A machine talks to the world only by emitting effects
+ * (`emit(...)` in XState), described by {@link EffectSchema}; any other action is ignored.
+ * Every event the host delivers carries `now` (wall-clock ms) — machines read no clock.
+ */
+export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMachine> {
+  kind: string;
+  machine: TMachine;
+  /** Validates events arriving in the mailbox (before `now` is added). */
+  events: ZodType<EventObject>;
+  /** The partitioning key for an actor id: actors that must share a partition return the same key. Default: the id. */
+  key?: (id: string) => string;
+  /** Input for the machine when an actor is first addressed. */
+  input?: (id: string) => unknown;
+}
+
+export const KIND_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
+/** Subject-token and KV-key safe: no dots, wildcards or spaces. */
+export const ID_PATTERN = /^[A-Za-z0-9_=-]{1,200}$/;
+
+export function defineActor<TMachine extends AnyStateMachine>(definition: ActorDefinition<TMachine>): ActorDefinition<TMachine> {
+  if (!KIND_PATTERN.test(definition.kind)) throw new RunwayFault("invalid_kind", `actor kind ${JSON.stringify(definition.kind)} must match ${KIND_PATTERN}`);
+  return definition;
+}
+
+export const AddressSchema = z.object({ kind: z.string().regex(KIND_PATTERN), id: z.string().regex(ID_PATTERN) });
+export type ActorAddress = z.infer<typeof AddressSchema>;
+
+const EventSchema = z.object({ type: z.string().min(1) }).passthrough();
+const TimerName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/);
+
+/** What a machine may ask the host to do, as emitted events. */
+export const EffectSchema = z.discriminatedUnion("type", [
+  /** Deliver `event` to another actor's mailbox, after this transition is stored. */
+  z.object({ type: z.literal("runway.send"), to: AddressSchema, event: EventSchema }),
+  /** Publish `data` (JSON) to a subject captured by a stream, e.g. progress events. */
+  z.object({ type: z.literal("runway.publish"), subject: z.string().min(1), data: z.unknown() }),
+  /** Wake this actor with `event` at `at` (ms); setting a name again replaces the earlier timer. */
+  z.object({ type: z.literal("runway.timer.set"), name: TimerName, at: z.number(), event: EventSchema }),
+  z.object({ type: z.literal("runway.timer.cancel"), name: TimerName }),
+  /** The answer to the command that caused this transition, for a requester waiting on it. */
+  z.object({ type: z.literal("runway.answer"), value: z.unknown() }),
+]);
+export type Effect = z.infer<typeof EffectSchema>;

@@ -1,0 +1,250 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { jetstream, jetstreamManager, AckPolicy, DeliverPolicy, type ConsumerMessages, type JsMsg, type JetStreamManager } from "@nats-io/jetstream";
+import { systemClock, type Clock } from "../clock.js";
+import { RunwayFault } from "../errors.js";
+import { silentLogger, type Logger } from "../log.js";
+import { partitionOf } from "../partitions/hash.js";
+import type { PartitionLog } from "../store/partition-log.js";
+import { CMD_STREAM, mailboxFilter, partitionConsumer } from "../topology.js";
+import { ID_PATTERN, type ActorAddress, type ActorDefinition } from "./define.js";
+import { ActorCell, type Delivery, type HostFaults, type HostStats } from "./cell.js";
+import type { OutboxContext } from "./outbox.js";
+import { answerCodec, commandCodec, HEADER_ID, HEADER_REPLY, type CommandAnswer } from "./wire.js";
+
+export interface ActorHostConfig {
+  nc: NatsConnection;
+  partitions: number;
+  actors: readonly ActorDefinition[];
+  clock?: Clock;
+  logger?: Logger;
+  faults?: HostFaults;
+  /** Commands applied in one write when they queue up for one actor. */
+  maxBatch?: number;
+  /** Idle actors kept in memory per partition before the least recently used are dropped. */
+  cacheLimit?: number;
+  /** Mailbox messages fetched ahead per partition. */
+  prefetch?: number;
+  /** How long a pinned mailbox consumer stays pinned to a silent client. */
+  pinTimeoutMs?: number;
+  /** Called when a partition's writer finds itself fenced, so ownership can be reconciled. */
+  onFenced?(partition: number): void;
+}
+
+const OWNER_GROUP = "owner";
+
+interface OwnedPartition {
+  log: PartitionLog;
+  cells: Map<string, ActorCell>;
+  messages?: ConsumerMessages;
+  consuming?: Promise<void>;
+  stopping: boolean;
+}
+
+/**
+ * The generic actor host: serves the partitions this node owns. For each one it consumes the
+ * partition's mailbox (a durable consumer only the owner reads) and runs one serial lane per
+ * actor key, all lanes of a partition writing through that partition's fenced log.
+ */
+export class ActorHost {
+  readonly partitions: number;
+  readonly stats: HostStats = { transitions: 0, writes: 0, duplicates: 0, refused: 0, invalid: 0, terminated: 0, stale: 0, fenced: 0 };
+  private readonly definitions = new Map<string, ActorDefinition>();
+  private readonly owned = new Map<number, OwnedPartition>();
+  private readonly clock: Clock;
+  private readonly logger: Logger;
+  private readonly outbox: OutboxContext;
+  private jsm: JetStreamManager | undefined;
+
+  constructor(private readonly config: ActorHostConfig) {
+    this.partitions = config.partitions;
+    this.clock = config.clock ?? systemClock;
+    this.logger = config.logger ?? silentLogger;
+    for (const def of config.actors) {
+      if (this.definitions.has(def.kind)) throw new RunwayFault("duplicate_kind", `actor kind ${def.kind} defined twice`);
+      this.definitions.set(def.kind, def);
+    }
+    this.outbox = { nc: config.nc, partitions: config.partitions, keyOf: (a) => this.keyOf(a), now: () => this.clock.now() };
+  }
+
+  keyOf(address: ActorAddress): string {
+    return this.definitions.get(address.kind)?.key?.(address.id) ?? address.id;
+  }
+
+  partitionOf(address: ActorAddress): number {
+    return partitionOf(this.keyOf(address), this.partitions);
+  }
+
+  ownedPartitions(): number[] {
+    return [...this.owned.keys()].sort((a, b) => a - b);
+  }
+
+  owns(partition: number): boolean {
+    return this.owned.has(partition);
+  }
+
+  logOf(partition: number): PartitionLog | undefined {
+    return this.owned.get(partition)?.log;
+  }
+
+  /**
+   * Starts serving a partition under `log`'s epoch. With `mailbox`, also takes over its durable
+   * consumer: unpinned from any previous owner and reset so that every unacknowledged command is
+   * delivered again now rather than after its ack wait.
+   */
+  async serve(log: PartitionLog, options: { mailbox: boolean } = { mailbox: true }): Promise<void> {
+    if (this.owned.has(log.partition)) throw new RunwayFault("already_served", `partition ${log.partition} is already served`);
+    const part: OwnedPartition = { log, cells: new Map(), stopping: false };
+    this.owned.set(log.partition, part);
+    if (options.mailbox) await this.startMailbox(part);
+  }
+
+  /** Stops serving a partition: no new commands are taken; in-flight lanes finish (or find themselves fenced). */
+  async release(partition: number): Promise<PartitionLog | undefined> {
+    const part = this.owned.get(partition);
+    if (!part) return undefined;
+    part.stopping = true;
+    part.messages?.stop();
+    await part.consuming?.catch(() => undefined);
+    await Promise.all([...part.cells.values()].map((c) => c.whenIdle()));
+    this.owned.delete(partition);
+    return part.log;
+  }
+
+  /** Applies a command in this process (the partition must be served here), bypassing the mailbox. */
+  dispatch(address: ActorAddress, event: unknown, id: string): Promise<CommandAnswer | { outcome: "not_served" } | { outcome: "kept"; reason: string }> {
+    const part = this.owned.get(this.partitionOf(address));
+    if (!part || part.stopping) return Promise.resolve({ outcome: "not_served" });
+    return new Promise((resolve) => {
+      this.enqueue(part, address, {
+        id,
+        event,
+        settle: (answer, how, reason) => resolve(answer ?? { outcome: "kept", reason: reason ?? how }),
+      });
+    });
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.ownedPartitions().map((p) => this.release(p)));
+  }
+
+  private cellFor(part: OwnedPartition, address: ActorAddress): ActorCell {
+    const cellKey = `${address.kind}.${address.id}`;
+    let cell = part.cells.get(cellKey);
+    if (cell) {
+      // Map order is insertion order: re-inserting marks it recently used.
+      part.cells.delete(cellKey);
+      part.cells.set(cellKey, cell);
+      return cell;
+    }
+    const definition = this.definitions.get(address.kind)!;
+    cell = new ActorCell(address, cellKey, {
+      definition,
+      log: part.log,
+      outbox: this.outbox,
+      clock: this.clock,
+      logger: this.logger,
+      maxBatch: this.config.maxBatch ?? 64,
+      faults: this.config.faults ?? {},
+      stats: this.stats,
+      onFenced: () => this.config.onFenced?.(part.log.partition),
+    });
+    part.cells.set(cellKey, cell);
+    const limit = this.config.cacheLimit ?? 10_000;
+    if (part.cells.size > limit) {
+      for (const [k, c] of part.cells) {
+        if (part.cells.size <= limit) break;
+        if (!c.busy) part.cells.delete(k);
+      }
+    }
+    return cell;
+  }
+
+  private enqueue(part: OwnedPartition, address: ActorAddress, delivery: Delivery): void {
+    this.cellFor(part, address).enqueue(delivery);
+  }
+
+  private async manager(): Promise<JetStreamManager> {
+    this.jsm ??= await jetstreamManager(this.config.nc, { timeout: 15_000 });
+    return this.jsm;
+  }
+
+  private async startMailbox(part: OwnedPartition): Promise<void> {
+    const jsm = await this.manager();
+    const name = partitionConsumer(part.log.partition);
+    const pinTimeoutNs = (this.config.pinTimeoutMs ?? 10_000) * 1_000_000;
+    try {
+      await jsm.consumers.info(CMD_STREAM, name);
+      // A previous owner may hold the pin and unacknowledged messages: take both over now.
+      await jsm.consumers.unpin(CMD_STREAM, name, OWNER_GROUP).catch(() => undefined);
+      await jsm.consumers.reset(CMD_STREAM, name);
+    } catch (err) {
+      if ((err as { code?: number }).code !== 10014 && !/consumer not found/i.test(String(err))) throw err;
+      await jsm.consumers.add(CMD_STREAM, {
+        durable_name: name,
+        description: `Runway mailbox of partition ${part.log.partition}; read only by the partition's owner`,
+        filter_subject: mailboxFilter(part.log.partition),
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.All,
+        ack_wait: 30_000_000_000,
+        max_ack_pending: 2_000,
+        priority_groups: [OWNER_GROUP],
+        priority_policy: "pinned_client",
+        priority_timeout: pinTimeoutNs,
+        metadata: { partition: String(part.log.partition) },
+      } as never);
+    }
+    const consumer = await jetstream(this.config.nc).consumers.get(CMD_STREAM, name);
+    const messages = await consumer.consume({ group: OWNER_GROUP, max_messages: this.config.prefetch ?? 256, expires: 5_000 } as never);
+    part.messages = messages;
+    part.consuming = (async () => {
+      for await (const msg of messages) {
+        if (part.stopping || part.log.fenced) break;
+        this.route(part, msg);
+      }
+    })();
+  }
+
+  private route(part: OwnedPartition, msg: JsMsg): void {
+    const reply = msg.headers?.get(HEADER_REPLY) || undefined;
+    const terminate = (reason: string, answer?: CommandAnswer) => {
+      this.stats.terminated++;
+      this.logger.warn("mailbox message terminated", { reason, subject: msg.subject, seq: msg.seq });
+      if (reply && answer) this.config.nc.publish(reply, answerCodec.encode(answer));
+      msg.term(reason);
+    };
+    const tokens = msg.subject.split(".");
+    const kind = tokens[3] ?? "";
+    const id = tokens[4] ?? "";
+    if (tokens.length !== 5 || Number(tokens[2]) !== part.log.partition || !ID_PATTERN.test(id)) {
+      terminate("bad_subject", { outcome: "invalid_input", reason: "bad_subject" });
+      return;
+    }
+    if (!this.definitions.has(kind)) {
+      terminate(`unknown_kind: ${kind}`, { outcome: "unknown_kind", kind });
+      return;
+    }
+    const address = { kind, id };
+    if (this.partitionOf(address) !== part.log.partition) {
+      terminate("wrong_partition", { outcome: "invalid_input", reason: "wrong_partition" });
+      return;
+    }
+    const decoded = commandCodec.decode(msg.data);
+    if (!decoded.ok) {
+      terminate(`${decoded.reason}: ${decoded.detail}`, { outcome: "invalid_input", reason: decoded.reason });
+      return;
+    }
+    const commandId = msg.headers?.get(HEADER_ID) || msg.headers?.get("Nats-Msg-Id") || `seq-${msg.seq}`;
+    this.enqueue(part, address, {
+      id: commandId,
+      event: decoded.value.event,
+      settle: (answer, how, reason) => {
+        if (how === "keep") return;
+        if (reply && answer) this.config.nc.publish(reply, answerCodec.encode(answer));
+        if (how === "term") {
+          this.logger.warn("mailbox message terminated", { reason, subject: msg.subject, seq: msg.seq });
+          msg.term(reason);
+        } else msg.ack();
+      },
+    });
+  }
+}

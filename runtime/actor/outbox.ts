@@ -1,0 +1,71 @@
+import { headers as makeHeaders, type NatsConnection } from "@nats-io/transport-node";
+import { publish, withRetry, type PublishOutcome } from "../nats/jetstream.js";
+import { partitionOf } from "../partitions/hash.js";
+import { CMD_STREAM, mailboxSubject, timerSubject } from "../topology.js";
+import type { ActorAddress } from "./define.js";
+import { commandCodec, HEADER_ID, type OutboxEntry } from "./wire.js";
+
+/** Timers due this soon are delivered straight to the mailbox instead of being scheduled. */
+const IMMEDIATE_TIMER_MS = 20;
+
+export interface OutboxContext {
+  nc: NatsConnection;
+  partitions: number;
+  /** Partition key of an address (the actor definition's `key`, or the id). */
+  keyOf(address: ActorAddress): string;
+  now(): number;
+}
+
+function retryable(o: PublishOutcome): boolean {
+  return o.outcome === "unavailable" || o.outcome === "unknown";
+}
+
+/**
+ * Publishes the effects of a stored transition. Each entry has a deterministic id (the command
+ * id and the effect's position), used as `Nats-Msg-Id` and as the receiver's `Rw-Id`, so a
+ * re-publish after a crash is dropped by the stream's duplicate window and, beyond it, by the
+ * receiver's applied-command window. Returns false if some entry could not be published.
+ */
+export async function publishOutbox(ctx: OutboxContext, self: ActorAddress, entries: readonly OutboxEntry[]): Promise<boolean> {
+  if (entries.length === 0) return true;
+  const results = await Promise.all(entries.map((entry) => withRetry(() => publishEntry(ctx, self, entry), retryable, { deadlineMs: 10_000 })));
+  return results.every((r) => r.outcome === "stored");
+}
+
+function subjectFor(ctx: OutboxContext, address: ActorAddress): string {
+  return mailboxSubject(partitionOf(ctx.keyOf(address), ctx.partitions), address.kind, address.id);
+}
+
+async function publishEntry(ctx: OutboxContext, self: ActorAddress, entry: OutboxEntry): Promise<PublishOutcome> {
+  const effect = entry.effect;
+  const h = makeHeaders();
+  h.set(HEADER_ID, entry.id);
+  switch (effect.type) {
+    case "runway.send":
+      return publish(ctx.nc, subjectFor(ctx, effect.to), commandCodec.encode({ event: effect.event }), { headers: h, msgId: entry.id });
+    case "runway.publish":
+      return publish(ctx.nc, effect.subject, new TextEncoder().encode(JSON.stringify(effect.data ?? null)), { headers: h, msgId: entry.id });
+    case "runway.timer.set": {
+      const target = subjectFor(ctx, self);
+      const body = commandCodec.encode({ event: effect.event });
+      if (effect.at - ctx.now() <= IMMEDIATE_TIMER_MS) return publish(ctx.nc, target, body, { headers: h, msgId: entry.id });
+      // One schedule per (actor, timer name): publishing the same subject again replaces it.
+      h.set("Nats-Schedule", `@at ${new Date(effect.at).toISOString()}`);
+      h.set("Nats-Schedule-Target", target);
+      const partition = partitionOf(ctx.keyOf(self), ctx.partitions);
+      return publish(ctx.nc, timerSubject(partition, self.kind, self.id, effect.name), body, { headers: h, msgId: entry.id });
+    }
+    case "runway.timer.cancel": {
+      const partition = partitionOf(ctx.keyOf(self), ctx.partitions);
+      try {
+        const reply = await ctx.nc.request(`$JS.API.STREAM.PURGE.${CMD_STREAM}`, JSON.stringify({ filter: timerSubject(partition, self.kind, self.id, effect.name) }), { timeout: 2_000 });
+        const body = JSON.parse(new TextDecoder().decode(reply.data)) as { success?: boolean; error?: { code: number; description?: string } };
+        return body.success ? { outcome: "stored", seq: 0, duplicate: false } : { outcome: "unavailable", detail: body.error?.description ?? "purge failed" };
+      } catch (err) {
+        return { outcome: "unknown", detail: String(err) };
+      }
+    }
+    case "runway.answer":
+      return { outcome: "stored", seq: 0, duplicate: false };
+  }
+}

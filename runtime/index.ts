@@ -1,0 +1,32 @@
+export { RunwayFault, StoreUnavailable, UnsupportedServer, isFault, faultFrom, type FaultKind, type SerializedFault } from "./errors.js";
+export { systemClock, type Clock } from "./clock.js";
+export { createLogger, silentLogger, type Logger, type LogLevel } from "./log.js";
+export { versionedCodec, packMsgpack, unpackMsgpack, type Codec, type CodecSpec, type DecodeResult } from "./codec.js";
+export { connectNats, compareVersions, MIN_SERVER_VERSION, type ConnectionConfig } from "./nats/connection.js";
+export { publish, readLast, streamLastSequence, type PublishOutcome, type ReadOutcome, type StoredMessage } from "./nats/jetstream.js";
+export {
+  ensureTopology,
+  DEFAULT_TOPOLOGY,
+  CMD_STREAM,
+  NODES_BUCKET,
+  META_BUCKET,
+  partitionBucket,
+  partitionStream,
+  partitionConsumer,
+  mailboxSubject,
+  timerSubject,
+  kvSubject,
+  type TopologyConfig,
+} from "./topology.js";
+export { fnv1a32, partitionOf } from "./partitions/hash.js";
+export { preferredOwner, placementFor } from "./partitions/placement.js";
+export { Membership, type NodeRecord } from "./partitions/membership.js";
+export { PartitionOwnership } from "./partitions/ownership.js";
+export { PartitionLog, readFence, FENCE_KEY, type Authority, type FenceRecord, type LogWriteOutcome, type ClaimOutcome } from "./store/partition-log.js";
+export { defineActor, EffectSchema, AddressSchema, ID_PATTERN, KIND_PATTERN, type ActorDefinition, type ActorAddress, type Effect } from "./actor/define.js";
+export { ActorHost, type ActorHostConfig } from "./actor/host.js";
+export type { HostFaults, HostStats } from "./actor/cell.js";
+export { MailboxClient } from "./actor/mailbox.js";
+export { actorRecordCodec, commandCodec, answerCodec, HEADER_ID, HEADER_REPLY, type ActorRecord, type CommandAnswer } from "./actor/wire.js";
+export { Lifecycle, type Stage } from "./lifecycle.js";
+export { startNode, type NodeConfig, type RunwayNode } from "./node.js";

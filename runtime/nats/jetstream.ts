@@ -1,0 +1,155 @@
+import { headers as makeHeaders, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
+import { rawRequest, type RawReply } from "./requests.js";
+
+/**
+ * Raw JetStream publish and read, with every outcome a caller branches on made explicit.
+ * The hot path publishes with precondition headers directly (one request, one JSON ack), and
+ * never lets a revision conflict or an election surface as an exception.
+ */
+export type PublishOutcome =
+  | { outcome: "stored"; seq: number; duplicate: boolean }
+  /** A precondition failed: JetStream 10071 / 10164 "wrong last sequence". */
+  | { outcome: "conflict"; lastSequence: number | undefined; code: number }
+  /** Known not stored and worth retrying: no responders, 10163, JetStream not (yet) enabled. */
+  | { outcome: "unavailable"; detail: string }
+  /** The request timed out: the message may or may not have been stored. */
+  | { outcome: "unknown"; detail: string }
+  /** Refused for a reason retrying will not change (bad subject, limits, …). */
+  | { outcome: "rejected"; code: number; detail: string };
+
+export const CONFLICT_CODES: ReadonlySet<number> = new Set([10071, 10164]);
+// 10163: expected-last-sequence temporarily unavailable; 10008: JetStream temporarily unavailable;
+// 10039: JetStream not enabled (seen during elections).
+export const RETRYABLE_CODES: ReadonlySet<number> = new Set([10163, 10008, 10039, 10076]);
+
+interface PubAckJson {
+  stream?: string;
+  seq?: number;
+  duplicate?: boolean;
+  error?: { code: number; err_code?: number; description?: string };
+}
+
+export function parsePubAck(data: Uint8Array): PublishOutcome {
+  let ack: PubAckJson;
+  try {
+    ack = JSON.parse(new TextDecoder().decode(data)) as PubAckJson;
+  } catch {
+    return { outcome: "unknown", detail: "unparseable publish ack" };
+  }
+  if (ack.error) {
+    const code = ack.error.err_code ?? ack.error.code;
+    const detail = ack.error.description ?? "";
+    if (CONFLICT_CODES.has(code)) {
+      const m = /wrong last sequence: (\d+)/.exec(detail);
+      return { outcome: "conflict", lastSequence: m ? Number(m[1]) : undefined, code };
+    }
+    if (RETRYABLE_CODES.has(code) || /not enabled|temporarily unavailable/i.test(detail)) {
+      return { outcome: "unavailable", detail: `${code} ${detail}` };
+    }
+    return { outcome: "rejected", code, detail };
+  }
+  if (typeof ack.seq !== "number") return { outcome: "unknown", detail: "publish ack without seq" };
+  return { outcome: "stored", seq: ack.seq, duplicate: ack.duplicate === true };
+}
+
+export interface PublishOptions {
+  headers?: MsgHdrs;
+  msgId?: string;
+  expectLastSequence?: number;
+  expectLastSubjectSequence?: number;
+  ttl?: string;
+  timeoutMs?: number;
+}
+
+export async function publish(nc: NatsConnection, subject: string, data: Uint8Array, options: PublishOptions = {}): Promise<PublishOutcome> {
+  const h = options.headers ?? makeHeaders();
+  if (options.msgId !== undefined) h.set("Nats-Msg-Id", options.msgId);
+  if (options.expectLastSequence !== undefined) h.set("Nats-Expected-Last-Sequence", String(options.expectLastSequence));
+  if (options.expectLastSubjectSequence !== undefined) h.set("Nats-Expected-Last-Subject-Sequence", String(options.expectLastSubjectSequence));
+  if (options.ttl !== undefined) h.set("Nats-TTL", options.ttl);
+  const reply = await rawRequest(nc, subject, data, { headers: h, timeoutMs: options.timeoutMs ?? 2_000 });
+  if (!reply.ok) return failedReply(reply);
+  return parsePubAck(reply.msg.data);
+}
+
+function failedReply(reply: Extract<RawReply, { ok: false }>): PublishOutcome {
+  // A timed-out request may have reached the server; "no responders" and "closed" did not store.
+  return reply.reason === "timeout" ? { outcome: "unknown", detail: "timeout" } : { outcome: "unavailable", detail: reply.reason };
+}
+
+export interface StoredMessage {
+  subject: string;
+  seq: number;
+  data: Uint8Array;
+  headers: Record<string, string>;
+}
+
+export type ReadOutcome =
+  | { outcome: "found"; message: StoredMessage }
+  | { outcome: "missing" }
+  | { outcome: "unavailable"; detail: string };
+
+interface MsgGetJson {
+  message?: { subject: string; seq: number; hdrs?: string; data?: string };
+  error?: { code: number; err_code?: number; description?: string };
+}
+
+function parseHeaderBlock(block: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (!block) return out;
+  const text = Buffer.from(block, "base64").toString("utf8");
+  for (const line of text.split("\r\n").slice(1)) {
+    const i = line.indexOf(":");
+    if (i > 0) out[line.slice(0, i).trim()] = line.slice(i + 1).trim();
+  }
+  return out;
+}
+
+/**
+ * Reads the last message on a subject from the stream leader (not a direct-get replica), so an
+ * owner that reloads after a conflict never sees a lagging replica's past.
+ */
+export async function readLast(nc: NatsConnection, stream: string, subject: string, timeoutMs = 2_000): Promise<ReadOutcome> {
+  const reply = await rawRequest(nc, `$JS.API.STREAM.MSG.GET.${stream}`, JSON.stringify({ last_by_subj: subject }), { timeoutMs });
+  if (!reply.ok) return { outcome: "unavailable", detail: reply.reason };
+  try {
+    const body = JSON.parse(new TextDecoder().decode(reply.msg.data)) as MsgGetJson;
+    if (body.error) {
+      const code = body.error.err_code ?? body.error.code;
+      if (code === 10037 || body.error.code === 404) return { outcome: "missing" };
+      return { outcome: "unavailable", detail: `${code} ${body.error.description ?? ""}` };
+    }
+    const m = body.message;
+    if (!m) return { outcome: "unavailable", detail: "empty message get reply" };
+    return {
+      outcome: "found",
+      message: { subject: m.subject, seq: m.seq, data: m.data ? new Uint8Array(Buffer.from(m.data, "base64")) : new Uint8Array(), headers: parseHeaderBlock(m.hdrs) },
+    };
+  } catch (err) {
+    return { outcome: "unavailable", detail: err instanceof Error ? err.message : String(err) };
+  }
+}
+
+/** The stream's last sequence, from the leader. */
+export async function streamLastSequence(nc: NatsConnection, stream: string, timeoutMs = 2_000): Promise<number | { unavailable: string }> {
+  try {
+    const reply = await nc.request(`$JS.API.STREAM.INFO.${stream}`, "", { timeout: timeoutMs });
+    const body = JSON.parse(new TextDecoder().decode(reply.data)) as { state?: { last_seq: number }; error?: { code: number; description?: string } };
+    if (body.error || !body.state) return { unavailable: body.error ? `${body.error.code} ${body.error.description ?? ""}` : "no state" };
+    return body.state.last_seq;
+  } catch (err) {
+    return { unavailable: err instanceof Error ? err.message : String(err) };
+  }
+}
+
+/** Retries `op` while it reports a retryable outcome, with capped backoff, until the deadline. */
+export async function withRetry<T>(op: () => Promise<T>, isRetryable: (value: T) => boolean, options: { deadlineMs?: number; baseMs?: number; maxMs?: number } = {}): Promise<T> {
+  const deadline = performance.now() + (options.deadlineMs ?? 30_000);
+  let delay = options.baseMs ?? 25;
+  for (;;) {
+    const value = await op();
+    if (!isRetryable(value) || performance.now() + delay > deadline) return value;
+    await new Promise((r) => setTimeout(r, delay));
+    delay = Math.min(delay * 2, options.maxMs ?? 1_000);
+  }
+}

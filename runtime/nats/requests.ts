@@ -1,0 +1,108 @@
+import { createInbox, type MsgHdrs, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+
+/**
+ * Request-reply on one shared inbox subscription per connection, with one coarse timer for all
+ * deadlines. The client's own `request()` builds two Error objects (with stack traces) per
+ * call; on the actor hot path, where every transition makes two or three requests, that was a
+ * sixth of the CPU. Failures here are plain outcomes, not exceptions.
+ */
+export type RawReply = { ok: true; msg: Msg } | { ok: false; reason: "timeout" | "no_responders" | "closed" };
+
+interface Pending {
+  resolve(reply: RawReply): void;
+  deadline: number;
+}
+
+class RequestMux {
+  private readonly prefix: string;
+  private readonly pending = new Map<number, Pending>();
+  private next = 0;
+  private readonly sub: Subscription;
+  private sweeper: NodeJS.Timeout | undefined;
+
+  constructor(private readonly nc: NatsConnection) {
+    this.prefix = `${createInbox()}.`;
+    this.sub = nc.subscribe(`${this.prefix}*`, {
+      callback: (err, msg) => {
+        if (err) return;
+        const token = Number(msg.subject.slice(this.prefix.length));
+        const p = this.pending.get(token);
+        if (!p) return;
+        this.pending.delete(token);
+        if (msg.data.length === 0 && msg.headers?.code === 503) p.resolve({ ok: false, reason: "no_responders" });
+        else p.resolve({ ok: true, msg });
+      },
+    });
+    void nc.closed().then(() => this.failAll("closed"));
+  }
+
+  /** Reserves a reply subject; the promise settles with the first message sent to it, or at the deadline. */
+  expect(timeoutMs: number): { subject: string; reply: Promise<RawReply>; cancel(): void } {
+    const token = this.next++;
+    let cancel = () => undefined as void;
+    const reply = new Promise<RawReply>((resolve) => {
+      if (this.nc.isClosed()) return resolve({ ok: false, reason: "closed" });
+      this.pending.set(token, { resolve, deadline: performance.now() + timeoutMs });
+      cancel = () => {
+        if (this.pending.delete(token)) resolve({ ok: false, reason: "closed" });
+      };
+      this.ensureSweeper();
+    });
+    return { subject: `${this.prefix}${token}`, reply, cancel };
+  }
+
+  request(subject: string, data: Uint8Array | string, headers: MsgHdrs | undefined, timeoutMs: number): Promise<RawReply> {
+    const expected = this.expect(timeoutMs);
+    try {
+      this.nc.publish(subject, data, { reply: expected.subject, ...(headers ? { headers } : {}) });
+    } catch {
+      expected.cancel();
+    }
+    return expected.reply;
+  }
+
+  private ensureSweeper(): void {
+    if (this.sweeper) return;
+    this.sweeper = setInterval(() => {
+      const now = performance.now();
+      for (const [token, p] of this.pending) {
+        if (p.deadline <= now) {
+          this.pending.delete(token);
+          p.resolve({ ok: false, reason: "timeout" });
+        }
+      }
+      if (this.pending.size === 0 && this.sweeper) {
+        clearInterval(this.sweeper);
+        this.sweeper = undefined;
+      }
+    }, 50);
+    this.sweeper.unref();
+  }
+
+  private failAll(reason: "closed"): void {
+    for (const p of this.pending.values()) p.resolve({ ok: false, reason });
+    this.pending.clear();
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.sub.unsubscribe();
+  }
+}
+
+const muxes = new WeakMap<NatsConnection, RequestMux>();
+
+function muxOf(nc: NatsConnection): RequestMux {
+  let mux = muxes.get(nc);
+  if (!mux) {
+    mux = new RequestMux(nc);
+    muxes.set(nc, mux);
+  }
+  return mux;
+}
+
+export function rawRequest(nc: NatsConnection, subject: string, data: Uint8Array | string, options: { headers?: MsgHdrs; timeoutMs?: number } = {}): Promise<RawReply> {
+  return muxOf(nc).request(subject, data, options.headers, options.timeoutMs ?? 2_000);
+}
+
+/** A reply subject to hand to someone else (e.g. an actor's `Rw-Reply`), and the reply when it comes. */
+export function expectReply(nc: NatsConnection, timeoutMs: number): { subject: string; reply: Promise<RawReply>; cancel(): void } {
+  return muxOf(nc).expect(timeoutMs);
+}

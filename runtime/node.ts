@@ -1,0 +1,121 @@
+import { randomUUID } from "node:crypto";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { ActorHost } from "./actor/host.js";
+import type { ActorDefinition } from "./actor/define.js";
+import type { HostFaults } from "./actor/cell.js";
+import { MailboxClient } from "./actor/mailbox.js";
+import { systemClock, type Clock } from "./clock.js";
+import { Lifecycle } from "./lifecycle.js";
+import { createLogger, type Logger } from "./log.js";
+import { connectNats, type ConnectionConfig } from "./nats/connection.js";
+import { Membership } from "./partitions/membership.js";
+import { PartitionOwnership } from "./partitions/ownership.js";
+import { ensureTopology, type TopologyConfig, DEFAULT_TOPOLOGY } from "./topology.js";
+
+export interface NodeConfig {
+  connection: ConnectionConfig;
+  /** Unique among live nodes and stable across restarts (a restart reclaims its partitions at once). */
+  name: string;
+  actors: readonly ActorDefinition[];
+  topology?: Partial<TopologyConfig>;
+  /** Liveness lease; a dead node's partitions move after about this long. */
+  leaseTtlMs?: number;
+  reconcileMs?: number;
+  clock?: Clock;
+  logger?: Logger;
+  faults?: HostFaults;
+}
+
+export interface RunwayNode {
+  readonly name: string;
+  readonly incarnation: string;
+  readonly nc: NatsConnection;
+  readonly host: ActorHost;
+  readonly membership: Membership;
+  readonly ownership: PartitionOwnership;
+  readonly mailbox: MailboxClient;
+  readonly topology: TopologyConfig;
+  /** Hands partitions back after in-flight commands finish, leaves the cluster, closes the connection. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a node through ordered stages — connect, topology, host, membership, ownership — and
+ * stops it in reverse: ownership drains first (partitions handed back once in-flight commands
+ * finish), the liveness record goes next, the connection last.
+ */
+export async function startNode(config: NodeConfig): Promise<RunwayNode> {
+  const clock = config.clock ?? systemClock;
+  const logger = config.logger ?? createLogger(`node:${config.name}`);
+  const topology: TopologyConfig = { ...DEFAULT_TOPOLOGY, ...config.topology };
+  const incarnation = randomUUID();
+  const leaseTtlMs = config.leaseTtlMs ?? 10_000;
+  const lifecycle = new Lifecycle(logger);
+  const parts: Partial<{ nc: NatsConnection; host: ActorHost; membership: Membership; ownership: PartitionOwnership }> = {};
+
+  lifecycle.add({
+    name: "connect",
+    start: async () => {
+      parts.nc = await connectNats({ ...config.connection, name: config.name });
+    },
+    stop: async () => {
+      await parts.nc?.drain().catch(() => parts.nc?.close());
+    },
+  });
+  lifecycle.add({ name: "topology", start: () => ensureTopology(parts.nc!, topology) });
+  lifecycle.add({
+    name: "host",
+    start: () => {
+      parts.host = new ActorHost({
+        nc: parts.nc!,
+        partitions: topology.partitions,
+        actors: config.actors,
+        clock,
+        logger,
+        pinTimeoutMs: leaseTtlMs,
+        ...(config.faults ? { faults: config.faults } : {}),
+        onFenced: () => parts.ownership?.poke(),
+      });
+    },
+    stop: () => parts.host?.stop(),
+  });
+  lifecycle.add({
+    name: "membership",
+    start: async () => {
+      parts.membership = new Membership({ nc: parts.nc!, node: config.name, incarnation, ttlMs: leaseTtlMs, clock, logger });
+      await parts.membership.start();
+    },
+    stop: () => parts.membership?.stop(),
+  });
+  lifecycle.add({
+    name: "ownership",
+    start: () => {
+      parts.ownership = new PartitionOwnership({
+        nc: parts.nc!,
+        host: parts.host!,
+        membership: parts.membership!,
+        authority: { node: config.name, incarnation },
+        partitions: topology.partitions,
+        clock,
+        logger,
+        reconcileMs: config.reconcileMs ?? Math.max(250, Math.floor(leaseTtlMs / 4)),
+      });
+      parts.ownership.start();
+    },
+    stop: () => parts.ownership?.drain(),
+  });
+
+  await lifecycle.start();
+  const host = parts.host!;
+  return {
+    name: config.name,
+    incarnation,
+    nc: parts.nc!,
+    host,
+    membership: parts.membership!,
+    ownership: parts.ownership!,
+    topology,
+    mailbox: new MailboxClient(parts.nc!, topology.partitions, (a) => host.keyOf(a)),
+    stop: () => lifecycle.stop(),
+  };
+}

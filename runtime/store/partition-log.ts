@@ -1,0 +1,227 @@
+import { headers as makeHeaders, type NatsConnection } from "@nats-io/transport-node";
+import { z } from "zod";
+import { RunwayFault } from "../errors.js";
+import { publish, readLast, streamLastSequence, type ReadOutcome } from "../nats/jetstream.js";
+import { kvSubject, partitionBucket, partitionStream } from "../topology.js";
+
+/**
+ * The fenced writer of one partition.
+ *
+ * A partition's actor state lives in its own KV bucket (one stream). Every write names the
+ * stream's last sequence as this writer last saw it (`Nats-Expected-Last-Sequence`), so the
+ * server stores it only if nothing at all was written to the partition in between: not the
+ * same actor by another host (a revision race), and not a new `fence` record by a new owner
+ * (an authority change). One header therefore carries both fences, and a paused process that
+ * wakes up after a takeover cannot land a write: its view predates the new owner's fence
+ * record, whatever its clock says. The price is one write in flight per partition; nodes
+ * own many partitions, so they write in parallel across them.
+ *
+ * The `fence` key's revision is the partition's authority epoch. It changes only when
+ * ownership does (claim, release), never on lease renewal.
+ */
+export const FenceRecordSchema = z.object({
+  partition: z.number().int().nonnegative(),
+  owner: z.string().nullable(),
+  incarnation: z.string().nullable(),
+  at: z.number(),
+});
+export type FenceRecord = z.infer<typeof FenceRecordSchema>;
+
+export const FENCE_KEY = "fence";
+
+export interface Authority {
+  node: string;
+  incarnation: string;
+}
+
+export type FenceRead =
+  | { outcome: "found"; fence: FenceRecord; epoch: number }
+  | { outcome: "missing"; lastSequence: number }
+  | { outcome: "unavailable"; detail: string };
+
+export type ClaimOutcome =
+  | { outcome: "claimed"; log: PartitionLog }
+  | { outcome: "held"; fence: FenceRecord }
+  | { outcome: "raced" }
+  | { outcome: "unavailable"; detail: string };
+
+export type LogWriteOutcome =
+  | { outcome: "written"; revision: number }
+  /** Something else landed in the partition: drop cached state, reload, decide again. */
+  | { outcome: "stale" }
+  /** Another owner holds the partition now; stop writing to it. */
+  | { outcome: "fenced"; fence: FenceRecord | null }
+  | { outcome: "unavailable"; detail: string };
+
+const encoder = new TextEncoder();
+
+export async function readFence(nc: NatsConnection, partition: number): Promise<FenceRead> {
+  const read = await readLast(nc, partitionStream(partition), kvSubject(partitionBucket(partition), FENCE_KEY));
+  if (read.outcome === "unavailable") return read;
+  if (read.outcome === "missing") return { outcome: "missing", lastSequence: 0 };
+  const op = read.message.headers["KV-Operation"];
+  if (op === "DEL" || op === "PURGE") return { outcome: "missing", lastSequence: read.message.seq };
+  try {
+    const fence = FenceRecordSchema.parse(JSON.parse(new TextDecoder().decode(read.message.data)));
+    return { outcome: "found", fence, epoch: read.message.seq };
+  } catch (err) {
+    throw new RunwayFault("corrupt_fence", `partition ${partition} fence record is unreadable: ${String(err)}`);
+  }
+}
+
+export class PartitionLog {
+  readonly partition: number;
+  readonly bucket: string;
+  readonly stream: string;
+  readonly authority: Authority;
+  /** Revision of the fence record this writer acts under. */
+  readonly epoch: number;
+  /** Increments whenever this writer's view of the partition is rebuilt; cached state from an older generation is stale. */
+  generation = 0;
+  private head: number;
+  private tail: Promise<unknown> = Promise.resolve();
+  private needsResync = false;
+  private fencedBy: FenceRecord | null | undefined;
+  /** Counted for benchmarks and tests: refused writes by cause. */
+  readonly stats = { writes: 0, stale: 0, fenced: 0, unavailable: 0 };
+
+  private constructor(private readonly nc: NatsConnection, partition: number, authority: Authority, epoch: number, head: number) {
+    this.partition = partition;
+    this.bucket = partitionBucket(partition);
+    this.stream = partitionStream(partition);
+    this.authority = authority;
+    this.epoch = epoch;
+    this.head = head;
+  }
+
+  /**
+   * Takes the partition if `mayTake` agrees with the current fence record: a revision-checked
+   * write of a new fence record, whose revision becomes the new epoch. Every write of the
+   * previous owner that has not landed yet is refused from this moment on.
+   */
+  static async claim(nc: NatsConnection, partition: number, authority: Authority, mayTake: (current: FenceRecord | undefined) => boolean, now: number): Promise<ClaimOutcome> {
+    const current = await readFence(nc, partition);
+    if (current.outcome === "unavailable") return current;
+    const fence = current.outcome === "found" ? current.fence : undefined;
+    if (!mayTake(fence)) return { outcome: "held", fence: fence! };
+    const expected = current.outcome === "found" ? current.epoch : current.lastSequence;
+    const record: FenceRecord = { partition, owner: authority.node, incarnation: authority.incarnation, at: now };
+    const bucket = partitionBucket(partition);
+    const written = await publish(nc, kvSubject(bucket, FENCE_KEY), encoder.encode(JSON.stringify(record)), { expectLastSubjectSequence: expected });
+    switch (written.outcome) {
+      case "stored":
+        return { outcome: "claimed", log: new PartitionLog(nc, partition, authority, written.seq, written.seq) };
+      case "conflict":
+        return { outcome: "raced" };
+      case "rejected":
+        throw new RunwayFault("claim_rejected", `claim of partition ${partition} rejected: ${written.code} ${written.detail}`);
+      default:
+        return { outcome: "unavailable", detail: written.detail };
+    }
+  }
+
+  /**
+   * Joins the epoch of an existing fence record without claiming. Only tests use it, to put two
+   * hosts under one authority and show that the sequence fence alone keeps their writes apart.
+   */
+  static async attach(nc: NatsConnection, partition: number, authority: Authority): Promise<PartitionLog> {
+    const fence = await readFence(nc, partition);
+    if (fence.outcome !== "found") throw new RunwayFault("not_claimed", `partition ${partition} has no owner to attach to`);
+    const head = await streamLastSequence(nc, partitionStream(partition));
+    if (typeof head !== "number") throw new RunwayFault("store_unavailable", head.unavailable, { kind: "retryable" });
+    return new PartitionLog(nc, partition, authority, fence.epoch, head);
+  }
+
+  get fenced(): boolean {
+    return this.fencedBy !== undefined;
+  }
+
+  read(key: string): Promise<ReadOutcome> {
+    return readLast(this.nc, this.stream, kvSubject(this.bucket, key));
+  }
+
+  /** Serialised: one write in flight per partition, each naming the last sequence it saw. */
+  write(key: string, value: Uint8Array, headers?: Record<string, string>): Promise<LogWriteOutcome> {
+    const run = this.tail.then(() => this.writeNow(key, value, headers));
+    this.tail = run.catch(() => undefined);
+    return run;
+  }
+
+  private async writeNow(key: string, value: Uint8Array, extra?: Record<string, string>): Promise<LogWriteOutcome> {
+    if (this.fencedBy !== undefined) return { outcome: "fenced", fence: this.fencedBy };
+    if (this.needsResync) {
+      const resynced = await this.resync();
+      if (resynced.outcome !== "current") return resynced.outcome === "fenced" ? { outcome: "fenced", fence: resynced.fence } : { outcome: "unavailable", detail: resynced.detail };
+      return { outcome: "stale" };
+    }
+    const h = makeHeaders();
+    h.set("Rw-Writer", `${this.authority.node}/${this.epoch}`);
+    if (extra) for (const [k, v] of Object.entries(extra)) h.set(k, v);
+    const result = await publish(this.nc, kvSubject(this.bucket, key), value, { headers: h, expectLastSequence: this.head });
+    switch (result.outcome) {
+      case "stored":
+        this.head = result.seq;
+        this.stats.writes++;
+        return { outcome: "written", revision: result.seq };
+      case "conflict":
+      case "unknown": {
+        // Someone else wrote, or our own write may have landed: rebuild the view either way.
+        this.stats.stale++;
+        const resynced = await this.resync();
+        if (resynced.outcome === "fenced") return { outcome: "fenced", fence: resynced.fence };
+        if (resynced.outcome === "unavailable") return { outcome: "unavailable", detail: resynced.detail };
+        return { outcome: "stale" };
+      }
+      case "unavailable":
+        this.stats.unavailable++;
+        return { outcome: "unavailable", detail: result.detail };
+      case "rejected":
+        throw new RunwayFault("write_rejected", `write of ${key} in partition ${this.partition} rejected: ${result.code} ${result.detail}`);
+    }
+  }
+
+  /**
+   * Re-reads the partition head, then the fence. Order matters: anything that lands after the
+   * head was read makes the next write fail, so a fence read after it is current enough.
+   */
+  private async resync(): Promise<{ outcome: "current" } | { outcome: "fenced"; fence: FenceRecord | null } | { outcome: "unavailable"; detail: string }> {
+    this.needsResync = true;
+    const head = await streamLastSequence(this.nc, this.stream);
+    if (typeof head !== "number") return { outcome: "unavailable", detail: head.unavailable };
+    const fence = await readFence(this.nc, this.partition);
+    if (fence.outcome === "unavailable") return fence;
+    if (fence.outcome === "missing" || fence.epoch !== this.epoch) {
+      this.fencedBy = fence.outcome === "found" ? fence.fence : null;
+      this.stats.fenced++;
+      return { outcome: "fenced", fence: this.fencedBy };
+    }
+    this.head = head;
+    this.generation++;
+    this.needsResync = false;
+    return { outcome: "current" };
+  }
+
+  /** Checks that this writer still holds the partition (used by the ownership loop). */
+  async verify(): Promise<"owned" | "fenced" | "unavailable"> {
+    if (this.fencedBy !== undefined) return "fenced";
+    const fence = await readFence(this.nc, this.partition);
+    if (fence.outcome === "unavailable") return "unavailable";
+    if (fence.outcome === "missing" || fence.epoch !== this.epoch) {
+      this.fencedBy = fence.outcome === "found" ? fence.fence : null;
+      return "fenced";
+    }
+    return "owned";
+  }
+
+  /** Gives the partition up: an unowned fence record, written after our last write. */
+  release(now: number): Promise<void> {
+    const run = this.tail.then(async () => {
+      if (this.fencedBy !== undefined) return;
+      const record: FenceRecord = { partition: this.partition, owner: null, incarnation: null, at: now };
+      await publish(this.nc, kvSubject(this.bucket, FENCE_KEY), encoder.encode(JSON.stringify(record)), { expectLastSubjectSequence: this.epoch });
+      this.fencedBy = record;
+    });
+    this.tail = run.catch(() => undefined);
+    return run;
+  }
+}

@@ -1,0 +1,106 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { jetstreamManager, RetentionPolicy, StorageType, type JetStreamManager, type StreamConfig } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import { RunwayFault } from "./errors.js";
+
+/**
+ * Names of everything Runway keeps in JetStream, and the one function that creates them.
+ * Names are stable and readable so that `nats kv`, `nats stream` and `nats consumer` are
+ * useful operator tools.
+ */
+export interface TopologyConfig {
+  /** P: actor keys hash to one of P partitions. Fixed for the life of a cluster. */
+  partitions: number;
+  /** Replicas for every stream and bucket (1 for a single server, 3 for a cluster). */
+  replicas: number;
+  /** KV history per actor key: how many past transitions `nats kv history` shows. */
+  history: number;
+}
+
+export const DEFAULT_TOPOLOGY: TopologyConfig = { partitions: 32, replicas: 1, history: 5 };
+
+export const CMD_STREAM = "RUNWAY_CMD";
+export const NODES_BUCKET = "rw_nodes";
+export const META_BUCKET = "rw_meta";
+
+export function partitionBucket(partition: number): string {
+  return `rw_p${partition}`;
+}
+export function partitionStream(partition: number): string {
+  return `KV_${partitionBucket(partition)}`;
+}
+export function kvSubject(bucket: string, key: string): string {
+  return `$KV.${bucket}.${key}`;
+}
+export function mailboxSubject(partition: number, kind: string, id: string): string {
+  return `rw.cmd.${partition}.${kind}.${id}`;
+}
+export function mailboxFilter(partition: number): string {
+  return `rw.cmd.${partition}.>`;
+}
+export function timerSubject(partition: number, kind: string, id: string, name: string): string {
+  return `rw.timer.${partition}.${kind}.${id}.${name}`;
+}
+export function partitionConsumer(partition: number): string {
+  return `rw-mailbox-p${partition}`;
+}
+
+async function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig> & { name: string }): Promise<void> {
+  try {
+    await jsm.streams.info(config.name);
+    await jsm.streams.update(config.name, config);
+  } catch (err) {
+    if ((err as { code?: number }).code !== 10059 && !/stream not found/i.test(String((err as Error).message))) throw err;
+    await jsm.streams.add(config);
+  }
+}
+
+async function ensureBucket(kvm: Kvm, name: string, options: Record<string, unknown>): Promise<void> {
+  try {
+    await kvm.create(name, options);
+  } catch (err) {
+    // An existing bucket with another history/TTL is still ours: open it as it is.
+    if (!/already in use|exists/i.test(String((err as Error).message))) throw err;
+    await kvm.open(name);
+  }
+}
+
+/**
+ * Creates (or confirms) the command stream, the membership and meta buckets and one KV bucket
+ * per partition. Idempotent; every node runs it at start. Refuses to run against a cluster
+ * that was created with a different partition count, since keys would hash elsewhere.
+ */
+export async function ensureTopology(nc: NatsConnection, config: TopologyConfig): Promise<void> {
+  const jsm = await jetstreamManager(nc, { timeout: 10_000 });
+  const kvm = new Kvm(nc);
+  await ensureStream(jsm, {
+    name: CMD_STREAM,
+    description: "Runway actor mailboxes (rw.cmd.<partition>.<kind>.<id>) and durable timers (rw.timer.…)",
+    subjects: ["rw.cmd.>", "rw.timer.>"],
+    retention: RetentionPolicy.Workqueue,
+    storage: StorageType.File,
+    num_replicas: config.replicas,
+    duplicate_window: 120_000_000_000,
+    allow_msg_schedules: true,
+    allow_msg_ttl: true,
+  } as Partial<StreamConfig> & { name: string });
+  await ensureBucket(kvm, META_BUCKET, { history: 1, replicas: config.replicas, storage: "file" });
+  const meta = await kvm.open(META_BUCKET);
+  const wanted = JSON.stringify({ partitions: config.partitions });
+  try {
+    await meta.create("topology", wanted);
+  } catch {
+    const existing = await meta.get("topology");
+    const have = existing ? (existing.json() as { partitions: number }) : undefined;
+    if (have && have.partitions !== config.partitions) {
+      throw new RunwayFault("topology_mismatch", `cluster was created with ${have.partitions} partitions, this node is configured for ${config.partitions}`);
+    }
+  }
+  // markerTTL turns on per-message TTL and delete markers, so an expired node lease is seen by watchers.
+  await ensureBucket(kvm, NODES_BUCKET, { history: 1, replicas: config.replicas, storage: "file", markerTTL: 60_000 });
+  const pending: Promise<void>[] = [];
+  for (let p = 0; p < config.partitions; p++) {
+    pending.push(ensureBucket(kvm, partitionBucket(p), { history: config.history, replicas: config.replicas, storage: "file", description: `Runway actor state, partition ${p}` }));
+  }
+  await Promise.all(pending);
+}

@@ -1,0 +1,19 @@
+/** `npm run bench -- <name>`: runs one benchmark and prints one JSON line on stdout. */
+import { killAll } from "../harness/index.js";
+import { actorBench } from "./actor.js";
+
+const benches: Record<string, () => Promise<Record<string, unknown>>> = { actor: actorBench };
+
+const name = process.argv[2];
+const bench = name ? benches[name] : undefined;
+if (!bench) {
+  process.stderr.write(`usage: npm run bench -- <${Object.keys(benches).join("|")}>\n`);
+  process.exit(2);
+}
+try {
+  const result = await bench();
+  process.stdout.write(`${JSON.stringify({ ...result, at: new Date().toISOString() })}\n`);
+} finally {
+  await killAll();
+}
+process.exit(0);

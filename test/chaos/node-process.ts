@@ -1,0 +1,53 @@
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll } from "vitest";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { readFence } from "../../runtime/index.js";
+import { RUNWAY_USER, spawnTsx, startServer, type ChildHandle, type NatsServerHandle } from "../harness/index.js";
+
+const fixture = fileURLToPath(new URL("../fixtures/node-process.ts", import.meta.url));
+
+export interface NodeProcessOptions {
+  name: string;
+  leaseTtlMs?: number;
+  replicas?: number;
+  crashAfterWrite?: string;
+  holdBeforeWrite?: { key: string; file: string };
+}
+
+/** Starts `test/fixtures/node-process.ts` as a real child process and waits until it is serving. */
+export async function startNodeProcess(servers: readonly string[], options: NodeProcessOptions): Promise<ChildHandle> {
+  const child = spawnTsx(fixture, [], {
+    name: options.name,
+    env: { RW_TEST_NODE: JSON.stringify({ servers, ...RUNWAY_USER, ...options }) },
+  });
+  await child.waitForLine(/^READY /, { timeoutMs: 30_000 });
+  return child;
+}
+
+/** The owner named by every partition's fence record (null: unowned or unreadable). */
+export async function fenceOwners(nc: NatsConnection, partitions: number): Promise<{ owner: string | null; epoch: number }[]> {
+  const out: { owner: string | null; epoch: number }[] = [];
+  for (let p = 0; p < partitions; p++) {
+    const f = await readFence(nc, p);
+    out.push(f.outcome === "found" ? { owner: f.fence.owner, epoch: f.epoch } : { owner: null, epoch: 0 });
+  }
+  return out;
+}
+
+/**
+ * One single-server world per test file: a server, a client connection, and the node processes
+ * the test starts (killed afterwards whatever happened).
+ */
+export function singleServerWorld(): { readonly server: NatsServerHandle; readonly nc: NatsConnection; readonly children: ChildHandle[] } {
+  const world = { server: undefined as unknown as NatsServerHandle, nc: undefined as unknown as NatsConnection, children: [] as ChildHandle[] };
+  beforeAll(async () => {
+    world.server = await startServer();
+    world.nc = await connect(world.server.connectOptions());
+  });
+  afterAll(async () => {
+    for (const c of world.children) await c.kill().catch(() => undefined);
+    await world.nc?.close();
+    await world.server?.dispose();
+  });
+  return world;
+}

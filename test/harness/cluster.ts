@@ -1,0 +1,133 @@
+// An n-node JetStream cluster of real nats-server processes on loopback.
+import { CLUSTER_NAME, RUNWAY_USER, SYS_USER, ServerProcess, freePort, jetStreamAnswers, makeTempDir, monitorJson } from "./nats-server.js";
+import type { ConnectOptions, NatsServerHandle } from "./nats-server.js";
+import { toolPaths } from "./tools.js";
+import { errorText, waitFor } from "./wait.js";
+
+export interface StartClusterOptions {
+  /** Deadline for the whole cluster to elect a meta leader (default 30 s). */
+  readyTimeoutMs?: number;
+  extraConfig?: string;
+  maxMemoryStore?: string;
+  maxFileStore?: string;
+  debug?: boolean;
+}
+
+export interface ClusterHandle {
+  readonly name: string;
+  readonly servers: NatsServerHandle[];
+  readonly urls: string[];
+  /** All urls, runway user: the client fails over between members. */
+  connectOptions(): ConnectOptions;
+  sysConnectOptions(): ConnectOptions;
+  /** Name of the current JetStream meta leader, as the running members report it. */
+  metaLeader(): Promise<string | undefined>;
+  /** Wait until every running member agrees on a meta leader and reports healthy. */
+  waitHealthy(timeoutMs?: number): Promise<void>;
+  serverByName(name: string): NatsServerHandle;
+  stop(): Promise<void>;
+  dispose(): Promise<void>;
+}
+
+interface JszMeta {
+  meta_cluster?: { name?: string; leader?: string; cluster_size?: number };
+}
+
+async function leaderSeenBy(s: NatsServerHandle): Promise<string | undefined> {
+  const { body } = await monitorJson(s.monitorUrl, "/jsz", 1500);
+  const leader = (body as JszMeta).meta_cluster?.leader;
+  return leader ? leader : undefined;
+}
+
+/** Start n servers (n1..nN) with routes to each other; resolves once JetStream has a meta
+ *  leader that every member knows and a client can use. */
+export async function startCluster(n = 3, opts: StartClusterOptions = {}): Promise<ClusterHandle> {
+  if (n < 1) throw new Error("startCluster: n must be >= 1");
+  const { natsServer } = await toolPaths();
+  const readyTimeoutMs = opts.readyTimeoutMs ?? 30_000;
+  const clusterPorts: number[] = [];
+  for (let i = 0; i < n; i++) clusterPorts.push(await freePort());
+
+  const servers: ServerProcess[] = [];
+  for (let i = 0; i < n; i++) {
+    const name = `n${i + 1}`;
+    servers.push(
+      new ServerProcess(
+        natsServer,
+        {
+          name,
+          dir: makeTempDir(name),
+          port: await freePort(),
+          monitorPort: await freePort(),
+          cluster: { port: clusterPorts[i] as number, routePorts: clusterPorts.filter((_, j) => j !== i) },
+          extraConfig: opts.extraConfig,
+          maxMemoryStore: opts.maxMemoryStore,
+          maxFileStore: opts.maxFileStore,
+          debug: opts.debug,
+        },
+        // a member restarted later must be caught up, not merely listening
+        "cluster-member",
+        readyTimeoutMs,
+      ),
+    );
+  }
+  const urls = servers.map((s) => s.url);
+
+  const handle: ClusterHandle = {
+    name: CLUSTER_NAME,
+    servers,
+    urls,
+    connectOptions: () => ({ servers: [...urls], ...RUNWAY_USER }),
+    sysConnectOptions: () => ({ servers: [...urls], ...SYS_USER }),
+    async metaLeader() {
+      for (const s of servers) {
+        if (!s.isRunning() || s.isPaused()) continue;
+        const leader = await leaderSeenBy(s).catch(() => undefined);
+        if (leader) return leader;
+      }
+      return undefined;
+    },
+    async waitHealthy(timeoutMs = readyTimeoutMs) {
+      await waitFor(
+        async () => {
+          const up = servers.filter((s) => s.isRunning() && !s.isPaused());
+          const leaders = await Promise.all(up.map(leaderSeenBy));
+          const first = leaders[0];
+          if (!first || leaders.some((l) => l !== first)) throw new Error(`members disagree on the meta leader: ${JSON.stringify(leaders)}`);
+          await jetStreamAnswers(
+            up.map((s) => s.url),
+            1500,
+          );
+          for (const s of up) {
+            const h = await monitorJson(s.monitorUrl, "/healthz", 1500);
+            if (h.status !== 200) throw new Error(`${s.name} healthz ${h.status}: ${JSON.stringify(h.body)}`);
+          }
+          return true;
+        },
+        { timeoutMs, intervalMs: 50, describe: `cluster ${CLUSTER_NAME} (${servers.map((s) => s.name).join(",")}) to have a JetStream meta leader` },
+      );
+    },
+    serverByName(name: string) {
+      const s = servers.find((x) => x.name === name);
+      if (!s) throw new Error(`no server named ${name} in cluster (have ${servers.map((x) => x.name).join(", ")})`);
+      return s;
+    },
+    async stop() {
+      await Promise.all(servers.map((s) => s.stop()));
+    },
+    async dispose() {
+      await Promise.all(servers.map((s) => s.dispose()));
+    },
+  };
+
+  try {
+    for (const s of servers) s.spawn();
+    await Promise.all(servers.map((s) => s.waitReady("connect")));
+    await handle.waitHealthy();
+    return handle;
+  } catch (err) {
+    const logs = servers.map((s) => `--- ${s.name} (${s.logPath}):\n${s.logTail(15)}`).join("\n");
+    await handle.dispose();
+    throw new Error(`${errorText(err)}\n${logs}`, { cause: err });
+  }
+}

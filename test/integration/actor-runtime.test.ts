@@ -1,0 +1,189 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
+import {
+  ActorHost,
+  CMD_STREAM,
+  commandCodec,
+  DEFAULT_TOPOLOGY,
+  ensureTopology,
+  mailboxSubject,
+  MailboxClient,
+  packMsgpack,
+  partitionConsumer,
+  partitionOf,
+  PartitionLog,
+  silentLogger,
+  type HostFaults,
+} from "../../runtime/index.js";
+import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
+import { testActors } from "../fixtures/counter-actor.js";
+import { readActor } from "../fixtures/read-actor.js";
+
+const P = DEFAULT_TOPOLOGY.partitions;
+let server: NatsServerHandle;
+const connections: NatsConnection[] = [];
+
+async function conn(): Promise<NatsConnection> {
+  const nc = await connect(server.connectOptions());
+  connections.push(nc);
+  return nc;
+}
+
+async function hostFor(partition: number, opts: { attach?: boolean; faults?: HostFaults; mailbox?: boolean; node?: string } = {}) {
+  const nc = await conn();
+  const node = opts.node ?? `host-${connections.length}`;
+  const authority = { node, incarnation: node };
+  let log: PartitionLog;
+  if (opts.attach) log = await PartitionLog.attach(nc, partition, authority);
+  else {
+    const claimed = await PartitionLog.claim(nc, partition, authority, () => true, Date.now());
+    if (claimed.outcome !== "claimed") throw new Error(`claim failed: ${claimed.outcome}`);
+    log = claimed.log;
+  }
+  const host = new ActorHost({ nc, partitions: P, actors: testActors, logger: silentLogger, ...(opts.faults ? { faults: opts.faults } : {}) });
+  await host.serve(log, { mailbox: opts.mailbox ?? false });
+  return { nc, host, log, mailbox: new MailboxClient(nc, P) };
+}
+
+beforeAll(async () => {
+  server = await startServer();
+  const nc = await conn();
+  await ensureTopology(nc, DEFAULT_TOPOLOGY);
+});
+
+afterAll(async () => {
+  for (const nc of connections) await nc.close().catch(() => undefined);
+  await server?.dispose();
+});
+
+describe("actor runtime on a real server", () => {
+  it("fenced write race: two hosts apply 1,000 increments to one actor; exactly 1,000 land", async () => {
+    const id = "race";
+    const p = partitionOf(id, P);
+    const a = await hostFor(p, { node: "race-a" });
+    const b = await hostFor(p, { attach: true, node: "race-b" });
+    const target = { kind: "counter", id };
+    // Each host keeps several commands in flight; the two hosts' writes interleave at the server.
+    const drive = async (h: typeof a, prefix: string) => {
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          while (next < 500) {
+            const i = next++;
+            const answer = await h.host.dispatch(target, { type: "inc", by: 1 }, `${prefix}-${i}`);
+            expect(answer.outcome).toBe("applied");
+          }
+        }),
+      );
+    };
+    await Promise.all([drive(a, "a"), drive(b, "b")]);
+    const record = await readActor(a.nc, "counter", id);
+    const conflicts = a.host.stats.stale + b.host.stats.stale;
+    console.log(`fenced write race: 1000 increments, ${conflicts} revision conflicts (host a ${a.host.stats.stale}, host b ${b.host.stats.stale}), ${a.host.stats.writes + b.host.stats.writes} writes`);
+    expect(record?.context.count).toBe(1000);
+    expect(record?.transitions).toBe(1000);
+    expect(conflicts).toBeGreaterThan(0);
+    await a.host.stop();
+    await b.host.stop();
+  });
+
+  it("redelivery is idempotent: a command delivered twice is applied once", async () => {
+    const id = "redelivered";
+    const p = partitionOf(id, P);
+    let failNext = true;
+    const h = await hostFor(p, {
+      mailbox: true,
+      faults: {
+        afterWrite() {
+          // The write landed; losing the process here leaves the command unacknowledged.
+          if (failNext) {
+            failNext = false;
+            throw new Error("injected fault after write");
+          }
+        },
+      },
+    });
+    const target = { kind: "counter", id };
+    const sent = await h.mailbox.send(target, { type: "inc" }, "cmd-once");
+    expect(sent.outcome).toBe("stored");
+    await waitFor(async () => (await readActor(h.nc, "counter", id))?.context.count === 1, { timeoutMs: 10_000, describe: "first application" });
+    // Serving the partition again resets its consumer: the unacknowledged command comes back now.
+    const log = await h.host.release(p);
+    await h.host.serve(log!, { mailbox: true });
+    await waitFor(() => h.host.stats.duplicates >= 1, { timeoutMs: 10_000, describe: "redelivered command seen as duplicate" });
+    // The same command id published again under another stream message id: still once.
+    const hdr = headers();
+    hdr.set("Rw-Id", "cmd-once");
+    hdr.set("Nats-Msg-Id", "another-publish-of-cmd-once");
+    await h.nc.request(mailboxSubject(p, "counter", id), commandCodec.encode({ event: { type: "inc" } }), { headers: hdr, timeout: 5_000 });
+    await waitFor(() => h.host.stats.duplicates >= 2, { timeoutMs: 10_000, describe: "second duplicate" });
+    const jsm = await jetstreamManager(h.nc);
+    await waitFor(async () => (await jsm.consumers.info(CMD_STREAM, partitionConsumer(p))).num_ack_pending === 0, { timeoutMs: 10_000, describe: "all acknowledged" });
+    const record = await readActor(h.nc, "counter", id);
+    expect(record?.context.count).toBe(1);
+    expect(record?.transitions).toBe(1);
+    await h.host.stop();
+  });
+
+  it("a refused event gets a closed answer and changes nothing; a terminal actor never moves", async () => {
+    const id = "stopper";
+    const h = await hostFor(partitionOf(id, P));
+    const target = { kind: "counter", id };
+    expect((await h.host.dispatch(target, { type: "inc", by: 5 }, "s1")).outcome).toBe("applied");
+    expect((await h.host.dispatch(target, { type: "stop" }, "s2")).outcome).toBe("applied");
+    const refused = await h.host.dispatch(target, { type: "inc", by: 1 }, "s3");
+    expect(refused).toEqual({ outcome: "refused", state: "stopped" });
+    const invalid = await h.host.dispatch(target, { type: "inc", by: "lots" }, "s4");
+    expect(invalid.outcome).toBe("invalid_input");
+    const record = await readActor(h.nc, "counter", id);
+    expect(record?.context.count).toBe(5);
+    expect(record?.transitions).toBe(2);
+    await h.host.stop();
+  });
+
+  it("1,000 malformed mailbox messages are terminated with a reason and never crash the host", async () => {
+    const id = "survivor";
+    const p = partitionOf(id, P);
+    const h = await hostFor(p, { mailbox: true });
+    const js = await jetstreamManager(h.nc);
+    const other = (p + 1) % P;
+    const kinds = [
+      // not msgpack at all
+      (i: number) => ({ subject: mailboxSubject(p, "counter", `m${i}`), data: new Uint8Array([0xc1, 0xff, i & 0xff, 0x00]) }),
+      // msgpack, but the wrong schema version
+      (i: number) => ({ subject: mailboxSubject(p, "counter", `m${i}`), data: packMsgpack({ s: "rw.cmd", v: 99, b: { event: { type: "inc" } } }) }),
+      // a kind no actor definition has
+      (i: number) => ({ subject: mailboxSubject(p, "nosuchkind", `m${i}`), data: commandCodec.encode({ event: { type: "inc" } }) }),
+      // a well-formed envelope whose event the machine's schema refuses
+      (i: number) => ({ subject: mailboxSubject(p, "counter", `m${i}`), data: commandCodec.encode({ event: { type: "inc", by: "x" } }) }),
+      // an envelope with no event
+      (i: number) => ({ subject: mailboxSubject(p, "counter", `m${i}`), data: packMsgpack({ s: "rw.cmd", v: 1, b: { nothing: true } }) }),
+      // an id that belongs to another partition
+      (i: number) => ({ subject: mailboxSubject(p, "counter", `wrong-partition-${i}`), data: commandCodec.encode({ event: { type: "inc" } }) }),
+      // too many subject tokens
+      (i: number) => ({ subject: `${mailboxSubject(p, "counter", `m${i}`)}.extra`, data: commandCodec.encode({ event: { type: "inc" } }) }),
+    ];
+    let published = 0;
+    for (let i = 0; i < 1000; i++) {
+      const m = kinds[i % kinds.length]!(i);
+      // Keep the wrong-partition ids honest: they must really hash elsewhere.
+      if (m.subject.includes("wrong-partition") && partitionOf(m.subject.split(".")[4]!, P) === p) {
+        m.subject = mailboxSubject(p, "nosuchkind", `m${i}`);
+      }
+      await h.nc.request(m.subject, m.data, { timeout: 5_000 });
+      published++;
+    }
+    expect(published).toBe(1000);
+    void other;
+    await waitFor(() => h.host.stats.terminated >= 1000, { timeoutMs: 30_000, describe: `1000 terminations (have ${h.host.stats.terminated})` });
+    // The host is still serving: a good command right after is applied.
+    const ok = await h.mailbox.request({ kind: "counter", id }, { type: "inc", by: 3 }, "after-garbage");
+    expect(ok.outcome).toBe("applied");
+    const info = await js.consumers.info(CMD_STREAM, partitionConsumer(p));
+    expect(info.num_ack_pending).toBe(0);
+    expect(info.num_pending).toBe(0);
+    expect(h.host.stats.terminated).toBe(1000);
+    await h.host.stop();
+  });
+});

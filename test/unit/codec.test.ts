@@ -1,0 +1,35 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { packMsgpack, versionedCodec } from "../../runtime/index.js";
+
+const body = z.object({ n: z.number(), tags: z.array(z.string()) });
+
+describe("versioned codec", () => {
+  for (const format of ["msgpack", "json"] as const) {
+    it(`round-trips a body with its schema and version (${format})`, () => {
+      const codec = versionedCodec({ schema: "t.thing", version: 2, body, format });
+      const decoded = codec.decode(codec.encode({ n: 1, tags: ["a"] }));
+      expect(decoded).toEqual({ ok: true, value: { n: 1, tags: ["a"] } });
+    });
+  }
+
+  it("refuses bytes that are not an envelope", () => {
+    const codec = versionedCodec({ schema: "t.thing", version: 1, body });
+    expect(codec.decode(new Uint8Array([0x82, 0xa1]))).toMatchObject({ ok: false, reason: "bad_encoding" });
+    expect(codec.decode(packMsgpack(42))).toMatchObject({ ok: false, reason: "bad_encoding" });
+  });
+
+  it("refuses another schema or version instead of misreading it", () => {
+    const v1 = versionedCodec({ schema: "t.thing", version: 1, body });
+    const v2 = versionedCodec({ schema: "t.thing", version: 2, body });
+    const other = versionedCodec({ schema: "t.other", version: 1, body });
+    expect(v2.decode(v1.encode({ n: 1, tags: [] }))).toMatchObject({ ok: false, reason: "unsupported_schema" });
+    expect(other.decode(v1.encode({ n: 1, tags: [] }))).toMatchObject({ ok: false, reason: "unsupported_schema" });
+  });
+
+  it("validates the body with zod", () => {
+    const codec = versionedCodec({ schema: "t.thing", version: 1, body });
+    const forged = packMsgpack({ s: "t.thing", v: 1, b: { n: "one", tags: [] } });
+    expect(codec.decode(forged)).toMatchObject({ ok: false, reason: "invalid_body" });
+  });
+});
