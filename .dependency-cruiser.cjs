@@ -37,7 +37,9 @@ module.exports = {
       from: { path: "^(machines|runtime|actors|gateways|cluster)/" },
       to: {
         path: "^(machines|runtime|actors|gateways|cluster)/.+",
-        pathNot: ["^(machines|runtime|actors|gateways|cluster)/index\\.ts$", "^$1/"],
+        // runtime/pool/handler-api.ts is the handler SDK: handler modules load it inside worker
+        // threads, where the whole runtime surface (NATS, Piscina) would be dead weight.
+        pathNot: ["^(machines|runtime|actors|gateways|cluster)/index\\.ts$", "^$1/", "^runtime/pool/handler-api\\.ts$"],
       },
     },
     {

@@ -1,70 +1,180 @@
 /**
- * The `runway` command line. `runway node` runs one node of a cluster.
- * (`npm run runway -- <command> …`)
+ * The `runway` command line (`npm run runway -- <command> …`).
+ *
+ *   runway dev                      NATS (embedded nats-server) + one node + a `demo` tenant
+ *   runway node                     one node of a cluster
+ *   runway tenant create <id>
+ *   runway def put <file.json> [--draft]     runway def get <name> [--version N]     runway def list
+ *   runway run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane batch]
+ *   runway run get <id>   runway run list [--status S]   runway run watch <id>   runway run cancel <id> [--reason R]
  */
+import { readFileSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { pathToFileURL } from "node:url";
-import { resolve } from "node:path";
-import { createLogger, startNode, type ActorDefinition } from "../runtime/index.js";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { jetstream, DeliverPolicy } from "@nats-io/jetstream";
+import { EVENTS_STREAM } from "../actors/index.js";
+import { createLogger } from "../runtime/index.js";
+import { ApiFault, RunwayClient } from "./client.js";
+import { startEmbeddedNats } from "./embedded-nats.js";
+import { startRunwayNode } from "./runway-node.js";
 
-const USAGE = `usage:
-  runway node --servers <url,…> --name <node> --actors <module> [--user U --pass P] [--lease-ttl-ms N] [--replicas N]
-      Runs a node: owns partitions, serves actor mailboxes, hands partitions back on SIGTERM/SIGINT.
-      <module> exports \`actors\`: an array of actor definitions.`;
+const USAGE = `usage: runway <command> [options]
+  dev   [--handlers a.ts,b.ts] [--tenant demo] [--store DIR]     embedded nats-server + one node
+  node  --name N [--servers URL,…] [--handlers a.ts,…] [--threads 2] [--replicas 1] [--lease-ttl-ms 10000]
+  tenant create <id> [--name TEXT]
+  def put <file.json> [--draft] | def get <name> [--version N] | def list
+  run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane interactive|batch]
+  run get <id> | run list [--status S] [--limit N] | run watch <id> | run cancel <id> [--reason TEXT]
+common: --servers URL,… (env RUNWAY_SERVERS, default nats://127.0.0.1:4222)  --user U --pass P  --tenant T (env RUNWAY_TENANT, default demo)`;
 
-async function loadActors(modulePath: string): Promise<ActorDefinition[]> {
-  const mod = (await import(pathToFileURL(resolve(modulePath)).href)) as { actors?: ActorDefinition[] };
-  if (!Array.isArray(mod.actors)) throw new Error(`${modulePath} does not export \`actors\``);
-  return mod.actors;
+class UsageError extends Error {}
+
+const common = {
+  servers: { type: "string" as const, default: process.env.RUNWAY_SERVERS ?? "nats://127.0.0.1:4222" },
+  user: { type: "string" as const },
+  pass: { type: "string" as const },
+  tenant: { type: "string" as const, default: process.env.RUNWAY_TENANT ?? "demo" },
+};
+
+function connection(values: { servers?: string; user?: string; pass?: string }) {
+  return { servers: (values.servers ?? "").split(","), ...(values.user ? { user: values.user, pass: values.pass ?? "" } : {}) };
 }
 
-async function nodeCommand(argv: string[]): Promise<void> {
+const print = (value: unknown): void => void process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+
+function defaultHandlers(): string[] {
+  return [new URL("./demo/handlers.ts", import.meta.url).pathname];
+}
+
+async function dev(argv: string[]): Promise<void> {
+  const { values } = parseArgs({ args: argv, options: { handlers: { type: "string" }, tenant: common.tenant, store: { type: "string" } } });
+  const store = values.store ?? mkdtempSync(join(tmpdir(), "runway-dev-"));
+  const nats = await startEmbeddedNats(store);
+  const node = await startRunwayNode({ connection: { servers: [nats.url] }, name: "dev", handlers: values.handlers ? values.handlers.split(",") : defaultHandlers(), logger: createLogger("dev") });
+  await node.tenants.put({ id: values.tenant! }, Date.now());
+  process.stdout.write(`runway dev: NATS ${nats.url} (store ${store}); node "dev" serving; tenant "${values.tenant}"\n  export RUNWAY_SERVERS=${nats.url}\n`);
+  const stop = async () => {
+    await node.stop();
+    await nats.stop();
+    process.exit(0);
+  };
+  process.on("SIGINT", () => void stop());
+  process.on("SIGTERM", () => void stop());
+}
+
+async function node(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
-    options: {
-      servers: { type: "string", default: "nats://127.0.0.1:4222" },
-      name: { type: "string" },
-      actors: { type: "string" },
-      user: { type: "string" },
-      pass: { type: "string" },
-      "lease-ttl-ms": { type: "string", default: "10000" },
-      replicas: { type: "string", default: "1" },
-    },
+    options: { ...common, name: { type: "string" }, handlers: { type: "string" }, threads: { type: "string", default: "2" }, replicas: { type: "string", default: "1" }, "lease-ttl-ms": { type: "string", default: "10000" } },
   });
-  if (!values.name || !values.actors) throw new UsageError("node needs --name and --actors");
+  if (!values.name) throw new UsageError("node needs --name");
   const logger = createLogger(`node:${values.name}`);
-  const node = await startNode({
-    connection: { servers: values.servers!.split(","), ...(values.user ? { user: values.user, pass: values.pass ?? "" } : {}) },
+  const started = await startRunwayNode({
+    connection: connection(values),
     name: values.name,
-    actors: await loadActors(values.actors),
-    topology: { replicas: Number(values.replicas) },
+    handlers: values.handlers ? values.handlers.split(",") : defaultHandlers(),
+    threads: Number(values.threads),
+    replicas: Number(values.replicas),
     leaseTtlMs: Number(values["lease-ttl-ms"]),
     logger,
   });
-  logger.info("node ready", { name: node.name, incarnation: node.incarnation });
+  logger.info("node ready", { name: values.name, incarnation: started.node.incarnation });
+  process.stdout.write(`READY ${values.name}\n`);
   let stopping = false;
   const stop = async () => {
     if (stopping) return;
     stopping = true;
-    logger.info("draining");
-    await node.stop();
-    logger.info("stopped");
+    await started.stop();
     process.exit(0);
   };
   process.on("SIGTERM", () => void stop());
   process.on("SIGINT", () => void stop());
 }
 
-class UsageError extends Error {}
+async function withClient<T>(values: { servers?: string; user?: string; pass?: string; tenant?: string }, body: (client: RunwayClient, nc: NatsConnection) => Promise<T>): Promise<T> {
+  const nc = await connect(connection(values));
+  try {
+    return await body(new RunwayClient(nc, values.tenant ?? "demo"), nc);
+  } finally {
+    await nc.close();
+  }
+}
 
-const [command, ...rest] = process.argv.slice(2);
+async function watch(nc: NatsConnection, tenant: string, runId: string): Promise<void> {
+  const consumer = await jetstream(nc).consumers.get(EVENTS_STREAM, { filter_subjects: [`rw.evt.${tenant}.*.${runId}.*`], deliver_policy: DeliverPolicy.All });
+  const messages = await consumer.consume();
+  for await (const m of messages) {
+    const e = m.json<{ type: string; at: number; node?: string; item?: number; attempt?: number; error?: { code: string; message: string } }>();
+    const what = [e.node, e.item !== undefined ? `[${e.item}]` : "", e.attempt ? ` attempt ${e.attempt}` : "", e.error ? ` ${e.error.code}: ${e.error.message}` : ""].join("");
+    process.stdout.write(`${new Date(e.at).toISOString()}  #${m.seq}  ${e.type.padEnd(15)} ${what}\n`);
+    if (e.type === "run_succeeded" || e.type === "run_failed" || e.type === "run_cancelled") break;
+  }
+  await messages.close();
+}
+
+async function main(): Promise<void> {
+  const [command, sub, ...rest] = process.argv.slice(2);
+  switch (command) {
+    case "dev":
+      return dev([sub, ...rest].filter((x): x is string => x !== undefined));
+    case "node":
+      return node([sub, ...rest].filter((x): x is string => x !== undefined));
+    case "tenant": {
+      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...common, name: { type: "string" } } });
+      if (sub !== "create" || !positionals[0]) throw new UsageError("tenant create <id>");
+      return print(await withClient(values, (c) => c.createTenant(positionals[0]!, values.name)));
+    }
+    case "def": {
+      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...common, draft: { type: "boolean", default: false }, version: { type: "string" } } });
+      if (sub === "put" && positionals[0]) return print(await withClient(values, (c) => c.putDefinition(JSON.parse(readFileSync(positionals[0]!, "utf8")), !values.draft)));
+      if (sub === "get" && positionals[0]) return print(await withClient(values, (c) => c.getDefinition(positionals[0]!, values.version ? Number(values.version) : undefined)));
+      if (sub === "list") return print(await withClient(values, (c) => c.listDefinitions()));
+      throw new UsageError("def put <file> | def get <name> | def list");
+    }
+    case "run": {
+      const { values, positionals } = parseArgs({
+        args: rest,
+        allowPositionals: true,
+        options: { ...common, input: { type: "string" }, key: { type: "string" }, lane: { type: "string" }, status: { type: "string" }, limit: { type: "string" }, reason: { type: "string" } },
+      });
+      const id = positionals[0];
+      if (sub === "start" && id) {
+        const key = values.key?.split(":");
+        return print(
+          await withClient(values, (c) =>
+            c.startRun({
+              definition: id,
+              input: values.input ? JSON.parse(values.input) : {},
+              ...(key && key.length >= 2 ? { start_key: { source: key[0]!, delivery_id: key.slice(1).join(":") } } : {}),
+              ...(values.lane === "batch" || values.lane === "interactive" ? { lane: values.lane } : {}),
+            }),
+          ),
+        );
+      }
+      if (sub === "get" && id) return print(await withClient(values, (c) => c.getRun(id)));
+      if (sub === "list") return print(await withClient(values, (c) => c.listRuns({ ...(values.status ? { status: values.status } : {}), ...(values.limit ? { limit: Number(values.limit) } : {}) })));
+      if (sub === "cancel" && id) return print(await withClient(values, (c) => c.cancelRun(id, values.reason)));
+      if (sub === "watch" && id) return withClient(values, (_c, nc) => watch(nc, values.tenant!, id));
+      throw new UsageError("run start|get|list|watch|cancel");
+    }
+    default:
+      throw new UsageError(command ? `unknown command: ${command}` : "no command");
+  }
+}
+
 try {
-  if (command === "node") await nodeCommand(rest);
-  else throw new UsageError(command ? `unknown command: ${command}` : "no command");
+  await main();
 } catch (err) {
   if (err instanceof UsageError) {
     process.stderr.write(`runway: ${err.message}\n${USAGE}\n`);
     process.exit(2);
+  }
+  if (err instanceof ApiFault) {
+    process.stderr.write(`runway: service error ${err.code}: ${err.message}\n`);
+    process.exit(1);
   }
   throw err;
 }

@@ -1,103 +1,104 @@
 /**
- * `npm run demo` — the runtime demo: two nodes share 32 partitions of account actors; 2,000
- * deposits flow in; one node is SIGKILLed halfway; the survivor takes its partitions over and
- * every deposit is applied exactly once.
+ * `npm run demo`: NATS and a node start; a workflow with parallel branches, a map fan-out, a
+ * step that fails twice then succeeds, a durable sleep and a child workflow is published and
+ * started; the node is SIGKILLed in the middle of the run and started again; the run finishes
+ * without repeating any completed step (a ledger file outside the node counts invocations).
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { connect } from "@nats-io/transport-node";
-import { actorRecordCodec, kvSubject, MailboxClient, partitionBucket, partitionOf, partitionStream, readFence, readLast } from "../runtime/index.js";
+import { DeliverPolicy, jetstream } from "@nats-io/jetstream";
+import { EVENTS_STREAM } from "../actors/index.js";
+import { RunwayClient } from "./client.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
+import { notifyWorkflow, orderWorkflow } from "./demo/workflows.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const P = 32;
 const say = (s: string) => process.stdout.write(`${s}\n`);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined | false>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`demo: timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
-function startNodeProcess(url: string, name: string): ChildProcess {
-  const child = spawn(process.execPath, ["--import", "tsx", join(here, "cli.ts"), "node", "--servers", url, "--name", name, "--actors", join(here, "demo-actors.ts"), "--lease-ttl-ms", "3000"], {
-    stdio: ["ignore", "ignore", "pipe"],
-    env: { ...process.env, RUNWAY_LOG: "warn" },
-  });
-  child.stderr?.on("data", (d: Buffer) => process.stderr.write(`  [${name}] ${d}`));
-  return child;
-}
-
 const dir = mkdtempSync(join(tmpdir(), "runway-demo-"));
+const ledger = join(dir, "ledger.txt");
+const began = Date.now();
+
+function startNodeProcess(url: string): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ["--import", "tsx", join(here, "cli.ts"), "node", "--servers", url, "--name", "demo-node", "--handlers", join(here, "demo", "handlers.ts"), "--lease-ttl-ms", "3000"], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, RUNWAY_LOG: "warn", RUNWAY_DEMO_LEDGER: ledger },
+  });
+  child.stderr?.on("data", (d: Buffer) => process.stderr.write(`  [node] ${d}`));
+  return new Promise((resolve, reject) => {
+    child.stdout?.on("data", (d: Buffer) => d.toString().includes("READY") && resolve(child));
+    child.once("exit", (code) => reject(new Error(`node exited with ${code}`)));
+  });
+}
+
 const nats = await startEmbeddedNats(dir);
-const children: ChildProcess[] = [];
+let node: ChildProcess | undefined;
 try {
-  say(`1. nats-server ${nats.url} (JetStream, store ${dir})`);
+  say(`▶ nats-server ${nats.url}; starting a node`);
+  node = await startNodeProcess(nats.url);
   const nc = await connect({ servers: nats.url });
-  children.push(startNodeProcess(nats.url, "node-a"), startNodeProcess(nats.url, "node-b"));
-  const owners = async () => Promise.all(Array.from({ length: P }, async (_, p) => {
-    const f = await readFence(nc, p);
-    return f.outcome === "found" ? f.fence.owner : null;
-  }));
-  const split = await until("both nodes to own partitions", 30_000, async () => {
-    const o = await owners();
-    const a = o.filter((x) => x === "node-a").length;
-    const b = o.filter((x) => x === "node-b").length;
-    return a + b === P && a > 0 && b > 0 ? { a, b } : undefined;
-  });
-  say(`2. two nodes share ${P} partitions: node-a ${split.a}, node-b ${split.b}`);
-
-  const mailbox = new MailboxClient(nc, P);
-  const accounts = 100;
-  const deposits = 2_000;
-  let killedAt = 0;
-  for (let i = 0; i < deposits; i++) {
-    await mailbox.send({ kind: "account", id: `acct${i % accounts}` }, { type: "deposit", amount: 1 }, `deposit-${i}`);
-    if (i === deposits / 2) {
-      children[0]!.kill("SIGKILL");
-      killedAt = Date.now();
-      say(`3. sent ${i} deposits; SIGKILL node-a (pid ${children[0]!.pid})`);
-    }
+  const client = new RunwayClient(nc, "demo");
+  await client.createTenant("demo");
+  for (const wf of [notifyWorkflow, orderWorkflow]) {
+    const r = await client.putDefinition(wf);
+    say(`▶ published ${wf.name}: ${r.outcome} v${String(r.version)} ${String(r.digest).slice(0, 12)}…`);
   }
-  say(`4. sent all ${deposits} deposits`);
-  await until("node-b to own every partition", 30_000, async () => (await owners()).every((o) => o === "node-b"));
-  say(`5. node-b owns all ${P} partitions ${Date.now() - killedAt} ms after the kill (lease TTL 3000 ms)`);
+  const started = await client.startRun({ definition: "process-order", input: { order: "A-1001" }, start_key: { source: "demo", delivery_id: "order-A-1001" } });
+  const run = started.run as { id: string };
+  say(`▶ run ${run.id}: ${started.outcome}`);
+  const again = await client.startRun({ definition: "process-order", input: { order: "A-1001" }, start_key: { source: "demo", delivery_id: "order-A-1001" } });
+  say(`▶ the same start again: ${again.outcome} (same run: ${(again.run as { id: string }).id === run.id})`);
 
-  const totals = await until("every deposit to be applied", 30_000, async () => {
-    let balance = 0;
-    let applied = 0;
-    for (let i = 0; i < accounts; i++) {
-      const id = `acct${i}`;
-      const p = partitionOf(id, P);
-      const read = await readLast(nc, partitionStream(p), kvSubject(partitionBucket(p), `account.${id}`));
-      if (read.outcome !== "found") return undefined;
-      const rec = actorRecordCodec.decode(read.message.data);
-      if (!rec.ok) throw new Error(rec.detail);
-      const ctx = (rec.value.snapshot as { context: { balance: number; deposits: number } }).context;
-      balance += ctx.balance;
-      applied += ctx.deposits;
+  let killed = false;
+  let completedBeforeKill: string[] = [];
+  const consumer = await jetstream(nc).consumers.get(EVENTS_STREAM, { filter_subjects: [`rw.evt.demo.${run.id}.>`], deliver_policy: DeliverPolicy.All });
+  const events = await consumer.consume();
+  for await (const m of events) {
+    const e = m.json<{ type: string; run: string; node?: string; item?: number; attempt?: number; error?: { message: string } }>();
+    const who = e.run === run.id ? "" : " (child)";
+    const detail = `${e.node ?? ""}${e.item !== undefined ? `[${e.item}]` : ""}${e.attempt ? ` #${e.attempt}` : ""}${e.error ? ` — ${e.error.message}` : ""}`;
+    say(`  ${((Date.now() - began) / 1000).toFixed(1).padStart(5)}s  ${e.type.padEnd(15)} ${detail}${who}`);
+    if (!killed && e.type === "step_succeeded" && e.node === "price" && e.run === run.id) {
+      // Mid-run: the map is done, the flaky payment step is about to start.
+      const got = (await client.getRun(run.id)).run as { nodes: Record<string, { status: string }> };
+      completedBeforeKill = Object.entries(got.nodes).filter(([, n]) => n.status === "succeeded").map(([id]) => id);
+      node.kill("SIGKILL");
+      killed = true;
+      say(`  ✖ SIGKILL the node (completed so far: ${completedBeforeKill.join(", ")}); restarting it`);
+      node = await startNodeProcess(nats.url);
+      say("  ▶ node restarted; the run continues from its durable state");
     }
-    return applied === deposits ? { balance, applied } : undefined;
-  });
+    if (e.run === run.id && (e.type === "run_succeeded" || e.type === "run_failed" || e.type === "run_cancelled")) break;
+  }
+  await events.close();
+
+  const final = (await client.getRun(run.id)).run as { status: string; result: unknown; nodes: Record<string, { status: string; attempt?: number }> };
+  const lines = existsSync(ledger) ? readFileSync(ledger, "utf8").trim().split("\n") : [];
+  const invocations = new Map<string, number>();
+  for (const line of lines) {
+    const [r, step] = line.split(" ");
+    if (r === run.id) invocations.set(step!, (invocations.get(step!) ?? 0) + 1);
+  }
+  const repeated = completedBeforeKill.filter((id) => (invocations.get(id) ?? 0) > 1 && id !== "price");
+  const mapRepeats = [...invocations].filter(([k, v]) => k.startsWith("price[") && v > 1);
   say("");
   say("summary");
-  say(`  deposits sent          ${deposits}`);
-  say(`  deposits applied       ${totals.applied} (each exactly once: total balance ${totals.balance})`);
-  say(`  node killed            node-a, SIGKILL, halfway through`);
-  say(`  takeover               node-b owns every partition; no write of node-a's can land after it`);
+  say(`  run                ${run.id}`);
+  say(`  status             ${final.status} in ${((Date.now() - began) / 1000).toFixed(1)} s`);
+  say(`  result             ${JSON.stringify(final.result)}`);
+  say(`  steps              ${Object.entries(final.nodes).map(([id, n]) => `${id}:${n.status}`).join("  ")}`);
+  say(`  charge attempts    ${invocations.get("charge") ?? 0} (fails twice, then succeeds)`);
+  say(`  crash              SIGKILL after: ${completedBeforeKill.join(", ")}`);
+  say(`  repeated work      ${repeated.length + mapRepeats.length === 0 ? "none — no completed step's handler ran again" : `REPEATED: ${[...repeated, ...mapRepeats.map(([k]) => k)].join(", ")}`}`);
   await nc.close();
+  if (final.status !== "succeeded" || repeated.length + mapRepeats.length > 0) process.exitCode = 1;
 } finally {
-  for (const c of children) c.kill("SIGTERM");
-  await Promise.all(children.map((c) => (c.exitCode !== null || c.signalCode ? Promise.resolve() : new Promise((r) => c.once("exit", r)))));
+  node?.kill("SIGTERM");
+  if (node && node.exitCode === null) await new Promise((r) => node!.once("exit", r));
   await nats.stop();
   rmSync(dir, { recursive: true, force: true });
 }
-process.exit(0);
+process.exit(process.exitCode ?? 0);

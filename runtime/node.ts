@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { ActorHost } from "./actor/host.js";
+import { ActorHost, type ActorHostConfig } from "./actor/host.js";
 import type { ActorDefinition } from "./actor/define.js";
 import type { HostFaults } from "./actor/cell.js";
 import { MailboxClient } from "./actor/mailbox.js";
 import { systemClock, type Clock } from "./clock.js";
-import { Lifecycle } from "./lifecycle.js";
+import { Lifecycle, type Stage } from "./lifecycle.js";
 import { createLogger, type Logger } from "./log.js";
 import { connectNats, type ConnectionConfig } from "./nats/connection.js";
 import { Membership } from "./partitions/membership.js";
@@ -24,6 +24,12 @@ export interface NodeConfig {
   clock?: Clock;
   logger?: Logger;
   faults?: HostFaults;
+  /** In-process receivers of `runway.local` effects (see ActorHostConfig.local). */
+  local?: ActorHostConfig["local"];
+  /** Recovery when this node starts serving a partition (see ActorHostConfig.onServe). */
+  onServe?: ActorHostConfig["onServe"];
+  /** Stages the domain adds between the host and membership (e.g. executors, the API). */
+  stages?: (node: () => RunwayNode) => Stage[];
 }
 
 export interface RunwayNode {
@@ -74,11 +80,37 @@ export async function startNode(config: NodeConfig): Promise<RunwayNode> {
         logger,
         pinTimeoutMs: leaseTtlMs,
         ...(config.faults ? { faults: config.faults } : {}),
+        ...(config.local ? { local: config.local } : {}),
+        ...(config.onServe ? { onServe: config.onServe } : {}),
         onFenced: () => parts.ownership?.poke(),
       });
     },
     stop: () => parts.host?.stop(),
   });
+  // The node as the domain's stages see it; its parts exist once the earlier stages started.
+  const self: RunwayNode = {
+    name: config.name,
+    incarnation,
+    topology,
+    get nc() {
+      return parts.nc!;
+    },
+    get host() {
+      return parts.host!;
+    },
+    get membership() {
+      return parts.membership!;
+    },
+    get ownership() {
+      return parts.ownership!;
+    },
+    get mailbox() {
+      return (mailbox ??= new MailboxClient(parts.nc!, topology.partitions, (a) => parts.host!.keyOf(a)));
+    },
+    stop: () => lifecycle.stop(),
+  };
+  let mailbox: MailboxClient | undefined;
+  for (const stage of config.stages?.(() => self) ?? []) lifecycle.add(stage);
   lifecycle.add({
     name: "membership",
     start: async () => {
@@ -106,16 +138,5 @@ export async function startNode(config: NodeConfig): Promise<RunwayNode> {
   });
 
   await lifecycle.start();
-  const host = parts.host!;
-  return {
-    name: config.name,
-    incarnation,
-    nc: parts.nc!,
-    host,
-    membership: parts.membership!,
-    ownership: parts.ownership!,
-    topology,
-    mailbox: new MailboxClient(parts.nc!, topology.partitions, (a) => host.keyOf(a)),
-    stop: () => lifecycle.stop(),
-  };
+  return self;
 }

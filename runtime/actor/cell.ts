@@ -1,5 +1,6 @@
 import { initialTransition, transition, type AnyMachineSnapshot, type AnyStateMachine, type EventObject } from "xstate";
 import type { Clock } from "../clock.js";
+import { isFault } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { PartitionLog } from "../store/partition-log.js";
 import { EffectSchema, type ActorAddress, type ActorDefinition, type Effect } from "./define.js";
@@ -28,6 +29,8 @@ export interface CellEnvironment {
   faults: HostFaults;
   stats: HostStats;
   onFenced(): void;
+  /** Delivers a stored transition's `runway.local` effects in this process. */
+  local(channel: string, payload: unknown, from: ActorAddress): void;
 }
 
 /** Test seams: called around the durable write. Production passes none. */
@@ -152,7 +155,8 @@ export class ActorCell {
       let snapshot: AnyMachineSnapshot | undefined = base?.snapshot;
       const applied = base ? [...base.record.applied] : [];
       const outbox: OutboxEntry[] = [];
-      const decisions: { delivery: Delivery; answer: CommandAnswer; how: "ack" | "term"; reason?: string }[] = [];
+      const local: Extract<Effect, { type: "runway.local" }>[] = [];
+      const decisions: { delivery: Delivery; answer: CommandAnswer; how: "ack" | "term" | "keep"; reason?: string }[] = [];
       let changed = 0;
       for (const delivery of batch) {
         if (applied.includes(delivery.id)) {
@@ -174,7 +178,22 @@ export class ActorCell {
           snapshot = initial;
           effects.push(...collectEffects(actions));
         }
-        const event = { ...(parsed.data as EventObject), now };
+        let event: EventObject = { ...(parsed.data as EventObject), now } as EventObject;
+        if (definition.prepare) {
+          try {
+            event = await prepareWithRetry(definition.prepare, event, snapshot);
+          } catch (err) {
+            if (isFault(err) && err.kind === "retryable") {
+              // The store is unavailable: keep the command for a later delivery rather than lose it.
+              decisions.push({ delivery, answer: { outcome: "invalid_input", reason: "unavailable" }, how: "keep", reason: "prepare unavailable" });
+              continue;
+            }
+            this.env.stats.invalid++;
+            const reason = err instanceof Error ? err.message : String(err);
+            decisions.push({ delivery, answer: { outcome: "invalid_input", reason }, how: "term", reason: `invalid_input: ${reason}` });
+            continue;
+          }
+        }
         if (!snapshot.can(event)) {
           this.env.stats.refused++;
           decisions.push({ delivery, answer: { outcome: "refused", state: snapshot.value }, how: "ack" });
@@ -191,8 +210,9 @@ export class ActorCell {
           continue;
         }
         const answer = effects.find((e) => e.type === "runway.answer");
+        for (const e of effects) if (e.type === "runway.local") local.push(e);
         effects
-          .filter((e) => e.type !== "runway.answer")
+          .filter((e) => e.type !== "runway.answer" && e.type !== "runway.local")
           .forEach((effect, i) => outbox.push({ id: `${delivery.id}/${i}`, effect }));
         applied.push(delivery.id);
         changed++;
@@ -225,6 +245,7 @@ export class ActorCell {
           const published = await publishOutbox(this.env.outbox, this.address, outbox);
           // Unpublished entries are published again by whoever loads the record next.
           if (!published) this.cached = undefined;
+          for (const e of local) this.env.local(e.channel, e.payload, this.address);
           for (const d of decisions) {
             const answer = d.answer.outcome === "applied" ? { ...d.answer, revision: written.revision } : d.answer;
             d.delivery.settle(answer, published || d.answer.outcome !== "applied" ? d.how : "keep", d.reason);
@@ -265,4 +286,19 @@ function collectEffects(actions: readonly { type: string; params?: unknown }[]):
     out.push(parsed.data);
   }
   return out;
+}
+
+async function prepareWithRetry(
+  prepare: NonNullable<ActorDefinition["prepare"]>,
+  event: EventObject,
+  snapshot: AnyMachineSnapshot,
+): Promise<EventObject> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await prepare(event, snapshot);
+    } catch (err) {
+      if (!(isFault(err) && err.kind === "retryable") || attempt >= 5) throw err;
+      await sleep(Math.min(50 * 2 ** attempt, 1_000));
+    }
+  }
 }

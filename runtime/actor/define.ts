@@ -1,5 +1,5 @@
 import { z, type ZodType } from "zod";
-import type { AnyStateMachine, EventObject } from "xstate";
+import type { AnyMachineSnapshot, AnyStateMachine, EventObject } from "xstate";
 import { RunwayFault } from "../errors.js";
 
 /**
@@ -17,6 +17,13 @@ export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMach
   key?: (id: string) => string;
   /** Input for the machine when an actor is first addressed. */
   input?: (id: string) => unknown;
+  /**
+   * Adds what the machine needs but the actor does not store (e.g. an immutable plan looked up
+   * by the digest the actor pinned), after validation and before the transition. May do I/O;
+   * must be deterministic for a given event and snapshot. Throwing refuses the command as
+   * `invalid_input` with the error's message.
+   */
+  prepare?: (event: EventObject, current: AnyMachineSnapshot | undefined) => EventObject | Promise<EventObject>;
 }
 
 export const KIND_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
@@ -32,7 +39,7 @@ export const AddressSchema = z.object({ kind: z.string().regex(KIND_PATTERN), id
 export type ActorAddress = z.infer<typeof AddressSchema>;
 
 const EventSchema = z.object({ type: z.string().min(1) }).passthrough();
-const TimerName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/);
+const TimerName = z.string().regex(/^[A-Za-z0-9_-]{1,200}$/);
 
 /** What a machine may ask the host to do, as emitted events. */
 export const EffectSchema = z.discriminatedUnion("type", [
@@ -45,5 +52,11 @@ export const EffectSchema = z.discriminatedUnion("type", [
   z.object({ type: z.literal("runway.timer.cancel"), name: TimerName }),
   /** The answer to the command that caused this transition, for a requester waiting on it. */
   z.object({ type: z.literal("runway.answer"), value: z.unknown() }),
+  /**
+   * Hand `payload` to an in-process handler of `channel` after the transition is stored (e.g.
+   * start a step on this node). Not stored and not re-published: whoever relies on it must be
+   * able to recover when the process dies between the write and the hand-over.
+   */
+  z.object({ type: z.literal("runway.local"), channel: z.string().min(1), payload: z.unknown() }),
 ]);
 export type Effect = z.infer<typeof EffectSchema>;

@@ -28,6 +28,13 @@ export interface ActorHostConfig {
   pinTimeoutMs?: number;
   /** Called when a partition's writer finds itself fenced, so ownership can be reconciled. */
   onFenced?(partition: number): void;
+  /** In-process receivers of `runway.local` effects, by channel. */
+  local?: Record<string, (payload: unknown, from: ActorAddress) => void>;
+  /**
+   * Called once a partition is served under a new epoch, before its mailbox is consumed: the
+   * place for the domain to recover work that lived only in the previous owner's memory.
+   */
+  onServe?(partition: number, log: PartitionLog): Promise<void>;
 }
 
 const OWNER_GROUP = "owner";
@@ -95,6 +102,7 @@ export class ActorHost {
     if (this.owned.has(log.partition)) throw new RunwayFault("already_served", `partition ${log.partition} is already served`);
     const part: OwnedPartition = { log, cells: new Map(), stopping: false };
     this.owned.set(log.partition, part);
+    await this.config.onServe?.(log.partition, log);
     if (options.mailbox) await this.startMailbox(part);
   }
 
@@ -147,6 +155,18 @@ export class ActorHost {
       faults: this.config.faults ?? {},
       stats: this.stats,
       onFenced: () => this.config.onFenced?.(part.log.partition),
+      local: (channel, payload, from) => {
+        const receiver = this.config.local?.[channel];
+        if (!receiver) {
+          this.logger.error("no receiver for local effect", { channel, actor: cellKey });
+          return;
+        }
+        try {
+          receiver(payload, from);
+        } catch (err) {
+          this.logger.error("local effect receiver failed", { channel, actor: cellKey, error: String(err) });
+        }
+      },
     });
     part.cells.set(cellKey, cell);
     const limit = this.config.cacheLimit ?? 10_000;

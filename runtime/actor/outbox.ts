@@ -66,6 +66,7 @@ async function publishEntry(ctx: OutboxContext, self: ActorAddress, entry: Outbo
       }
     }
     case "runway.answer":
+    case "runway.local":
       return { outcome: "stored", seq: 0, duplicate: false };
   }
 }

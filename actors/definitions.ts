@@ -1,0 +1,182 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { Kvm, type KV } from "@nats-io/kv";
+import { z } from "zod";
+import { canonicalJson, compileDefinition, PlanSchema, type CompileError, type Plan } from "../machines/index.js";
+import { RunwayFault } from "../runtime/index.js";
+import { sha256Hex } from "./ids.js";
+import { DEFINITIONS_BUCKET } from "./topology.js";
+
+const RefSchema = z.object({ name: z.string(), version: z.number().int().positive(), digest: z.string() });
+export type DefinitionRef = z.infer<typeof RefSchema>;
+
+const VersionRecordSchema = z.object({
+  name: z.string(),
+  version: z.number().int().positive(),
+  digest: z.string(),
+  status: z.literal("published"),
+  definition: z.unknown(),
+  published_at: z.number(),
+});
+const PlanRecordSchema = z.object({ plan: PlanSchema, children: z.record(z.string(), RefSchema) });
+const DraftRecordSchema = z.object({ name: z.string(), definition: z.unknown(), saved_at: z.number() });
+
+export type PutDefinitionResult =
+  | { outcome: "published"; name: string; version: number; digest: string }
+  | { outcome: "unchanged"; name: string; version: number; digest: string }
+  | { outcome: "draft_saved"; name: string }
+  | { outcome: "invalid_definition"; errors: CompileError[] };
+
+export type ResolveResult =
+  | { outcome: "found"; ref: DefinitionRef; plan: Plan; children: Record<string, DefinitionRef> }
+  | { outcome: "definition_not_found" }
+  | { outcome: "definition_not_published"; reason: string };
+
+export interface CompiledPlan {
+  plan: Plan;
+  children: Record<string, DefinitionRef>;
+}
+
+/**
+ * Versioned workflow definitions, per tenant. A published version is immutable and
+ * content-addressed: its digest covers the compiled plan and the pinned versions of the
+ * workflows it starts as children, and a run pins the digest. Keys (bucket `rw_defs`):
+ * `<tenant>.<name>.v<N>` (version record), `<tenant>.<name>.latest` (pointer), `<tenant>.<name>.draft`,
+ * `plan.<digest>` (the compiled plan, shared by identical versions).
+ */
+export class DefinitionStore {
+  private kv: KV | undefined;
+  private readonly plans = new Map<string, CompiledPlan>();
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly handlers: () => ReadonlySet<string>,
+  ) {}
+
+  private async bucket(): Promise<KV> {
+    this.kv ??= await new Kvm(this.nc).open(DEFINITIONS_BUCKET);
+    return this.kv;
+  }
+
+  private async latest(tenant: string, name: string): Promise<{ ref: DefinitionRef; revision: number } | undefined> {
+    const e = await (await this.bucket()).get(`${tenant}.${name}.latest`);
+    if (!e || e.operation !== "PUT") return undefined;
+    return { ref: RefSchema.parse(e.json()), revision: e.revision };
+  }
+
+  async put(tenant: string, raw: unknown, options: { publish: boolean; now: number }): Promise<PutDefinitionResult> {
+    const kv = await this.bucket();
+    // Every child workflow is pinned to its latest published version at publish time.
+    const children: Record<string, DefinitionRef> = {};
+    for (const child of subworkflowNames(raw)) {
+      const found = await this.latest(tenant, child);
+      if (found) children[child] = found.ref;
+    }
+    const compiled = compileDefinition(raw, { handlers: this.handlers(), workflowExists: (child) => children[child] !== undefined });
+    if (!compiled.ok) return { outcome: "invalid_definition", errors: compiled.errors };
+    const plan = compiled.plan;
+    if (!options.publish) {
+      await kv.put(`${tenant}.${plan.name}.draft`, JSON.stringify({ name: plan.name, definition: raw, saved_at: options.now }));
+      return { outcome: "draft_saved", name: plan.name };
+    }
+    const digest = sha256Hex(plan.definition_digest_input + canonicalJson(children));
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const current = await this.latest(tenant, plan.name);
+      if (current && current.ref.digest === digest) return { outcome: "unchanged", ...current.ref };
+      const version = (current?.ref.version ?? 0) + 1;
+      await kv.put(`plan.${digest}`, JSON.stringify({ plan, children }));
+      try {
+        await kv.create(`${tenant}.${plan.name}.v${version}`, JSON.stringify({ name: plan.name, version, digest, status: "published", definition: raw, published_at: options.now }));
+      } catch {
+        continue; // another publisher took this version number: look again
+      }
+      const ref = { name: plan.name, version, digest };
+      if (current) await kv.update(`${tenant}.${plan.name}.latest`, JSON.stringify(ref), current.revision).catch(() => undefined);
+      else await kv.create(`${tenant}.${plan.name}.latest`, JSON.stringify(ref)).catch(() => undefined);
+      return { outcome: "published", ...ref };
+    }
+    throw new RunwayFault("publish_contended", `could not publish ${plan.name}: too many concurrent publishers`, { kind: "retryable" });
+  }
+
+  /**
+   * The version a start should pin: the latest published (or the named version). Another
+   * tenant's definition answers exactly like a missing one.
+   */
+  async resolve(tenant: string, name: string, version?: number): Promise<ResolveResult> {
+    const kv = await this.bucket();
+    let ref: DefinitionRef | undefined;
+    if (version !== undefined) {
+      const e = await kv.get(`${tenant}.${name}.v${version}`);
+      if (e && e.operation === "PUT") {
+        const rec = VersionRecordSchema.parse(e.json());
+        ref = { name: rec.name, version: rec.version, digest: rec.digest };
+      }
+    } else {
+      ref = (await this.latest(tenant, name))?.ref;
+    }
+    if (!ref) {
+      const draft = await kv.get(`${tenant}.${name}.draft`);
+      if (draft && draft.operation === "PUT") return { outcome: "definition_not_published", reason: `${name} is a draft` };
+      return { outcome: "definition_not_found" };
+    }
+    const compiled = await this.planOf(ref.digest);
+    return { outcome: "found", ref, plan: compiled.plan, children: compiled.children };
+  }
+
+  /** The compiled plan of a digest; immutable, so cached for the life of the process. */
+  async planOf(digest: string): Promise<CompiledPlan> {
+    const cached = this.plans.get(digest);
+    if (cached) return cached;
+    let e;
+    try {
+      e = await (await this.bucket()).get(`plan.${digest}`);
+    } catch (err) {
+      throw new RunwayFault("store_unavailable", `plan ${digest}: ${String(err)}`, { kind: "retryable" });
+    }
+    if (!e || e.operation !== "PUT") throw new RunwayFault("plan_not_found", `no plan with digest ${digest}`);
+    const record = PlanRecordSchema.parse(e.json()) as CompiledPlan;
+    this.plans.set(digest, record);
+    return record;
+  }
+
+  async get(tenant: string, name: string, version?: number): Promise<{ outcome: "found"; ref: DefinitionRef; definition: unknown; published_at: number } | { outcome: "definition_not_found" } | { outcome: "definition_not_published"; reason: string; definition: unknown }> {
+    const kv = await this.bucket();
+    const v = version ?? (await this.latest(tenant, name))?.ref.version;
+    if (v !== undefined) {
+      const e = await kv.get(`${tenant}.${name}.v${v}`);
+      if (e && e.operation === "PUT") {
+        const rec = VersionRecordSchema.parse(e.json());
+        return { outcome: "found", ref: { name: rec.name, version: rec.version, digest: rec.digest }, definition: rec.definition, published_at: rec.published_at };
+      }
+    }
+    const draft = await kv.get(`${tenant}.${name}.draft`);
+    if (version === undefined && draft && draft.operation === "PUT") {
+      const rec = DraftRecordSchema.parse(draft.json());
+      return { outcome: "definition_not_published", reason: `${name} is a draft`, definition: rec.definition };
+    }
+    return { outcome: "definition_not_found" };
+  }
+
+  async list(tenant: string): Promise<DefinitionRef[]> {
+    const kv = await this.bucket();
+    const out: DefinitionRef[] = [];
+    for await (const key of await kv.keys(`${tenant}.*.latest`)) {
+      const e = await kv.get(key);
+      if (e && e.operation === "PUT") out.push(RefSchema.parse(e.json()));
+    }
+    return out.sort((a, b) => a.name.localeCompare(b.name));
+  }
+}
+
+function subworkflowNames(raw: unknown): string[] {
+  const out = new Set<string>();
+  const walk = (v: unknown) => {
+    if (Array.isArray(v)) v.forEach(walk);
+    else if (v && typeof v === "object") {
+      const o = v as Record<string, unknown>;
+      if (o.kind === "subworkflow" && typeof o.workflow === "string") out.add(o.workflow);
+      Object.values(o).forEach(walk);
+    }
+  };
+  walk(raw);
+  return [...out];
+}

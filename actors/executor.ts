@@ -1,0 +1,78 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { Objm, type ObjectStore } from "@nats-io/obj";
+import type { ExecuteRequest } from "../machines/index.js";
+import type { ActorHost, Logger, MailboxClient, StepPool } from "../runtime/index.js";
+import { RUN_KIND } from "./run-actor.js";
+import { RESULTS_STORE } from "./topology.js";
+
+/** Results above this are stored in the object store and recorded by reference. */
+export const RESULT_INLINE_LIMIT = 32 * 1024;
+
+/**
+ * Runs the attempts this node's run actors lease (the `step.execute` local effect) in the
+ * Piscina pool and reports each outcome to its run. The report goes straight to the local
+ * actor lane when this node still serves the run's partition, and through the run's durable
+ * mailbox otherwise; either way it carries the attempt and lease epoch, so a report from an
+ * attempt that is no longer current is refused by the run.
+ */
+export class StepExecutor {
+  private readonly running = new Set<string>();
+  private objects: Promise<ObjectStore> | undefined;
+  readonly stats = { started: 0, reported: 0, viaMailbox: 0 };
+
+  constructor(
+    private readonly deps: { nc: NatsConnection; pool: StepPool; host: ActorHost; mailbox: MailboxClient; logger: Logger },
+  ) {}
+
+  execute(request: ExecuteRequest): void {
+    const key = `${request.run}/${request.node}/${request.item ?? "-"}/${request.attempt}/${request.lease_epoch}`;
+    if (this.running.has(key)) return;
+    this.running.add(key);
+    this.stats.started++;
+    void this.run(request, key).finally(() => this.running.delete(key));
+  }
+
+  get inFlight(): number {
+    return this.running.size;
+  }
+
+  private async run(request: ExecuteRequest, key: string): Promise<void> {
+    const result = await this.deps.pool.run({
+      handler: request.handler,
+      input: request.input,
+      runId: request.run,
+      stepId: request.item === undefined ? request.node : `${request.node}[${request.item}]`,
+      attempt: request.attempt,
+      leaseEpoch: request.lease_epoch,
+      timeoutMs: request.timeout_ms,
+    });
+    let output: unknown;
+    let event: Record<string, unknown>;
+    if (result.outcome === "succeeded") {
+      output = await this.bounded(request, result.output);
+      event = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, outcome: "succeeded", output };
+    } else {
+      event = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, outcome: "failed", error: result.error };
+    }
+    if (request.item !== undefined) event.item = request.item;
+    const id = `result/${key}`;
+    const address = { kind: RUN_KIND, id: request.run };
+    const local = await this.deps.host.dispatch(address, event, id);
+    if (local.outcome === "not_served" || local.outcome === "kept") {
+      this.stats.viaMailbox++;
+      const sent = await this.deps.mailbox.send(address, event as { type: string }, id);
+      if (sent.outcome !== "stored") this.deps.logger.warn("step result not delivered; the attempt will be recovered", { run: request.run, node: request.node, outcome: sent.outcome });
+    }
+    this.stats.reported++;
+  }
+
+  /** Keeps a result within the inline bound; a larger one goes to the object store by reference. */
+  private async bounded(request: ExecuteRequest, output: unknown): Promise<unknown> {
+    const text = JSON.stringify(output ?? null);
+    if (Buffer.byteLength(text) <= RESULT_INLINE_LIMIT) return output ?? null;
+    this.objects ??= new Objm(this.deps.nc).open(RESULTS_STORE);
+    const name = `${request.run}/${request.node}/${request.item ?? "-"}/${request.attempt}`;
+    const info = await (await this.objects).putBlob({ name }, new TextEncoder().encode(text));
+    return { $ref: `${RESULTS_STORE}/${name}`, bytes: info.size, digest: info.digest };
+  }
+}

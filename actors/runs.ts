@@ -1,0 +1,162 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { Kvm } from "@nats-io/kv";
+import { runSummary, validateAgainstSchema, type RunContext } from "../machines/index.js";
+import { actorRecordCodec, kvSubject, partitionBucket, partitionOf, partitionStream, readLast, RunwayFault, type MailboxClient } from "../runtime/index.js";
+import type { DefinitionStore } from "./definitions.js";
+import { randomDeliveryId, runIdFor, startKey, tenantOfRun } from "./ids.js";
+import { RUN_KIND } from "./run-actor.js";
+import type { TenantDirectory } from "./tenants.js";
+
+export const MAX_INPUT_BYTES = 32 * 1024;
+
+export interface StartRunRequest {
+  definition: string;
+  version?: number;
+  input?: unknown;
+  /** Identity of the delivery that asked for this run; the same pair always means the same run. */
+  start_key?: { source: string; delivery_id: string };
+  lane?: "interactive" | "batch";
+}
+
+export type RunView = ReturnType<typeof runSummary> & {
+  lane: string;
+  input: unknown;
+  waiting: { on: string | null; ref: string | null; expires_at: number | null } | null;
+  result: unknown;
+  result_truncated: boolean;
+  error: unknown;
+  nodes: Record<string, { status: string; attempt?: number; error?: unknown; items?: number }>;
+  cancel: unknown;
+};
+
+/** The closed answers of `start` (seed 004's StartRunResult, adapted). Never an exception for these. */
+export type StartRunResult =
+  | { outcome: "started"; run: RunView }
+  | { outcome: "duplicate"; run: RunView }
+  | { outcome: "tenant_not_found" }
+  | { outcome: "definition_not_found" }
+  | { outcome: "definition_not_published"; reason: string }
+  | { outcome: "input_too_large"; bytes: number; limit: number }
+  | { outcome: "invalid_input"; reason: string };
+
+export type CancelRunResult = { outcome: "cancelled"; run: RunView } | { outcome: "not_cancellable"; run: RunView } | { outcome: "run_not_found" } | { outcome: "tenant_not_found" };
+
+function view(run: RunContext): RunView {
+  const nodes: RunView["nodes"] = {};
+  for (const [id, n] of Object.entries(run.nodes)) {
+    nodes[id] = { status: n.s, ...(n.step ? { attempt: n.step.attempt } : {}), ...(n.error ? { error: n.error } : {}), ...(n.items ? { items: n.items.length } : {}) };
+  }
+  const lc = run.lifecycle;
+  return {
+    ...runSummary(run),
+    lane: run.lane,
+    input: run.input,
+    waiting: lc.status === "waiting" ? { on: lc.waiting_on, ref: lc.waiting_ref, expires_at: lc.waiting_expires_at } : null,
+    result: run.result,
+    result_truncated: run.result_truncated,
+    error: run.error,
+    nodes,
+    cancel: run.cancel,
+  };
+}
+
+/**
+ * Starting, reading and cancelling runs: what the API and the CLI call. Reads go to the run's
+ * partition bucket; writes are commands to the run actor, answered after they are stored.
+ */
+export class RunService {
+  constructor(private readonly deps: { nc: NatsConnection; partitions: number; mailbox: MailboxClient; definitions: DefinitionStore; tenants: TenantDirectory }) {}
+
+  async start(tenant: string, request: StartRunRequest): Promise<StartRunResult> {
+    if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
+    const input = request.input ?? {};
+    const bytes = Buffer.byteLength(JSON.stringify(input));
+    if (bytes > MAX_INPUT_BYTES) return { outcome: "input_too_large", bytes, limit: MAX_INPUT_BYTES };
+    const resolved = await this.deps.definitions.resolve(tenant, request.definition, request.version);
+    if (resolved.outcome === "definition_not_found") return resolved;
+    if (resolved.outcome === "definition_not_published") return resolved;
+    if (resolved.plan.input_schema) {
+      const checked = validateAgainstSchema(resolved.plan.input_schema, input);
+      if (!checked.ok) return { outcome: "invalid_input", reason: checked.errors.map((e) => `${e.path}: ${e.message}`).join("; ") };
+    }
+    const key = request.start_key ? startKey(request.start_key.source, request.start_key.delivery_id) : startKey("api", randomDeliveryId());
+    const id = runIdFor(tenant, key);
+    const seed = {
+      id,
+      tenant,
+      root_run_id: id,
+      parent_run_id: null,
+      parent_node: null,
+      depth: 0,
+      definition: resolved.ref,
+      source: request.start_key?.source ?? "api",
+      start_key: key,
+      lane: request.lane ?? "interactive",
+      input,
+    };
+    const answer = await this.deps.mailbox.request({ kind: RUN_KIND, id }, { type: "run.create", run: seed }, `create/${id}`, 10_000);
+    if (answer.outcome === "applied") {
+      const run = await this.get(tenant, id);
+      if (run) return { outcome: "started", run };
+    }
+    if (answer.outcome === "applied" || answer.outcome === "refused" || answer.outcome === "duplicate") {
+      // Another start with this key got there first (or this one was stored and is being applied).
+      const run = await this.waitForRun(tenant, id);
+      return { outcome: "duplicate", run };
+    }
+    if (answer.outcome === "invalid_input") return { outcome: "invalid_input", reason: answer.reason };
+    throw new RunwayFault("start_unavailable", `start of ${id} not confirmed: ${answer.outcome}`, { kind: "retryable" });
+  }
+
+  private async waitForRun(tenant: string, id: string): Promise<RunView> {
+    const deadline = Date.now() + 10_000;
+    for (let delay = 5; ; delay = Math.min(delay * 2, 200)) {
+      const run = await this.get(tenant, id);
+      if (run) return run;
+      if (Date.now() > deadline) throw new RunwayFault("start_unavailable", `run ${id} not visible yet`, { kind: "retryable" });
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
+
+  async get(tenant: string, id: string): Promise<RunView | undefined> {
+    if (tenantOfRun(id) !== tenant) return undefined;
+    const p = partitionOf(id, this.deps.partitions);
+    const read = await readLast(this.deps.nc, partitionStream(p), kvSubject(partitionBucket(p), `${RUN_KIND}.${id}`));
+    if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", read.detail, { kind: "retryable" });
+    if (read.outcome === "missing") return undefined;
+    const decoded = actorRecordCodec.decode(read.message.data);
+    if (!decoded.ok) throw new RunwayFault("corrupt_record", `run ${id}: ${decoded.detail}`);
+    const run = (decoded.value.snapshot as { context?: { run?: RunContext | null } }).context?.run;
+    return run ? view(run) : undefined;
+  }
+
+  /** Runs of a tenant, newest first. Scans the partition buckets' run keys (bounded by `limit`). */
+  async list(tenant: string, options: { status?: string; limit?: number } = {}): Promise<RunView[]> {
+    const limit = Math.min(options.limit ?? 50, 500);
+    const kvm = new Kvm(this.deps.nc);
+    const ids: string[] = [];
+    for (let p = 0; p < this.deps.partitions; p++) {
+      const kv = await kvm.open(partitionBucket(p));
+      for await (const key of await kv.keys(`${RUN_KIND}.*`)) {
+        const id = key.slice(RUN_KIND.length + 1);
+        if (tenantOfRun(id) === tenant) ids.push(id);
+      }
+    }
+    const runs = (await Promise.all(ids.map((id) => this.get(tenant, id)))).filter((r): r is RunView => r !== undefined);
+    return runs
+      .filter((r) => !options.status || r.status === options.status)
+      .sort((a, b) => b.created_at - a.created_at)
+      .slice(0, limit);
+  }
+
+  async cancel(tenant: string, id: string, reason: string, by: string): Promise<CancelRunResult> {
+    if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
+    const before = await this.get(tenant, id);
+    if (!before) return { outcome: "run_not_found" };
+    const answer = await this.deps.mailbox.request({ kind: RUN_KIND, id }, { type: "run.cancel", reason, by }, `cancel/${id}/${randomDeliveryId()}`, 10_000);
+    const after = (await this.get(tenant, id)) ?? before;
+    if (answer.outcome === "applied") return { outcome: "cancelled", run: after };
+    if (answer.outcome === "refused") return { outcome: "not_cancellable", run: after };
+    throw new RunwayFault("cancel_unavailable", `cancel of ${id} not confirmed: ${answer.outcome}`, { kind: "retryable" });
+  }
+}

@@ -1,0 +1,51 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { jetstreamManager, RetentionPolicy, StorageType, type StreamConfig } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import { Objm } from "@nats-io/obj";
+
+/** JetStream resources of the workflow domain, beside the runtime's own. */
+export const EVENTS_STREAM = "RUNWAY_EVT";
+export const DEFINITIONS_BUCKET = "rw_defs";
+export const TENANTS_BUCKET = "rw_tenants";
+export const RESULTS_STORE = "rw-results";
+
+/** `rw.evt.<tenant>.<root>.<run>.<type>`: a client follows a run, or a whole tree, from any sequence. */
+export function eventSubject(tenant: string, root: string, run: string, type: string): string {
+  return `rw.evt.${tenant}.${root}.${run}.${type}`;
+}
+
+async function ensureBucket(kvm: Kvm, name: string, options: Record<string, unknown>): Promise<void> {
+  try {
+    await kvm.create(name, options);
+  } catch (err) {
+    if (!/already in use|exists/i.test(String((err as Error).message))) throw err;
+  }
+}
+
+export async function ensureDomainTopology(nc: NatsConnection, replicas: number): Promise<void> {
+  const jsm = await jetstreamManager(nc, { timeout: 10_000 });
+  const events: Partial<StreamConfig> & { name: string } = {
+    name: EVENTS_STREAM,
+    description: "Runway progress events: rw.evt.<tenant>.<root>.<run>.<type>",
+    subjects: ["rw.evt.>"],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    num_replicas: replicas,
+    max_age: 7 * 24 * 3600 * 1_000_000_000,
+    duplicate_window: 120_000_000_000,
+  };
+  try {
+    await jsm.streams.info(EVENTS_STREAM);
+  } catch {
+    await jsm.streams.add(events);
+  }
+  const kvm = new Kvm(nc);
+  await ensureBucket(kvm, DEFINITIONS_BUCKET, { history: 5, replicas, storage: "file", description: "Runway workflow definitions: <tenant>.<name>.v<N>, .latest, .draft; plan.<digest>" });
+  await ensureBucket(kvm, TENANTS_BUCKET, { history: 5, replicas, storage: "file", description: "Runway tenants: tenant.<id>" });
+  const objm = new Objm(nc);
+  try {
+    await objm.open(RESULTS_STORE);
+  } catch {
+    await objm.create(RESULTS_STORE, { replicas, storage: StorageType.File, description: "Step results over the inline bound, by reference" });
+  }
+}

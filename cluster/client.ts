@@ -1,0 +1,59 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { SERVICE_ERROR_CODE_HEADER, SERVICE_ERROR_HEADER } from "../runtime/index.js";
+
+export type ApiAnswer = { outcome: string } & Record<string, unknown>;
+
+export class ApiFault extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = "ApiFault";
+  }
+}
+
+/** A thin client of the `runway` micro service, used by the CLI, the demo and tests. */
+export class RunwayClient {
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly tenant: string,
+    private readonly timeoutMs = 15_000,
+  ) {}
+
+  async call(subject: string, body: unknown): Promise<ApiAnswer> {
+    const reply = await this.nc.request(subject, JSON.stringify(body ?? {}), { timeout: this.timeoutMs });
+    const error = reply.headers?.get(SERVICE_ERROR_HEADER);
+    if (error) throw new ApiFault(Number(reply.headers?.get(SERVICE_ERROR_CODE_HEADER) ?? 500), error);
+    return JSON.parse(reply.string()) as ApiAnswer;
+  }
+
+  private t(path: string, body: unknown = {}): Promise<ApiAnswer> {
+    return this.call(`runway.v1.${this.tenant}.${path}`, body);
+  }
+
+  createTenant(id: string, name?: string) {
+    return this.call("runway.v1.ops.tenants.put", { id, ...(name ? { name } : {}) });
+  }
+  putDefinition(definition: unknown, publish = true) {
+    return this.t("definitions.put", { definition, publish });
+  }
+  getDefinition(name: string, version?: number) {
+    return this.t("definitions.get", { name, ...(version ? { version } : {}) });
+  }
+  listDefinitions() {
+    return this.t("definitions.list");
+  }
+  startRun(request: { definition: string; input?: unknown; version?: number; start_key?: { source: string; delivery_id: string }; lane?: "interactive" | "batch" }) {
+    return this.t("runs.start", request);
+  }
+  getRun(runId: string) {
+    return this.t("runs.get", { run_id: runId });
+  }
+  listRuns(options: { status?: string; limit?: number } = {}) {
+    return this.t("runs.list", options);
+  }
+  cancelRun(runId: string, reason?: string) {
+    return this.t("runs.cancel", { run_id: runId, ...(reason ? { reason } : {}) });
+  }
+}

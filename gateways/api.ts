@@ -1,0 +1,97 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { z, type ZodType } from "zod";
+import type { DefinitionStore, RunService, TenantDirectory } from "../actors/index.js";
+import { isFault, MicroService, type MicroRequest } from "../runtime/index.js";
+
+export const API_VERSION = "0.2.0";
+/** Larger request bodies are refused before parsing. */
+export const MAX_REQUEST_BYTES = 512 * 1024;
+const RESERVED = new Set(["ops"]);
+
+const StartKey = z.strictObject({ source: z.string().min(1).max(200), delivery_id: z.string().min(1).max(500) });
+const schemas = {
+  definitionsPut: z.strictObject({ definition: z.unknown(), publish: z.boolean().default(true) }),
+  definitionsGet: z.strictObject({ name: z.string().min(1).max(63), version: z.number().int().positive().optional() }),
+  definitionsList: z.strictObject({}),
+  runsStart: z.strictObject({
+    definition: z.string().min(1).max(63),
+    version: z.number().int().positive().optional(),
+    input: z.unknown().optional(),
+    start_key: StartKey.optional(),
+    lane: z.enum(["interactive", "batch"]).optional(),
+  }),
+  runsGet: z.strictObject({ run_id: z.string().min(1).max(200) }),
+  runsList: z.strictObject({ status: z.enum(["queued", "running", "waiting", "succeeded", "failed", "cancelled"]).optional(), limit: z.number().int().positive().max(500).optional() }),
+  runsCancel: z.strictObject({ run_id: z.string().min(1).max(200), reason: z.string().max(1_000).default("cancelled by request"), by: z.string().max(200).default("api") }),
+  tenantsPut: z.strictObject({ id: z.string().min(1).max(32), name: z.string().max(200).optional() }),
+  tenantsList: z.strictObject({}),
+};
+
+export interface ApiServices {
+  tenants: TenantDirectory;
+  definitions: DefinitionStore;
+  runs: RunService;
+  now(): number;
+}
+
+type Answer = { outcome: string } & Record<string, unknown>;
+
+/**
+ * The `runway` NATS micro service: `runway.v1.<tenant>.definitions.put|get|list`,
+ * `runway.v1.<tenant>.runs.start|get|list|cancel` and `runway.v1.ops.tenants.put|list`.
+ * Every request and reply is JSON; requests are validated by zod (unknown fields refused) and
+ * every business answer is a closed `{ outcome, … }`. Only faults use the
+ * `Nats-Service-Error` / `-Code` headers (503 when retrying may help, 500 otherwise).
+ */
+export async function startApi(nc: NatsConnection, services: ApiServices): Promise<MicroService> {
+  const service = new MicroService(nc, { name: "runway", version: API_VERSION, description: "Runway durable workflow runtime" });
+  const tenantEndpoint = <S extends ZodType>(name: string, path: string, schema: S, handle: (tenant: string, body: z.infer<S>) => Promise<Answer>) => {
+    service.addEndpoint(name, {
+      subject: `runway.v1.*.${path}`,
+      metadata: { path, tenant: "the second subject token" },
+      handler: (req) =>
+        serve(req, schema, async (body) => {
+          const tenant = req.subject.split(".")[2] ?? "";
+          if (RESERVED.has(tenant) || !(await services.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
+          return handle(tenant, body);
+        }),
+    });
+  };
+  tenantEndpoint("definitions_put", "definitions.put", schemas.definitionsPut, (t, b) => services.definitions.put(t, b.definition, { publish: b.publish, now: services.now() }));
+  tenantEndpoint("definitions_get", "definitions.get", schemas.definitionsGet, (t, b) => services.definitions.get(t, b.name, b.version));
+  tenantEndpoint("definitions_list", "definitions.list", schemas.definitionsList, async (t) => ({ outcome: "ok", definitions: await services.definitions.list(t) }));
+  tenantEndpoint("runs_start", "runs.start", schemas.runsStart, (t, b) => services.runs.start(t, b));
+  tenantEndpoint("runs_get", "runs.get", schemas.runsGet, async (t, b) => {
+    const run = await services.runs.get(t, b.run_id);
+    return run ? { outcome: "found", run } : { outcome: "run_not_found" };
+  });
+  tenantEndpoint("runs_list", "runs.list", schemas.runsList, async (t, b) => ({ outcome: "ok", runs: await services.runs.list(t, b) }));
+  tenantEndpoint("runs_cancel", "runs.cancel", schemas.runsCancel, (t, b) => services.runs.cancel(t, b.run_id, b.reason, b.by));
+  service.addEndpoint("tenants_put", {
+    subject: "runway.v1.ops.tenants.put",
+    handler: (req) =>
+      serve(req, schemas.tenantsPut, (b) => (RESERVED.has(b.id) ? Promise.resolve({ outcome: "invalid_input", reason: `${b.id} is reserved` }) : services.tenants.put(b, services.now()))),
+  });
+  service.addEndpoint("tenants_list", { subject: "runway.v1.ops.tenants.list", handler: (req) => serve(req, schemas.tenantsList, async () => ({ outcome: "ok", tenants: await services.tenants.list() })) });
+  await service.start();
+  return service;
+}
+
+async function serve<S extends ZodType>(req: MicroRequest, schema: S, handle: (body: z.infer<S>) => Promise<Answer>): Promise<void> {
+  const reply = (answer: Answer) => req.respond(JSON.stringify(answer));
+  if (req.data.length > MAX_REQUEST_BYTES) return reply({ outcome: "request_too_large", bytes: req.data.length, limit: MAX_REQUEST_BYTES });
+  let raw: unknown;
+  try {
+    raw = req.data.length === 0 ? {} : JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(req.data));
+  } catch {
+    return reply({ outcome: "invalid_input", reason: "the body is not JSON" });
+  }
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) return reply({ outcome: "invalid_input", reason: parsed.error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`).join("; ") });
+  try {
+    reply(await handle(parsed.data));
+  } catch (err) {
+    const retryable = isFault(err) && err.kind === "retryable";
+    req.respondError(retryable ? 503 : 500, err instanceof Error ? err.message : String(err));
+  }
+}

@@ -1,0 +1,1 @@
+export { startApi, API_VERSION, MAX_REQUEST_BYTES, type ApiServices } from "./api.js";

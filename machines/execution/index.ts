@@ -1,0 +1,18 @@
+export { executionMachine } from "./machine.js";
+export { reduce, runSummary, MAX_DEPTH, WAIT_GRACE_MS, STEP_EXECUTE, type Effect } from "./reduce.js";
+export {
+  RunCommandSchema,
+  RunSeedSchema,
+  type RunCommand,
+  type RunSeed,
+  type RunContext,
+  type NodeRun,
+  type ItemRun,
+  type RunError,
+  type ExecutionContext,
+  type ExecutionEvent,
+  type ExecuteRequest,
+  type DefinitionRef,
+  type Lane,
+  type Prepared,
+} from "./types.js";

@@ -1,0 +1,64 @@
+import { enqueueActions, setup } from "xstate";
+import { TERMINAL } from "../run/index.js";
+import { reduce } from "./reduce.js";
+import type { ExecutionContext, ExecutionEvent, NodeRun } from "./types.js";
+
+function attemptOf(n: NodeRun | undefined, item: number | undefined) {
+  if (!n || n.s !== "active") return undefined;
+  return item === undefined ? n.step : n.items?.[item]?.step;
+}
+
+/**
+ * The run actor's machine: `new` until created, `live` while queued, running or waiting, and
+ * `ended` (final, absorbing) once the run is terminal. Guards keep stale inputs out — a result
+ * from an attempt or lease epoch that is no longer current, a timer for a node that moved on, a
+ * child that is not the node's — so they are refused with a closed answer and cost no write.
+ */
+export const executionMachine = setup({
+  types: { context: {} as ExecutionContext, events: {} as ExecutionEvent },
+  guards: {
+    terminal: ({ context }) => context.run !== null && TERMINAL.has(context.run.lifecycle.status),
+    resultIsCurrent: ({ context, event }) => {
+      if (event.type !== "step.result") return false;
+      const step = attemptOf(context.run?.nodes[event.node], event.item);
+      return !!step && (step.status === "leased" || step.status === "running") && step.attempt === event.attempt && step.lease_epoch === event.lease_epoch;
+    },
+    timerIsCurrent: ({ context, event }) => {
+      if (event.type !== "timer.fired") return false;
+      const n = context.run?.nodes[event.node];
+      if (!n || n.s !== "active") return false;
+      if (event.kind === "sleep") return n.wake_at !== undefined;
+      return n.step?.status === "ready" || (n.items?.some((i) => i.step.status === "ready") ?? false);
+    },
+    childIsCurrent: ({ context, event }) => event.type === "child.settled" && context.run?.nodes[event.node]?.s === "active" && context.run.nodes[event.node]?.child === event.child,
+    recoverable: ({ context }) =>
+      Object.values(context.run?.nodes ?? {}).some(
+        (n) => n.s === "active" && (n.step?.status === "leased" || n.step?.status === "running" || (n.items?.some((i) => i.step.status === "leased" || i.step.status === "running") ?? false)),
+      ),
+  },
+  actions: {
+    reduce: enqueueActions(({ context, event, enqueue }) => {
+      const next = reduce(context, event);
+      enqueue.assign(() => next.context);
+      for (const effect of next.effects) enqueue.emit(effect as never);
+    }),
+  },
+}).createMachine({
+  id: "run",
+  context: { run: null },
+  initial: "new",
+  states: {
+    new: { on: { "run.create": { target: "live", actions: "reduce" } } },
+    live: {
+      always: { guard: "terminal", target: "ended" },
+      on: {
+        "step.result": { guard: "resultIsCurrent", actions: "reduce" },
+        "timer.fired": { guard: "timerIsCurrent", actions: "reduce" },
+        "child.settled": { guard: "childIsCurrent", actions: "reduce" },
+        "run.cancel": { actions: "reduce" },
+        "run.recover": { guard: "recoverable", actions: "reduce" },
+      },
+    },
+    ended: { type: "final" },
+  },
+});

@@ -1,0 +1,142 @@
+import { z } from "zod";
+import type { RunLifecycle } from "../run/index.js";
+import type { StepError, StepState } from "../step/index.js";
+import type { NodeStatus, Plan } from "../workflow/index.js";
+
+/**
+ * The state of one run, as its actor stores it. Steps are not separate records: a step is an
+ * actor embedded in its run (its own machine, `machines/step`, its own transitions), stored in
+ * the run's record so that a step's result and the readiness it unlocks are one durable write.
+ */
+export interface RunError {
+  code: string;
+  message: string;
+  retryable?: boolean;
+  nodes?: string[];
+}
+
+export interface ItemRun {
+  step: StepState;
+  output?: unknown;
+}
+
+export interface NodeRun {
+  s: NodeStatus;
+  /** Code nodes: the attempt lifecycle. */
+  step?: StepState;
+  /** Map nodes: one attempt lifecycle per item, in input order. */
+  items?: ItemRun[];
+  output?: unknown;
+  taken?: "then" | "else";
+  child?: string;
+  wake_at?: number;
+  error?: RunError;
+  /** A failure that no `continue_on_error` may tolerate (unreadable reference, platform stop). */
+  fatal?: boolean;
+}
+
+export type Lane = "interactive" | "batch";
+
+export interface DefinitionRef {
+  name: string;
+  version: number;
+  digest: string;
+}
+
+export interface RunContext {
+  id: string;
+  tenant: string;
+  root_run_id: string;
+  parent_run_id: string | null;
+  parent_node: string | null;
+  depth: number;
+  definition: DefinitionRef;
+  source: string;
+  start_key: string;
+  lane: Lane;
+  input: unknown;
+  lifecycle: RunLifecycle;
+  created_at: number;
+  cancellation_epoch: number;
+  nodes: Record<string, NodeRun>;
+  result: unknown;
+  result_truncated: boolean;
+  error: RunError | null;
+  cancel: { reason: string; by: string; at: number } | null;
+}
+
+export interface ExecutionContext {
+  run: RunContext | null;
+}
+
+/** What a run needs to be created; validated at the actor's mailbox. */
+export const RunSeedSchema = z.object({
+  id: z.string().min(1),
+  tenant: z.string().min(1),
+  root_run_id: z.string().min(1),
+  parent_run_id: z.string().nullable(),
+  parent_node: z.string().nullable(),
+  depth: z.number().int().nonnegative(),
+  definition: z.object({ name: z.string(), version: z.number().int().positive(), digest: z.string() }),
+  source: z.string(),
+  start_key: z.string(),
+  lane: z.enum(["interactive", "batch"]),
+  input: z.unknown(),
+});
+export type RunSeed = z.infer<typeof RunSeedSchema>;
+
+const StepErrorShape = z.object({ code: z.string(), message: z.string(), retryable: z.boolean() });
+
+/** Commands a run actor accepts (before the host adds `now` and `prepare` adds the plan). */
+export const RunCommandSchema = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("run.create"), run: RunSeedSchema }),
+  z.object({
+    type: z.literal("step.result"),
+    node: z.string(),
+    item: z.number().int().nonnegative().optional(),
+    attempt: z.number().int().positive(),
+    lease_epoch: z.number().int().positive(),
+    outcome: z.enum(["succeeded", "failed"]),
+    output: z.unknown().optional(),
+    error: StepErrorShape.optional(),
+  }),
+  z.object({ type: z.literal("timer.fired"), kind: z.enum(["retry", "sleep"]), node: z.string(), item: z.number().int().nonnegative().optional() }),
+  z.object({
+    type: z.literal("child.settled"),
+    node: z.string(),
+    child: z.string(),
+    status: z.enum(["succeeded", "failed", "cancelled"]),
+    result: z.unknown().optional(),
+    error: z.object({ code: z.string(), message: z.string() }).passthrough().optional(),
+  }),
+  z.object({ type: z.literal("run.cancel"), reason: z.string().max(1_000), by: z.string().max(200) }),
+  z.object({ type: z.literal("run.recover"), reason: z.string().max(200) }),
+]);
+export type RunCommand = z.infer<typeof RunCommandSchema>;
+
+/** What `prepare` adds: the pinned plan and, for subworkflow nodes, the children it may start. */
+export interface Prepared {
+  now: number;
+  plan: Plan;
+  /** Child run id for each subworkflow node of this run. */
+  child_ids?: Record<string, string>;
+  /** Pinned definition of each workflow a subworkflow node names. */
+  child_definitions?: Record<string, DefinitionRef>;
+}
+
+export type ExecutionEvent = RunCommand & Prepared;
+
+/** Handed to the node's step executor (a `runway.local` effect on channel `step.execute`). */
+export interface ExecuteRequest {
+  run: string;
+  tenant: string;
+  node: string;
+  item?: number;
+  attempt: number;
+  lease_epoch: number;
+  handler: string;
+  input: unknown;
+  timeout_ms: number;
+}
+
+export type { StepError, StepState };

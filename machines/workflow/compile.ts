@@ -1,0 +1,207 @@
+/**
+ * Publish: validate a raw definition and compile it into a Plan. Every error found is reported
+ * (shape errors stop the compiler early, because nothing else can be read from a malformed
+ * definition). The same definition always compiles to the same plan, byte for byte in canonical
+ * JSON, whatever the key order of its input.
+ */
+import { canonicalJson, formatPath, utf8Length } from "./canonical.js";
+import { DefinitionSchema, type Condition } from "./definition.js";
+import { expand, type CompileError, type Expanded, type Limits } from "./expand.js";
+import { checkSchemaSubset } from "./json-schema.js";
+import { PLAN_VERSION, type Plan, type PlanNode } from "./plan.js";
+import { templateRefs, type RefSite, type Segment } from "./templates.js";
+import { workflowDepth, type LoadPlan } from "./depth.js";
+
+export type { CompileError, CompileErrorCode, Limits } from "./expand.js";
+export { canonicalJson } from "./canonical.js";
+export { PlanSchema, PlanNodeSchema, type Plan, type PlanNode, type PlanNeed, type PlanWhen } from "./plan.js";
+
+export const DEFAULT_LIMITS: Limits = { max_nodes: 500, max_fanout: 1000, max_nesting: 8, max_plan_bytes: 256 * 1024, max_workflow_depth: 3 };
+
+export type CompileContext = {
+  handlers: ReadonlySet<string>;
+  /** When given, each subworkflow's target must exist (`unknown_workflow`). */
+  workflowExists?: (name: string) => boolean;
+  /** When given, the subworkflow tree below this workflow is measured (`depth_exceeded`). */
+  loadPlan?: LoadPlan;
+  limits?: Partial<Limits>;
+};
+export type CompileResult = { ok: true; plan: Plan } | { ok: false; errors: CompileError[] };
+
+/** Deterministic topological order: among nodes whose needs are placed, the lowest rank goes first. */
+function order(nodes: Expanded[]): { sorted: Expanded[]; stuck: Expanded[] } {
+  const byId = new Map(nodes.map((e) => [e.node.id, e]));
+  const waiting = new Map<string, number>();
+  const dependents = new Map<string, string[]>();
+  for (const e of nodes) {
+    const deps = new Set(e.node.needs.map((n) => n.node).filter((id) => byId.has(id)));
+    waiting.set(e.node.id, deps.size);
+    for (const d of deps) dependents.set(d, [...(dependents.get(d) ?? []), e.node.id]);
+  }
+  const ready = nodes.filter((e) => waiting.get(e.node.id) === 0);
+  const sorted: Expanded[] = [];
+  while (ready.length > 0) {
+    ready.sort((a, b) => a.rank - b.rank);
+    const next = ready.shift() as Expanded;
+    sorted.push(next);
+    for (const id of dependents.get(next.node.id) ?? []) {
+      const left = (waiting.get(id) ?? 0) - 1;
+      waiting.set(id, left);
+      const e = byId.get(id);
+      if (left === 0 && e) ready.push(e);
+    }
+  }
+  const placed = new Set(sorted.map((e) => e.node.id));
+  return { sorted, stuck: nodes.filter((e) => !placed.has(e.node.id)) };
+}
+
+/** Strongly connected components among `stuck` nodes that really loop (Tarjan). */
+function cycles(stuck: Expanded[]): Expanded[][] {
+  const byId = new Map(stuck.map((e) => [e.node.id, e]));
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const found: Expanded[][] = [];
+  let counter = 0;
+  const strong = (id: string): void => {
+    index.set(id, counter);
+    low.set(id, counter++);
+    stack.push(id);
+    onStack.add(id);
+    for (const { node: dep } of byId.get(id)?.node.needs ?? []) {
+      if (!byId.has(dep)) continue;
+      if (!index.has(dep)) {
+        strong(dep);
+        low.set(id, Math.min(low.get(id) ?? 0, low.get(dep) ?? 0));
+      } else if (onStack.has(dep)) low.set(id, Math.min(low.get(id) ?? 0, index.get(dep) ?? 0));
+    }
+    if (low.get(id) !== index.get(id)) return;
+    const scc: Expanded[] = [];
+    for (;;) {
+      const top = stack.pop() as string;
+      onStack.delete(top);
+      scc.push(byId.get(top) as Expanded);
+      if (top === id) break;
+    }
+    const self = scc.length === 1 && scc[0]?.node.needs.some((n) => n.node === id);
+    if (scc.length > 1 || self) found.push(scc.sort((a, b) => a.rank - b.rank));
+  };
+  for (const e of [...stuck].sort((a, b) => a.rank - b.rank)) if (!index.has(e.node.id)) strong(e.node.id);
+  return found;
+}
+
+function ancestorsOf(id: string, byId: Map<string, PlanNode>): Set<string> {
+  const seen = new Set<string>();
+  const todo = [id];
+  while (todo.length > 0) {
+    const cur = byId.get(todo.pop() as string);
+    for (const { node } of cur?.needs ?? []) if (!seen.has(node)) todo.push((seen.add(node), node));
+  }
+  return seen;
+}
+
+function conditionRefs(c: Condition, at: Segment[]): RefSite[] {
+  if ("ref" in c) return templateRefs(c.ref, [...at, "ref"]);
+  if ("all" in c) return c.all.flatMap((s, i) => conditionRefs(s, [...at, "all", i]));
+  if ("any" in c) return c.any.flatMap((s, i) => conditionRefs(s, [...at, "any", i]));
+  return conditionRefs(c.not, [...at, "not"]);
+}
+
+/** The references a plan node reads, and whether `item`/`index` are in scope there. */
+function nodeRefs(n: PlanNode): { sites: RefSite[]; itemScope: boolean }[] {
+  switch (n.kind) {
+    case "code":
+    case "subworkflow":
+      return [{ sites: templateRefs(n.input, ["input"]), itemScope: false }];
+    case "map":
+      return [
+        { sites: templateRefs(n.items, ["items"]), itemScope: false },
+        { sites: templateRefs(n.input, ["input"]), itemScope: true },
+      ];
+    case "branch":
+      return [{ sites: conditionRefs(n.condition, ["condition"]), itemScope: false }];
+    default:
+      return [];
+  }
+}
+
+function checkRefs(sites: RefSite[], where: (string | number)[], itemScope: boolean, visible: (id: string) => string | undefined, out: CompileError[]): void {
+  for (const s of sites) {
+    const path = formatPath([...where, ...s.at]);
+    const bad = (message: string) => out.push({ code: "unknown_reference", path, message });
+    if (!s.ref) bad(`'\${${s.expr}}' is not a valid reference`);
+    else if ((s.ref.root === "item" || s.ref.root === "index") && !itemScope) bad(`'${s.ref.root}' is only defined in a map node's input`);
+    else if (s.ref.root === "steps") {
+      const why = visible(s.ref.node);
+      if (why) bad(why);
+    }
+  }
+}
+
+/**
+ * Validates and compiles a definition. Checks, all reported together: shape
+ * (`invalid_definition`), ids, needs, cycles, references (a node may read only its transitive
+ * needs; `item`/`index` only in a map's input), handlers, workflows, limits, input schema and
+ * plan size (canonical JSON bytes of the plan).
+ */
+export function compileDefinition(raw: unknown, ctx: CompileContext): CompileResult {
+  const parsed = DefinitionSchema.safeParse(raw);
+  if (!parsed.success)
+    return { ok: false, errors: parsed.error.issues.map((i) => ({ code: "invalid_definition", path: formatPath(i.path), message: i.message })) };
+  const def = parsed.data;
+  const limits: Limits = { ...DEFAULT_LIMITS, ...ctx.limits };
+  const { nodes, errors } = expand(def.nodes, { handlers: ctx.handlers, workflowExists: ctx.workflowExists, limits });
+
+  const { sorted, stuck } = order(nodes);
+  for (const scc of cycles(stuck)) {
+    const ids = scc.map((e) => e.node.id);
+    errors.push({ code: "cycle", path: formatPath([...(scc[0]?.path ?? []), "needs"]), message: `needs form a cycle through ${ids.join(", ")}` });
+  }
+
+  const byId = new Map(nodes.map((e) => [e.node.id, e.node]));
+  for (const e of nodes) {
+    const ancestors = ancestorsOf(e.node.id, byId);
+    const visible = (id: string) =>
+      !byId.has(id) ? `no node '${id}'` : ancestors.has(id) ? undefined : `'${id}' is not upstream of '${e.node.id}' (not a transitive need)`;
+    for (const group of nodeRefs(e.node)) checkRefs(group.sites, e.path, group.itemScope, visible, errors);
+  }
+  if (def.result !== undefined)
+    checkRefs(templateRefs(def.result), ["result"], false, (id) => (byId.has(id) ? undefined : `no node '${id}'`), errors);
+
+  if (def.input_schema !== undefined)
+    for (const issue of checkSchemaSubset(def.input_schema, ["input_schema"])) errors.push({ code: "invalid_input_schema", ...issue });
+
+  if (ctx.loadPlan) {
+    const load = ctx.loadPlan;
+    const self = { name: def.name, nodes: nodes.map((e) => e.node) };
+    const depth = workflowDepth(self, (name) => (name === def.name ? self : load(name)), limits.max_workflow_depth);
+    if (!depth.ok) {
+      const at = nodes.find((e) => e.node.kind === "subworkflow" && e.node.workflow === depth.chain[1]);
+      const chain = depth.chain.join(" → ");
+      if (depth.code === "subworkflow_unresolvable") {
+        if (!ctx.workflowExists) errors.push({ code: "unknown_workflow", path: formatPath(at?.path ?? ["nodes"]), message: `cannot load workflow along ${chain}` });
+      } else
+        errors.push({
+          code: "depth_exceeded",
+          path: formatPath(at?.path ?? ["nodes"]),
+          message: depth.code === "workflow_cycle" ? `subworkflows recurse: ${chain}` : `subworkflow depth above ${limits.max_workflow_depth}: ${chain}`,
+        });
+    }
+  }
+
+  if (errors.length > 0) return { ok: false, errors };
+  const body = {
+    plan_version: PLAN_VERSION,
+    name: def.name,
+    ...(def.description !== undefined && { description: def.description }),
+    ...(def.input_schema !== undefined && { input_schema: def.input_schema }),
+    ...(def.result !== undefined && { result: def.result }),
+    nodes: sorted.map((e) => e.node),
+  };
+  const text = canonicalJson(body);
+  const bytes = utf8Length(text);
+  if (bytes > limits.max_plan_bytes)
+    return { ok: false, errors: [{ code: "snapshot_too_large", path: "", message: `the compiled plan is ${bytes} bytes, above the limit of ${limits.max_plan_bytes}` }] };
+  return { ok: true, plan: { ...body, definition_digest_input: text } };
+}

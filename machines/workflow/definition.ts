@@ -1,0 +1,154 @@
+/**
+ * The user-facing workflow definition: JSON validated by zod. Every object is strict (an unknown
+ * field is an error). This module checks shape only; graph rules (unique ids, needs, cycles,
+ * references, handlers, limits) are the compiler's job (compile.ts).
+ */
+import { z } from "zod";
+import { isJson, type Json } from "./canonical.js";
+
+export type { Json };
+
+/** A template: any JSON value; `"${expr}"` strings are substituted, see templates.ts. */
+export type Template = Json;
+
+export const WORKFLOW_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
+export const NODE_ID = /^[a-zA-Z][a-zA-Z0-9_-]{0,62}$/;
+/** A string holding exactly one `${expr}` and nothing else. */
+export const EXACT_REF = /^\$\{[^}]*\}$/;
+
+export const DEFAULT_TIMEOUT_MS = 30_000;
+export const MAX_TIMEOUT_MS = 15 * 60_000;
+export const MAX_SLEEP_MS = 366 * 24 * 3_600_000;
+
+export type NeedWhen = "succeeded" | "failed" | "always";
+export type Need = string | { node: string; when: NeedWhen };
+
+export type Retry = { max_attempts: number; backoff_ms: number; max_backoff_ms: number; multiplier?: number };
+
+export type CompareOp = "eq" | "ne" | "gt" | "gte" | "lt" | "lte" | "in";
+export type TestOp = "exists" | "truthy" | "falsy";
+export type Condition =
+  | { ref: string; op: CompareOp | TestOp; value?: Json }
+  | { all: Condition[] }
+  | { any: Condition[] }
+  | { not: Condition };
+
+type Common = { id: string; needs?: Need[]; continue_on_error?: boolean };
+export type CodeNode = Common & {
+  kind: "code";
+  handler: string;
+  input?: Template;
+  retry?: Retry;
+  timeout_ms?: number;
+};
+export type ParallelNode = Common & { kind: "parallel"; branches: DefinitionNode[][] };
+export type BranchNode = Common & { kind: "branch"; condition: Condition; then: DefinitionNode[]; else?: DefinitionNode[] };
+export type MapNode = Common & {
+  kind: "map";
+  items: string;
+  handler: string;
+  input?: Template;
+  max_fanout: number;
+  concurrency?: number;
+  retry?: Retry;
+  timeout_ms?: number;
+};
+export type SubworkflowNode = Common & { kind: "subworkflow"; workflow: string; input?: Template };
+export type SleepNode = Common & { kind: "sleep"; duration_ms: number };
+export type DefinitionNode = CodeNode | ParallelNode | BranchNode | MapNode | SubworkflowNode | SleepNode;
+
+export type Definition = {
+  name: string;
+  description?: string;
+  input_schema?: { [key: string]: Json };
+  nodes: DefinitionNode[];
+  result?: Template;
+};
+
+const JsonSchema = z.custom<Json>((v) => isJson(v), "expected a JSON value");
+const NodeId = z.string().regex(NODE_ID, "a node id is a letter then up to 62 letters, digits, '_' or '-'");
+const ExactRef = z.string().regex(EXACT_REF, 'expected exactly one reference, like "${input.list}"');
+const Ms = z.number().int().nonnegative();
+
+export const NeedSchema: z.ZodType<Need> = z.union([
+  NodeId,
+  z.strictObject({ node: NodeId, when: z.enum(["succeeded", "failed", "always"]) }),
+]);
+
+export const RetrySchema: z.ZodType<Retry> = z
+  .strictObject({
+    max_attempts: z.number().int().min(1).max(100),
+    backoff_ms: Ms.max(MAX_TIMEOUT_MS),
+    max_backoff_ms: Ms.max(24 * 3_600_000),
+    multiplier: z.number().min(1).max(10).optional(),
+  })
+  .refine((r) => r.max_backoff_ms >= r.backoff_ms, { message: "max_backoff_ms is below backoff_ms", path: ["max_backoff_ms"] });
+
+const VALUE_OPS = new Set(["eq", "ne", "gt", "gte", "lt", "lte", "in"]);
+
+export const ConditionSchema: z.ZodType<Condition> = z.lazy(() =>
+  z.union([
+    z
+      .strictObject({
+        ref: ExactRef,
+        op: z.enum(["eq", "ne", "gt", "gte", "lt", "lte", "in", "exists", "truthy", "falsy"]),
+        value: JsonSchema.optional(),
+      })
+      .superRefine((c, ctx) => {
+        if (VALUE_OPS.has(c.op) && c.value === undefined) ctx.addIssue({ code: "custom", message: `op '${c.op}' needs a value`, path: ["value"] });
+        if (!VALUE_OPS.has(c.op) && c.value !== undefined) ctx.addIssue({ code: "custom", message: `op '${c.op}' takes no value`, path: ["value"] });
+        if (c.op === "in" && c.value !== undefined && !Array.isArray(c.value)) ctx.addIssue({ code: "custom", message: "op 'in' needs an array value", path: ["value"] });
+      }),
+    z.strictObject({ all: z.array(ConditionSchema).min(1) }),
+    z.strictObject({ any: z.array(ConditionSchema).min(1) }),
+    z.strictObject({ not: ConditionSchema }),
+  ]),
+);
+
+const common = {
+  id: NodeId,
+  needs: z.array(NeedSchema).optional(),
+  continue_on_error: z.boolean().optional(),
+};
+const Timeout = z.number().int().min(1).max(MAX_TIMEOUT_MS);
+
+/**
+ * One node of any kind. `max_fanout` is only checked to be a positive integer here; the
+ * compiler compares it with the configured limit (code `fanout_too_large`).
+ */
+export const NodeSchema: z.ZodType<DefinitionNode> = z.lazy(() =>
+  z.discriminatedUnion("kind", [
+    z.strictObject({
+      ...common,
+      kind: z.literal("code"),
+      handler: z.string().min(1).max(200),
+      input: JsonSchema.optional(),
+      retry: RetrySchema.optional(),
+      timeout_ms: Timeout.optional(),
+    }),
+    z.strictObject({ ...common, kind: z.literal("parallel"), branches: z.array(z.array(NodeSchema).min(1)).min(1) }),
+    z.strictObject({ ...common, kind: z.literal("branch"), condition: ConditionSchema, then: z.array(NodeSchema), else: z.array(NodeSchema).optional() }),
+    z.strictObject({
+      ...common,
+      kind: z.literal("map"),
+      items: ExactRef,
+      handler: z.string().min(1).max(200),
+      input: JsonSchema.optional(),
+      max_fanout: z.number().int().min(1),
+      concurrency: z.number().int().min(1).max(10_000).optional(),
+      retry: RetrySchema.optional(),
+      timeout_ms: Timeout.optional(),
+    }),
+    z.strictObject({ ...common, kind: z.literal("subworkflow"), workflow: z.string().regex(WORKFLOW_NAME), input: JsonSchema.optional() }),
+    z.strictObject({ ...common, kind: z.literal("sleep"), duration_ms: Ms.max(MAX_SLEEP_MS) }),
+  ]),
+);
+
+/** The whole definition; `input_schema` is checked against the supported subset by the compiler. */
+export const DefinitionSchema: z.ZodType<Definition> = z.strictObject({
+  name: z.string().regex(WORKFLOW_NAME, "a name is [a-z0-9][a-z0-9-]{0,62}"),
+  description: z.string().max(4_000).optional(),
+  input_schema: z.record(z.string(), JsonSchema).optional(),
+  nodes: z.array(NodeSchema).min(1),
+  result: JsonSchema.optional(),
+});

@@ -1,0 +1,71 @@
+/** Public surface of the workflow-definition layer (pure: zod only). */
+export { canonicalJson, formatPath, isJson, jsonEqual, utf8Length, type Json } from "./canonical.js";
+export {
+  ConditionSchema,
+  DefinitionSchema,
+  NeedSchema,
+  NodeSchema,
+  RetrySchema,
+  DEFAULT_TIMEOUT_MS,
+  MAX_SLEEP_MS,
+  MAX_TIMEOUT_MS,
+  NODE_ID,
+  WORKFLOW_NAME,
+  type BranchNode,
+  type CodeNode,
+  type CompareOp,
+  type Condition,
+  type Definition,
+  type DefinitionNode,
+  type MapNode,
+  type Need,
+  type NeedWhen,
+  type ParallelNode,
+  type Retry,
+  type SleepNode,
+  type SubworkflowNode,
+  type Template,
+  type TestOp,
+} from "./definition.js";
+export { checkSchemaSubset, validateAgainstSchema, type SchemaIssue, type SchemaValidation } from "./json-schema.js";
+export { compileDefinition, DEFAULT_LIMITS, type CompileContext, type CompileError, type CompileErrorCode, type CompileResult, type Limits } from "./compile.js";
+export {
+  PLAN_VERSION,
+  PlanNodeSchema,
+  PlanSchema,
+  SETTLED,
+  planIndex,
+  type NodeState,
+  type NodeStates,
+  type NodeStatus,
+  type Plan,
+  type PlanBranch,
+  type PlanBranchEnd,
+  type PlanCode,
+  type PlanMap,
+  type PlanNeed,
+  type PlanNode,
+  type PlanParallel,
+  type PlanRetry,
+  type PlanSleep,
+  type PlanSubworkflow,
+  type PlanWhen,
+  type Scope,
+} from "./plan.js";
+export { advance, needSatisfied, readiness, settleSkips, type Readiness } from "./readiness.js";
+export { parseRef, readRef, resolveExpr, resolveTemplate, templateRefs, type Ref, type RefSite, type Resolved, type Segment } from "./templates.js";
+export { evaluateCondition, truthy, type ConditionResult } from "./conditions.js";
+export {
+  joinOutcome,
+  mapItemInput,
+  mapItems,
+  nodeInput,
+  runOutcome,
+  runResult,
+  stepsScope,
+  type MapItems,
+  type RunOutcome,
+} from "./outcome.js";
+export { childDepthAllowed, workflowDepth, type DepthResult, type LoadPlan, type PlanLike } from "./depth.js";
+export { retryDelay } from "./retry.js";
+export { progress, type Fatal, type Progress, type Settled } from "./progress.js";

@@ -1,0 +1,123 @@
+/**
+ * The compiled plan: a FLAT list of plan nodes in one deterministic topological order, every
+ * dependency explicit. This is what a run pins (content-addressed by `definition_digest_input`)
+ * and what every runtime projection (readiness.ts, outcome.ts) reads. `PlanSchema` validates a
+ * plan read back from storage.
+ *
+ * Need conditions (`when`), judged once the needed node is settled:
+ *   succeeded | failed   the node settled with that status
+ *   always               the node settled with any status (succeeded, failed, skipped, cancelled)
+ *   completed            the node ran: succeeded or failed (used after a continue_on_error node
+ *                        inside a sequence, so the sequence goes on past its failure but not past
+ *                        its skip)
+ *   then | else          the branch node succeeded and took that path
+ */
+import { z } from "zod";
+import { isJson, type Json } from "./canonical.js";
+import { ConditionSchema, type Condition } from "./definition.js";
+
+export const PLAN_VERSION = 1;
+
+export type PlanWhen = "succeeded" | "failed" | "always" | "completed" | "then" | "else";
+export type PlanNeed = { node: string; when: PlanWhen };
+export type PlanRetry = { max_attempts: number; backoff_ms: number; max_backoff_ms: number; multiplier: number };
+
+type Base = {
+  id: string;
+  needs: PlanNeed[];
+  continue_on_error: boolean;
+  /** The id of the enclosing parallel or branch node; null at top level. */
+  parent: string | null;
+};
+export type PlanCode = Base & { kind: "code"; handler: string; input?: Json; retry: PlanRetry; timeout_ms: number };
+export type PlanMap = Base & {
+  kind: "map";
+  items: string;
+  handler: string;
+  input?: Json;
+  max_fanout: number;
+  concurrency: number;
+  retry: PlanRetry;
+  timeout_ms: number;
+};
+export type PlanSubworkflow = Base & { kind: "subworkflow"; workflow: string; input?: Json };
+export type PlanSleep = Base & { kind: "sleep"; duration_ms: number };
+/** The join of a parallel node (same id as the definition node); it executes nothing. */
+export type PlanParallel = Base & { kind: "parallel"; members: string[]; branches: string[][] };
+/** The decision of a branch node: evaluates `condition`, settles succeeded with `taken`, or failed. */
+export type PlanBranch = Base & { kind: "branch"; condition: Condition; then_members: string[]; else_members: string[]; end: string };
+/** The completion of a branch (`<branchId>:end`); downstream needs on the branch point here. */
+export type PlanBranchEnd = Base & { kind: "branch_end"; branch: string; members: string[] };
+export type PlanNode = PlanCode | PlanMap | PlanSubworkflow | PlanSleep | PlanParallel | PlanBranch | PlanBranchEnd;
+
+export type Plan = {
+  plan_version: number;
+  name: string;
+  description?: string;
+  input_schema?: { [key: string]: Json };
+  result?: Json;
+  nodes: PlanNode[];
+  /** Canonical JSON of the plan without this field: hash it to get the version's digest. */
+  definition_digest_input: string;
+};
+
+export type NodeStatus = "pending" | "active" | "succeeded" | "failed" | "skipped" | "cancelled";
+/** What the engine knows of one plan node. `active` = executing or waiting (finer states are the engine's). */
+export type NodeState = { status: NodeStatus; output?: unknown; taken?: "then" | "else" };
+export type NodeStates = Readonly<Record<string, NodeState | undefined>>;
+
+/** What templates and conditions read. `item`/`index` exist only inside a map node's per-item input. */
+export type Scope = {
+  input: unknown;
+  steps: Readonly<Record<string, { status: NodeStatus; output?: unknown } | undefined>>;
+  item?: unknown;
+  index?: number;
+};
+
+export const SETTLED: ReadonlySet<NodeStatus> = new Set(["succeeded", "failed", "skipped", "cancelled"]);
+
+const JsonValue = z.custom<Json>((v) => isJson(v), "expected a JSON value");
+const Id = z.string().min(1);
+const PlanNeedSchema = z.strictObject({ node: Id, when: z.enum(["succeeded", "failed", "always", "completed", "then", "else"]) });
+const PlanRetrySchema = z.strictObject({
+  max_attempts: z.number().int().min(1),
+  backoff_ms: z.number().int().nonnegative(),
+  max_backoff_ms: z.number().int().nonnegative(),
+  multiplier: z.number().min(1),
+});
+const base = { id: Id, needs: z.array(PlanNeedSchema), continue_on_error: z.boolean(), parent: Id.nullable() };
+
+export const PlanNodeSchema = z.discriminatedUnion("kind", [
+  z.strictObject({ ...base, kind: z.literal("code"), handler: Id, input: JsonValue.optional(), retry: PlanRetrySchema, timeout_ms: z.number().int().positive() }),
+  z.strictObject({
+    ...base,
+    kind: z.literal("map"),
+    items: z.string(),
+    handler: Id,
+    input: JsonValue.optional(),
+    max_fanout: z.number().int().positive(),
+    concurrency: z.number().int().positive(),
+    retry: PlanRetrySchema,
+    timeout_ms: z.number().int().positive(),
+  }),
+  z.strictObject({ ...base, kind: z.literal("subworkflow"), workflow: Id, input: JsonValue.optional() }),
+  z.strictObject({ ...base, kind: z.literal("sleep"), duration_ms: z.number().int().nonnegative() }),
+  z.strictObject({ ...base, kind: z.literal("parallel"), members: z.array(Id), branches: z.array(z.array(Id)) }),
+  z.strictObject({ ...base, kind: z.literal("branch"), condition: ConditionSchema, then_members: z.array(Id), else_members: z.array(Id), end: Id }),
+  z.strictObject({ ...base, kind: z.literal("branch_end"), branch: Id, members: z.array(Id) }),
+]);
+
+export const PlanSchema = z.strictObject({
+  plan_version: z.literal(PLAN_VERSION),
+  name: z.string(),
+  description: z.string().optional(),
+  input_schema: z.record(z.string(), JsonValue).optional(),
+  result: JsonValue.optional(),
+  nodes: z.array(PlanNodeSchema),
+  definition_digest_input: z.string(),
+});
+
+/** Index of plan nodes by id (plan order is the array order). */
+export function planIndex(plan: Pick<Plan, "nodes">): Map<string, PlanNode> {
+  return new Map(plan.nodes.map((n) => [n.id, n]));
+}

@@ -1,0 +1,65 @@
+/**
+ * What a step handler module may import. Handlers run in worker threads: they reach no NATS
+ * connection and no credentials, only their input, a cancellation signal, and two one-way
+ * messages to the main thread (heartbeat, progress). This file has no imports so that handler
+ * modules stay cheap to load in every worker.
+ *
+ *   import type { Handler } from ".../runtime/pool/handler-api.js";
+ *   export const handlers: Record<string, Handler> = { add: ({ input }) => ... };
+ */
+
+export interface StepContext {
+  readonly input: unknown;
+  readonly runId: string;
+  readonly stepId: string;
+  /** 1 for the first try. */
+  readonly attempt: number;
+  /** Authority epoch of the lease the step runs under. */
+  readonly leaseEpoch: number;
+  /** Aborted on timeout or cancellation; the thread is terminated if the handler does not
+   *  settle within the pool's grace period. */
+  readonly signal: AbortSignal;
+  /** Tell the owner that the step is alive (keeps its lease). */
+  heartbeat(): void;
+  /** Report progress; `data` must be structured-cloneable (plain JSON data is best). */
+  progress(data: unknown): void;
+}
+
+/** Returns the step's output: plain JSON data (null, boolean, finite number, string, array,
+ *  plain object). `undefined` becomes null. Anything else fails the step with `bad_output`. */
+export type Handler = (ctx: StepContext) => Promise<unknown> | unknown;
+
+export type HandlerModule = { handlers: Record<string, Handler> };
+
+/** Brand that identifies a step error after a trip across the thread boundary. */
+export const STEP_ERROR_BRAND = "runway.step-error" as const;
+
+export type StepErrorKind = "terminal" | "retryable";
+
+abstract class StepError extends Error {
+  readonly brand = STEP_ERROR_BRAND;
+  abstract readonly kind: StepErrorKind;
+}
+
+/** A failure that retrying cannot fix (bad input, a refused request): code `terminal`. */
+export class TerminalError extends StepError {
+  readonly kind = "terminal" as const;
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "TerminalError";
+  }
+}
+
+/** A failure worth retrying (a dependency was down): code `retryable`. */
+export class RetryableError extends StepError {
+  readonly kind = "retryable" as const;
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "RetryableError";
+  }
+}
+
+/** True for a TerminalError or RetryableError from any copy of this module (by brand). */
+export function isStepError(value: unknown): value is { brand: typeof STEP_ERROR_BRAND; kind: StepErrorKind; message: string } {
+  return typeof value === "object" && value !== null && (value as { brand?: unknown }).brand === STEP_ERROR_BRAND;
+}

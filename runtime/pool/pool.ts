@@ -1,0 +1,406 @@
+/**
+ * StepPool: runs step handlers in Piscina worker threads. A handler reaches nothing privileged;
+ * it gets its input and a context, and its outcome comes back as a closed StepResult. run()
+ * never rejects for anything a handler does: throwing, hanging, spinning, exhausting memory or
+ * returning rubbish are all failures with a code and a retry verdict.
+ *
+ * Tasks wait in the pool's own FIFO until a thread is free, so `timeoutMs` measures execution,
+ * not queueing. On timeout or abort the handler's `ctx.signal` aborts first; a handler that has
+ * not settled after `cancelGraceMs` has its thread terminated (and replaced). run() resolves
+ * only after the handler settled or its thread was terminated.
+ */
+import { randomUUID } from "node:crypto";
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { BroadcastChannel } from "node:worker_threads";
+import { Piscina } from "piscina";
+import {
+  WIRE_VERSION,
+  isWire,
+  loadHandlerModules,
+  type CancelMessage,
+  type EventMessage,
+  type FailureCode,
+  type InitMessage,
+  type ReadyMessage,
+  type ResultMessage,
+  type RunMessage,
+  type WorkerConfig,
+} from "./wire.js";
+
+export type { FailureCode } from "./wire.js";
+
+export interface TaskRef {
+  handler: string;
+  runId: string;
+  stepId: string;
+  attempt: number;
+  leaseEpoch: number;
+}
+
+export interface StepTask extends TaskRef {
+  input: unknown;
+  /** Execution budget in ms, counted from the moment a thread takes the task. */
+  timeoutMs: number;
+}
+
+export type StepResult =
+  | { outcome: "succeeded"; output: unknown }
+  | { outcome: "failed"; error: { code: FailureCode; message: string; retryable: boolean } };
+
+export interface StepPoolOptions {
+  /** Absolute paths of handler modules (.ts or .js), each `export const handlers = {...}`. */
+  handlerModules: string[];
+  /** Worker threads (default 2). */
+  threads?: number;
+  /** Old-generation heap limit per worker; a handler above it fails `resource_exhausted` and its
+   *  thread is replaced (default 512). */
+  maxOldGenerationSizeMb?: number;
+  /** Delay between `ctx.signal` aborting and the thread being terminated (default 250 ms). */
+  cancelGraceMs?: number;
+  /** Node flags for the workers. Default: inherit the process's, adding `--import tsx` when
+   *  .ts files must load and tsx is not among them (e.g. under vitest). */
+  execArgv?: string[];
+  /** Limit for loading the handler modules in every worker at start() (default 30 s). */
+  startTimeoutMs?: number;
+  onHeartbeat?(ref: TaskRef): void;
+  onProgress?(ref: TaskRef, data: unknown): void;
+}
+
+export interface StepPoolStats {
+  /** Tasks that succeeded. */
+  completed: number;
+  /** Tasks that failed, whatever the code (timeouts and aborts included). */
+  failed: number;
+  timeouts: number;
+  aborted: number;
+  /** Threads that died under a task (crash or memory limit). */
+  crashes: number;
+  /** Threads terminated because a handler ignored its aborted signal past the grace period. */
+  terminations: number;
+  running: number;
+  queued: number;
+  threads: number;
+}
+
+interface Pending {
+  seq: number;
+  task: StepTask;
+  resolve(result: StepResult): void;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+  state: "queued" | "running" | "flushing";
+  /** Why the pool is stopping this task (set once). */
+  ending?: "timeout" | "aborted";
+  kill?: KillSwitch;
+  timer?: NodeJS.Timeout;
+  graceTimer?: NodeJS.Timeout;
+  /** Events received / announced by the worker's result (events may trail the result). */
+  events: number;
+  expected: number;
+  flushed?: () => void;
+}
+
+/**
+ * What Piscina gets as a task's `signal`: the event-emitter form it accepts (once/off). An
+ * AbortController per task costs about 15 µs (EventTarget listeners); this costs nothing.
+ * Firing it makes Piscina terminate the task's thread (or drop the task if still queued).
+ */
+class KillSwitch {
+  #listener: (() => void) | undefined;
+  once(_event: "abort", listener: () => void): void {
+    this.#listener = listener;
+  }
+  off(_event: "abort", _listener: () => void): void {
+    this.#listener = undefined;
+  }
+  removeListener(_event: "abort", _listener: () => void): void {
+    this.#listener = undefined;
+  }
+  /** True when the task was still with Piscina (its thread is terminated, or it is dropped). */
+  fire(): boolean {
+    const listener = this.#listener;
+    this.#listener = undefined;
+    listener?.();
+    return listener !== undefined;
+  }
+}
+
+const EVENT_FLUSH_LIMIT_MS = 1_000;
+const MAX_TIMER_MS = 2_147_483_647;
+
+function failure(code: FailureCode, message: string, retryable: boolean): StepResult {
+  return { outcome: "failed", error: { code, message, retryable } };
+}
+
+/** The worker file next to this one: worker.ts when running from source, worker.js when built. */
+function workerFile(): string {
+  const ts = import.meta.url.endsWith(".ts");
+  const path = fileURLToPath(new URL(ts ? "./worker.ts" : "./worker.js", import.meta.url));
+  if (!existsSync(path)) throw new Error(`StepPool worker file not found: ${path}`);
+  return path;
+}
+
+function defaultExecArgv(needsTs: boolean): string[] | undefined {
+  if (!needsTs || process.execArgv.some((arg) => /(^|[/\\@=])tsx([/\\]|$)/.test(arg) || arg === "tsx")) return undefined;
+  let tsx: string;
+  try {
+    tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+  } catch {
+    tsx = "tsx";
+  }
+  return [...process.execArgv, "--import", tsx];
+}
+
+export class StepPool {
+  readonly #options: StepPoolOptions;
+  readonly #threads: number;
+  readonly #graceMs: number;
+  #piscina: Piscina | undefined;
+  #channel: BroadcastChannel | undefined;
+  #names: ReadonlySet<string> = new Set();
+  #started = false;
+  #destroyed = false;
+  #seq = 0;
+  #active = 0;
+  readonly #queue: Pending[] = [];
+  #queueHead = 0;
+  #queued = 0;
+  readonly #running = new Map<number, Pending>();
+  readonly #stats = { completed: 0, failed: 0, timeouts: 0, aborted: 0, crashes: 0, terminations: 0 };
+
+  constructor(options: StepPoolOptions) {
+    if (options.handlerModules.length === 0) throw new TypeError("StepPool needs at least one handler module");
+    this.#options = options;
+    this.#threads = Math.max(1, Math.floor(options.threads ?? 2));
+    this.#graceMs = Math.max(0, options.cancelGraceMs ?? 250);
+  }
+
+  /** Imports the handler modules here and in every worker; rejects with the reason if any
+   *  module fails to load or lacks a `handlers` export. */
+  async start(): Promise<void> {
+    if (this.#started) throw new Error("StepPool already started");
+    if (this.#destroyed) throw new Error("StepPool is destroyed");
+    this.#started = true;
+    const handlers = await loadHandlerModules(this.#options.handlerModules);
+    this.#names = new Set(handlers.keys());
+
+    const filename = workerFile();
+    const needsTs = [filename, ...this.#options.handlerModules].some((p) => /\.[mc]?ts$/.test(p));
+    const channel = `runway.step-pool.${randomUUID()}`;
+    const workerData: WorkerConfig = { v: WIRE_VERSION, handlerModules: [...this.#options.handlerModules], channel };
+    const execArgv = this.#options.execArgv ?? defaultExecArgv(needsTs);
+    const piscina = new Piscina({
+      filename,
+      minThreads: this.#threads,
+      maxThreads: this.#threads,
+      concurrentTasksPerWorker: 1,
+      idleTimeout: MAX_TIMER_MS,
+      recordTiming: false,
+      workerData,
+      resourceLimits: { maxOldGenerationSizeMb: this.#options.maxOldGenerationSizeMb ?? 512 },
+      ...(execArgv ? { execArgv } : {}),
+    });
+    // an error of a thread with no task (e.g. a leaked timer throwing) must not crash the process
+    piscina.on("error", () => undefined);
+    piscina.on("message", (m: unknown) => this.#onEvent(m));
+    this.#piscina = piscina;
+    this.#channel = new BroadcastChannel(channel);
+    this.#channel.unref();
+
+    // Probe every thread: the modules load there too (right execArgv, same handler set).
+    const signal = AbortSignal.timeout(this.#options.startTimeoutMs ?? 30_000);
+    const init: InitMessage = { t: "init", v: WIRE_VERSION };
+    try {
+      const replies = await Promise.all(Array.from({ length: this.#threads }, () => piscina.run(init, { signal }) as Promise<unknown>));
+      for (const reply of replies) {
+        if (!isWire<ReadyMessage>(reply, "ready")) throw new Error(`unexpected worker reply ${JSON.stringify(reply)}`);
+        const missing = [...this.#names].filter((n) => !reply.handlers.includes(n));
+        if (missing.length > 0) throw new Error(`workers do not see handlers ${missing.join(", ")}`);
+      }
+    } catch (err) {
+      await this.destroy();
+      const why = err instanceof Error ? (err.name === "AbortError" ? "timed out" : err.message) : String(err);
+      throw new Error(`StepPool workers failed to load the handler modules: ${why} (worker execArgv: ${JSON.stringify(execArgv ?? process.execArgv)})`, {
+        cause: err,
+      });
+    }
+  }
+
+  handlerNames(): ReadonlySet<string> {
+    return this.#names;
+  }
+
+  run(task: StepTask, options: { signal?: AbortSignal } = {}): Promise<StepResult> {
+    if (!this.#started) return Promise.reject(new Error("StepPool.run() called before start()"));
+    if (!(task.timeoutMs > 0)) return Promise.reject(new TypeError(`timeoutMs must be a positive number, got ${task.timeoutMs}`));
+    if (this.#destroyed || !this.#piscina) return Promise.resolve(this.#count(failure("worker_crashed", "the step pool is destroyed", true)));
+    if (!this.#names.has(task.handler)) {
+      return Promise.resolve(this.#count(failure("unknown_handler", `no handler named "${task.handler}"`, false)));
+    }
+    const signal = options.signal;
+    if (signal?.aborted) return Promise.resolve(this.#count(failure("aborted", "aborted before it started", false)));
+
+    return new Promise<StepResult>((resolve) => {
+      const p: Pending = { seq: ++this.#seq, task, resolve, signal, onAbort: undefined, state: "queued", events: 0, expected: 0 };
+      if (signal) {
+        p.onAbort = () => this.#cancel(p, "aborted");
+        signal.addEventListener("abort", p.onAbort, { once: true });
+      }
+      if (this.#active < this.#threads) this.#dispatch(p);
+      else {
+        this.#queue.push(p);
+        this.#queued++;
+      }
+    });
+  }
+
+  stats(): StepPoolStats {
+    return { ...this.#stats, running: this.#active, queued: this.#queued, threads: this.#threads };
+  }
+
+  /** Terminates the threads. Queued and running tasks resolve as `worker_crashed` (retryable:
+   *  another node may run them). */
+  async destroy(): Promise<void> {
+    if (this.#destroyed) return;
+    this.#destroyed = true;
+    for (let p = this.#nextQueued(); p; p = this.#nextQueued()) this.#finish(p, failure("worker_crashed", "the step pool was destroyed", true));
+    const piscina = this.#piscina;
+    this.#piscina = undefined;
+    await piscina?.destroy();
+    this.#channel?.close();
+    this.#channel = undefined;
+  }
+
+  #nextQueued(): Pending | undefined {
+    while (this.#queueHead < this.#queue.length) {
+      const p = this.#queue[this.#queueHead]!;
+      this.#queueHead++;
+      if (this.#queueHead > 1024 && this.#queueHead * 2 > this.#queue.length) {
+        this.#queue.splice(0, this.#queueHead);
+        this.#queueHead = 0;
+      }
+      if (p.state === "queued") {
+        this.#queued--;
+        return p;
+      }
+    }
+    return undefined;
+  }
+
+  #dispatch(p: Pending): void {
+    const piscina = this.#piscina;
+    if (!piscina) return this.#finish(p, failure("worker_crashed", "the step pool was destroyed", true));
+    this.#active++;
+    p.state = "running";
+    this.#running.set(p.seq, p);
+    p.kill = new KillSwitch();
+    p.timer = setTimeout(() => this.#cancel(p, "timeout"), Math.min(p.task.timeoutMs, MAX_TIMER_MS));
+    const t = p.task;
+    const msg: RunMessage = {
+      t: "run",
+      v: WIRE_VERSION,
+      seq: p.seq,
+      handler: t.handler,
+      input: t.input,
+      runId: t.runId,
+      stepId: t.stepId,
+      attempt: t.attempt,
+      leaseEpoch: t.leaseEpoch,
+    };
+    (piscina.run(msg, { signal: p.kill }) as Promise<unknown>).then(
+      (reply) => this.#settle(p, reply, undefined),
+      (err: unknown) => this.#settle(p, undefined, err),
+    );
+  }
+
+  #cancel(p: Pending, reason: "timeout" | "aborted"): void {
+    if (p.state === "queued") {
+      this.#queued--;
+      p.state = "flushing"; // skipped by #nextQueued
+      return this.#finish(p, failure("aborted", "aborted while queued", false));
+    }
+    if (p.state !== "running" || p.ending) return;
+    p.ending = reason;
+    const cancel: CancelMessage = { t: "cancel", v: WIRE_VERSION, seq: p.seq, reason };
+    this.#channel?.postMessage(cancel);
+    const terminate = () => {
+      if (p.kill?.fire()) this.#stats.terminations++;
+    };
+    if (this.#graceMs === 0) terminate();
+    else p.graceTimer = setTimeout(terminate, this.#graceMs);
+  }
+
+  #settle(p: Pending, reply: unknown, err: unknown): void {
+    clearTimeout(p.timer);
+    clearTimeout(p.graceTimer);
+    this.#active--;
+    const next = this.#destroyed ? undefined : this.#nextQueued();
+    if (next) this.#dispatch(next);
+
+    let result: StepResult;
+    if (p.ending === "timeout") result = failure("timeout", `step exceeded its ${p.task.timeoutMs} ms budget`, true);
+    else if (p.ending === "aborted") result = failure("aborted", "step was cancelled", false);
+    else if (err !== undefined || reply === undefined) result = this.#crashed(err);
+    else if (isWire<ResultMessage>(reply, "ok", "fail")) {
+      result = reply.t === "ok" ? { outcome: "succeeded", output: reply.output } : failure(reply.code, reply.message, reply.retryable);
+      if (p.events < reply.events) {
+        // heartbeat/progress travel on another port and may trail the result: deliver them first
+        p.state = "flushing";
+        p.expected = reply.events;
+        const limit = setTimeout(() => p.flushed?.(), EVENT_FLUSH_LIMIT_MS);
+        p.flushed = () => {
+          clearTimeout(limit);
+          p.flushed = undefined;
+          this.#finish(p, result);
+        };
+        return;
+      }
+    } else result = failure("worker_crashed", `unreadable worker reply ${JSON.stringify(reply)?.slice(0, 200)}`, true);
+    this.#finish(p, result);
+  }
+
+  #crashed(err: unknown): StepResult {
+    const e = err as { code?: unknown; message?: unknown } | undefined;
+    if (this.#destroyed) return failure("worker_crashed", "the step pool was destroyed", true);
+    this.#stats.crashes++;
+    if (e?.code === "ERR_WORKER_OUT_OF_MEMORY") {
+      return failure("resource_exhausted", `the step exceeded the worker memory limit (${this.#options.maxOldGenerationSizeMb ?? 512} MB old generation)`, false);
+    }
+    return failure("worker_crashed", `worker thread failed: ${typeof e?.message === "string" ? e.message : String(err)}`, true);
+  }
+
+  #finish(p: Pending, result: StepResult): void {
+    this.#running.delete(p.seq);
+    p.state = "flushing";
+    if (p.signal && p.onAbort) p.signal.removeEventListener("abort", p.onAbort);
+    p.resolve(this.#count(result));
+  }
+
+  #count(result: StepResult): StepResult {
+    if (result.outcome === "succeeded") this.#stats.completed++;
+    else {
+      this.#stats.failed++;
+      if (result.error.code === "timeout") this.#stats.timeouts++;
+      else if (result.error.code === "aborted") this.#stats.aborted++;
+    }
+    return result;
+  }
+
+  #onEvent(m: unknown): void {
+    if (!isWire<EventMessage>(m, "heartbeat", "progress")) return;
+    const p = this.#running.get(m.seq);
+    if (!p) return;
+    p.events++;
+    const t = p.task;
+    const ref: TaskRef = { handler: t.handler, runId: t.runId, stepId: t.stepId, attempt: t.attempt, leaseEpoch: t.leaseEpoch };
+    try {
+      if (m.t === "heartbeat") this.#options.onHeartbeat?.(ref);
+      else this.#options.onProgress?.(ref, m.data);
+    } catch {
+      // a listener's fault is not the step's
+    }
+    if (p.flushed && p.events >= p.expected) p.flushed();
+  }
+}

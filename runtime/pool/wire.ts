@@ -1,0 +1,182 @@
+/**
+ * Messages between the StepPool (main thread) and its worker threads: tagged (`t`), versioned
+ * (`v`) plain objects, so that a worker built from another version is recognised, not misread.
+ *
+ *   main → worker (Piscina task)      RunMessage | InitMessage
+ *   worker → main (Piscina result)    ResultMessage | ReadyMessage
+ *   worker → main (parentPort)        EventMessage  (heartbeat / progress, while running)
+ *   main → workers (BroadcastChannel) CancelMessage (cooperative cancel before termination)
+ */
+import { pathToFileURL } from "node:url";
+import { isAbsolute } from "node:path";
+import type { Handler } from "./handler-api.js";
+
+export const WIRE_VERSION = 1 as const;
+
+export type FailureCode =
+  | "handler_error"
+  | "terminal"
+  | "retryable"
+  | "timeout"
+  | "aborted"
+  | "resource_exhausted"
+  | "unknown_handler"
+  | "bad_output"
+  | "worker_crashed";
+
+/** Given to every worker as `workerData`. */
+export interface WorkerConfig {
+  v: typeof WIRE_VERSION;
+  handlerModules: string[];
+  /** BroadcastChannel name for CancelMessages (one per pool). */
+  channel: string;
+}
+
+export interface RunMessage {
+  t: "run";
+  v: typeof WIRE_VERSION;
+  /** Pool-local task number; routes events and cancels. */
+  seq: number;
+  handler: string;
+  input: unknown;
+  runId: string;
+  stepId: string;
+  attempt: number;
+  leaseEpoch: number;
+}
+
+/** Start-up probe: load the handler modules and report their names. */
+export interface InitMessage {
+  t: "init";
+  v: typeof WIRE_VERSION;
+}
+
+export type TaskMessage = RunMessage | InitMessage;
+
+export type ResultMessage =
+  | { t: "ok"; v: typeof WIRE_VERSION; output: unknown; events: number }
+  | { t: "fail"; v: typeof WIRE_VERSION; code: FailureCode; message: string; retryable: boolean; events: number };
+
+export interface ReadyMessage {
+  t: "ready";
+  v: typeof WIRE_VERSION;
+  handlers: string[];
+}
+
+export interface EventMessage {
+  t: "heartbeat" | "progress";
+  v: typeof WIRE_VERSION;
+  seq: number;
+  data?: unknown;
+}
+
+export interface CancelMessage {
+  t: "cancel";
+  v: typeof WIRE_VERSION;
+  seq: number;
+  reason: "timeout" | "aborted";
+}
+
+export function isWire<T extends { t: string }>(value: unknown, ...tags: T["t"][]): value is T {
+  if (typeof value !== "object" || value === null) return false;
+  const m = value as { t?: unknown; v?: unknown };
+  return m.v === WIRE_VERSION && typeof m.t === "string" && (tags as string[]).includes(m.t);
+}
+
+let tsxHooks: Promise<void> | undefined;
+
+/**
+ * Node 20 does not apply ESM loader hooks from `--import tsx` inside worker threads (the CJS
+ * hooks work, so the worker file loads, but `import("x.ts")` fails). On that failure, register
+ * tsx's ESM hooks in this thread and import again under a fresh URL (Node caches the failure).
+ */
+async function importModule(path: string): Promise<Record<string, unknown>> {
+  const url = pathToFileURL(path).href;
+  try {
+    return (await import(url)) as Record<string, unknown>;
+  } catch (err) {
+    if ((err as { code?: unknown }).code !== "ERR_UNKNOWN_FILE_EXTENSION" || !/\.[mc]?ts$/.test(path)) throw err;
+    tsxHooks ??= import("tsx/esm/api").then((api) => void api.register());
+    await tsxHooks;
+    return (await import(`${url}?tsx`)) as Record<string, unknown>;
+  }
+}
+
+/**
+ * Imports handler modules (absolute paths) and merges their `handlers` exports. Used by the
+ * main thread (to learn the names) and by every worker (once, cached). Fails with a message
+ * that names the module and what was expected.
+ */
+export async function loadHandlerModules(paths: readonly string[]): Promise<Map<string, Handler>> {
+  const all = new Map<string, Handler>();
+  const origin = new Map<string, string>();
+  for (const path of paths) {
+    if (!isAbsolute(path)) throw new Error(`handler module path must be absolute: ${path}`);
+    let mod: Record<string, unknown>;
+    try {
+      mod = await importModule(path);
+    } catch (err) {
+      throw new Error(`cannot import handler module ${path}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    }
+    const handlers = mod.handlers;
+    if (typeof handlers !== "object" || handlers === null) {
+      throw new Error(`handler module ${path} has no \`handlers\` export (expected \`export const handlers: Record<string, Handler>\`)`);
+    }
+    for (const [name, fn] of Object.entries(handlers)) {
+      if (typeof fn !== "function") throw new Error(`handler module ${path}: handlers.${name} is not a function`);
+      const before = origin.get(name);
+      if (before !== undefined) throw new Error(`handler "${name}" is defined twice: in ${before} and in ${path}`);
+      origin.set(name, path);
+      all.set(name, fn as Handler);
+    }
+  }
+  return all;
+}
+
+/**
+ * Why `value` is not plain JSON data, or undefined when it is. Accepts null, booleans, finite
+ * numbers, strings, arrays and plain objects (own enumerable string keys; `undefined`
+ * properties are dropped as JSON.stringify does); shared references are fine, cycles are not.
+ */
+export function jsonProblem(value: unknown, path = "output", ancestors: object[] = []): string | undefined {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return undefined;
+    case "number":
+      return Number.isFinite(value) ? undefined : `${path} is ${String(value)}, which JSON cannot represent`;
+    case "object": {
+      if (value === null) return undefined;
+      if (ancestors.includes(value)) return `${path} refers back to an enclosing value (a cycle)`;
+      if (ancestors.length >= 256) return `${path} is nested more than 256 levels deep`;
+      ancestors.push(value);
+      try {
+        if (Array.isArray(value)) {
+          for (let i = 0; i < value.length; i++) {
+            const item: unknown = value[i];
+            const p = item === undefined ? `${path}[${i}] is undefined` : jsonProblem(item, `${path}[${i}]`, ancestors);
+            if (p !== undefined) return p;
+          }
+          return undefined;
+        }
+        const proto: unknown = Object.getPrototypeOf(value);
+        if (proto !== Object.prototype && proto !== null) {
+          const ctor = (value as { constructor?: { name?: unknown } }).constructor?.name;
+          return `${path} is a ${typeof ctor === "string" && ctor ? ctor : "non-plain object"}, not plain JSON data`;
+        }
+        for (const key of Object.keys(value)) {
+          const item: unknown = (value as Record<string, unknown>)[key];
+          if (item === undefined) continue;
+          const p = jsonProblem(item, `${path}.${key}`, ancestors);
+          if (p !== undefined) return p;
+        }
+        return undefined;
+      } finally {
+        ancestors.pop();
+      }
+    }
+    default:
+      // function, bigint, symbol, and undefined below the top level
+      return `${path} is ${typeof value === "undefined" ? "undefined" : `a ${typeof value}`}, not JSON data`;
+  }
+}

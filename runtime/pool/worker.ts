@@ -1,0 +1,137 @@
+/**
+ * The Piscina worker of a StepPool. Loaded once per thread; imports the handler modules once
+ * (at load, so that a replacement thread is warm before it takes work) and runs one step per
+ * task. It never throws to Piscina: every outcome is a ResultMessage, so that a Piscina-level
+ * rejection always means the thread itself failed.
+ */
+import { BroadcastChannel, parentPort, workerData } from "node:worker_threads";
+import { isStepError, type Handler, type StepContext } from "./handler-api.js";
+import {
+  WIRE_VERSION,
+  isWire,
+  jsonProblem,
+  loadHandlerModules,
+  type CancelMessage,
+  type EventMessage,
+  type FailureCode,
+  type InitMessage,
+  type ReadyMessage,
+  type ResultMessage,
+  type RunMessage,
+  type TaskMessage,
+  type WorkerConfig,
+} from "./wire.js";
+
+const config = workerData as WorkerConfig | undefined;
+if (!parentPort || config?.v !== WIRE_VERSION) {
+  throw new Error("runtime/pool/worker.ts must be started by StepPool (missing or incompatible workerData)");
+}
+const port = parentPort;
+
+const loading: Promise<Map<string, Handler>> = loadHandlerModules(config.handlerModules);
+loading.catch(() => undefined); // reported per task; never an unhandled rejection
+
+/** Cancellation state of the running task(s); the AbortController is created on first use. */
+interface Running {
+  controller?: AbortController;
+  reason?: "timeout" | "aborted";
+}
+const running = new Map<number, Running>();
+
+const control = new BroadcastChannel(config.channel);
+control.onmessage = (event: unknown) => {
+  const msg = (event as { data?: unknown }).data;
+  if (!isWire<CancelMessage>(msg, "cancel")) return;
+  const r = running.get(msg.seq);
+  if (!r || r.reason) return;
+  r.reason = msg.reason;
+  r.controller?.abort(cancelReason(msg.reason));
+};
+control.unref();
+
+function cancelReason(reason: "timeout" | "aborted"): Error {
+  const err = new Error(reason === "timeout" ? "step timed out" : "step was cancelled");
+  err.name = reason === "timeout" ? "TimeoutError" : "AbortError";
+  return err;
+}
+
+function fail(code: FailureCode, message: string, retryable: boolean, events: number): ResultMessage {
+  return { t: "fail", v: WIRE_VERSION, code, message, retryable, events };
+}
+
+function describe(err: unknown): string {
+  if (err instanceof Error) return err.name && err.name !== "Error" ? `${err.name}: ${err.message}` : err.message;
+  if (typeof err === "object" && err !== null && typeof (err as { message?: unknown }).message === "string") {
+    return (err as { message: string }).message;
+  }
+  try {
+    return String(err);
+  } catch {
+    return "a value that cannot be printed was thrown";
+  }
+}
+
+async function runStep(msg: RunMessage): Promise<ResultMessage> {
+  let handlers: Map<string, Handler>;
+  try {
+    handlers = await loading;
+  } catch (err) {
+    return fail("worker_crashed", describe(err), true, 0);
+  }
+  const handler = handlers.get(msg.handler);
+  if (!handler) return fail("unknown_handler", `no handler named "${msg.handler}"`, false, 0);
+
+  const state: Running = {};
+  running.set(msg.seq, state);
+  let events = 0;
+  let done = false;
+  const post = (m: EventMessage) => {
+    if (done) return; // a leaked timer of a finished step talks to nobody
+    port.postMessage(m); // throws DataCloneError to the handler for uncloneable progress data
+    events++;
+  };
+  const ctx: StepContext = {
+    input: msg.input,
+    runId: msg.runId,
+    stepId: msg.stepId,
+    attempt: msg.attempt,
+    leaseEpoch: msg.leaseEpoch,
+    get signal(): AbortSignal {
+      if (!state.controller) {
+        state.controller = new AbortController();
+        if (state.reason) state.controller.abort(cancelReason(state.reason));
+      }
+      return state.controller.signal;
+    },
+    heartbeat: () => post({ t: "heartbeat", v: WIRE_VERSION, seq: msg.seq }),
+    progress: (data: unknown) => post({ t: "progress", v: WIRE_VERSION, seq: msg.seq, data }),
+  };
+
+  try {
+    const output = await handler(ctx);
+    done = true;
+    if (output === undefined) return { t: "ok", v: WIRE_VERSION, output: null, events };
+    const problem = jsonProblem(output);
+    if (problem !== undefined) return fail("bad_output", `handler "${msg.handler}" returned bad output: ${problem}`, false, events);
+    return { t: "ok", v: WIRE_VERSION, output, events };
+  } catch (err) {
+    done = true;
+    if (isStepError(err)) return fail(err.kind, String(err.message), err.kind === "retryable", events);
+    return fail("handler_error", describe(err), true, events);
+  } finally {
+    done = true;
+    running.delete(msg.seq);
+  }
+}
+
+async function init(): Promise<ReadyMessage> {
+  const handlers = await loading; // a failure rejects the probe: StepPool.start() reports it
+  return { t: "ready", v: WIRE_VERSION, handlers: [...handlers.keys()] };
+}
+
+/** Piscina's entry point. */
+export default function task(msg: TaskMessage): Promise<ResultMessage | ReadyMessage> {
+  if (isWire<RunMessage>(msg, "run")) return runStep(msg);
+  if (isWire<InitMessage>(msg, "init")) return init();
+  return Promise.resolve(fail("worker_crashed", `worker cannot read task ${JSON.stringify(msg)?.slice(0, 200)}`, false, 0));
+}
