@@ -4,6 +4,7 @@ import { applyStepOp, pendingStep, type RetryPolicy, type StepError, type StepSt
 import {
   evaluateCondition,
   joinOutcome,
+  mapItemInput,
   mapItems,
   readiness,
   resolveTemplate,
@@ -22,6 +23,8 @@ export const MAX_DEPTH = 5;
 /** How long past its last wake-up a parked run may sit before the wait sweep ends it. */
 export const WAIT_GRACE_MS = 60_000;
 export const STEP_EXECUTE = "step.execute";
+/** Extra attempts a step gets for attempts lost with their worker (crash, takeover). */
+export const PLATFORM_RETRIES = 3;
 
 export type Effect =
   | { type: "runway.send"; to: { kind: string; id: string }; event: { type: string } & Record<string, unknown> }
@@ -257,22 +260,17 @@ function lease(d: Draft, node: PlanNode, step: StepState, item: number | undefin
   return s;
 }
 
-function itemInput(d: Draft, node: Extract<PlanNode, { kind: "map" }>, index: number): { ok: true; value: unknown } | { ok: false; path: string } {
-  const items = mapItems(node, scopeOf(d.run));
-  if (!items.ok) return { ok: false, path: node.items };
-  const r = resolveTemplate(node.input ?? "${item}", { ...scopeOf(d.run), item: items.items[index], index });
-  return r.ok ? { ok: true, value: r.value } : { ok: false, path: r.path };
-}
-
 /** Keeps up to `concurrency` items of a map in flight, in input order; settles the map when every item has. */
 function pumpMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>): void {
   const n = d.run.nodes[node.id]!;
   const items = n.items!;
   let inFlight = items.filter((i) => i.step.status === "leased" || i.step.status === "running").length;
+  const scope = scopeOf(d.run);
+  const list = mapItems(node, scope);
   for (let i = 0; i < items.length && inFlight < node.concurrency; i++) {
     const it = items[i]!;
     if (it.step.status !== "ready") continue;
-    const input = itemInput(d, node, i);
+    const input = list.ok ? mapItemInput(node, scope, list.items[i], i) : ({ ok: false, path: node.items } as const);
     if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` }, true);
     it.step = lease(d, node, it.step, i, input.value);
     if (it.step.status === "leased") inFlight++;
@@ -364,7 +362,10 @@ function onRecover(d: Draft): void {
   for (const node of d.plan.nodes) {
     const n = d.run.nodes[node.id]!;
     if (n.s !== "active") continue;
-    const policy = { ...policyOf(node), backoff_ms: 0 };
+    // A lost worker is the platform's failure, not the handler's: it is retried at once and
+    // does not use up the node's own retry budget.
+    const own = policyOf(node);
+    const policy = { ...own, backoff_ms: 0, max_attempts: own.max_attempts + PLATFORM_RETRIES };
     if (node.kind === "code" && n.step && (n.step.status === "leased" || n.step.status === "running")) {
       const r = applyStepOp(n.step, { op: "fail", now: d.now, attempt: n.step.attempt, lease_epoch: n.step.lease_epoch, error: lost, policy });
       if (r.outcome !== "moved") continue;

@@ -37,7 +37,8 @@ export type Expanded = { node: PlanNode; path: (string | number)[]; rank: number
 
 export type Expansion = { nodes: Expanded[]; errors: CompileError[]; count: number };
 
-const DEFAULT_RETRY: PlanRetry = { max_attempts: 1, backoff_ms: 0, max_backoff_ms: 0, multiplier: 2 };
+// A production default: transient failures are retried; terminal errors still fail at once.
+const DEFAULT_RETRY: PlanRetry = { max_attempts: 3, backoff_ms: 200, max_backoff_ms: 10_000, multiplier: 2 };
 
 function planRetry(r: Retry | undefined): PlanRetry {
   return r ? { max_attempts: r.max_attempts, backoff_ms: r.backoff_ms, max_backoff_ms: r.max_backoff_ms, multiplier: r.multiplier ?? 2 } : DEFAULT_RETRY;

@@ -42,7 +42,7 @@ export function workflowWorld(): {
   return world;
 }
 
-export type RunAnswer = { status: string; result: unknown; error: { code: string; message: string } | null; nodes: Record<string, { status: string; attempt?: number; error?: { code: string } }>; id: string };
+export type RunAnswer = { status: string; result: unknown; error: { code: string; message: string } | null; nodes: Record<string, { status: string; attempt?: number; items?: number; error?: { code: string } }>; id: string };
 
 export async function settled(client: RunwayClient, runId: string): Promise<RunAnswer> {
   return waitFor(

@@ -1,0 +1,154 @@
+import { fileURLToPath } from "node:url";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { RunwayClient } from "../../cluster/client.js";
+import { startRunwayNode, type RunwayWorkflowNode } from "../../cluster/runway-node.js";
+import { createLogger } from "../../runtime/index.js";
+import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
+import { percentiles, progress, windowed } from "./stats.js";
+
+const handlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
+
+interface World {
+  server: NatsServerHandle;
+  node: RunwayWorkflowNode;
+  nc: NatsConnection;
+  client: RunwayClient;
+  /** Resolves when the run's `run_succeeded`/`run_failed` event is published. */
+  finished(runId: string): Promise<string>;
+  close(): Promise<void>;
+}
+
+async function world(): Promise<World> {
+  const server = await startServer();
+  const node = await startRunwayNode({ connection: server.connectOptions(), name: "bench", handlers: [handlers], logger: createLogger("bench", "warn") });
+  await waitFor(() => node.node.host.ownedPartitions().length === 32, { timeoutMs: 30_000, describe: "partitions" });
+  const nc = await connect(server.connectOptions());
+  const client = new RunwayClient(nc, "bench", 60_000);
+  await client.createTenant("bench");
+  const waiters = new Map<string, (type: string) => void>();
+  const early = new Map<string, string>();
+  // Progress events are plain subjects too: a core subscription sees every completion.
+  nc.subscribe("rw.evt.bench.*.*.*", {
+    callback: (_err, msg) => {
+      const type = msg.subject.split(".").pop()!;
+      if (type !== "run_succeeded" && type !== "run_failed") return;
+      const run = msg.subject.split(".")[4]!;
+      const w = waiters.get(run);
+      if (w) w(type);
+      else early.set(run, type);
+    },
+  });
+  await nc.flush();
+  return {
+    server,
+    node,
+    nc,
+    client,
+    finished: (runId) => {
+      const done = early.get(runId);
+      if (done) return Promise.resolve(done);
+      return new Promise((resolve) => waiters.set(runId, resolve));
+    },
+    close: async () => {
+      await nc.close();
+      await node.stop();
+      await server.dispose();
+    },
+  };
+}
+
+async function startAndFinish(w: World, definition: string, input: unknown = {}): Promise<number> {
+  const t0 = performance.now();
+  const started = await w.client.startRun({ definition, input });
+  if (started.outcome !== "started") throw new Error(`start: ${JSON.stringify(started)}`);
+  const outcome = await w.finished((started.run as { id: string }).id);
+  if (outcome !== "run_succeeded") throw new Error(`run ${outcome}`);
+  return performance.now() - t0;
+}
+
+function sequential(name: string, steps: number) {
+  return { name, nodes: Array.from({ length: steps }, (_, i) => ({ id: `s${i}`, kind: "code", handler: "noop", ...(i > 0 ? { needs: [`s${i - 1}`] } : {}) })) };
+}
+
+/** w1: 200 runs × 10 sequential no-op steps, 32 in flight; and the per-step overhead with 1 in flight. */
+export async function w1(): Promise<Record<string, unknown>> {
+  const w = await world();
+  try {
+    await w.client.putDefinition(sequential("seq10", 10));
+    await w.client.putDefinition(sequential("seq1", 1));
+    progress("w1 warm-up");
+    await windowed(32, 32, async () => void (await startAndFinish(w, "seq10")));
+    progress("w1: 200 runs x 10 steps, 32 in flight");
+    const runs = 200;
+    const latencies: number[] = [];
+    const writesBefore = w.node.node.host.stats.writes;
+    const t0 = performance.now();
+    await windowed(runs, 32, async () => void latencies.push(await startAndFinish(w, "seq10")));
+    const seconds = (performance.now() - t0) / 1000;
+    const writes = w.node.node.host.stats.writes - writesBefore;
+    progress("w1: one run in flight, to measure per-step overhead");
+    const ten: number[] = [];
+    const one: number[] = [];
+    for (let i = 0; i < 30; i++) {
+      ten.push(await startAndFinish(w, "seq10"));
+      one.push(await startAndFinish(w, "seq1"));
+    }
+    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    return {
+      bench: "w1",
+      runs,
+      steps_per_run: 10,
+      in_flight: 32,
+      runs_per_s: Math.round((runs / seconds) * 10) / 10,
+      steps_per_s: Math.round((runs * 10) / seconds),
+      run_latency_ms: percentiles(latencies),
+      actor_writes_per_step: Math.round((writes / (runs * 10)) * 100) / 100,
+      one_in_flight_run_of_10_ms: percentiles(ten),
+      mean_step_overhead_ms_one_in_flight: Math.round(((mean(ten) - mean(one)) / 9) * 1000) / 1000,
+    };
+  } finally {
+    await w.close();
+  }
+}
+
+/** w2: one run with a 200-wide map of no-op steps: wall time from start to completion. */
+export async function w2(): Promise<Record<string, unknown>> {
+  const w = await world();
+  try {
+    await w.client.putDefinition({ name: "wide", nodes: [{ id: "m", kind: "map", items: "${input.items}", handler: "noop", max_fanout: 1000, concurrency: 1000 }] });
+    const items = Array.from({ length: 200 }, (_, i) => i);
+    await startAndFinish(w, "wide", { items });
+    const times: number[] = [];
+    for (let i = 0; i < 10; i++) times.push(await startAndFinish(w, "wide", { items }));
+    return { bench: "w2", width: 200, runs: times.length, wall_ms: percentiles(times) };
+  } finally {
+    await w.close();
+  }
+}
+
+/** w3: start → answer latency with a start key, sequential; then the same keys again (duplicates). */
+export async function w3(): Promise<Record<string, unknown>> {
+  const w = await world();
+  try {
+    await w.client.putDefinition({ name: "startme", nodes: [{ id: "a", kind: "sleep", duration_ms: 60_000 }] });
+    for (let i = 0; i < 20; i++) await w.client.startRun({ definition: "startme", start_key: { source: "warm", delivery_id: String(i) } });
+    const n = 500;
+    const first: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const t0 = performance.now();
+      const a = await w.client.startRun({ definition: "startme", start_key: { source: "bench", delivery_id: String(i) } });
+      first.push(performance.now() - t0);
+      if (a.outcome !== "started") throw new Error(a.outcome);
+    }
+    const dup: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const t0 = performance.now();
+      const a = await w.client.startRun({ definition: "startme", start_key: { source: "bench", delivery_id: String(i) } });
+      dup.push(performance.now() - t0);
+      if (a.outcome !== "duplicate") throw new Error(a.outcome);
+    }
+    return { bench: "w3", starts: n, start_ms: percentiles(first), duplicate_start_ms: percentiles(dup) };
+  } finally {
+    await w.close();
+  }
+}

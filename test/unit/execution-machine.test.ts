@@ -1,0 +1,80 @@
+import { describe, expect, it } from "vitest";
+import { initialTransition, transition, type AnyMachineSnapshot } from "xstate";
+import { compileDefinition, executionMachine, type ExecuteRequest, type Plan } from "../../machines/index.js";
+
+function plan(definition: object): Plan {
+  const c = compileDefinition(definition, { handlers: new Set(["h"]) });
+  if (!c.ok) throw new Error(JSON.stringify(c.errors));
+  return c.plan;
+}
+
+const seed = (id = "t_1") => ({ id, tenant: "t", root_run_id: id, parent_run_id: null, parent_node: null, depth: 0, definition: { name: "w", version: 1, digest: "d" }, source: "api", start_key: "k", lane: "interactive" as const, input: { list: [3, 1, 2] } });
+
+const emitted = (actions: readonly { type: string }[]) => actions.filter((a) => (a.type as string) === "xstate.emit").map((a) => (a as unknown as { params: { event: Emitted } }).params.event);
+
+type Emitted = { type: string; channel?: string; payload?: ExecuteRequest; name?: string; at?: number; event?: { type: string } };
+
+/** Drives the machine with a fixed completion schedule; returns every snapshot and effect. */
+function drive(p: Plan, order: (pending: ExecuteRequest[]) => ExecuteRequest[]) {
+  let [snap] = initialTransition(executionMachine) as [AnyMachineSnapshot, unknown];
+  let now = 1_000;
+  const trace: unknown[] = [];
+  const send = (event: object) => {
+    const [next, actions] = transition(executionMachine, snap, { ...event, now: now++, plan: p } as never);
+    snap = next;
+    const effects = emitted(actions);
+    trace.push({ state: snap.value, effects });
+    return effects;
+  };
+  let pending = send({ type: "run.create", run: seed() }).filter((e) => e.channel === "step.execute").map((e) => e.payload!);
+  while (pending.length > 0) {
+    const [first, ...rest] = order(pending);
+    const effects = send({ type: "step.result", node: first!.node, ...(first!.item !== undefined ? { item: first!.item } : {}), attempt: first!.attempt, lease_epoch: first!.lease_epoch, outcome: "succeeded", output: first!.input ?? first!.node });
+    pending = [...rest, ...effects.filter((e) => e.channel === "step.execute").map((e) => e.payload!)];
+  }
+  return { snap, trace };
+}
+
+describe("the run actor's machine", () => {
+  const p = plan({
+    name: "w",
+    nodes: [
+      { id: "a", kind: "code", handler: "h" },
+      { id: "par", kind: "parallel", needs: ["a"], branches: [[{ id: "b", kind: "code", handler: "h" }], [{ id: "c", kind: "code", handler: "h" }]] },
+      { id: "m", kind: "map", needs: ["par"], items: "${input.list}", handler: "h", max_fanout: 5 },
+    ],
+  });
+
+  it("a walk over the same definition and the same recorded outputs yields the same order, states and effects", () => {
+    const one = drive(p, (xs) => xs);
+    const two = drive(p, (xs) => xs);
+    expect(JSON.stringify(two.trace)).toBe(JSON.stringify(one.trace));
+    expect(one.snap.value).toBe("ended");
+  });
+
+  it("a map keeps input order whatever order its items complete in", () => {
+    const reversed = drive(p, (xs) => [...xs].reverse());
+    expect(reversed.snap.context.run.result.m).toEqual([3, 1, 2]);
+    expect(reversed.snap.context.run.lifecycle.status).toBe("succeeded");
+  });
+
+  it("succeed cannot overwrite a run cancelled a moment earlier; the cancelled run never moves", () => {
+    let [snap] = initialTransition(executionMachine) as [AnyMachineSnapshot, unknown];
+    const [created, actions] = transition(executionMachine, snap, { type: "run.create", run: seed(), now: 1, plan: p } as never);
+    const exec = emitted(actions).find((e) => e.channel === "step.execute")!.payload!;
+    [snap] = transition(executionMachine, created, { type: "run.cancel", reason: "stop", by: "test", now: 2, plan: p } as never);
+    expect(snap.context.run.lifecycle.status).toBe("cancelled");
+    const late = { type: "step.result", node: exec.node, attempt: exec.attempt, lease_epoch: exec.lease_epoch, outcome: "succeeded", output: 1, now: 3, plan: p };
+    expect(snap.can(late as never)).toBe(false);
+    const [after] = transition(executionMachine, snap, late as never);
+    expect(after.context.run?.lifecycle.status).toBe("cancelled");
+    expect(snap.can({ type: "run.cancel", reason: "again", by: "test", now: 4, plan: p } as never)).toBe(false);
+  });
+
+  it("a result from a stale attempt or lease epoch is refused", () => {
+    const [snap, actions] = transition(executionMachine, initialTransition(executionMachine)[0], { type: "run.create", run: seed(), now: 1, plan: p } as never);
+    const exec = emitted(actions).find((e) => e.channel === "step.execute")!.payload!;
+    const stale = { type: "step.result", node: exec.node, attempt: exec.attempt, lease_epoch: exec.lease_epoch + 1, outcome: "succeeded", now: 2, plan: p };
+    expect(snap.can(stale as never)).toBe(false);
+  });
+});
