@@ -16,18 +16,20 @@ export const RESULT_INLINE_LIMIT = 32 * 1024;
  * attempt that is no longer current is refused by the run.
  */
 export class StepExecutor {
-  private readonly running = new Set<string>();
+  private readonly running = new Map<string, ExecuteRequest>();
+  private readonly lastBeat = new Map<string, number>();
+  private beats = 0;
   private objects: Promise<ObjectStore> | undefined;
-  readonly stats = { started: 0, reported: 0, viaMailbox: 0 };
+  readonly stats = { started: 0, reported: 0, viaMailbox: 0, staleCommits: 0, heartbeats: 0 };
 
   constructor(
     private readonly deps: { nc: NatsConnection; pool: StepPool; host: ActorHost; mailbox: MailboxClient; logger: Logger },
   ) {}
 
   execute(request: ExecuteRequest): void {
-    const key = `${request.run}/${request.node}/${request.item ?? "-"}/${request.attempt}/${request.lease_epoch}`;
+    const key = `${request.run}/${stepIdOf(request)}/${request.attempt}/${request.lease_epoch}`;
     if (this.running.has(key)) return;
-    this.running.add(key);
+    this.running.set(key, request);
     this.stats.started++;
     void this.run(request, key).finally(() => this.running.delete(key));
   }
@@ -36,12 +38,45 @@ export class StepExecutor {
     return this.running.size;
   }
 
+  /**
+   * A handler's heartbeat renews its attempt's lease (at most one renewal a second per
+   * attempt). A renewal for an attempt that is no longer current is refused by the run.
+   */
+  heartbeat(ref: { runId: string; stepId: string; attempt: number; leaseEpoch: number }): void {
+    const key = `${ref.runId}/${ref.stepId}/${ref.attempt}/${ref.leaseEpoch}`;
+    if (!this.running.has(key)) return;
+    const now = Date.now();
+    if (now - (this.lastBeat.get(key) ?? 0) < 1_000) return;
+    this.lastBeat.set(key, now);
+    const request = this.running.get(key)!;
+    const event: Record<string, unknown> = { type: "step.heartbeat", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch };
+    if (request.item !== undefined) event.item = request.item;
+    this.stats.heartbeats++;
+    void this.report({ kind: RUN_KIND, id: request.run }, event, `hb/${key}/${this.beats++}`);
+  }
+
+  private async report(address: { kind: string; id: string }, event: Record<string, unknown>, id: string): Promise<void> {
+    const local = await this.deps.host.dispatch(address, event, id);
+    // Refused: the attempt is no longer the current one (a newer lease, or the run has ended).
+    const stale = (local.outcome === "applied" && (local.value as { outcome?: string } | undefined)?.outcome === "stale_lease") || local.outcome === "refused";
+    if (stale) {
+      this.stats.staleCommits++;
+      this.deps.logger.warn("commit refused: stale_lease", { run: address.id, event: event.type, node: event.node, attempt: event.attempt });
+      return;
+    }
+    if (local.outcome === "not_served" || local.outcome === "kept") {
+      this.stats.viaMailbox++;
+      const sent = await this.deps.mailbox.send(address, event as { type: string }, id);
+      if (sent.outcome !== "stored") this.deps.logger.warn("report not delivered; the attempt will be recovered", { run: address.id, event: event.type, outcome: sent.outcome });
+    }
+  }
+
   private async run(request: ExecuteRequest, key: string): Promise<void> {
     const result = await this.deps.pool.run({
       handler: request.handler,
       input: request.input,
       runId: request.run,
-      stepId: request.item === undefined ? request.node : `${request.node}[${request.item}]`,
+      stepId: stepIdOf(request),
       attempt: request.attempt,
       leaseEpoch: request.lease_epoch,
       timeoutMs: request.timeout_ms,
@@ -55,14 +90,9 @@ export class StepExecutor {
       event = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, outcome: "failed", error: result.error };
     }
     if (request.item !== undefined) event.item = request.item;
-    const id = `result/${key}`;
-    const address = { kind: RUN_KIND, id: request.run };
-    const local = await this.deps.host.dispatch(address, event, id);
-    if (local.outcome === "not_served" || local.outcome === "kept") {
-      this.stats.viaMailbox++;
-      const sent = await this.deps.mailbox.send(address, event as { type: string }, id);
-      if (sent.outcome !== "stored") this.deps.logger.warn("step result not delivered; the attempt will be recovered", { run: request.run, node: request.node, outcome: sent.outcome });
-    }
+    event.cancellation_epoch = request.cancellation_epoch;
+    this.lastBeat.delete(key);
+    await this.report({ kind: RUN_KIND, id: request.run }, event, `result/${key}`);
     this.stats.reported++;
   }
 
@@ -75,4 +105,8 @@ export class StepExecutor {
     const info = await (await this.objects).putBlob({ name }, new TextEncoder().encode(text));
     return { $ref: `${RESULTS_STORE}/${name}`, bytes: info.size, digest: info.digest };
   }
+}
+
+function stepIdOf(request: ExecuteRequest): string {
+  return request.item === undefined ? request.node : `${request.node}[${request.item}]`;
 }

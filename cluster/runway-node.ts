@@ -16,6 +16,8 @@ export interface RunwayNodeConfig {
   logger?: Logger;
   /** Serve the `runway` micro service from this node (default true). */
   api?: boolean;
+  /** How long an attempt's lease lasts past its last heartbeat (default: the node's timeout + 5 s). */
+  stepLeaseTtlMs?: number;
 }
 
 export interface RunwayWorkflowNode {
@@ -37,7 +39,7 @@ export interface RunwayWorkflowNode {
 export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayWorkflowNode> {
   const logger = config.logger ?? createLogger(`node:${config.name}`);
   const clock = config.clock ?? systemClock;
-  const pool = new StepPool({ handlerModules: config.handlers.map((h) => resolve(h)), threads: config.threads ?? 2 });
+  const pool = new StepPool({ handlerModules: config.handlers.map((h) => resolve(h)), threads: config.threads ?? 2, onHeartbeat: (ref) => executor?.heartbeat(ref) });
   let definitions: DefinitionStore | undefined;
   let executor: StepExecutor | undefined;
   let tenants: TenantDirectory | undefined;
@@ -50,7 +52,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
   const started = await startNode({
     connection: config.connection,
     name: config.name,
-    actors: [runActor({ planOf: (digest) => definitionsOf().planOf(digest) })],
+    actors: [runActor({ planOf: (digest) => definitionsOf().planOf(digest) }, config.stepLeaseTtlMs ? { leaseTtlMs: config.stepLeaseTtlMs } : {})],
     topology: { replicas: config.replicas ?? 1 },
     ...(config.leaseTtlMs !== undefined ? { leaseTtlMs: config.leaseTtlMs } : {}),
     clock,

@@ -68,7 +68,7 @@ export async function startNode(config: NodeConfig): Promise<RunwayNode> {
       await parts.nc?.drain().catch(() => parts.nc?.close());
     },
   });
-  lifecycle.add({ name: "topology", start: () => ensureTopology(parts.nc!, topology) });
+  lifecycle.add({ name: "topology", start: () => retryWhileElecting(() => ensureTopology(parts.nc!, topology), logger) });
   lifecycle.add({
     name: "host",
     start: () => {
@@ -139,4 +139,23 @@ export async function startNode(config: NodeConfig): Promise<RunwayNode> {
 
   await lifecycle.start();
   return self;
+}
+
+/**
+ * A node that starts while its cluster elects leaders or re-adds a peer sees transient
+ * JetStream errors (no suitable peers, timeouts, no responders); it waits them out for a while
+ * instead of failing its start.
+ */
+async function retryWhileElecting<T>(op: () => Promise<T>, logger: Logger, deadlineMs = 30_000): Promise<T> {
+  const deadline = Date.now() + deadlineMs;
+  for (let delay = 100; ; delay = Math.min(delay * 2, 2_000)) {
+    try {
+      return await op();
+    } catch (err) {
+      const text = String((err as Error).message ?? err);
+      if (Date.now() > deadline || !/peer|placement|not enabled|timeout|no responders|leader|unavailable/i.test(text)) throw err;
+      logger.warn("JetStream not ready; retrying", { error: text });
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
 }

@@ -1,4 +1,4 @@
-import { enqueueActions, setup } from "xstate";
+import { emit, enqueueActions, setup } from "xstate";
 import { TERMINAL } from "../run/index.js";
 import { reduce } from "./reduce.js";
 import type { ExecutionContext, ExecutionEvent, NodeRun } from "./types.js";
@@ -25,10 +25,20 @@ export const executionMachine = setup({
     },
     timerIsCurrent: ({ context, event }) => {
       if (event.type !== "timer.fired") return false;
+      if (event.kind === "wait") return context.run?.lifecycle.status === "waiting";
       const n = context.run?.nodes[event.node];
       if (!n || n.s !== "active") return false;
       if (event.kind === "sleep") return n.wake_at !== undefined;
+      if (event.kind === "lease") {
+        const step = attemptOf(n, event.item);
+        return !!step && (step.status === "leased" || step.status === "running") && step.attempt === event.attempt && step.lease_epoch === event.lease_epoch;
+      }
       return n.step?.status === "ready" || (n.items?.some((i) => i.step.status === "ready") ?? false);
+    },
+    heartbeatIsCurrent: ({ context, event }) => {
+      if (event.type !== "step.heartbeat") return false;
+      const step = attemptOf(context.run?.nodes[event.node], event.item);
+      return !!step && (step.status === "leased" || step.status === "running") && step.attempt === event.attempt && step.lease_epoch === event.lease_epoch;
     },
     childIsCurrent: ({ context, event }) => event.type === "child.settled" && context.run?.nodes[event.node]?.s === "active" && context.run.nodes[event.node]?.child === event.child,
     recoverable: ({ context }) =>
@@ -37,6 +47,7 @@ export const executionMachine = setup({
       ),
   },
   actions: {
+    answerStale: emit({ type: "runway.answer", value: { outcome: "stale_lease" } } as never),
     reduce: enqueueActions(({ context, event, enqueue }) => {
       const next = reduce(context, event);
       enqueue.assign(() => next.context);
@@ -52,7 +63,9 @@ export const executionMachine = setup({
     live: {
       always: { guard: "terminal", target: "ended" },
       on: {
-        "step.result": { guard: "resultIsCurrent", actions: "reduce" },
+        // A report from an attempt that is no longer current is answered, never applied.
+        "step.result": [{ guard: "resultIsCurrent", actions: "reduce" }, { actions: "answerStale" }],
+        "step.heartbeat": [{ guard: "heartbeatIsCurrent", actions: "reduce" }, { actions: "answerStale" }],
         "timer.fired": { guard: "timerIsCurrent", actions: "reduce" },
         "child.settled": { guard: "childIsCurrent", actions: "reduce" },
         "run.cancel": { actions: "reduce" },

@@ -69,6 +69,9 @@ export function reduce(context: ExecutionContext, event: ExecutionEvent): { cont
     case "run.recover":
       onRecover(d);
       break;
+    case "step.heartbeat":
+      onHeartbeat(d, event);
+      break;
   }
   return { context: { run: d.run }, effects: d.effects };
 }
@@ -173,7 +176,7 @@ function start(d: Draft, node: PlanNode): void {
       if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` }, true);
       n.s = "active";
       n.step = ready(pendingStep(), d.now);
-      n.step = lease(d, node, n.step, undefined, input.value);
+      lease(d, node, n, undefined, input.value);
       return;
     }
     case "map": {
@@ -242,22 +245,56 @@ function timerName(node: string, item: number | undefined): string {
   return `retry-${node}-${item ?? "x"}`;
 }
 
-/** Leases a ready attempt and hands it to this node's executor; a step still in backoff gets a timer instead. */
-function lease(d: Draft, node: PlanNode, step: StepState, item: number | undefined, input: unknown): StepState {
-  const r = applyStepOp(step, { op: "lease", now: d.now });
+/** Extra lease time past a node's timeout when the engine sets no lease TTL. */
+export const LEASE_GRACE_MS = 5_000;
+
+function leaseTtl(d: Draft, node: PlanNode): number {
+  return d.event.lease_ttl_ms ?? ("timeout_ms" in node ? node.timeout_ms : 30_000) + LEASE_GRACE_MS;
+}
+
+function leaseTimer(d: Draft, node: PlanNode, holder: { step?: StepState; lease_expires_at?: number }, item: number | undefined): void {
+  const s = holder.step!;
+  d.effects.push({
+    type: "runway.timer.set",
+    name: `lease-${node.id}-${item ?? "x"}`,
+    at: holder.lease_expires_at!,
+    event: { type: "timer.fired", kind: "lease", node: node.id, ...(item !== undefined ? { item } : {}), attempt: s.attempt, lease_epoch: s.lease_epoch },
+  });
+}
+
+/**
+ * Leases a ready attempt (a new lease epoch), arms its lease timer and hands it to this node's
+ * executor; a step still in backoff gets a retry timer instead.
+ */
+function lease(d: Draft, node: PlanNode, holder: { step?: StepState; lease_expires_at?: number }, item: number | undefined, input: unknown): void {
+  const r = applyStepOp(holder.step!, { op: "lease", now: d.now });
   if (r.outcome !== "moved") {
     if (r.code === "not_before") d.effects.push({ type: "runway.timer.set", name: timerName(node.id, item), at: r.not_before, event: { type: "timer.fired", kind: "retry", node: node.id, ...(item !== undefined ? { item } : {}) } });
-    return step;
+    return;
   }
   const s = r.state;
-  if (node.kind !== "code" && node.kind !== "map") return s;
+  holder.step = s;
+  if (node.kind !== "code" && node.kind !== "map") return;
+  holder.lease_expires_at = d.now + leaseTtl(d, node);
+  leaseTimer(d, node, holder, item);
   d.effects.push({
     type: "runway.local",
     channel: STEP_EXECUTE,
-    payload: { run: d.run.id, tenant: d.run.tenant, node: node.id, ...(item !== undefined ? { item } : {}), attempt: s.attempt, lease_epoch: s.lease_epoch, handler: node.handler, input, timeout_ms: node.timeout_ms },
+    payload: {
+      run: d.run.id,
+      tenant: d.run.tenant,
+      node: node.id,
+      ...(item !== undefined ? { item } : {}),
+      attempt: s.attempt,
+      lease_epoch: s.lease_epoch,
+      handler: node.handler,
+      input,
+      timeout_ms: node.timeout_ms,
+      cancellation_epoch: d.run.cancellation_epoch,
+      lease_expires_at: holder.lease_expires_at,
+    },
   });
   publish(d, "step_started", { node: node.id, ...(item !== undefined ? { item } : {}), attempt: s.attempt });
-  return s;
 }
 
 /** Keeps up to `concurrency` items of a map in flight, in input order; settles the map when every item has. */
@@ -272,8 +309,8 @@ function pumpMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>): void {
     if (it.step.status !== "ready") continue;
     const input = list.ok ? mapItemInput(node, scope, list.items[i], i) : ({ ok: false, path: node.items } as const);
     if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` }, true);
-    it.step = lease(d, node, it.step, i, input.value);
-    if (it.step.status === "leased") inFlight++;
+    lease(d, node, it, i, input.value);
+    if ((it.step.status as string) === "leased") inFlight++;
   }
   if (items.every((i) => i.step.status === "succeeded" || i.step.status === "failed" || i.step.status === "cancelled")) {
     const failed = items.flatMap((it, i) => (it.step.status === "succeeded" ? [] : [i]));
@@ -306,7 +343,7 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
   } else if (r.state.status === "ready") {
     publish(d, "step_retrying", { node: e.node, attempt: e.attempt, error, not_before: r.state.not_before });
     const input = resolveTemplate(("input" in node ? node.input : null) ?? null, scopeOf(d.run));
-    holder.step = lease(d, node, r.state, undefined, input.ok ? input.value : null);
+    lease(d, node, holder, undefined, input.ok ? input.value : null);
   } else {
     fail(d, e.node, { code: error.code, message: error.message, retryable: false });
   }
@@ -314,17 +351,61 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
 }
 
 function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>): void {
-  const node = d.byId.get(e.node)!;
-  const n = d.run.nodes[e.node]!;
+  const node = d.byId.get(e.node);
+  const n = d.run.nodes[e.node];
+  if (e.kind === "wait") {
+    // One expiry clock per wait: a run still parked past its deadline and grace is abandoned.
+    const lc = d.run.lifecycle;
+    if (lc.status === "waiting" && lc.waiting_expires_at !== null && d.now >= lc.waiting_expires_at) {
+      finish(d, "failed", { code: "wait_abandoned", message: `waiting on ${lc.waiting_on} past ${new Date(lc.waiting_expires_at).toISOString()}` });
+    }
+    return;
+  }
+  if (!node || !n) return;
   if (e.kind === "sleep") {
     succeed(d, e.node);
+  } else if (e.kind === "lease") {
+    expireLease(d, node, e.item);
   } else if (node.kind === "map") {
     pumpMap(d, node);
   } else {
     const input = resolveTemplate(("input" in node ? node.input : null) ?? null, scopeOf(d.run));
-    n.step = lease(d, node, n.step!, undefined, input.ok ? input.value : null);
+    lease(d, node, n, undefined, input.ok ? input.value : null);
   }
   advance(d);
+}
+
+/** A lease past its expiry is lost: the attempt fails `worker_lost` and the step retries under its policy. */
+function expireLease(d: Draft, node: PlanNode, item: number | undefined): void {
+  const n = d.run.nodes[node.id]!;
+  const holder = item === undefined ? n : n.items?.[item];
+  if (!holder?.step || holder.lease_expires_at === undefined) return;
+  if (d.now < holder.lease_expires_at) return leaseTimer(d, node, holder, item);
+  const lost: StepError = { code: "worker_lost", message: "the attempt's lease expired without a heartbeat", retryable: true };
+  const r = applyStepOp(holder.step, { op: "fail", now: d.now, attempt: holder.step.attempt, lease_epoch: holder.step.lease_epoch, error: lost, policy: policyOf(node) });
+  if (r.outcome !== "moved") return;
+  holder.step = r.state;
+  delete holder.lease_expires_at;
+  publish(d, "step_lease_expired", { node: node.id, ...(item !== undefined ? { item } : {}), attempt: r.state.attempt });
+  if (node.kind === "map") return pumpMap(d, node);
+  if (r.state.status === "ready") {
+    const input = resolveTemplate(("input" in node ? node.input : null) ?? null, scopeOf(d.run));
+    lease(d, node, n, undefined, input.ok ? input.value : null);
+  } else {
+    fail(d, node.id, { code: "worker_lost", message: lost.message });
+  }
+}
+
+function onHeartbeat(d: Draft, e: Extract<ExecutionEvent, { type: "step.heartbeat" }>): void {
+  const node = d.byId.get(e.node)!;
+  const n = d.run.nodes[e.node]!;
+  const holder = e.item === undefined ? n : n.items![e.item]!;
+  holder.lease_expires_at = d.now + leaseTtl(d, node);
+  if (holder.step!.status === "leased") {
+    const r = applyStepOp(holder.step!, { op: "start", now: d.now, attempt: e.attempt, lease_epoch: e.lease_epoch });
+    if (r.outcome === "moved") holder.step = r.state;
+  }
+  leaseTimer(d, node, holder, e.item);
 }
 
 function onChild(d: Draft, e: Extract<ExecutionEvent, { type: "child.settled" }>): void {
@@ -370,8 +451,9 @@ function onRecover(d: Draft): void {
       const r = applyStepOp(n.step, { op: "fail", now: d.now, attempt: n.step.attempt, lease_epoch: n.step.lease_epoch, error: lost, policy });
       if (r.outcome !== "moved") continue;
       if (r.state.status === "ready") {
+        n.step = r.state;
         const input = resolveTemplate(node.input ?? null, scopeOf(d.run));
-        n.step = lease(d, node, r.state, undefined, input.ok ? input.value : null);
+        lease(d, node, n, undefined, input.ok ? input.value : null);
       } else {
         n.step = r.state;
         fail(d, node.id, { code: "worker_lost", message: lost.message });
@@ -418,6 +500,7 @@ function parkOrRun(d: Draft): void {
     const expires = Math.max(...sleeping.map((n) => d.run.nodes[n.id]!.wake_at ?? d.now)) + WAIT_GRACE_MS;
     if (lc.status !== "waiting" || lc.waiting_expires_at !== expires) {
       move(d, "mark_waiting", { on: "delay", ref: sleeping[0]!.id, expires_at: expires } as Partial<RunOpEvent>);
+      d.effects.push({ type: "runway.timer.set", name: "wait-deadline", at: expires, event: { type: "timer.fired", kind: "wait", node: sleeping[0]!.id } });
       publish(d, "run_waiting", { on: "delay", until: expires - WAIT_GRACE_MS });
     }
   } else if (lc.status === "waiting") {

@@ -18,12 +18,16 @@ export interface RunError {
 export interface ItemRun {
   step: StepState;
   output?: unknown;
+  /** While leased or running: when the lease lapses unless a heartbeat renews it. */
+  lease_expires_at?: number;
 }
 
 export interface NodeRun {
   s: NodeStatus;
   /** Code nodes: the attempt lifecycle. */
   step?: StepState;
+  /** Code nodes, while leased or running: when the lease lapses unless a heartbeat renews it. */
+  lease_expires_at?: number;
   /** Map nodes: one attempt lifecycle per item, in input order. */
   items?: ItemRun[];
   output?: unknown;
@@ -99,8 +103,24 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     outcome: z.enum(["succeeded", "failed"]),
     output: z.unknown().optional(),
     error: StepErrorShape.optional(),
+    /** The run's cancellation epoch when the attempt was dispatched. */
+    cancellation_epoch: z.number().int().nonnegative().optional(),
   }),
-  z.object({ type: z.literal("timer.fired"), kind: z.enum(["retry", "sleep"]), node: z.string(), item: z.number().int().nonnegative().optional() }),
+  z.object({
+    type: z.literal("timer.fired"),
+    kind: z.enum(["retry", "sleep", "lease", "wait"]),
+    node: z.string(),
+    item: z.number().int().nonnegative().optional(),
+    attempt: z.number().int().positive().optional(),
+    lease_epoch: z.number().int().positive().optional(),
+  }),
+  z.object({
+    type: z.literal("step.heartbeat"),
+    node: z.string(),
+    item: z.number().int().nonnegative().optional(),
+    attempt: z.number().int().positive(),
+    lease_epoch: z.number().int().positive(),
+  }),
   z.object({
     type: z.literal("child.settled"),
     node: z.string(),
@@ -122,6 +142,8 @@ export interface Prepared {
   child_ids?: Record<string, string>;
   /** Pinned definition of each workflow a subworkflow node names. */
   child_definitions?: Record<string, DefinitionRef>;
+  /** Engine setting: an attempt's lease lasts this long past its last heartbeat (default: the node's timeout + 5 s). */
+  lease_ttl_ms?: number;
 }
 
 export type ExecutionEvent = RunCommand & Prepared;
@@ -137,6 +159,9 @@ export interface ExecuteRequest {
   handler: string;
   input: unknown;
   timeout_ms: number;
+  cancellation_epoch: number;
+  /** The lease lapses at this instant unless a heartbeat renews it. */
+  lease_expires_at: number;
 }
 
 export type { StepError, StepState };

@@ -201,7 +201,14 @@ export class ActorCell {
         }
         try {
           const [next, actions] = transition(machine, snapshot, event);
-          effects.push(...collectEffects(actions));
+          const produced = collectEffects(actions);
+          if (next.context === snapshot.context && next.value === snapshot.value && produced.every((e) => e.type === "runway.answer")) {
+            // Answered without a change (e.g. a stale report): nothing to store, nothing to fence.
+            const answer = produced.find((e) => e.type === "runway.answer");
+            decisions.push({ delivery, answer: { outcome: "applied", revision: base?.revision ?? 0, ...(answer ? { value: answer.value } : {}) }, how: "ack" });
+            continue;
+          }
+          effects.push(...produced);
           snapshot = next;
         } catch (err) {
           // A machine that throws or emits nonsense is a bug; the command must not wedge the actor.

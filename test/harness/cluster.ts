@@ -30,7 +30,7 @@ export interface ClusterHandle {
 }
 
 interface JszMeta {
-  meta_cluster?: { name?: string; leader?: string; cluster_size?: number };
+  meta_cluster?: { name?: string; leader?: string; cluster_size?: number; replicas?: { name: string; current?: boolean; offline?: boolean }[] };
 }
 
 async function leaderSeenBy(s: NatsServerHandle): Promise<string | undefined> {
@@ -101,6 +101,16 @@ export async function startCluster(n = 3, opts: StartClusterOptions = {}): Promi
           for (const s of up) {
             const h = await monitorJson(s.monitorUrl, "/healthz", 1500);
             if (h.status !== 200) throw new Error(`${s.name} healthz ${h.status}: ${JSON.stringify(h.body)}`);
+          }
+          // The leader must see every running member as a current, online peer, or an R3
+          // placement right after start fails with "no suitable peers for placement".
+          const leader = up.find((s) => s.name === first);
+          if (leader) {
+            const { body } = await monitorJson(leader.monitorUrl, "/jsz", 1500);
+            const replicas = (body as JszMeta).meta_cluster?.replicas ?? [];
+            const current = replicas.filter((r) => r.current && !r.offline).map((r) => r.name);
+            const missing = up.filter((s) => s.name !== first && !current.includes(s.name)).map((s) => s.name);
+            if (missing.length > 0) throw new Error(`meta leader ${first} does not yet see ${missing.join(", ")} as current peers`);
           }
           return true;
         },

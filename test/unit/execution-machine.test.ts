@@ -75,6 +75,9 @@ describe("the run actor's machine", () => {
     const [snap, actions] = transition(executionMachine, initialTransition(executionMachine)[0], { type: "run.create", run: seed(), now: 1, plan: p } as never);
     const exec = emitted(actions).find((e) => e.channel === "step.execute")!.payload!;
     const stale = { type: "step.result", node: exec.node, attempt: exec.attempt, lease_epoch: exec.lease_epoch + 1, outcome: "succeeded", now: 2, plan: p };
-    expect(snap.can(stale as never)).toBe(false);
+    // Answered stale_lease, and nothing changes (the host stores nothing for it).
+    const [after, out] = transition(executionMachine, snap, stale as never);
+    expect(after.context).toBe(snap.context);
+    expect(emitted(out)).toEqual([{ type: "runway.answer", value: { outcome: "stale_lease" } }]);
   });
 });

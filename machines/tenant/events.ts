@@ -1,0 +1,85 @@
+import { z } from "zod";
+import { TenantSettingsPatchSchema, TokenSchema, type TenantSettings } from "./settings.js";
+
+export const TENANT_STATES = ["new", "active", "draining", "killed"] as const;
+export type TenantState = (typeof TENANT_STATES)[number];
+/** The states of a tenant that exists; kill, drain and resume move between them. */
+export type LiveTenantState = Exclude<TenantState, "new">;
+
+const Reason = z.string().min(1).max(1_000);
+const RunRef = { run_id: TokenSchema, project: TokenSchema };
+
+/** Commands a tenant actor accepts, validated at its mailbox (before the host adds `now`). */
+export const TenantCommandSchema = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("tenant.create"), settings: TenantSettingsPatchSchema.optional() }),
+  z.object({ type: z.literal("tenant.put"), settings: TenantSettingsPatchSchema }),
+  z.object({ type: z.literal("tenant.kill"), reason: Reason }),
+  z.object({ type: z.literal("tenant.drain"), reason: Reason }),
+  z.object({ type: z.literal("tenant.resume"), reason: Reason.optional() }),
+  z.object({ type: z.literal("tenant.admit_run"), ...RunRef }),
+  z.object({ type: z.literal("tenant.run_ended"), ...RunRef }),
+]);
+export type TenantCommand = z.infer<typeof TenantCommandSchema>;
+export type TenantCommandType = TenantCommand["type"];
+export const TENANT_COMMANDS = TenantCommandSchema.options.map((o) => o.shape.type.value) as readonly TenantCommandType[];
+
+/** A command as the machine sees it: the host adds `now` (wall-clock ms). */
+export type TenantEvent = TenantCommand & { now: number };
+
+/** What the machine is created with: the actor's id (the host's `input(id)`). */
+export interface TenantInput {
+  id: string;
+}
+
+/** A tenant as answers and audit records show it (the run-id sets are left out). */
+export interface TenantView {
+  id: string;
+  state: TenantState;
+  state_reason: string | null;
+  settings: TenantSettings;
+  day: string;
+  starts_today: number;
+  active_runs: number;
+  active_by_project: Record<string, number>;
+  created_at: number;
+  updated_at: number;
+}
+
+/** Admission refusals: the run must not start (today, or until the tenant is resumed). */
+export type AdmitRefusal = "tenant_not_found" | "tenant_killed" | "tenant_draining" | "day_cap_reached";
+/** Reasons to queue: the run waits for capacity and is never failed for waiting. */
+export type QueueReason = "concurrency_cap_reached" | "project_cap_reached";
+
+export type AdmitAnswer =
+  /** Counted (or, with `duplicate`, counted earlier: the run id was admitted before). */
+  | { outcome: "admitted"; run_id: string; duplicate: boolean; starts_today: number; active_runs: number }
+  | { outcome: "queued"; run_id: string; reason: QueueReason; project: string; active: number; limit: number }
+  | { outcome: "day_cap_reached"; run_id: string; day: string; day_cap: number; resets_at: number }
+  | { outcome: Exclude<AdmitRefusal, "day_cap_reached">; run_id: string };
+
+export type RunEndedAnswer =
+  /** Uncounted now. */
+  | { outcome: "ended"; run_id: string; active_runs: number }
+  /** Not counted here: never admitted, or already ended. Nothing changed. */
+  | { outcome: "not_running"; run_id: string };
+
+export type InvalidAnswer = { outcome: "invalid_input"; reason: string };
+export type CreateAnswer = { outcome: "created" | "exists"; tenant: TenantView } | InvalidAnswer;
+export type PutAnswer = { outcome: "updated"; changed: string[]; tenant: TenantView } | InvalidAnswer;
+/** Kill, drain and resume answer with the state the tenant is in afterwards. */
+export type StateAnswer = { outcome: LiveTenantState; previous: TenantState; changed: boolean; tenant: TenantView };
+
+export type TenantAnswer = AdmitAnswer | RunEndedAnswer | CreateAnswer | PutAnswer | StateAnswer;
+
+/** Published to `rw.audit.<tenant>.tenant` for every decision that changed the tenant. */
+export type TenantAudit =
+  | { type: "tenant.created"; tenant: string; at: number; settings: TenantSettings }
+  | { type: "tenant.settings_updated"; tenant: string; at: number; changed: string[]; previous: TenantSettings; settings: TenantSettings }
+  | { type: "tenant.state_changed"; tenant: string; at: number; from: TenantState; to: LiveTenantState; reason: string | null; active_runs: number };
+
+/** The effects this machine emits (a subset of the runtime's effect vocabulary). */
+export type TenantEffect = { type: "runway.answer"; value: TenantAnswer } | { type: "runway.publish"; subject: string; data: TenantAudit };
+
+export function auditSubject(tenant: string): string {
+  return `rw.audit.${tenant}.tenant`;
+}

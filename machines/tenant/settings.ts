@@ -1,0 +1,102 @@
+import { z } from "zod";
+
+/** Upper bound for every concurrency figure; it also bounds the tenant's `running` map. */
+export const MAX_CONCURRENCY_LIMIT = 10_000;
+/** Most entries a per-project or per-provider map may hold, so a tenant record stays small. */
+export const MAX_SETTINGS_ENTRIES = 1_000;
+
+export const PRIORITY_CLASSES = ["interactive", "automation", "migration", "approval_resume"] as const;
+export type PriorityClass = (typeof PRIORITY_CLASSES)[number];
+
+/** A run or project id: a safe token, never a key that would reach an object's prototype. */
+export const TokenSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9_][A-Za-z0-9_.:=-]{0,199}$/, "expected 1-200 characters of [A-Za-z0-9_.:=-]")
+  .refine((s) => s !== "__proto__", "reserved name");
+
+const bounded = (record: object) => Object.keys(record).length <= MAX_SETTINGS_ENTRIES;
+const tooMany = `at most ${MAX_SETTINGS_ENTRIES} entries`;
+
+const Weight = z.number().positive().max(1_000_000);
+/** A class's fraction of the tenant's capacity (0..1); the scheduler decides what it reserves or caps. */
+const Share = z.number().min(0).max(1);
+const ClassShares = z.strictObject({
+  interactive: Share.optional(),
+  automation: Share.optional(),
+  migration: Share.optional(),
+  approval_resume: Share.optional(),
+});
+const Concurrency = z.number().int().min(1).max(MAX_CONCURRENCY_LIMIT);
+const ProjectCaps = z.record(TokenSchema, z.number().int().min(0).max(MAX_CONCURRENCY_LIMIT)).refine(bounded, tooMany);
+const DayCap = z.number().int().min(0).max(1_000_000_000);
+const ProviderModel = z.string().max(200).regex(/^[^/\s]+\/\S+$/, "expected 'provider/model'");
+const Quota = z.strictObject({
+  requests_per_minute: z.number().int().positive(),
+  tokens_per_minute: z.number().int().positive(),
+});
+const ProviderQuotas = z.record(ProviderModel, Quota).refine(bounded, tooMany);
+
+/**
+ * A tenant's settings, with defaults: weight 1 (fair-share weight), 100 active runs, no project
+ * caps, 100,000 starts per UTC day, no provider quotas. Unknown keys are rejected, so a typo
+ * is an error instead of a silently ignored setting.
+ */
+export const TenantSettingsSchema = z.strictObject({
+  weight: Weight.default(1),
+  class_shares: ClassShares.optional(),
+  max_concurrency: Concurrency.default(100),
+  project_max_concurrency: ProjectCaps.default(() => ({})),
+  day_cap: DayCap.default(100_000),
+  provider_quotas: ProviderQuotas.default(() => ({})),
+});
+export type TenantSettings = z.output<typeof TenantSettingsSchema>;
+
+/**
+ * A partial update: each key given replaces that setting as a whole (a map such as
+ * `project_max_concurrency` is replaced, not merged, so an entry can be removed); keys not
+ * given keep their current value.
+ */
+export const TenantSettingsPatchSchema = z.strictObject({
+  weight: Weight.optional(),
+  class_shares: ClassShares.optional(),
+  max_concurrency: Concurrency.optional(),
+  project_max_concurrency: ProjectCaps.optional(),
+  day_cap: DayCap.optional(),
+  provider_quotas: ProviderQuotas.optional(),
+});
+export type TenantSettingsPatch = z.output<typeof TenantSettingsPatchSchema>;
+
+export type SettingsResult = { ok: true; settings: TenantSettings } | { ok: false; reason: string };
+
+function issues(error: z.ZodError): string {
+  return error.issues.map((i) => `${["settings", ...i.path.map(String)].join(".")}: ${i.message}`).join("; ");
+}
+
+/**
+ * `patch` applied over `current` (or over the defaults when there is none), validated as a
+ * whole. Never throws: anything that is not a valid patch is `{ ok: false, reason }`.
+ */
+export function mergeSettings(current: TenantSettings | undefined, patch: unknown): SettingsResult {
+  const p = TenantSettingsPatchSchema.safeParse(patch ?? {});
+  if (!p.success) return { ok: false, reason: issues(p.error) };
+  const given = Object.fromEntries(Object.entries(p.data).filter(([, v]) => v !== undefined));
+  const merged = TenantSettingsSchema.safeParse({ ...current, ...given });
+  return merged.success ? { ok: true, settings: merged.data } : { ok: false, reason: issues(merged.error) };
+}
+
+/** JSON with object keys sorted, so two equal settings compare equal whatever their key order. */
+export function stableJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(stableJson).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value).filter(([, v]) => v !== undefined);
+    entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${stableJson(v)}`).join(",")}}`;
+  }
+  return JSON.stringify(value) ?? "null";
+}
+
+/** The settings keys whose values differ between `a` and `b`, in schema order. */
+export function changedSettings(a: TenantSettings, b: TenantSettings): (keyof TenantSettings)[] {
+  const keys = Object.keys(TenantSettingsSchema.shape) as (keyof TenantSettings)[];
+  return keys.filter((k) => stableJson(a[k]) !== stableJson(b[k]));
+}
