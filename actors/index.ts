@@ -6,3 +6,4 @@ export { StepExecutor, RESULT_INLINE_LIMIT } from "./executor.js";
 export { recoverPartition } from "./recovery.js";
 export { RunService, MAX_INPUT_BYTES, type StartRunRequest, type StartRunResult, type CancelRunResult, type RunView } from "./runs.js";
 export { startKey, childStartKey, runIdFor, tenantOfRun } from "./ids.js";
+export { NodeMetrics, type MetricSource, type Labels } from "./metrics.js";

@@ -23,7 +23,7 @@ import { startRunwayNode } from "./runway-node.js";
 
 const USAGE = `usage: runway <command> [options]
   dev   [--handlers a.ts,b.ts] [--tenant demo] [--store DIR]     embedded nats-server + one node
-  node  --name N [--servers URL,…] [--handlers a.ts,…] [--threads 2] [--replicas 1] [--lease-ttl-ms 10000]
+  node  --name N [--servers URL,…] [--handlers a.ts,…] [--threads 2] [--replicas 1] [--lease-ttl-ms 10000] [--metrics-port P]
   tenant create <id> [--name TEXT]
   def put <file.json> [--draft] | def get <name> [--version N] | def list
   run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane interactive|batch]
@@ -68,7 +68,15 @@ async function dev(argv: string[]): Promise<void> {
 async function node(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
-    options: { ...common, name: { type: "string" }, handlers: { type: "string" }, threads: { type: "string", default: "2" }, replicas: { type: "string", default: "1" }, "lease-ttl-ms": { type: "string", default: "10000" } },
+    options: {
+      ...common,
+      name: { type: "string" },
+      handlers: { type: "string" },
+      threads: { type: "string", default: "2" },
+      replicas: { type: "string", default: "1" },
+      "lease-ttl-ms": { type: "string", default: "10000" },
+      "metrics-port": { type: "string" },
+    },
   });
   if (!values.name) throw new UsageError("node needs --name");
   const logger = createLogger(`node:${values.name}`);
@@ -79,6 +87,7 @@ async function node(argv: string[]): Promise<void> {
     threads: Number(values.threads),
     replicas: Number(values.replicas),
     leaseTtlMs: Number(values["lease-ttl-ms"]),
+    ...(values["metrics-port"] ? { metricsPort: Number(values["metrics-port"]) } : {}),
     logger,
   });
   logger.info("node ready", { name: values.name, incarnation: started.node.incarnation });

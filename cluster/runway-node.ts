@@ -1,7 +1,8 @@
 import { resolve } from "node:path";
-import { DefinitionStore, ensureDomainTopology, recoverPartition, runActor, RunService, StepExecutor, TenantDirectory } from "../actors/index.js";
+import { createServer, type Server } from "node:http";
+import { DefinitionStore, ensureDomainTopology, NodeMetrics, recoverPartition, runActor, RunService, StepExecutor, TenantDirectory } from "../actors/index.js";
 import { startApi } from "../gateways/index.js";
-import { STEP_EXECUTE, type ExecuteRequest } from "../machines/index.js";
+import { METRICS_CHANNEL, STEP_EXECUTE, type ExecuteRequest } from "../machines/index.js";
 import { createLogger, startNode, StepPool, systemClock, type Clock, type ConnectionConfig, type Logger, type MicroService, type RunwayNode } from "../runtime/index.js";
 
 export interface RunwayNodeConfig {
@@ -18,6 +19,8 @@ export interface RunwayNodeConfig {
   api?: boolean;
   /** How long an attempt's lease lasts past its last heartbeat (default: the node's timeout + 5 s). */
   stepLeaseTtlMs?: number;
+  /** Serve Prometheus text metrics on http://127.0.0.1:<port>/metrics. */
+  metricsPort?: number;
 }
 
 export interface RunwayWorkflowNode {
@@ -27,6 +30,7 @@ export interface RunwayWorkflowNode {
   runs: RunService;
   executor: StepExecutor;
   pool: StepPool;
+  metrics: NodeMetrics;
   stop(): Promise<void>;
 }
 
@@ -45,6 +49,8 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
   let tenants: TenantDirectory | undefined;
   let runs: RunService | undefined;
   let api: MicroService | undefined;
+  let http: Server | undefined;
+  const metrics = new NodeMetrics(config.name);
   let node!: () => RunwayNode;
   // The run actor is defined before the connection exists; the store is made on first use.
   const definitionsOf = () => (definitions ??= new DefinitionStore(node().nc, () => pool.handlerNames()));
@@ -57,10 +63,18 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
     ...(config.leaseTtlMs !== undefined ? { leaseTtlMs: config.leaseTtlMs } : {}),
     clock,
     logger,
-    local: { [STEP_EXECUTE]: (payload) => executor?.execute(payload as ExecuteRequest) },
+    local: {
+      [STEP_EXECUTE]: (payload) => executor?.execute(payload as ExecuteRequest),
+      [METRICS_CHANNEL]: (payload) => {
+        const p = payload as { counter: string; tenant?: string };
+        metrics.inc(p.counter, "attempt leases that lapsed without a heartbeat", p.tenant ? { tenant: p.tenant } : {});
+      },
+    },
     onServe: async (partition, log) => {
       // Not awaited: the mailbox starts while in-flight attempts are being recovered.
-      void recoverPartition({ nc: node().nc, host: node().host, logger }, partition, log).catch((err) => logger.error("recovery failed", { partition, error: String(err) }));
+      void recoverPartition({ nc: node().nc, host: node().host, logger }, partition, log)
+        .then((n) => n > 0 && metrics.inc("recovered_runs", "runs whose in-flight attempts were recovered after a partition claim", {}, n))
+        .catch((err) => logger.error("recovery failed", { partition, error: String(err) }));
     },
     stages: (self) => {
       node = self;
@@ -73,18 +87,54 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
             tenants = new TenantDirectory(self().nc);
             executor = new StepExecutor({ nc: self().nc, pool, host: self().host, mailbox: self().mailbox, logger });
             runs = new RunService({ nc: self().nc, partitions: self().topology.partitions, mailbox: self().mailbox, definitions: definitionsOf(), tenants });
+            metrics.addSource({ collect: () => collectNodeMetrics(self(), executor!, pool) });
           },
+        },
+        {
+          name: "metrics-http",
+          start: async () => {
+            if (config.metricsPort === undefined) return;
+            http = createServer((req, res) => {
+              if (req.url !== "/metrics") return void res.writeHead(404).end();
+              res.writeHead(200, { "content-type": "text/plain; version=0.0.4" }).end(metrics.prometheus());
+            });
+            await new Promise<void>((r) => http!.listen(config.metricsPort, "127.0.0.1", r));
+          },
+          stop: () => new Promise<void>((r) => (http ? http.close(() => r()) : r())),
         },
         {
           name: "api",
           start: async () => {
             if (config.api === false) return;
-            api = await startApi(self().nc, { tenants: tenants!, definitions: definitionsOf(), runs: runs!, now: () => clock.now() });
+            api = await startApi(self().nc, { tenants: tenants!, definitions: definitionsOf(), runs: runs!, metrics, now: () => clock.now() });
           },
           stop: () => api?.stop(),
         },
       ];
     },
   });
-  return { node: started, definitions: definitionsOf(), tenants: tenants!, runs: runs!, executor: executor!, pool, stop: () => started.stop() };
+  return { node: started, definitions: definitionsOf(), tenants: tenants!, runs: runs!, executor: executor!, pool, metrics, stop: () => started.stop() };
+}
+
+function collectNodeMetrics(node: RunwayNode, executor: StepExecutor, pool: StepPool) {
+  const h = node.host.stats;
+  const e = executor.stats;
+  const p = pool.stats();
+  const c = (name: string, help: string, value: number) => ({ name, help, type: "counter" as const, value });
+  const g = (name: string, help: string, value: number) => ({ name, help, type: "gauge" as const, value });
+  return [
+    c("actor_transitions", "actor transitions stored", h.transitions),
+    c("actor_writes", "fenced actor writes", h.writes),
+    c("actor_revision_conflicts", "writes refused because the partition moved on (reload and decide again)", h.stale),
+    c("partition_fenced_writes", "writes refused under an old partition epoch (zombie rejections at the partition)", h.fenced),
+    c("commands_duplicate", "redelivered commands answered without applying them again", h.duplicates),
+    c("commands_terminated", "malformed commands terminated", h.terminated),
+    c("lease_acquisitions", "attempts leased and started on this node", e.started),
+    c("zombie_commit_rejections", "step reports refused because their lease was no longer current", e.staleCommits),
+    c("heartbeats", "lease renewals sent", e.heartbeats),
+    c("reports_via_mailbox", "step reports sent through the durable mailbox (partition not served here)", e.viaMailbox),
+    c("handler_timeouts", "handlers stopped at their timeout", p.timeouts),
+    g("attempts_in_flight", "attempts executing on this node", executor.inFlight),
+    g("partitions_owned", "partitions this node serves", node.host.ownedPartitions().length),
+  ];
 }

@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z, type ZodType } from "zod";
-import type { DefinitionStore, RunService, TenantDirectory } from "../actors/index.js";
+import type { DefinitionStore, NodeMetrics, RunService, TenantDirectory } from "../actors/index.js";
 import { isFault, MicroService, type MicroRequest } from "../runtime/index.js";
 
 export const API_VERSION = "0.2.0";
@@ -31,6 +31,7 @@ export interface ApiServices {
   tenants: TenantDirectory;
   definitions: DefinitionStore;
   runs: RunService;
+  metrics: NodeMetrics;
   now(): number;
 }
 
@@ -72,6 +73,9 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
     handler: (req) =>
       serve(req, schemas.tenantsPut, (b) => (RESERVED.has(b.id) ? Promise.resolve({ outcome: "invalid_input", reason: `${b.id} is reserved` }) : services.tenants.put(b, services.now()))),
   });
+  // Every node answers (its own queue group): `nats req runway.v1.ops.metrics '' --replies 0`.
+  service.addEndpoint("metrics", { subject: "runway.v1.ops.metrics", queue: `node-${services.metrics.node}`, handler: (req) => req.respond(JSON.stringify({ outcome: "ok", ...services.metrics.json() })) });
+  service.addEndpoint("metrics_prometheus", { subject: "runway.v1.ops.metrics.prometheus", queue: `node-${services.metrics.node}`, handler: (req) => req.respond(services.metrics.prometheus()) });
   service.addEndpoint("tenants_list", { subject: "runway.v1.ops.tenants.list", handler: (req) => serve(req, schemas.tenantsList, async () => ({ outcome: "ok", tenants: await services.tenants.list() })) });
   await service.start();
   return service;

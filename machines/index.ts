@@ -36,6 +36,7 @@ export {
   RunSeedSchema,
   MAX_DEPTH,
   STEP_EXECUTE,
+  METRICS_CHANNEL,
   WAIT_GRACE_MS,
   type RunCommand,
   type RunSeed,

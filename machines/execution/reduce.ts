@@ -23,6 +23,8 @@ export const MAX_DEPTH = 5;
 /** How long past its last wake-up a parked run may sit before the wait sweep ends it. */
 export const WAIT_GRACE_MS = 60_000;
 export const STEP_EXECUTE = "step.execute";
+/** Local effect channel for node metrics the machine alone can see (e.g. a lease that lapsed). */
+export const METRICS_CHANNEL = "metrics";
 /** Extra attempts a step gets for attempts lost with their worker (crash, takeover). */
 export const PLATFORM_RETRIES = 3;
 
@@ -31,7 +33,7 @@ export type Effect =
   | { type: "runway.publish"; subject: string; data: unknown }
   | { type: "runway.timer.set"; name: string; at: number; event: { type: string } & Record<string, unknown> }
   | { type: "runway.answer"; value: unknown }
-  | { type: "runway.local"; channel: string; payload: ExecuteRequest };
+  | { type: "runway.local"; channel: string; payload: unknown };
 
 interface Draft {
   run: RunContext;
@@ -280,7 +282,7 @@ function lease(d: Draft, node: PlanNode, holder: { step?: StepState; lease_expir
   d.effects.push({
     type: "runway.local",
     channel: STEP_EXECUTE,
-    payload: {
+    payload: <ExecuteRequest>{
       run: d.run.id,
       tenant: d.run.tenant,
       node: node.id,
@@ -387,6 +389,7 @@ function expireLease(d: Draft, node: PlanNode, item: number | undefined): void {
   holder.step = r.state;
   delete holder.lease_expires_at;
   publish(d, "step_lease_expired", { node: node.id, ...(item !== undefined ? { item } : {}), attempt: r.state.attempt });
+  d.effects.push({ type: "runway.local", channel: METRICS_CHANNEL, payload: { counter: "lease_expiries", tenant: d.run.tenant } });
   if (node.kind === "map") return pumpMap(d, node);
   if (r.state.status === "ready") {
     const input = resolveTemplate(("input" in node ? node.input : null) ?? null, scopeOf(d.run));

@@ -64,3 +64,16 @@ it("heartbeats keep a long handler's lease alive", async () => {
   expect(done.nodes.b!.attempt).toBe(1);
   expect(node.executor.stats.heartbeats).toBeGreaterThan(0);
 });
+
+it("metrics: lease acquisitions and expiries and zombie rejections, as JSON over NATS and as Prometheus text", async () => {
+  const reply = await nc.request("runway.v1.ops.metrics", "", { timeout: 5_000 });
+  const body = JSON.parse(reply.string()) as { outcome: string; node: string; metrics: Record<string, unknown> };
+  expect(body.outcome).toBe("ok");
+  expect(body.node).toBe("lease-node");
+  expect(body.metrics.lease_acquisitions).toBeGreaterThanOrEqual(3);
+  expect(body.metrics.zombie_commit_rejections).toBeGreaterThanOrEqual(1);
+  expect(body.metrics.lease_expiries).toEqual({ "tenant=z1": 1 });
+  const text = (await nc.request("runway.v1.ops.metrics.prometheus", "", { timeout: 5_000 })).string();
+  expect(text).toMatch(/^# TYPE runway_lease_acquisitions counter$/m);
+  expect(text).toMatch(/^runway_lease_expiries\{node="lease-node",tenant="z1"\} 1$/m);
+});
