@@ -23,7 +23,7 @@ export class StepExecutor {
   readonly stats = { started: 0, reported: 0, viaMailbox: 0, staleCommits: 0, heartbeats: 0 };
 
   constructor(
-    private readonly deps: { nc: NatsConnection; pool: StepPool; host: ActorHost; mailbox: MailboxClient; logger: Logger },
+    private readonly deps: { nc: NatsConnection; pool: StepPool; host: ActorHost; mailbox: MailboxClient; logger: Logger; onDone?(request: ExecuteRequest): void },
   ) {}
 
   execute(request: ExecuteRequest): void {
@@ -31,7 +31,10 @@ export class StepExecutor {
     if (this.running.has(key)) return;
     this.running.set(key, request);
     this.stats.started++;
-    void this.run(request, key).finally(() => this.running.delete(key));
+    void this.run(request, key).finally(() => {
+      this.running.delete(key);
+      this.deps.onDone?.(request);
+    });
   }
 
   get inFlight(): number {

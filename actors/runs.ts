@@ -5,7 +5,7 @@ import { actorRecordCodec, kvSubject, partitionBucket, partitionOf, partitionStr
 import type { DefinitionStore } from "./definitions.js";
 import { randomDeliveryId, runIdFor, startKey, tenantOfRun } from "./ids.js";
 import { RUN_KIND } from "./run-actor.js";
-import type { TenantDirectory } from "./tenants.js";
+import type { TenantService } from "./tenants.js";
 
 export const MAX_INPUT_BYTES = 32 * 1024;
 
@@ -37,7 +37,11 @@ export type StartRunResult =
   | { outcome: "definition_not_found" }
   | { outcome: "definition_not_published"; reason: string }
   | { outcome: "input_too_large"; bytes: number; limit: number }
-  | { outcome: "invalid_input"; reason: string };
+  | { outcome: "invalid_input"; reason: string }
+  /** The tenant's kill switch is on, it is draining, or its day cap is spent: no run is created. */
+  | { outcome: "tenant_killed" | "tenant_draining" | "day_cap_reached"; detail?: unknown }
+  /** The tenant is at its run concurrency cap: no run is created; try again later. */
+  | { outcome: "concurrency_cap_reached"; detail?: unknown };
 
 export type CancelRunResult = { outcome: "cancelled"; run: RunView } | { outcome: "not_cancellable"; run: RunView } | { outcome: "run_not_found" } | { outcome: "tenant_not_found" };
 
@@ -65,7 +69,7 @@ function view(run: RunContext): RunView {
  * partition bucket; writes are commands to the run actor, answered after they are stored.
  */
 export class RunService {
-  constructor(private readonly deps: { nc: NatsConnection; partitions: number; mailbox: MailboxClient; definitions: DefinitionStore; tenants: TenantDirectory }) {}
+  constructor(private readonly deps: { nc: NatsConnection; partitions: number; mailbox: MailboxClient; definitions: DefinitionStore; tenants: TenantService }) {}
 
   async start(tenant: string, request: StartRunRequest): Promise<StartRunResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
@@ -81,6 +85,13 @@ export class RunService {
     }
     const key = request.start_key ? startKey(request.start_key.source, request.start_key.delivery_id) : startKey("api", randomDeliveryId());
     const id = runIdFor(tenant, key);
+    const existing = await this.get(tenant, id);
+    if (existing) return { outcome: "duplicate", run: existing };
+    // Admission by the tenant actor: kill switch, drain, day cap, run concurrency.
+    const admitted = await this.deps.tenants.admit(tenant, id, "default");
+    if (admitted.outcome === "tenant_killed" || admitted.outcome === "tenant_draining" || admitted.outcome === "day_cap_reached") return { outcome: admitted.outcome, detail: admitted };
+    if (admitted.outcome === "queued") return { outcome: "concurrency_cap_reached", detail: admitted };
+    if (admitted.outcome !== "admitted") throw new RunwayFault("admission_unavailable", `admission of ${id}: ${admitted.outcome}`, { kind: "retryable" });
     const seed = {
       id,
       tenant,

@@ -1,56 +1,105 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { Kvm, type KV } from "@nats-io/kv";
-import { z } from "zod";
-import { TENANTS_BUCKET } from "./topology.js";
+import { Kvm } from "@nats-io/kv";
+import { tenantMachine, TenantCommandSchema, tenantView, type TenantContext, type TenantView } from "../machines/index.js";
+import { actorRecordCodec, defineActor, kvSubject, partitionBucket, partitionOf, partitionStream, readLast, RunwayFault, type MailboxClient } from "../runtime/index.js";
+import { randomDeliveryId } from "./ids.js";
 
+export const TENANT_KIND = "tenant";
 export const TENANT_PATTERN = /^[a-z0-9][a-z0-9-]{0,31}$/;
-export const TenantRecordSchema = z.object({ id: z.string().regex(TENANT_PATTERN), name: z.string().max(200).optional(), created_at: z.number() });
-export type TenantRecord = z.infer<typeof TenantRecordSchema>;
+/** Subject tokens that name no tenant. */
+const RESERVED = new Set(["ops"]);
+
+/** The tenant actor: settings, kill switch and drain, day cap and run concurrency admission. */
+export const tenantActor = defineActor({ kind: TENANT_KIND, machine: tenantMachine, events: TenantCommandSchema, input: (id: string) => ({ id }) });
+
+/** What the scheduler needs of a tenant, refreshed at most once a second. */
+export interface TenantPolicyView {
+  weight: number;
+  max_concurrency: number;
+  project_max_concurrency: Record<string, number>;
+  killed: boolean;
+  draining: boolean;
+}
+
+type Answer = { outcome: string } & Record<string, unknown>;
 
 /**
- * The tenants Runway serves. A request naming any other tenant is answered
- * `tenant_not_found`, the same way whether the id is malformed or merely unknown.
+ * Tenants as actors (`tenant.<id>` in their partition's bucket). Every command is answered
+ * after it is stored; reads go to the record. A request naming an unknown or malformed
+ * tenant is answered `tenant_not_found`.
  */
-export class TenantDirectory {
-  private kv: KV | undefined;
-  private readonly known = new Set<string>();
+export class TenantService {
+  private readonly known = new Map<string, { view: TenantView; at: number }>();
 
-  constructor(private readonly nc: NatsConnection) {}
+  constructor(private readonly deps: { nc: NatsConnection; partitions: number; mailbox: MailboxClient; now(): number }) {}
 
-  private async bucket(): Promise<KV> {
-    this.kv ??= await new Kvm(this.nc).open(TENANTS_BUCKET);
-    return this.kv;
+  private async command(id: string, event: { type: string } & Record<string, unknown>, commandId = `${event.type}/${id}/${randomDeliveryId()}`): Promise<Answer> {
+    const answer = await this.deps.mailbox.request({ kind: TENANT_KIND, id }, event, commandId, 10_000);
+    if (answer.outcome === "applied") return (answer.value as Answer | undefined) ?? { outcome: "ok" };
+    if (answer.outcome === "refused") return { outcome: "tenant_not_found" };
+    if (answer.outcome === "invalid_input") return { outcome: "invalid_input", reason: answer.reason };
+    throw new RunwayFault("tenant_unavailable", `tenant ${id}: ${answer.outcome}`, { kind: "retryable" });
+  }
+
+  async get(id: string): Promise<TenantView | undefined> {
+    if (!TENANT_PATTERN.test(id) || RESERVED.has(id)) return undefined;
+    const p = partitionOf(id, this.deps.partitions);
+    const read = await readLast(this.deps.nc, partitionStream(p), kvSubject(partitionBucket(p), `${TENANT_KIND}.${id}`));
+    if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", read.detail, { kind: "retryable" });
+    if (read.outcome === "missing") return undefined;
+    const decoded = actorRecordCodec.decode(read.message.data);
+    if (!decoded.ok) throw new RunwayFault("corrupt_record", `tenant ${id}: ${decoded.detail}`);
+    const snapshot = decoded.value.snapshot as { value?: string; context?: TenantContext };
+    if (!snapshot.context || snapshot.value === "new") return undefined;
+    const view = tenantView(snapshot.context);
+    this.known.set(id, { view, at: this.deps.now() });
+    return view;
   }
 
   async exists(id: string): Promise<boolean> {
-    if (!TENANT_PATTERN.test(id)) return false;
-    if (this.known.has(id)) return true;
-    const entry = await (await this.bucket()).get(`tenant.${id}`);
-    const found = entry !== null && entry.operation === "PUT";
-    if (found) this.known.add(id);
-    return found;
+    const cached = this.known.get(id);
+    if (cached) return true;
+    return (await this.get(id)) !== undefined;
   }
 
-  async put(record: { id: string; name?: string }, now: number): Promise<{ outcome: "created" | "exists"; tenant: TenantRecord } | { outcome: "invalid_input"; reason: string }> {
-    const parsed = TenantRecordSchema.safeParse({ ...record, created_at: now });
-    if (!parsed.success) return { outcome: "invalid_input", reason: parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ") };
-    const kv = await this.bucket();
-    try {
-      await kv.create(`tenant.${parsed.data.id}`, JSON.stringify(parsed.data));
-      this.known.add(parsed.data.id);
-      return { outcome: "created", tenant: parsed.data };
-    } catch {
-      const existing = await kv.get(`tenant.${parsed.data.id}`);
-      return { outcome: "exists", tenant: existing ? TenantRecordSchema.parse(existing.json()) : parsed.data };
-    }
+  /** The tenant's scheduling policy, from a view at most `maxAgeMs` old. */
+  policy(id: string, maxAgeMs = 1_000): TenantPolicyView | undefined {
+    const cached = this.known.get(id);
+    if (!cached || this.deps.now() - cached.at > maxAgeMs) void this.get(id).catch(() => undefined);
+    if (!cached) return undefined;
+    const s = cached.view.settings;
+    return { weight: s.weight, max_concurrency: s.max_concurrency, project_max_concurrency: s.project_max_concurrency, killed: cached.view.state === "killed", draining: cached.view.state === "draining" };
   }
 
-  async list(): Promise<TenantRecord[]> {
-    const kv = await this.bucket();
-    const out: TenantRecord[] = [];
-    for await (const key of await kv.keys("tenant.>")) {
-      const e = await kv.get(key);
-      if (e && e.operation === "PUT") out.push(TenantRecordSchema.parse(e.json()));
+  async create(id: string, settings?: unknown): Promise<Answer> {
+    if (!TENANT_PATTERN.test(id) || RESERVED.has(id)) return { outcome: "invalid_input", reason: `tenant id must match ${TENANT_PATTERN} and not be reserved` };
+    return this.command(id, { type: "tenant.create", ...(settings ? { settings } : {}) }, `tenant.create/${id}`);
+  }
+
+  put(id: string, settings: unknown): Promise<Answer> {
+    return this.command(id, { type: "tenant.put", settings });
+  }
+
+  async setState(id: string, to: "kill" | "drain" | "resume", reason: string): Promise<Answer> {
+    const answer = await this.command(id, { type: `tenant.${to}`, reason });
+    this.known.delete(id);
+    await this.get(id).catch(() => undefined);
+    return answer;
+  }
+
+  admit(id: string, runId: string, project: string): Promise<Answer> {
+    // A fresh command id each time: the tenant itself counts a run id once, and each caller needs its own answer.
+    return this.command(id, { type: "tenant.admit_run", run_id: runId, project });
+  }
+
+  async list(): Promise<TenantView[]> {
+    const kvm = new Kvm(this.deps.nc);
+    const out: TenantView[] = [];
+    for (let p = 0; p < this.deps.partitions; p++) {
+      for await (const key of await (await kvm.open(partitionBucket(p))).keys(`${TENANT_KIND}.*`)) {
+        const view = await this.get(key.slice(TENANT_KIND.length + 1));
+        if (view) out.push(view);
+      }
     }
     return out.sort((a, b) => a.id.localeCompare(b.id));
   }

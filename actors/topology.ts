@@ -6,7 +6,7 @@ import { Objm } from "@nats-io/obj";
 /** JetStream resources of the workflow domain, beside the runtime's own. */
 export const EVENTS_STREAM = "RUNWAY_EVT";
 export const DEFINITIONS_BUCKET = "rw_defs";
-export const TENANTS_BUCKET = "rw_tenants";
+export const AUDIT_STREAM = "RUNWAY_AUDIT";
 export const RESULTS_STORE = "rw-results";
 
 /** `rw.evt.<tenant>.<root>.<run>.<type>`: a client follows a run, or a whole tree, from any sequence. */
@@ -34,14 +34,24 @@ export async function ensureDomainTopology(nc: NatsConnection, replicas: number)
     max_age: 7 * 24 * 3600 * 1_000_000_000,
     duplicate_window: 120_000_000_000,
   };
-  try {
-    await jsm.streams.info(EVENTS_STREAM);
-  } catch {
-    await jsm.streams.add(events);
+  const audit: Partial<StreamConfig> & { name: string } = {
+    name: AUDIT_STREAM,
+    description: "Runway consequential decisions and effects: rw.audit.<tenant>.<kind> (long retention)",
+    subjects: ["rw.audit.>"],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    num_replicas: replicas,
+    duplicate_window: 120_000_000_000,
+  };
+  for (const config of [events, audit]) {
+    try {
+      await jsm.streams.info(config.name);
+    } catch {
+      await jsm.streams.add(config);
+    }
   }
   const kvm = new Kvm(nc);
   await ensureBucket(kvm, DEFINITIONS_BUCKET, { history: 5, replicas, storage: "file", description: "Runway workflow definitions: <tenant>.<name>.v<N>, .latest, .draft; plan.<digest>" });
-  await ensureBucket(kvm, TENANTS_BUCKET, { history: 5, replicas, storage: "file", description: "Runway tenants: tenant.<id>" });
   const objm = new Objm(nc);
   try {
     await objm.open(RESULTS_STORE);

@@ -24,7 +24,7 @@ import { startRunwayNode } from "./runway-node.js";
 const USAGE = `usage: runway <command> [options]
   dev   [--handlers a.ts,b.ts] [--tenant demo] [--store DIR]     embedded nats-server + one node
   node  --name N [--servers URL,…] [--handlers a.ts,…] [--threads 2] [--replicas 1] [--lease-ttl-ms 10000] [--metrics-port P]
-  tenant create <id> [--name TEXT]
+  tenant create <id> [--settings JSON] | tenant get <id> | tenant put <id> --settings JSON | tenant kill|drain|resume <id> [--reason R]
   def put <file.json> [--draft] | def get <name> [--version N] | def list
   run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane interactive|batch]
   run get <id> | run list [--status S] [--limit N] | run watch <id> | run cancel <id> [--reason TEXT]
@@ -54,7 +54,7 @@ async function dev(argv: string[]): Promise<void> {
   const store = values.store ?? mkdtempSync(join(tmpdir(), "runway-dev-"));
   const nats = await startEmbeddedNats(store);
   const node = await startRunwayNode({ connection: { servers: [nats.url] }, name: "dev", handlers: values.handlers ? values.handlers.split(",") : defaultHandlers(), logger: createLogger("dev") });
-  await node.tenants.put({ id: values.tenant! }, Date.now());
+  await node.tenants.create(values.tenant!);
   process.stdout.write(`runway dev: NATS ${nats.url} (store ${store}); node "dev" serving; tenant "${values.tenant}"\n  export RUNWAY_SERVERS=${nats.url}\n`);
   const stop = async () => {
     await node.stop();
@@ -132,9 +132,13 @@ async function main(): Promise<void> {
     case "node":
       return node([sub, ...rest].filter((x): x is string => x !== undefined));
     case "tenant": {
-      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...common, name: { type: "string" } } });
-      if (sub !== "create" || !positionals[0]) throw new UsageError("tenant create <id>");
-      return print(await withClient(values, (c) => c.createTenant(positionals[0]!, values.name)));
+      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...common, settings: { type: "string" }, reason: { type: "string" } } });
+      const id = positionals[0];
+      if (sub === "create" && id) return print(await withClient(values, (c) => c.createTenant(id, values.settings ? JSON.parse(values.settings) : undefined)));
+      if ((sub === "kill" || sub === "drain" || sub === "resume") && id) return print(await withClient(values, (c) => c.setTenantState(id, sub, values.reason)));
+      if (sub === "get" && id) return print(await withClient({ ...values, tenant: id }, (c) => c.getTenant()));
+      if (sub === "put" && id && values.settings) return print(await withClient({ ...values, tenant: id }, (c) => c.putTenant(JSON.parse(values.settings!))));
+      throw new UsageError("tenant create|get|put|kill|drain|resume <id>");
     }
     case "def": {
       const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...common, draft: { type: "boolean", default: false }, version: { type: "string" } } });

@@ -32,8 +32,17 @@ export class RunwayClient {
     return this.call(`runway.v1.${this.tenant}.${path}`, body);
   }
 
-  createTenant(id: string, name?: string) {
-    return this.call("runway.v1.ops.tenants.put", { id, ...(name ? { name } : {}) });
+  createTenant(id: string, settings?: Record<string, unknown>) {
+    return this.call("runway.v1.ops.tenants.put", { id, ...(settings ? { settings } : {}) });
+  }
+  setTenantState(id: string, to: "kill" | "drain" | "resume", reason = "operator") {
+    return this.call(`runway.v1.ops.tenants.${to}`, { id, reason });
+  }
+  getTenant() {
+    return this.t("tenant.get");
+  }
+  putTenant(settings: Record<string, unknown>) {
+    return this.t("tenant.put", { settings });
   }
   putDefinition(definition: unknown, publish = true) {
     return this.t("definitions.put", { definition, publish });

@@ -1,8 +1,8 @@
 import { resolve } from "node:path";
 import { createServer, type Server } from "node:http";
-import { DefinitionStore, ensureDomainTopology, NodeMetrics, recoverPartition, runActor, RunService, StepExecutor, TenantDirectory } from "../actors/index.js";
+import { DefinitionStore, DEFAULT_SCHEDULER, Dispatcher, ensureDomainTopology, NodeMetrics, recoverPartition, runActor, RunService, StepExecutor, tenantActor, TenantService } from "../actors/index.js";
 import { startApi } from "../gateways/index.js";
-import { METRICS_CHANNEL, STEP_EXECUTE, type ExecuteRequest } from "../machines/index.js";
+import { METRICS_CHANNEL, STEP_EXECUTE, STEP_READY, type ExecuteRequest, type ReadyTicket, type SchedulerConfig } from "../machines/index.js";
 import { createLogger, startNode, StepPool, systemClock, type Clock, type ConnectionConfig, type Logger, type MicroService, type RunwayNode } from "../runtime/index.js";
 
 export interface RunwayNodeConfig {
@@ -21,16 +21,19 @@ export interface RunwayNodeConfig {
   stepLeaseTtlMs?: number;
   /** Serve Prometheus text metrics on http://127.0.0.1:<port>/metrics. */
   metricsPort?: number;
+  /** Fair scheduler settings (worker slots, interactive reserve, migration cap, aging); `false` leases at once. */
+  scheduler?: Partial<SchedulerConfig> | false;
 }
 
 export interface RunwayWorkflowNode {
   node: RunwayNode;
   definitions: DefinitionStore;
-  tenants: TenantDirectory;
+  tenants: TenantService;
   runs: RunService;
   executor: StepExecutor;
   pool: StepPool;
   metrics: NodeMetrics;
+  dispatcher: Dispatcher | undefined;
   stop(): Promise<void>;
 }
 
@@ -46,10 +49,12 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
   const pool = new StepPool({ handlerModules: config.handlers.map((h) => resolve(h)), threads: config.threads ?? 2, onHeartbeat: (ref) => executor?.heartbeat(ref) });
   let definitions: DefinitionStore | undefined;
   let executor: StepExecutor | undefined;
-  let tenants: TenantDirectory | undefined;
+  let tenants: TenantService | undefined;
   let runs: RunService | undefined;
   let api: MicroService | undefined;
   let http: Server | undefined;
+  let dispatcher: Dispatcher | undefined;
+  const scheduled = config.scheduler !== false;
   const metrics = new NodeMetrics(config.name);
   let node!: () => RunwayNode;
   // The run actor is defined before the connection exists; the store is made on first use.
@@ -58,13 +63,14 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
   const started = await startNode({
     connection: config.connection,
     name: config.name,
-    actors: [runActor({ planOf: (digest) => definitionsOf().planOf(digest) }, config.stepLeaseTtlMs ? { leaseTtlMs: config.stepLeaseTtlMs } : {})],
+    actors: [runActor({ planOf: (digest) => definitionsOf().planOf(digest) }, { ...(config.stepLeaseTtlMs ? { leaseTtlMs: config.stepLeaseTtlMs } : {}), scheduled }), tenantActor],
     topology: { replicas: config.replicas ?? 1 },
     ...(config.leaseTtlMs !== undefined ? { leaseTtlMs: config.leaseTtlMs } : {}),
     clock,
     logger,
     local: {
       [STEP_EXECUTE]: (payload) => executor?.execute(payload as ExecuteRequest),
+      [STEP_READY]: (payload) => dispatcher?.offer(payload as ReadyTicket),
       [METRICS_CHANNEL]: (payload) => {
         const p = payload as { counter: string; tenant?: string };
         metrics.inc(p.counter, "attempt leases that lapsed without a heartbeat", p.tenant ? { tenant: p.tenant } : {});
@@ -84,8 +90,19 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
         {
           name: "services",
           start: () => {
-            tenants = new TenantDirectory(self().nc);
-            executor = new StepExecutor({ nc: self().nc, pool, host: self().host, mailbox: self().mailbox, logger });
+            tenants = new TenantService({ nc: self().nc, partitions: self().topology.partitions, mailbox: self().mailbox, now: () => clock.now() });
+            executor = new StepExecutor({ nc: self().nc, pool, host: self().host, mailbox: self().mailbox, logger, onDone: (r) => r.ticket && dispatcher?.done(r.ticket) });
+            if (scheduled) {
+              const settings = { ...DEFAULT_SCHEDULER, slots: (config.threads ?? 2) * 8, ...(config.scheduler || {}) };
+              dispatcher = new Dispatcher({
+                host: self().host,
+                clock,
+                logger,
+                config: settings,
+                // A tenant whose record is not cached yet schedules with the defaults meanwhile.
+                policy: (t) => tenants!.policy(t) ?? { weight: 1, max_concurrency: 10_000 },
+              });
+            }
             runs = new RunService({ nc: self().nc, partitions: self().topology.partitions, mailbox: self().mailbox, definitions: definitionsOf(), tenants });
             metrics.addSource({ collect: () => collectNodeMetrics(self(), executor!, pool) });
           },
@@ -113,7 +130,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
       ];
     },
   });
-  return { node: started, definitions: definitionsOf(), tenants: tenants!, runs: runs!, executor: executor!, pool, metrics, stop: () => started.stop() };
+  return { node: started, definitions: definitionsOf(), tenants: tenants!, runs: runs!, executor: executor!, pool, metrics, dispatcher, stop: () => started.stop() };
 }
 
 function collectNodeMetrics(node: RunwayNode, executor: StepExecutor, pool: StepPool) {

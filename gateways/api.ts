@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z, type ZodType } from "zod";
-import type { DefinitionStore, NodeMetrics, RunService, TenantDirectory } from "../actors/index.js";
+import type { DefinitionStore, NodeMetrics, RunService, TenantService } from "../actors/index.js";
 import { isFault, MicroService, type MicroRequest } from "../runtime/index.js";
 
 export const API_VERSION = "0.2.0";
@@ -23,12 +23,15 @@ const schemas = {
   runsGet: z.strictObject({ run_id: z.string().min(1).max(200) }),
   runsList: z.strictObject({ status: z.enum(["queued", "running", "waiting", "succeeded", "failed", "cancelled"]).optional(), limit: z.number().int().positive().max(500).optional() }),
   runsCancel: z.strictObject({ run_id: z.string().min(1).max(200), reason: z.string().max(1_000).default("cancelled by request"), by: z.string().max(200).default("api") }),
-  tenantsPut: z.strictObject({ id: z.string().min(1).max(32), name: z.string().max(200).optional() }),
+  tenantsPut: z.strictObject({ id: z.string().min(1).max(32), settings: z.unknown().optional() }),
   tenantsList: z.strictObject({}),
+  tenantsState: z.strictObject({ id: z.string().min(1).max(32), reason: z.string().max(1_000).default("operator") }),
+  tenantGet: z.strictObject({}),
+  tenantPut: z.strictObject({ settings: z.unknown() }),
 };
 
 export interface ApiServices {
-  tenants: TenantDirectory;
+  tenants: TenantService;
   definitions: DefinitionStore;
   runs: RunService;
   metrics: NodeMetrics;
@@ -68,11 +71,15 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
   });
   tenantEndpoint("runs_list", "runs.list", schemas.runsList, async (t, b) => ({ outcome: "ok", runs: await services.runs.list(t, b) }));
   tenantEndpoint("runs_cancel", "runs.cancel", schemas.runsCancel, (t, b) => services.runs.cancel(t, b.run_id, b.reason, b.by));
-  service.addEndpoint("tenants_put", {
-    subject: "runway.v1.ops.tenants.put",
-    handler: (req) =>
-      serve(req, schemas.tenantsPut, (b) => (RESERVED.has(b.id) ? Promise.resolve({ outcome: "invalid_input", reason: `${b.id} is reserved` }) : services.tenants.put(b, services.now()))),
-  });
+  tenantEndpoint("tenant_get", "tenant.get", schemas.tenantGet, async (t) => ({ outcome: "found", tenant: await services.tenants.get(t) }));
+  tenantEndpoint("tenant_put", "tenant.put", schemas.tenantPut, (t, b) => services.tenants.put(t, b.settings));
+  service.addEndpoint("tenants_put", { subject: "runway.v1.ops.tenants.put", handler: (req) => serve(req, schemas.tenantsPut, (b) => services.tenants.create(b.id, b.settings)) });
+  for (const to of ["kill", "drain", "resume"] as const) {
+    service.addEndpoint(`tenants_${to}`, {
+      subject: `runway.v1.ops.tenants.${to}`,
+      handler: (req) => serve(req, schemas.tenantsState, async (b) => ((await services.tenants.exists(b.id)) ? services.tenants.setState(b.id, to, b.reason) : { outcome: "tenant_not_found" })),
+    });
+  }
   // Every node answers (its own queue group): `nats req runway.v1.ops.metrics '' --replies 0`.
   service.addEndpoint("metrics", { subject: "runway.v1.ops.metrics", queue: `node-${services.metrics.node}`, handler: (req) => req.respond(JSON.stringify({ outcome: "ok", ...services.metrics.json() })) });
   service.addEndpoint("metrics_prometheus", { subject: "runway.v1.ops.metrics.prometheus", queue: `node-${services.metrics.node}`, handler: (req) => req.respond(services.metrics.prometheus()) });

@@ -36,6 +36,7 @@ export {
   RunSeedSchema,
   MAX_DEPTH,
   STEP_EXECUTE,
+  STEP_READY,
   METRICS_CHANNEL,
   WAIT_GRACE_MS,
   type RunCommand,
@@ -45,6 +46,19 @@ export {
   type RunError,
   type ExecutionContext,
   type ExecuteRequest,
+  type ReadyTicket,
   type DefinitionRef,
   type Lane,
 } from "./execution/index.js";
+export {
+  tenantMachine,
+  tenantView,
+  TenantCommandSchema,
+  TenantSettingsPatchSchema,
+  type TenantContext,
+  type TenantView,
+  type TenantSettings,
+  type TenantAnswer,
+  type AdmitAnswer,
+} from "./tenant/index.js";
+export { emptyScheduler, enqueue, next, release, metrics as schedulerMetrics, type SchedulerState, type SchedulerConfig, type TenantPolicy, type Ticket, type TokenBucket } from "./scheduler/index.js";

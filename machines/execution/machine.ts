@@ -43,11 +43,21 @@ export const executionMachine = setup({
     childIsCurrent: ({ context, event }) => event.type === "child.settled" && context.run?.nodes[event.node]?.s === "active" && context.run.nodes[event.node]?.child === event.child,
     recoverable: ({ context }) =>
       Object.values(context.run?.nodes ?? {}).some(
-        (n) => n.s === "active" && (n.step?.status === "leased" || n.step?.status === "running" || (n.items?.some((i) => i.step.status === "leased" || i.step.status === "running") ?? false)),
+        (n) =>
+          n.s === "active" &&
+          (n.step?.status === "leased" || n.step?.status === "running" || n.offered !== undefined || (n.items?.some((i) => i.step.status === "leased" || i.step.status === "running" || i.offered !== undefined) ?? false)),
       ),
+    leaseIsCurrent: ({ context, event }) => {
+      if (event.type !== "step.lease") return false;
+      const n = context.run?.nodes[event.node];
+      if (!n || n.s !== "active") return false;
+      const holder = event.item === undefined ? n : n.items?.[event.item];
+      return !!holder?.step && holder.step.status === "ready" && holder.offered === event.attempt && (holder.step.not_before === null || holder.step.not_before <= event.now);
+    },
   },
   actions: {
     answerStale: emit({ type: "runway.answer", value: { outcome: "stale_lease" } } as never),
+    answerNotReady: emit({ type: "runway.answer", value: { outcome: "not_ready" } } as never),
     reduce: enqueueActions(({ context, event, enqueue }) => {
       const next = reduce(context, event);
       enqueue.assign(() => next.context);
@@ -66,6 +76,7 @@ export const executionMachine = setup({
         // A report from an attempt that is no longer current is answered, never applied.
         "step.result": [{ guard: "resultIsCurrent", actions: "reduce" }, { actions: "answerStale" }],
         "step.heartbeat": [{ guard: "heartbeatIsCurrent", actions: "reduce" }, { actions: "answerStale" }],
+        "step.lease": [{ guard: "leaseIsCurrent", actions: "reduce" }, { actions: "answerNotReady" }],
         "timer.fired": { guard: "timerIsCurrent", actions: "reduce" },
         "child.settled": { guard: "childIsCurrent", actions: "reduce" },
         "run.cancel": { actions: "reduce" },

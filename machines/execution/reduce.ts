@@ -16,13 +16,15 @@ import {
   type PlanNode,
   type Scope,
 } from "../workflow/index.js";
-import type { ExecuteRequest, ExecutionContext, ExecutionEvent, NodeRun, RunContext, RunError } from "./types.js";
+import type { ExecuteRequest, ExecutionContext, ExecutionEvent, NodeRun, ReadyTicket, RunContext, RunError } from "./types.js";
 
 /** Deepest allowed run tree (a top-level run is depth 0). */
 export const MAX_DEPTH = 5;
 /** How long past its last wake-up a parked run may sit before the wait sweep ends it. */
 export const WAIT_GRACE_MS = 60_000;
 export const STEP_EXECUTE = "step.execute";
+/** Local effect channel: a ready attempt offered to the node's fair scheduler. */
+export const STEP_READY = "step.ready";
 /** Local effect channel for node metrics the machine alone can see (e.g. a lease that lapsed). */
 export const METRICS_CHANNEL = "metrics";
 /** Extra attempts a step gets for attempts lost with their worker (crash, takeover). */
@@ -73,6 +75,10 @@ export function reduce(context: ExecutionContext, event: ExecutionEvent): { cont
       break;
     case "step.heartbeat":
       onHeartbeat(d, event);
+      break;
+    case "step.lease":
+      onLease(d, event);
+      advance(d);
       break;
   }
   return { context: { run: d.run }, effects: d.effects };
@@ -264,11 +270,55 @@ function leaseTimer(d: Draft, node: PlanNode, holder: { step?: StepState; lease_
   });
 }
 
+type Holder = { step?: StepState; lease_expires_at?: number; offered?: number };
+
 /**
- * Leases a ready attempt (a new lease epoch), arms its lease timer and hands it to this node's
- * executor; a step still in backoff gets a retry timer instead.
+ * Makes a ready attempt run: offered to the node's fair scheduler when the engine schedules
+ * (the scheduler answers with `step.lease`), leased at once otherwise. A step still in backoff
+ * gets a retry timer instead.
  */
-function lease(d: Draft, node: PlanNode, holder: { step?: StepState; lease_expires_at?: number }, item: number | undefined, input: unknown): void {
+function lease(d: Draft, node: PlanNode, holder: Holder, item: number | undefined, input: unknown): void {
+  if (d.event.scheduled && (node.kind === "code" || node.kind === "map")) return offer(d, node, holder, item);
+  leaseNow(d, node, holder, item, input);
+}
+
+function classOf(lane: RunContext["lane"]): "interactive" | "automation" | "migration" {
+  return lane === "interactive" ? "interactive" : lane === "migration" ? "migration" : "automation";
+}
+
+function offer(d: Draft, node: PlanNode, holder: Holder, item: number | undefined): void {
+  const step = holder.step!;
+  if (step.status !== "ready") return;
+  if (step.not_before !== null && step.not_before > d.now) {
+    d.effects.push({ type: "runway.timer.set", name: timerName(node.id, item), at: step.not_before, event: { type: "timer.fired", kind: "retry", node: node.id, ...(item !== undefined ? { item } : {}) } });
+    return;
+  }
+  const attempt = step.attempt + 1;
+  if (holder.offered === attempt) return;
+  holder.offered = attempt;
+  const r = d.run;
+  d.effects.push({
+    type: "runway.local",
+    channel: STEP_READY,
+    payload: <ReadyTicket>{
+      id: `${r.id}/${node.id}${item !== undefined ? `[${item}]` : ""}/${attempt}`,
+      run: r.id,
+      node: node.id,
+      ...(item !== undefined ? { item } : {}),
+      attempt,
+      tenant: r.tenant,
+      project: "default",
+      class: classOf(r.lane),
+      priority: 5,
+      deadline: null,
+      cost: 1,
+      enqueued_at: d.now,
+    },
+  });
+}
+
+/** READY → LEASED with a new lease epoch; arms the lease timer and hands the attempt to the executor. */
+function leaseNow(d: Draft, node: PlanNode, holder: Holder, item: number | undefined, input: unknown, ticket?: string): void {
   const r = applyStepOp(holder.step!, { op: "lease", now: d.now });
   if (r.outcome !== "moved") {
     if (r.code === "not_before") d.effects.push({ type: "runway.timer.set", name: timerName(node.id, item), at: r.not_before, event: { type: "timer.fired", kind: "retry", node: node.id, ...(item !== undefined ? { item } : {}) } });
@@ -276,6 +326,7 @@ function lease(d: Draft, node: PlanNode, holder: { step?: StepState; lease_expir
   }
   const s = r.state;
   holder.step = s;
+  delete holder.offered;
   if (node.kind !== "code" && node.kind !== "map") return;
   holder.lease_expires_at = d.now + leaseTtl(d, node);
   leaseTimer(d, node, holder, item);
@@ -294,25 +345,46 @@ function lease(d: Draft, node: PlanNode, holder: { step?: StepState; lease_expir
       timeout_ms: node.timeout_ms,
       cancellation_epoch: d.run.cancellation_epoch,
       lease_expires_at: holder.lease_expires_at,
+      ...(ticket ? { ticket } : {}),
     },
   });
   publish(d, "step_started", { node: node.id, ...(item !== undefined ? { item } : {}), attempt: s.attempt });
+}
+
+/** The scheduler's grant for an offered attempt. */
+function onLease(d: Draft, e: Extract<ExecutionEvent, { type: "step.lease" }>): void {
+  const node = d.byId.get(e.node)!;
+  const n = d.run.nodes[e.node]!;
+  const holder = e.item === undefined ? n : n.items![e.item]!;
+  const scope = scopeOf(d.run);
+  let input: { ok: true; value: unknown } | { ok: false; path: string };
+  if (node.kind === "map") {
+    const list = mapItems(node, scope);
+    input = list.ok ? mapItemInput(node, scope, list.items[e.item ?? 0], e.item ?? 0) : { ok: false, path: node.items };
+  } else {
+    input = resolveTemplate(("input" in node ? node.input : null) ?? null, scope);
+  }
+  if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` }, true);
+  const ticket = `${d.run.id}/${e.node}${e.item !== undefined ? `[${e.item}]` : ""}/${e.attempt}`;
+  leaseNow(d, node, holder, e.item, input.value, ticket);
+  const s = holder.step!;
+  d.effects.push({ type: "runway.answer", value: { outcome: "leased", attempt: s.attempt, lease_epoch: s.lease_epoch } });
 }
 
 /** Keeps up to `concurrency` items of a map in flight, in input order; settles the map when every item has. */
 function pumpMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>): void {
   const n = d.run.nodes[node.id]!;
   const items = n.items!;
-  let inFlight = items.filter((i) => i.step.status === "leased" || i.step.status === "running").length;
+  let inFlight = items.filter((i) => i.step.status === "leased" || i.step.status === "running" || (i.step.status === "ready" && i.offered !== undefined)).length;
   const scope = scopeOf(d.run);
   const list = mapItems(node, scope);
   for (let i = 0; i < items.length && inFlight < node.concurrency; i++) {
     const it = items[i]!;
-    if (it.step.status !== "ready") continue;
+    if (it.step.status !== "ready" || it.offered !== undefined) continue;
     const input = list.ok ? mapItemInput(node, scope, list.items[i], i) : ({ ok: false, path: node.items } as const);
     if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` }, true);
     lease(d, node, it, i, input.value);
-    if ((it.step.status as string) === "leased") inFlight++;
+    if ((it.step.status as string) === "leased" || it.offered !== undefined) inFlight++;
   }
   if (items.every((i) => i.step.status === "succeeded" || i.step.status === "failed" || i.step.status === "cancelled")) {
     const failed = items.flatMap((it, i) => (it.step.status === "succeeded" ? [] : [i]));
@@ -442,6 +514,16 @@ function onCancel(d: Draft, reason: string, by: string): void {
 
 /** After a restart or takeover: attempts that lived in the lost process fail as `worker_lost` and retry now. */
 function onRecover(d: Draft): void {
+  // Offers to the lost process's scheduler are gone too: offer again.
+  for (const n of Object.values(d.run.nodes)) {
+    if (n.offered !== undefined) delete n.offered;
+    for (const it of n.items ?? []) if (it.offered !== undefined) delete it.offered;
+  }
+  for (const node of d.plan.nodes) {
+    const n = d.run.nodes[node.id]!;
+    if (n.s !== "active") continue;
+    if (node.kind === "code" && n.step?.status === "ready") lease(d, node, n, undefined, null);
+  }
   const lost: StepError = { code: "worker_lost", message: "the node running this attempt stopped", retryable: true };
   for (const node of d.plan.nodes) {
     const n = d.run.nodes[node.id]!;
@@ -527,7 +609,11 @@ function finish(d: Draft, status: "succeeded" | "failed", error?: RunError): voi
 
 function notifyParent(d: Draft): void {
   const r = d.run;
-  if (!r.parent_run_id || !r.parent_node) return;
+  if (!r.parent_run_id || !r.parent_node) {
+    // A top-level run was admitted by its tenant: give the slot back.
+    d.effects.push({ type: "runway.send", to: { kind: "tenant", id: r.tenant }, event: { type: "tenant.run_ended", run_id: r.id, project: "default" } });
+    return;
+  }
   const status = r.lifecycle.status as "succeeded" | "failed" | "cancelled";
   d.effects.push({
     type: "runway.send",

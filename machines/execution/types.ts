@@ -20,6 +20,8 @@ export interface ItemRun {
   output?: unknown;
   /** While leased or running: when the lease lapses unless a heartbeat renews it. */
   lease_expires_at?: number;
+  /** The attempt offered to the node's scheduler and not yet leased. */
+  offered?: number;
 }
 
 export interface NodeRun {
@@ -28,6 +30,8 @@ export interface NodeRun {
   step?: StepState;
   /** Code nodes, while leased or running: when the lease lapses unless a heartbeat renews it. */
   lease_expires_at?: number;
+  /** Code nodes: the attempt offered to the node's scheduler and not yet leased. */
+  offered?: number;
   /** Map nodes: one attempt lifecycle per item, in input order. */
   items?: ItemRun[];
   output?: unknown;
@@ -39,7 +43,7 @@ export interface NodeRun {
   fatal?: boolean;
 }
 
-export type Lane = "interactive" | "batch";
+export type Lane = "interactive" | "batch" | "migration";
 
 export interface DefinitionRef {
   name: string;
@@ -84,7 +88,7 @@ export const RunSeedSchema = z.object({
   definition: z.object({ name: z.string(), version: z.number().int().positive(), digest: z.string() }),
   source: z.string(),
   start_key: z.string(),
-  lane: z.enum(["interactive", "batch"]),
+  lane: z.enum(["interactive", "batch", "migration"]),
   input: z.unknown(),
 });
 export type RunSeed = z.infer<typeof RunSeedSchema>;
@@ -130,6 +134,8 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     error: z.object({ code: z.string(), message: z.string() }).passthrough().optional(),
   }),
   z.object({ type: z.literal("run.cancel"), reason: z.string().max(1_000), by: z.string().max(200) }),
+  /** The node's scheduler grants the offered attempt a worker slot: READY → LEASED, a new lease epoch. */
+  z.object({ type: z.literal("step.lease"), node: z.string(), item: z.number().int().nonnegative().optional(), attempt: z.number().int().positive() }),
   z.object({ type: z.literal("run.recover"), reason: z.string().max(200) }),
 ]);
 export type RunCommand = z.infer<typeof RunCommandSchema>;
@@ -144,6 +150,24 @@ export interface Prepared {
   child_definitions?: Record<string, DefinitionRef>;
   /** Engine setting: an attempt's lease lasts this long past its last heartbeat (default: the node's timeout + 5 s). */
   lease_ttl_ms?: number;
+  /** Engine setting: ready attempts are offered to the node's fair scheduler instead of being leased at once. */
+  scheduled?: boolean;
+}
+
+/** A ready attempt offered to the node's scheduler (a `runway.local` effect on channel `step.ready`). */
+export interface ReadyTicket {
+  id: string;
+  run: string;
+  node: string;
+  item?: number;
+  attempt: number;
+  tenant: string;
+  project: string;
+  class: "interactive" | "automation" | "migration";
+  priority: number;
+  deadline: number | null;
+  cost: number;
+  enqueued_at: number;
 }
 
 export type ExecutionEvent = RunCommand & Prepared;
@@ -162,6 +186,8 @@ export interface ExecuteRequest {
   cancellation_epoch: number;
   /** The lease lapses at this instant unless a heartbeat renews it. */
   lease_expires_at: number;
+  /** The scheduler ticket this attempt was leased under, when scheduled. */
+  ticket?: string;
 }
 
 export type { StepError, StepState };

@@ -21,6 +21,7 @@ export {
   schedulerViolations,
   type SchedulerState,
   type TenantQueue,
+  type TicketLocation,
   type QueuedTicket,
   type PriorityLevels,
   type ClassCounts,

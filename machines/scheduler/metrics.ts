@@ -27,7 +27,7 @@ export function metrics(state: SchedulerState, now: number): SchedulerMetrics {
   const running: [string, number][] = [];
   let total = 0;
   for (const [name, tenant] of Object.entries(state.tenants)) {
-    if (tenant.running > 0) running.push([name, tenant.running]);
+    if (tenant.leased.length > 0) running.push([name, tenant.leased.length]);
     const counts = { ...tenant.queued };
     const waits: Partial<Record<TicketClass, number>> = {};
     let any = false;

@@ -82,7 +82,7 @@ function ahead(a: QueuedTicket, b: QueuedTicket): boolean {
 }
 
 function schedulable(policy: TenantPolicy | undefined, tenant: TenantQueue): policy is TenantPolicy {
-  return policy !== undefined && !policy.killed && !policy.draining && policy.weight > 0 && tenant.running < policy.max_concurrency;
+  return policy !== undefined && !policy.killed && !policy.draining && policy.weight > 0 && tenant.leased.length < policy.max_concurrency;
 }
 
 type QuotaCheck = { ok: true; bucket: TokenBucket | undefined } | { ok: false; ready_at: number };

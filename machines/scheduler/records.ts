@@ -11,12 +11,10 @@ export function withKey<V>(record: Readonly<Record<string, V>>, key: string, val
   return { ...record, [key]: value };
 }
 
-/** A copy without `key`. */
+/** A copy without `key` (rebuilt rather than `delete`d, which would leave V8 a slow dictionary object). */
 export function withoutKey<V>(record: Readonly<Record<string, V>>, key: string): Record<string, V> {
   if (!Object.hasOwn(record, key)) return record as Record<string, V>;
-  const copy = { ...record };
-  delete copy[key];
-  return copy;
+  return Object.fromEntries(Object.entries(record).filter(([k]) => k !== key));
 }
 
 /** `record[key] + delta`, dropping the key when it reaches zero. */

@@ -18,10 +18,30 @@ export interface TenantQueue {
   readonly vtime: number;
   readonly queued: ClassCounts;
   readonly lanes: Readonly<Record<TicketClass, PriorityLevels>>;
-  readonly running: number;
   readonly running_by_project: Readonly<Record<string, number>>;
-  /** Leased tickets by id, so `release` is idempotent and exact. */
-  readonly leased: Readonly<Record<string, Ticket>>;
+  /** The tenant's leased tickets (its running count is their number), so `release` is idempotent and exact. */
+  readonly leased: readonly Ticket[];
+}
+
+/** Where a queued ticket sits. */
+export interface TicketLocation {
+  readonly id: string;
+  readonly tenant: string;
+  readonly cls: TicketClass;
+  readonly priority: number;
+}
+
+/**
+ * Queued ticket ids are indexed in this many shards (short arrays: copying and scanning one is
+ * cheaper than copying a keyed object), so an update copies ~1/64 of the index.
+ */
+export const INDEX_SHARDS = 64;
+
+/** FNV-1a of the id, modulo the shard count. */
+export function indexShard(id: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
+  return (h >>> 0) % INDEX_SHARDS;
 }
 
 /**
@@ -35,6 +55,8 @@ export interface SchedulerState {
   /** Monotone virtual-time floor: the smallest virtual time among schedulable backlogged tenants at the last decision. */
   readonly vfloor: number;
   readonly tenants: Readonly<Record<string, TenantQueue>>;
+  /** Every queued ticket's location, in shard `indexShard(id)`. */
+  readonly index: readonly (readonly TicketLocation[])[];
   readonly running: number;
   readonly running_by_class: ClassCounts;
   /** Leases granted, all time. */
@@ -52,12 +74,28 @@ const EMPTY_LANES: TenantQueue["lanes"] = Object.freeze({
   migration: EMPTY_LEVELS,
 });
 
+const EMPTY_INDEX: SchedulerState["index"] = Object.freeze(Array.from({ length: INDEX_SHARDS }, () => Object.freeze([] as TicketLocation[])));
+
 export function emptyScheduler(): SchedulerState {
-  return { seq: 0, vfloor: 0, tenants: {}, running: 0, running_by_class: ZERO_COUNTS, leases: 0, starvation_events: 0 };
+  return { seq: 0, vfloor: 0, tenants: {}, index: EMPTY_INDEX, running: 0, running_by_class: ZERO_COUNTS, leases: 0, starvation_events: 0 };
 }
 
 function emptyTenant(vtime: number): TenantQueue {
-  return { vtime, queued: ZERO_COUNTS, lanes: EMPTY_LANES, running: 0, running_by_project: {}, leased: {} };
+  return { vtime, queued: ZERO_COUNTS, lanes: EMPTY_LANES, running_by_project: {}, leased: [] };
+}
+
+function locate(state: SchedulerState, id: string): TicketLocation | undefined {
+  return state.index[indexShard(id)]?.find((l) => l.id === id);
+}
+
+/** The index with `id` added (`location`) or dropped (undefined). */
+function indexed(state: SchedulerState, id: string, location: TicketLocation | undefined): SchedulerState["index"] {
+  const at = indexShard(id);
+  const shard = (state.index[at] ?? []).filter((l) => l.id !== id);
+  if (location) shard.push(location);
+  const copy = state.index.slice();
+  copy[at] = shard;
+  return copy;
 }
 
 /** Priority clamped to an integer in 0..MAX_PRIORITY (a malformed one counts as 0). */
@@ -80,16 +118,9 @@ function bump(counts: ClassCounts, cls: TicketClass, delta: number): ClassCounts
   return { ...counts, [cls]: counts[cls] + delta };
 }
 
-function findQueued(tenant: TenantQueue, id: string): { cls: TicketClass; priority: number; index: number } | undefined {
-  for (const cls of TICKET_CLASSES) {
-    if (tenant.queued[cls] === 0) continue;
-    const levels = tenant.lanes[cls];
-    for (let priority = 0; priority < levels.length; priority++) {
-      const index = (levels[priority] ?? []).findIndex((q) => q.ticket.id === id);
-      if (index >= 0) return { cls, priority, index };
-    }
-  }
-  return undefined;
+function levelIndex(level: readonly QueuedTicket[], id: string): number {
+  for (let i = 0; i < level.length; i++) if ((level[i] as QueuedTicket).ticket.id === id) return i;
+  return -1;
 }
 
 /** Insert keeping (enqueued_at, seq) order; a later seq goes after equal enqueue times. */
@@ -114,34 +145,42 @@ function withLevel(tenant: TenantQueue, cls: TicketClass, priority: number, leve
 
 /** Put a tenant back, dropping it when it holds nothing and owes nothing (its vtime ≤ the floor). */
 export function settleTenant(state: SchedulerState, name: string, tenant: TenantQueue): Readonly<Record<string, TenantQueue>> {
-  const idle = tenant.running === 0 && queuedTotal(tenant) === 0 && tenant.vtime <= state.vfloor;
+  const idle = tenant.leased.length === 0 && queuedTotal(tenant) === 0 && tenant.vtime <= state.vfloor;
   return idle ? withoutKey(state.tenants, name) : withKey(state.tenants, name, tenant);
 }
 
 /**
- * Queue a ready ticket. Idempotent by id: a ticket already queued or leased for its tenant is
- * ignored (the state is returned as is). `cost` defaults to 1, `priority` is clamped to 0..9.
+ * Queue a ready ticket. Idempotent by id: a ticket id already queued (for any tenant) or leased
+ * by its tenant is ignored and the state returned as is. `cost` defaults to 1 (as does a
+ * non-positive one); `priority` is clamped to 0..9. O(1) apart from copying the one priority
+ * level the ticket joins.
  */
 export function enqueue(state: SchedulerState, input: TicketInput): SchedulerState {
   const ticket = normalise(input);
+  if (locate(state, ticket.id)) return state;
   const existing = own(state.tenants, ticket.tenant);
-  if (existing && (own(existing.leased, ticket.id) !== undefined || findQueued(existing, ticket.id))) return state;
+  if (existing && existing.leased.some((t) => t.id === ticket.id)) return state;
   const tenant = existing ?? emptyTenant(state.vfloor);
   const level = tenant.lanes[ticket.class][ticket.priority] ?? [];
   const next = withLevel(tenant, ticket.class, ticket.priority, insertByAge(level, { ticket, seq: state.seq }), 1);
-  return { ...state, seq: state.seq + 1, tenants: withKey(state.tenants, ticket.tenant, next) };
+  return {
+    ...state,
+    seq: state.seq + 1,
+    tenants: withKey(state.tenants, ticket.tenant, next),
+    index: indexed(state, ticket.id, { id: ticket.id, tenant: ticket.tenant, cls: ticket.class, priority: ticket.priority }),
+  };
 }
 
 /** Drop a queued ticket (a cancelled run). Unknown or already-leased ids leave the state as is. */
 export function remove(state: SchedulerState, ticketId: string): SchedulerState {
-  for (const [name, tenant] of Object.entries(state.tenants)) {
-    const at = findQueued(tenant, ticketId);
-    if (!at) continue;
-    const level = tenant.lanes[at.cls][at.priority] ?? [];
-    const next = withLevel(tenant, at.cls, at.priority, [...level.slice(0, at.index), ...level.slice(at.index + 1)], -1);
-    return { ...state, tenants: settleTenant(state, name, next) };
-  }
-  return state;
+  const at = locate(state, ticketId);
+  const tenant = at && own(state.tenants, at.tenant);
+  if (!at || !tenant) return state;
+  const level = tenant.lanes[at.cls][at.priority] ?? [];
+  const i = levelIndex(level, ticketId);
+  if (i < 0) return state;
+  const next = withLevel(tenant, at.cls, at.priority, [...level.slice(0, i), ...level.slice(i + 1)], -1);
+  return { ...state, tenants: settleTenant(state, at.tenant, next), index: indexed(state, ticketId, undefined) };
 }
 
 /** Take the ticket at (cls, priority, index) out of the queue and record it as leased. */
@@ -154,15 +193,15 @@ export function leaseAt(state: SchedulerState, name: string, tenant: TenantQueue
   const next: TenantQueue = {
     ...dequeued,
     vtime,
-    running: tenant.running + 1,
     running_by_project: addCount(tenant.running_by_project, ticket.project, 1),
-    leased: withKey(tenant.leased, ticket.id, ticket),
+    leased: [...tenant.leased, ticket],
   };
   return {
     ticket,
     state: {
       ...state,
       tenants: withKey(state.tenants, name, next),
+      index: indexed(state, ticket.id, undefined),
       running: state.running + 1,
       running_by_class: bump(state.running_by_class, cls, 1),
       leases: state.leases + 1,
@@ -176,13 +215,13 @@ export function leaseAt(state: SchedulerState, name: string, tenant: TenantQueue
  */
 export function release(state: SchedulerState, ticket: Pick<Ticket, "id" | "tenant">): SchedulerState {
   const tenant = own(state.tenants, ticket.tenant);
-  const leased = tenant && own(tenant.leased, ticket.id);
+  const i = tenant ? tenant.leased.findIndex((t) => t.id === ticket.id) : -1;
+  const leased = tenant?.leased[i];
   if (!tenant || !leased) return state;
   const next: TenantQueue = {
     ...tenant,
-    running: tenant.running - 1,
     running_by_project: addCount(tenant.running_by_project, leased.project, -1),
-    leased: withoutKey(tenant.leased, leased.id),
+    leased: [...tenant.leased.slice(0, i), ...tenant.leased.slice(i + 1)],
   };
   return {
     ...state,
@@ -199,6 +238,7 @@ export function release(state: SchedulerState, ticket: Pick<Ticket, "id" | "tena
 export function schedulerViolations(state: SchedulerState): string[] {
   const out: string[] = [];
   let running = 0;
+  let queued = 0;
   const byClass: Record<TicketClass, number> = { ...ZERO_COUNTS };
   for (const [name, tenant] of Object.entries(state.tenants)) {
     for (const cls of TICKET_CLASSES) {
@@ -206,28 +246,33 @@ export function schedulerViolations(state: SchedulerState): string[] {
       tenant.lanes[cls].forEach((level, priority) => {
         count += level.length;
         level.forEach((q, i) => {
-          if (q.ticket.tenant !== name || q.ticket.class !== cls || q.ticket.priority !== priority) out.push(`${q.ticket.id}: misplaced`);
+          const { ticket } = q;
+          if (ticket.tenant !== name || ticket.class !== cls || ticket.priority !== priority) out.push(`${ticket.id}: misplaced`);
+          const where = locate(state, ticket.id);
+          if (!where || where.tenant !== name || where.cls !== cls || where.priority !== priority) out.push(`${ticket.id}: index disagrees`);
           const prev = level[i - 1];
-          const late = prev && (prev.ticket.enqueued_at > q.ticket.enqueued_at || (prev.ticket.enqueued_at === q.ticket.enqueued_at && prev.seq >= q.seq));
-          if (late) out.push(`${q.ticket.id}: out of order`);
-          if (q.seq >= state.seq) out.push(`${q.ticket.id}: seq ahead of counter`);
+          const late = prev && (prev.ticket.enqueued_at > ticket.enqueued_at || (prev.ticket.enqueued_at === ticket.enqueued_at && prev.seq >= q.seq));
+          if (late) out.push(`${ticket.id}: out of order`);
+          if (q.seq >= state.seq) out.push(`${ticket.id}: seq ahead of counter`);
         });
       });
+      queued += count;
       if (count !== tenant.queued[cls]) out.push(`${name}/${cls}: queued ${tenant.queued[cls]} but holds ${count}`);
     }
-    const leased = Object.values(tenant.leased);
     const byProject = new Map<string, number>();
-    for (const t of leased) {
+    for (const t of tenant.leased) {
+      if (t.tenant !== name) out.push(`${t.id}: leased under the wrong tenant`);
       byProject.set(t.project, (byProject.get(t.project) ?? 0) + 1);
       byClass[t.class] += 1;
     }
-    running += leased.length;
-    if (leased.length !== tenant.running) out.push(`${name}: running ${tenant.running} but holds ${leased.length}`);
+    running += tenant.leased.length;
     const projects = new Set([...byProject.keys(), ...Object.keys(tenant.running_by_project)]);
     for (const p of projects) {
       if (byProject.get(p) !== own(tenant.running_by_project, p)) out.push(`${name}/${p}: project count drifted`);
     }
   }
+  const indexed = state.index.reduce((n, shard) => n + shard.length, 0);
+  if (state.index.length !== INDEX_SHARDS || indexed !== queued) out.push(`index holds ${indexed} ids for ${queued} queued tickets`);
   if (running !== state.running) out.push(`running ${state.running} but ${running} leased`);
   for (const cls of TICKET_CLASSES) if (byClass[cls] !== state.running_by_class[cls]) out.push(`running ${cls} drifted`);
   return out;

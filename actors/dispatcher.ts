@@ -1,0 +1,107 @@
+import { emptyScheduler, enqueue, next, release, schedulerMetrics, type ReadyTicket, type SchedulerConfig, type SchedulerState, type TenantPolicy, type Ticket, type TokenBucket } from "../machines/index.js";
+import type { ActorHost, Clock, Logger } from "../runtime/index.js";
+import { RUN_KIND } from "./run-actor.js";
+
+export const DEFAULT_SCHEDULER: SchedulerConfig = { slots: 16, interactive_reserve: 2, migration_cap: 4, aging_ms: 10_000 };
+
+/**
+ * The node's fair scheduler at work: run actors offer ready attempts (tickets); the pure policy
+ * of `machines/scheduler` picks which one gets a free worker slot (interactive reserve, tenant
+ * weighted fair share by cost, caps, priority and deadline, aging, migration on idle
+ * capacity, provider buckets); the winner's run is asked to lease it (READY → LEASED, a new
+ * lease epoch), and the slot is held until the attempt ends. Tickets live in memory: after a
+ * crash, recovery of the partition offers its ready attempts again. A ticket whose run moved
+ * on (cancelled, partition lost) is refused by the run and its slot freed.
+ */
+export class Dispatcher {
+  private state: SchedulerState = emptyScheduler();
+  private buckets: Record<string, TokenBucket> = {};
+  private readonly leased = new Map<string, Ticket & { run: string; node: string; item?: number }>();
+  private readonly offered = new Map<string, ReadyTicket>();
+  private wake: NodeJS.Timeout | undefined;
+  private pumping = false;
+  /** Leases granted per tenant, and the order of the last decisions (bounded), for tests and metrics. */
+  readonly leasesByTenant = new Map<string, number>();
+  readonly recent: { tenant: string; class: string; at: number }[] = [];
+
+  constructor(
+    private readonly deps: {
+      host: ActorHost;
+      clock: Clock;
+      logger: Logger;
+      config: SchedulerConfig;
+      policy(tenant: string): TenantPolicy | undefined;
+    },
+  ) {}
+
+  offer(ticket: ReadyTicket): void {
+    if (this.offered.has(ticket.id) || this.leased.has(ticket.id)) return;
+    this.offered.set(ticket.id, ticket);
+    this.state = enqueue(this.state, ticket);
+    this.pump();
+  }
+
+  /** The attempt leased under `ticketId` ended (or will never start): its slot is free again. */
+  done(ticketId: string): void {
+    const t = this.leased.get(ticketId);
+    if (!t) return;
+    this.leased.delete(ticketId);
+    this.state = release(this.state, t);
+    this.pump();
+  }
+
+  metrics(now: number) {
+    return schedulerMetrics(this.state, now);
+  }
+
+  private pump(): void {
+    if (this.pumping) return;
+    this.pumping = true;
+    try {
+      for (;;) {
+        const decision = next(this.state, { now: this.deps.clock.now(), config: this.deps.config, tenants: (t) => this.deps.policy(t), buckets: this.buckets });
+        this.state = decision.state;
+        this.buckets = { ...decision.buckets };
+        if (decision.decision === "idle") {
+          if (decision.wake_at !== undefined) this.arm(decision.wake_at);
+          return;
+        }
+        const offered = this.offered.get(decision.ticket.id);
+        this.offered.delete(decision.ticket.id);
+        if (!offered) {
+          this.state = release(this.state, decision.ticket);
+          continue;
+        }
+        this.leased.set(offered.id, { ...decision.ticket, run: offered.run, node: offered.node, ...(offered.item !== undefined ? { item: offered.item } : {}) });
+        this.leasesByTenant.set(offered.tenant, (this.leasesByTenant.get(offered.tenant) ?? 0) + 1);
+        this.recent.push({ tenant: offered.tenant, class: offered.class, at: this.deps.clock.now() });
+        if (this.recent.length > 20_000) this.recent.splice(0, this.recent.length - 20_000);
+        void this.grant(offered);
+      }
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  private arm(at: number): void {
+    if (this.wake) clearTimeout(this.wake);
+    this.wake = setTimeout(() => {
+      this.wake = undefined;
+      this.pump();
+    }, Math.max(1, at - this.deps.clock.now()));
+    this.wake.unref();
+  }
+
+  private async grant(t: ReadyTicket): Promise<void> {
+    const event: Record<string, unknown> = { type: "step.lease", node: t.node, attempt: t.attempt };
+    if (t.item !== undefined) event.item = t.item;
+    const answer = await this.deps.host.dispatch({ kind: RUN_KIND, id: t.run }, event, `lease/${t.id}`);
+    const leased = answer.outcome === "applied" && (answer.value as { outcome?: string } | undefined)?.outcome === "leased";
+    // Not leased: the run moved on (cancelled, already leased, partition lost). The slot is free.
+    if (!leased) this.done(t.id);
+  }
+
+  stop(): void {
+    if (this.wake) clearTimeout(this.wake);
+  }
+}
