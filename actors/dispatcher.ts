@@ -17,12 +17,16 @@ export class Dispatcher {
   private state: SchedulerState = emptyScheduler();
   private buckets: Record<string, TokenBucket> = {};
   private readonly leased = new Map<string, Ticket & { run: string; node: string; item?: number }>();
-  private readonly offered = new Map<string, ReadyTicket>();
+  private readonly offered = new Map<string, ReadyTicket & { offered_seq: number }>();
+  private decisions = 0;
   private wake: NodeJS.Timeout | undefined;
+  /** Tenant policies change elsewhere (resume, new weights): queued work is looked at again periodically. */
+  private readonly tick: NodeJS.Timeout;
   private pumping = false;
   /** Leases granted per tenant, and the order of the last decisions (bounded), for tests and metrics. */
   readonly leasesByTenant = new Map<string, number>();
-  readonly recent: { tenant: string; class: string; at: number }[] = [];
+  /** Each lease with the decision number at which its ticket was offered (for order assertions). */
+  readonly recent: { tenant: string; class: string; seq: number; offered_seq: number }[] = [];
 
   constructor(
     private readonly deps: {
@@ -32,11 +36,14 @@ export class Dispatcher {
       config: SchedulerConfig;
       policy(tenant: string): TenantPolicy | undefined;
     },
-  ) {}
+  ) {
+    this.tick = setInterval(() => this.offered.size > 0 && this.pump(), 250);
+    this.tick.unref();
+  }
 
   offer(ticket: ReadyTicket): void {
     if (this.offered.has(ticket.id) || this.leased.has(ticket.id)) return;
-    this.offered.set(ticket.id, ticket);
+    this.offered.set(ticket.id, { ...ticket, offered_seq: this.decisions });
     this.state = enqueue(this.state, ticket);
     this.pump();
   }
@@ -74,7 +81,7 @@ export class Dispatcher {
         }
         this.leased.set(offered.id, { ...decision.ticket, run: offered.run, node: offered.node, ...(offered.item !== undefined ? { item: offered.item } : {}) });
         this.leasesByTenant.set(offered.tenant, (this.leasesByTenant.get(offered.tenant) ?? 0) + 1);
-        this.recent.push({ tenant: offered.tenant, class: offered.class, at: this.deps.clock.now() });
+        this.recent.push({ tenant: offered.tenant, class: offered.class, seq: ++this.decisions, offered_seq: offered.offered_seq });
         if (this.recent.length > 20_000) this.recent.splice(0, this.recent.length - 20_000);
         void this.grant(offered);
       }
@@ -103,5 +110,6 @@ export class Dispatcher {
 
   stop(): void {
     if (this.wake) clearTimeout(this.wake);
+    clearInterval(this.tick);
   }
 }

@@ -120,6 +120,11 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
           stop: () => new Promise<void>((r) => (http ? http.close(() => r()) : r())),
         },
         {
+          name: "dispatcher",
+          start: () => undefined,
+          stop: () => dispatcher?.stop(),
+        },
+        {
           name: "api",
           start: async () => {
             if (config.api === false) return;
