@@ -11,6 +11,8 @@ export interface RunwayNodeConfig {
   /** Handler modules (paths), each `export const handlers = { name: async (ctx) => … }`. */
   handlers: readonly string[];
   threads?: number;
+  /** Attempts one pool thread interleaves (default 8): agent handlers mostly await I/O. */
+  tasksPerThread?: number;
   replicas?: number;
   leaseTtlMs?: number;
   clock?: Clock;
@@ -46,7 +48,9 @@ export interface RunwayWorkflowNode {
 export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayWorkflowNode> {
   const logger = config.logger ?? createLogger(`node:${config.name}`);
   const clock = config.clock ?? systemClock;
-  const pool = new StepPool({ handlerModules: config.handlers.map((h) => resolve(h)), threads: config.threads ?? 2, onHeartbeat: (ref) => executor?.heartbeat(ref) });
+  // Every scheduler slot can run at once: the scheduler, not the pool's FIFO, decides who waits.
+  const tasksPerThread = config.tasksPerThread ?? 8;
+  const pool = new StepPool({ handlerModules: config.handlers.map((h) => resolve(h)), threads: config.threads ?? 2, tasksPerThread, onHeartbeat: (ref) => executor?.heartbeat(ref) });
   let definitions: DefinitionStore | undefined;
   let executor: StepExecutor | undefined;
   let tenants: TenantService | undefined;
@@ -93,7 +97,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
             tenants = new TenantService({ nc: self().nc, partitions: self().topology.partitions, mailbox: self().mailbox, now: () => clock.now() });
             executor = new StepExecutor({ nc: self().nc, pool, host: self().host, mailbox: self().mailbox, logger, onDone: (r) => r.ticket && dispatcher?.done(r.ticket) });
             if (scheduled) {
-              const settings = { ...DEFAULT_SCHEDULER, slots: (config.threads ?? 2) * 8, ...(config.scheduler || {}) };
+              const settings = { ...DEFAULT_SCHEDULER, slots: (config.threads ?? 2) * tasksPerThread, ...(config.scheduler || {}) };
               dispatcher = new Dispatcher({
                 host: self().host,
                 clock,

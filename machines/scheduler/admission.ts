@@ -48,8 +48,10 @@ export function admitExpansion(request: ExpansionRequest, limits: ExpansionLimit
 
 /**
  * A child's priority: what it asks for, never above its parent's (seed 000: "the parent cannot
- * recursively manufacture priority"). No request inherits the parent's.
+ * recursively manufacture priority") nor below 0; a child that asks for nothing (or for NaN)
+ * gets its parent's.
  */
 export function childPriority(parent: number, requested?: number): number {
-  return requested === undefined || !(requested <= parent) ? parent : requested;
+  if (requested === undefined || !(requested <= parent)) return parent;
+  return Math.max(0, requested);
 }

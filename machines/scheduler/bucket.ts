@@ -44,7 +44,13 @@ export function tryTake(bucket: TokenBucket, n: number, now: number): TakeResult
   if (!(n > 0)) return { ok: true, bucket: current };
   const need = Math.min(n, current.capacity);
   if (current.tokens + EPSILON >= need) return { ok: true, bucket: { ...current, tokens: current.tokens - n } };
-  const at = Math.max(now, current.updated_at);
-  const ready_at = current.refill_per_ms > 0 ? at + Math.ceil((need - current.tokens) / current.refill_per_ms) : Number.POSITIVE_INFINITY;
+  if (!(current.refill_per_ms > 0)) return { ok: false, bucket: current, ready_at: Number.POSITIVE_INFINITY };
+  // The first whole ms at which the take succeeds, by the very arithmetic `refill` uses (so
+  // rounding can never make `ready_at` too early or one ms late).
+  const enough = (t: number): boolean => refill(current, t).tokens + EPSILON >= need;
+  let ready_at = current.updated_at + Math.ceil((need - current.tokens) / current.refill_per_ms);
+  if (!(ready_at <= Number.MAX_SAFE_INTEGER)) return { ok: false, bucket: current, ready_at: Number.POSITIVE_INFINITY };
+  while (!enough(ready_at)) ready_at += 1;
+  while (ready_at - 1 > now && enough(ready_at - 1)) ready_at -= 1;
   return { ok: false, bucket: current, ready_at };
 }

@@ -54,6 +54,12 @@ export interface StepPoolOptions {
   handlerModules: string[];
   /** Worker threads (default 2). */
   threads?: number;
+  /**
+   * Tasks a thread interleaves (default 1). Handlers of agent work mostly await I/O, so several
+   * share a thread; a CPU-bound handler that hits its timeout takes its thread's other tasks
+   * down with it (they fail `worker_crashed`, retryable).
+   */
+  tasksPerThread?: number;
   /** Old-generation heap limit per worker; a handler above it fails `resource_exhausted` and its
    *  thread is replaced (default 512). */
   maxOldGenerationSizeMb?: number;
@@ -156,6 +162,7 @@ function defaultExecArgv(needsTs: boolean): string[] | undefined {
 export class StepPool {
   readonly #options: StepPoolOptions;
   readonly #threads: number;
+  readonly #tasksPerThread: number;
   readonly #graceMs: number;
   #piscina: Piscina | undefined;
   #channel: BroadcastChannel | undefined;
@@ -174,6 +181,7 @@ export class StepPool {
     if (options.handlerModules.length === 0) throw new TypeError("StepPool needs at least one handler module");
     this.#options = options;
     this.#threads = Math.max(1, Math.floor(options.threads ?? 2));
+    this.#tasksPerThread = Math.max(1, Math.floor(options.tasksPerThread ?? 1));
     this.#graceMs = Math.max(0, options.cancelGraceMs ?? 250);
   }
 
@@ -195,7 +203,7 @@ export class StepPool {
       filename,
       minThreads: this.#threads,
       maxThreads: this.#threads,
-      concurrentTasksPerWorker: 1,
+      concurrentTasksPerWorker: this.#tasksPerThread,
       idleTimeout: MAX_TIMER_MS,
       recordTiming: false,
       workerData,
