@@ -1,9 +1,9 @@
 /** `npm run bench -- <name>`: runs one benchmark and prints one JSON line on stdout. */
 import { killAll } from "../harness/index.js";
 import { actorBench } from "./actor.js";
-import { w1, w2, w3 } from "./workflow.js";
+import { fairness, w1, w2, w3 } from "./workflow.js";
 
-const benches: Record<string, () => Promise<Record<string, unknown>>> = { actor: actorBench, w1, w2, w3 };
+const benches: Record<string, () => Promise<Record<string, unknown>>> = { actor: actorBench, w1, w2, w3, fairness };
 
 const name = process.argv[2];
 const bench = name ? benches[name] : undefined;

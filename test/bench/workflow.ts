@@ -152,3 +152,49 @@ export async function w3(): Promise<Record<string, unknown>> {
     await w.close();
   }
 }
+
+/**
+ * fairness: tenant A floods 2,000 batch runs while tenant B submits 50 interactive runs one at
+ * a time; B's start → first step started, unloaded and under the flood.
+ */
+export async function fairness(): Promise<Record<string, unknown>> {
+  const w = await world();
+  try {
+    const a = new RunwayClient(w.nc, "flood", 60_000);
+    await a.createTenant("flood");
+    await a.putDefinition({ name: "work", nodes: [{ id: "s", kind: "code", handler: "slow", input: { ms: 100 } }] });
+    await w.client.putDefinition({ name: "quick", nodes: [{ id: "s", kind: "code", handler: "noop" }] });
+    // A run's first step may start before its start answer arrives: record, then look up.
+    const firstStep = new Map<string, number>();
+    w.nc.subscribe("rw.evt.bench.*.*.step_started", { callback: (_e, msg) => { const id = msg.subject.split(".")[4]!; if (!firstStep.has(id)) firstStep.set(id, performance.now()); } });
+    const measure = async (n: number): Promise<number[]> => {
+      const out: number[] = [];
+      for (let i = 0; i < n; i++) {
+        const t0 = performance.now();
+        const answer = await w.client.startRun({ definition: "quick", lane: "interactive" });
+        const id = (answer.run as { id: string }).id;
+        const at = await waitFor(() => firstStep.get(id), { timeoutMs: 30_000, intervalMs: 1, describe: `first step of ${id}` });
+        out.push(at - t0);
+        await w.finished(id);
+      }
+      return out;
+    };
+    progress("fairness: 50 interactive runs, unloaded");
+    const unloaded = await measure(50);
+    progress("fairness: 2,000 batch runs from another tenant, then 50 interactive runs");
+    let floodStarted = 0;
+    const flood = windowed(2_000, 32, async () => {
+      await a.startRun({ definition: "work", lane: "batch" });
+      floodStarted++;
+    });
+    await waitFor(() => floodStarted >= 500, { timeoutMs: 60_000, describe: "the flood to build up" });
+    const loaded = await measure(50);
+    const queuedDuring = w.node.dispatcher?.metrics(Date.now()).queued ?? 0;
+    await flood;
+    const u = percentiles(unloaded);
+    const l = percentiles(loaded);
+    return { bench: "fairness", flood_runs: 2_000, interactive_runs: 50, unloaded_ms: u, under_flood_ms: l, ratio_p50: Math.round((l.p50 / u.p50) * 100) / 100, ratio_p95: Math.round((l.p95 / u.p95) * 100) / 100, flood_queued_at_end: queuedDuring };
+  } finally {
+    await w.close();
+  }
+}
