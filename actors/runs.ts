@@ -15,7 +15,7 @@ export interface StartRunRequest {
   input?: unknown;
   /** Identity of the delivery that asked for this run; the same pair always means the same run. */
   start_key?: { source: string; delivery_id: string };
-  lane?: "interactive" | "batch";
+  lane?: "interactive" | "batch" | "migration";
 }
 
 export type RunView = ReturnType<typeof runSummary> & {

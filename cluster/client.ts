@@ -53,7 +53,7 @@ export class RunwayClient {
   listDefinitions() {
     return this.t("definitions.list");
   }
-  startRun(request: { definition: string; input?: unknown; version?: number; start_key?: { source: string; delivery_id: string }; lane?: "interactive" | "batch" }) {
+  startRun(request: { definition: string; input?: unknown; version?: number; start_key?: { source: string; delivery_id: string }; lane?: "interactive" | "batch" | "migration" }) {
     return this.t("runs.start", request);
   }
   getRun(runId: string) {

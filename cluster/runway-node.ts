@@ -108,7 +108,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               });
             }
             runs = new RunService({ nc: self().nc, partitions: self().topology.partitions, mailbox: self().mailbox, definitions: definitionsOf(), tenants });
-            metrics.addSource({ collect: () => collectNodeMetrics(self(), executor!, pool) });
+            metrics.addSource({ collect: () => [...collectNodeMetrics(self(), executor!, pool), ...collectSchedulerMetrics(dispatcher, clock.now())] });
           },
         },
         {
@@ -163,4 +163,21 @@ function collectNodeMetrics(node: RunwayNode, executor: StepExecutor, pool: Step
     g("attempts_in_flight", "attempts executing on this node", executor.inFlight),
     g("partitions_owned", "partitions this node serves", node.host.ownedPartitions().length),
   ];
+}
+
+function collectSchedulerMetrics(dispatcher: Dispatcher | undefined, now: number) {
+  if (!dispatcher) return [];
+  const m = dispatcher.metrics(now);
+  const out: { name: string; help: string; type: "counter" | "gauge"; value: number; labels?: Record<string, string> }[] = [
+    { name: "scheduler_leases", help: "worker slots granted by the fair scheduler", type: "counter", value: m.leases },
+    { name: "scheduler_starvation_events", help: "leases of tickets that had waited past the starvation threshold", type: "counter", value: m.starvation_events },
+    { name: "scheduler_queued", help: "ready attempts waiting for a slot", type: "gauge", value: m.queued },
+  ];
+  for (const [tenant, classes] of Object.entries(m.queued_by_tenant_class)) {
+    for (const [cls, n] of Object.entries(classes)) if (n > 0) out.push({ name: "scheduler_queued_by_tenant_class", help: "ready attempts waiting, by tenant and class", type: "gauge", value: n, labels: { tenant, class: cls } });
+  }
+  for (const [tenant, classes] of Object.entries(m.oldest_wait_ms_by_tenant_class)) {
+    for (const [cls, ms] of Object.entries(classes)) out.push({ name: "scheduler_queue_age_ms", help: "wait of the oldest queued attempt, by tenant and class", type: "gauge", value: ms ?? 0, labels: { tenant, class: cls } });
+  }
+  return out;
 }

@@ -18,7 +18,7 @@ const schemas = {
     version: z.number().int().positive().optional(),
     input: z.unknown().optional(),
     start_key: StartKey.optional(),
-    lane: z.enum(["interactive", "batch"]).optional(),
+    lane: z.enum(["interactive", "batch", "migration"]).optional(),
   }),
   runsGet: z.strictObject({ run_id: z.string().min(1).max(200) }),
   runsList: z.strictObject({ status: z.enum(["queued", "running", "waiting", "succeeded", "failed", "cancelled"]).optional(), limit: z.number().int().positive().max(500).optional() }),

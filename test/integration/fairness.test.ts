@@ -65,6 +65,25 @@ describe("fair scheduling", () => {
     for (const id of floods) await settled(a, id);
   });
 
+  it("migration never exceeds its cap, and uses idle capacity when nothing else waits", async () => {
+    const d = world.node.dispatcher!;
+    const c = await tenant("mover");
+    await c.putDefinition({ name: "move", nodes: [{ id: "m", kind: "map", items: "${input.items}", handler: "slow", input: { ms: 30 }, max_fanout: 1000 }] });
+    const runs: string[] = [];
+    for (let r = 0; r < 3; r++) runs.push(((await c.startRun({ definition: "move", input: items(40), lane: "migration" })).run as RunAnswer).id);
+    let max = 0;
+    const cap = d["deps"].config.migration_cap;
+    const sampler = setInterval(() => (max = Math.max(max, d.metrics(Date.now()).running_by_class.migration)), 2);
+    try {
+      for (const id of runs) expect((await settled(c, id)).status).toBe("succeeded");
+    } finally {
+      clearInterval(sampler);
+    }
+    console.log(`migration: at most ${max} running at once (cap ${cap}) over 120 attempts`);
+    expect(max).toBeLessThanOrEqual(cap);
+    expect(max).toBeGreaterThan(0);
+  });
+
   it("kill switch: new starts are refused with a code; drain lets running steps finish and starts none", async () => {
     const c = await tenant("killme");
     const running = ((await c.startRun({ definition: "slow" })).run as RunAnswer).id;

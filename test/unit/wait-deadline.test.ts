@@ -1,0 +1,24 @@
+import { expect, it } from "vitest";
+import { initialTransition, transition, type AnyMachineSnapshot } from "xstate";
+import { compileDefinition, executionMachine, WAIT_GRACE_MS } from "../../machines/index.js";
+
+it("a waiting run past its deadline plus the grace window is ended wait_abandoned; inside it, it is left alone", () => {
+  const c = compileDefinition({ name: "w", nodes: [{ id: "nap", kind: "sleep", duration_ms: 1_000 }] }, { handlers: new Set() });
+  if (!c.ok) throw new Error("compile");
+  const plan = c.plan;
+  const seed = { id: "t_1", tenant: "t", root_run_id: "t_1", parent_run_id: null, parent_node: null, depth: 0, definition: { name: "w", version: 1, digest: "d" }, source: "api", start_key: "k", lane: "interactive", input: {} };
+  let [snap] = initialTransition(executionMachine) as [AnyMachineSnapshot, unknown];
+  [snap] = transition(executionMachine, snap, { type: "run.create", run: seed, now: 0, plan } as never);
+  expect(snap.context.run.lifecycle.status).toBe("waiting");
+  const deadline = snap.context.run.lifecycle.waiting_expires_at as number;
+  expect(deadline).toBe(1_000 + WAIT_GRACE_MS);
+  // Inside the grace window nothing happens (the sleep's own wake-up was lost, say).
+  const early = { type: "timer.fired", kind: "wait", node: "nap", now: deadline - 1, plan };
+  const [inside] = transition(executionMachine, snap, early as never);
+  expect(inside.context.run?.lifecycle.status).toBe("waiting");
+  // Past it, the run is abandoned with its reason on record.
+  const [after] = transition(executionMachine, snap, { ...early, now: deadline } as never);
+  expect(after.context.run?.lifecycle.status).toBe("failed");
+  expect(after.context.run?.error?.code).toBe("wait_abandoned");
+  expect(after.value).toBe("ended");
+});
