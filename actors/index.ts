@@ -4,7 +4,7 @@ export { DefinitionStore, type PutDefinitionResult, type ResolveResult, type Def
 export { runActor, RUN_KIND } from "./run-actor.js";
 export { StepExecutor, RESULT_INLINE_LIMIT } from "./executor.js";
 export { recoverPartition } from "./recovery.js";
-export { RunService, MAX_INPUT_BYTES, type StartRunRequest, type StartRunResult, type CancelRunResult, type RunView } from "./runs.js";
+export { RunService, MAX_INPUT_BYTES, type StartRunRequest, type StartRunResult, type CancelRunResult, type RunView, type RunSummary } from "./runs.js";
 export { startKey, childStartKey, runIdFor, tenantOfRun } from "./ids.js";
 export { NodeMetrics, type MetricSource, type Labels } from "./metrics.js";
 export { Dispatcher, DEFAULT_SCHEDULER } from "./dispatcher.js";

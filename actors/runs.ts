@@ -30,8 +30,11 @@ export type RunView = ReturnType<typeof runSummary> & {
 };
 
 /** The closed answers of `start` (seed 004's StartRunResult, adapted). Never an exception for these. */
+/** The narrow read of a run (seed 004): what a start answer carries. */
+export type RunSummary = ReturnType<typeof runSummary>;
+
 export type StartRunResult =
-  | { outcome: "started"; run: RunView }
+  | { outcome: "started"; run: RunSummary }
   | { outcome: "duplicate"; run: RunView }
   | { outcome: "tenant_not_found" }
   | { outcome: "definition_not_found" }
@@ -106,10 +109,8 @@ export class RunService {
       input,
     };
     const answer = await this.deps.mailbox.request({ kind: RUN_KIND, id }, { type: "run.create", run: seed }, `create/${id}`, 10_000);
-    if (answer.outcome === "applied") {
-      const run = await this.get(tenant, id);
-      if (run) return { outcome: "started", run };
-    }
+    const started = answer.outcome === "applied" ? (answer.value as { outcome?: string; run?: RunSummary } | undefined) : undefined;
+    if (started?.outcome === "started" && started.run) return { outcome: "started", run: started.run };
     if (answer.outcome === "applied" || answer.outcome === "refused" || answer.outcome === "duplicate") {
       // Another start with this key got there first (or this one was stored and is being applied).
       const run = await this.waitForRun(tenant, id);

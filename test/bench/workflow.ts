@@ -24,7 +24,7 @@ async function world(): Promise<World> {
   await waitFor(() => node.node.host.ownedPartitions().length === 32, { timeoutMs: 30_000, describe: "partitions" });
   const nc = await connect(server.connectOptions());
   const client = new RunwayClient(nc, "bench", 60_000);
-  await client.createTenant("bench");
+  await client.createTenant("bench", { max_concurrency: 10_000 });
   const waiters = new Map<string, (type: string) => void>();
   const early = new Map<string, string>();
   // Progress events are plain subjects too: a core subscription sees every completion.
