@@ -52,7 +52,7 @@ interface Draft {
  * `machine.ts` calls it, the actor host does the I/O.
  */
 export function reduce(context: ExecutionContext, event: ExecutionEvent): { context: ExecutionContext; effects: Effect[] } {
-  const run = event.type === "run.create" ? create(event) : structuredClone(context.run!);
+  const run = event.type === "run.create" ? create(event) : copyForWrite(context.run!);
   const d: Draft = { run, plan: event.plan, byId: new Map(event.plan.nodes.map((n) => [n.id, n])), now: event.now, event, effects: [] };
   switch (event.type) {
     case "run.create":
@@ -82,6 +82,18 @@ export function reduce(context: ExecutionContext, event: ExecutionEvent): { cont
       break;
   }
   return { context: { run: d.run }, effects: d.effects };
+}
+
+/**
+ * A copy the reducer may change without touching the previous snapshot: the reducer only ever
+ * assigns properties of the run, of its nodes and of their items (step states, errors and
+ * outputs are replaced, never edited), so copying those three levels is enough and costs far
+ * less than a deep clone of a run with a wide map.
+ */
+function copyForWrite(run: RunContext): RunContext {
+  const nodes: Record<string, NodeRun> = {};
+  for (const [id, n] of Object.entries(run.nodes)) nodes[id] = n.items ? { ...n, items: n.items.map((it) => ({ ...it })) } : { ...n };
+  return { ...run, nodes };
 }
 
 function create(event: Extract<ExecutionEvent, { type: "run.create" }>): RunContext {
