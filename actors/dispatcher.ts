@@ -1,5 +1,6 @@
 import { emptyScheduler, enqueue, next, release, schedulerMetrics, type ReadyTicket, type SchedulerConfig, type SchedulerState, type TenantPolicy, type Ticket, type TokenBucket } from "../machines/index.js";
 import type { ActorHost, Clock, Logger } from "../runtime/index.js";
+import type { QuotaGate } from "./quota.js";
 import { RUN_KIND } from "./run-actor.js";
 
 export const DEFAULT_SCHEDULER: SchedulerConfig = { slots: 16, interactive_reserve: 2, migration_cap: 4, aging_ms: 10_000 };
@@ -25,6 +26,10 @@ export class Dispatcher {
   private pumping = false;
   /** Leases granted per tenant, and the order of the last decisions (bounded), for tests and metrics. */
   readonly leasesByTenant = new Map<string, number>();
+  /** Tickets passed over for their provider quota (they held no slot while they waited). */
+  quotaWaits = 0;
+  /** Grants of quota-bound attempts: tenant, provider and the quota window (for tests and audits). */
+  readonly quotaGrants: { tenant: string; provider: string; window: number }[] = [];
   /** Each lease with the decision number at which its ticket was offered (for order assertions). */
   readonly recent: { tenant: string; class: string; seq: number; offered_seq: number }[] = [];
 
@@ -35,6 +40,9 @@ export class Dispatcher {
       logger: Logger;
       config: SchedulerConfig;
       policy(tenant: string): TenantPolicy | undefined;
+      /** Per-minute request quota of a tenant's provider, if it has one. */
+      quotaOf?(tenant: string, provider: string): number | undefined;
+      quota?: QuotaGate;
     },
   ) {
     this.tick = setInterval(() => this.offered.size > 0 && this.pump(), 250);
@@ -83,7 +91,7 @@ export class Dispatcher {
         this.leasesByTenant.set(offered.tenant, (this.leasesByTenant.get(offered.tenant) ?? 0) + 1);
         this.recent.push({ tenant: offered.tenant, class: offered.class, seq: ++this.decisions, offered_seq: offered.offered_seq });
         if (this.recent.length > 20_000) this.recent.splice(0, this.recent.length - 20_000);
-        void this.grant(offered);
+        void this.gateThenGrant(offered);
       }
     } finally {
       this.pumping = false;
@@ -97,6 +105,24 @@ export class Dispatcher {
       this.pump();
     }, Math.max(1, at - this.deps.clock.now()));
     this.wake.unref();
+  }
+
+  /** A step drawing on a provider quota is granted only if the cluster-wide window has room. */
+  private async gateThenGrant(t: ReadyTicket): Promise<void> {
+    const limit = t.provider_key ? this.deps.quotaOf?.(t.tenant, t.provider_key) : undefined;
+    if (t.provider_key && limit !== undefined && this.deps.quota) {
+      const taken = await this.deps.quota.take(t.tenant, t.provider_key, limit, this.deps.clock.now());
+      if (taken.ok) this.quotaGrants.push({ tenant: t.tenant, provider: t.provider_key, window: taken.window });
+      if (!taken.ok) {
+        // Give the slot back at once; the ticket waits off the queue until the next window.
+        this.quotaWaits++;
+        this.done(t.id);
+        const retry = setTimeout(() => this.offer(t), Math.max(1, taken.retry_at - this.deps.clock.now()));
+        retry.unref();
+        return;
+      }
+    }
+    await this.grant(t);
   }
 
   private async grant(t: ReadyTicket): Promise<void> {

@@ -19,6 +19,7 @@ export interface TenantPolicyView {
   project_max_concurrency: Record<string, number>;
   killed: boolean;
   draining: boolean;
+  provider_quotas: Record<string, { requests_per_minute: number; tokens_per_minute: number }>;
 }
 
 type Answer = { outcome: string } & Record<string, unknown>;
@@ -68,7 +69,14 @@ export class TenantService {
     if (!cached || this.deps.now() - cached.at > maxAgeMs) void this.get(id).catch(() => undefined);
     if (!cached) return undefined;
     const s = cached.view.settings;
-    return { weight: s.weight, max_concurrency: s.max_concurrency, project_max_concurrency: s.project_max_concurrency, killed: cached.view.state === "killed", draining: cached.view.state === "draining" };
+    return {
+      weight: s.weight,
+      max_concurrency: s.max_concurrency,
+      project_max_concurrency: s.project_max_concurrency,
+      killed: cached.view.state === "killed",
+      draining: cached.view.state === "draining",
+      provider_quotas: s.provider_quotas,
+    };
   }
 
   async create(id: string, settings?: unknown): Promise<Answer> {

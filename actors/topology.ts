@@ -43,7 +43,17 @@ export async function ensureDomainTopology(nc: NatsConnection, replicas: number)
     num_replicas: replicas,
     duplicate_window: 120_000_000_000,
   };
-  for (const config of [events, audit]) {
+  const quota: Partial<StreamConfig> & { name: string } = {
+    name: "RUNWAY_QUOTA",
+    description: "Cluster-wide provider quota counters: rw.quota.<tenant>.<provider>.<window>",
+    subjects: ["rw.quota.>"],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    num_replicas: replicas,
+    max_age: 10 * 60 * 1_000_000_000,
+    allow_msg_counter: true,
+  } as Partial<StreamConfig> & { name: string };
+  for (const config of [events, audit, quota]) {
     try {
       await jsm.streams.info(config.name);
     } catch {

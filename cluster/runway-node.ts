@@ -1,6 +1,6 @@
 import { resolve } from "node:path";
 import { createServer, type Server } from "node:http";
-import { DefinitionStore, DEFAULT_SCHEDULER, Dispatcher, ensureDomainTopology, NodeMetrics, recoverPartition, runActor, RunService, StepExecutor, tenantActor, TenantService } from "../actors/index.js";
+import { DefinitionStore, DEFAULT_SCHEDULER, Dispatcher, QuotaGate, ensureDomainTopology, NodeMetrics, recoverPartition, runActor, RunService, StepExecutor, tenantActor, TenantService } from "../actors/index.js";
 import { startApi } from "../gateways/index.js";
 import { METRICS_CHANNEL, STEP_EXECUTE, STEP_READY, type ExecuteRequest, type ReadyTicket, type SchedulerConfig } from "../machines/index.js";
 import { createLogger, startNode, StepPool, systemClock, type Clock, type ConnectionConfig, type Logger, type MicroService, type RunwayNode } from "../runtime/index.js";
@@ -25,6 +25,8 @@ export interface RunwayNodeConfig {
   metricsPort?: number;
   /** Fair scheduler settings (worker slots, interactive reserve, migration cap, aging); `false` leases at once. */
   scheduler?: Partial<SchedulerConfig> | false;
+  /** Window of provider quotas (default one minute: `requests_per_minute` per window). */
+  quotaWindowMs?: number;
 }
 
 export interface RunwayWorkflowNode {
@@ -105,6 +107,8 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
                 config: settings,
                 // A tenant whose record is not cached yet schedules with the defaults meanwhile.
                 policy: (t) => tenants!.policy(t) ?? { weight: 1, max_concurrency: 10_000 },
+                quotaOf: (t, provider) => tenants!.policy(t)?.provider_quotas[provider]?.requests_per_minute,
+                quota: new QuotaGate(self().nc, config.quotaWindowMs ?? 60_000),
               });
             }
             runs = new RunService({ nc: self().nc, partitions: self().topology.partitions, mailbox: self().mailbox, definitions: definitionsOf(), tenants });

@@ -32,3 +32,4 @@ export { Lifecycle, type Stage } from "./lifecycle.js";
 export { startNode, type NodeConfig, type RunwayNode } from "./node.js";
 export { StepPool, TerminalError, RetryableError, type StepPoolOptions, type StepTask, type StepResult, type Handler, type HandlerModule, type StepContext } from "./pool/index.js";
 export { MicroService, SERVICE_ERROR_HEADER, SERVICE_ERROR_CODE_HEADER, type ServiceInfo, type EndpointSpec, type MicroRequest } from "./micro/index.js";
+export { rawRequest, expectReply, type RawReply } from "./nats/requests.js";

@@ -325,6 +325,7 @@ function offer(d: Draft, node: PlanNode, holder: Holder, item: number | undefine
       deadline: null,
       cost: 1,
       enqueued_at: d.now,
+      ...("provider" in node && node.provider ? { provider_key: node.provider } : {}),
     },
   });
 }

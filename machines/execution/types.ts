@@ -168,6 +168,8 @@ export interface ReadyTicket {
   deadline: number | null;
   cost: number;
   enqueued_at: number;
+  /** The provider quota the attempt draws on (`provider/model`), if any. */
+  provider_key?: string;
 }
 
 export type ExecutionEvent = RunCommand & Prepared;

@@ -40,6 +40,8 @@ export type CodeNode = Common & {
   input?: Template;
   retry?: Retry;
   timeout_ms?: number;
+  /** The provider quota this step draws on, `provider/model` (a tenant's `provider_quotas` key). */
+  provider?: string;
 };
 export type ParallelNode = Common & { kind: "parallel"; branches: DefinitionNode[][] };
 export type BranchNode = Common & { kind: "branch"; condition: Condition; then: DefinitionNode[]; else?: DefinitionNode[] };
@@ -52,6 +54,7 @@ export type MapNode = Common & {
   concurrency?: number;
   retry?: Retry;
   timeout_ms?: number;
+  provider?: string;
 };
 export type SubworkflowNode = Common & { kind: "subworkflow"; workflow: string; input?: Template };
 export type SleepNode = Common & { kind: "sleep"; duration_ms: number };
@@ -116,6 +119,8 @@ const Timeout = z.number().int().min(1).max(MAX_TIMEOUT_MS);
  * One node of any kind. `max_fanout` is only checked to be a positive integer here; the
  * compiler compares it with the configured limit (code `fanout_too_large`).
  */
+const Provider = z.string().regex(/^[A-Za-z0-9_.-]{1,64}\/[A-Za-z0-9_.:-]{1,128}$/, "a provider is provider/model");
+
 export const NodeSchema: z.ZodType<DefinitionNode> = z.lazy(() =>
   z.discriminatedUnion("kind", [
     z.strictObject({
@@ -125,6 +130,7 @@ export const NodeSchema: z.ZodType<DefinitionNode> = z.lazy(() =>
       input: JsonSchema.optional(),
       retry: RetrySchema.optional(),
       timeout_ms: Timeout.optional(),
+      provider: Provider.optional(),
     }),
     z.strictObject({ ...common, kind: z.literal("parallel"), branches: z.array(z.array(NodeSchema).min(1)).min(1) }),
     z.strictObject({ ...common, kind: z.literal("branch"), condition: ConditionSchema, then: z.array(NodeSchema), else: z.array(NodeSchema).optional() }),
@@ -138,6 +144,7 @@ export const NodeSchema: z.ZodType<DefinitionNode> = z.lazy(() =>
       concurrency: z.number().int().min(1).max(10_000).optional(),
       retry: RetrySchema.optional(),
       timeout_ms: Timeout.optional(),
+      provider: Provider.optional(),
     }),
     z.strictObject({ ...common, kind: z.literal("subworkflow"), workflow: z.string().regex(WORKFLOW_NAME), input: JsonSchema.optional() }),
     z.strictObject({ ...common, kind: z.literal("sleep"), duration_ms: Ms.max(MAX_SLEEP_MS) }),

@@ -123,7 +123,7 @@ export function expand(nodes: DefinitionNode[], ctx: ExpandContext): Expansion {
     switch (n.kind) {
       case "code":
         checkHandler(n.handler);
-        emit({ ...base, kind: "code", handler: n.handler, ...(n.input !== undefined && { input: n.input }), retry: planRetry(n.retry), timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS }, path, myRank);
+        emit({ ...base, kind: "code", handler: n.handler, ...(n.input !== undefined && { input: n.input }), retry: planRetry(n.retry), timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS, ...(n.provider !== undefined && { provider: n.provider }) }, path, myRank);
         return;
       case "map":
         checkHandler(n.handler);
@@ -140,6 +140,7 @@ export function expand(nodes: DefinitionNode[], ctx: ExpandContext): Expansion {
             concurrency: Math.min(n.concurrency ?? n.max_fanout, n.max_fanout),
             retry: planRetry(n.retry),
             timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS,
+            ...(n.provider !== undefined && { provider: n.provider }),
           },
           path,
           myRank,
