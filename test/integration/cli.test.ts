@@ -1,0 +1,39 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, expect, it } from "vitest";
+import { RUNWAY_USER, spawnTsx } from "../harness/index.js";
+import { workflowWorld } from "./workflow-support.js";
+
+const world = workflowWorld();
+const cli = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), "runway-cli-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+async function runway(args: string[]): Promise<{ code: number | null; out: string }> {
+  const child = spawnTsx(cli, [...args, "--servers", world.server.url, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--tenant", "t1"], { name: `runway ${args[0]}` });
+  const exit = await child.exited;
+  return { code: exit.code, out: child.lines.join("\n") };
+}
+
+it("the runway CLI publishes a definition, starts a run, watches it live to the end and reads it", async () => {
+  const file = join(dir, "flow.json");
+  writeFileSync(file, JSON.stringify({ name: "cli-flow", nodes: [{ id: "a", kind: "code", handler: "slow", input: { ms: 300 } }, { id: "b", kind: "code", needs: ["a"], handler: "echo", input: "done" }] }));
+  const put = await runway(["def", "put", file]);
+  expect(put.code, put.out).toBe(0);
+  expect(put.out).toContain('"published"');
+  const started = await runway(["run", "start", "cli-flow", "--key", "cli:one"]);
+  expect(started.code, started.out).toBe(0);
+  const id = /"id": "([^"]+)"/.exec(started.out)?.[1];
+  expect(id).toBeDefined();
+  const watched = await runway(["run", "watch", id!]);
+  expect(watched.code, watched.out).toBe(0);
+  expect(watched.out).toMatch(/run_started/);
+  expect(watched.out).toMatch(/step_started\s+a/);
+  expect(watched.out).toMatch(/run_succeeded/);
+  const got = await runway(["run", "get", id!]);
+  expect(got.out).toContain('"status": "succeeded"');
+  const again = await runway(["run", "start", "cli-flow", "--key", "cli:one"]);
+  expect(again.out).toContain('"duplicate"');
+});
