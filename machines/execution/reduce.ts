@@ -1,50 +1,13 @@
 import { bound } from "../bound.js";
-import { applyRunOp, isTerminal, queuedLifecycle, type RunOpEvent } from "../run/index.js";
-import { applyStepOp, pendingStep, type RetryPolicy, type StepError, type StepState } from "../step/index.js";
-import {
-  evaluateCondition,
-  joinOutcome,
-  mapItemInput,
-  mapItems,
-  readiness,
-  resolveTemplate,
-  runOutcome,
-  runResult,
-  validateAgainstSchema,
-  type NodeState,
-  type Plan,
-  type PlanNode,
-  type Scope,
-} from "../workflow/index.js";
-import type { ExecuteRequest, ExecutionContext, ExecutionEvent, NodeRun, ReadyTicket, RunContext, RunError } from "./types.js";
+import { isTerminal, queuedLifecycle, type RunOpEvent } from "../run/index.js";
+import { applyStepOp, pendingStep, type StepError } from "../step/index.js";
+import { evaluateCondition, joinOutcome, mapItems, readiness, resolveTemplate, runOutcome, runResult, validateAgainstSchema, type PlanNode } from "../workflow/index.js";
+import { expireLease, lease, onHeartbeat, onLease, policyOf, pumpMap, ready } from "./attempts.js";
+import { fail, MAX_DEPTH, move, PLATFORM_RETRIES, publish, runSummary, scopeOf, states, succeed, WAIT_GRACE_MS, type Draft, type Effect } from "./draft.js";
+import type { ExecutionContext, ExecutionEvent, NodeRun, RunContext, RunError } from "./types.js";
 
-/** Deepest allowed run tree (a top-level run is depth 0). */
-export const MAX_DEPTH = 5;
-/** How long past its last wake-up a parked run may sit before the wait sweep ends it. */
-export const WAIT_GRACE_MS = 60_000;
-export const STEP_EXECUTE = "step.execute";
-/** Local effect channel: a ready attempt offered to the node's fair scheduler. */
-export const STEP_READY = "step.ready";
-/** Local effect channel for node metrics the machine alone can see (e.g. a lease that lapsed). */
-export const METRICS_CHANNEL = "metrics";
-/** Extra attempts a step gets for attempts lost with their worker (crash, takeover). */
-export const PLATFORM_RETRIES = 3;
-
-export type Effect =
-  | { type: "runway.send"; to: { kind: string; id: string }; event: { type: string } & Record<string, unknown> }
-  | { type: "runway.publish"; subject: string; data: unknown }
-  | { type: "runway.timer.set"; name: string; at: number; event: { type: string } & Record<string, unknown> }
-  | { type: "runway.answer"; value: unknown }
-  | { type: "runway.local"; channel: string; payload: unknown };
-
-interface Draft {
-  run: RunContext;
-  plan: Plan;
-  byId: Map<string, PlanNode>;
-  now: number;
-  event: ExecutionEvent;
-  effects: Effect[];
-}
+export { MAX_DEPTH, WAIT_GRACE_MS, STEP_EXECUTE, STEP_READY, METRICS_CHANNEL, PLATFORM_RETRIES, runSummary, type Effect } from "./draft.js";
+export { LEASE_GRACE_MS } from "./attempts.js";
 
 /**
  * The run's decision function: given its state and one event (with `now` and the pinned plan),
@@ -103,34 +66,6 @@ function create(event: Extract<ExecutionEvent, { type: "run.create" }>): RunCont
   return { ...seed, lifecycle: queuedLifecycle(), created_at: event.now, cancellation_epoch: 0, nodes, result: null, result_truncated: false, error: null, cancel: null };
 }
 
-// ---- lifecycle --------------------------------------------------------------------------------
-
-function move(d: Draft, op: RunOpEvent["op"], extra: Partial<RunOpEvent> = {}): boolean {
-  const r = applyRunOp(d.run.lifecycle, { op, now: d.now, ...extra } as RunOpEvent);
-  if (r.outcome !== "moved") return false;
-  d.run.lifecycle = r.state;
-  return true;
-}
-
-function publish(d: Draft, type: string, data: Record<string, unknown> = {}): void {
-  const r = d.run;
-  d.effects.push({ type: "runway.publish", subject: `rw.evt.${r.tenant}.${r.root_run_id}.${r.id}.${type}`, data: { type, run: r.id, tenant: r.tenant, at: d.now, ...data } });
-}
-
-export function runSummary(r: RunContext) {
-  return {
-    id: r.id,
-    tenant: r.tenant,
-    status: r.lifecycle.status,
-    definition: r.definition,
-    root_run_id: r.root_run_id,
-    parent_run_id: r.parent_run_id,
-    created_at: r.created_at,
-    started_at: r.lifecycle.started_at,
-    ended_at: r.lifecycle.ended_at,
-  };
-}
-
 function onCreate(d: Draft): void {
   move(d, "claim");
   publish(d, "run_started", { definition: d.run.definition, parent: d.run.parent_run_id });
@@ -142,20 +77,6 @@ function onCreate(d: Draft): void {
     advance(d);
   }
   d.effects.push({ type: "runway.answer", value: { outcome: "started", run: runSummary(d.run) } });
-}
-
-// ---- the walk ---------------------------------------------------------------------------------
-
-function states(run: RunContext): Record<string, NodeState> {
-  const out: Record<string, NodeState> = {};
-  for (const [id, n] of Object.entries(run.nodes)) out[id] = { status: n.s, ...(n.output !== undefined ? { output: n.output } : {}), ...(n.taken ? { taken: n.taken } : {}) };
-  return out;
-}
-
-function scopeOf(run: RunContext): Scope {
-  const steps: Scope["steps"] = {};
-  for (const [id, n] of Object.entries(run.nodes)) (steps as Record<string, unknown>)[id] = { status: n.s, ...(n.output !== undefined ? { output: n.output } : {}) };
-  return { input: run.input, steps };
 }
 
 /** Starts every node that became ready and skips every node that never will, until nothing changes; then settles the run. */
@@ -170,21 +91,6 @@ function advance(d: Draft): void {
     for (const id of ready) start(d, d.byId.get(id)!);
   }
   settleRun(d);
-}
-
-function fail(d: Draft, id: string, error: RunError, fatal = false): void {
-  const n = d.run.nodes[id]!;
-  n.s = "failed";
-  n.error = error;
-  if (fatal) n.fatal = true;
-  publish(d, "step_failed", { node: id, error });
-}
-
-function succeed(d: Draft, id: string, output?: unknown): void {
-  const n = d.run.nodes[id]!;
-  n.s = "succeeded";
-  if (output !== undefined) n.output = output;
-  publish(d, "step_succeeded", { node: id });
 }
 
 function start(d: Draft, node: PlanNode): void {
@@ -250,165 +156,6 @@ function start(d: Draft, node: PlanNode): void {
   }
 }
 
-// ---- attempts ---------------------------------------------------------------------------------
-
-function ready(step: StepState, now: number): StepState {
-  const r = applyStepOp(step, { op: "ready", now });
-  return r.outcome === "moved" ? r.state : step;
-}
-
-function policyOf(node: PlanNode): RetryPolicy {
-  return "retry" in node ? node.retry : { max_attempts: 1, backoff_ms: 0, max_backoff_ms: 0, multiplier: 2 };
-}
-
-function timerName(node: string, item: number | undefined): string {
-  return `retry-${node}-${item ?? "x"}`;
-}
-
-/** Extra lease time past a node's timeout when the engine sets no lease TTL. */
-export const LEASE_GRACE_MS = 5_000;
-
-function leaseTtl(d: Draft, node: PlanNode): number {
-  return d.event.lease_ttl_ms ?? ("timeout_ms" in node ? node.timeout_ms : 30_000) + LEASE_GRACE_MS;
-}
-
-function leaseTimer(d: Draft, node: PlanNode, holder: { step?: StepState; lease_expires_at?: number }, item: number | undefined): void {
-  const s = holder.step!;
-  d.effects.push({
-    type: "runway.timer.set",
-    name: `lease-${node.id}-${item ?? "x"}`,
-    at: holder.lease_expires_at!,
-    event: { type: "timer.fired", kind: "lease", node: node.id, ...(item !== undefined ? { item } : {}), attempt: s.attempt, lease_epoch: s.lease_epoch },
-  });
-}
-
-type Holder = { step?: StepState; lease_expires_at?: number; offered?: number };
-
-/**
- * Makes a ready attempt run: offered to the node's fair scheduler when the engine schedules
- * (the scheduler answers with `step.lease`), leased at once otherwise. A step still in backoff
- * gets a retry timer instead.
- */
-function lease(d: Draft, node: PlanNode, holder: Holder, item: number | undefined, input: unknown): void {
-  if (d.event.scheduled && (node.kind === "code" || node.kind === "map")) return offer(d, node, holder, item);
-  leaseNow(d, node, holder, item, input);
-}
-
-function classOf(lane: RunContext["lane"]): "interactive" | "automation" | "migration" {
-  return lane === "interactive" ? "interactive" : lane === "migration" ? "migration" : "automation";
-}
-
-function offer(d: Draft, node: PlanNode, holder: Holder, item: number | undefined): void {
-  const step = holder.step!;
-  if (step.status !== "ready") return;
-  if (step.not_before !== null && step.not_before > d.now) {
-    d.effects.push({ type: "runway.timer.set", name: timerName(node.id, item), at: step.not_before, event: { type: "timer.fired", kind: "retry", node: node.id, ...(item !== undefined ? { item } : {}) } });
-    return;
-  }
-  const attempt = step.attempt + 1;
-  if (holder.offered === attempt) return;
-  holder.offered = attempt;
-  const r = d.run;
-  d.effects.push({
-    type: "runway.local",
-    channel: STEP_READY,
-    payload: <ReadyTicket>{
-      id: `${r.id}/${node.id}${item !== undefined ? `[${item}]` : ""}/${attempt}`,
-      run: r.id,
-      node: node.id,
-      ...(item !== undefined ? { item } : {}),
-      attempt,
-      tenant: r.tenant,
-      project: "default",
-      class: classOf(r.lane),
-      priority: 5,
-      deadline: null,
-      cost: 1,
-      enqueued_at: d.now,
-      ...("provider" in node && node.provider ? { provider_key: node.provider } : {}),
-    },
-  });
-}
-
-/** READY → LEASED with a new lease epoch; arms the lease timer and hands the attempt to the executor. */
-function leaseNow(d: Draft, node: PlanNode, holder: Holder, item: number | undefined, input: unknown, ticket?: string): void {
-  const r = applyStepOp(holder.step!, { op: "lease", now: d.now });
-  if (r.outcome !== "moved") {
-    if (r.code === "not_before") d.effects.push({ type: "runway.timer.set", name: timerName(node.id, item), at: r.not_before, event: { type: "timer.fired", kind: "retry", node: node.id, ...(item !== undefined ? { item } : {}) } });
-    return;
-  }
-  const s = r.state;
-  holder.step = s;
-  delete holder.offered;
-  if (node.kind !== "code" && node.kind !== "map") return;
-  holder.lease_expires_at = d.now + leaseTtl(d, node);
-  leaseTimer(d, node, holder, item);
-  d.effects.push({
-    type: "runway.local",
-    channel: STEP_EXECUTE,
-    payload: <ExecuteRequest>{
-      run: d.run.id,
-      tenant: d.run.tenant,
-      node: node.id,
-      ...(item !== undefined ? { item } : {}),
-      attempt: s.attempt,
-      lease_epoch: s.lease_epoch,
-      handler: node.handler,
-      input,
-      timeout_ms: node.timeout_ms,
-      cancellation_epoch: d.run.cancellation_epoch,
-      lease_expires_at: holder.lease_expires_at,
-      ...(ticket ? { ticket } : {}),
-    },
-  });
-  publish(d, "step_started", { node: node.id, ...(item !== undefined ? { item } : {}), attempt: s.attempt });
-}
-
-/** The scheduler's grant for an offered attempt. */
-function onLease(d: Draft, e: Extract<ExecutionEvent, { type: "step.lease" }>): void {
-  const node = d.byId.get(e.node)!;
-  const n = d.run.nodes[e.node]!;
-  const holder = e.item === undefined ? n : n.items![e.item]!;
-  const scope = scopeOf(d.run);
-  let input: { ok: true; value: unknown } | { ok: false; path: string };
-  if (node.kind === "map") {
-    const list = mapItems(node, scope);
-    input = list.ok ? mapItemInput(node, scope, list.items[e.item ?? 0], e.item ?? 0) : { ok: false, path: node.items };
-  } else {
-    input = resolveTemplate(("input" in node ? node.input : null) ?? null, scope);
-  }
-  if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` }, true);
-  const ticket = `${d.run.id}/${e.node}${e.item !== undefined ? `[${e.item}]` : ""}/${e.attempt}`;
-  leaseNow(d, node, holder, e.item, input.value, ticket);
-  const s = holder.step!;
-  d.effects.push({ type: "runway.answer", value: { outcome: "leased", attempt: s.attempt, lease_epoch: s.lease_epoch } });
-}
-
-/** Keeps up to `concurrency` items of a map in flight, in input order; settles the map when every item has. */
-function pumpMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>): void {
-  const n = d.run.nodes[node.id]!;
-  const items = n.items!;
-  let inFlight = items.filter((i) => i.step.status === "leased" || i.step.status === "running" || (i.step.status === "ready" && i.offered !== undefined)).length;
-  const scope = scopeOf(d.run);
-  const list = mapItems(node, scope);
-  for (let i = 0; i < items.length && inFlight < node.concurrency; i++) {
-    const it = items[i]!;
-    if (it.step.status !== "ready" || it.offered !== undefined) continue;
-    const input = list.ok ? mapItemInput(node, scope, list.items[i], i) : ({ ok: false, path: node.items } as const);
-    if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` }, true);
-    lease(d, node, it, i, input.value);
-    if ((it.step.status as string) === "leased" || it.offered !== undefined) inFlight++;
-  }
-  if (items.every((i) => i.step.status === "succeeded" || i.step.status === "failed" || i.step.status === "cancelled")) {
-    const failed = items.flatMap((it, i) => (it.step.status === "succeeded" ? [] : [i]));
-    if (failed.length === 0) succeed(d, node.id, items.map((it) => it.output ?? null));
-    else {
-      n.output = items.map((it) => it.output ?? null);
-      fail(d, node.id, { code: "map_item_failed", message: `${failed.length} of ${items.length} items failed (first: #${failed[0]})` });
-    }
-  }
-}
-
 function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>): void {
   const node = d.byId.get(e.node)!;
   const n = d.run.nodes[e.node]!;
@@ -460,40 +207,6 @@ function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>):
     lease(d, node, n, undefined, input.ok ? input.value : null);
   }
   advance(d);
-}
-
-/** A lease past its expiry is lost: the attempt fails `worker_lost` and the step retries under its policy. */
-function expireLease(d: Draft, node: PlanNode, item: number | undefined): void {
-  const n = d.run.nodes[node.id]!;
-  const holder = item === undefined ? n : n.items?.[item];
-  if (!holder?.step || holder.lease_expires_at === undefined) return;
-  if (d.now < holder.lease_expires_at) return leaseTimer(d, node, holder, item);
-  const lost: StepError = { code: "worker_lost", message: "the attempt's lease expired without a heartbeat", retryable: true };
-  const r = applyStepOp(holder.step, { op: "fail", now: d.now, attempt: holder.step.attempt, lease_epoch: holder.step.lease_epoch, error: lost, policy: policyOf(node) });
-  if (r.outcome !== "moved") return;
-  holder.step = r.state;
-  delete holder.lease_expires_at;
-  publish(d, "step_lease_expired", { node: node.id, ...(item !== undefined ? { item } : {}), attempt: r.state.attempt });
-  d.effects.push({ type: "runway.local", channel: METRICS_CHANNEL, payload: { counter: "lease_expiries", tenant: d.run.tenant } });
-  if (node.kind === "map") return pumpMap(d, node);
-  if (r.state.status === "ready") {
-    const input = resolveTemplate(("input" in node ? node.input : null) ?? null, scopeOf(d.run));
-    lease(d, node, n, undefined, input.ok ? input.value : null);
-  } else {
-    fail(d, node.id, { code: "worker_lost", message: lost.message });
-  }
-}
-
-function onHeartbeat(d: Draft, e: Extract<ExecutionEvent, { type: "step.heartbeat" }>): void {
-  const node = d.byId.get(e.node)!;
-  const n = d.run.nodes[e.node]!;
-  const holder = e.item === undefined ? n : n.items![e.item]!;
-  holder.lease_expires_at = d.now + leaseTtl(d, node);
-  if (holder.step!.status === "leased") {
-    const r = applyStepOp(holder.step!, { op: "start", now: d.now, attempt: e.attempt, lease_epoch: e.lease_epoch });
-    if (r.outcome === "moved") holder.step = r.state;
-  }
-  leaseTimer(d, node, holder, e.item);
 }
 
 function onChild(d: Draft, e: Extract<ExecutionEvent, { type: "child.settled" }>): void {
@@ -567,8 +280,6 @@ function onRecover(d: Draft): void {
   }
   advance(d);
 }
-
-// ---- settling the run -------------------------------------------------------------------------
 
 function settleRun(d: Draft): void {
   if (isTerminal(d.run.lifecycle.status)) return;
