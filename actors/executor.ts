@@ -23,7 +23,16 @@ export class StepExecutor {
   readonly stats = { started: 0, reported: 0, viaMailbox: 0, staleCommits: 0, heartbeats: 0 };
 
   constructor(
-    private readonly deps: { nc: NatsConnection; pool: StepPool; host: ActorHost; mailbox: MailboxClient; logger: Logger; onDone?(request: ExecuteRequest): void },
+    private readonly deps: {
+      nc: NatsConnection;
+      pool: StepPool;
+      host: ActorHost;
+      mailbox: MailboxClient;
+      logger: Logger;
+      onDone?(request: ExecuteRequest): void;
+      /** Fault injection for tests: lose this report as a dropped message would be. */
+      dropReport?(): boolean;
+    },
   ) {}
 
   execute(request: ExecuteRequest): void {
@@ -59,6 +68,7 @@ export class StepExecutor {
   }
 
   private async report(address: { kind: string; id: string }, event: Record<string, unknown>, id: string): Promise<void> {
+    if (event.type === "step.result" && this.deps.dropReport?.()) return;
     const local = await this.deps.host.dispatch(address, event, id);
     // Refused: the attempt is no longer the current one (a newer lease, or the run has ended).
     const stale = (local.outcome === "applied" && (local.value as { outcome?: string } | undefined)?.outcome === "stale_lease") || local.outcome === "refused";

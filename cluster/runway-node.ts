@@ -2,7 +2,7 @@ import { resolve } from "node:path";
 import { createServer, type Server } from "node:http";
 import { DefinitionStore, DEFAULT_SCHEDULER, Dispatcher, QuotaGate, ensureDomainTopology, NodeMetrics, recoverPartition, runActor, RunService, StepExecutor, tenantActor, TenantService } from "../actors/index.js";
 import { startApi } from "../gateways/index.js";
-import { METRICS_CHANNEL, STEP_EXECUTE, STEP_READY, type ExecuteRequest, type ReadyTicket, type SchedulerConfig } from "../machines/index.js";
+import { METRICS_CHANNEL, STEP_EXECUTE, STEP_LAPSED, STEP_READY, type ExecuteRequest, type ReadyTicket, type SchedulerConfig } from "../machines/index.js";
 import { createLogger, startNode, StepPool, systemClock, type Clock, type ConnectionConfig, type Logger, type MicroService, type RunwayNode } from "../runtime/index.js";
 
 export interface RunwayNodeConfig {
@@ -27,6 +27,13 @@ export interface RunwayNodeConfig {
   scheduler?: Partial<SchedulerConfig> | false;
   /** Window of provider quotas (default one minute: `requests_per_minute` per window). */
   quotaWindowMs?: number;
+  /** How long a parked run may stay parked past its last wake-up before it is abandoned (default 60 s). */
+  waitGraceMs?: number;
+  /**
+   * Fault injection for tests: drop an in-process hand-over (`step.execute`, `step.ready`) or
+   * a step report, as a lost message would be lost. Production passes none.
+   */
+  faults?: { dropLocal?(channel: string): boolean; dropReport?(): boolean };
 }
 
 export interface RunwayWorkflowNode {
@@ -69,14 +76,15 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
   const started = await startNode({
     connection: config.connection,
     name: config.name,
-    actors: [runActor({ planOf: (digest) => definitionsOf().planOf(digest) }, { ...(config.stepLeaseTtlMs ? { leaseTtlMs: config.stepLeaseTtlMs } : {}), scheduled }), tenantActor],
+    actors: [runActor({ planOf: (digest) => definitionsOf().planOf(digest) }, { ...(config.stepLeaseTtlMs ? { leaseTtlMs: config.stepLeaseTtlMs } : {}), scheduled, ...(config.waitGraceMs !== undefined ? { waitGraceMs: config.waitGraceMs } : {}) }), tenantActor],
     topology: { replicas: config.replicas ?? 1 },
     ...(config.leaseTtlMs !== undefined ? { leaseTtlMs: config.leaseTtlMs } : {}),
     clock,
     logger,
     local: {
-      [STEP_EXECUTE]: (payload) => executor?.execute(payload as ExecuteRequest),
-      [STEP_READY]: (payload) => dispatcher?.offer(payload as ReadyTicket),
+      [STEP_EXECUTE]: (payload) => !config.faults?.dropLocal?.(STEP_EXECUTE) && executor?.execute(payload as ExecuteRequest),
+      [STEP_READY]: (payload) => !config.faults?.dropLocal?.(STEP_READY) && dispatcher?.offer(payload as ReadyTicket),
+      [STEP_LAPSED]: (payload) => dispatcher?.done((payload as { ticket: string }).ticket),
       [METRICS_CHANNEL]: (payload) => {
         const p = payload as { counter: string; tenant?: string };
         metrics.inc(p.counter, "attempt leases that lapsed without a heartbeat", p.tenant ? { tenant: p.tenant } : {});
@@ -97,7 +105,15 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
           name: "services",
           start: () => {
             tenants = new TenantService({ nc: self().nc, partitions: self().topology.partitions, mailbox: self().mailbox, now: () => clock.now() });
-            executor = new StepExecutor({ nc: self().nc, pool, host: self().host, mailbox: self().mailbox, logger, onDone: (r) => r.ticket && dispatcher?.done(r.ticket) });
+            executor = new StepExecutor({
+              nc: self().nc,
+              pool,
+              host: self().host,
+              mailbox: self().mailbox,
+              logger,
+              onDone: (r) => r.ticket && dispatcher?.done(r.ticket),
+              ...(config.faults?.dropReport ? { dropReport: config.faults.dropReport } : {}),
+            });
             if (scheduled) {
               const settings = { ...DEFAULT_SCHEDULER, slots: (config.threads ?? 2) * tasksPerThread, ...(config.scheduler || {}) };
               dispatcher = new Dispatcher({

@@ -37,6 +37,7 @@ export {
   MAX_DEPTH,
   STEP_EXECUTE,
   STEP_READY,
+  STEP_LAPSED,
   METRICS_CHANNEL,
   WAIT_GRACE_MS,
   type RunCommand,

@@ -1,6 +1,6 @@
 import { applyStepOp, type RetryPolicy, type StepError, type StepState } from "../step/index.js";
 import { mapItemInput, mapItems, resolveTemplate, type PlanNode } from "../workflow/index.js";
-import { fail, METRICS_CHANNEL, publish, scopeOf, STEP_EXECUTE, STEP_READY, succeed, type Draft } from "./draft.js";
+import { fail, METRICS_CHANNEL, publish, scopeOf, STEP_EXECUTE, STEP_LAPSED, STEP_READY, succeed, type Draft } from "./draft.js";
 import type { ExecuteRequest, ExecutionEvent, ReadyTicket, RunContext } from "./types.js";
 
 /**
@@ -177,6 +177,8 @@ export function expireLease(d: Draft, node: PlanNode, item: number | undefined):
   delete holder.lease_expires_at;
   publish(d, "step_lease_expired", { node: node.id, ...(item !== undefined ? { item } : {}), attempt: r.state.attempt });
   d.effects.push({ type: "runway.local", channel: METRICS_CHANNEL, payload: { counter: "lease_expiries", tenant: d.run.tenant } });
+  // The lost attempt's scheduler slot, if it still holds one, is free: its worker is gone or a zombie.
+  d.effects.push({ type: "runway.local", channel: STEP_LAPSED, payload: { ticket: `${d.run.id}/${node.id}${item !== undefined ? `[${item}]` : ""}/${r.state.attempt}` } });
   if (node.kind === "map") return pumpMap(d, node);
   if (r.state.status === "ready") {
     const input = resolveTemplate(("input" in node ? node.input : null) ?? null, scopeOf(d.run));

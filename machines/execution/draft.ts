@@ -17,6 +17,8 @@ export const STEP_EXECUTE = "step.execute";
 /** Local effect channel: a ready attempt offered to the node's fair scheduler. */
 export const STEP_READY = "step.ready";
 
+/** Local effect channel: an attempt's lease lapsed; its scheduler slot (if any) is free. */
+export const STEP_LAPSED = "step.lapsed";
 /** Local effect channel for node metrics the machine alone can see (e.g. a lease that lapsed). */
 export const METRICS_CHANNEL = "metrics";
 

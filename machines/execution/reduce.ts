@@ -6,7 +6,7 @@ import { expireLease, lease, onHeartbeat, onLease, policyOf, pumpMap, ready } fr
 import { fail, MAX_DEPTH, move, PLATFORM_RETRIES, publish, runSummary, scopeOf, states, succeed, WAIT_GRACE_MS, type Draft, type Effect } from "./draft.js";
 import type { ExecutionContext, ExecutionEvent, NodeRun, RunContext, RunError } from "./types.js";
 
-export { MAX_DEPTH, WAIT_GRACE_MS, STEP_EXECUTE, STEP_READY, METRICS_CHANNEL, PLATFORM_RETRIES, runSummary, type Effect } from "./draft.js";
+export { MAX_DEPTH, WAIT_GRACE_MS, STEP_EXECUTE, STEP_READY, STEP_LAPSED, METRICS_CHANNEL, PLATFORM_RETRIES, runSummary, type Effect } from "./draft.js";
 export { LEASE_GRACE_MS } from "./attempts.js";
 
 /**
@@ -306,11 +306,12 @@ function parkOrRun(d: Draft): void {
   const sleeping = active.filter((n) => n.kind === "sleep");
   const lc = d.run.lifecycle;
   if (active.length > 0 && sleeping.length === active.length) {
-    const expires = Math.max(...sleeping.map((n) => d.run.nodes[n.id]!.wake_at ?? d.now)) + WAIT_GRACE_MS;
+    const grace = d.event.wait_grace_ms ?? WAIT_GRACE_MS;
+    const expires = Math.max(...sleeping.map((n) => d.run.nodes[n.id]!.wake_at ?? d.now)) + grace;
     if (lc.status !== "waiting" || lc.waiting_expires_at !== expires) {
       move(d, "mark_waiting", { on: "delay", ref: sleeping[0]!.id, expires_at: expires } as Partial<RunOpEvent>);
       d.effects.push({ type: "runway.timer.set", name: "wait-deadline", at: expires, event: { type: "timer.fired", kind: "wait", node: sleeping[0]!.id } });
-      publish(d, "run_waiting", { on: "delay", until: expires - WAIT_GRACE_MS });
+      publish(d, "run_waiting", { on: "delay", until: expires - grace });
     }
   } else if (lc.status === "waiting") {
     move(d, "resume");

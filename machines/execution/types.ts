@@ -150,6 +150,8 @@ export interface Prepared {
   child_definitions?: Record<string, DefinitionRef>;
   /** Engine setting: an attempt's lease lasts this long past its last heartbeat (default: the node's timeout + 5 s). */
   lease_ttl_ms?: number;
+  /** Engine setting: how long past its last wake-up a parked run may wait (default WAIT_GRACE_MS). */
+  wait_grace_ms?: number;
   /** Engine setting: ready attempts are offered to the node's fair scheduler instead of being leased at once. */
   scheduled?: boolean;
 }

@@ -1,0 +1,68 @@
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { RunwayClient } from "../../cluster/client.js";
+import { startRunwayNode, type RunwayWorkflowNode } from "../../cluster/runway-node.js";
+import { CMD_STREAM, createLogger, partitionOf, timerSubject } from "../../runtime/index.js";
+import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
+import { HANDLERS, type RunAnswer } from "../integration/workflow-support.js";
+
+let server: NatsServerHandle;
+let node: RunwayWorkflowNode;
+let nc: NatsConnection;
+// Deterministic "randomness": every third hand-over to the executor and every fourth report is lost.
+let handovers = 0;
+let reports = 0;
+
+beforeAll(async () => {
+  server = await startServer();
+  node = await startRunwayNode({
+    connection: server.connectOptions(),
+    name: "lossy",
+    handlers: [HANDLERS],
+    stepLeaseTtlMs: 1_000,
+    waitGraceMs: 500,
+    faults: { dropLocal: (channel) => channel === "step.execute" && ++handovers % 3 === 0, dropReport: () => ++reports % 4 === 0 },
+    logger: createLogger("lossy", "error"),
+  });
+  await waitFor(() => node.node.host.ownedPartitions().length === 32, { timeoutMs: 20_000, describe: "partitions" });
+  nc = await connect(server.connectOptions());
+});
+afterAll(async () => {
+  await nc?.close();
+  await node?.stop();
+  await server?.dispose();
+});
+
+it("every accepted run reaches a terminal state when dispatches and reports are dropped, workers are killed and waits expire", async () => {
+  const client = new RunwayClient(nc, "loss");
+  await client.createTenant("loss");
+  const retry = { max_attempts: 6, backoff_ms: 10, max_backoff_ms: 50 };
+  await client.putDefinition({ name: "steps", nodes: [0, 1, 2].map((i) => ({ id: `s${i}`, kind: "code", handler: "echo", input: i, retry, ...(i > 0 ? { needs: [`s${i - 1}`] } : {}) })) });
+  await client.putDefinition({ name: "crashing", nodes: [{ id: "c", kind: "code", handler: "crash", retry: { max_attempts: 2, backoff_ms: 10, max_backoff_ms: 10 } }] });
+  await client.putDefinition({ name: "parked", nodes: [{ id: "nap", kind: "sleep", duration_ms: 300 }, { id: "after", kind: "code", needs: ["nap"], handler: "noop" }] });
+  const ids: { id: string; kind: string }[] = [];
+  for (let i = 0; i < 10; i++) ids.push({ id: ((await client.startRun({ definition: "steps" })).run as RunAnswer).id, kind: "steps" });
+  for (let i = 0; i < 3; i++) ids.push({ id: ((await client.startRun({ definition: "crashing" })).run as RunAnswer).id, kind: "crashing" });
+  for (let i = 0; i < 3; i++) {
+    const id = ((await client.startRun({ definition: "parked" })).run as RunAnswer).id;
+    // The wake-up timer is lost: only the wait's own expiry clock can end this run.
+    const purged = await nc.request(`$JS.API.STREAM.PURGE.${CMD_STREAM}`, JSON.stringify({ filter: timerSubject(partitionOf(id, 32), "run", id, "sleep-nap") }), { timeout: 5_000 });
+    expect(JSON.parse(purged.string()).success).toBe(true);
+    ids.push({ id, kind: "parked" });
+  }
+  const final = await waitFor(
+    async () => {
+      const views = await Promise.all(ids.map(async (r) => ({ ...r, run: (await client.getRun(r.id)).run as RunAnswer })));
+      return views.every((v) => ["succeeded", "failed", "cancelled"].includes(v.run.status)) ? views : undefined;
+    },
+    { timeoutMs: 60_000, describe: "every accepted run to reach a terminal state" },
+  );
+  const byKind = (k: string) => final.filter((v) => v.kind === k).map((v) => v.run);
+  console.log(`terminal: dropped ${Math.floor(handovers / 3)} hand-overs and ${Math.floor(reports / 4)} reports; ${JSON.stringify(final.map((v) => `${v.kind}:${v.run.status}${v.run.error ? `:${v.run.error.code}` : ""}`))}`);
+  expect(byKind("steps").every((r) => r.status === "succeeded")).toBe(true);
+  expect(byKind("crashing").every((r) => r.status === "failed")).toBe(true);
+  for (const r of byKind("parked")) {
+    expect(r.status).toBe("failed");
+    expect(r.error?.code).toBe("wait_abandoned");
+  }
+});
