@@ -1,40 +1,21 @@
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { expect, it } from "vitest";
 import { RunwayClient } from "../../cluster/client.js";
-import { startRunwayNode, type RunwayWorkflowNode } from "../../cluster/runway-node.js";
-import { CMD_STREAM, createLogger, partitionOf, timerSubject } from "../../runtime/index.js";
-import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
-import { HANDLERS, type RunAnswer } from "../integration/workflow-support.js";
+import { CMD_STREAM, partitionOf, timerSubject } from "../../runtime/index.js";
+import { waitFor } from "../harness/index.js";
+import { workflowWorld, type RunAnswer } from "../integration/workflow-support.js";
 
-let server: NatsServerHandle;
-let node: RunwayWorkflowNode;
-let nc: NatsConnection;
 // Deterministic "randomness": every third hand-over to the executor and every fourth report is lost.
 let handovers = 0;
 let reports = 0;
-
-beforeAll(async () => {
-  server = await startServer();
-  node = await startRunwayNode({
-    connection: server.connectOptions(),
-    name: "lossy",
-    handlers: [HANDLERS],
-    stepLeaseTtlMs: 1_000,
-    waitGraceMs: 500,
-    faults: { dropLocal: (channel) => channel === "step.execute" && ++handovers % 3 === 0, dropReport: () => ++reports % 4 === 0 },
-    logger: createLogger("lossy", "error"),
-  });
-  await waitFor(() => node.node.host.ownedPartitions().length === 32, { timeoutMs: 20_000, describe: "partitions" });
-  nc = await connect(server.connectOptions());
-});
-afterAll(async () => {
-  await nc?.close();
-  await node?.stop();
-  await server?.dispose();
+const world = workflowWorld({
+  name: "lossy",
+  stepLeaseTtlMs: 1_000,
+  waitGraceMs: 500,
+  faults: { dropLocal: (channel) => channel === "step.execute" && ++handovers % 3 === 0, dropReport: () => ++reports % 4 === 0 },
 });
 
 it("every accepted run reaches a terminal state when dispatches and reports are dropped, workers are killed and waits expire", async () => {
-  const client = new RunwayClient(nc, "loss");
+  const client = new RunwayClient(world.nc, "loss");
   await client.createTenant("loss");
   const retry = { max_attempts: 6, backoff_ms: 10, max_backoff_ms: 50 };
   await client.putDefinition({ name: "steps", nodes: [0, 1, 2].map((i) => ({ id: `s${i}`, kind: "code", handler: "echo", input: i, retry, ...(i > 0 ? { needs: [`s${i - 1}`] } : {}) })) });
@@ -46,7 +27,7 @@ it("every accepted run reaches a terminal state when dispatches and reports are 
   for (let i = 0; i < 3; i++) {
     const id = ((await client.startRun({ definition: "parked" })).run as RunAnswer).id;
     // The wake-up timer is lost: only the wait's own expiry clock can end this run.
-    const purged = await nc.request(`$JS.API.STREAM.PURGE.${CMD_STREAM}`, JSON.stringify({ filter: timerSubject(partitionOf(id, 32), "run", id, "sleep-nap") }), { timeout: 5_000 });
+    const purged = await world.nc.request(`$JS.API.STREAM.PURGE.${CMD_STREAM}`, JSON.stringify({ filter: timerSubject(partitionOf(id, 32), "run", id, "sleep-nap") }), { timeout: 5_000 });
     expect(JSON.parse(purged.string()).success).toBe(true);
     ids.push({ id, kind: "parked" });
   }

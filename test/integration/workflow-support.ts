@@ -2,14 +2,14 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { RunwayClient, type ApiAnswer } from "../../cluster/client.js";
-import { startRunwayNode, type RunwayWorkflowNode } from "../../cluster/runway-node.js";
+import { startRunwayNode, type RunwayNodeConfig, type RunwayWorkflowNode } from "../../cluster/runway-node.js";
 import { createLogger } from "../../runtime/index.js";
 import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
 
 export const HANDLERS = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
 
-/** A server, one in-process workflow node serving the API, and a client for tenant `t1`. */
-export function workflowWorld(): {
+/** A server, one in-process workflow node serving the API (with `overrides`), and a client for tenant `t1`. */
+export function workflowWorld(overrides: Partial<RunwayNodeConfig> = {}): {
   readonly server: NatsServerHandle;
   readonly node: RunwayWorkflowNode;
   readonly nc: NatsConnection;
@@ -27,7 +27,8 @@ export function workflowWorld(): {
   };
   beforeAll(async () => {
     world.server = await startServer();
-    world.node = await startRunwayNode({ connection: world.server.connectOptions(), name: "wf-node", handlers: [HANDLERS], logger: createLogger("wf-node", "warn") });
+    const name = overrides.name ?? "wf-node";
+    world.node = await startRunwayNode({ connection: world.server.connectOptions(), name, handlers: [HANDLERS], logger: createLogger(name, "error"), ...overrides });
     await waitFor(() => world.node.node.host.ownedPartitions().length === 32, { timeoutMs: 20_000, describe: "node to own all partitions" });
     world.nc = await connect(world.server.connectOptions());
     world.client = new RunwayClient(world.nc, "t1");
