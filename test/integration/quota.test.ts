@@ -2,7 +2,8 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { RunwayClient } from "../../cluster/client.js";
 import { startRunwayNode, type RunwayWorkflowNode } from "../../cluster/runway-node.js";
-import { createLogger } from "../../runtime/index.js";
+import { runIdFor, startKey } from "../../actors/index.js";
+import { createLogger, partitionOf } from "../../runtime/index.js";
 import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
 import { HANDLERS, settled, type RunAnswer } from "./workflow-support.js";
 
@@ -35,8 +36,16 @@ it("provider quota: with N requests per window, no more than N calls are leased 
   expect((await client.putDefinition({ name: "ask", nodes: [{ id: "call", kind: "code", handler: "slow", input: { ms: 50 }, provider: "llm/fast" }] })).outcome).toBe("published");
   // Let both nodes learn the tenant's quota before the calls arrive.
   for (const n of nodes) await n.tenants.get("q1");
+  // Six runs on each node: pick start keys whose runs land in each node's partitions.
   const runs: string[] = [];
-  for (let i = 0; i < 12; i++) runs.push(((await client.startRun({ definition: "ask" })).run as RunAnswer).id);
+  const perNode = new Map<RunwayWorkflowNode, number>();
+  for (let i = 0; runs.length < 12; i++) {
+    const key = { source: "quota", delivery_id: `d${i}` };
+    const owner = nodes.find((n) => n.node.host.owns(partitionOf(runIdFor("q1", startKey(key.source, key.delivery_id)), 32)))!;
+    if ((perNode.get(owner) ?? 0) >= 6) continue;
+    perNode.set(owner, (perNode.get(owner) ?? 0) + 1);
+    runs.push(((await client.startRun({ definition: "ask", start_key: key })).run as RunAnswer).id);
+  }
   let maxInFlight = 0;
   const sampler = setInterval(() => (maxInFlight = Math.max(maxInFlight, nodes.reduce((s, n) => s + n.executor.inFlight, 0))), 5);
   try {
