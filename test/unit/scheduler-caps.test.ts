@@ -11,13 +11,9 @@ import {
   type TenantPolicy,
   type Ticket,
 } from "../../machines/scheduler/index.js";
+import { T0, lookup } from "./scheduler-support.js";
 
-const T0 = 1_700_000_000_000;
 const config: SchedulerConfig = { slots: 12, interactive_reserve: 0, migration_cap: 0, aging_ms: 60_000 };
-
-function lookup(map: Record<string, TenantPolicy>): (tenant: string) => TenantPolicy | undefined {
-  return (tenant) => (Object.hasOwn(map, tenant) ? map[tenant] : undefined);
-}
 
 function ticket(id: string, tenant: string, project: string, priority = 5) {
   return { id, tenant, project, class: "automation" as const, priority, deadline: null, enqueued_at: T0 };

@@ -13,8 +13,8 @@ import {
   type Ticket,
   type TicketClass,
 } from "../../machines/scheduler/index.js";
+import { T0 } from "./scheduler-support.js";
 
-const T0 = 1_700_000_000_000;
 const open: TenantPolicy = { weight: 1, max_concurrency: 10_000 };
 const tenants = (): TenantPolicy => open;
 

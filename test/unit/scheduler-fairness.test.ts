@@ -8,22 +8,11 @@ import {
   schedulerViolations,
   type SchedulerConfig,
   type SchedulerState,
-  type TenantPolicy,
   type Ticket,
 } from "../../machines/scheduler/index.js";
+import { T0, cycler, lookup } from "./scheduler-support.js";
 
-/** The next of `values`, round and round (release choices drawn by fast-check). */
-function cycler(): (values: readonly number[]) => number {
-  let i = 0;
-  return (values) => values[i++ % values.length] as number;
-}
-
-const T0 = 1_700_000_000_000;
 const config: SchedulerConfig = { slots: 8, interactive_reserve: 0, migration_cap: 0, aging_ms: 60_000 };
-
-function lookup(map: Record<string, TenantPolicy>): (tenant: string) => TenantPolicy | undefined {
-  return (tenant) => (Object.hasOwn(map, tenant) ? map[tenant] : undefined);
-}
 
 interface Tally {
   leases: Record<string, number>;

@@ -20,8 +20,8 @@ import {
   type TenantPolicy,
   type TicketInput,
 } from "../../machines/scheduler/index.js";
+import { T0 } from "./scheduler-support.js";
 
-const T0 = 1_700_000_000_000;
 const config: SchedulerConfig = { slots: 10, interactive_reserve: 0, migration_cap: 1, aging_ms: 60_000 };
 const open: TenantPolicy = { weight: 1, max_concurrency: 100 };
 

@@ -15,6 +15,7 @@ import {
   type TicketClass,
   type TokenBucket,
 } from "../../machines/scheduler/index.js";
+import { T0 } from "./scheduler-support.js";
 
 /**
  * Differential test: every `next` decision must equal the one a naive reference makes by
@@ -22,7 +23,6 @@ import {
  * obvious way), over random workloads with caps, quotas, kills, aging, removals and releases.
  */
 
-const T0 = 1_700_000_000_000;
 const TENANTS = ["a", "b", "c", "d"] as const;
 const CLASSES: readonly TicketClass[] = ["interactive", "approval_resume", "automation", "migration"];
 const TIERS: readonly (readonly TicketClass[])[] = [["interactive", "approval_resume"], ["automation"], ["migration"]];

@@ -15,8 +15,8 @@ import {
   type Ticket,
   type TokenBucket,
 } from "../../machines/scheduler/index.js";
+import { T0 } from "./scheduler-support.js";
 
-const T0 = 1_700_000_000_000;
 const MINUTE = 60_000;
 const KEY = "openai/gpt-4o";
 const open: TenantPolicy = { weight: 1, max_concurrency: 1_000 };

@@ -9,23 +9,12 @@ import {
   schedulerViolations,
   type SchedulerConfig,
   type SchedulerState,
-  type TenantPolicy,
   type Ticket,
   type TicketClass,
 } from "../../machines/scheduler/index.js";
+import { T0, cycler, lookup } from "./scheduler-support.js";
 
-/** The next of `values`, round and round (release choices drawn by fast-check). */
-function cycler(): (values: readonly number[]) => number {
-  let i = 0;
-  return (values) => values[i++ % values.length] as number;
-}
-
-const T0 = 1_700_000_000_000;
 const AGING = 1_000;
-
-function lookup(map: Record<string, TenantPolicy>): (tenant: string) => TenantPolicy | undefined {
-  return (tenant) => (Object.hasOwn(map, tenant) ? map[tenant] : undefined);
-}
 
 describe("aging (seed 000: priority/deadline, and aging)", () => {
   it("a waiting ticket gains one level per aging_ms and then beats fresh top-priority work of its own tenant", () => {
