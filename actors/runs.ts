@@ -41,10 +41,8 @@ export type StartRunResult =
   | { outcome: "definition_not_published"; reason: string }
   | { outcome: "input_too_large"; bytes: number; limit: number }
   | { outcome: "invalid_input"; reason: string }
-  /** The tenant's kill switch is on, it is draining, or its day cap is spent: no run is created. */
-  | { outcome: "tenant_killed" | "tenant_draining" | "day_cap_reached"; detail?: unknown }
-  /** The tenant is at its run concurrency cap: no run is created; try again later. */
-  | { outcome: "concurrency_cap_reached"; detail?: unknown };
+  /** The tenant's kill switch is on, it is draining, its day cap is spent, or its queue is full: no run is created. */
+  | { outcome: "tenant_killed" | "tenant_draining" | "day_cap_reached" | "queue_full"; detail?: unknown };
 
 export type CancelRunResult = { outcome: "cancelled"; run: RunView } | { outcome: "not_cancellable"; run: RunView } | { outcome: "run_not_found" } | { outcome: "tenant_not_found" };
 
@@ -92,9 +90,9 @@ export class RunService {
     if (existing) return { outcome: "duplicate", run: existing };
     // Admission by the tenant actor: kill switch, drain, day cap, run concurrency.
     const admitted = await this.deps.tenants.admit(tenant, id, "default");
-    if (admitted.outcome === "tenant_killed" || admitted.outcome === "tenant_draining" || admitted.outcome === "day_cap_reached") return { outcome: admitted.outcome, detail: admitted };
-    if (admitted.outcome === "queued") return { outcome: "concurrency_cap_reached", detail: admitted };
-    if (admitted.outcome !== "admitted") throw new RunwayFault("admission_unavailable", `admission of ${id}: ${admitted.outcome}`, { kind: "retryable" });
+    if (admitted.outcome === "tenant_killed" || admitted.outcome === "tenant_draining" || admitted.outcome === "day_cap_reached" || admitted.outcome === "queue_full") return { outcome: admitted.outcome, detail: admitted };
+    // Queued behind the tenant's caps: the run is created `queued` and starts when its tenant gives it a slot.
+    if (admitted.outcome !== "admitted" && admitted.outcome !== "queued") throw new RunwayFault("admission_unavailable", `admission of ${id}: ${admitted.outcome}`, { kind: "retryable" });
     const seed = {
       id,
       tenant,
@@ -106,6 +104,7 @@ export class RunService {
       source: request.start_key?.source ?? "api",
       start_key: key,
       lane: request.lane ?? "interactive",
+      ...(admitted.outcome === "queued" ? { admission: "queued" as const } : {}),
       input,
     };
     const answer = await this.deps.mailbox.request({ kind: RUN_KIND, id }, { type: "run.create", run: seed }, `create/${id}`, 10_000);

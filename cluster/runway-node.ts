@@ -1,6 +1,6 @@
 import { resolve } from "node:path";
 import { createServer, type Server } from "node:http";
-import { DefinitionStore, DEFAULT_SCHEDULER, Dispatcher, QuotaGate, ensureDomainTopology, NodeMetrics, recoverPartition, runActor, RunService, StepExecutor, tenantActor, TenantService } from "../actors/index.js";
+import { DefinitionStore, DEFAULT_SCHEDULER, Dispatcher, QuotaGate, ensureDomainTopology, NodeMetrics, recoverPartition, runActor, RunService, StepExecutor, Sweeper, tenantActor, TenantService } from "../actors/index.js";
 import { startApi } from "../gateways/index.js";
 import { METRICS_CHANNEL, STEP_EXECUTE, STEP_LAPSED, STEP_READY, type ExecuteRequest, type ReadyTicket, type SchedulerConfig } from "../machines/index.js";
 import { createLogger, startNode, StepPool, systemClock, type Clock, type ConnectionConfig, type Logger, type MicroService, type RunwayNode } from "../runtime/index.js";
@@ -29,6 +29,10 @@ export interface RunwayNodeConfig {
   quotaWindowMs?: number;
   /** How long a parked run may stay parked past its last wake-up before it is abandoned (default 60 s). */
   waitGraceMs?: number;
+  /** How often the recovery sweep passes over the runs this node serves (default 60 s); `false`: only on demand (`sweeper.pass()`). */
+  sweepIntervalMs?: number | false;
+  /** Runs one sweep pass reads at most (default 5,000); the next pass goes on from there. */
+  sweepMaxPerPass?: number;
   /**
    * Fault injection for tests: drop an in-process hand-over (`step.execute`, `step.ready`) or
    * a step report, as a lost message would be lost. Production passes none.
@@ -45,8 +49,15 @@ export interface RunwayWorkflowNode {
   pool: StepPool;
   metrics: NodeMetrics;
   dispatcher: Dispatcher | undefined;
+  sweeper: Sweeper;
   stop(): Promise<void>;
 }
+
+/** Help text of the counters the run machine reports on its metrics channel. */
+const MACHINE_COUNTERS: Record<string, string> = {
+  lease_expiries: "attempt leases that lapsed without a heartbeat",
+  sweep_actions: "repairs made by the recovery sweep, by action",
+};
 
 /**
  * A workflow node: the generic runtime node plus the run actor, its step executor (a Piscina
@@ -67,6 +78,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
   let api: MicroService | undefined;
   let http: Server | undefined;
   let dispatcher: Dispatcher | undefined;
+  let sweeper: Sweeper | undefined;
   const scheduled = config.scheduler !== false;
   const metrics = new NodeMetrics(config.name);
   let node!: () => RunwayNode;
@@ -86,8 +98,8 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
       [STEP_READY]: (payload) => !config.faults?.dropLocal?.(STEP_READY) && dispatcher?.offer(payload as ReadyTicket),
       [STEP_LAPSED]: (payload) => dispatcher?.done((payload as { ticket: string }).ticket),
       [METRICS_CHANNEL]: (payload) => {
-        const p = payload as { counter: string; tenant?: string };
-        metrics.inc(p.counter, "attempt leases that lapsed without a heartbeat", p.tenant ? { tenant: p.tenant } : {});
+        const p = payload as { counter: string; tenant?: string; action?: string };
+        metrics.inc(p.counter, MACHINE_COUNTERS[p.counter] ?? p.counter, { ...(p.tenant ? { tenant: p.tenant } : {}), ...(p.action ? { action: p.action } : {}) });
       },
     },
     onServe: async (partition, log) => {
@@ -127,6 +139,16 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
                 quota: new QuotaGate(self().nc, config.quotaWindowMs ?? 60_000),
               });
             }
+            sweeper = new Sweeper({
+              nc: self().nc,
+              host: self().host,
+              mailbox: self().mailbox,
+              partitions: self().topology.partitions,
+              clock,
+              logger,
+              ...(config.sweepMaxPerPass !== undefined ? { maxPerPass: config.sweepMaxPerPass } : {}),
+              onAction: (action, tenant) => metrics.inc("sweep_actions", MACHINE_COUNTERS.sweep_actions!, { tenant, action }),
+            });
             runs = new RunService({ nc: self().nc, partitions: self().topology.partitions, mailbox: self().mailbox, definitions: definitionsOf(), tenants });
             metrics.addSource({ collect: () => [...collectNodeMetrics(self(), executor!, pool), ...collectSchedulerMetrics(dispatcher, clock.now())] });
           },
@@ -149,6 +171,13 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
           stop: () => dispatcher?.stop(),
         },
         {
+          name: "sweeper",
+          start: () => {
+            if (config.sweepIntervalMs !== false) sweeper!.start(config.sweepIntervalMs ?? 60_000);
+          },
+          stop: () => sweeper?.stop(),
+        },
+        {
           name: "api",
           start: async () => {
             if (config.api === false) return;
@@ -159,7 +188,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
       ];
     },
   });
-  return { node: started, definitions: definitionsOf(), tenants: tenants!, runs: runs!, executor: executor!, pool, metrics, dispatcher, stop: () => started.stop() };
+  return { node: started, definitions: definitionsOf(), tenants: tenants!, runs: runs!, executor: executor!, pool, metrics, dispatcher, sweeper: sweeper!, stop: () => started.stop() };
 }
 
 function collectNodeMetrics(node: RunwayNode, executor: StepExecutor, pool: StepPool) {

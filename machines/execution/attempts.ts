@@ -37,7 +37,7 @@ export function leaseTimer(d: Draft, node: PlanNode, holder: { step?: StepState;
   });
 }
 
-export type Holder = { step?: StepState; lease_expires_at?: number; offered?: number };
+export type Holder = { step?: StepState; lease_expires_at?: number; offered?: number; offered_at?: number };
 
 /**
  * Makes a ready attempt run: offered to the node's fair scheduler when the engine schedules
@@ -63,6 +63,7 @@ export function offer(d: Draft, node: PlanNode, holder: Holder, item: number | u
   const attempt = step.attempt + 1;
   if (holder.offered === attempt) return;
   holder.offered = attempt;
+  holder.offered_at = d.now;
   const r = d.run;
   d.effects.push({
     type: "runway.local",
@@ -95,6 +96,7 @@ export function leaseNow(d: Draft, node: PlanNode, holder: Holder, item: number 
   const s = r.state;
   holder.step = s;
   delete holder.offered;
+  delete holder.offered_at;
   if (node.kind !== "code" && node.kind !== "map") return;
   holder.lease_expires_at = d.now + leaseTtl(d, node);
   leaseTimer(d, node, holder, item);
@@ -164,12 +166,12 @@ export function pumpMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>): voi
   }
 }
 
-/** A lease past its expiry is lost: the attempt fails `worker_lost` and the step retries under its policy. */
-export function expireLease(d: Draft, node: PlanNode, item: number | undefined): void {
+/** A lease past its expiry (at `judgedAt`, default now) is lost: the attempt fails `worker_lost` and the step retries under its policy. */
+export function expireLease(d: Draft, node: PlanNode, item: number | undefined, judgedAt = d.now): void {
   const n = d.run.nodes[node.id]!;
   const holder = item === undefined ? n : n.items?.[item];
   if (!holder?.step || holder.lease_expires_at === undefined) return;
-  if (d.now < holder.lease_expires_at) return leaseTimer(d, node, holder, item);
+  if (judgedAt < holder.lease_expires_at) return leaseTimer(d, node, holder, item);
   const lost: StepError = { code: "worker_lost", message: "the attempt's lease expired without a heartbeat", retryable: true };
   const r = applyStepOp(holder.step, { op: "fail", now: d.now, attempt: holder.step.attempt, lease_epoch: holder.step.lease_epoch, error: lost, policy: policyOf(node) });
   if (r.outcome !== "moved") return;

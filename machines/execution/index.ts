@@ -1,4 +1,5 @@
 export { executionMachine } from "./machine.js";
+export { sweepPlan, parentGone, DEFAULT_SWEEP, type SweepAction, type SweepSettings } from "./sweep.js";
 export { reduce, runSummary, MAX_DEPTH, WAIT_GRACE_MS, STEP_EXECUTE, STEP_READY, STEP_LAPSED, METRICS_CHANNEL, PLATFORM_RETRIES, LEASE_GRACE_MS, type Effect } from "./reduce.js";
 export {
   RunCommandSchema,

@@ -1,6 +1,7 @@
 import { emit, enqueueActions, setup } from "xstate";
 import { TERMINAL } from "../run/index.js";
 import { reduce } from "./reduce.js";
+import { sweepPlan } from "./sweep.js";
 import type { ExecutionContext, ExecutionEvent, NodeRun } from "./types.js";
 
 function attemptOf(n: NodeRun | undefined, item: number | undefined) {
@@ -47,6 +48,10 @@ export const executionMachine = setup({
           n.s === "active" &&
           (n.step?.status === "leased" || n.step?.status === "running" || n.offered !== undefined || (n.items?.some((i) => i.step.status === "leased" || i.step.status === "running" || i.offered !== undefined) ?? false)),
       ),
+    queued: ({ context }) => context.run?.lifecycle.status === "queued",
+    /** Only a sweep with something to repair is applied (and written); the rest cost no write. */
+    sweepRepairs: ({ context, event }) => event.type === "run.sweep" && !!context.run && sweepPlan(context.run, event.at).some((a) => a.action !== "recheck_admission"),
+    isChild: ({ context }) => context.run?.parent_run_id !== null && context.run?.parent_run_id !== undefined,
     leaseIsCurrent: ({ context, event }) => {
       if (event.type !== "step.lease") return false;
       const n = context.run?.nodes[event.node];
@@ -81,6 +86,9 @@ export const executionMachine = setup({
         "child.settled": { guard: "childIsCurrent", actions: "reduce" },
         "run.cancel": { actions: "reduce" },
         "run.recover": { guard: "recoverable", actions: "reduce" },
+        "run.admitted": { guard: "queued", actions: "reduce" },
+        "run.sweep": { guard: "sweepRepairs", actions: "reduce" },
+        "run.parent_gone": { guard: "isChild", actions: "reduce" },
       },
     },
     ended: { type: "final" },

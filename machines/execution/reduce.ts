@@ -3,7 +3,8 @@ import { isTerminal, queuedLifecycle, type RunOpEvent } from "../run/index.js";
 import { applyStepOp, pendingStep, type StepError } from "../step/index.js";
 import { evaluateCondition, joinOutcome, mapItems, readiness, resolveTemplate, runOutcome, runResult, validateAgainstSchema, type PlanNode } from "../workflow/index.js";
 import { expireLease, lease, onHeartbeat, onLease, policyOf, pumpMap, ready } from "./attempts.js";
-import { fail, MAX_DEPTH, move, PLATFORM_RETRIES, publish, runSummary, scopeOf, states, succeed, WAIT_GRACE_MS, type Draft, type Effect } from "./draft.js";
+import { fail, MAX_DEPTH, METRICS_CHANNEL, move, PLATFORM_RETRIES, publish, runSummary, scopeOf, states, succeed, WAIT_GRACE_MS, type Draft, type Effect } from "./draft.js";
+import { sweepPlan } from "./sweep.js";
 import type { ExecutionContext, ExecutionEvent, NodeRun, RunContext, RunError } from "./types.js";
 
 export { MAX_DEPTH, WAIT_GRACE_MS, STEP_EXECUTE, STEP_READY, STEP_LAPSED, METRICS_CHANNEL, PLATFORM_RETRIES, runSummary, type Effect } from "./draft.js";
@@ -43,6 +44,15 @@ export function reduce(context: ExecutionContext, event: ExecutionEvent): { cont
       onLease(d, event);
       advance(d);
       break;
+    case "run.admitted":
+      begin(d);
+      break;
+    case "run.sweep":
+      onSweep(d, event.at);
+      break;
+    case "run.parent_gone":
+      onParentGone(d, event.parent_status);
+      break;
   }
   return { context: { run: d.run }, effects: d.effects };
 }
@@ -67,6 +77,19 @@ function create(event: Extract<ExecutionEvent, { type: "run.create" }>): RunCont
 }
 
 function onCreate(d: Draft): void {
+  if (d.run.admission === "queued") {
+    // Behind its tenant's caps: it starts on `run.admitted`. Its slot may already have been
+    // given (the tenant may have admitted it before this create was stored): ask once now.
+    publish(d, "run_queued", { definition: d.run.definition });
+    d.effects.push({ type: "runway.send", to: { kind: "tenant", id: d.run.tenant }, event: { type: "tenant.recheck", run_id: d.run.id } });
+  } else {
+    begin(d);
+  }
+  d.effects.push({ type: "runway.answer", value: { outcome: "started", run: runSummary(d.run) } });
+}
+
+/** The run starts: queued → running, its input checked against the definition's schema, its first nodes started. */
+function begin(d: Draft): void {
   move(d, "claim");
   publish(d, "run_started", { definition: d.run.definition, parent: d.run.parent_run_id });
   const schema = d.plan.input_schema;
@@ -76,7 +99,6 @@ function onCreate(d: Draft): void {
   } else {
     advance(d);
   }
-  d.effects.push({ type: "runway.answer", value: { outcome: "started", run: runSummary(d.run) } });
 }
 
 /** Starts every node that became ready and skips every node that never will, until nothing changes; then settles the run. */
@@ -219,8 +241,15 @@ function onChild(d: Draft, e: Extract<ExecutionEvent, { type: "child.settled" }>
 function onCancel(d: Draft, reason: string, by: string): void {
   if (!move(d, "cancel")) return;
   d.run.cancel = { reason, by, at: d.now };
+  stopNodes(d, "parent_cancelled");
+  publish(d, "run_cancelled", { reason, by });
+  notifyParent(d);
+}
+
+/** Nothing more is scheduled: pending and active nodes are cancelled, running attempts fenced by a new cancellation epoch, children told. */
+function stopNodes(d: Draft, childReason: string): void {
   d.run.cancellation_epoch++;
-  for (const [id, n] of Object.entries(d.run.nodes)) {
+  for (const n of Object.values(d.run.nodes)) {
     if (n.s !== "pending" && n.s !== "active") continue;
     n.s = "cancelled";
     if (n.step && !["succeeded", "failed", "skipped", "cancelled"].includes(n.step.status)) {
@@ -231,11 +260,51 @@ function onCancel(d: Draft, reason: string, by: string): void {
       const r = applyStepOp(it.step, { op: "cancel", now: d.now });
       if (r.outcome === "moved") it.step = r.state;
     }
-    if (n.child) d.effects.push({ type: "runway.send", to: { kind: "run", id: n.child }, event: { type: "run.cancel", reason: "parent_cancelled", by: d.run.id } });
-    void id;
+    if (n.child) d.effects.push({ type: "runway.send", to: { kind: "run", id: n.child }, event: { type: "run.cancel", reason: childReason, by: d.run.id } });
   }
-  publish(d, "run_cancelled", { reason, by });
-  notifyParent(d);
+}
+
+/**
+ * The sweep's repairs (see `sweep.ts`), decided again here on the run as it is now. They are
+ * judged at the sweeper's clock `at` (so a test or an operator can sweep "three days later") and
+ * stamped with the actor's own clock (a retry's backoff counts from now).
+ */
+function onSweep(d: Draft, at: number): void {
+  const maps = new Set<string>();
+  for (const a of sweepPlan(d.run, at)) {
+    if (a.action === "recheck_admission") continue;
+    d.effects.push({ type: "runway.local", channel: METRICS_CHANNEL, payload: { counter: "sweep_actions", tenant: d.run.tenant, action: a.action } });
+    if (a.action === "wait_abandoned") {
+      const lc = d.run.lifecycle;
+      finish(d, "failed", { code: "wait_abandoned", message: `waiting on ${lc.waiting_on} past ${new Date(lc.waiting_expires_at ?? d.now).toISOString()} (recovery sweep)` });
+      return;
+    }
+    const node = d.byId.get(a.node);
+    const n = d.run.nodes[a.node];
+    if (!node || !n) continue;
+    if (a.action === "expire_lease") {
+      expireLease(d, node, a.item, at);
+    } else if (a.item !== undefined) {
+      delete n.items![a.item]!.offered;
+      maps.add(a.node);
+    } else {
+      delete n.offered;
+      const input = resolveTemplate(("input" in node ? node.input : null) ?? null, scopeOf(d.run));
+      lease(d, node, n, undefined, input.ok ? input.value : null);
+    }
+  }
+  for (const id of maps) {
+    const node = d.byId.get(id)!;
+    if (node.kind === "map" && d.run.nodes[id]!.s === "active") pumpMap(d, node);
+  }
+  advance(d);
+}
+
+/** A child whose parent ended (or stopped waiting on it): it ends `parent_gone`, and its own children are told the same. */
+function onParentGone(d: Draft, parentStatus: string): void {
+  stopNodes(d, "parent_gone");
+  d.effects.push({ type: "runway.local", channel: METRICS_CHANNEL, payload: { counter: "sweep_actions", tenant: d.run.tenant, action: "parent_gone" } });
+  finish(d, "failed", { code: "parent_gone", message: `parent run ${d.run.parent_run_id} is ${parentStatus} (recovery sweep)` });
 }
 
 /** After a restart or takeover: attempts that lived in the lost process fail as `worker_lost` and retry now. */

@@ -22,6 +22,8 @@ export interface ItemRun {
   lease_expires_at?: number;
   /** The attempt offered to the node's scheduler and not yet leased. */
   offered?: number;
+  /** When it was offered (a sweep offers again an offer lost on its way). */
+  offered_at?: number;
 }
 
 export interface NodeRun {
@@ -32,6 +34,7 @@ export interface NodeRun {
   lease_expires_at?: number;
   /** Code nodes: the attempt offered to the node's scheduler and not yet leased. */
   offered?: number;
+  offered_at?: number;
   /** Map nodes: one attempt lifecycle per item, in input order. */
   items?: ItemRun[];
   output?: unknown;
@@ -62,6 +65,8 @@ export interface RunContext {
   source: string;
   start_key: string;
   lane: Lane;
+  /** `queued`: created behind its tenant's concurrency caps; it starts on `run.admitted`. */
+  admission?: "admitted" | "queued";
   input: unknown;
   lifecycle: RunLifecycle;
   created_at: number;
@@ -89,6 +94,7 @@ export const RunSeedSchema = z.object({
   source: z.string(),
   start_key: z.string(),
   lane: z.enum(["interactive", "batch", "migration"]),
+  admission: z.enum(["admitted", "queued"]).optional(),
   input: z.unknown(),
 });
 export type RunSeed = z.infer<typeof RunSeedSchema>;
@@ -137,6 +143,12 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
   /** The node's scheduler grants the offered attempt a worker slot: READY → LEASED, a new lease epoch. */
   z.object({ type: z.literal("step.lease"), node: z.string(), item: z.number().int().nonnegative().optional(), attempt: z.number().int().positive() }),
   z.object({ type: z.literal("run.recover"), reason: z.string().max(200) }),
+  /** The tenant gave a queued run its slot. */
+  z.object({ type: z.literal("run.admitted") }),
+  /** A recovery sweep pass at `at` (the sweeper's clock): repairs what a lost clock or hand-over left (see `sweep.ts`). */
+  z.object({ type: z.literal("run.sweep"), at: z.number().int().nonnegative() }),
+  /** The sweep found this child's parent ended (or no longer waiting on it): it ends `parent_gone`. */
+  z.object({ type: z.literal("run.parent_gone"), parent_status: z.string().max(40) }),
 ]);
 export type RunCommand = z.infer<typeof RunCommandSchema>;
 

@@ -4,7 +4,10 @@ import {
   type CreateAnswer,
   type LiveTenantState,
   type PutAnswer,
+  type QueueReason,
+  type RecheckAnswer,
   type RunEndedAnswer,
+  type TenantAnswer,
   type StateAnswer,
   type TenantAudit,
   type TenantEffect,
@@ -17,6 +20,8 @@ import { STATE_COMMANDS } from "./table.js";
 
 /** How many ended run ids a tenant remembers, so a late duplicate admission is not counted twice. */
 export const RECENT_ENDED = 1_000;
+/** How many runs may wait behind a tenant's concurrency caps; a start beyond it is refused `queue_full`. */
+export const MAX_QUEUED = 10_000;
 export const DAY_MS = 86_400_000;
 
 /** A tenant as its actor stores it. */
@@ -35,6 +40,8 @@ export interface TenantContext {
   active_by_project: Record<string, number>;
   /** Runs admitted and not yet ended: run id → project. */
   running: Record<string, string>;
+  /** Runs accepted and waiting for a slot under the caps, oldest first: [run id, project]. */
+  queue: [string, string][];
   /** The last {@link RECENT_ENDED} run ids that ended here, oldest first. */
   ended: string[];
   created_at: number;
@@ -46,6 +53,8 @@ export interface Decision<A> {
   context: TenantContext;
   answer: A;
   audit?: TenantAudit;
+  /** Queued runs that got a slot: each is told `run.admitted`. */
+  admitted?: string[];
 }
 
 /** 'YYYY-MM-DD' of the UTC day containing `now` (ms since the epoch). */
@@ -71,6 +80,7 @@ export function newTenant(id: string): TenantContext {
     active_runs: 0,
     active_by_project: {},
     running: {},
+    queue: [],
     ended: [],
     created_at: 0,
     updated_at: 0,
@@ -78,8 +88,8 @@ export function newTenant(id: string): TenantContext {
 }
 
 export function tenantView(c: TenantContext): TenantView {
-  const { running: _running, ended: _ended, ...view } = c;
-  return view;
+  const { running: _running, ended: _ended, queue, ...view } = c;
+  return { ...view, queued_runs: (queue ?? []).length };
 }
 
 /**
@@ -99,12 +109,50 @@ function withRunning(context: TenantContext, running: Record<string, string>): T
   return { ...context, running, active_runs: Object.keys(running).length, active_by_project: Object.fromEntries(byProject) };
 }
 
+function queueOf(context: TenantContext): [string, string][] {
+  return context.queue ?? [];
+}
+
+/** Which cap keeps a run of `project` from starting now, if any. */
+function capReached(context: TenantContext, project: string): { reason: QueueReason; active: number; limit: number } | undefined {
+  const s = context.settings;
+  if (context.active_runs >= s.max_concurrency) return { reason: "concurrency_cap_reached", active: context.active_runs, limit: s.max_concurrency };
+  const cap = own(s.project_max_concurrency, project);
+  const inProject = own(context.active_by_project, project) ?? 0;
+  if (cap !== undefined && inProject >= cap) return { reason: "project_cap_reached", active: inProject, limit: cap };
+  return undefined;
+}
+
+/**
+ * Queued runs that fit under the caps now start, oldest first; a run held by its project's cap
+ * does not hold back another project's. Only an active tenant starts queued runs (a draining or
+ * killed one keeps them queued until it is resumed).
+ */
+function promote(context: TenantContext, now: number): { context: TenantContext; admitted: string[] } {
+  const queue = queueOf(context);
+  if (context.state !== "active" || queue.length === 0) return { context, admitted: [] };
+  let next = context;
+  const admitted: string[] = [];
+  const left: [string, string][] = [];
+  for (const entry of queue) {
+    if (next.active_runs >= next.settings.max_concurrency || capReached(next, entry[1])) {
+      left.push(entry);
+      continue;
+    }
+    next = withRunning(next, { ...next.running, [entry[0]]: entry[1] });
+    admitted.push(entry[0]);
+  }
+  if (admitted.length === 0) return { context, admitted };
+  return { context: { ...next, queue: left, updated_at: now }, admitted };
+}
+
 /**
  * Whether a run may start now. Checked in this order: a run id admitted before (still running
  * or among the last {@link RECENT_ENDED} ended) is answered `admitted` again with `duplicate`
  * and counted once; a new, killed or draining tenant refuses; the day cap refuses until the next
  * UTC day (`resets_at`); the tenant's and then the project's concurrency cap answer `queued`
- * (wait, do not fail). Only an admission changes the context (starts_today, active counts);
+ * (wait, do not fail): the run joins the tenant's queue and is told `run.admitted` when a slot
+ * frees. Admission and queueing change the context (starts_today, active counts, queue);
  * every refusal returns the context it was given.
  */
 export function admitDecision(context: TenantContext, run: { run_id: string; project: string }, now: number): Decision<AdmitAnswer> {
@@ -112,6 +160,8 @@ export function admitDecision(context: TenantContext, run: { run_id: string; pro
   if (Object.hasOwn(context.running, run_id) || context.ended.includes(run_id)) {
     return { context, answer: { outcome: "admitted", run_id, duplicate: true, starts_today: atDay(context, now).starts_today, active_runs: context.active_runs } };
   }
+  const waiting = queueOf(context).findIndex(([id]) => id === run_id);
+  if (waiting >= 0) return { context, answer: { outcome: "queued", run_id, reason: "concurrency_cap_reached", project, active: context.active_runs, limit: context.settings.max_concurrency, position: waiting, duplicate: true } };
   if (context.state !== "active") {
     const outcome = context.state === "killed" ? "tenant_killed" : context.state === "draining" ? "tenant_draining" : "tenant_not_found";
     return { context, answer: { outcome, run_id } };
@@ -121,13 +171,13 @@ export function admitDecision(context: TenantContext, run: { run_id: string; pro
   if (rolled.starts_today >= s.day_cap) {
     return { context, answer: { outcome: "day_cap_reached", run_id, day: rolled.day, day_cap: s.day_cap, resets_at: nextUtcDay(now) } };
   }
-  if (context.active_runs >= s.max_concurrency) {
-    return { context, answer: { outcome: "queued", run_id, reason: "concurrency_cap_reached", project, active: context.active_runs, limit: s.max_concurrency } };
-  }
-  const cap = own(s.project_max_concurrency, project);
-  const inProject = own(context.active_by_project, project) ?? 0;
-  if (cap !== undefined && inProject >= cap) {
-    return { context, answer: { outcome: "queued", run_id, reason: "project_cap_reached", project, active: inProject, limit: cap } };
+  const blocked = capReached(context, project);
+  if (blocked) {
+    const queue = queueOf(context);
+    if (queue.length >= MAX_QUEUED) return { context, answer: { outcome: "queue_full", run_id, queued: queue.length, limit: MAX_QUEUED } };
+    // Accepted: it counts as a start today, and waits (never fails) for a slot.
+    const next: TenantContext = { ...rolled, starts_today: rolled.starts_today + 1, queue: [...queue, [run_id, project]], updated_at: now };
+    return { context: next, answer: { outcome: "queued", run_id, reason: blocked.reason, project, active: blocked.active, limit: blocked.limit, position: queue.length, duplicate: false } };
   }
   const next = withRunning({ ...rolled, starts_today: rolled.starts_today + 1, updated_at: now }, { ...context.running, [run_id]: project });
   return { context: next, answer: { outcome: "admitted", run_id, duplicate: false, starts_today: next.starts_today, active_runs: next.active_runs } };
@@ -140,11 +190,29 @@ export function admitDecision(context: TenantContext, run: { run_id: string; pro
  */
 export function runEndedDecision(context: TenantContext, run: { run_id: string }, now: number): Decision<RunEndedAnswer> {
   const { run_id } = run;
+  const queue = queueOf(context);
+  if (queue.some(([id]) => id === run_id)) {
+    // A queued run that ended (cancelled while it waited) gives up its place.
+    const next: TenantContext = { ...atDay(context, now), queue: queue.filter(([id]) => id !== run_id), ended: [...context.ended, run_id].slice(-RECENT_ENDED), updated_at: now };
+    return { context: next, answer: { outcome: "ended", run_id, active_runs: next.active_runs } };
+  }
   if (!Object.hasOwn(context.running, run_id)) return { context, answer: { outcome: "not_running", run_id } };
   const running = Object.fromEntries(Object.entries(context.running).filter(([id]) => id !== run_id));
   const ended = [...context.ended, run_id].slice(-RECENT_ENDED);
-  const next = withRunning({ ...atDay(context, now), ended, updated_at: now }, running);
-  return { context: next, answer: { outcome: "ended", run_id, active_runs: next.active_runs } };
+  const p = promote(withRunning({ ...atDay(context, now), ended, updated_at: now }, running), now);
+  return { context: p.context, answer: { outcome: "ended", run_id, active_runs: p.context.active_runs }, admitted: p.admitted };
+}
+
+/**
+ * A queued run asks where it stands (its sweep, or its own create, which may have raced the
+ * slot it was given). A run holding a slot is told `run.admitted` again; a queued one waits.
+ */
+export function recheckDecision(context: TenantContext, run: { run_id: string }): Decision<RecheckAnswer> {
+  const { run_id } = run;
+  if (Object.hasOwn(context.running, run_id)) return { context, answer: { outcome: "admitted", run_id }, admitted: [run_id] };
+  const position = queueOf(context).findIndex(([id]) => id === run_id);
+  if (position >= 0) return { context, answer: { outcome: "queued", run_id, position } };
+  return { context, answer: { outcome: "unknown", run_id } };
 }
 
 /** Creates the tenant (`new` → `active`); a tenant that exists answers `exists` and stays as it is. */
@@ -163,9 +231,10 @@ export function settingsDecision(context: TenantContext, patch: unknown, now: nu
   if (!merged.ok) return { context, answer: { outcome: "invalid_input", reason: merged.reason } };
   const changed = changedSettings(context.settings, merged.settings);
   if (changed.length === 0) return { context, answer: { outcome: "updated", changed, tenant: tenantView(context) } };
-  const next: TenantContext = { ...atDay(context, now), settings: merged.settings, updated_at: now };
+  // Raised caps start queued runs at once.
+  const p = promote({ ...atDay(context, now), settings: merged.settings, updated_at: now }, now);
   const audit: TenantAudit = { type: "tenant.settings_updated", tenant: context.id, at: now, changed, previous: context.settings, settings: merged.settings };
-  return { context: next, answer: { outcome: "updated", changed, tenant: tenantView(next) }, audit };
+  return { context: p.context, answer: { outcome: "updated", changed, tenant: tenantView(p.context) }, audit, admitted: p.admitted };
 }
 
 /**
@@ -176,9 +245,11 @@ export function settingsDecision(context: TenantContext, patch: unknown, now: nu
 export function stateDecision(context: TenantContext, to: LiveTenantState, reason: string | undefined, now: number): Decision<StateAnswer> {
   const previous = context.state;
   if (previous === to) return { context, answer: { outcome: to, previous, changed: false, tenant: tenantView(context) } };
-  const next: TenantContext = { ...atDay(context, now), state: to, state_reason: to === "active" ? null : (reason ?? null), updated_at: now };
+  // A resumed tenant starts the runs that queued meanwhile.
+  const p = promote({ ...atDay(context, now), state: to, state_reason: to === "active" ? null : (reason ?? null), updated_at: now }, now);
+  const next = p.context;
   const audit: TenantAudit = { type: "tenant.state_changed", tenant: context.id, at: now, from: previous, to, reason: reason ?? null, active_runs: next.active_runs };
-  return { context: next, answer: { outcome: to, previous, changed: true, tenant: tenantView(next) }, audit };
+  return { context: next, answer: { outcome: to, previous, changed: true, tenant: tenantView(next) }, audit, admitted: p.admitted };
 }
 
 /** The whole decision for one event: the next context and the effects (the answer, then any audit record). */
@@ -186,10 +257,11 @@ export function applyTenantCommand(context: TenantContext, event: TenantEvent): 
   const d = decide(context, event);
   const effects: TenantEffect[] = [{ type: "runway.answer", value: d.answer }];
   if (d.audit) effects.push({ type: "runway.publish", subject: auditSubject(context.id), data: d.audit });
+  for (const run_id of d.admitted ?? []) effects.push({ type: "runway.send", to: { kind: "run", id: run_id }, event: { type: "run.admitted" } });
   return { context: d.context, effects };
 }
 
-function decide(context: TenantContext, event: TenantEvent): Decision<AdmitAnswer | RunEndedAnswer | CreateAnswer | PutAnswer | StateAnswer> {
+function decide(context: TenantContext, event: TenantEvent): Decision<TenantAnswer> {
   switch (event.type) {
     case "tenant.create":
       return createDecision(context, event.settings, event.now);
@@ -203,5 +275,7 @@ function decide(context: TenantContext, event: TenantEvent): Decision<AdmitAnswe
       return admitDecision(context, event, event.now);
     case "tenant.run_ended":
       return runEndedDecision(context, event, event.now);
+    case "tenant.recheck":
+      return recheckDecision(context, event);
   }
 }

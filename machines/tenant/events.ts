@@ -18,6 +18,8 @@ export const TenantCommandSchema = z.discriminatedUnion("type", [
   z.object({ type: z.literal("tenant.resume"), reason: Reason.optional() }),
   z.object({ type: z.literal("tenant.admit_run"), ...RunRef }),
   z.object({ type: z.literal("tenant.run_ended"), ...RunRef }),
+  /** A queued run asks whether it holds a slot yet (its sweep, or its own create). */
+  z.object({ type: z.literal("tenant.recheck"), run_id: TokenSchema }),
 ]);
 export type TenantCommand = z.infer<typeof TenantCommandSchema>;
 export type TenantCommandType = TenantCommand["type"];
@@ -41,6 +43,8 @@ export interface TenantView {
   starts_today: number;
   active_runs: number;
   active_by_project: Record<string, number>;
+  /** Runs accepted and waiting for a slot. */
+  queued_runs: number;
   created_at: number;
   updated_at: number;
 }
@@ -53,7 +57,10 @@ export type QueueReason = "concurrency_cap_reached" | "project_cap_reached";
 export type AdmitAnswer =
   /** Counted (or, with `duplicate`, counted earlier: the run id was admitted before). */
   | { outcome: "admitted"; run_id: string; duplicate: boolean; starts_today: number; active_runs: number }
-  | { outcome: "queued"; run_id: string; reason: QueueReason; project: string; active: number; limit: number }
+  /** Accepted (or, with `duplicate`, accepted earlier): it waits at `position` for a slot and is never failed for waiting. */
+  | { outcome: "queued"; run_id: string; reason: QueueReason; project: string; active: number; limit: number; position: number; duplicate: boolean }
+  /** The tenant's queue is full: no run is created. */
+  | { outcome: "queue_full"; run_id: string; queued: number; limit: number }
   | { outcome: "day_cap_reached"; run_id: string; day: string; day_cap: number; resets_at: number }
   | { outcome: Exclude<AdmitRefusal, "day_cap_reached">; run_id: string };
 
@@ -63,13 +70,15 @@ export type RunEndedAnswer =
   /** Not counted here: never admitted, or already ended. Nothing changed. */
   | { outcome: "not_running"; run_id: string };
 
+export type RecheckAnswer = { outcome: "admitted" | "queued" | "unknown"; run_id: string; position?: number };
+
 export type InvalidAnswer = { outcome: "invalid_input"; reason: string };
 export type CreateAnswer = { outcome: "created" | "exists"; tenant: TenantView } | InvalidAnswer;
 export type PutAnswer = { outcome: "updated"; changed: string[]; tenant: TenantView } | InvalidAnswer;
 /** Kill, drain and resume answer with the state the tenant is in afterwards. */
 export type StateAnswer = { outcome: LiveTenantState; previous: TenantState; changed: boolean; tenant: TenantView };
 
-export type TenantAnswer = AdmitAnswer | RunEndedAnswer | CreateAnswer | PutAnswer | StateAnswer;
+export type TenantAnswer = AdmitAnswer | RunEndedAnswer | RecheckAnswer | CreateAnswer | PutAnswer | StateAnswer;
 
 /** Published to `rw.audit.<tenant>.tenant` for every decision that changed the tenant. */
 export type TenantAudit =
@@ -78,7 +87,11 @@ export type TenantAudit =
   | { type: "tenant.state_changed"; tenant: string; at: number; from: TenantState; to: LiveTenantState; reason: string | null; active_runs: number };
 
 /** The effects this machine emits (a subset of the runtime's effect vocabulary). */
-export type TenantEffect = { type: "runway.answer"; value: TenantAnswer } | { type: "runway.publish"; subject: string; data: TenantAudit };
+export type TenantEffect =
+  | { type: "runway.answer"; value: TenantAnswer }
+  | { type: "runway.publish"; subject: string; data: TenantAudit }
+  /** A queued run got its slot. */
+  | { type: "runway.send"; to: { kind: "run"; id: string }; event: { type: "run.admitted" } };
 
 export function auditSubject(tenant: string): string {
   return `rw.audit.${tenant}.tenant`;

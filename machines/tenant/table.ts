@@ -9,6 +9,7 @@ function live(state: LiveTenantState): Partial<Record<TenantCommandType, TenantS
     "tenant.put": state,
     "tenant.admit_run": state,
     "tenant.run_ended": state,
+    "tenant.recheck": state,
     ...STATE_COMMANDS,
   };
 }

@@ -89,10 +89,11 @@ const SAMPLE: Record<TenantCommandType, TenantCommand> = {
   "tenant.resume": { type: "tenant.resume" },
   "tenant.admit_run": { type: "tenant.admit_run", run_id: "r9", project: "p" },
   "tenant.run_ended": { type: "tenant.run_ended", run_id: "r0", project: "p" },
+  "tenant.recheck": { type: "tenant.recheck", run_id: "r0" },
 };
 
 /** The rules, written out independently of the machine's table: the answer each cell gives. */
-const live = (admit: string) => ({ "tenant.create": "exists", "tenant.put": "updated", "tenant.kill": "killed", "tenant.drain": "draining", "tenant.resume": "active", "tenant.admit_run": admit, "tenant.run_ended": "ended" });
+const live = (admit: string) => ({ "tenant.create": "exists", "tenant.put": "updated", "tenant.kill": "killed", "tenant.drain": "draining", "tenant.resume": "active", "tenant.admit_run": admit, "tenant.run_ended": "ended", "tenant.recheck": "admitted" });
 const OUTCOME: Record<TenantState, Partial<Record<TenantCommandType, string>>> = {
   new: { "tenant.create": "created" },
   active: live("admitted"),
@@ -201,26 +202,70 @@ describe("the day cap", () => {
 });
 
 describe("concurrency caps queue instead of refusing", () => {
-  it("the tenant cap answers queued and admits again after run_ended", () => {
+  const admittedBy = (r: { effects: TenantEffect[] }) => r.effects.flatMap((e) => (e.type === "runway.send" ? [e.to.id] : []));
+
+  it("the tenant cap queues the run (a start today), and the run that ends hands its slot to the oldest queued run", () => {
     const d = tenant({ max_concurrency: 2 });
     d.admit("a");
     d.admit("b", "q");
+    expect(d.admit("c")).toEqual({ outcome: "queued", run_id: "c", reason: "concurrency_cap_reached", project: "p", active: 2, limit: 2, position: 0, duplicate: false });
+    expect(d.admit("e")).toMatchObject({ outcome: "queued", position: 1 });
+    expect(d.ctx.starts_today).toBe(4);
     const before = d.ctx;
-    expect(d.admit("c")).toEqual({ outcome: "queued", run_id: "c", reason: "concurrency_cap_reached", project: "p", active: 2, limit: 2 });
+    expect(d.admit("c")).toMatchObject({ outcome: "queued", position: 0, duplicate: true });
     expect(d.ctx).toBe(before);
-    expect(d.ctx.starts_today).toBe(2);
-    d.end("b");
-    expect(d.admit("c")).toMatchObject({ outcome: "admitted", active_runs: 2 });
+    const ended = d.send({ type: "tenant.run_ended", run_id: "b", project: "q" });
+    expect(admittedBy(ended)).toEqual(["c"]);
+    expect(ended.effects).toContainEqual({ type: "runway.send", to: { kind: "run", id: "c" }, event: { type: "run.admitted" } });
+    expect(d.ctx.running).toEqual({ a: "p", c: "p" });
+    expect(d.ctx.queue).toEqual([["e", "p"]]);
+    expect(d.admit("c")).toMatchObject({ outcome: "admitted", duplicate: true, active_runs: 2 });
+    expect(d.ctx.starts_today).toBe(4);
   });
 
-  it("a project cap queues that project only", () => {
+  it("a project cap queues that project only, and a blocked project does not hold back another", () => {
     const d = tenant({ project_max_concurrency: { p: 1 } });
     d.admit("a", "p");
-    expect(d.admit("b", "p")).toEqual({ outcome: "queued", run_id: "b", reason: "project_cap_reached", project: "p", active: 1, limit: 1 });
+    expect(d.admit("b", "p")).toEqual({ outcome: "queued", run_id: "b", reason: "project_cap_reached", project: "p", active: 1, limit: 1, position: 0, duplicate: false });
     expect(d.admit("c", "q").outcome).toBe("admitted");
-    d.end("a", "p");
-    expect(d.admit("b", "p").outcome).toBe("admitted");
+    expect(admittedBy(d.send({ type: "tenant.run_ended", run_id: "a", project: "p" }))).toEqual(["b"]);
     expect(d.ctx.active_by_project).toEqual({ p: 1, q: 1 });
+  });
+
+  it("a queued run that ends (cancelled while waiting) leaves the queue and frees nothing", () => {
+    const d = tenant({ max_concurrency: 1 });
+    d.admit("a");
+    d.admit("b");
+    const r = d.send({ type: "tenant.run_ended", run_id: "b", project: "p" });
+    expect(r.answer).toMatchObject({ outcome: "ended", active_runs: 1 });
+    expect(admittedBy(r)).toEqual([]);
+    expect(d.ctx.queue).toEqual([]);
+    expect(d.admit("b")).toMatchObject({ outcome: "admitted", duplicate: true });
+  });
+
+  it("raising the cap or resuming starts queued runs; a draining tenant keeps them queued", () => {
+    const d = tenant({ max_concurrency: 1 });
+    d.admit("a");
+    d.admit("b");
+    d.admit("c");
+    expect(admittedBy(d.send({ type: "tenant.put", settings: { max_concurrency: 2 } }))).toEqual(["b"]);
+    d.send({ type: "tenant.drain", reason: "maintenance" });
+    expect(admittedBy(d.send({ type: "tenant.run_ended", run_id: "a", project: "p" }))).toEqual([]);
+    expect(d.ctx.queue).toEqual([["c", "p"]]);
+    expect(admittedBy(d.send({ type: "tenant.resume" }))).toEqual(["c"]);
+  });
+
+  it("recheck: a run holding a slot is told again; a queued one waits; an unknown one is answered unknown", () => {
+    const d = tenant({ max_concurrency: 1 });
+    d.admit("a");
+    d.admit("b");
+    const held = d.send({ type: "tenant.recheck", run_id: "a" });
+    expect(held.answer).toEqual({ outcome: "admitted", run_id: "a" });
+    expect(admittedBy(held)).toEqual(["a"]);
+    const before = d.ctx;
+    expect(d.send({ type: "tenant.recheck", run_id: "b" }).answer).toEqual({ outcome: "queued", run_id: "b", position: 0 });
+    expect(d.send({ type: "tenant.recheck", run_id: "zz" }).answer).toEqual({ outcome: "unknown", run_id: "zz" });
+    expect(d.ctx).toBe(before);
   });
 
   it("run ids and projects named like Object.prototype members are counted like any other", () => {
@@ -311,15 +356,14 @@ describe("property: counts follow admissions and ends", () => {
     fc.record({ type: fc.constant("tenant.create" as const) }),
     fc.record({ type: fc.constant("tick" as const), ms: fc.integer({ min: -DAY_MS, max: 2 * DAY_MS }) }),
   );
-  const OUTCOMES = new Set(["admitted", "queued", "day_cap_reached", "tenant_killed", "tenant_draining", "ended", "not_running", "updated", "exists", "active", "killed", "draining", "created", "refused"]);
+  const OUTCOMES = new Set(["admitted", "queued", "queue_full", "day_cap_reached", "tenant_killed", "tenant_draining", "ended", "not_running", "updated", "exists", "active", "killed", "draining", "created", "refused"]);
 
-  it("active_runs never goes negative and equals admitted − ended, for any event sequence", () => {
+  it("counts follow admissions, promotions and ends; queued runs start whenever a slot fits, and only then", () => {
     fc.assert(
       fc.property(fc.boolean(), fc.array(step, { maxLength: 80 }), (createFirst, steps) => {
         let [snap] = initialTransition(tenantMachine, { id: TENANT });
         let now = T0;
-        let admitted = 0;
-        let ended = 0;
+        const holding = new Set<string>();
         if (createFirst) snap = deliver(snap, { type: "tenant.create" }, now).snap;
         for (const s of steps) {
           if (s.type === "tick") {
@@ -334,16 +378,27 @@ describe("property: counts follow admissions and ends", () => {
           if (a.outcome === "admitted" && a.duplicate === false) {
             expect(before.context.state).toBe("active");
             expect(before.context.active_runs).toBeLessThan(before.context.settings.max_concurrency);
-            admitted++;
+            holding.add(a.run_id as string);
           }
-          if (a.outcome === "ended") ended++;
-          if (["queued", "day_cap_reached", "tenant_killed", "tenant_draining", "not_running", "refused", "exists"].includes(a.outcome) || (a.outcome === "admitted" && a.duplicate)) expect(snap.context).toBe(before.context);
+          if (a.outcome === "ended") holding.delete(a.run_id as string);
+          for (const e of r.effects) if (e.type === "runway.send") holding.add(e.to.id);
+          if (["day_cap_reached", "tenant_killed", "tenant_draining", "not_running", "refused", "exists"].includes(a.outcome) || (a.duplicate === true)) expect(snap.context).toBe(before.context);
           const c = snap.context;
-          expect(c.active_runs).toBeGreaterThanOrEqual(0);
-          expect(c.active_runs).toBe(admitted - ended);
-          expect(Object.keys(c.running)).toHaveLength(c.active_runs);
+          expect(new Set(Object.keys(c.running))).toEqual(holding);
+          expect(c.active_runs).toBe(holding.size);
           expect(Object.values(c.active_by_project).reduce((x, y) => x + y, 0)).toBe(c.active_runs);
           expect(Object.values(c.active_by_project).every((n) => n > 0)).toBe(true);
+          const queued = c.queue.map(([id]) => id);
+          expect(new Set(queued).size).toBe(queued.length);
+          for (const id of queued) expect(Object.hasOwn(c.running, id)).toBe(false);
+          // Work-conserving: an active tenant leaves no queued run that its caps would let start.
+          if (c.state === "active") {
+            for (const [, project] of c.queue) {
+              const cap = c.settings.project_max_concurrency[project];
+              const blocked = c.active_runs >= c.settings.max_concurrency || (cap !== undefined && (c.active_by_project[project] ?? 0) >= cap);
+              expect(blocked).toBe(true);
+            }
+          }
           expect(snap.value).toBe(c.state);
         }
       }),

@@ -1,0 +1,161 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { Kvm } from "@nats-io/kv";
+import { parentGone, sweepPlan, type RunContext } from "../machines/index.js";
+import { actorRecordCodec, kvSubject, partitionBucket, partitionOf, partitionStream, readLast, type ActorHost, type Clock, type Logger, type MailboxClient } from "../runtime/index.js";
+import { RUN_KIND } from "./run-actor.js";
+import { TENANT_KIND } from "./tenants.js";
+
+export interface SweepReport {
+  at: number;
+  /** Run records read this pass. */
+  scanned: number;
+  /** Of those, runs not ended. */
+  live: number;
+  /** Repairs asked for, by kind (the run decides again under its own lock, so a run that moved meanwhile is left alone). */
+  actions: Record<string, number>;
+  /** Records that could not be read or decoded, or a command that could not be sent: counted and skipped. */
+  errors: number;
+  /** The pass stopped at its bound; the next pass goes on from there. */
+  truncated: boolean;
+}
+
+/**
+ * The recovery sweep (seed 004's reaper and wait sweep): a bounded, periodic pass over the live
+ * runs of the partitions this node serves. It repairs what a lost clock or hand-over left behind —
+ * a queued run asks its tenant again (never failed for waiting), a lease past expiry is expired, a
+ * lost offer is offered again, a wait past its deadline ends `wait_abandoned`, and a child whose
+ * parent ended ends `parent_gone` — by sending each run a command its own machine decides. One
+ * bad record never aborts a pass; a pass reads at most `maxPerPass` runs and the next goes on
+ * from where it stopped.
+ */
+export class Sweeper {
+  private readonly cursor = new Map<number, string>();
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<SweepReport> | undefined;
+  readonly totals = { passes: 0, actions: {} as Record<string, number>, errors: 0 };
+
+  constructor(
+    private readonly deps: {
+      nc: NatsConnection;
+      host: ActorHost;
+      mailbox: MailboxClient;
+      partitions: number;
+      clock: Clock;
+      logger: Logger;
+      maxPerPass?: number;
+      onAction?(action: string, tenant: string): void;
+    },
+  ) {}
+
+  /** Sweeps every `intervalMs` (a pass never overlaps the previous one). */
+  start(intervalMs: number): void {
+    this.timer = setInterval(() => void this.pass().catch((err) => this.deps.logger.error("sweep pass failed", { error: String(err) })), intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+
+  /** One pass at `at` (default: now). Concurrent calls share the pass in progress. */
+  pass(at = this.deps.clock.now()): Promise<SweepReport> {
+    this.running ??= this.sweep(at).finally(() => (this.running = undefined));
+    return this.running;
+  }
+
+  private async sweep(at: number): Promise<SweepReport> {
+    const report: SweepReport = { at, scanned: 0, live: 0, actions: {}, errors: 0, truncated: false };
+    const budget = this.deps.maxPerPass ?? 5_000;
+    const kvm = new Kvm(this.deps.nc);
+    for (const p of this.deps.host.ownedPartitions()) {
+      if (report.scanned >= budget) {
+        report.truncated = true;
+        break;
+      }
+      let keys: string[];
+      try {
+        const kv = await kvm.open(partitionBucket(p));
+        keys = [];
+        for await (const key of await kv.keys(`${RUN_KIND}.*`)) keys.push(key);
+      } catch (err) {
+        report.errors++;
+        this.deps.logger.warn("sweep: cannot list runs", { partition: p, error: String(err) });
+        continue;
+      }
+      keys.sort();
+      const after = this.cursor.get(p);
+      const todo = after === undefined ? keys : keys.filter((k) => k > after);
+      const slice = todo.slice(0, budget - report.scanned);
+      if (slice.length < todo.length) {
+        report.truncated = true;
+        this.cursor.set(p, slice[slice.length - 1]!);
+      } else {
+        this.cursor.delete(p);
+      }
+      for (const key of slice) {
+        report.scanned++;
+        try {
+          await this.sweepRun(p, key, at, report);
+        } catch (err) {
+          report.errors++;
+          this.deps.logger.warn("sweep: run skipped", { partition: p, key, error: String(err) });
+        }
+      }
+    }
+    this.totals.passes++;
+    this.totals.errors += report.errors;
+    for (const [k, n] of Object.entries(report.actions)) this.totals.actions[k] = (this.totals.actions[k] ?? 0) + n;
+    return report;
+  }
+
+  private async sweepRun(p: number, key: string, at: number, report: SweepReport): Promise<void> {
+    const run = await this.readRun(p, key);
+    if (!run) return;
+    report.live++;
+    const id = run.id;
+    const count = (action: string) => {
+      report.actions[action] = (report.actions[action] ?? 0) + 1;
+      this.deps.onAction?.(action, run.tenant);
+    };
+    const plan = sweepPlan(run, at);
+    for (const a of plan) {
+      if (a.action !== "recheck_admission") continue;
+      const sent = await this.deps.mailbox.send({ kind: TENANT_KIND, id: a.tenant }, { type: "tenant.recheck", run_id: id }, `recheck/${id}/${at}`);
+      if (sent.outcome !== "stored") throw new Error(`recheck of ${id} not stored: ${sent.outcome}`);
+      count("recheck_admission");
+    }
+    if (plan.some((a) => a.action !== "recheck_admission")) {
+      // The run decides again (and counts what it did): only a repair that still applies is written.
+      await this.deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.sweep", at }, `sweep/${id}/${at}`);
+      for (const a of plan) if (a.action !== "recheck_admission") report.actions[a.action] = (report.actions[a.action] ?? 0) + 1;
+    }
+    if (run.parent_run_id !== null) {
+      const q = partitionOf(run.parent_run_id, this.deps.partitions);
+      const parent = await this.readRun(q, `${RUN_KIND}.${run.parent_run_id}`, true);
+      if (parent === "unavailable") return;
+      if (parentGone(run, parent)) {
+        const status = parent ? parent.lifecycle.status : "missing";
+        await this.deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.parent_gone", parent_status: status }, `parent-gone/${id}`);
+        report.actions.parent_gone = (report.actions.parent_gone ?? 0) + 1;
+      }
+    }
+  }
+
+  /** The run in `key`: undefined when it has ended (or is not a run); with `anyStatus`, ended runs too, null when missing. */
+  private async readRun(p: number, key: string): Promise<RunContext | undefined>;
+  private async readRun(p: number, key: string, anyStatus: true): Promise<RunContext | null | "unavailable">;
+  private async readRun(p: number, key: string, anyStatus = false): Promise<RunContext | null | undefined | "unavailable"> {
+    const read = await readLast(this.deps.nc, partitionStream(p), kvSubject(partitionBucket(p), key));
+    if (read.outcome === "unavailable") {
+      if (anyStatus) return "unavailable";
+      throw new Error(read.detail);
+    }
+    if (read.outcome === "missing") return anyStatus ? null : undefined;
+    const decoded = actorRecordCodec.decode(read.message.data);
+    if (!decoded.ok) throw new Error(`undecodable record: ${decoded.detail}`);
+    const snapshot = decoded.value.snapshot as { value?: unknown; context?: { run?: RunContext | null } };
+    const run = snapshot.context?.run ?? null;
+    if (anyStatus) return run;
+    return snapshot.value === "live" && run ? run : undefined;
+  }
+}

@@ -1,0 +1,72 @@
+import { isTerminal } from "../run/index.js";
+import type { NodeRun, RunContext } from "./types.js";
+
+/**
+ * The recovery sweep's decisions about one run (seed 004's reaper and wait sweep, for a system
+ * where every lease, wait and retry already has its own durable clock): what a pass at `at`
+ * repairs when a clock or a hand-over was lost. Pure; the sweeper reads the record and sends the
+ * run `run.sweep`, whose reduction applies the same decisions under the run's own lock, so a run
+ * that moved between the read and the write is judged on what it is then.
+ *
+ * What a sweep never does: fail a queued run (at any age: it waits behind its tenant's caps), or
+ * touch a waiting run before its deadline and grace have passed.
+ */
+export interface SweepSettings {
+  /** A lease this long past its expiry was not expired by its own timer: the timer was lost. */
+  lease_grace_ms: number;
+  /** An offer to the node's scheduler this old is offered again (a lost hand-over; the scheduler drops duplicates). */
+  reoffer_after_ms: number;
+}
+
+export const DEFAULT_SWEEP: SweepSettings = { lease_grace_ms: 5_000, reoffer_after_ms: 60_000 };
+
+export type SweepAction =
+  /** A queued top-level run asks its tenant again whether it holds a slot (the admission may have been lost). */
+  | { action: "recheck_admission"; tenant: string }
+  /** A lease past expiry and grace: the attempt fails `worker_lost` and retries under its policy. */
+  | { action: "expire_lease"; node: string; item?: number }
+  /** A ready attempt whose offer (or retry timer) was lost is offered again. */
+  | { action: "reoffer"; node: string; item?: number }
+  /** Waiting past its deadline (which includes the grace window): ended `wait_abandoned`. */
+  | { action: "wait_abandoned" };
+
+const live = (s: string) => s === "leased" || s === "running";
+
+function holderActions(node: string, h: { step?: NodeRun["step"]; lease_expires_at?: number; offered?: number; offered_at?: number }, item: number | undefined, at: number, s: SweepSettings): SweepAction[] {
+  const step = h.step;
+  if (!step) return [];
+  const where = { node, ...(item !== undefined ? { item } : {}) };
+  if (live(step.status) && h.lease_expires_at !== undefined && at >= h.lease_expires_at + s.lease_grace_ms) return [{ action: "expire_lease", ...where }];
+  if (step.status !== "ready" || (step.not_before !== null && step.not_before > at)) return [];
+  // A map item never offered is the map's own pacing (its concurrency), not a lost hand-over.
+  if (item !== undefined && h.offered === undefined) return [];
+  const since = h.offered_at ?? step.not_before ?? 0;
+  return at - since >= s.reoffer_after_ms ? [{ action: "reoffer", ...where }] : [];
+}
+
+export function sweepPlan(run: RunContext, at: number, settings: SweepSettings = DEFAULT_SWEEP): SweepAction[] {
+  const lc = run.lifecycle;
+  if (isTerminal(lc.status)) return [];
+  if (lc.status === "queued") return run.parent_run_id === null ? [{ action: "recheck_admission", tenant: run.tenant }] : [];
+  if (lc.status === "waiting" && lc.waiting_expires_at !== null && at >= lc.waiting_expires_at) return [{ action: "wait_abandoned" }];
+  const out: SweepAction[] = [];
+  for (const [id, n] of Object.entries(run.nodes)) {
+    if (n.s !== "active") continue;
+    out.push(...holderActions(id, n, undefined, at, settings));
+    n.items?.forEach((it, i) => out.push(...holderActions(id, it, i, at, settings)));
+  }
+  return out;
+}
+
+/**
+ * Whether a child run's parent is gone: the parent record is missing, ended, or no longer waits
+ * on this child at the node that started it. Such a child has nobody to report to and nothing
+ * else will end it.
+ */
+export function parentGone(child: RunContext, parent: RunContext | null): boolean {
+  if (child.parent_run_id === null) return false;
+  if (!parent) return true;
+  if (isTerminal(parent.lifecycle.status)) return true;
+  const n = child.parent_node ? parent.nodes[child.parent_node] : undefined;
+  return !n || n.s !== "active" || n.child !== child.id;
+}

@@ -1,0 +1,177 @@
+import { expect, it } from "vitest";
+import { RunwayClient, type ApiAnswer } from "../../cluster/client.js";
+import { childStartKey, runIdFor, RUN_KIND } from "../../actors/index.js";
+import { STEP_EXECUTE, STEP_READY } from "../../machines/index.js";
+import { waitFor } from "../harness/index.js";
+import { settled, workflowWorld, type RunAnswer } from "./workflow-support.js";
+
+/**
+ * The recovery sweep on a real node (seed 004's reaper and lane contract tests that apply).
+ * The sweeper runs only when a test asks (`sweeper.pass(at)`), at a clock the test chooses, so
+ * "ten minutes later" and "three days later" are inputs, not waits. Every test leaves no live
+ * run behind, so a later pass far in the future touches only its own runs.
+ */
+const drops = new Set<string>();
+const world = workflowWorld({
+  name: "sweep-node",
+  sweepIntervalMs: false,
+  waitGraceMs: 1_000,
+  stepLeaseTtlMs: 20_000,
+  // One worker slot: a parent waiting on its child must hold none, or a tree deadlocks.
+  scheduler: { slots: 1, interactive_reserve: 0 },
+  faults: { dropLocal: (channel) => drops.delete(channel) },
+});
+
+const HOUR = 3_600_000;
+const MIN = 60_000;
+
+type View = RunAnswer & { lane: string; parent_run_id: string | null; definition: { name: string; version: number; digest: string }; waiting: { expires_at: number } | null };
+
+async function tenantWith(id: string, settings?: Record<string, unknown>): Promise<RunwayClient> {
+  const client = new RunwayClient(world.nc, id);
+  expect((await client.createTenant(id, settings)).outcome).toMatch(/created|exists/);
+  return client;
+}
+
+async function publish(client: RunwayClient, definition: object): Promise<void> {
+  const put = await client.putDefinition(definition);
+  expect(put.outcome, JSON.stringify(put)).toBe("published");
+}
+
+const view = async (client: RunwayClient, id: string) => (await client.getRun(id)).run as View;
+const statusOf = async (client: RunwayClient, id: string) => (await view(client, id)).status;
+const until = (client: RunwayClient, id: string, status: string) => waitFor(async () => (await statusOf(client, id)) === status || undefined, { timeoutMs: 20_000, describe: `run ${id} to be ${status}` });
+
+it("a run queued behind its tenant's concurrency cap is not reaped at any age, and starts when the slot frees; a waiting run survives every pass", async () => {
+  const client = await tenantWith("q1", { max_concurrency: 1 });
+  await publish(client, { name: "nap", nodes: [{ id: "nap", kind: "sleep", duration_ms: HOUR }, { id: "after", kind: "code", needs: ["nap"], handler: "noop" }] });
+  await publish(client, { name: "one", nodes: [{ id: "a", kind: "code", handler: "noop" }] });
+  const holder = (await client.startRun({ definition: "nap" })).run as View;
+  await until(client, holder.id, "waiting");
+  const started = await client.startRun({ definition: "one" });
+  expect(started.outcome).toBe("started");
+  const queued = started.run as View;
+  expect(queued.status).toBe("queued");
+  expect((await client.getTenant()).tenant).toMatchObject({ active_runs: 1, queued_runs: 1 });
+  const now = Date.now();
+  for (const later of [10 * MIN, 30 * MIN, HOUR - MIN]) {
+    const report = await world.node.sweeper.pass(now + later);
+    expect(report.errors).toBe(0);
+    expect(report.actions).toEqual({ recheck_admission: 1 });
+    expect(await statusOf(client, queued.id)).toBe("queued");
+    expect(await statusOf(client, holder.id)).toBe("waiting");
+  }
+  // The slot frees: the queued run is told by its tenant and runs to the end.
+  expect((await client.cancelRun(holder.id)).outcome).toBe("cancelled");
+  expect((await settled(client, queued.id)).status).toBe("succeeded");
+  expect((await client.getTenant()).tenant).toMatchObject({ active_runs: 0, queued_runs: 0 });
+});
+
+it("a waiting run past its deadline plus grace is ended wait_abandoned by the sweep, and its record says why", async () => {
+  const client = await tenantWith("w1");
+  await publish(client, { name: "nap", nodes: [{ id: "nap", kind: "sleep", duration_ms: HOUR }] });
+  const run = (await client.startRun({ definition: "nap" })).run as View;
+  await until(client, run.id, "waiting");
+  const deadline = (await view(client, run.id)).waiting!.expires_at;
+  expect((await world.node.sweeper.pass(deadline - 1)).actions).toEqual({});
+  expect(await statusOf(client, run.id)).toBe("waiting");
+  expect((await world.node.sweeper.pass(deadline)).actions).toEqual({ wait_abandoned: 1 });
+  const done = await settled(client, run.id);
+  expect(done.status).toBe("failed");
+  expect(done.error).toMatchObject({ code: "wait_abandoned" });
+  expect(done.error!.message).toMatch(/recovery sweep/);
+});
+
+it("lost dispatch: an offer that never reached the scheduler is offered again by the sweep, and the run completes", async () => {
+  const client = await tenantWith("d1");
+  await publish(client, { name: "one", nodes: [{ id: "a", kind: "code", handler: "echo", input: { ok: true } }] });
+  drops.add(STEP_READY);
+  const run = (await client.startRun({ definition: "one" })).run as View;
+  await waitFor(() => !drops.has(STEP_READY) || undefined, { timeoutMs: 10_000, describe: "the offer to be dropped" });
+  const stuck = await view(client, run.id);
+  expect(stuck.status).toBe("running");
+  expect(stuck.nodes.a).toMatchObject({ status: "active", attempt: 0 });
+  // Too early to call it lost.
+  expect((await world.node.sweeper.pass(Date.now() + 30_000)).actions).toEqual({});
+  expect((await world.node.sweeper.pass(Date.now() + 61_000)).actions).toEqual({ reoffer: 1 });
+  const done = await settled(client, run.id);
+  expect(done.status).toBe("succeeded");
+  expect(done.nodes.a!.attempt).toBe(1);
+});
+
+it("a stale lease (its attempt never ran, its timer not due yet) is expired by the sweep: worker_lost, then the retry runs", async () => {
+  const client = await tenantWith("l1");
+  await publish(client, { name: "one", nodes: [{ id: "a", kind: "code", handler: "echo", input: { ok: true } }] });
+  drops.add(STEP_EXECUTE);
+  const run = (await client.startRun({ definition: "one" })).run as View;
+  await waitFor(() => !drops.has(STEP_EXECUTE) || undefined, { timeoutMs: 10_000, describe: "the hand-over to be dropped" });
+  await waitFor(async () => (await view(client, run.id)).nodes.a?.attempt === 1 || undefined, { timeoutMs: 10_000, describe: "attempt 1 leased" });
+  expect((await world.node.sweeper.pass(Date.now() + 25_000 + 5_000)).actions).toEqual({ expire_lease: 1 });
+  const done = await settled(client, run.id);
+  expect(done.status).toBe("succeeded");
+  expect(done.nodes.a!.attempt).toBe(2);
+});
+
+it("the middle run of a three-deep tree is not reaped while its descendant works; a child whose parent ended is ended parent_gone", async () => {
+  const client = await tenantWith("g1");
+  await publish(client, { name: "leaf", nodes: [{ id: "nap", kind: "sleep", duration_ms: HOUR }] });
+  await publish(client, { name: "mid", nodes: [{ id: "sub", kind: "subworkflow", workflow: "leaf" }] });
+  await publish(client, { name: "root", nodes: [{ id: "sub", kind: "subworkflow", workflow: "mid" }] });
+  const root = (await client.startRun({ definition: "root" })).run as View;
+  const mid = runIdFor("g1", childStartKey(root.id, "sub"));
+  const leaf = runIdFor("g1", childStartKey(mid, "sub"));
+  await until(client, leaf, "waiting");
+  const now = Date.now();
+  for (const later of [0, 10 * MIN, 30 * MIN]) {
+    const report = await world.node.sweeper.pass(now + later);
+    expect(report.actions).toEqual({});
+    expect(report.live).toBeGreaterThanOrEqual(3);
+    expect([await statusOf(client, root.id), await statusOf(client, mid), await statusOf(client, leaf)]).toEqual(["running", "running", "waiting"]);
+  }
+  expect((await client.cancelRun(root.id)).outcome).toBe("cancelled");
+  await until(client, leaf, "cancelled");
+
+  // A child created after its parent ended (a parent's outbox replayed after the parent was
+  // cancelled, so the cancel found no child to tell): nothing else would ever end it.
+  const leafDef = (await view(client, leaf)).definition;
+  const orphan = runIdFor("g1", childStartKey(mid, "replayed"));
+  const created = await world.node.node.mailbox.request(
+    { kind: RUN_KIND, id: orphan },
+    { type: "run.create", run: { id: orphan, tenant: "g1", root_run_id: root.id, parent_run_id: mid, parent_node: "sub", depth: 2, definition: leafDef, source: "workflow_step", start_key: `${mid}:replayed`, lane: "batch", input: {} } },
+    `create/${orphan}`,
+    10_000,
+  );
+  expect(created.outcome).toBe("applied");
+  await until(client, orphan, "waiting");
+  expect((await world.node.sweeper.pass()).actions).toEqual({ parent_gone: 1 });
+  const done = await settled(client, orphan);
+  expect(done.status).toBe("failed");
+  expect(done.error).toMatchObject({ code: "parent_gone" });
+  expect(done.error!.message).toMatch(/is cancelled/);
+});
+
+it("a tree three deep runs to completion at a tenant concurrency limit of one and one worker slot; every child takes the batch lane", async () => {
+  const client = await tenantWith("c1", { max_concurrency: 1 });
+  await publish(client, { name: "leaf", nodes: [{ id: "x", kind: "code", handler: "echo", input: "leaf" }] });
+  await publish(client, { name: "mid", nodes: [{ id: "pre", kind: "code", handler: "noop" }, { id: "sub", kind: "subworkflow", needs: ["pre"], workflow: "leaf" }] });
+  await publish(client, { name: "root", nodes: [{ id: "pre", kind: "code", handler: "noop" }, { id: "sub", kind: "subworkflow", needs: ["pre"], workflow: "mid" }] });
+  const root = (await client.startRun({ definition: "root", lane: "interactive" })).run as View;
+  const done = await settled(client, root.id);
+  expect(done.status).toBe("succeeded");
+  const mid = await view(client, runIdFor("c1", childStartKey(root.id, "sub")));
+  const leaf = await view(client, runIdFor("c1", childStartKey(mid.id, "sub")));
+  expect([mid.status, leaf.status]).toEqual(["succeeded", "succeeded"]);
+  expect([(await view(client, root.id)).lane, mid.lane, leaf.lane]).toEqual(["interactive", "batch", "batch"]);
+});
+
+it("sweep actions are counted in the node's metrics, by action", async () => {
+  const reply = await world.nc.request("runway.v1.ops.metrics", "", { timeout: 5_000 });
+  const metrics = (JSON.parse(reply.string()) as ApiAnswer & { metrics: Record<string, Record<string, number>> }).metrics;
+  expect(metrics.sweep_actions).toMatchObject({
+    "tenant=q1,action=recheck_admission": 3,
+    "tenant=w1,action=wait_abandoned": 1,
+    "tenant=d1,action=reoffer": 1,
+    "tenant=l1,action=expire_lease": 1,
+    "tenant=g1,action=parent_gone": 1,
+  });
+});
