@@ -12,7 +12,7 @@ export const RUN_KIND = "run";
  * and the ids its subworkflow nodes' children will have — so the stored record stays small
  * and the machine stays pure.
  */
-export function runActor(plans: { planOf(digest: string): Promise<CompiledPlan> }, settings: { leaseTtlMs?: number; scheduled?: boolean; waitGraceMs?: number } = {}) {
+export function runActor(plans: { planOf(digest: string): Promise<CompiledPlan> }, settings: { leaseTtlMs?: number; scheduled?: boolean; waitGraceMs?: number; expansionAdmission?: boolean } = {}) {
   return defineActor({
     kind: RUN_KIND,
     machine: executionMachine,
@@ -27,7 +27,7 @@ export function runActor(plans: { planOf(digest: string): Promise<CompiledPlan> 
       for (const node of compiled.plan.nodes) {
         if (node.kind === "subworkflow") child_ids[node.id] = runIdFor(run.tenant, childStartKey(run.id, node.id));
       }
-      return { ...event, plan: compiled.plan, child_ids, child_definitions: compiled.children, ...(settings.leaseTtlMs ? { lease_ttl_ms: settings.leaseTtlMs } : {}), ...(settings.scheduled ? { scheduled: true } : {}), ...(settings.waitGraceMs !== undefined ? { wait_grace_ms: settings.waitGraceMs } : {}) };
+      return { ...event, plan: compiled.plan, child_ids, child_definitions: compiled.children, ...(settings.leaseTtlMs ? { lease_ttl_ms: settings.leaseTtlMs } : {}), ...(settings.scheduled ? { scheduled: true } : {}), ...(settings.waitGraceMs !== undefined ? { wait_grace_ms: settings.waitGraceMs } : {}), ...(settings.expansionAdmission ? { expansion_admission: true } : {}) };
     },
   });
 }

@@ -31,6 +31,8 @@ export interface RunwayNodeConfig {
   waitGraceMs?: number;
   /** How often the recovery sweep passes over the runs this node serves (default 60 s); `false`: only on demand (`sweeper.pass()`). */
   sweepIntervalMs?: number | false;
+  /** Maps start their items only once the run's tenant admitted the expansion (default true). */
+  expansionAdmission?: boolean;
   /** Runs one sweep pass reads at most (default 5,000); the next pass goes on from there. */
   sweepMaxPerPass?: number;
   /**
@@ -88,7 +90,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
   const started = await startNode({
     connection: config.connection,
     name: config.name,
-    actors: [runActor({ planOf: (digest) => definitionsOf().planOf(digest) }, { ...(config.stepLeaseTtlMs ? { leaseTtlMs: config.stepLeaseTtlMs } : {}), scheduled, ...(config.waitGraceMs !== undefined ? { waitGraceMs: config.waitGraceMs } : {}) }), tenantActor],
+    actors: [runActor({ planOf: (digest) => definitionsOf().planOf(digest) }, { ...(config.stepLeaseTtlMs ? { leaseTtlMs: config.stepLeaseTtlMs } : {}), scheduled, expansionAdmission: config.expansionAdmission !== false, ...(config.waitGraceMs !== undefined ? { waitGraceMs: config.waitGraceMs } : {}) }), tenantActor],
     topology: { replicas: config.replicas ?? 1 },
     ...(config.leaseTtlMs !== undefined ? { leaseTtlMs: config.leaseTtlMs } : {}),
     clock,

@@ -49,6 +49,7 @@ export const executionMachine = setup({
           (n.step?.status === "leased" || n.step?.status === "running" || n.offered !== undefined || (n.items?.some((i) => i.step.status === "leased" || i.step.status === "running" || i.offered !== undefined) ?? false)),
       ),
     queued: ({ context }) => context.run?.lifecycle.status === "queued",
+    expansionPending: ({ context, event }) => (event.type === "expansion.admitted" || event.type === "expansion.refused") && context.run?.nodes[event.node]?.s === "active" && context.run.nodes[event.node]?.expansion?.state === "pending",
     /** Only a sweep with something to repair is applied (and written); the rest cost no write. */
     sweepRepairs: ({ context, event }) => event.type === "run.sweep" && !!context.run && sweepPlan(context.run, event.at).some((a) => a.action !== "recheck_admission"),
     isChild: ({ context }) => context.run?.parent_run_id !== null && context.run?.parent_run_id !== undefined,
@@ -89,6 +90,8 @@ export const executionMachine = setup({
         "run.admitted": { guard: "queued", actions: "reduce" },
         "run.sweep": { guard: "sweepRepairs", actions: "reduce" },
         "run.parent_gone": { guard: "isChild", actions: "reduce" },
+        "expansion.admitted": { guard: "expansionPending", actions: "reduce" },
+        "expansion.refused": { guard: "expansionPending", actions: "reduce" },
       },
     },
     ended: { type: "final" },

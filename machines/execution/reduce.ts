@@ -4,6 +4,7 @@ import { applyStepOp, pendingStep, type StepError } from "../step/index.js";
 import { evaluateCondition, joinOutcome, mapItems, readiness, resolveTemplate, runOutcome, runResult, validateAgainstSchema, type PlanNode } from "../workflow/index.js";
 import { expireLease, lease, onHeartbeat, onLease, policyOf, pumpMap, ready } from "./attempts.js";
 import { fail, MAX_DEPTH, METRICS_CHANNEL, move, PLATFORM_RETRIES, publish, runSummary, scopeOf, states, succeed, WAIT_GRACE_MS, type Draft, type Effect } from "./draft.js";
+import { admitItems, askExpansion, releaseExpansions } from "./expansion.js";
 import { sweepPlan } from "./sweep.js";
 import type { ExecutionContext, ExecutionEvent, NodeRun, RunContext, RunError } from "./types.js";
 
@@ -53,7 +54,16 @@ export function reduce(context: ExecutionContext, event: ExecutionEvent): { cont
     case "run.parent_gone":
       onParentGone(d, event.parent_status);
       break;
+    case "expansion.admitted":
+      admitItems(d, event.node);
+      advance(d);
+      break;
+    case "expansion.refused":
+      fail(d, event.node, { code: event.code, message: event.message });
+      advance(d);
+      break;
   }
+  releaseExpansions(d);
   return { context: { run: d.run }, effects: d.effects };
 }
 
@@ -132,6 +142,7 @@ function start(d: Draft, node: PlanNode): void {
       if (!items.ok) return fail(d, node.id, { code: items.code, message: items.detail }, items.code === "reference_unreadable");
       if (items.items.length === 0) return succeed(d, node.id, []);
       n.s = "active";
+      if (d.event.expansion_admission) return askExpansion(d, node.id, items.items.length);
       n.items = items.items.map(() => ({ step: ready(pendingStep(), d.now) }));
       pumpMap(d, node);
       return;
@@ -282,7 +293,9 @@ function onSweep(d: Draft, at: number): void {
     const node = d.byId.get(a.node);
     const n = d.run.nodes[a.node];
     if (!node || !n) continue;
-    if (a.action === "expire_lease") {
+    if (a.action === "recheck_expansion") {
+      askExpansion(d, a.node, n.expansion!.children);
+    } else if (a.action === "expire_lease") {
       expireLease(d, node, a.item, at);
     } else if (a.item !== undefined) {
       delete n.items![a.item]!.offered;

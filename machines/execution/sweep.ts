@@ -28,7 +28,9 @@ export type SweepAction =
   /** A ready attempt whose offer (or retry timer) was lost is offered again. */
   | { action: "reoffer"; node: string; item?: number }
   /** Waiting past its deadline (which includes the grace window): ended `wait_abandoned`. */
-  | { action: "wait_abandoned" };
+  | { action: "wait_abandoned" }
+  /** A map's expansion asked of the tenant long ago and never answered: asked again (the tenant answers once per node). */
+  | { action: "recheck_expansion"; node: string };
 
 const live = (s: string) => s === "leased" || s === "running";
 
@@ -52,6 +54,7 @@ export function sweepPlan(run: RunContext, at: number, settings: SweepSettings =
   const out: SweepAction[] = [];
   for (const [id, n] of Object.entries(run.nodes)) {
     if (n.s !== "active") continue;
+    if (n.expansion?.state === "pending" && at - n.expansion.asked_at >= settings.reoffer_after_ms) out.push({ action: "recheck_expansion", node: id });
     out.push(...holderActions(id, n, undefined, at, settings));
     n.items?.forEach((it, i) => out.push(...holderActions(id, it, i, at, settings)));
   }

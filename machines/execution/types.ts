@@ -44,6 +44,11 @@ export interface NodeRun {
   error?: RunError;
   /** A failure that no `continue_on_error` may tolerate (unreadable reference, platform stop). */
   fatal?: boolean;
+  /**
+   * Map nodes under expansion admission: asked of the tenant (`pending`), admitted (its items
+   * count against the tenant's active descendants), then `released` once the node settled.
+   */
+  expansion?: { state: "pending" | "admitted" | "released"; children: number; asked_at: number };
 }
 
 export type Lane = "interactive" | "batch" | "migration";
@@ -147,6 +152,10 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
   z.object({ type: z.literal("run.admitted") }),
   /** A recovery sweep pass at `at` (the sweeper's clock): repairs what a lost clock or hand-over left (see `sweep.ts`). */
   z.object({ type: z.literal("run.sweep"), at: z.number().int().nonnegative() }),
+  /** The tenant admitted a map's expansion: its items may start. */
+  z.object({ type: z.literal("expansion.admitted"), node: z.string() }),
+  /** The tenant refused a map's expansion: the node fails with the code, before any item started. */
+  z.object({ type: z.literal("expansion.refused"), node: z.string(), code: z.string().max(100), message: z.string().max(1_000) }),
   /** The sweep found this child's parent ended (or no longer waiting on it): it ends `parent_gone`. */
   z.object({ type: z.literal("run.parent_gone"), parent_status: z.string().max(40) }),
 ]);
@@ -166,6 +175,8 @@ export interface Prepared {
   wait_grace_ms?: number;
   /** Engine setting: ready attempts are offered to the node's fair scheduler instead of being leased at once. */
   scheduled?: boolean;
+  /** Engine setting: a map's items start only once the run's tenant admitted the expansion. */
+  expansion_admission?: boolean;
 }
 
 /** A ready attempt offered to the node's scheduler (a `runway.local` effect on channel `step.ready`). */

@@ -1,6 +1,7 @@
 import {
   auditSubject,
   type AdmitAnswer,
+  type ExpansionReply,
   type CreateAnswer,
   type LiveTenantState,
   type PutAnswer,
@@ -17,45 +18,16 @@ import {
 } from "./events.js";
 import { changedSettings, mergeSettings, TenantSettingsSchema, type TenantSettings } from "./settings.js";
 import { STATE_COMMANDS } from "./table.js";
+import type { Decision, TenantContext } from "./context.js";
+import { admitExpansionDecision, releaseExpansionDecision } from "./expansion.js";
+
+export type { Decision, TenantContext } from "./context.js";
 
 /** How many ended run ids a tenant remembers, so a late duplicate admission is not counted twice. */
 export const RECENT_ENDED = 1_000;
 /** How many runs may wait behind a tenant's concurrency caps; a start beyond it is refused `queue_full`. */
 export const MAX_QUEUED = 10_000;
 export const DAY_MS = 86_400_000;
-
-/** A tenant as its actor stores it. */
-export interface TenantContext {
-  id: string;
-  settings: TenantSettings;
-  state: TenantState;
-  /** The reason given for the current kill or drain; null while new or active. */
-  state_reason: string | null;
-  /** 'YYYY-MM-DD' (UTC) of the day cap window `starts_today` counts in; never moves backwards. */
-  day: string;
-  starts_today: number;
-  /** Always `running`'s size; recomputed from it, never counted on its own. */
-  active_runs: number;
-  /** Always `running` counted per project (projects at 0 are absent). */
-  active_by_project: Record<string, number>;
-  /** Runs admitted and not yet ended: run id → project. */
-  running: Record<string, string>;
-  /** Runs accepted and waiting for a slot under the caps, oldest first: [run id, project]. */
-  queue: [string, string][];
-  /** The last {@link RECENT_ENDED} run ids that ended here, oldest first. */
-  ended: string[];
-  created_at: number;
-  updated_at: number;
-}
-
-/** A decision: the next context (the same object when nothing changed) and the effects, answer first. */
-export interface Decision<A> {
-  context: TenantContext;
-  answer: A;
-  audit?: TenantAudit;
-  /** Queued runs that got a slot: each is told `run.admitted`. */
-  admitted?: string[];
-}
 
 /** 'YYYY-MM-DD' of the UTC day containing `now` (ms since the epoch). */
 export function utcDay(now: number): string {
@@ -88,8 +60,8 @@ export function newTenant(id: string): TenantContext {
 }
 
 export function tenantView(c: TenantContext): TenantView {
-  const { running: _running, ended: _ended, queue, ...view } = c;
-  return { ...view, queued_runs: (queue ?? []).length };
+  const { running: _running, ended: _ended, queue, descendants: _descendants, ...view } = c;
+  return { ...view, queued_runs: (queue ?? []).length, active_descendants: c.active_descendants ?? 0 };
 }
 
 /**
@@ -258,6 +230,7 @@ export function applyTenantCommand(context: TenantContext, event: TenantEvent): 
   const effects: TenantEffect[] = [{ type: "runway.answer", value: d.answer }];
   if (d.audit) effects.push({ type: "runway.publish", subject: auditSubject(context.id), data: d.audit });
   for (const run_id of d.admitted ?? []) effects.push({ type: "runway.send", to: { kind: "run", id: run_id }, event: { type: "run.admitted" } });
+  if (d.reply) effects.push({ type: "runway.send", to: { kind: "run", id: d.reply.run }, event: d.reply.event as ExpansionReply });
   return { context: d.context, effects };
 }
 
@@ -277,5 +250,9 @@ function decide(context: TenantContext, event: TenantEvent): Decision<TenantAnsw
       return runEndedDecision(context, event, event.now);
     case "tenant.recheck":
       return recheckDecision(context, event);
+    case "tenant.admit_expansion":
+      return admitExpansionDecision(context, event, event.now);
+    case "tenant.release_expansion":
+      return releaseExpansionDecision(context, event, event.now);
   }
 }

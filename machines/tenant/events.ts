@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { AdmissionCode } from "../scheduler/index.js";
 import { TenantSettingsPatchSchema, TokenSchema, type TenantSettings } from "./settings.js";
 
 export const TENANT_STATES = ["new", "active", "draining", "killed"] as const;
@@ -20,6 +21,18 @@ export const TenantCommandSchema = z.discriminatedUnion("type", [
   z.object({ type: z.literal("tenant.run_ended"), ...RunRef }),
   /** A queued run asks whether it holds a slot yet (its sweep, or its own create). */
   z.object({ type: z.literal("tenant.recheck"), run_id: TokenSchema }),
+  /** A run asks to expand a node (a map's items) before any item starts; answered to the run. */
+  z.object({
+    type: z.literal("tenant.admit_expansion"),
+    run_id: TokenSchema,
+    node: z.string().min(1).max(200),
+    children: z.number().int().nonnegative(),
+    depth: z.number().int().nonnegative(),
+    total_steps: z.number().int().nonnegative(),
+    estimated_cost: z.number().nonnegative(),
+  }),
+  /** The expansion's items are no longer active (the node settled, or the run ended). */
+  z.object({ type: z.literal("tenant.release_expansion"), run_id: TokenSchema, node: z.string().min(1).max(200) }),
 ]);
 export type TenantCommand = z.infer<typeof TenantCommandSchema>;
 export type TenantCommandType = TenantCommand["type"];
@@ -45,6 +58,8 @@ export interface TenantView {
   active_by_project: Record<string, number>;
   /** Runs accepted and waiting for a slot. */
   queued_runs: number;
+  /** Items of admitted expansions not yet released. */
+  active_descendants: number;
   created_at: number;
   updated_at: number;
 }
@@ -70,6 +85,15 @@ export type RunEndedAnswer =
   /** Not counted here: never admitted, or already ended. Nothing changed. */
   | { outcome: "not_running"; run_id: string };
 
+/** Answers to expansion admission and release (see `expansion.ts`). */
+export type ExpansionAnswer =
+  | { outcome: "expansion_admitted"; run_id: string; node: string; children: number; active_descendants: number; duplicate: boolean }
+  | { outcome: "expansion_refused"; run_id: string; node: string; code: AdmissionCode; limit: number; value: number }
+  | { outcome: "expansion_released"; run_id: string; node: string; active_descendants: number }
+  | { outcome: "not_held"; run_id: string; node: string };
+
+export type ExpansionReply = { type: "expansion.admitted"; node: string } | { type: "expansion.refused"; node: string; code: AdmissionCode; message: string };
+
 export type RecheckAnswer = { outcome: "admitted" | "queued" | "unknown"; run_id: string; position?: number };
 
 export type InvalidAnswer = { outcome: "invalid_input"; reason: string };
@@ -78,7 +102,7 @@ export type PutAnswer = { outcome: "updated"; changed: string[]; tenant: TenantV
 /** Kill, drain and resume answer with the state the tenant is in afterwards. */
 export type StateAnswer = { outcome: LiveTenantState; previous: TenantState; changed: boolean; tenant: TenantView };
 
-export type TenantAnswer = AdmitAnswer | RunEndedAnswer | RecheckAnswer | CreateAnswer | PutAnswer | StateAnswer;
+export type TenantAnswer = AdmitAnswer | RunEndedAnswer | RecheckAnswer | ExpansionAnswer | CreateAnswer | PutAnswer | StateAnswer;
 
 /** Published to `rw.audit.<tenant>.tenant` for every decision that changed the tenant. */
 export type TenantAudit =
@@ -90,8 +114,8 @@ export type TenantAudit =
 export type TenantEffect =
   | { type: "runway.answer"; value: TenantAnswer }
   | { type: "runway.publish"; subject: string; data: TenantAudit }
-  /** A queued run got its slot. */
-  | { type: "runway.send"; to: { kind: "run"; id: string }; event: { type: "run.admitted" } };
+  /** A queued run got its slot, or a run's expansion was decided. */
+  | { type: "runway.send"; to: { kind: "run"; id: string }; event: { type: "run.admitted" } | ExpansionReply };
 
 export function auditSubject(tenant: string): string {
   return `rw.audit.${tenant}.tenant`;

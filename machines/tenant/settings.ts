@@ -35,10 +35,24 @@ const Quota = z.strictObject({
   tokens_per_minute: z.number().int().positive(),
 });
 const ProviderQuotas = z.record(ProviderModel, Quota).refine(bounded, tooMany);
+/** Limits on dynamic expansion (a map's fan-out), checked by the tenant before any item starts. */
+const ExpansionLimits = z.strictObject({
+  /** Items one expansion may add. */
+  max_children: z.number().int().min(0).max(1_000_000).default(1_000),
+  /** Depth of the new items (a top-level run's steps are depth 1). */
+  max_depth: z.number().int().min(0).max(100).default(6),
+  /** Steps one run may hold, its nodes and every expanded item together. */
+  max_total_steps: z.number().int().min(0).max(10_000_000).default(10_000),
+  /** Estimated cost of one run (one unit per step unless a node says otherwise). */
+  max_estimated_cost: z.number().min(0).max(1e12).default(100_000),
+  /** Expanded items active at once across the whole tenant. */
+  max_active_descendants: z.number().int().min(0).max(10_000_000).default(10_000),
+});
+export type TenantExpansionLimits = z.output<typeof ExpansionLimits>;
 
 /**
  * A tenant's settings, with defaults: weight 1 (fair-share weight), 100 active runs, no project
- * caps, 100,000 starts per UTC day, no provider quotas. Unknown keys are rejected, so a typo
+ * caps, 100,000 starts per UTC day, no provider quotas, the expansion limits above. Unknown keys are rejected, so a typo
  * is an error instead of a silently ignored setting.
  */
 export const TenantSettingsSchema = z.strictObject({
@@ -48,6 +62,7 @@ export const TenantSettingsSchema = z.strictObject({
   project_max_concurrency: ProjectCaps.default(() => ({})),
   day_cap: DayCap.default(100_000),
   provider_quotas: ProviderQuotas.default(() => ({})),
+  expansion_limits: ExpansionLimits.default(() => ExpansionLimits.parse({})),
 });
 export type TenantSettings = z.output<typeof TenantSettingsSchema>;
 
@@ -63,6 +78,7 @@ export const TenantSettingsPatchSchema = z.strictObject({
   project_max_concurrency: ProjectCaps.optional(),
   day_cap: DayCap.optional(),
   provider_quotas: ProviderQuotas.optional(),
+  expansion_limits: ExpansionLimits.optional(),
 });
 export type TenantSettingsPatch = z.output<typeof TenantSettingsPatchSchema>;
 

@@ -10,6 +10,8 @@ function live(state: LiveTenantState): Partial<Record<TenantCommandType, TenantS
     "tenant.admit_run": state,
     "tenant.run_ended": state,
     "tenant.recheck": state,
+    "tenant.admit_expansion": state,
+    "tenant.release_expansion": state,
     ...STATE_COMMANDS,
   };
 }

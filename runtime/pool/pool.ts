@@ -4,7 +4,7 @@
  * never rejects for anything a handler does: throwing, hanging, spinning, exhausting memory or
  * returning rubbish are all failures with a code and a retry verdict.
  *
- * Tasks wait in the pool's own FIFO until a thread is free, so `timeoutMs` measures execution,
+ * Tasks wait in the pool's own FIFO until a slot is free (`threads × tasksPerThread`), so `timeoutMs` measures execution,
  * not queueing. On timeout or abort the handler's `ctx.signal` aborts first; a handler that has
  * not settled after `cancelGraceMs` has its thread terminated (and replaced). run() resolves
  * only after the handler settled or its thread was terminated.
@@ -25,9 +25,27 @@ import {
   type InitMessage,
   type ReadyMessage,
   type ResultMessage,
+  type StartedMessage,
   type RunMessage,
   type WorkerConfig,
 } from "./wire.js";
+
+/**
+ * Piscina's default balancer gives every abortable task a thread of its own, and every step is
+ * abortable here (its kill switch), so `tasksPerThread` would never apply. This one shares: the
+ * least busy thread under `tasksPerThread`. The cost is stated in `#cancel`: terminating a thread
+ * for a stuck handler fails the other steps on it as `worker_crashed` (retryable).
+ */
+type LoadBalancer = NonNullable<NonNullable<ConstructorParameters<typeof Piscina>[0]>["loadBalancer"]>;
+type PoolThread = Parameters<LoadBalancer>[1][number];
+
+function sharedThreads(tasksPerThread: number): LoadBalancer {
+  return (_task, workers) => {
+    let best: PoolThread | null = null;
+    for (const w of workers) if (w.currentUsage < tasksPerThread && (!best || w.currentUsage < best.currentUsage)) best = w;
+    return best;
+  };
+}
 
 export type { FailureCode } from "./wire.js";
 
@@ -99,38 +117,16 @@ interface Pending {
   state: "queued" | "running" | "flushing";
   /** Why the pool is stopping this task (set once). */
   ending?: "timeout" | "aborted";
-  kill?: KillSwitch;
+  /** The thread the step runs on, once the worker said so. */
+  thread?: number;
+  /** Terminate its thread as soon as the worker names it (the grace ran out before it did). */
+  killOnStart?: boolean;
   timer?: NodeJS.Timeout;
   graceTimer?: NodeJS.Timeout;
   /** Events received / announced by the worker's result (events may trail the result). */
   events: number;
   expected: number;
   flushed?: () => void;
-}
-
-/**
- * What Piscina gets as a task's `signal`: the event-emitter form it accepts (once/off). An
- * AbortController per task costs about 15 µs (EventTarget listeners); this costs nothing.
- * Firing it makes Piscina terminate the task's thread (or drop the task if still queued).
- */
-class KillSwitch {
-  #listener: (() => void) | undefined;
-  once(_event: "abort", listener: () => void): void {
-    this.#listener = listener;
-  }
-  off(_event: "abort", _listener: () => void): void {
-    this.#listener = undefined;
-  }
-  removeListener(_event: "abort", _listener: () => void): void {
-    this.#listener = undefined;
-  }
-  /** True when the task was still with Piscina (its thread is terminated, or it is dropped). */
-  fire(): boolean {
-    const listener = this.#listener;
-    this.#listener = undefined;
-    listener?.();
-    return listener !== undefined;
-  }
 }
 
 const EVENT_FLUSH_LIMIT_MS = 1_000;
@@ -204,6 +200,7 @@ export class StepPool {
       minThreads: this.#threads,
       maxThreads: this.#threads,
       concurrentTasksPerWorker: this.#tasksPerThread,
+      loadBalancer: sharedThreads(this.#tasksPerThread),
       idleTimeout: MAX_TIMER_MS,
       recordTiming: false,
       workerData,
@@ -256,7 +253,8 @@ export class StepPool {
         p.onAbort = () => this.#cancel(p, "aborted");
         signal.addEventListener("abort", p.onAbort, { once: true });
       }
-      if (this.#active < this.#threads) this.#dispatch(p);
+      // Each thread interleaves up to `tasksPerThread` handlers (they mostly await I/O).
+      if (this.#active < this.#threads * this.#tasksPerThread) this.#dispatch(p);
       else {
         this.#queue.push(p);
         this.#queued++;
@@ -303,7 +301,6 @@ export class StepPool {
     this.#active++;
     p.state = "running";
     this.#running.set(p.seq, p);
-    p.kill = new KillSwitch();
     p.timer = setTimeout(() => this.#cancel(p, "timeout"), Math.min(p.task.timeoutMs, MAX_TIMER_MS));
     const t = p.task;
     const msg: RunMessage = {
@@ -317,7 +314,9 @@ export class StepPool {
       attempt: t.attempt,
       leaseEpoch: t.leaseEpoch,
     };
-    (piscina.run(msg, { signal: p.kill }) as Promise<unknown>).then(
+    // No signal: Piscina gives an abortable task a thread of its own, which would defeat
+    // `tasksPerThread`. A stuck step's thread is terminated by its thread id instead.
+    (piscina.run(msg) as Promise<unknown>).then(
       (reply) => this.#settle(p, reply, undefined),
       (err: unknown) => this.#settle(p, undefined, err),
     );
@@ -334,7 +333,9 @@ export class StepPool {
     const cancel: CancelMessage = { t: "cancel", v: WIRE_VERSION, seq: p.seq, reason };
     this.#channel?.postMessage(cancel);
     const terminate = () => {
-      if (p.kill?.fire()) this.#stats.terminations++;
+      if (p.state !== "running") return;
+      if (p.thread === undefined) p.killOnStart = true;
+      else this.#terminate(p.thread);
     };
     if (this.#graceMs === 0) terminate();
     else p.graceTimer = setTimeout(terminate, this.#graceMs);
@@ -396,7 +397,22 @@ export class StepPool {
     return result;
   }
 
+  /** Terminates a thread (Piscina fails its tasks and replaces it): the only way to stop a handler that ignores its signal. */
+  #terminate(thread: number): void {
+    const worker = this.#piscina?.threads.find((w) => w.threadId === thread);
+    if (!worker) return;
+    this.#stats.terminations++;
+    void worker.terminate();
+  }
+
   #onEvent(m: unknown): void {
+    if (isWire<StartedMessage>(m, "started")) {
+      const p = this.#running.get(m.seq);
+      if (!p) return;
+      p.thread = m.thread;
+      if (p.killOnStart) this.#terminate(m.thread);
+      return;
+    }
     if (!isWire<EventMessage>(m, "heartbeat", "progress")) return;
     const p = this.#running.get(m.seq);
     if (!p) return;

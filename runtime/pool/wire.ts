@@ -5,6 +5,7 @@
  *   main → worker (Piscina task)      RunMessage | InitMessage
  *   worker → main (Piscina result)    ResultMessage | ReadyMessage
  *   worker → main (parentPort)        EventMessage  (heartbeat / progress, while running)
+ *   worker → main (parentPort)        StartedMessage (the thread a step runs on)
  *   main → workers (BroadcastChannel) CancelMessage (cooperative cancel before termination)
  */
 import { pathToFileURL } from "node:url";
@@ -68,6 +69,14 @@ export interface EventMessage {
   v: typeof WIRE_VERSION;
   seq: number;
   data?: unknown;
+}
+
+/** worker → main: a step began on this thread (so a stuck one can have its thread terminated). */
+export interface StartedMessage {
+  t: "started";
+  v: typeof WIRE_VERSION;
+  seq: number;
+  thread: number;
 }
 
 export interface CancelMessage {

@@ -171,6 +171,21 @@ describe("StepPool", () => {
     expect(parallelMs / n).toBeLessThan(0.5);
   });
 
+  it("runs threads × tasksPerThread handlers at once; the next one waits in the pool's FIFO", async () => {
+    const wide = new StepPool({ handlerModules: [HANDLERS], threads: 1, tasksPerThread: 3 });
+    await wide.start();
+    try {
+      const runs = [1, 2, 3, 4].map(() => wide.run(task("slow", { ms: 300 })));
+      expect(wide.stats()).toMatchObject({ running: 3, queued: 1 });
+      expect((await Promise.all(runs)).map((r) => r.outcome)).toEqual(["succeeded", "succeeded", "succeeded", "succeeded"]);
+      // Three steps that each wait for the other two can only finish if they share the thread.
+      const met = await Promise.all([1, 2, 3].map(() => wide.run(task("barrier", { key: "b", n: 3 }, { timeoutMs: 10_000 }))));
+      expect(met).toEqual([1, 2, 3].map(() => ({ outcome: "succeeded", output: 3 })));
+    } finally {
+      await wide.destroy();
+    }
+  });
+
   it("fails start() clearly on a module without a handlers export", async () => {
     const bad = join(tmp, "no-handlers.mjs");
     writeFileSync(bad, "export const something = 1;\n");

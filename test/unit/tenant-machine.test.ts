@@ -90,10 +90,12 @@ const SAMPLE: Record<TenantCommandType, TenantCommand> = {
   "tenant.admit_run": { type: "tenant.admit_run", run_id: "r9", project: "p" },
   "tenant.run_ended": { type: "tenant.run_ended", run_id: "r0", project: "p" },
   "tenant.recheck": { type: "tenant.recheck", run_id: "r0" },
+  "tenant.admit_expansion": { type: "tenant.admit_expansion", run_id: "r0", node: "m", children: 10, depth: 1, total_steps: 11, estimated_cost: 11 },
+  "tenant.release_expansion": { type: "tenant.release_expansion", run_id: "r0", node: "m" },
 };
 
 /** The rules, written out independently of the machine's table: the answer each cell gives. */
-const live = (admit: string) => ({ "tenant.create": "exists", "tenant.put": "updated", "tenant.kill": "killed", "tenant.drain": "draining", "tenant.resume": "active", "tenant.admit_run": admit, "tenant.run_ended": "ended", "tenant.recheck": "admitted" });
+const live = (admit: string) => ({ "tenant.create": "exists", "tenant.put": "updated", "tenant.kill": "killed", "tenant.drain": "draining", "tenant.resume": "active", "tenant.admit_run": admit, "tenant.run_ended": "ended", "tenant.recheck": "admitted", "tenant.admit_expansion": "expansion_admitted", "tenant.release_expansion": "not_held" });
 const OUTCOME: Record<TenantState, Partial<Record<TenantCommandType, string>>> = {
   new: { "tenant.create": "created" },
   active: live("admitted"),
@@ -122,7 +124,7 @@ describe("the tenant actor's machine: every (state × command) cell", () => {
         const changesTenant = command === "tenant.put" || (command === "tenant.create" && state === "new") || (to !== state && command !== "tenant.admit_run");
         expect(r.audits.length).toBe(changesTenant ? 1 : 0);
         for (const a of r.audits) expect(a).toMatchObject({ type: "runway.publish", subject: auditSubject(TENANT), data: { tenant: TENANT, at: T0 + 1_000 } });
-        if (expected !== "admitted" && expected !== "ended" && !changesTenant) expect(r.snap.context).toBe(before.context);
+        if (!["admitted", "ended", "expansion_admitted"].includes(expected!) && !changesTenant) expect(r.snap.context).toBe(before.context);
       });
     }
   }

@@ -1,0 +1,121 @@
+import { describe, expect, it } from "vitest";
+import { initialTransition, transition, type AnyMachineSnapshot } from "xstate";
+import { compileDefinition, executionMachine, type Plan, type RunContext } from "../../machines/index.js";
+import { admitExpansionDecision, releaseExpansionDecision } from "../../machines/tenant/expansion.js";
+import { newTenant, TenantSettingsSchema, type TenantContext } from "../../machines/tenant/index.js";
+
+/** Admission of dynamic expansion: the tenant's decision, and the run machine that waits for it before any item. */
+
+const T0 = 1_000_000;
+const limits = { max_children: 50, max_depth: 3, max_total_steps: 100, max_estimated_cost: 80, max_active_descendants: 20 };
+
+function tenant(): TenantContext {
+  return { ...newTenant("t"), state: "active", settings: TenantSettingsSchema.parse({ expansion_limits: limits }) };
+}
+
+const ask = (over: Record<string, unknown> = {}) => ({ run_id: "t_1", node: "m", children: 10, depth: 1, total_steps: 12, estimated_cost: 12, ...over });
+
+describe("the tenant's expansion decision", () => {
+  it("admits within every limit, counts the items against the tenant, and answers the same again for the same node", () => {
+    const a = admitExpansionDecision(tenant(), ask(), T0);
+    expect(a.answer).toEqual({ outcome: "expansion_admitted", run_id: "t_1", node: "m", children: 10, active_descendants: 10, duplicate: false });
+    expect(a.reply).toEqual({ run: "t_1", event: { type: "expansion.admitted", node: "m" } });
+    const again = admitExpansionDecision(a.context, ask(), T0 + 1);
+    expect(again.answer).toMatchObject({ outcome: "expansion_admitted", duplicate: true, active_descendants: 10 });
+    expect(again.context).toBe(a.context);
+  });
+
+  it("refuses over the tenant's active-descendant quota, with the code and the figures, and changes nothing", () => {
+    const first = admitExpansionDecision(tenant(), ask({ children: 15 }), T0).context;
+    const refused = admitExpansionDecision(first, ask({ run_id: "t_2", children: 6 }), T0);
+    expect(refused.answer).toEqual({ outcome: "expansion_refused", run_id: "t_2", node: "m", code: "descendant_quota_exceeded", limit: 20, value: 21 });
+    expect(refused.reply?.event).toMatchObject({ type: "expansion.refused", node: "m", code: "descendant_quota_exceeded" });
+    expect(refused.context).toBe(first);
+    // Exactly at the quota is admitted.
+    expect(admitExpansionDecision(first, ask({ run_id: "t_2", children: 5 }), T0).answer.outcome).toBe("expansion_admitted");
+  });
+
+  it("refuses each other limit with its own code", () => {
+    const t = tenant();
+    expect(admitExpansionDecision(t, ask({ children: 51 }), T0).answer).toMatchObject({ code: "too_many_children", value: 51, limit: 50 });
+    expect(admitExpansionDecision(t, ask({ depth: 4 }), T0).answer).toMatchObject({ code: "depth_exceeded" });
+    expect(admitExpansionDecision(t, ask({ total_steps: 101 }), T0).answer).toMatchObject({ code: "too_many_steps" });
+    expect(admitExpansionDecision(t, ask({ estimated_cost: 81 }), T0).answer).toMatchObject({ code: "budget_exceeded" });
+  });
+
+  it("release gives the items back once; an unknown release changes nothing", () => {
+    const held = admitExpansionDecision(tenant(), ask(), T0).context;
+    const released = releaseExpansionDecision(held, { run_id: "t_1", node: "m" }, T0);
+    expect(released.answer).toEqual({ outcome: "expansion_released", run_id: "t_1", node: "m", active_descendants: 0 });
+    expect(released.context.descendants).toEqual({});
+    const twice = releaseExpansionDecision(released.context, { run_id: "t_1", node: "m" }, T0);
+    expect(twice.answer.outcome).toBe("not_held");
+    expect(twice.context).toBe(released.context);
+  });
+});
+
+type Emitted = { type: string; channel?: string; payload?: Record<string, unknown>; to?: { kind: string; id: string }; event?: Record<string, unknown> };
+const emitted = (actions: readonly { type: string }[]) => actions.filter((a) => (a.type as string) === "xstate.emit").map((a) => (a as unknown as { params: { event: Emitted } }).params.event);
+
+function plan(definition: object): Plan {
+  const c = compileDefinition(definition, { handlers: new Set(["h"]) });
+  if (!c.ok) throw new Error(JSON.stringify(c.errors));
+  return c.plan;
+}
+
+describe("a map under expansion admission", () => {
+  const p = plan({ name: "w", nodes: [{ id: "m", kind: "map", items: "${input.list}", handler: "h", max_fanout: 100 }, { id: "after", kind: "code", needs: ["m"], handler: "h" }] });
+  const seed = { id: "t_1", tenant: "t", root_run_id: "t_1", parent_run_id: null, parent_node: null, depth: 0, definition: { name: "w", version: 1, digest: "d" }, source: "api", start_key: "k", lane: "interactive" as const, input: { list: [1, 2, 3] } };
+
+  function start() {
+    let [snap] = initialTransition(executionMachine) as [AnyMachineSnapshot, unknown];
+    const send = (event: object, now = T0) => {
+      const [next, actions] = transition(executionMachine, snap, { ...event, now, plan: p, expansion_admission: true } as never);
+      snap = next;
+      return emitted(actions);
+    };
+    const created = send({ type: "run.create", run: seed });
+    return { send, created, run: () => snap.context.run as RunContext, can: (e: object) => snap.can({ ...e, now: T0, plan: p, expansion_admission: true } as never) };
+  }
+
+  it("asks its tenant before any item exists; on admission the items start", () => {
+    const r = start();
+    expect(r.created).toContainEqual({ type: "runway.send", to: { kind: "tenant", id: "t" }, event: { type: "tenant.admit_expansion", run_id: "t_1", node: "m", children: 3, depth: 1, total_steps: 5, estimated_cost: 5 } });
+    expect(r.created.filter((e) => e.channel === "step.execute")).toEqual([]);
+    expect(r.run().nodes.m).toMatchObject({ s: "active", expansion: { state: "pending", children: 3 } });
+    expect(r.run().nodes.m!.items).toBeUndefined();
+    const started = r.send({ type: "expansion.admitted", node: "m" });
+    expect(started.filter((e) => e.channel === "step.execute").map((e) => e.payload!.item)).toEqual([0, 1, 2]);
+    expect(r.can({ type: "expansion.admitted", node: "m" })).toBe(false);
+  });
+
+  it("a refusal fails the node with its code before any item started, and the run ends failed", () => {
+    const r = start();
+    const effects = r.send({ type: "expansion.refused", node: "m", code: "descendant_quota_exceeded", message: "descendant_quota_exceeded: 21 over the tenant's limit of 20" });
+    expect(effects.filter((e) => e.channel === "step.execute")).toEqual([]);
+    expect(r.run().nodes.m).toMatchObject({ s: "failed", error: { code: "descendant_quota_exceeded" } });
+    expect(r.run().nodes.m!.items).toBeUndefined();
+    expect(r.run().lifecycle.status).toBe("failed");
+    // A refused expansion held nothing, but its release is harmless (the tenant answers not_held).
+    expect(effects).toContainEqual({ type: "runway.send", to: { kind: "tenant", id: "t" }, event: { type: "tenant.release_expansion", run_id: "t_1", node: "m" } });
+  });
+
+  it("the items are given back once the map settles, and once only", () => {
+    const r = start();
+    const started = r.send({ type: "expansion.admitted", node: "m" }).filter((e) => e.channel === "step.execute");
+    let releases = 0;
+    for (const e of started) {
+      const out = r.send({ type: "step.result", node: "m", item: e.payload!.item, attempt: e.payload!.attempt, lease_epoch: e.payload!.lease_epoch, outcome: "succeeded", output: 1 });
+      releases += out.filter((x) => x.event?.type === "tenant.release_expansion").length;
+    }
+    expect(releases).toBe(1);
+    expect(r.run().nodes.m!.expansion!.state).toBe("released");
+  });
+
+  it("a run cancelled while its expansion is pending gives it back (the admission may still arrive) and ignores a late answer", () => {
+    const r = start();
+    const effects = r.send({ type: "run.cancel", reason: "stop", by: "test" });
+    expect(effects).toContainEqual({ type: "runway.send", to: { kind: "tenant", id: "t" }, event: { type: "tenant.release_expansion", run_id: "t_1", node: "m" } });
+    expect(r.can({ type: "expansion.admitted", node: "m" })).toBe(false);
+  });
+});
