@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
-import { parentGone, sweepPlan, type RunContext } from "../machines/index.js";
+import { isTerminal, parentGone, sweepPlan, type RunContext } from "../machines/index.js";
 import { actorRecordCodec, kvSubject, partitionBucket, partitionOf, partitionStream, readLast, type ActorHost, type Clock, type Logger, type MailboxClient } from "../runtime/index.js";
 import { RUN_KIND } from "./run-actor.js";
 import { TENANT_KIND } from "./tenants.js";
@@ -24,12 +24,15 @@ export interface SweepReport {
  * runs of the partitions this node serves. It repairs what a lost clock or hand-over left behind —
  * a queued run asks its tenant again (never failed for waiting), a lease past expiry is expired, a
  * lost offer is offered again, a wait past its deadline ends `wait_abandoned`, and a child whose
- * parent ended ends `parent_gone` — by sending each run a command its own machine decides. One
+ * parent ended ends `parent_gone` — by sending each run a command its own machine decides; and a
+ * tenant slot held by a run that never got a record (or that ended unheard) is released. One
  * bad record never aborts a pass; a pass reads at most `maxPerPass` runs and the next goes on
  * from where it stopped.
  */
 export class Sweeper {
   private readonly cursor = new Map<number, string>();
+  /** Runs a tenant counts that had no record: when first seen so. */
+  private readonly missingSince = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<SweepReport> | undefined;
   readonly totals = { passes: 0, actions: {} as Record<string, number>, errors: 0 };
@@ -43,6 +46,8 @@ export class Sweeper {
       clock: Clock;
       logger: Logger;
       maxPerPass?: number;
+      /** A run a tenant counts (admitted or queued) with no record this long, over two passes, is released (default 60 s). */
+      orphanAfterMs?: number;
       onAction?(action: string, tenant: string): void;
     },
   ) {}
@@ -102,6 +107,7 @@ export class Sweeper {
         }
       }
     }
+    await this.sweepTenants(at, report, budget);
     this.totals.passes++;
     this.totals.errors += report.errors;
     for (const [k, n] of Object.entries(report.actions)) this.totals.actions[k] = (this.totals.actions[k] ?? 0) + n;
@@ -137,6 +143,64 @@ export class Sweeper {
         const status = parent ? parent.lifecycle.status : "missing";
         await this.deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.parent_gone", parent_status: status }, `parent-gone/${id}`);
         report.actions.parent_gone = (report.actions.parent_gone ?? 0) + 1;
+      }
+    }
+  }
+
+  /**
+   * A tenant's slots: a run it counts (admitted or queued) whose record never appeared — the
+   * start crashed between admission and create, and nobody retried — would hold its slot for
+   * ever. One with no record on two passes at least `orphanAfterMs` apart is released
+   * (`tenant.run_ended`); one that ended without the tenant hearing it is released again.
+   */
+  private async sweepTenants(at: number, report: SweepReport, budget: number): Promise<void> {
+    const kvm = new Kvm(this.deps.nc);
+    const orphanAfter = this.deps.orphanAfterMs ?? 60_000;
+    for (const p of this.deps.host.ownedPartitions()) {
+      try {
+        const kv = await kvm.open(partitionBucket(p));
+        const keys: string[] = [];
+        for await (const key of await kv.keys(`${TENANT_KIND}.*`)) keys.push(key);
+        for (const key of keys) {
+          const read = await readLast(this.deps.nc, partitionStream(p), kvSubject(partitionBucket(p), key));
+          if (read.outcome !== "found") continue;
+          const decoded = actorRecordCodec.decode(read.message.data);
+          if (!decoded.ok) {
+            report.errors++;
+            continue;
+          }
+          const tenant = (decoded.value.snapshot as { context?: { id: string; running?: Record<string, string>; queue?: [string, string][] } }).context;
+          if (!tenant) continue;
+          const counted: [string, string][] = [...Object.entries(tenant.running ?? {}), ...(tenant.queue ?? [])];
+          for (const [runId, project] of counted) {
+            if (report.scanned >= budget) {
+              report.truncated = true;
+              return;
+            }
+            report.scanned++;
+            const run = await this.readRun(partitionOf(runId, this.deps.partitions), `${RUN_KIND}.${runId}`, true);
+            if (run === "unavailable") continue;
+            let action: string | undefined;
+            if (run === null) {
+              const since = this.missingSince.get(runId);
+              if (since === undefined) this.missingSince.set(runId, at);
+              else if (at - since >= orphanAfter) action = "release_orphan_slot";
+            } else {
+              this.missingSince.delete(runId);
+              // Ended a while ago and still counted: the tenant never heard (its answer is idempotent).
+              if (isTerminal(run.lifecycle.status) && run.lifecycle.ended_at !== null && at - run.lifecycle.ended_at >= orphanAfter) action = "release_ended_slot";
+            }
+            if (!action) continue;
+            const sent = await this.deps.mailbox.send({ kind: TENANT_KIND, id: tenant.id }, { type: "tenant.run_ended", run_id: runId, project }, `release/${runId}/${at}`);
+            if (sent.outcome !== "stored") throw new Error(`release of ${runId} not stored: ${sent.outcome}`);
+            this.missingSince.delete(runId);
+            report.actions[action] = (report.actions[action] ?? 0) + 1;
+            this.deps.onAction?.(action, tenant.id);
+          }
+        }
+      } catch (err) {
+        report.errors++;
+        this.deps.logger.warn("sweep: tenant slots skipped", { partition: p, error: String(err) });
       }
     }
   }
