@@ -4,10 +4,11 @@
  * never rejects for anything a handler does: throwing, hanging, spinning, exhausting memory or
  * returning rubbish are all failures with a code and a retry verdict.
  *
- * Tasks wait in the pool's own FIFO until a thread is free, so `timeoutMs` measures execution,
- * not queueing. On timeout or abort the handler's `ctx.signal` aborts first; a handler that has
- * not settled after `cancelGraceMs` has its thread terminated (and replaced). run() resolves
- * only after the handler settled or its thread was terminated.
+ * Tasks wait in the pool's own FIFO until a thread has a free task slot (`tasksPerThread` per
+ * thread), so `timeoutMs` measures execution, not queueing. On timeout or abort the handler's
+ * `ctx.signal` aborts first; a handler that has not settled after `cancelGraceMs` has its
+ * thread terminated (and replaced). run() resolves only after the handler settled or its
+ * thread was terminated.
  */
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
@@ -204,6 +205,25 @@ export class StepPool {
       minThreads: this.#threads,
       maxThreads: this.#threads,
       concurrentTasksPerWorker: this.#tasksPerThread,
+      // Piscina's own balancer never gives a second task to a thread that runs one with an abort
+      // signal, and every task here has one (its kill switch): threads would run one task each
+      // whatever `tasksPerThread` says. This one fills the least busy thread up to
+      // `tasksPerThread`; firing a kill switch still terminates the thread, and its other tasks
+      // fail `worker_crashed` (retryable), as documented for `tasksPerThread`.
+      loadBalancer: (_task, workers) => {
+        let best: (typeof workers)[number] | null = null;
+        let least = this.#tasksPerThread;
+        for (const worker of workers) {
+          if (worker.terminating || worker.destroyed) continue;
+          // Piscina reports a thread with exactly one abortable task as infinitely busy.
+          const usage = worker.isRunningAbortableTask ? 1 : worker.currentUsage;
+          if (usage < least) {
+            best = worker;
+            least = usage;
+          }
+        }
+        return best;
+      },
       idleTimeout: MAX_TIMER_MS,
       recordTiming: false,
       workerData,
@@ -256,7 +276,7 @@ export class StepPool {
         p.onAbort = () => this.#cancel(p, "aborted");
         signal.addEventListener("abort", p.onAbort, { once: true });
       }
-      if (this.#active < this.#threads) this.#dispatch(p);
+      if (this.#active < this.#threads * this.#tasksPerThread) this.#dispatch(p);
       else {
         this.#queue.push(p);
         this.#queued++;

@@ -171,6 +171,27 @@ describe("StepPool", () => {
     expect(parallelMs / n).toBeLessThan(0.5);
   });
 
+  it("interleaves tasksPerThread tasks on one thread; a terminated thread takes its other tasks down (worker_crashed, retryable)", async () => {
+    const shared = new StepPool({ handlerModules: [HANDLERS], threads: 1, tasksPerThread: 4 });
+    await shared.start();
+    try {
+      const t0 = performance.now();
+      const slept = await Promise.all(Array.from({ length: 4 }, () => shared.run(task("slow", { ms: 400 }))));
+      expect(slept.every((r) => r.outcome === "succeeded")).toBe(true);
+      // one at a time would take 1.6 s
+      expect(performance.now() - t0).toBeLessThan(1_200);
+      expect(shared.stats()).toMatchObject({ running: 0, queued: 0 });
+
+      const neighbour = shared.run(task("slow", { ms: 5_000 }));
+      await new Promise((r) => setTimeout(r, 50));
+      expect(failed(await shared.run(task("spin", null, { timeoutMs: 200 })))).toMatchObject({ code: "timeout" });
+      expect(failed(await neighbour)).toMatchObject({ code: "worker_crashed", retryable: true });
+      expect(await shared.run(task("noop"))).toMatchObject({ outcome: "succeeded" });
+    } finally {
+      await shared.destroy();
+    }
+  });
+
   it("fails start() clearly on a module without a handlers export", async () => {
     const bad = join(tmp, "no-handlers.mjs");
     writeFileSync(bad, "export const something = 1;\n");
