@@ -5,6 +5,9 @@ import type { ActorHost, Logger, MailboxClient, StepPool } from "../runtime/inde
 import { RUN_KIND } from "./run-actor.js";
 import { RESULTS_STORE } from "./topology.js";
 
+/** What became of a heartbeat renewal (see `StepExecutor`'s `onHeartbeatSettled`). */
+export type HeartbeatOutcome = "renewed" | "stale" | "mailbox";
+
 /** Results above this are stored in the object store and recorded by reference. */
 export const RESULT_INLINE_LIMIT = 32 * 1024;
 
@@ -30,6 +33,14 @@ export class StepExecutor {
       mailbox: MailboxClient;
       logger: Logger;
       onDone?(request: ExecuteRequest): void;
+      /**
+       * Observes each heartbeat renewal this node sends: milliseconds from the executor's
+       * dispatch to the run's stored answer, and what the answer was (`renewed`: the lease was
+       * extended; `stale`: refused, the attempt is no longer current; `mailbox`: the partition
+       * is served elsewhere and only the hand-off to the durable mailbox was timed). Optional,
+       * for benchmarks and metrics; it costs one timestamp per renewal.
+       */
+      onHeartbeatSettled?(ms: number, outcome: HeartbeatOutcome): void;
       /** Fault injection for tests: lose this report as a dropped message would be. */
       dropReport?(): boolean;
     },
@@ -64,24 +75,31 @@ export class StepExecutor {
     const event: Record<string, unknown> = { type: "step.heartbeat", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch };
     if (request.item !== undefined) event.item = request.item;
     this.stats.heartbeats++;
-    void this.report({ kind: RUN_KIND, id: request.run }, event, `hb/${key}/${this.beats++}`);
+    const sent = this.report({ kind: RUN_KIND, id: request.run }, event, `hb/${key}/${this.beats++}`);
+    const observe = this.deps.onHeartbeatSettled;
+    if (observe) {
+      const t0 = performance.now();
+      void sent.then((outcome) => observe(performance.now() - t0, outcome === "committed" ? "renewed" : outcome === "stale" ? "stale" : "mailbox"));
+    }
   }
 
-  private async report(address: { kind: string; id: string }, event: Record<string, unknown>, id: string): Promise<void> {
-    if (event.type === "step.result" && this.deps.dropReport?.()) return;
+  private async report(address: { kind: string; id: string }, event: Record<string, unknown>, id: string): Promise<"committed" | "stale" | "mailbox" | "dropped"> {
+    if (event.type === "step.result" && this.deps.dropReport?.()) return "dropped";
     const local = await this.deps.host.dispatch(address, event, id);
     // Refused: the attempt is no longer the current one (a newer lease, or the run has ended).
     const stale = (local.outcome === "applied" && (local.value as { outcome?: string } | undefined)?.outcome === "stale_lease") || local.outcome === "refused";
     if (stale) {
       this.stats.staleCommits++;
       this.deps.logger.warn("commit refused: stale_lease", { run: address.id, event: event.type, node: event.node, attempt: event.attempt });
-      return;
+      return "stale";
     }
     if (local.outcome === "not_served" || local.outcome === "kept") {
       this.stats.viaMailbox++;
       const sent = await this.deps.mailbox.send(address, event as { type: string }, id);
       if (sent.outcome !== "stored") this.deps.logger.warn("report not delivered; the attempt will be recovered", { run: address.id, event: event.type, outcome: sent.outcome });
+      return "mailbox";
     }
+    return "committed";
   }
 
   private async run(request: ExecuteRequest, key: string): Promise<void> {

@@ -1,6 +1,6 @@
 import { resolve } from "node:path";
 import { createServer, type Server } from "node:http";
-import { DefinitionStore, DEFAULT_SCHEDULER, Dispatcher, QuotaGate, ensureDomainTopology, NodeMetrics, recoverPartition, runActor, RunService, StepExecutor, Sweeper, tenantActor, TenantService } from "../actors/index.js";
+import { DefinitionStore, DEFAULT_SCHEDULER, Dispatcher, type HeartbeatOutcome, QuotaGate, ensureDomainTopology, NodeMetrics, recoverPartition, runActor, RunService, StepExecutor, Sweeper, tenantActor, TenantService } from "../actors/index.js";
 import { startApi } from "../gateways/index.js";
 import { METRICS_CHANNEL, STEP_EXECUTE, STEP_LAPSED, STEP_READY, type ExecuteRequest, type ReadyTicket, type SchedulerConfig } from "../machines/index.js";
 import { createLogger, startNode, StepPool, systemClock, type Clock, type ConnectionConfig, type Logger, type MicroService, type RunwayNode } from "../runtime/index.js";
@@ -40,6 +40,8 @@ export interface RunwayNodeConfig {
    * a step report, as a lost message would be lost. Production passes none.
    */
   faults?: { dropLocal?(channel: string): boolean; dropReport?(): boolean };
+  /** Observes each heartbeat renewal: ms from dispatch to the run's stored answer (the `heartbeats` benchmark). */
+  onHeartbeatSettled?(ms: number, outcome: HeartbeatOutcome): void;
 }
 
 export interface RunwayWorkflowNode {
@@ -127,6 +129,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               logger,
               onDone: (r) => r.ticket && dispatcher?.done(r.ticket),
               ...(config.faults?.dropReport ? { dropReport: config.faults.dropReport } : {}),
+              ...(config.onHeartbeatSettled ? { onHeartbeatSettled: config.onHeartbeatSettled } : {}),
             });
             if (scheduled) {
               const settings = { ...DEFAULT_SCHEDULER, slots: (config.threads ?? 2) * tasksPerThread, ...(config.scheduler || {}) };

@@ -171,7 +171,7 @@ describe("StepPool", () => {
     expect(parallelMs / n).toBeLessThan(0.5);
   });
 
-  it("runs threads × tasksPerThread handlers at once; the next one waits in the pool's FIFO", async () => {
+  it("runs threads × tasksPerThread handlers at once; a terminated thread takes its other tasks down (worker_crashed, retryable)", async () => {
     const wide = new StepPool({ handlerModules: [HANDLERS], threads: 1, tasksPerThread: 3 });
     await wide.start();
     try {
@@ -181,6 +181,12 @@ describe("StepPool", () => {
       // Three steps that each wait for the other two can only finish if they share the thread.
       const met = await Promise.all([1, 2, 3].map(() => wide.run(task("barrier", { key: "b", n: 3 }, { timeoutMs: 10_000 }))));
       expect(met).toEqual([1, 2, 3].map(() => ({ outcome: "succeeded", output: 3 })));
+      // A spinning step past its timeout has its thread terminated; its thread-mate goes with it.
+      const neighbour = wide.run(task("slow", { ms: 5_000 }));
+      expect(failed(await wide.run(task("spin", null, { timeoutMs: 200 })))).toMatchObject({ code: "timeout" });
+      expect(failed(await neighbour)).toMatchObject({ code: "worker_crashed", retryable: true });
+      expect(wide.stats().terminations).toBe(1);
+      expect(await wide.run(task("noop"))).toMatchObject({ outcome: "succeeded" });
     } finally {
       await wide.destroy();
     }
