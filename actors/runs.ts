@@ -16,6 +16,12 @@ export interface StartRunRequest {
   /** Identity of the delivery that asked for this run; the same pair always means the same run. */
   start_key?: { source: string; delivery_id: string };
   lane?: "interactive" | "batch" | "migration";
+  /** The tenant's project the run counts under (its project cap); default `default`. */
+  project?: string;
+  /** Scheduling priority of its attempts, 0–9 (default 5); its children inherit it, never more. */
+  priority?: number;
+  /** Its attempts should be leased within this many ms of the start (earlier deadlines first at equal priority). */
+  deadline_ms?: number;
 }
 
 export type RunView = ReturnType<typeof runSummary> & {
@@ -89,7 +95,8 @@ export class RunService {
     const existing = await this.get(tenant, id);
     if (existing) return { outcome: "duplicate", run: existing };
     // Admission by the tenant actor: kill switch, drain, day cap, run concurrency.
-    const admitted = await this.deps.tenants.admit(tenant, id, "default");
+    const project = request.project ?? "default";
+    const admitted = await this.deps.tenants.admit(tenant, id, project);
     if (admitted.outcome === "tenant_killed" || admitted.outcome === "tenant_draining" || admitted.outcome === "day_cap_reached" || admitted.outcome === "queue_full") return { outcome: admitted.outcome, detail: admitted };
     // Queued behind the tenant's caps: the run is created `queued` and starts when its tenant gives it a slot.
     if (admitted.outcome !== "admitted" && admitted.outcome !== "queued") throw new RunwayFault("admission_unavailable", `admission of ${id}: ${admitted.outcome}`, { kind: "retryable" });
@@ -105,6 +112,9 @@ export class RunService {
       start_key: key,
       lane: request.lane ?? "interactive",
       ...(admitted.outcome === "queued" ? { admission: "queued" as const } : {}),
+      ...(request.project ? { project } : {}),
+      ...(request.priority !== undefined ? { priority: request.priority } : {}),
+      ...(request.deadline_ms !== undefined ? { deadline: Date.now() + request.deadline_ms } : {}),
       input,
     };
     const answer = await this.deps.mailbox.request({ kind: RUN_KIND, id }, { type: "run.create", run: seed }, `create/${id}`, 10_000);

@@ -1,6 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z, type ZodType } from "zod";
 import type { DefinitionStore, NodeMetrics, RunService, TenantService } from "../actors/index.js";
+import { TokenSchema } from "../machines/index.js";
 import { isFault, MicroService, type MicroRequest } from "../runtime/index.js";
 
 export const API_VERSION = "0.2.0";
@@ -19,6 +20,9 @@ const schemas = {
     input: z.unknown().optional(),
     start_key: StartKey.optional(),
     lane: z.enum(["interactive", "batch", "migration"]).optional(),
+    project: TokenSchema.optional(),
+    priority: z.number().int().min(0).max(9).optional(),
+    deadline_ms: z.number().int().positive().max(366 * 86_400_000).optional(),
   }),
   runsGet: z.strictObject({ run_id: z.string().min(1).max(200) }),
   runsList: z.strictObject({ status: z.enum(["queued", "running", "waiting", "succeeded", "failed", "cancelled"]).optional(), limit: z.number().int().positive().max(500).optional() }),

@@ -66,5 +66,6 @@ export {
   type TenantSettings,
   type TenantAnswer,
   type AdmitAnswer,
+  TokenSchema,
 } from "./tenant/index.js";
 export { emptyScheduler, enqueue, next, release, metrics as schedulerMetrics, type SchedulerState, type SchedulerConfig, type TenantPolicy, type Ticket, type TokenBucket } from "./scheduler/index.js";

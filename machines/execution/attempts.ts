@@ -49,6 +49,13 @@ export function lease(d: Draft, node: PlanNode, holder: Holder, item: number | u
   leaseNow(d, node, holder, item, input);
 }
 
+export const DEFAULT_PRIORITY = 5;
+
+/** Estimated cost of one attempt of `node` (what fair share counts); 1 when the node declares none. */
+export function costOf(node: PlanNode): number {
+  return (node.kind === "code" || node.kind === "map") && node.cost !== undefined ? node.cost : 1;
+}
+
 export function classOf(lane: RunContext["lane"]): "interactive" | "automation" | "migration" {
   return lane === "interactive" ? "interactive" : lane === "migration" ? "migration" : "automation";
 }
@@ -75,11 +82,11 @@ export function offer(d: Draft, node: PlanNode, holder: Holder, item: number | u
       ...(item !== undefined ? { item } : {}),
       attempt,
       tenant: r.tenant,
-      project: "default",
+      project: r.project ?? "default",
       class: classOf(r.lane),
-      priority: 5,
-      deadline: null,
-      cost: 1,
+      priority: r.priority ?? DEFAULT_PRIORITY,
+      deadline: r.deadline ?? null,
+      cost: costOf(node),
       enqueued_at: d.now,
       ...("provider" in node && node.provider ? { provider_key: node.provider } : {}),
     },

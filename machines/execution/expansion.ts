@@ -1,6 +1,6 @@
 import { pendingStep } from "../step/index.js";
 import { mapItems } from "../workflow/index.js";
-import { pumpMap, ready } from "./attempts.js";
+import { costOf, pumpMap, ready } from "./attempts.js";
 import { fail, publish, scopeOf, type Draft } from "./draft.js";
 
 /**
@@ -10,13 +10,20 @@ import { fail, publish, scopeOf, type Draft } from "./draft.js";
 export function askExpansion(d: Draft, nodeId: string, children: number): void {
   const n = d.run.nodes[nodeId]!;
   n.expansion = { state: "pending", children, asked_at: d.now };
-  const items = Object.values(d.run.nodes).reduce((sum, m) => sum + (m.items?.length ?? 0), 0);
+  let items = 0;
+  let cost = 0;
+  for (const node of d.plan.nodes) {
+    const made = d.run.nodes[node.id]?.items?.length ?? 0;
+    items += made;
+    if (node.kind === "code") cost += costOf(node);
+    else if (node.kind === "map") cost += costOf(node) * (node.id === nodeId ? children : made);
+  }
   const total = d.plan.nodes.length + items + children;
   const r = d.run;
   d.effects.push({
     type: "runway.send",
     to: { kind: "tenant", id: r.tenant },
-    event: { type: "tenant.admit_expansion", run_id: r.id, node: nodeId, children, depth: r.depth + 1, total_steps: total, estimated_cost: total },
+    event: { type: "tenant.admit_expansion", run_id: r.id, node: nodeId, children, depth: r.depth + 1, total_steps: total, estimated_cost: cost },
   });
   publish(d, "step_started", { node: nodeId, expansion: "requested", children });
 }

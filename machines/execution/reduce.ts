@@ -2,7 +2,8 @@ import { bound } from "../bound.js";
 import { isTerminal, queuedLifecycle, type RunOpEvent } from "../run/index.js";
 import { applyStepOp, pendingStep, type StepError } from "../step/index.js";
 import { evaluateCondition, joinOutcome, mapItems, readiness, resolveTemplate, runOutcome, runResult, validateAgainstSchema, type PlanNode } from "../workflow/index.js";
-import { expireLease, lease, onHeartbeat, onLease, policyOf, pumpMap, ready } from "./attempts.js";
+import { childPriority } from "../scheduler/index.js";
+import { DEFAULT_PRIORITY, expireLease, lease, onHeartbeat, onLease, policyOf, pumpMap, ready } from "./attempts.js";
 import { fail, MAX_DEPTH, METRICS_CHANNEL, move, PLATFORM_RETRIES, publish, runSummary, scopeOf, states, succeed, WAIT_GRACE_MS, type Draft, type Effect } from "./draft.js";
 import { admitItems, askExpansion, releaseExpansions } from "./expansion.js";
 import { sweepPlan } from "./sweep.js";
@@ -162,7 +163,23 @@ function start(d: Draft, node: PlanNode): void {
         to: { kind: "run", id: child },
         event: {
           type: "run.create",
-          run: { id: child, tenant: r.tenant, root_run_id: r.root_run_id, parent_run_id: r.id, parent_node: node.id, depth: r.depth + 1, definition, source: "workflow_step", start_key: `${r.id}:${node.id}`, lane: "batch", input: input.value },
+          run: {
+            id: child,
+            tenant: r.tenant,
+            root_run_id: r.root_run_id,
+            parent_run_id: r.id,
+            parent_node: node.id,
+            depth: r.depth + 1,
+            definition,
+            source: "workflow_step",
+            start_key: `${r.id}:${node.id}`,
+            // Every child is batch, counts under its parent's project, and never outranks its parent.
+            lane: "batch",
+            ...(r.project ? { project: r.project } : {}),
+            priority: childPriority(r.priority ?? DEFAULT_PRIORITY),
+            ...(r.deadline != null ? { deadline: r.deadline } : {}),
+            input: input.value,
+          },
         },
       });
       publish(d, "step_started", { node: node.id, child });
@@ -418,7 +435,7 @@ function notifyParent(d: Draft): void {
   const r = d.run;
   if (!r.parent_run_id || !r.parent_node) {
     // A top-level run was admitted by its tenant: give the slot back.
-    d.effects.push({ type: "runway.send", to: { kind: "tenant", id: r.tenant }, event: { type: "tenant.run_ended", run_id: r.id, project: "default" } });
+    d.effects.push({ type: "runway.send", to: { kind: "tenant", id: r.tenant }, event: { type: "tenant.run_ended", run_id: r.id, project: r.project ?? "default" } });
     return;
   }
   const status = r.lifecycle.status as "succeeded" | "failed" | "cancelled";

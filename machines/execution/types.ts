@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { TokenSchema } from "../tenant/index.js";
 import type { RunLifecycle } from "../run/index.js";
 import type { StepError, StepState } from "../step/index.js";
 import type { NodeStatus, Plan } from "../workflow/index.js";
@@ -72,6 +73,12 @@ export interface RunContext {
   lane: Lane;
   /** `queued`: created behind its tenant's concurrency caps; it starts on `run.admitted`. */
   admission?: "admitted" | "queued";
+  /** The tenant's project the run counts under (absent: `default`). */
+  project?: string;
+  /** Scheduling priority of its attempts, 0–9 (absent: 5); a child's is never above its parent's. */
+  priority?: number;
+  /** Its attempts should be leased before this instant (ms); earlier deadlines go first at equal priority. */
+  deadline?: number | null;
   input: unknown;
   lifecycle: RunLifecycle;
   created_at: number;
@@ -100,6 +107,9 @@ export const RunSeedSchema = z.object({
   start_key: z.string(),
   lane: z.enum(["interactive", "batch", "migration"]),
   admission: z.enum(["admitted", "queued"]).optional(),
+  project: TokenSchema.optional(),
+  priority: z.number().int().min(0).max(9).optional(),
+  deadline: z.number().int().nonnegative().nullable().optional(),
   input: z.unknown(),
 });
 export type RunSeed = z.infer<typeof RunSeedSchema>;

@@ -42,6 +42,7 @@ export {
 } from "./events.js";
 export {
   TenantSettingsSchema,
+  TokenSchema,
   TenantSettingsPatchSchema,
   mergeSettings,
   PRIORITY_CLASSES,

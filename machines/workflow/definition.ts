@@ -42,6 +42,8 @@ export type CodeNode = Common & {
   timeout_ms?: number;
   /** The provider quota this step draws on, `provider/model` (a tenant's `provider_quotas` key). */
   provider?: string;
+  /** Estimated cost of one attempt (tokens, tool calls: any unit, the same for a tenant's steps); 1 when absent. Fair share counts cost, not attempts. */
+  cost?: number;
 };
 export type ParallelNode = Common & { kind: "parallel"; branches: DefinitionNode[][] };
 export type BranchNode = Common & { kind: "branch"; condition: Condition; then: DefinitionNode[]; else?: DefinitionNode[] };
@@ -55,6 +57,8 @@ export type MapNode = Common & {
   retry?: Retry;
   timeout_ms?: number;
   provider?: string;
+  /** Estimated cost of one item's attempt; 1 when absent. */
+  cost?: number;
 };
 export type SubworkflowNode = Common & { kind: "subworkflow"; workflow: string; input?: Template };
 export type SleepNode = Common & { kind: "sleep"; duration_ms: number };
@@ -119,6 +123,7 @@ const Timeout = z.number().int().min(1).max(MAX_TIMEOUT_MS);
  * One node of any kind. `max_fanout` is only checked to be a positive integer here; the
  * compiler compares it with the configured limit (code `fanout_too_large`).
  */
+const Cost = z.number().positive().max(1_000_000);
 const Provider = z.string().regex(/^[A-Za-z0-9_.-]{1,64}\/[A-Za-z0-9_.:-]{1,128}$/, "a provider is provider/model");
 
 export const NodeSchema: z.ZodType<DefinitionNode> = z.lazy(() =>
@@ -131,6 +136,7 @@ export const NodeSchema: z.ZodType<DefinitionNode> = z.lazy(() =>
       retry: RetrySchema.optional(),
       timeout_ms: Timeout.optional(),
       provider: Provider.optional(),
+      cost: Cost.optional(),
     }),
     z.strictObject({ ...common, kind: z.literal("parallel"), branches: z.array(z.array(NodeSchema).min(1)).min(1) }),
     z.strictObject({ ...common, kind: z.literal("branch"), condition: ConditionSchema, then: z.array(NodeSchema), else: z.array(NodeSchema).optional() }),
@@ -145,6 +151,7 @@ export const NodeSchema: z.ZodType<DefinitionNode> = z.lazy(() =>
       retry: RetrySchema.optional(),
       timeout_ms: Timeout.optional(),
       provider: Provider.optional(),
+      cost: Cost.optional(),
     }),
     z.strictObject({ ...common, kind: z.literal("subworkflow"), workflow: z.string().regex(WORKFLOW_NAME), input: JsonSchema.optional() }),
     z.strictObject({ ...common, kind: z.literal("sleep"), duration_ms: Ms.max(MAX_SLEEP_MS) }),

@@ -123,7 +123,7 @@ export function expand(nodes: DefinitionNode[], ctx: ExpandContext): Expansion {
     switch (n.kind) {
       case "code":
         checkHandler(n.handler);
-        emit({ ...base, kind: "code", handler: n.handler, ...(n.input !== undefined && { input: n.input }), retry: planRetry(n.retry), timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS, ...(n.provider !== undefined && { provider: n.provider }) }, path, myRank);
+        emit({ ...base, kind: "code", handler: n.handler, ...(n.input !== undefined && { input: n.input }), retry: planRetry(n.retry), timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS, ...(n.provider !== undefined && { provider: n.provider }), ...(n.cost !== undefined && { cost: n.cost }) }, path, myRank);
         return;
       case "map":
         checkHandler(n.handler);
@@ -141,6 +141,7 @@ export function expand(nodes: DefinitionNode[], ctx: ExpandContext): Expansion {
             retry: planRetry(n.retry),
             timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS,
             ...(n.provider !== undefined && { provider: n.provider }),
+            ...(n.cost !== undefined && { cost: n.cost }),
           },
           path,
           myRank,

@@ -29,7 +29,7 @@ type Base = {
   /** The id of the enclosing parallel or branch node; null at top level. */
   parent: string | null;
 };
-export type PlanCode = Base & { kind: "code"; handler: string; input?: Json; retry: PlanRetry; timeout_ms: number; provider?: string };
+export type PlanCode = Base & { kind: "code"; handler: string; input?: Json; retry: PlanRetry; timeout_ms: number; provider?: string; cost?: number };
 export type PlanMap = Base & {
   kind: "map";
   items: string;
@@ -40,6 +40,7 @@ export type PlanMap = Base & {
   retry: PlanRetry;
   timeout_ms: number;
   provider?: string;
+  cost?: number;
 };
 export type PlanSubworkflow = Base & { kind: "subworkflow"; workflow: string; input?: Json };
 export type PlanSleep = Base & { kind: "sleep"; duration_ms: number };
@@ -89,7 +90,7 @@ const PlanRetrySchema = z.strictObject({
 const base = { id: Id, needs: z.array(PlanNeedSchema), continue_on_error: z.boolean(), parent: Id.nullable() };
 
 export const PlanNodeSchema = z.discriminatedUnion("kind", [
-  z.strictObject({ ...base, kind: z.literal("code"), handler: Id, input: JsonValue.optional(), retry: PlanRetrySchema, timeout_ms: z.number().int().positive(), provider: z.string().optional() }),
+  z.strictObject({ ...base, kind: z.literal("code"), handler: Id, input: JsonValue.optional(), retry: PlanRetrySchema, timeout_ms: z.number().int().positive(), provider: z.string().optional(), cost: z.number().positive().optional() }),
   z.strictObject({
     ...base,
     kind: z.literal("map"),
@@ -101,6 +102,7 @@ export const PlanNodeSchema = z.discriminatedUnion("kind", [
     retry: PlanRetrySchema,
     timeout_ms: z.number().int().positive(),
     provider: z.string().optional(),
+    cost: z.number().positive().optional(),
   }),
   z.strictObject({ ...base, kind: z.literal("subworkflow"), workflow: Id, input: JsonValue.optional() }),
   z.strictObject({ ...base, kind: z.literal("sleep"), duration_ms: z.number().int().nonnegative() }),

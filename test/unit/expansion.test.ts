@@ -80,7 +80,7 @@ describe("a map under expansion admission", () => {
 
   it("asks its tenant before any item exists; on admission the items start", () => {
     const r = start();
-    expect(r.created).toContainEqual({ type: "runway.send", to: { kind: "tenant", id: "t" }, event: { type: "tenant.admit_expansion", run_id: "t_1", node: "m", children: 3, depth: 1, total_steps: 5, estimated_cost: 5 } });
+    expect(r.created).toContainEqual({ type: "runway.send", to: { kind: "tenant", id: "t" }, event: { type: "tenant.admit_expansion", run_id: "t_1", node: "m", children: 3, depth: 1, total_steps: 5, estimated_cost: 4 } });
     expect(r.created.filter((e) => e.channel === "step.execute")).toEqual([]);
     expect(r.run().nodes.m).toMatchObject({ s: "active", expansion: { state: "pending", children: 3 } });
     expect(r.run().nodes.m!.items).toBeUndefined();
@@ -117,5 +117,42 @@ describe("a map under expansion admission", () => {
     const effects = r.send({ type: "run.cancel", reason: "stop", by: "test" });
     expect(effects).toContainEqual({ type: "runway.send", to: { kind: "tenant", id: "t" }, event: { type: "tenant.release_expansion", run_id: "t_1", node: "m" } });
     expect(r.can({ type: "expansion.admitted", node: "m" })).toBe(false);
+  });
+});
+
+describe("what a run's attempts carry to the scheduler", () => {
+  const p = plan({
+    name: "w",
+    nodes: [
+      { id: "a", kind: "code", handler: "h", cost: 3 },
+      { id: "m", kind: "map", needs: ["a"], items: "${input.list}", handler: "h", max_fanout: 10, cost: 2 },
+      { id: "sub", kind: "subworkflow", needs: ["m"], workflow: "leaf" },
+    ],
+  });
+  const prepared = { plan: p, scheduled: true, expansion_admission: true, child_ids: { sub: "t_c" }, child_definitions: { leaf: { name: "leaf", version: 1, digest: "d2" } } };
+  const seed = { id: "t_1", tenant: "t", root_run_id: "t_1", parent_run_id: null, parent_node: null, depth: 0, definition: { name: "w", version: 1, digest: "d" }, source: "api", start_key: "k", lane: "interactive" as const, project: "billing", priority: 7, deadline: T0 + 60_000, input: { list: [1, 2, 3] } };
+
+  it("project, priority, deadline and the node's estimated cost; a map's estimate is items × cost; a child inherits, batch, never above its parent", () => {
+    let [snap] = initialTransition(executionMachine) as [AnyMachineSnapshot, unknown];
+    const send = (event: object) => {
+      const [next, actions] = transition(executionMachine, snap, { ...event, now: T0, ...prepared } as never);
+      snap = next;
+      return emitted(actions);
+    };
+    const ticket = send({ type: "run.create", run: seed }).find((e) => e.channel === "step.ready")!.payload!;
+    expect(ticket).toMatchObject({ tenant: "t", project: "billing", priority: 7, deadline: T0 + 60_000, cost: 3, class: "interactive" });
+    send({ type: "step.lease", node: "a", attempt: 1 });
+    const run = snap.context.run as RunContext;
+    const asked = send({ type: "step.result", node: "a", attempt: 1, lease_epoch: run.nodes.a!.step!.lease_epoch, outcome: "succeeded", output: 1 });
+    expect(asked.find((e) => e.event?.type === "tenant.admit_expansion")?.event).toMatchObject({ children: 3, estimated_cost: 3 + 3 * 2 });
+    const items = send({ type: "expansion.admitted", node: "m" }).filter((e) => e.channel === "step.ready").map((e) => e.payload!);
+    expect(items.map((t) => [t.item, t.cost, t.project, t.priority])).toEqual([[0, 2, "billing", 7], [1, 2, "billing", 7], [2, 2, "billing", 7]]);
+    for (const t of items) send({ type: "step.lease", node: "m", item: t.item, attempt: 1 });
+    let child: Emitted | undefined;
+    for (const [i, it] of (snap.context.run as RunContext).nodes.m!.items!.entries()) {
+      const out = send({ type: "step.result", node: "m", item: i, attempt: 1, lease_epoch: it.step.lease_epoch, outcome: "succeeded", output: i });
+      child ??= out.find((e) => e.event?.type === "run.create");
+    }
+    expect((child!.event as { run: object }).run).toMatchObject({ lane: "batch", project: "billing", priority: 7, deadline: T0 + 60_000, parent_run_id: "t_1", depth: 1 });
   });
 });
