@@ -23,7 +23,7 @@ export class StepExecutor {
   private readonly lastBeat = new Map<string, number>();
   private beats = 0;
   private objects: Promise<ObjectStore> | undefined;
-  readonly stats = { started: 0, reported: 0, viaMailbox: 0, staleCommits: 0, heartbeats: 0 };
+  readonly stats = { started: 0, reported: 0, viaMailbox: 0, staleCommits: 0, staleCancelCommits: 0, partitionFenced: 0, heartbeats: 0 };
 
   constructor(
     private readonly deps: {
@@ -72,7 +72,7 @@ export class StepExecutor {
     if (now - (this.lastBeat.get(key) ?? 0) < 1_000) return;
     this.lastBeat.set(key, now);
     const request = this.running.get(key)!;
-    const event: Record<string, unknown> = { type: "step.heartbeat", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch };
+    const event: Record<string, unknown> = { type: "step.heartbeat", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, cancellation_epoch: request.cancellation_epoch };
     if (request.item !== undefined) event.item = request.item;
     this.stats.heartbeats++;
     const sent = this.report({ kind: RUN_KIND, id: request.run }, event, `hb/${key}/${this.beats++}`);
@@ -86,12 +86,20 @@ export class StepExecutor {
   private async report(address: { kind: string; id: string }, event: Record<string, unknown>, id: string): Promise<"committed" | "stale" | "mailbox" | "dropped"> {
     if (event.type === "step.result" && this.deps.dropReport?.()) return "dropped";
     const local = await this.deps.host.dispatch(address, event, id);
-    // Refused: the attempt is no longer the current one (a newer lease, or the run has ended).
-    const stale = (local.outcome === "applied" && (local.value as { outcome?: string } | undefined)?.outcome === "stale_lease") || local.outcome === "refused";
-    if (stale) {
+    // Refused with a closed code: the attempt is no longer the current one (a newer lease:
+    // stale_lease; the run or its tree was cancelled since the attempt began: stale_cancel_epoch).
+    const code = local.outcome === "applied" ? (local.value as { outcome?: string } | undefined)?.outcome : local.outcome === "refused" ? "stale_lease" : undefined;
+    if (code === "stale_lease" || code === "stale_cancel_epoch") {
       this.stats.staleCommits++;
-      this.deps.logger.warn("commit refused: stale_lease", { run: address.id, event: event.type, node: event.node, attempt: event.attempt });
+      if (code === "stale_cancel_epoch") this.stats.staleCancelCommits++;
+      this.deps.logger.warn(`commit refused: ${code}`, { run: address.id, event: event.type, node: event.node, attempt: event.attempt });
       return "stale";
+    }
+    if (local.outcome === "kept" && local.reason === "fenced") {
+      // This node's partition epoch is stale (the partition moved on): its write was refused at
+      // the store. The partition's owner decides; it has recovered the attempt meanwhile.
+      this.stats.partitionFenced++;
+      this.deps.logger.warn("commit refused: stale_partition_epoch; forwarded to the partition's owner", { run: address.id, event: event.type, node: event.node, attempt: event.attempt });
     }
     if (local.outcome === "not_served" || local.outcome === "kept") {
       this.stats.viaMailbox++;

@@ -11,7 +11,7 @@ function attemptOf(n: NodeRun | undefined, item: number | undefined) {
 
 /**
  * The run actor's machine: `new` until created, `live` while queued, running or waiting, and
- * `ended` (final, absorbing) once the run is terminal. Guards keep stale inputs out — a result
+ * `ended` (absorbing: only late reports are answered there, and nothing changes) once the run is terminal. Guards keep stale inputs out — a result
  * from an attempt or lease epoch that is no longer current, a timer for a node that moved on, a
  * child that is not the node's — so they are refused with a closed answer and cost no write.
  */
@@ -41,6 +41,8 @@ export const executionMachine = setup({
       const step = attemptOf(context.run?.nodes[event.node], event.item);
       return !!step && (step.status === "leased" || step.status === "running") && step.attempt === event.attempt && step.lease_epoch === event.lease_epoch;
     },
+    /** The report was dispatched before the run's last cancellation (of the run, or of its tree): fenced by the cancellation epoch. */
+    cancelEpochStale: ({ context, event }) => (event.type === "step.result" || event.type === "step.heartbeat") && event.cancellation_epoch !== undefined && !!context.run && event.cancellation_epoch < context.run.cancellation_epoch,
     childIsCurrent: ({ context, event }) => event.type === "child.settled" && context.run?.nodes[event.node]?.s === "active" && context.run.nodes[event.node]?.child === event.child,
     recoverable: ({ context }) =>
       Object.values(context.run?.nodes ?? {}).some(
@@ -63,6 +65,7 @@ export const executionMachine = setup({
   },
   actions: {
     answerStale: emit({ type: "runway.answer", value: { outcome: "stale_lease" } } as never),
+    answerStaleCancel: emit({ type: "runway.answer", value: { outcome: "stale_cancel_epoch" } } as never),
     answerNotReady: emit({ type: "runway.answer", value: { outcome: "not_ready" } } as never),
     reduce: enqueueActions(({ context, event, enqueue }) => {
       const next = reduce(context, event);
@@ -80,8 +83,8 @@ export const executionMachine = setup({
       always: { guard: "terminal", target: "ended" },
       on: {
         // A report from an attempt that is no longer current is answered, never applied.
-        "step.result": [{ guard: "resultIsCurrent", actions: "reduce" }, { actions: "answerStale" }],
-        "step.heartbeat": [{ guard: "heartbeatIsCurrent", actions: "reduce" }, { actions: "answerStale" }],
+        "step.result": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { guard: "resultIsCurrent", actions: "reduce" }, { actions: "answerStale" }],
+        "step.heartbeat": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { guard: "heartbeatIsCurrent", actions: "reduce" }, { actions: "answerStale" }],
         "step.lease": [{ guard: "leaseIsCurrent", actions: "reduce" }, { actions: "answerNotReady" }],
         "timer.fired": { guard: "timerIsCurrent", actions: "reduce" },
         "child.settled": { guard: "childIsCurrent", actions: "reduce" },
@@ -94,6 +97,13 @@ export const executionMachine = setup({
         "expansion.refused": { guard: "expansionPending", actions: "reduce" },
       },
     },
-    ended: { type: "final" },
+    // Absorbing: nothing changes an ended run. A late report from one of its attempts is still
+    // answered with a closed code (the worker learns why), at no write.
+    ended: {
+      on: {
+        "step.result": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
+        "step.heartbeat": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
+      },
+    },
   },
 });

@@ -145,6 +145,7 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     item: z.number().int().nonnegative().optional(),
     attempt: z.number().int().positive(),
     lease_epoch: z.number().int().positive(),
+    cancellation_epoch: z.number().int().nonnegative().optional(),
   }),
   z.object({
     type: z.literal("child.settled"),

@@ -48,6 +48,19 @@ it("heartbeats keep a long handler's lease alive", async () => {
   expect(world.node.executor.stats.heartbeats).toBeGreaterThan(0);
 });
 
+it("a report from an attempt whose run was cancelled meanwhile is refused stale_cancel_epoch", async () => {
+  const client = new RunwayClient(world.nc, "z3");
+  await client.createTenant("z3");
+  expect((await client.putDefinition({ name: "long", nodes: [{ id: "s", kind: "code", handler: "delay_echo", input: { ms: 800, value: 1 } }] })).outcome).toBe("published");
+  const before = world.node.executor.stats.staleCancelCommits;
+  const started = (await client.startRun({ definition: "long" })).run as RunAnswer;
+  await waitFor(async () => ((await client.getRun(started.id)).run as RunAnswer).nodes.s?.attempt === 1 || undefined, { timeoutMs: 10_000, describe: "the attempt to be leased" });
+  expect((await client.cancelRun(started.id)).outcome).toBe("cancelled");
+  // A cancel does not stop a running handler: it finishes and reports into a cancelled run.
+  await waitFor(() => world.node.executor.stats.staleCancelCommits > before || undefined, { timeoutMs: 10_000, describe: "the late report to be refused stale_cancel_epoch" });
+  expect(((await client.getRun(started.id)).run as RunAnswer).status).toBe("cancelled");
+});
+
 it("metrics: lease acquisitions and expiries and zombie rejections, as JSON over NATS and as Prometheus text", async () => {
   const reply = await world.nc.request("runway.v1.ops.metrics", "", { timeout: 5_000 });
   const body = JSON.parse(reply.string()) as { outcome: string; node: string; metrics: Record<string, unknown> };

@@ -65,9 +65,16 @@ describe("the run actor's machine", () => {
     [snap] = transition(executionMachine, created, { type: "run.cancel", reason: "stop", by: "test", now: 2, plan: p } as never);
     expect(snap.context.run.lifecycle.status).toBe("cancelled");
     const late = { type: "step.result", node: exec.node, attempt: exec.attempt, lease_epoch: exec.lease_epoch, outcome: "succeeded", output: 1, now: 3, plan: p };
-    expect(snap.can(late as never)).toBe(false);
-    const [after] = transition(executionMachine, snap, late as never);
+    // Answered with a closed code, and nothing changes (the host stores nothing for it).
+    const [after, out] = transition(executionMachine, snap, late as never);
+    expect(after.context).toBe(snap.context);
     expect(after.context.run?.lifecycle.status).toBe("cancelled");
+    expect(emitted(out)).toEqual([{ type: "runway.answer", value: { outcome: "stale_lease" } }]);
+    // The attempt began before the cancel: its report says so.
+    const [, fenced] = transition(executionMachine, snap, { ...late, cancellation_epoch: exec.cancellation_epoch } as never);
+    expect(emitted(fenced)).toEqual([{ type: "runway.answer", value: { outcome: "stale_cancel_epoch" } }]);
+    const [, beat] = transition(executionMachine, snap, { type: "step.heartbeat", node: exec.node, attempt: exec.attempt, lease_epoch: exec.lease_epoch, cancellation_epoch: exec.cancellation_epoch, now: 3, plan: p } as never);
+    expect(emitted(beat)).toEqual([{ type: "runway.answer", value: { outcome: "stale_cancel_epoch" } }]);
     expect(snap.can({ type: "run.cancel", reason: "again", by: "test", now: 4, plan: p } as never)).toBe(false);
   });
 
