@@ -1,6 +1,6 @@
 import { emptyScheduler, enqueue, next, release, schedulerMetrics, type ReadyTicket, type SchedulerConfig, type SchedulerState, type TenantPolicy, type Ticket, type TokenBucket } from "../machines/index.js";
 import type { ActorHost, Clock, Logger } from "../runtime/index.js";
-import type { QuotaGate } from "./quota.js";
+import type { QuotaGate, QuotaLimits } from "./quota.js";
 import { RUN_KIND } from "./run-actor.js";
 
 export const DEFAULT_SCHEDULER: SchedulerConfig = { slots: 16, interactive_reserve: 2, migration_cap: 4, aging_ms: 10_000 };
@@ -40,8 +40,8 @@ export class Dispatcher {
       logger: Logger;
       config: SchedulerConfig;
       policy(tenant: string): TenantPolicy | undefined;
-      /** Per-minute request quota of a tenant's provider, if it has one. */
-      quotaOf?(tenant: string, provider: string): number | undefined;
+      /** Per-window request and token quota of a tenant's provider, if it has one. */
+      quotaOf?(tenant: string, provider: string): QuotaLimits | undefined;
       quota?: QuotaGate;
     },
   ) {
@@ -109,9 +109,9 @@ export class Dispatcher {
 
   /** A step drawing on a provider quota is granted only if the cluster-wide window has room. */
   private async gateThenGrant(t: ReadyTicket): Promise<void> {
-    const limit = t.provider_key ? this.deps.quotaOf?.(t.tenant, t.provider_key) : undefined;
-    if (t.provider_key && limit !== undefined && this.deps.quota) {
-      const taken = await this.deps.quota.take(t.tenant, t.provider_key, limit, this.deps.clock.now());
+    const limits = t.provider_key ? this.deps.quotaOf?.(t.tenant, t.provider_key) : undefined;
+    if (t.provider_key && limits !== undefined && this.deps.quota) {
+      const taken = await this.deps.quota.take(t.tenant, t.provider_key, limits, t.cost, this.deps.clock.now());
       if (taken.ok) this.quotaGrants.push({ tenant: t.tenant, provider: t.provider_key, window: taken.window });
       if (!taken.ok) {
         // Give the slot back at once; the ticket waits off the queue until the next window.

@@ -8,5 +8,5 @@ export { RunService, MAX_INPUT_BYTES, type StartRunRequest, type StartRunResult,
 export { startKey, childStartKey, runIdFor, tenantOfRun } from "./ids.js";
 export { NodeMetrics, type MetricSource, type Labels } from "./metrics.js";
 export { Dispatcher, DEFAULT_SCHEDULER } from "./dispatcher.js";
-export { QuotaGate, QUOTA_STREAM, type QuotaTake } from "./quota.js";
+export { QuotaGate, QUOTA_STREAM, type QuotaTake, type QuotaLimits } from "./quota.js";
 export { Sweeper, type SweepReport } from "./sweeper.js";

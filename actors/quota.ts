@@ -4,28 +4,46 @@ import { rawRequest } from "../runtime/index.js";
 
 export const QUOTA_STREAM = "RUNWAY_QUOTA";
 
-export type QuotaTake = { ok: true; count: number; window: number } | { ok: false; count: number; retry_at: number } | { ok: false; unavailable: string; retry_at: number };
+export type QuotaTake =
+  | { ok: true; count: number; tokens: number; window: number }
+  | { ok: false; count: number; tokens: number; retry_at: number }
+  | { ok: false; unavailable: string; retry_at: number };
+
+/** A provider quota per window: requests, and (estimated) tokens. */
+export interface QuotaLimits {
+  requests: number;
+  tokens?: number;
+}
 
 /**
- * Provider quotas shared by the whole cluster: a JetStream counter per (tenant, provider,
- * window) — `Nats-Incr` on `rw.quota.<tenant>.<provider>.<window>` answers the new count, so
- * every node sees one total and no more than `limit` calls are granted per window across all
- * of them. A refused take still counts, which can only make the window stricter. Old windows
- * age out of the stream.
+ * Provider quotas shared by the whole cluster: JetStream counters per (tenant, provider,
+ * window) — `Nats-Incr` on `rw.quota.<tenant>.<provider>.<window>.requests` (by 1) and
+ * `….tokens` (by the step's estimated cost) answers the new totals, so every node sees one
+ * total and no more than the limits are granted per window across all of them. A refused take
+ * still counts, which can only make the window stricter. Old windows age out of the stream.
  */
 export class QuotaGate {
   constructor(private readonly nc: NatsConnection, private readonly windowMs = 60_000) {}
 
-  async take(tenant: string, provider: string, limit: number, now: number): Promise<QuotaTake> {
+  async take(tenant: string, provider: string, limits: QuotaLimits, cost: number, now: number): Promise<QuotaTake> {
     const window = Math.floor(now / this.windowMs);
     const next = (window + 1) * this.windowMs;
+    const base = `rw.quota.${tenant}.${provider.replace(/[^A-Za-z0-9_-]/g, "_")}.${window}`;
+    const [requests, tokens] = await Promise.all([this.incr(`${base}.requests`, 1), limits.tokens === undefined ? Promise.resolve(0) : this.incr(`${base}.tokens`, Math.max(1, Math.ceil(cost)))]);
+    if (typeof requests === "string") return { ok: false, unavailable: requests, retry_at: now + 250 };
+    if (typeof tokens === "string") return { ok: false, unavailable: tokens, retry_at: now + 250 };
+    const ok = requests <= limits.requests && (limits.tokens === undefined || tokens <= limits.tokens);
+    return ok ? { ok: true, count: requests, tokens, window } : { ok: false, count: requests, tokens, retry_at: next };
+  }
+
+  /** The counter's new total, or why it is unavailable. */
+  private async incr(subject: string, by: number): Promise<number | string> {
     const h = headers();
-    h.set("Nats-Incr", "1");
-    const reply = await rawRequest(this.nc, `rw.quota.${tenant}.${provider.replace(/[^A-Za-z0-9_-]/g, "_")}.${window}`, "", { headers: h, timeoutMs: 2_000 });
-    if (!reply.ok) return { ok: false, unavailable: reply.reason, retry_at: now + 250 };
+    h.set("Nats-Incr", String(by));
+    const reply = await rawRequest(this.nc, subject, "", { headers: h, timeoutMs: 2_000 });
+    if (!reply.ok) return reply.reason;
     const ack = JSON.parse(reply.msg.string()) as { val?: string; error?: { description?: string } };
-    if (ack.error || ack.val === undefined) return { ok: false, unavailable: ack.error?.description ?? "no counter value", retry_at: now + 250 };
-    const count = Number(ack.val);
-    return count <= limit ? { ok: true, count, window } : { ok: false, count, retry_at: next };
+    if (ack.error || ack.val === undefined) return ack.error?.description ?? "no counter value";
+    return Number(ack.val);
   }
 }

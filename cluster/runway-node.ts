@@ -140,7 +140,11 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
                 config: settings,
                 // A tenant whose record is not cached yet schedules with the defaults meanwhile.
                 policy: (t) => tenants!.policy(t) ?? { weight: 1, max_concurrency: 10_000 },
-                quotaOf: (t, provider) => tenants!.policy(t)?.provider_quotas[provider]?.requests_per_minute,
+                quotaOf: (t, provider) => {
+                  const q = tenants!.policy(t)?.provider_quotas[provider];
+                  // A step's declared cost is its estimated tokens.
+                  return q ? { requests: q.requests_per_minute, tokens: q.tokens_per_minute } : undefined;
+                },
                 quota: new QuotaGate(self().nc, config.quotaWindowMs ?? 60_000),
               });
             }

@@ -30,22 +30,27 @@ afterAll(async () => {
   await server?.dispose();
 });
 
+/** `perNode` runs of `ask` on each node: start keys chosen so the runs land in each node's partitions. */
+async function startOnEachNode(client: RunwayClient, tenant: string, perNode: number): Promise<string[]> {
+  const runs: string[] = [];
+  const placed = new Map<RunwayWorkflowNode, number>();
+  for (let i = 0; runs.length < perNode * nodes.length; i++) {
+    const key = { source: "quota", delivery_id: `d${i}` };
+    const owner = nodes.find((n) => n.node.host.owns(partitionOf(runIdFor(tenant, startKey(key.source, key.delivery_id)), 32)))!;
+    if ((placed.get(owner) ?? 0) >= perNode) continue;
+    placed.set(owner, (placed.get(owner) ?? 0) + 1);
+    runs.push(((await client.startRun({ definition: "ask", start_key: key })).run as RunAnswer).id);
+  }
+  return runs;
+}
+
 it("provider quota: with N requests per window, no more than N calls are leased per window across two nodes; waiting steps hold no worker", async () => {
   const client = new RunwayClient(nc, "q1");
   await client.createTenant("q1", { provider_quotas: { "llm/fast": { requests_per_minute: N, tokens_per_minute: 100_000 } } });
   expect((await client.putDefinition({ name: "ask", nodes: [{ id: "call", kind: "code", handler: "slow", input: { ms: 50 }, provider: "llm/fast" }] })).outcome).toBe("published");
   // Let both nodes learn the tenant's quota before the calls arrive.
   for (const n of nodes) await n.tenants.get("q1");
-  // Six runs on each node: pick start keys whose runs land in each node's partitions.
-  const runs: string[] = [];
-  const perNode = new Map<RunwayWorkflowNode, number>();
-  for (let i = 0; runs.length < 12; i++) {
-    const key = { source: "quota", delivery_id: `d${i}` };
-    const owner = nodes.find((n) => n.node.host.owns(partitionOf(runIdFor("q1", startKey(key.source, key.delivery_id)), 32)))!;
-    if ((perNode.get(owner) ?? 0) >= 6) continue;
-    perNode.set(owner, (perNode.get(owner) ?? 0) + 1);
-    runs.push(((await client.startRun({ definition: "ask", start_key: key })).run as RunAnswer).id);
-  }
+  const runs = await startOnEachNode(client, "q1", 6);
   let maxInFlight = 0;
   const sampler = setInterval(() => (maxInFlight = Math.max(maxInFlight, nodes.reduce((s, n) => s + n.executor.inFlight, 0))), 5);
   try {
@@ -63,4 +68,22 @@ it("provider quota: with N requests per window, no more than N calls are leased 
   expect(waits).toBeGreaterThan(0);
   // Waiting calls held no worker: never more executing than one window allows.
   expect(maxInFlight).toBeLessThanOrEqual(N);
+});
+
+it("provider token quota: steps' estimated tokens (their cost) per window stay within tokens_per_minute across two nodes", async () => {
+  const TOKENS = 10;
+  const COST = 4;
+  const client = new RunwayClient(nc, "q2");
+  await client.createTenant("q2", { provider_quotas: { "llm/big": { requests_per_minute: 1_000, tokens_per_minute: TOKENS } } });
+  expect((await client.putDefinition({ name: "ask", nodes: [{ id: "call", kind: "code", handler: "noop", provider: "llm/big", cost: COST }] })).outcome).toBe("published");
+  for (const n of nodes) await n.tenants.get("q2");
+  const before = new Set(nodes.flatMap((n) => n.dispatcher!.quotaGrants));
+  const runs = await startOnEachNode(client, "q2", 3);
+  for (const id of runs) expect((await settled(client, id)).status).toBe("succeeded");
+  const perWindow = new Map<number, number>();
+  for (const n of nodes) for (const g of n.dispatcher!.quotaGrants) if (!before.has(g) && g.tenant === "q2") perWindow.set(g.window, (perWindow.get(g.window) ?? 0) + 1);
+  expect([...perWindow.values()].reduce((a, b) => a + b, 0)).toBe(6);
+  // 10 tokens a window at 4 a call: two calls per window, never three.
+  for (const count of perWindow.values()) expect(count * COST).toBeLessThanOrEqual(TOKENS);
+  expect(nodes.every((n) => n.dispatcher!.quotaGrants.some((g) => !before.has(g) && g.tenant === "q2"))).toBe(true);
 });
