@@ -17,7 +17,9 @@ export const DEFAULT_SCHEDULER: SchedulerConfig = { slots: 16, interactive_reser
 export class Dispatcher {
   private state: SchedulerState = emptyScheduler();
   private buckets: Record<string, TokenBucket> = {};
-  private readonly leased = new Map<string, Ticket & { run: string; node: string; item?: number }>();
+  private readonly leased = new Map<string, Ticket & { run: string; node: string; item?: number; granted_at: number }>();
+  /** Per `tenant/class`: attempts that ended after a lease here, their summed queue wait and slowdown. */
+  private readonly served = new Map<string, { tenant: string; class: string; count: number; wait_ms: number; slowdown: number }>();
   private readonly offered = new Map<string, ReadyTicket & { offered_seq: number }>();
   private decisions = 0;
   private wake: NodeJS.Timeout | undefined;
@@ -61,12 +63,27 @@ export class Dispatcher {
     const t = this.leased.get(ticketId);
     if (!t) return;
     this.leased.delete(ticketId);
+    // Slowdown: (queue wait + time holding the slot) / time holding the slot.
+    const now = this.deps.clock.now();
+    const wait = Math.max(0, t.granted_at - t.enqueued_at);
+    const held = Math.max(1, now - t.granted_at);
+    const key = `${t.tenant}/${t.class}`;
+    const s = this.served.get(key) ?? { tenant: t.tenant, class: t.class, count: 0, wait_ms: 0, slowdown: 0 };
+    s.count++;
+    s.wait_ms += wait;
+    s.slowdown += (wait + held) / held;
+    this.served.set(key, s);
     this.state = release(this.state, t);
     this.pump();
   }
 
   metrics(now: number) {
     return schedulerMetrics(this.state, now);
+  }
+
+  /** Mean queue wait and mean slowdown of the attempts served here, by tenant and class. */
+  service(): { tenant: string; class: string; count: number; mean_wait_ms: number; mean_slowdown: number }[] {
+    return [...this.served.values()].map((s) => ({ tenant: s.tenant, class: s.class, count: s.count, mean_wait_ms: s.wait_ms / s.count, mean_slowdown: s.slowdown / s.count }));
   }
 
   private pump(): void {
@@ -87,7 +104,7 @@ export class Dispatcher {
           this.state = release(this.state, decision.ticket);
           continue;
         }
-        this.leased.set(offered.id, { ...decision.ticket, run: offered.run, node: offered.node, ...(offered.item !== undefined ? { item: offered.item } : {}) });
+        this.leased.set(offered.id, { ...decision.ticket, run: offered.run, node: offered.node, ...(offered.item !== undefined ? { item: offered.item } : {}), granted_at: this.deps.clock.now() });
         this.leasesByTenant.set(offered.tenant, (this.leasesByTenant.get(offered.tenant) ?? 0) + 1);
         this.recent.push({ tenant: offered.tenant, class: offered.class, seq: ++this.decisions, offered_seq: offered.offered_seq });
         if (this.recent.length > 20_000) this.recent.splice(0, this.recent.length - 20_000);

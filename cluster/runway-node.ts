@@ -236,6 +236,11 @@ function collectSchedulerMetrics(dispatcher: Dispatcher | undefined, now: number
   for (const [tenant, classes] of Object.entries(m.queued_by_tenant_class)) {
     for (const [cls, n] of Object.entries(classes)) if (n > 0) out.push({ name: "scheduler_queued_by_tenant_class", help: "ready attempts waiting, by tenant and class", type: "gauge", value: n, labels: { tenant, class: cls } });
   }
+  for (const sv of dispatcher.service()) {
+    const labels = { tenant: sv.tenant, class: sv.class };
+    out.push({ name: "scheduler_mean_wait_ms", help: "mean queue wait of the attempts served, by tenant and class", type: "gauge", value: Math.round(sv.mean_wait_ms * 10) / 10, labels });
+    out.push({ name: "scheduler_mean_slowdown", help: "mean (queue wait + run time) / run time of the attempts served, by tenant and class", type: "gauge", value: Math.round(sv.mean_slowdown * 100) / 100, labels });
+  }
   for (const [tenant, classes] of Object.entries(m.oldest_wait_ms_by_tenant_class)) {
     for (const [cls, ms] of Object.entries(classes)) out.push({ name: "scheduler_queue_age_ms", help: "wait of the oldest queued attempt, by tenant and class", type: "gauge", value: ms ?? 0, labels: { tenant, class: cls } });
   }
