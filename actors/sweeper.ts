@@ -31,6 +31,8 @@ export interface SweepReport {
  */
 export class Sweeper {
   private readonly cursor = new Map<number, string>();
+  /** The partition the next pass starts with (where the last one stopped). */
+  private resumeFrom = 0;
   /** Runs a tenant counts that had no record: when first seen so. */
   private readonly missingSince = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
@@ -72,9 +74,15 @@ export class Sweeper {
     const report: SweepReport = { at, scanned: 0, live: 0, actions: {}, errors: 0, truncated: false };
     const budget = this.deps.maxPerPass ?? 5_000;
     const kvm = new Kvm(this.deps.nc);
-    for (const p of this.deps.host.ownedPartitions()) {
+    // Start where the last pass stopped, so a bound smaller than the partitions' runs still reaches every run in turn.
+    const owned = this.deps.host.ownedPartitions();
+    const from = Math.max(0, owned.findIndex((p) => p >= this.resumeFrom));
+    const order = [...owned.slice(from), ...owned.slice(0, from)];
+    this.resumeFrom = 0;
+    for (const p of order) {
       if (report.scanned >= budget) {
         report.truncated = true;
+        this.resumeFrom = p;
         break;
       }
       let keys: string[];
@@ -94,6 +102,7 @@ export class Sweeper {
       if (slice.length < todo.length) {
         report.truncated = true;
         this.cursor.set(p, slice[slice.length - 1]!);
+        this.resumeFrom = p;
       } else {
         this.cursor.delete(p);
       }
@@ -106,6 +115,7 @@ export class Sweeper {
           this.deps.logger.warn("sweep: run skipped", { partition: p, key, error: String(err) });
         }
       }
+      if (report.truncated) break;
     }
     await this.sweepTenants(at, report, budget);
     this.totals.passes++;
@@ -156,6 +166,7 @@ export class Sweeper {
   private async sweepTenants(at: number, report: SweepReport, budget: number): Promise<void> {
     const kvm = new Kvm(this.deps.nc);
     const orphanAfter = this.deps.orphanAfterMs ?? 60_000;
+    let checked = 0;
     for (const p of this.deps.host.ownedPartitions()) {
       try {
         const kv = await kvm.open(partitionBucket(p));
@@ -173,11 +184,12 @@ export class Sweeper {
           if (!tenant) continue;
           const counted: [string, string][] = [...Object.entries(tenant.running ?? {}), ...(tenant.queue ?? [])];
           for (const [runId, project] of counted) {
-            if (report.scanned >= budget) {
+            // Tenant slots have a bound of their own, so a partition full of runs never starves them.
+            if (checked >= budget) {
               report.truncated = true;
               return;
             }
-            report.scanned++;
+            checked++;
             const run = await this.readRun(partitionOf(runId, this.deps.partitions), `${RUN_KIND}.${runId}`, true);
             if (run === "unavailable") continue;
             let action: string | undefined;

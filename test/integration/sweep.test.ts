@@ -1,6 +1,8 @@
 import { expect, it } from "vitest";
 import { RunwayClient, type ApiAnswer } from "../../cluster/client.js";
-import { childStartKey, runIdFor, RUN_KIND } from "../../actors/index.js";
+import { Kvm } from "@nats-io/kv";
+import { childStartKey, runIdFor, RUN_KIND, Sweeper } from "../../actors/index.js";
+import { createLogger, partitionBucket, partitionOf, systemClock } from "../../runtime/index.js";
 import { STEP_EXECUTE, STEP_READY } from "../../machines/index.js";
 import { waitFor } from "../harness/index.js";
 import { settled, workflowWorld, type RunAnswer } from "./workflow-support.js";
@@ -184,6 +186,39 @@ it("a tenant slot held by a run that was admitted but never created (the start c
   expect((await client.getTenant()).tenant).toMatchObject({ active_runs: 0, queued_runs: 0 });
 });
 
+it("one unreadable record is counted and skipped, never aborting the pass; a pass reads at most its bound and the next goes on from there", async () => {
+  const client = await tenantWith("b1");
+  await publish(client, { name: "nap", nodes: [{ id: "nap", kind: "sleep", duration_ms: HOUR }] });
+  const runs: View[] = [];
+  for (let i = 0; i < 3; i++) runs.push((await client.startRun({ definition: "nap" })).run as View);
+  for (const r of runs) await until(client, r.id, "waiting");
+  // A record no codec can read, in a partition this node serves.
+  const bad = runIdFor("b1", "garbage");
+  const kv = await new Kvm(world.nc).open(partitionBucket(partitionOf(bad, 32)));
+  await kv.put(`${RUN_KIND}.${bad}`, new Uint8Array([0xc1, 0xff, 0x00, 0x13]));
+  const deadline = Math.max(...(await Promise.all(runs.map(async (r) => (await view(client, r.id)).waiting!.expires_at))));
+  const report = await world.node.sweeper.pass(deadline);
+  expect(report.errors).toBe(1);
+  expect(repairs(report)).toEqual({ wait_abandoned: 3 });
+  for (const r of runs) expect((await settled(client, r.id)).error).toMatchObject({ code: "wait_abandoned" });
+
+  // A sweeper bounded at 2 runs a pass: every live run is still reached, over several passes.
+  const more: View[] = [];
+  for (let i = 0; i < 5; i++) more.push((await client.startRun({ definition: "nap" })).run as View);
+  for (const r of more) await until(client, r.id, "waiting");
+  const n = world.node.node;
+  const bounded = new Sweeper({ nc: world.nc, host: n.host, mailbox: n.mailbox, partitions: 32, clock: systemClock, logger: createLogger("bounded", "error"), maxPerPass: 2 });
+  const at = Math.max(...(await Promise.all(more.map(async (r) => (await view(client, r.id)).waiting!.expires_at))));
+  let abandoned = 0;
+  for (let pass = 0; pass < 200 && abandoned < 5; pass++) {
+    const r = await bounded.pass(at);
+    expect(r.scanned).toBeLessThanOrEqual(2);
+    abandoned += r.actions.wait_abandoned ?? 0;
+  }
+  expect(abandoned).toBe(5);
+  for (const r of more) expect((await settled(client, r.id)).status).toBe("failed");
+});
+
 it("sweep actions are counted in the node's metrics, by action", async () => {
   const reply = await world.nc.request("runway.v1.ops.metrics", "", { timeout: 5_000 });
   const metrics = (JSON.parse(reply.string()) as ApiAnswer & { metrics: Record<string, Record<string, number>> }).metrics;
@@ -194,5 +229,6 @@ it("sweep actions are counted in the node's metrics, by action", async () => {
     "tenant=l1,action=expire_lease": 1,
     "tenant=g1,action=parent_gone": 1,
     "tenant=o1,action=release_orphan_slot": 1,
+    "tenant=b1,action=wait_abandoned": 8,
   });
 });
