@@ -1,7 +1,7 @@
 import { bound } from "../bound.js";
 import { isTerminal, queuedLifecycle, type RunOpEvent } from "../run/index.js";
 import { applyStepOp, pendingStep, type StepError } from "../step/index.js";
-import { evaluateCondition, joinOutcome, mapItems, readiness, resolveTemplate, runOutcome, runResult, validateAgainstSchema, type PlanNode } from "../workflow/index.js";
+import { mapItems, progress, resolveTemplate, runOutcome, runResult, validateAgainstSchema, type PlanNode } from "../workflow/index.js";
 import { childPriority } from "../scheduler/index.js";
 import { DEFAULT_PRIORITY, expireLease, lease, onHeartbeat, onLease, policyOf, pumpMap, ready } from "./attempts.js";
 import { fail, MAX_DEPTH, METRICS_CHANNEL, move, PLATFORM_RETRIES, publish, runSummary, scopeOf, states, succeed, WAIT_GRACE_MS, type Draft, type Effect } from "./draft.js";
@@ -112,16 +112,33 @@ function begin(d: Draft): void {
   }
 }
 
-/** Starts every node that became ready and skips every node that never will, until nothing changes; then settles the run. */
+/**
+ * The walk: `progress` (machines/workflow) decides which nodes are skipped, which structural
+ * nodes settle (a branch by its condition, a parallel or branch end by its members) and which
+ * work nodes start; the run records those decisions and starts the work. Starting may settle a
+ * node at once (an empty map, an unreadable reference), so it repeats until nothing changes,
+ * then settles the run. The one walk the property tests exercise is the one that runs.
+ */
 function advance(d: Draft): void {
   for (let guard = 0; guard < d.plan.nodes.length * 4 + 8; guard++) {
-    const { ready, skip } = readiness(d.plan, states(d.run));
-    if (ready.length === 0 && skip.length === 0) break;
-    for (const id of skip) {
+    const step = progress(d.plan, states(d.run), d.run.input);
+    for (const id of step.skipped) {
       d.run.nodes[id] = { s: "skipped" };
       publish(d, "step_skipped", { node: id });
     }
-    for (const id of ready) start(d, d.byId.get(id)!);
+    const fatal = new Map(step.fatal.map((f) => [f.id, f]));
+    for (const settled of step.settled) {
+      const f = fatal.get(settled.id);
+      const kind = d.byId.get(settled.id)?.kind;
+      if (f) fail(d, settled.id, { code: f.code, message: `unreadable condition ${f.path}` }, true);
+      else if (settled.status === "failed") fail(d, settled.id, { code: "branch_failed", message: `a member of ${settled.id} failed` });
+      else if (kind === "branch") {
+        d.run.nodes[settled.id]!.taken = settled.taken;
+        succeed(d, settled.id, { taken: settled.taken });
+      } else succeed(d, settled.id);
+    }
+    if (step.ready.length === 0) break;
+    for (const id of step.ready) start(d, d.byId.get(id)!);
   }
   settleRun(d);
 }
@@ -192,17 +209,9 @@ function start(d: Draft, node: PlanNode): void {
       publish(d, "step_started", { node: node.id, wake_at: n.wake_at });
       return;
     }
-    case "branch": {
-      const c = evaluateCondition(node.condition, scope);
-      if (!c.ok) return fail(d, node.id, { code: "condition_unreadable", message: `unreadable condition ${c.path}` }, true);
-      n.taken = c.value ? "then" : "else";
-      return succeed(d, node.id, { taken: n.taken });
-    }
-    case "parallel":
-    case "branch_end": {
-      const outcome = joinOutcome(d.plan, node.id, states(d.run));
-      return outcome === "succeeded" ? succeed(d, node.id) : fail(d, node.id, { code: "branch_failed", message: `a member of ${node.id} failed` });
-    }
+    // Structural nodes (branch, parallel, branch_end) are settled by the walk, never started.
+    default:
+      return;
   }
 }
 
