@@ -83,16 +83,16 @@ export class RunService {
     const input = request.input ?? {};
     const bytes = Buffer.byteLength(JSON.stringify(input));
     if (bytes > MAX_INPUT_BYTES) return { outcome: "input_too_large", bytes, limit: MAX_INPUT_BYTES };
-    const resolved = await this.deps.definitions.resolve(tenant, request.definition, request.version);
+    const key = request.start_key ? startKey(request.start_key.source, request.start_key.delivery_id) : startKey("api", randomDeliveryId());
+    const id = runIdFor(tenant, key);
+    // Two independent reads, side by side: the definition, and a run this start key already made.
+    const [resolved, existing] = await Promise.all([this.deps.definitions.resolve(tenant, request.definition, request.version), request.start_key ? this.get(tenant, id) : Promise.resolve(undefined)]);
     if (resolved.outcome === "definition_not_found") return resolved;
     if (resolved.outcome === "definition_not_published") return resolved;
     if (resolved.plan.input_schema) {
       const checked = validateAgainstSchema(resolved.plan.input_schema, input);
       if (!checked.ok) return { outcome: "invalid_input", reason: checked.errors.map((e) => `${e.path}: ${e.message}`).join("; ") };
     }
-    const key = request.start_key ? startKey(request.start_key.source, request.start_key.delivery_id) : startKey("api", randomDeliveryId());
-    const id = runIdFor(tenant, key);
-    const existing = await this.get(tenant, id);
     if (existing) return { outcome: "duplicate", run: existing };
     // Admission by the tenant actor: kill switch, drain, day cap, run concurrency.
     const project = request.project ?? "default";
