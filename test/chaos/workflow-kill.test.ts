@@ -75,3 +75,42 @@ it("SIGKILL of the node mid-run: the run completes after restart and no complete
   for (const [key, attempts] of perStep) expect(new Set(attempts).size, key).toBe(attempts.length);
   console.log(`workflow kill: ${committed.length} steps committed before SIGKILL, ${lines.length} invocations in all, ${[...perStep.values()].filter((a) => a.length > 1).length} steps re-run after losing their attempt`);
 });
+
+it("SIGKILL while runs wait behind their tenant's cap: after the restart every accepted run runs to the end, no attempt twice, and the tenant gives every slot back", async () => {
+  const ledger = join(dir, "queued.txt");
+  let node = await startNode();
+  const client = new RunwayClient(world.nc, "k2");
+  await client.createTenant("k2", { max_concurrency: 2 });
+  expect((await client.putDefinition({ name: "paced", nodes: [{ id: "work", kind: "code", handler: "count_invocations", input: { file: ledger, value: 1 } }, { id: "pause", kind: "code", needs: ["work"], handler: "slow", input: { ms: 200 } }] })).outcome).toBe("published");
+  const runs: string[] = [];
+  for (let r = 0; r < 10; r++) runs.push(((await client.startRun({ definition: "paced" })).run as RunAnswer).id);
+  // Kill while some runs have finished, some hold the two slots and the rest are queued.
+  await waitFor(
+    async () => {
+      const views = await Promise.all(runs.map(async (id) => (await client.getRun(id)).run as RunAnswer));
+      const done = views.filter((v) => v.status === "succeeded").length;
+      const queued = views.filter((v) => v.status === "queued").length;
+      return done >= 2 && queued >= 2 ? true : undefined;
+    },
+    { timeoutMs: 30_000, intervalMs: 5, describe: "some runs done and some still queued" },
+  );
+  await node.kill("SIGKILL");
+  node = await startNode();
+  const final = await waitFor(
+    async () => {
+      const views = await Promise.all(runs.map(async (id) => (await client.getRun(id)).run as RunAnswer));
+      return views.every((v) => v.status === "succeeded") ? views : undefined;
+    },
+    { timeoutMs: 60_000, describe: "every queued run to run after the restart" },
+  );
+  expect(final).toHaveLength(10);
+  // Each run's first step ran once per attempt and no attempt twice (a lost attempt is retried as a new one).
+  const lines = readFileSync(ledger, "utf8").trim().split("\n").map((l) => l.split(" "));
+  for (const id of runs) {
+    const attempts = lines.filter(([run]) => run === id).map(([, , attempt]) => attempt);
+    expect(attempts.length, id).toBeGreaterThanOrEqual(1);
+    expect(new Set(attempts).size, id).toBe(attempts.length);
+  }
+  await waitFor(async () => ((await client.getTenant()).tenant as { active_runs: number; queued_runs: number }).active_runs === 0 || undefined, { timeoutMs: 20_000, describe: "every slot to be given back" });
+  expect((await client.getTenant()).tenant).toMatchObject({ active_runs: 0, queued_runs: 0 });
+});
