@@ -1,7 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
 import { runSummary, validateAgainstSchema, type RunContext } from "../machines/index.js";
-import { actorRecordCodec, kvSubject, partitionBucket, partitionOf, partitionStream, readLast, RunwayFault, type MailboxClient } from "../runtime/index.js";
+import { actorRecordCodec, kvSubject, partitionBucket, partitionOf, partitionStream, readLast, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
+import { askActor } from "./ask.js";
 import type { DefinitionStore } from "./definitions.js";
 import { randomDeliveryId, runIdFor, startKey, tenantOfRun } from "./ids.js";
 import { RUN_KIND } from "./run-actor.js";
@@ -76,7 +77,7 @@ function view(run: RunContext): RunView {
  * partition bucket; writes are commands to the run actor, answered after they are stored.
  */
 export class RunService {
-  constructor(private readonly deps: { nc: NatsConnection; partitions: number; mailbox: MailboxClient; definitions: DefinitionStore; tenants: TenantService }) {}
+  constructor(private readonly deps: { nc: NatsConnection; partitions: number; mailbox: MailboxClient; host?: ActorHost; definitions: DefinitionStore; tenants: TenantService }) {}
 
   async start(tenant: string, request: StartRunRequest): Promise<StartRunResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
@@ -117,7 +118,7 @@ export class RunService {
       ...(request.deadline_ms !== undefined ? { deadline: Date.now() + request.deadline_ms } : {}),
       input,
     };
-    const answer = await this.deps.mailbox.request({ kind: RUN_KIND, id }, { type: "run.create", run: seed }, `create/${id}`, 10_000);
+    const answer = await askActor(this.deps, { kind: RUN_KIND, id }, { type: "run.create", run: seed }, `create/${id}`, 10_000);
     const started = answer.outcome === "applied" ? (answer.value as { outcome?: string; run?: RunSummary } | undefined) : undefined;
     if (started?.outcome === "started" && started.run) return { outcome: "started", run: started.run };
     if (answer.outcome === "applied" || answer.outcome === "refused" || answer.outcome === "duplicate") {
@@ -174,7 +175,7 @@ export class RunService {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
     const before = await this.get(tenant, id);
     if (!before) return { outcome: "run_not_found" };
-    const answer = await this.deps.mailbox.request({ kind: RUN_KIND, id }, { type: "run.cancel", reason, by }, `cancel/${id}/${randomDeliveryId()}`, 10_000);
+    const answer = await askActor(this.deps, { kind: RUN_KIND, id }, { type: "run.cancel", reason, by }, `cancel/${id}/${randomDeliveryId()}`, 10_000);
     const after = (await this.get(tenant, id)) ?? before;
     if (answer.outcome === "applied") return { outcome: "cancelled", run: after };
     if (answer.outcome === "refused") return { outcome: "not_cancellable", run: after };

@@ -1,7 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
 import { tenantMachine, TenantCommandSchema, tenantView, type TenantContext, type TenantView } from "../machines/index.js";
-import { actorRecordCodec, defineActor, kvSubject, partitionBucket, partitionOf, partitionStream, readLast, RunwayFault, type MailboxClient } from "../runtime/index.js";
+import { actorRecordCodec, defineActor, kvSubject, partitionBucket, partitionOf, partitionStream, readLast, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
+import { askActor } from "./ask.js";
 import { randomDeliveryId } from "./ids.js";
 
 export const TENANT_KIND = "tenant";
@@ -32,10 +33,10 @@ type Answer = { outcome: string } & Record<string, unknown>;
 export class TenantService {
   private readonly known = new Map<string, { view: TenantView; at: number }>();
 
-  constructor(private readonly deps: { nc: NatsConnection; partitions: number; mailbox: MailboxClient; now(): number }) {}
+  constructor(private readonly deps: { nc: NatsConnection; partitions: number; mailbox: MailboxClient; host?: ActorHost; now(): number }) {}
 
   private async command(id: string, event: { type: string } & Record<string, unknown>, commandId = `${event.type}/${id}/${randomDeliveryId()}`): Promise<Answer> {
-    const answer = await this.deps.mailbox.request({ kind: TENANT_KIND, id }, event, commandId, 10_000);
+    const answer = await askActor(this.deps, { kind: TENANT_KIND, id }, event, commandId, 10_000);
     if (answer.outcome === "applied") return (answer.value as Answer | undefined) ?? { outcome: "ok" };
     if (answer.outcome === "refused") return { outcome: "tenant_not_found" };
     if (answer.outcome === "invalid_input") return { outcome: "invalid_input", reason: answer.reason };

@@ -120,7 +120,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
         {
           name: "services",
           start: () => {
-            tenants = new TenantService({ nc: self().nc, partitions: self().topology.partitions, mailbox: self().mailbox, now: () => clock.now() });
+            tenants = new TenantService({ nc: self().nc, partitions: self().topology.partitions, mailbox: self().mailbox, host: self().host, now: () => clock.now() });
             executor = new StepExecutor({
               nc: self().nc,
               pool,
@@ -158,7 +158,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               ...(config.sweepMaxPerPass !== undefined ? { maxPerPass: config.sweepMaxPerPass } : {}),
               onAction: (action, tenant) => metrics.inc("sweep_actions", MACHINE_COUNTERS.sweep_actions!, { tenant, action }),
             });
-            runs = new RunService({ nc: self().nc, partitions: self().topology.partitions, mailbox: self().mailbox, definitions: definitionsOf(), tenants });
+            runs = new RunService({ nc: self().nc, partitions: self().topology.partitions, mailbox: self().mailbox, host: self().host, definitions: definitionsOf(), tenants });
             metrics.addSource({ collect: () => [...collectNodeMetrics(self(), executor!, pool), ...collectSchedulerMetrics(dispatcher, clock.now())] });
           },
         },
