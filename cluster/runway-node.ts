@@ -190,7 +190,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
           name: "api",
           start: async () => {
             if (config.api === false) return;
-            api = await startApi(self().nc, { tenants: tenants!, definitions: definitionsOf(), runs: runs!, metrics, now: () => clock.now() });
+            api = await startApi(self().nc, { tenants: tenants!, definitions: definitionsOf(), runs: runs!, metrics, sweeper: sweeper!, now: () => clock.now() });
           },
           stop: () => api?.stop(),
         },

@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z, type ZodType } from "zod";
-import type { DefinitionStore, NodeMetrics, RunService, TenantService } from "../actors/index.js";
+import type { DefinitionStore, NodeMetrics, RunService, Sweeper, TenantService } from "../actors/index.js";
 import { TokenSchema } from "../machines/index.js";
 import { isFault, MicroService, type MicroRequest } from "../runtime/index.js";
 
@@ -31,6 +31,7 @@ const schemas = {
   tenantsList: z.strictObject({}),
   tenantsState: z.strictObject({ id: z.string().min(1).max(32), reason: z.string().max(1_000).default("operator") }),
   tenantGet: z.strictObject({}),
+  sweep: z.strictObject({}),
   tenantPut: z.strictObject({ settings: z.unknown() }),
 };
 
@@ -39,6 +40,8 @@ export interface ApiServices {
   definitions: DefinitionStore;
   runs: RunService;
   metrics: NodeMetrics;
+  /** This node's recovery sweep (an operator may run a pass now). */
+  sweeper?: Sweeper;
   now(): number;
 }
 
@@ -87,6 +90,15 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
   // Every node answers (its own queue group): `nats req runway.v1.ops.metrics '' --replies 0`.
   service.addEndpoint("metrics", { subject: "runway.v1.ops.metrics", queue: `node-${services.metrics.node}`, handler: (req) => req.respond(JSON.stringify({ outcome: "ok", ...services.metrics.json() })) });
   service.addEndpoint("metrics_prometheus", { subject: "runway.v1.ops.metrics.prometheus", queue: `node-${services.metrics.node}`, handler: (req) => req.respond(services.metrics.prometheus()) });
+  // Every node sweeps the partitions it serves now and answers its report: `nats req runway.v1.ops.sweep '' --replies 0`.
+  const sweeper = services.sweeper;
+  if (sweeper) {
+    service.addEndpoint("sweep", {
+      subject: "runway.v1.ops.sweep",
+      queue: `node-${services.metrics.node}`,
+      handler: (req) => serve(req, schemas.sweep, async () => ({ outcome: "swept", node: services.metrics.node, report: await sweeper.pass() })),
+    });
+  }
   service.addEndpoint("tenants_list", { subject: "runway.v1.ops.tenants.list", handler: (req) => serve(req, schemas.tenantsList, async () => ({ outcome: "ok", tenants: await services.tenants.list() })) });
   await service.start();
   return service;

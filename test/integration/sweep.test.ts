@@ -219,6 +219,15 @@ it("one unreadable record is counted and skipped, never aborting the pass; a pas
   for (const r of more) expect((await settled(client, r.id)).status).toBe("failed");
 });
 
+it("an operator runs a pass on every node with runway.v1.ops.sweep and reads each node's report; a malformed request is invalid_input", async () => {
+  const answer = JSON.parse((await world.nc.request("runway.v1.ops.sweep", "", { timeout: 10_000 })).string()) as ApiAnswer & { node: string; report: { scanned: number; errors: number; truncated: boolean } };
+  expect(answer).toMatchObject({ outcome: "swept", node: "sweep-node" });
+  expect(answer.report.scanned).toBeGreaterThan(0);
+  expect(answer.report.truncated).toBe(false);
+  const bad = JSON.parse((await world.nc.request("runway.v1.ops.sweep", JSON.stringify({ at: 1 }), { timeout: 10_000 })).string()) as ApiAnswer;
+  expect(bad.outcome).toBe("invalid_input");
+});
+
 it("sweep actions are counted in the node's metrics, by action", async () => {
   const reply = await world.nc.request("runway.v1.ops.metrics", "", { timeout: 5_000 });
   const metrics = (JSON.parse(reply.string()) as ApiAnswer & { metrics: Record<string, Record<string, number>> }).metrics;
