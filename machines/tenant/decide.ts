@@ -13,10 +13,9 @@ import {
   type TenantAudit,
   type TenantEffect,
   type TenantEvent,
-  type TenantState,
   type TenantView,
 } from "./events.js";
-import { changedSettings, mergeSettings, TenantSettingsSchema, type TenantSettings } from "./settings.js";
+import { changedSettings, mergeSettings, TenantSettingsSchema } from "./settings.js";
 import { STATE_COMMANDS } from "./table.js";
 import type { Decision, TenantContext } from "./context.js";
 import { admitExpansionDecision, releaseExpansionDecision } from "./expansion.js";

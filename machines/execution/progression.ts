@@ -1,0 +1,202 @@
+import { bound } from "../bound.js";
+import { isTerminal, type RunOpEvent } from "../run/index.js";
+import { applyStepOp, pendingStep } from "../step/index.js";
+import { mapItems, progress, resolveTemplate, runOutcome, runResult, type PlanNode } from "../workflow/index.js";
+import { childPriority } from "../scheduler/index.js";
+import { DEFAULT_PRIORITY, lease, pumpMap, ready } from "./attempts.js";
+import { fail, MAX_DEPTH, move, publish, scopeOf, states, succeed, WAIT_GRACE_MS, type Draft } from "./draft.js";
+import { askExpansion } from "./expansion.js";
+import type { RunError } from "./types.js";
+
+/**
+ * How a run moves forward and ends: the walk (start what became ready, skip what never will,
+ * settle structural nodes), parking on timers, the terminal write and the word to the parent or
+ * the tenant. Every event handler in `reduce.ts` ends in these.
+ */
+
+/**
+ * The walk: `progress` (machines/workflow) decides which nodes are skipped, which structural
+ * nodes settle (a branch by its condition, a parallel or branch end by its members) and which
+ * work nodes start; the run records those decisions and starts the work. Starting may settle a
+ * node at once (an empty map, an unreadable reference), so it repeats until nothing changes,
+ * then settles the run. The one walk the property tests exercise is the one that runs.
+ */
+export function advance(d: Draft): void {
+  for (let guard = 0; guard < d.plan.nodes.length * 4 + 8; guard++) {
+    const step = progress(d.plan, states(d.run), d.run.input);
+    for (const id of step.skipped) {
+      d.run.nodes[id] = { s: "skipped" };
+      publish(d, "step_skipped", { node: id });
+    }
+    const fatal = new Map(step.fatal.map((f) => [f.id, f]));
+    for (const settled of step.settled) {
+      const f = fatal.get(settled.id);
+      const kind = d.byId.get(settled.id)?.kind;
+      if (f) fail(d, settled.id, { code: f.code, message: `unreadable condition ${f.path}` }, true);
+      else if (settled.status === "failed") fail(d, settled.id, { code: "branch_failed", message: `a member of ${settled.id} failed` });
+      else if (kind === "branch") {
+        d.run.nodes[settled.id]!.taken = settled.taken;
+        succeed(d, settled.id, { taken: settled.taken });
+      } else succeed(d, settled.id);
+    }
+    if (step.ready.length === 0) break;
+    for (const id of step.ready) start(d, d.byId.get(id)!);
+  }
+  settleRun(d);
+}
+
+export function start(d: Draft, node: PlanNode): void {
+  const n = d.run.nodes[node.id]!;
+  const scope = scopeOf(d.run);
+  switch (node.kind) {
+    case "code": {
+      const input = resolveTemplate(node.input ?? null, scope);
+      if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` }, true);
+      n.s = "active";
+      n.step = ready(pendingStep(), d.now);
+      lease(d, node, n, undefined, input.value);
+      return;
+    }
+    case "map": {
+      const items = mapItems(node, scope);
+      if (!items.ok) return fail(d, node.id, { code: items.code, message: items.detail }, items.code === "reference_unreadable");
+      if (items.items.length === 0) return succeed(d, node.id, []);
+      n.s = "active";
+      if (d.event.expansion_admission) return askExpansion(d, node.id, items.items.length);
+      n.items = items.items.map(() => ({ step: ready(pendingStep(), d.now) }));
+      pumpMap(d, node);
+      return;
+    }
+    case "subworkflow": {
+      const child = d.event.child_ids?.[node.id];
+      const definition = d.event.child_definitions?.[node.workflow];
+      if (d.run.depth + 1 > MAX_DEPTH) return fail(d, node.id, { code: "depth_exceeded", message: `a child would be at depth ${d.run.depth + 1}; the limit is ${MAX_DEPTH}` });
+      if (!child || !definition) return fail(d, node.id, { code: "definition_not_found", message: `workflow ${node.workflow} is not published` });
+      const input = resolveTemplate(node.input ?? null, scope);
+      if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` }, true);
+      n.s = "active";
+      n.child = child;
+      const r = d.run;
+      d.effects.push({
+        type: "runway.send",
+        to: { kind: "run", id: child },
+        event: {
+          type: "run.create",
+          run: {
+            id: child,
+            tenant: r.tenant,
+            root_run_id: r.root_run_id,
+            parent_run_id: r.id,
+            parent_node: node.id,
+            depth: r.depth + 1,
+            definition,
+            source: "workflow_step",
+            start_key: `${r.id}:${node.id}`,
+            // Every child is batch, counts under its parent's project, and never outranks its parent.
+            lane: "batch",
+            ...(r.project ? { project: r.project } : {}),
+            priority: childPriority(r.priority ?? DEFAULT_PRIORITY),
+            ...(r.deadline != null ? { deadline: r.deadline } : {}),
+            input: input.value,
+          },
+        },
+      });
+      publish(d, "step_started", { node: node.id, child });
+      return;
+    }
+    case "sleep": {
+      n.s = "active";
+      n.wake_at = d.now + node.duration_ms;
+      d.effects.push({ type: "runway.timer.set", name: `sleep-${node.id}`, at: n.wake_at, event: { type: "timer.fired", kind: "sleep", node: node.id } });
+      publish(d, "step_started", { node: node.id, wake_at: n.wake_at });
+      return;
+    }
+    // Structural nodes (branch, parallel, branch_end) are settled by the walk, never started.
+    default:
+      return;
+  }
+}
+
+/** Nothing more is scheduled: pending and active nodes are cancelled, running attempts fenced by a new cancellation epoch, children told. */
+export function stopNodes(d: Draft, childReason: string): void {
+  d.run.cancellation_epoch++;
+  for (const n of Object.values(d.run.nodes)) {
+    if (n.s !== "pending" && n.s !== "active") continue;
+    n.s = "cancelled";
+    if (n.step && !["succeeded", "failed", "skipped", "cancelled"].includes(n.step.status)) {
+      const r = applyStepOp(n.step, { op: "cancel", now: d.now });
+      if (r.outcome === "moved") n.step = r.state;
+    }
+    for (const it of n.items ?? []) {
+      const r = applyStepOp(it.step, { op: "cancel", now: d.now });
+      if (r.outcome === "moved") it.step = r.state;
+    }
+    if (n.child) d.effects.push({ type: "runway.send", to: { kind: "run", id: n.child }, event: { type: "run.cancel", reason: childReason, by: d.run.id } });
+  }
+}
+
+export function settleRun(d: Draft): void {
+  if (isTerminal(d.run.lifecycle.status)) return;
+  const outcome = runOutcome(d.plan, states(d.run));
+  if (!outcome.done) {
+    parkOrRun(d);
+    return;
+  }
+  const fatal = Object.entries(d.run.nodes).filter(([, n]) => n.s === "failed" && n.fatal).map(([id]) => id);
+  if (fatal.length > 0) {
+    const first = d.run.nodes[fatal[0]!]!.error!;
+    return finish(d, "failed", { code: first.code, message: first.message, nodes: fatal });
+  }
+  if (outcome.status === "failed") {
+    const first = d.run.nodes[outcome.failed[0]!]?.error;
+    return finish(d, "failed", { code: "node_failed", message: first ? `${outcome.failed[0]}: ${first.message}` : "a node failed", nodes: outcome.failed });
+  }
+  finish(d, "succeeded");
+}
+
+/** A run whose only pending work is timers holds no worker: it is `waiting` on a delay. */
+export function parkOrRun(d: Draft): void {
+  const active = d.plan.nodes.filter((n) => d.run.nodes[n.id]!.s === "active");
+  const sleeping = active.filter((n) => n.kind === "sleep");
+  const lc = d.run.lifecycle;
+  if (active.length > 0 && sleeping.length === active.length) {
+    const grace = d.event.wait_grace_ms ?? WAIT_GRACE_MS;
+    const expires = Math.max(...sleeping.map((n) => d.run.nodes[n.id]!.wake_at ?? d.now)) + grace;
+    if (lc.status !== "waiting" || lc.waiting_expires_at !== expires) {
+      move(d, "mark_waiting", { on: "delay", ref: sleeping[0]!.id, expires_at: expires } as Partial<RunOpEvent>);
+      d.effects.push({ type: "runway.timer.set", name: "wait-deadline", at: expires, event: { type: "timer.fired", kind: "wait", node: sleeping[0]!.id } });
+      publish(d, "run_waiting", { on: "delay", until: expires - grace });
+    }
+  } else if (lc.status === "waiting") {
+    move(d, "resume");
+  }
+}
+
+export function finish(d: Draft, status: "succeeded" | "failed", error?: RunError): void {
+  if (d.run.lifecycle.status === "waiting") move(d, "resume");
+  if (!move(d, status === "succeeded" ? "succeed" : "fail")) return;
+  const result = runResult(d.plan, states(d.run), scopeOf(d.run));
+  if (result.ok) {
+    const b = bound(result.value);
+    d.run.result = b.value;
+    d.run.result_truncated = b.truncated;
+  }
+  d.run.error = error ?? null;
+  publish(d, status === "succeeded" ? "run_succeeded" : "run_failed", error ? { error } : {});
+  notifyParent(d);
+}
+
+export function notifyParent(d: Draft): void {
+  const r = d.run;
+  if (!r.parent_run_id || !r.parent_node) {
+    // A top-level run was admitted by its tenant: give the slot back.
+    d.effects.push({ type: "runway.send", to: { kind: "tenant", id: r.tenant }, event: { type: "tenant.run_ended", run_id: r.id, project: r.project ?? "default" } });
+    return;
+  }
+  const status = r.lifecycle.status as "succeeded" | "failed" | "cancelled";
+  d.effects.push({
+    type: "runway.send",
+    to: { kind: "run", id: r.parent_run_id },
+    event: { type: "child.settled", node: r.parent_node, child: r.id, status, ...(status === "succeeded" ? { result: r.result } : { error: r.error ?? { code: status, message: `child ${status}` } }) },
+  });
+}
