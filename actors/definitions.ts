@@ -1,7 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV } from "@nats-io/kv";
 import { z } from "zod";
-import { canonicalJson, compileDefinition, PlanSchema, type CompileError, type Plan } from "../machines/index.js";
+import { canonicalJson, compileDefinition, MAX_DEPTH, PlanSchema, type CompileError, type Plan } from "../machines/index.js";
 import { RunwayFault } from "../runtime/index.js";
 import { sha256Hex } from "./ids.js";
 import { DEFINITIONS_BUCKET } from "./topology.js";
@@ -78,6 +78,12 @@ export class DefinitionStore {
       await kv.put(`${tenant}.${plan.name}.draft`, JSON.stringify({ name: plan.name, definition: raw, saved_at: options.now }));
       return { outcome: "draft_saved", name: plan.name };
     }
+    // The pinned children are known now, so a tree deeper than a run may grow is refused here
+    // rather than failing its deepest node at run time.
+    const levels = 1 + (await this.deepestChain(Object.values(children), MAX_DEPTH + 1));
+    if (levels > MAX_DEPTH + 1) {
+      return { outcome: "invalid_definition", errors: [{ code: "depth_exceeded", path: "nodes", message: `its subworkflows nest ${levels} runs deep (this one included) through the pinned versions; a run tree allows ${MAX_DEPTH + 1}` }] };
+    }
     const digest = sha256Hex(plan.definition_digest_input + canonicalJson(children));
     for (let attempt = 0; attempt < 5; attempt++) {
       const current = await this.latest(tenant, plan.name);
@@ -120,6 +126,21 @@ export class DefinitionStore {
     }
     const compiled = await this.planOf(ref.digest);
     return { outcome: "found", ref, plan: compiled.plan, children: compiled.children };
+  }
+
+  /**
+   * How many runs deep the pinned workflows `refs` nest (0 for none), looked at no further than
+   * `limit` levels. Pins only name versions published earlier, so the chain always ends.
+   */
+  private async deepestChain(refs: DefinitionRef[], limit: number): Promise<number> {
+    if (refs.length === 0) return 0;
+    if (limit <= 0) return 1;
+    let deepest = 0;
+    for (const ref of refs) {
+      const child = await this.planOf(ref.digest);
+      deepest = Math.max(deepest, 1 + (await this.deepestChain(Object.values(child.children), limit - 1)));
+    }
+    return deepest;
   }
 
   /** The compiled plan of a digest; immutable, so cached for the life of the process. */

@@ -16,7 +16,8 @@ export type { CompileError, CompileErrorCode, Limits } from "./expand.js";
 export { canonicalJson } from "./canonical.js";
 export { PlanSchema, PlanNodeSchema, type Plan, type PlanNode, type PlanNeed, type PlanWhen } from "./plan.js";
 
-export const DEFAULT_LIMITS: Limits = { max_nodes: 500, max_fanout: 1000, max_nesting: 8, max_plan_bytes: 256 * 1024, max_workflow_depth: 3 };
+/** `max_workflow_depth` counts runs in a tree (the root included): six, as the engine allows (depths 0–5). */
+export const DEFAULT_LIMITS: Limits = { max_nodes: 500, max_fanout: 1000, max_nesting: 8, max_plan_bytes: 256 * 1024, max_workflow_depth: 6 };
 
 export type CompileContext = {
   handlers: ReadonlySet<string>;

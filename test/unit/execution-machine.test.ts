@@ -87,4 +87,18 @@ describe("the run actor's machine", () => {
     expect(after.context).toBe(snap.context);
     expect(emitted(out)).toEqual([{ type: "runway.answer", value: { outcome: "stale_lease" } }]);
   });
+
+  it("a subworkflow node of a run at the deepest depth fails depth_exceeded and starts no child (the run-time guard behind the publish-time check)", () => {
+    const tree = plan({ name: "w", nodes: [{ id: "sub", kind: "subworkflow", workflow: "leaf" }] });
+    const [snap, actions] = transition(executionMachine, initialTransition(executionMachine)[0], {
+      type: "run.create",
+      run: { ...seed(), depth: 5, parent_run_id: "t_p", parent_node: "n", lane: "batch" },
+      now: 1,
+      plan: tree,
+      child_ids: { sub: "t_c" },
+      child_definitions: { leaf: { name: "leaf", version: 1, digest: "d2" } },
+    } as never);
+    expect(snap.context.run?.nodes.sub).toMatchObject({ s: "failed", error: { code: "depth_exceeded" } });
+    expect(emitted(actions).filter((e) => e.event?.type === "run.create")).toEqual([]);
+  });
 });
