@@ -18,6 +18,7 @@ export interface TenantPolicyView {
   weight: number;
   max_concurrency: number;
   project_max_concurrency: Record<string, number>;
+  class_shares?: Record<string, number>;
   killed: boolean;
   draining: boolean;
   provider_quotas: Record<string, { requests_per_minute: number; tokens_per_minute: number }>;
@@ -74,6 +75,7 @@ export class TenantService {
       weight: s.weight,
       max_concurrency: s.max_concurrency,
       project_max_concurrency: s.project_max_concurrency,
+      ...(s.class_shares ? { class_shares: s.class_shares as Record<string, number> } : {}),
       killed: cached.view.state === "killed",
       draining: cached.view.state === "draining",
       provider_quotas: s.provider_quotas,

@@ -107,16 +107,19 @@ function checkQuota(ticket: Ticket, buckets: Readonly<Record<string, TokenBucket
 
 /**
  * The tenant's best ticket of the tier's classes: highest effective priority, then earliest
- * deadline, then enqueue order — skipping tickets whose project is at its cap or whose provider
+ * deadline, then enqueue order — skipping a class at the tenant's share of it, tickets whose project is at its cap or whose provider
  * quota is empty (those are recorded in `waits`). Each priority level is oldest-first, so
  * effective priority never rises along it and the scan of a level stops at the first ticket
  * below the best found; only ties at the best effective priority are scanned in full.
  */
 function bestTicket(c: Candidate, tier: Tier, ctx: ScheduleContext, refilled: Map<string, TokenBucket>, waits: QuotaWait[]): Found | undefined {
   const caps = c.policy.project_max_concurrency;
+  const shares = c.policy.class_shares;
   let best: Found | undefined;
   for (const cls of tier.classes) {
     if (c.tenant.queued[cls] === 0) continue;
+    const share = shares ? own(shares, cls) : undefined;
+    if (share !== undefined && c.tenant.leased.filter((t) => t.class === cls).length >= Math.max(1, Math.ceil(share * ctx.config.slots))) continue;
     const levels = c.tenant.lanes[cls];
     for (let priority = MAX_PRIORITY; priority >= 0; priority--) {
       const level = levels[priority] ?? [];

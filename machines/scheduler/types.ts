@@ -44,6 +44,12 @@ export const TenantPolicySchema = z.object({
   max_concurrency: z.number().int().nonnegative(),
   /** Per-project caps inside the tenant; a project not named is capped only by the tenant. */
   project_max_concurrency: z.record(z.string(), z.number().int().nonnegative()).optional(),
+  /**
+   * A class's fraction of the node's slots this tenant's work of that class may hold at once:
+   * at most `ceil(share × slots)` leases, and never fewer than one, so a share caps a class but
+   * cannot starve it. A class not named is capped only by the tenant.
+   */
+  class_shares: z.record(z.string(), z.number().min(0).max(1)).optional(),
   /** A killed or draining tenant leases nothing; its tickets stay queued for the caller to handle. */
   killed: z.boolean().optional(),
   draining: z.boolean().optional(),

@@ -18,7 +18,7 @@ const bounded = (record: object) => Object.keys(record).length <= MAX_SETTINGS_E
 const tooMany = `at most ${MAX_SETTINGS_ENTRIES} entries`;
 
 const Weight = z.number().positive().max(1_000_000);
-/** A class's fraction of the tenant's capacity (0..1); the scheduler decides what it reserves or caps. */
+/** A class's fraction of a node's worker slots this tenant's work of that class may hold at once (a cap: at most ceil(share × slots), never below one). */
 const Share = z.number().min(0).max(1);
 const ClassShares = z.strictObject({
   interactive: Share.optional(),

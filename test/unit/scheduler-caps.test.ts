@@ -50,6 +50,29 @@ describe("tenant and project caps (seed 000: project/user quotas)", () => {
     expect(ids).toEqual(["hot0", "cold0", "cold1", "cold2"]);
   });
 
+  it("a class share caps the tenant's leases of that class at ceil(share × slots), never below one; other classes and tenants take the rest", () => {
+    const tenants = lookup({ a: { weight: 1, max_concurrency: 100, class_shares: { automation: 0.25 } }, b: { weight: 1, max_concurrency: 100 } });
+    let s = emptyScheduler();
+    for (let i = 0; i < 10; i++) s = enqueue(s, ticket(`a${i}`, "a", "p"));
+    for (let i = 0; i < 10; i++) s = enqueue(s, ticket(`b${i}`, "b", "p"));
+    const { state, ids } = drain(s, tenants);
+    // 12 slots: a's automation holds at most ceil(0.25 × 12) = 3 of them; b takes the rest.
+    expect(ids.filter((id) => id.startsWith("a"))).toHaveLength(3);
+    expect(ids.filter((id) => id.startsWith("b"))).toHaveLength(9);
+    expect(state.tenants.a?.leased.filter((t) => t.class === "automation")).toHaveLength(3);
+    // A release frees a share slot for the next of a's automation tickets.
+    const released = release(state, state.tenants.a!.leased[0]!);
+    const d = next(released, { now: T0, config, tenants, buckets: {} });
+    expect(d.decision === "lease" && d.ticket.tenant).toBe("a");
+  });
+
+  it("a share of 0 still lets one lease of the class through (a share caps, never starves)", () => {
+    const tenants = lookup({ a: { weight: 1, max_concurrency: 100, class_shares: { automation: 0 } } });
+    let s = emptyScheduler();
+    for (let i = 0; i < 4; i++) s = enqueue(s, ticket(`a${i}`, "a", "p"));
+    expect(drain(s, tenants).ids).toEqual(["a0"]);
+  });
+
   it("caps are never exceeded, whatever the order of work and releases (property)", () => {
     const policy = fc.record({
       weight: fc.integer({ min: 1, max: 5 }),
