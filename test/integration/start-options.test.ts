@@ -37,3 +37,22 @@ it("start options are checked at the boundary: a priority outside 0–9, a malfo
   expect((await client.putDefinition({ name: "costly", nodes: [{ id: "s", kind: "code", handler: "noop", cost: -1 }] })).outcome).toBe("invalid_definition");
   expect(((await client.listRuns()).runs as unknown[]).length).toBe(0);
 });
+
+it("a tenant's class share caps how many of its attempts of that class run at once on a node", async () => {
+  const client = new RunwayClient(world.nc, "p3");
+  // 16 slots on this node: batch (automation) work of p3 may hold ceil(0.125 × 16) = 2 of them.
+  expect((await client.createTenant("p3", { class_shares: { automation: 0.125 } })).outcome).toBe("created");
+  expect((await client.putDefinition({ name: "work", nodes: [{ id: "s", kind: "code", handler: "slow", input: { ms: 150 } }] })).outcome).toBe("published");
+  await world.node.tenants.get("p3");
+  const runs: string[] = [];
+  for (let i = 0; i < 8; i++) runs.push(((await client.startRun({ definition: "work", lane: "batch" })).run as RunAnswer).id);
+  let most = 0;
+  const sampler = setInterval(() => (most = Math.max(most, world.node.dispatcher!.metrics(Date.now()).running_by_tenant.p3 ?? 0)), 2);
+  try {
+    for (const id of runs) expect((await settled(client, id)).status).toBe("succeeded");
+  } finally {
+    clearInterval(sampler);
+  }
+  expect(most).toBeGreaterThanOrEqual(1);
+  expect(most).toBeLessThanOrEqual(2);
+});
