@@ -37,7 +37,8 @@ export class Sweeper {
   private readonly missingSince = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<SweepReport> | undefined;
-  readonly totals = { passes: 0, actions: {} as Record<string, number>, errors: 0 };
+  /** Passes made and records skipped for errors, for the node's metrics. */
+  readonly totals = { passes: 0, errors: 0 };
 
   constructor(
     private readonly deps: {
@@ -120,7 +121,6 @@ export class Sweeper {
     await this.sweepTenants(at, report, budget);
     this.totals.passes++;
     this.totals.errors += report.errors;
-    for (const [k, n] of Object.entries(report.actions)) this.totals.actions[k] = (this.totals.actions[k] ?? 0) + n;
     return report;
   }
 

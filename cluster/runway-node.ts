@@ -159,7 +159,14 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               onAction: (action, tenant) => metrics.inc("sweep_actions", MACHINE_COUNTERS.sweep_actions!, { tenant, action }),
             });
             runs = new RunService({ nc: self().nc, partitions: self().topology.partitions, mailbox: self().mailbox, host: self().host, definitions: definitionsOf(), tenants });
-            metrics.addSource({ collect: () => [...collectNodeMetrics(self(), executor!, pool), ...collectSchedulerMetrics(dispatcher, clock.now())] });
+            metrics.addSource({
+              collect: () => [
+                ...collectNodeMetrics(self(), executor!, pool),
+                ...collectSchedulerMetrics(dispatcher, clock.now()),
+                { name: "sweep_passes", help: "recovery sweep passes made", type: "counter" as const, value: sweeper!.totals.passes },
+                { name: "sweep_errors", help: "records a sweep pass could not read or repair (skipped)", type: "counter" as const, value: sweeper!.totals.errors },
+              ],
+            });
           },
         },
         {

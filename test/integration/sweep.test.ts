@@ -231,6 +231,8 @@ it("an operator runs a pass on every node with runway.v1.ops.sweep and reads eac
 it("sweep actions are counted in the node's metrics, by action", async () => {
   const reply = await world.nc.request("runway.v1.ops.metrics", "", { timeout: 5_000 });
   const metrics = (JSON.parse(reply.string()) as ApiAnswer & { metrics: Record<string, Record<string, number>> }).metrics;
+  expect(metrics.sweep_passes as unknown as number).toBeGreaterThanOrEqual(10);
+  expect(metrics.sweep_errors as unknown as number).toBeGreaterThanOrEqual(1);
   expect(metrics.sweep_actions).toMatchObject({
     "tenant=q1,action=recheck_admission": 3,
     "tenant=w1,action=wait_abandoned": 1,
