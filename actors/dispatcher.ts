@@ -51,6 +51,11 @@ export class Dispatcher {
     this.tick.unref();
   }
 
+  /** Something the policy depends on changed (a tenant's view arrived): look at the queue again. */
+  policyChanged(): void {
+    if (this.offered.size > 0) this.pump();
+  }
+
   offer(ticket: ReadyTicket): void {
     if (this.offered.has(ticket.id) || this.leased.has(ticket.id)) return;
     this.offered.set(ticket.id, { ...ticket, offered_seq: this.decisions });

@@ -33,6 +33,12 @@ type Answer = { outcome: string } & Record<string, unknown>;
  */
 export class TenantService {
   private readonly known = new Map<string, { view: TenantView; at: number }>();
+  private readonly listeners: ((tenant: string) => void)[] = [];
+
+  /** Called whenever a tenant's view is (re)loaded: a node waiting on an unknown tenant's policy goes on. */
+  onLoaded(listener: (tenant: string) => void): void {
+    this.listeners.push(listener);
+  }
 
   constructor(private readonly deps: { nc: NatsConnection; partitions: number; mailbox: MailboxClient; host?: ActorHost; now(): number }) {}
 
@@ -55,7 +61,9 @@ export class TenantService {
     const snapshot = decoded.value.snapshot as { value?: string; context?: TenantContext };
     if (!snapshot.context || snapshot.value === "new") return undefined;
     const view = tenantView(snapshot.context);
+    const first = !this.known.has(id);
     this.known.set(id, { view, at: this.deps.now() });
+    if (first) for (const l of this.listeners) l(id);
     return view;
   }
 

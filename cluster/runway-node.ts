@@ -138,8 +138,9 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
                 clock,
                 logger,
                 config: settings,
-                // A tenant whose record is not cached yet schedules with the defaults meanwhile.
-                policy: (t) => tenants!.policy(t) ?? { weight: 1, max_concurrency: 10_000 },
+                // A tenant this node has not read yet is scheduled once its record arrives (one KV
+                // read): never with default settings, so a killed tenant is never granted here.
+                policy: (t) => tenants!.policy(t),
                 quotaOf: (t, provider) => {
                   const q = tenants!.policy(t)?.provider_quotas[provider];
                   // A step's declared cost is its estimated tokens.
@@ -158,6 +159,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               ...(config.sweepMaxPerPass !== undefined ? { maxPerPass: config.sweepMaxPerPass } : {}),
               onAction: (action, tenant) => metrics.inc("sweep_actions", MACHINE_COUNTERS.sweep_actions!, { tenant, action }),
             });
+            tenants.onLoaded(() => dispatcher?.policyChanged());
             runs = new RunService({ nc: self().nc, partitions: self().topology.partitions, mailbox: self().mailbox, host: self().host, definitions: definitionsOf(), tenants });
             metrics.addSource({
               collect: () => [

@@ -1,0 +1,52 @@
+import { afterEach, expect, it } from "vitest";
+import { Dispatcher } from "../../actors/index.js";
+import type { ReadyTicket, TenantPolicy } from "../../machines/index.js";
+import { createLogger, type ActorHost } from "../../runtime/index.js";
+
+/**
+ * The dispatcher's use of tenant policies. Its grants go to the run actor through the host; a
+ * recording stand-in for the host's `dispatch` is enough here (no NATS is involved in a grant
+ * decision, and the grant's own write is tested against real servers elsewhere).
+ */
+const T0 = 1_700_000_000_000;
+const dispatchers: Dispatcher[] = [];
+afterEach(() => {
+  for (const d of dispatchers.splice(0)) d.stop();
+});
+
+function world(policy: (tenant: string) => TenantPolicy | undefined) {
+  const grants: string[] = [];
+  const host = {
+    dispatch: async (_address: unknown, event: { node: string }) => {
+      grants.push(event.node);
+      return { outcome: "applied", revision: 1, value: { outcome: "leased" } };
+    },
+  } as unknown as ActorHost;
+  const d = new Dispatcher({ host, clock: { now: () => T0, monotonic: () => 0 }, logger: createLogger("dispatcher", "error"), config: { slots: 4, interactive_reserve: 0, migration_cap: 1, aging_ms: 10_000 }, policy });
+  dispatchers.push(d);
+  return { d, grants };
+}
+
+const ticket = (tenant: string, node: string): ReadyTicket => ({ id: `${tenant}_r/${node}/1`, run: `${tenant}_r`, node, attempt: 1, tenant, project: "default", class: "automation", priority: 5, deadline: null, cost: 1, enqueued_at: T0 });
+
+it("a tenant whose policy this node has not read yet is granted nothing (never default settings); once its policy arrives it is granted at once", async () => {
+  const known = new Map<string, TenantPolicy>();
+  const { d, grants } = world((t) => known.get(t));
+  d.offer(ticket("t", "a"));
+  d.offer(ticket("t", "b"));
+  await Promise.resolve();
+  expect(grants).toEqual([]);
+  known.set("t", { weight: 1, max_concurrency: 10 });
+  d.policyChanged();
+  await Promise.resolve();
+  expect(grants.sort()).toEqual(["a", "b"]);
+});
+
+it("a killed tenant's policy, once read, keeps its tickets waiting", async () => {
+  const { d, grants } = world(() => ({ weight: 1, max_concurrency: 10, killed: true }));
+  d.offer(ticket("k", "a"));
+  d.policyChanged();
+  await Promise.resolve();
+  expect(grants).toEqual([]);
+  expect(d.metrics(T0).queued).toBe(1);
+});
