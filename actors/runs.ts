@@ -1,8 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { Kvm } from "@nats-io/kv";
 import { runSummary, validateAgainstSchema, type RunContext } from "../machines/index.js";
-import { actorRecordCodec, kvSubject, partitionBucket, partitionOf, partitionStream, readLast, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
+import { RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
 import { askActor } from "./ask.js";
+import { actorIdsIn, readSnapshot } from "./records.js";
 import type { DefinitionStore } from "./definitions.js";
 import { randomDeliveryId, runIdFor, startKey, tenantOfRun } from "./ids.js";
 import { RUN_KIND } from "./run-actor.js";
@@ -77,7 +77,7 @@ function view(run: RunContext): RunView {
  * partition bucket; writes are commands to the run actor, answered after they are stored.
  */
 export class RunService {
-  constructor(private readonly deps: { nc: NatsConnection; partitions: number; mailbox: MailboxClient; host?: ActorHost; definitions: DefinitionStore; tenants: TenantService }) {}
+  constructor(private readonly deps: { nc: NatsConnection; partitions: number; mailbox: MailboxClient; host?: ActorHost; definitions: DefinitionStore; tenants: TenantService; now(): number }) {}
 
   async start(tenant: string, request: StartRunRequest): Promise<StartRunResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
@@ -115,7 +115,7 @@ export class RunService {
       ...(admitted.outcome === "queued" ? { admission: "queued" as const } : {}),
       ...(request.project ? { project } : {}),
       ...(request.priority !== undefined ? { priority: request.priority } : {}),
-      ...(request.deadline_ms !== undefined ? { deadline: Date.now() + request.deadline_ms } : {}),
+      ...(request.deadline_ms !== undefined ? { deadline: this.deps.now() + request.deadline_ms } : {}),
       input,
     };
     const answer = await askActor(this.deps, { kind: RUN_KIND, id }, { type: "run.create", run: seed }, `create/${id}`, 10_000);
@@ -142,27 +142,20 @@ export class RunService {
 
   async get(tenant: string, id: string): Promise<RunView | undefined> {
     if (tenantOfRun(id) !== tenant) return undefined;
-    const p = partitionOf(id, this.deps.partitions);
-    const read = await readLast(this.deps.nc, partitionStream(p), kvSubject(partitionBucket(p), `${RUN_KIND}.${id}`));
+    const read = await readSnapshot<{ run?: RunContext | null }>(this.deps.nc, this.deps.partitions, RUN_KIND, id);
     if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", read.detail, { kind: "retryable" });
+    if (read.outcome === "corrupt") throw new RunwayFault("corrupt_record", `run ${id}: ${read.detail}`);
     if (read.outcome === "missing") return undefined;
-    const decoded = actorRecordCodec.decode(read.message.data);
-    if (!decoded.ok) throw new RunwayFault("corrupt_record", `run ${id}: ${decoded.detail}`);
-    const run = (decoded.value.snapshot as { context?: { run?: RunContext | null } }).context?.run;
+    const run = read.snapshot.context?.run;
     return run ? view(run) : undefined;
   }
 
   /** Runs of a tenant, newest first. Scans the partition buckets' run keys (bounded by `limit`). */
   async list(tenant: string, options: { status?: string; limit?: number } = {}): Promise<RunView[]> {
     const limit = Math.min(options.limit ?? 50, 500);
-    const kvm = new Kvm(this.deps.nc);
     const ids: string[] = [];
     for (let p = 0; p < this.deps.partitions; p++) {
-      const kv = await kvm.open(partitionBucket(p));
-      for await (const key of await kv.keys(`${RUN_KIND}.*`)) {
-        const id = key.slice(RUN_KIND.length + 1);
-        if (tenantOfRun(id) === tenant) ids.push(id);
-      }
+      for (const id of await actorIdsIn(this.deps.nc, p, RUN_KIND)) if (tenantOfRun(id) === tenant) ids.push(id);
     }
     const runs = (await Promise.all(ids.map((id) => this.get(tenant, id)))).filter((r): r is RunView => r !== undefined);
     return runs

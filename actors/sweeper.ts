@@ -1,7 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { Kvm } from "@nats-io/kv";
 import { isTerminal, parentGone, sweepPlan, type RunContext } from "../machines/index.js";
-import { actorRecordCodec, kvSubject, partitionBucket, partitionOf, partitionStream, readLast, type ActorHost, type Clock, type Logger, type MailboxClient } from "../runtime/index.js";
+import type { ActorHost, Clock, Logger, MailboxClient } from "../runtime/index.js";
+import { actorIdsIn, readSnapshot } from "./records.js";
 import { RUN_KIND } from "./run-actor.js";
 import { TENANT_KIND } from "./tenants.js";
 
@@ -74,7 +74,6 @@ export class Sweeper {
   private async sweep(at: number): Promise<SweepReport> {
     const report: SweepReport = { at, scanned: 0, live: 0, actions: {}, errors: 0, truncated: false };
     const budget = this.deps.maxPerPass ?? 5_000;
-    const kvm = new Kvm(this.deps.nc);
     // Start where the last pass stopped, so a bound smaller than the partitions' runs still reaches every run in turn.
     const owned = this.deps.host.ownedPartitions();
     const from = Math.max(0, owned.findIndex((p) => p >= this.resumeFrom));
@@ -88,9 +87,7 @@ export class Sweeper {
       }
       let keys: string[];
       try {
-        const kv = await kvm.open(partitionBucket(p));
-        keys = [];
-        for await (const key of await kv.keys(`${RUN_KIND}.*`)) keys.push(key);
+        keys = await actorIdsIn(this.deps.nc, p, RUN_KIND);
       } catch (err) {
         report.errors++;
         this.deps.logger.warn("sweep: cannot list runs", { partition: p, error: String(err) });
@@ -110,7 +107,7 @@ export class Sweeper {
       for (const key of slice) {
         report.scanned++;
         try {
-          await this.sweepRun(p, key, at, report);
+          await this.sweepRun(key, at, report);
         } catch (err) {
           report.errors++;
           this.deps.logger.warn("sweep: run skipped", { partition: p, key, error: String(err) });
@@ -124,11 +121,11 @@ export class Sweeper {
     return report;
   }
 
-  private async sweepRun(p: number, key: string, at: number, report: SweepReport): Promise<void> {
-    const run = await this.readRun(p, key);
-    if (!run) return;
+  private async sweepRun(id: string, at: number, report: SweepReport): Promise<void> {
+    const read = await this.readRun(id);
+    if (read.outcome !== "found" || !read.live || !read.run) return;
+    const run = read.run;
     report.live++;
-    const id = run.id;
     const count = (action: string) => {
       report.actions[action] = (report.actions[action] ?? 0) + 1;
       this.deps.onAction?.(action, run.tenant);
@@ -146,9 +143,9 @@ export class Sweeper {
       for (const a of plan) if (a.action !== "recheck_admission") report.actions[a.action] = (report.actions[a.action] ?? 0) + 1;
     }
     if (run.parent_run_id !== null) {
-      const q = partitionOf(run.parent_run_id, this.deps.partitions);
-      const parent = await this.readRun(q, `${RUN_KIND}.${run.parent_run_id}`, true);
-      if (parent === "unavailable") return;
+      const parentRead = await this.readRun(run.parent_run_id);
+      if (parentRead.outcome === "unavailable") return;
+      const parent = parentRead.outcome === "found" ? parentRead.run : null;
       if (parentGone(run, parent)) {
         const status = parent ? parent.lifecycle.status : "missing";
         await this.deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.parent_gone", parent_status: status }, `parent-gone/${id}`);
@@ -164,23 +161,14 @@ export class Sweeper {
    * (`tenant.run_ended`); one that ended without the tenant hearing it is released again.
    */
   private async sweepTenants(at: number, report: SweepReport, budget: number): Promise<void> {
-    const kvm = new Kvm(this.deps.nc);
     const orphanAfter = this.deps.orphanAfterMs ?? 60_000;
     let checked = 0;
     for (const p of this.deps.host.ownedPartitions()) {
       try {
-        const kv = await kvm.open(partitionBucket(p));
-        const keys: string[] = [];
-        for await (const key of await kv.keys(`${TENANT_KIND}.*`)) keys.push(key);
-        for (const key of keys) {
-          const read = await readLast(this.deps.nc, partitionStream(p), kvSubject(partitionBucket(p), key));
-          if (read.outcome !== "found") continue;
-          const decoded = actorRecordCodec.decode(read.message.data);
-          if (!decoded.ok) {
-            report.errors++;
-            continue;
-          }
-          const tenant = (decoded.value.snapshot as { context?: { id: string; running?: Record<string, string>; queue?: [string, string][] } }).context;
+        for (const id of await actorIdsIn(this.deps.nc, p, TENANT_KIND)) {
+          const read = await readSnapshot<{ id: string; running?: Record<string, string>; queue?: [string, string][] }>(this.deps.nc, this.deps.partitions, TENANT_KIND, id);
+          if (read.outcome === "corrupt") report.errors++;
+          const tenant = read.outcome === "found" ? read.snapshot.context : undefined;
           if (!tenant) continue;
           const counted: [string, string][] = [...Object.entries(tenant.running ?? {}), ...(tenant.queue ?? [])];
           for (const [runId, project] of counted) {
@@ -190,8 +178,9 @@ export class Sweeper {
               return;
             }
             checked++;
-            const run = await this.readRun(partitionOf(runId, this.deps.partitions), `${RUN_KIND}.${runId}`, true);
-            if (run === "unavailable") continue;
+            const read = await this.readRun(runId);
+            if (read.outcome === "unavailable") continue;
+            const run = read.outcome === "found" ? read.run : null;
             let action: string | undefined;
             if (run === null) {
               const since = this.missingSince.get(runId);
@@ -217,21 +206,12 @@ export class Sweeper {
     }
   }
 
-  /** The run in `key`: undefined when it has ended (or is not a run); with `anyStatus`, ended runs too, null when missing. */
-  private async readRun(p: number, key: string): Promise<RunContext | undefined>;
-  private async readRun(p: number, key: string, anyStatus: true): Promise<RunContext | null | "unavailable">;
-  private async readRun(p: number, key: string, anyStatus = false): Promise<RunContext | null | undefined | "unavailable"> {
-    const read = await readLast(this.deps.nc, partitionStream(p), kvSubject(partitionBucket(p), key));
-    if (read.outcome === "unavailable") {
-      if (anyStatus) return "unavailable";
-      throw new Error(read.detail);
-    }
-    if (read.outcome === "missing") return anyStatus ? null : undefined;
-    const decoded = actorRecordCodec.decode(read.message.data);
-    if (!decoded.ok) throw new Error(`undecodable record: ${decoded.detail}`);
-    const snapshot = decoded.value.snapshot as { value?: unknown; context?: { run?: RunContext | null } };
-    const run = snapshot.context?.run ?? null;
-    if (anyStatus) return run;
-    return snapshot.value === "live" && run ? run : undefined;
+  /** A run's record: `found` with the run (null if the record holds none yet) and whether its actor is live; a corrupt one throws (counted by the pass). */
+  private async readRun(id: string): Promise<{ outcome: "found"; run: RunContext | null; live: boolean } | { outcome: "missing" } | { outcome: "unavailable" }> {
+    const read = await readSnapshot<{ run?: RunContext | null }>(this.deps.nc, this.deps.partitions, RUN_KIND, id);
+    if (read.outcome === "corrupt") throw new Error(`undecodable record: ${read.detail}`);
+    if (read.outcome === "unavailable") return { outcome: "unavailable" };
+    if (read.outcome === "missing") return read;
+    return { outcome: "found", run: read.snapshot.context?.run ?? null, live: read.snapshot.value === "live" };
   }
 }

@@ -1,8 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { Kvm } from "@nats-io/kv";
 import { tenantMachine, TenantCommandSchema, tenantView, type TenantContext, type TenantView } from "../machines/index.js";
-import { actorRecordCodec, defineActor, kvSubject, partitionBucket, partitionOf, partitionStream, readLast, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
+import { defineActor, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
 import { askActor } from "./ask.js";
+import { actorIdsIn, readSnapshot } from "./records.js";
 import { randomDeliveryId } from "./ids.js";
 
 export const TENANT_KIND = "tenant";
@@ -52,13 +52,11 @@ export class TenantService {
 
   async get(id: string): Promise<TenantView | undefined> {
     if (!TENANT_PATTERN.test(id) || RESERVED.has(id)) return undefined;
-    const p = partitionOf(id, this.deps.partitions);
-    const read = await readLast(this.deps.nc, partitionStream(p), kvSubject(partitionBucket(p), `${TENANT_KIND}.${id}`));
+    const read = await readSnapshot<TenantContext>(this.deps.nc, this.deps.partitions, TENANT_KIND, id);
     if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", read.detail, { kind: "retryable" });
+    if (read.outcome === "corrupt") throw new RunwayFault("corrupt_record", `tenant ${id}: ${read.detail}`);
     if (read.outcome === "missing") return undefined;
-    const decoded = actorRecordCodec.decode(read.message.data);
-    if (!decoded.ok) throw new RunwayFault("corrupt_record", `tenant ${id}: ${decoded.detail}`);
-    const snapshot = decoded.value.snapshot as { value?: string; context?: TenantContext };
+    const snapshot = read.snapshot;
     if (!snapshot.context || snapshot.value === "new") return undefined;
     const view = tenantView(snapshot.context);
     const first = !this.known.has(id);
@@ -112,11 +110,10 @@ export class TenantService {
   }
 
   async list(): Promise<TenantView[]> {
-    const kvm = new Kvm(this.deps.nc);
     const out: TenantView[] = [];
     for (let p = 0; p < this.deps.partitions; p++) {
-      for await (const key of await (await kvm.open(partitionBucket(p))).keys(`${TENANT_KIND}.*`)) {
-        const view = await this.get(key.slice(TENANT_KIND.length + 1));
+      for (const id of await actorIdsIn(this.deps.nc, p, TENANT_KIND)) {
+        const view = await this.get(id);
         if (view) out.push(view);
       }
     }

@@ -108,7 +108,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
     },
     onServe: async (partition, log) => {
       // Not awaited: the mailbox starts while in-flight attempts are being recovered.
-      void recoverPartition({ nc: node().nc, host: node().host, logger }, partition, log)
+      void recoverPartition({ nc: node().nc, host: node().host, logger, now: () => clock.now(), alive: (run) => executor?.alive(run) ?? [] }, partition, log)
         .then((n) => n > 0 && metrics.inc("recovered_runs", "runs whose in-flight attempts were recovered after a partition claim", {}, n))
         .catch((err) => logger.error("recovery failed", { partition, error: String(err) }));
     },
@@ -160,7 +160,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               onAction: (action, tenant) => metrics.inc("sweep_actions", MACHINE_COUNTERS.sweep_actions!, { tenant, action }),
             });
             tenants.onLoaded(() => dispatcher?.policyChanged());
-            runs = new RunService({ nc: self().nc, partitions: self().topology.partitions, mailbox: self().mailbox, host: self().host, definitions: definitionsOf(), tenants });
+            runs = new RunService({ nc: self().nc, partitions: self().topology.partitions, mailbox: self().mailbox, host: self().host, definitions: definitionsOf(), tenants, now: () => clock.now() });
             metrics.addSource({
               collect: () => [
                 ...collectNodeMetrics(self(), executor!, pool),

@@ -19,6 +19,9 @@ export interface ExpansionAsk {
   estimated_cost: number;
 }
 
+/** The limits of a tenant stored before expansion limits existed. */
+const DEFAULT_LIMITS = TenantSettingsSchema.parse({}).expansion_limits;
+
 const keyOf = (run_id: string, node: string) => `${run_id}/${node}`;
 const held = (c: TenantContext): Record<string, number> => c.descendants ?? {};
 
@@ -29,7 +32,7 @@ export function admitExpansionDecision(context: TenantContext, ask: ExpansionAsk
   if (Object.hasOwn(held(context), key)) {
     return { context, answer: { outcome: "expansion_admitted", run_id, node, children: held(context)[key]!, active_descendants: active, duplicate: true }, reply: { run: run_id, event: { type: "expansion.admitted", node } } };
   }
-  const limits = context.settings.expansion_limits ?? TenantSettingsSchema.parse({}).expansion_limits;
+  const limits = context.settings.expansion_limits ?? DEFAULT_LIMITS;
   const request = { children: ask.children, depth: ask.depth, total_steps: ask.total_steps, estimated_cost: ask.estimated_cost, tenant_active_descendants: active + ask.children };
   const verdict = admitExpansion(request, limits);
   if (!verdict.ok) {

@@ -51,12 +51,13 @@ it("heartbeats keep a long handler's lease alive", async () => {
 it("a report from an attempt whose run was cancelled meanwhile is refused stale_cancel_epoch", async () => {
   const client = new RunwayClient(world.nc, "z3");
   await client.createTenant("z3");
-  expect((await client.putDefinition({ name: "long", nodes: [{ id: "s", kind: "code", handler: "delay_echo", input: { ms: 800, value: 1 } }] })).outcome).toBe("published");
+  expect((await client.putDefinition({ name: "long", nodes: [{ id: "s", kind: "code", handler: "delay_echo", input: { ms: 3_000, value: 1 } }] })).outcome).toBe("published");
   const before = world.node.executor.stats.staleCancelCommits;
   const started = (await client.startRun({ definition: "long" })).run as RunAnswer;
   await waitFor(async () => ((await client.getRun(started.id)).run as RunAnswer).nodes.s?.attempt === 1 || undefined, { timeoutMs: 10_000, describe: "the attempt to be leased" });
   expect((await client.cancelRun(started.id)).outcome).toBe("cancelled");
   // A cancel does not stop a running handler: it finishes and reports into a cancelled run.
+  // (It runs 3 s, far longer than a cancel takes, so the report always meets the cancelled run.)
   await waitFor(() => world.node.executor.stats.staleCancelCommits > before || undefined, { timeoutMs: 10_000, describe: "the late report to be refused stale_cancel_epoch" });
   expect(((await client.getRun(started.id)).run as RunAnswer).status).toBe("cancelled");
 });

@@ -1,0 +1,34 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { Kvm } from "@nats-io/kv";
+import { actorRecordCodec, kvSubject, partitionBucket, partitionOf, partitionStream, readLast } from "../runtime/index.js";
+
+/** An actor's stored machine snapshot: its state value and context. */
+export interface StoredSnapshot<C> {
+  value: unknown;
+  context: C | undefined;
+}
+
+export type SnapshotRead<C> = { outcome: "found"; snapshot: StoredSnapshot<C> } | { outcome: "missing" } | { outcome: "unavailable"; detail: string } | { outcome: "corrupt"; detail: string };
+
+/**
+ * Reads the latest stored snapshot of actor `<kind>.<id>` straight from its partition's bucket
+ * (one direct read; no actor is woken). Every reader of actor records outside the host goes
+ * through here: the API's run and tenant reads, and the recovery sweep.
+ */
+export async function readSnapshot<C>(nc: NatsConnection, partitions: number, kind: string, id: string): Promise<SnapshotRead<C>> {
+  const p = partitionOf(id, partitions);
+  const read = await readLast(nc, partitionStream(p), kvSubject(partitionBucket(p), `${kind}.${id}`));
+  if (read.outcome !== "found") return read;
+  const decoded = actorRecordCodec.decode(read.message.data);
+  if (!decoded.ok) return { outcome: "corrupt", detail: decoded.detail };
+  const snapshot = decoded.value.snapshot as { value?: unknown; context?: C };
+  return { outcome: "found", snapshot: { value: snapshot.value, context: snapshot.context } };
+}
+
+/** The ids of every `<kind>.<id>` actor stored in partition `p` (a key listing of its bucket). */
+export async function actorIdsIn(nc: NatsConnection, p: number, kind: string): Promise<string[]> {
+  const kv = await new Kvm(nc).open(partitionBucket(p));
+  const ids: string[] = [];
+  for await (const key of await kv.keys(`${kind}.*`)) ids.push(key.slice(kind.length + 1));
+  return ids;
+}
