@@ -57,6 +57,13 @@ export class StepExecutor {
     });
   }
 
+  /** Attempts of `run` executing in this process now (their lease epochs): not lost when this node claims the run's partition again. */
+  alive(run: string): { node: string; item?: number; attempt: number; lease_epoch: number }[] {
+    const out: { node: string; item?: number; attempt: number; lease_epoch: number }[] = [];
+    for (const r of this.running.values()) if (r.run === run) out.push({ node: r.node, ...(r.item !== undefined ? { item: r.item } : {}), attempt: r.attempt, lease_epoch: r.lease_epoch });
+    return out;
+  }
+
   get inFlight(): number {
     return this.running.size;
   }

@@ -208,3 +208,10 @@ export function onHeartbeat(d: Draft, e: Extract<ExecutionEvent, { type: "step.h
   }
   leaseTimer(d, node, holder, e.item);
 }
+
+/** An attempt still executing in the process that claims its run's partition again. */
+export type AliveAttempt = { node: string; item?: number; attempt: number; lease_epoch: number };
+
+export function isAlive(alive: readonly AliveAttempt[], node: string, item: number | undefined, step: { attempt: number; lease_epoch: number }): boolean {
+  return alive.some((a) => a.node === node && a.item === item && a.attempt === step.attempt && a.lease_epoch === step.lease_epoch);
+}

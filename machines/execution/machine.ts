@@ -1,5 +1,6 @@
 import { emit, enqueueActions, setup } from "xstate";
 import { TERMINAL } from "../run/index.js";
+import { isAlive } from "./attempts.js";
 import { reduce } from "./reduce.js";
 import { sweepPlan } from "./sweep.js";
 import type { ExecutionContext, ExecutionEvent, NodeRun } from "./types.js";
@@ -44,12 +45,13 @@ export const executionMachine = setup({
     /** The report was dispatched before the run's last cancellation (of the run, or of its tree): fenced by the cancellation epoch. */
     cancelEpochStale: ({ context, event }) => (event.type === "step.result" || event.type === "step.heartbeat") && event.cancellation_epoch !== undefined && !!context.run && event.cancellation_epoch < context.run.cancellation_epoch,
     childIsCurrent: ({ context, event }) => event.type === "child.settled" && context.run?.nodes[event.node]?.s === "active" && context.run.nodes[event.node]?.child === event.child,
-    recoverable: ({ context }) =>
-      Object.values(context.run?.nodes ?? {}).some(
-        (n) =>
-          n.s === "active" &&
-          (n.step?.status === "leased" || n.step?.status === "running" || n.offered !== undefined || (n.items?.some((i) => i.step.status === "leased" || i.step.status === "running" || i.offered !== undefined) ?? false)),
-      ),
+    /** Something in flight is lost: an offer, or a leased or running attempt not still executing in the claiming process. */
+    recoverable: ({ context, event }) => {
+      const alive = event.type === "run.recover" ? (event.alive ?? []) : [];
+      const lost = (node: string, item: number | undefined, h: { step?: NodeRun["step"]; offered?: number }) =>
+        h.offered !== undefined || (!!h.step && (h.step.status === "leased" || h.step.status === "running") && !isAlive(alive, node, item, h.step));
+      return Object.entries(context.run?.nodes ?? {}).some(([id, n]) => n.s === "active" && (lost(id, undefined, n) || (n.items?.some((it, i) => lost(id, i, it)) ?? false)));
+    },
     queued: ({ context }) => context.run?.lifecycle.status === "queued",
     expansionPending: ({ context, event }) => (event.type === "expansion.admitted" || event.type === "expansion.refused") && context.run?.nodes[event.node]?.s === "active" && context.run.nodes[event.node]?.expansion?.state === "pending",
     /** Only a sweep with something to repair is applied (and written); the rest cost no write. */

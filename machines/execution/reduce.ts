@@ -1,7 +1,7 @@
 import { queuedLifecycle } from "../run/index.js";
 import { applyStepOp, type StepError } from "../step/index.js";
 import { resolveTemplate, validateAgainstSchema } from "../workflow/index.js";
-import { expireLease, lease, onHeartbeat, onLease, policyOf, pumpMap } from "./attempts.js";
+import { expireLease, isAlive, lease, onHeartbeat, onLease, policyOf, pumpMap, type AliveAttempt } from "./attempts.js";
 import { fail, METRICS_CHANNEL, move, PLATFORM_RETRIES, publish, runSummary, scopeOf, succeed, type Draft, type Effect } from "./draft.js";
 import { admitItems, askExpansion, releaseExpansions } from "./expansion.js";
 import { advance, finish, notifyParent, stopNodes } from "./progression.js";
@@ -36,7 +36,7 @@ export function reduce(context: ExecutionContext, event: ExecutionEvent): { cont
       onCancel(d, event.reason, event.by);
       break;
     case "run.recover":
-      onRecover(d);
+      onRecover(d, event.alive ?? []);
       break;
     case "step.heartbeat":
       onHeartbeat(d, event);
@@ -225,7 +225,7 @@ function onParentGone(d: Draft, parentStatus: string): void {
 }
 
 /** After a restart or takeover: attempts that lived in the lost process fail as `worker_lost` and retry now. */
-function onRecover(d: Draft): void {
+function onRecover(d: Draft, alive: readonly AliveAttempt[]): void {
   // Offers to the lost process's scheduler are gone too: offer again.
   for (const n of Object.values(d.run.nodes)) {
     if (n.offered !== undefined) delete n.offered;
@@ -244,7 +244,7 @@ function onRecover(d: Draft): void {
     // does not use up the node's own retry budget.
     const own = policyOf(node);
     const policy = { ...own, backoff_ms: 0, max_attempts: own.max_attempts + PLATFORM_RETRIES };
-    if (node.kind === "code" && n.step && (n.step.status === "leased" || n.step.status === "running")) {
+    if (node.kind === "code" && n.step && (n.step.status === "leased" || n.step.status === "running") && !isAlive(alive, node.id, undefined, n.step)) {
       const r = applyStepOp(n.step, { op: "fail", now: d.now, attempt: n.step.attempt, lease_epoch: n.step.lease_epoch, error: lost, policy });
       if (r.outcome !== "moved") continue;
       if (r.state.status === "ready") {
@@ -256,8 +256,8 @@ function onRecover(d: Draft): void {
         fail(d, node.id, { code: "worker_lost", message: lost.message });
       }
     } else if (node.kind === "map" && n.items) {
-      for (const it of n.items) {
-        if (it.step.status !== "leased" && it.step.status !== "running") continue;
+      for (const [i, it] of n.items.entries()) {
+        if ((it.step.status !== "leased" && it.step.status !== "running") || isAlive(alive, node.id, i, it.step)) continue;
         const r = applyStepOp(it.step, { op: "fail", now: d.now, attempt: it.step.attempt, lease_epoch: it.step.lease_epoch, error: lost, policy });
         if (r.outcome === "moved") it.step = r.state;
       }

@@ -158,7 +158,12 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
   z.object({ type: z.literal("run.cancel"), reason: z.string().max(1_000), by: z.string().max(200) }),
   /** The node's scheduler grants the offered attempt a worker slot: READY → LEASED, a new lease epoch. */
   z.object({ type: z.literal("step.lease"), node: z.string(), item: z.number().int().nonnegative().optional(), attempt: z.number().int().positive() }),
-  z.object({ type: z.literal("run.recover"), reason: z.string().max(200) }),
+  z.object({
+    type: z.literal("run.recover"),
+    reason: z.string().max(200),
+    /** Attempts still executing in the claiming process (it claimed its own partition again): not lost. */
+    alive: z.array(z.object({ node: z.string(), item: z.number().int().nonnegative().optional(), attempt: z.number().int().positive(), lease_epoch: z.number().int().positive() })).max(10_000).optional(),
+  }),
   /** The tenant gave a queued run its slot. */
   z.object({ type: z.literal("run.admitted") }),
   /** A recovery sweep pass at `at` (the sweeper's clock): repairs what a lost clock or hand-over left (see `sweep.ts`). */

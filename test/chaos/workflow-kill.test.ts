@@ -24,6 +24,17 @@ async function startNode(): Promise<ChildHandle> {
   return child;
 }
 
+/** Waits until every run in `runs` has succeeded (after a restart, recovery takes a moment). */
+function allSucceeded(client: RunwayClient, runs: string[]): Promise<RunAnswer[]> {
+  return waitFor(
+    async () => {
+      const views = await Promise.all(runs.map(async (id) => (await client.getRun(id)).run as RunAnswer));
+      return views.every((v) => v.status === "succeeded") ? views : undefined;
+    },
+    { timeoutMs: 60_000, describe: "every run to finish after the restart" },
+  );
+}
+
 it("SIGKILL of the node mid-run: the run completes after restart and no completed step's handler ran twice", async () => {
   const ledger = join(dir, "ledger.txt");
   let node = await startNode();
@@ -50,13 +61,7 @@ it("SIGKILL of the node mid-run: the run completes after restart and no complete
   );
   await node.kill("SIGKILL");
   node = await startNode();
-  const final = await waitFor(
-    async () => {
-      const views = await Promise.all(runs.map(async (id) => (await client.getRun(id)).run as RunAnswer));
-      return views.every((v) => v.status === "succeeded") ? views : undefined;
-    },
-    { timeoutMs: 60_000, describe: "every run to finish after the restart" },
-  );
+  const final = await allSucceeded(client, runs);
   expect(final).toHaveLength(runs.length);
   const lines = readFileSync(ledger, "utf8").trim().split("\n");
   const perStep = new Map<string, string[]>();
@@ -96,13 +101,7 @@ it("SIGKILL while runs wait behind their tenant's cap: after the restart every a
   );
   await node.kill("SIGKILL");
   node = await startNode();
-  const final = await waitFor(
-    async () => {
-      const views = await Promise.all(runs.map(async (id) => (await client.getRun(id)).run as RunAnswer));
-      return views.every((v) => v.status === "succeeded") ? views : undefined;
-    },
-    { timeoutMs: 60_000, describe: "every queued run to run after the restart" },
-  );
+  const final = await allSucceeded(client, runs);
   expect(final).toHaveLength(10);
   // Each run's first step ran once per attempt and no attempt twice (a lost attempt is retried as a new one).
   const lines = readFileSync(ledger, "utf8").trim().split("\n").map((l) => l.split(" "));

@@ -175,3 +175,16 @@ describe("a child whose parent is gone", () => {
     expect(top.can({ type: "run.parent_gone", parent_status: "missing" })).toBe(false);
   });
 });
+
+describe("recovery on a partition claim", () => {
+  it("fails only attempts not still executing in the claiming process: one the node claims again while it runs is kept", () => {
+    const r = runner(oneStep, { lease_ttl_ms: 30_000 });
+    const exec = r.send({ type: "run.create", run: seed() }).find((e) => e.channel === "step.execute")!.payload!;
+    const alive = [{ node: "a", attempt: exec.attempt as number, lease_epoch: exec.lease_epoch as number }];
+    // Still running here: nothing is lost, so nothing is written.
+    expect(r.can({ type: "run.recover", reason: "partition_claimed", alive })).toBe(false);
+    // Claimed by a process that does not run it: lost, and retried.
+    r.send({ type: "run.recover", reason: "partition_claimed", alive: [] });
+    expect(r.run.nodes.a!.step).toMatchObject({ attempt: 2, status: "leased" });
+  });
+});
