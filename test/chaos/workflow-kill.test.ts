@@ -79,6 +79,8 @@ it("SIGKILL of the node mid-run: the run completes after restart and no complete
   // No attempt of any step ran twice; only attempts lost in the crash were retried.
   for (const [key, attempts] of perStep) expect(new Set(attempts).size, key).toBe(attempts.length);
   console.log(`workflow kill: ${committed.length} steps committed before SIGKILL, ${lines.length} invocations in all, ${[...perStep.values()].filter((a) => a.length > 1).length} steps re-run after losing their attempt`);
+  // The next test starts its own node under the same name: two live processes of one node would fight over the partitions.
+  await node.kill("SIGTERM");
 });
 
 it("SIGKILL while runs wait behind their tenant's cap: after the restart every accepted run runs to the end, no attempt twice, and the tenant gives every slot back", async () => {
@@ -112,4 +114,5 @@ it("SIGKILL while runs wait behind their tenant's cap: after the restart every a
   }
   await waitFor(async () => ((await client.getTenant()).tenant as { active_runs: number; queued_runs: number }).active_runs === 0 || undefined, { timeoutMs: 20_000, describe: "every slot to be given back" });
   expect((await client.getTenant()).tenant).toMatchObject({ active_runs: 0, queued_runs: 0 });
+  await node.kill("SIGTERM");
 });
