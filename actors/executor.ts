@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Objm, type ObjectStore } from "@nats-io/obj";
-import type { ExecuteRequest } from "../machines/index.js";
+import type { AbortRequest, ExecuteRequest } from "../machines/index.js";
 import type { ActorHost, Logger, MailboxClient, StepPool } from "../runtime/index.js";
 import { RUN_KIND } from "./run-actor.js";
 import { RESULTS_STORE } from "./topology.js";
@@ -20,10 +20,12 @@ export const RESULT_INLINE_LIMIT = 32 * 1024;
  */
 export class StepExecutor {
   private readonly running = new Map<string, ExecuteRequest>();
+  /** Each running attempt's kill switch: aborting it aborts the handler's `ctx.signal`. */
+  private readonly controllers = new Map<string, AbortController>();
   private readonly lastBeat = new Map<string, number>();
   private beats = 0;
   private objects: Promise<ObjectStore> | undefined;
-  readonly stats = { started: 0, reported: 0, viaMailbox: 0, staleCommits: 0, staleCancelCommits: 0, partitionFenced: 0, heartbeats: 0 };
+  readonly stats = { started: 0, reported: 0, viaMailbox: 0, staleCommits: 0, staleCancelCommits: 0, partitionFenced: 0, heartbeats: 0, aborted: 0 };
 
   constructor(
     private readonly deps: {
@@ -50,11 +52,33 @@ export class StepExecutor {
     const key = `${request.run}/${stepIdOf(request)}/${request.attempt}/${request.lease_epoch}`;
     if (this.running.has(key)) return;
     this.running.set(key, request);
+    this.controllers.set(key, new AbortController());
     this.stats.started++;
     void this.run(request, key).finally(() => {
       this.running.delete(key);
+      this.controllers.delete(key);
       this.deps.onDone?.(request);
     });
+  }
+
+  /**
+   * Stops attempts their run no longer wants (cancelled, stopped, settled without them, lease
+   * lapsed): each handler's `ctx.signal` aborts now, and a handler that ignores it past the pool's
+   * grace has its thread terminated. The attempt's slot frees when its handler settles; its late
+   * report is refused by the run.
+   */
+  abort(request: AbortRequest): void {
+    for (const a of request.attempts) {
+      const key = `${request.run}/${stepIdOf({ node: a.node, ...(a.item !== undefined ? { item: a.item } : {}) })}/${a.attempt}/${a.lease_epoch}`;
+      this.abortKey(key, request.reason);
+    }
+  }
+
+  private abortKey(key: string, reason: string): void {
+    const controller = this.controllers.get(key);
+    if (!controller || controller.signal.aborted) return;
+    this.stats.aborted++;
+    controller.abort(reason);
   }
 
   /** Attempts of `run` executing in this process now (their lease epochs): not lost when this node claims the run's partition again. */
@@ -83,6 +107,8 @@ export class StepExecutor {
     if (request.item !== undefined) event.item = request.item;
     this.stats.heartbeats++;
     const sent = this.report({ kind: RUN_KIND, id: request.run }, event, `hb/${key}/${this.beats++}`);
+    // A refused renewal means the run no longer wants this attempt (cancelled, or a newer lease): stop it.
+    void sent.then((outcome) => outcome === "stale" && this.abortKey(key, "stale_heartbeat"));
     const observe = this.deps.onHeartbeatSettled;
     if (observe) {
       const t0 = performance.now();
@@ -126,7 +152,7 @@ export class StepExecutor {
       attempt: request.attempt,
       leaseEpoch: request.lease_epoch,
       timeoutMs: request.timeout_ms,
-    });
+    }, { signal: this.controllers.get(key)!.signal });
     let output: unknown;
     let event: Record<string, unknown>;
     if (result.outcome === "succeeded") {
@@ -153,6 +179,6 @@ export class StepExecutor {
   }
 }
 
-function stepIdOf(request: ExecuteRequest): string {
+function stepIdOf(request: Pick<ExecuteRequest, "node" | "item">): string {
   return request.item === undefined ? request.node : `${request.node}[${request.item}]`;
 }

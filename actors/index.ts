@@ -1,7 +1,7 @@
 export { ensureDomainTopology, eventSubject, EVENTS_STREAM, AUDIT_STREAM, DEFINITIONS_BUCKET, RESULTS_STORE } from "./topology.js";
 export { TenantService, tenantActor, TENANT_KIND, TENANT_PATTERN, type TenantPolicyView } from "./tenants.js";
 export { DefinitionStore, type PutDefinitionResult, type ResolveResult, type DefinitionRef, type CompiledPlan } from "./definitions.js";
-export { runActor, RUN_KIND } from "./run-actor.js";
+export { readParent, runActor, RUN_KIND } from "./run-actor.js";
 export { StepExecutor, RESULT_INLINE_LIMIT, type HeartbeatOutcome } from "./executor.js";
 export { recoverPartition } from "./recovery.js";
 export { RunService, MAX_INPUT_BYTES, type StartRunRequest, type StartRunResult, type CancelRunResult, type RunView, type RunSummary } from "./runs.js";

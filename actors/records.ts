@@ -19,6 +19,9 @@ export async function readSnapshot<C>(nc: NatsConnection, partitions: number, ki
   const p = partitionOf(id, partitions);
   const read = await readLast(nc, partitionStream(p), kvSubject(partitionBucket(p), `${kind}.${id}`));
   if (read.outcome !== "found") return read;
+  // A deleted or purged key's last message is its marker: no record.
+  const op = read.message.headers["KV-Operation"];
+  if (op === "DEL" || op === "PURGE") return { outcome: "missing" };
   const decoded = actorRecordCodec.decode(read.message.data);
   if (!decoded.ok) return { outcome: "corrupt", detail: decoded.detail };
   const snapshot = decoded.value.snapshot as { value?: unknown; context?: C };

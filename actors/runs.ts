@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { runSummary, validateAgainstSchema, type RunContext } from "../machines/index.js";
-import { RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
+import { laneFor, runSummary, validateAgainstSchema, type RunContext } from "../machines/index.js";
+import { publish, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
 import { askActor } from "./ask.js";
 import { actorIdsIn, readSnapshot } from "./records.js";
 import type { DefinitionStore } from "./definitions.js";
@@ -16,7 +16,10 @@ export interface StartRunRequest {
   input?: unknown;
   /** Identity of the delivery that asked for this run; the same pair always means the same run. */
   start_key?: { source: string; delivery_id: string };
+  /** The lane; absent: interactive for a source the tenant allows it, batch for any other (C037). */
   lane?: "interactive" | "batch" | "migration";
+  /** Who asks (a token, default the start key's source, else `api`; the CLI says `cli`): decides the lane. */
+  source?: string;
   /** The tenant's project the run counts under (its project cap); default `default`. */
   project?: string;
   /** Scheduling priority of its attempts, 0–9 (default 5); its children inherit it, never more. */
@@ -48,6 +51,8 @@ export type StartRunResult =
   | { outcome: "definition_not_published"; reason: string }
   | { outcome: "input_too_large"; bytes: number; limit: number }
   | { outcome: "invalid_input"; reason: string }
+  /** The request named the interactive lane from a source the tenant does not allow it. */
+  | { outcome: "lane_not_allowed"; reason: string }
   /** The tenant's kill switch is on, it is draining, its day cap is spent, or its queue is full: no run is created. */
   | { outcome: "tenant_killed" | "tenant_draining" | "day_cap_reached" | "queue_full"; detail?: unknown };
 
@@ -81,24 +86,31 @@ export class RunService {
 
   async start(tenant: string, request: StartRunRequest): Promise<StartRunResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
-    const input = request.input ?? {};
-    const bytes = Buffer.byteLength(JSON.stringify(input));
-    if (bytes > MAX_INPUT_BYTES) return { outcome: "input_too_large", bytes, limit: MAX_INPUT_BYTES };
     const key = request.start_key ? startKey(request.start_key.source, request.start_key.delivery_id) : startKey("api", randomDeliveryId());
     const id = runIdFor(tenant, key);
     // Two independent reads, side by side: the definition, and a run this start key already made.
     const [resolved, existing] = await Promise.all([this.deps.definitions.resolve(tenant, request.definition, request.version), request.start_key ? this.get(tenant, id) : Promise.resolve(undefined)]);
+    // The same key always answers the same run, whatever this delivery names or carries (C017).
+    if (existing) return { outcome: "duplicate", run: existing };
+    const input = request.input ?? {};
+    const bytes = Buffer.byteLength(JSON.stringify(input));
+    if (bytes > MAX_INPUT_BYTES) return { outcome: "input_too_large", bytes, limit: MAX_INPUT_BYTES };
     if (resolved.outcome === "definition_not_found") return resolved;
     if (resolved.outcome === "definition_not_published") return resolved;
     if (resolved.plan.input_schema) {
       const checked = validateAgainstSchema(resolved.plan.input_schema, input);
       if (!checked.ok) return { outcome: "invalid_input", reason: checked.errors.map((e) => `${e.path}: ${e.message}`).join("; ") };
     }
-    if (existing) return { outcome: "duplicate", run: existing };
+    const source = request.source ?? request.start_key?.source ?? "api";
+    const lane = laneFor(request.lane, source, this.deps.tenants.policy(tenant)?.interactive_sources);
+    if (!lane.ok) return { outcome: "lane_not_allowed", reason: lane.reason };
     // Admission by the tenant actor: kill switch, drain, day cap, run concurrency.
     const project = request.project ?? "default";
     const admitted = await this.deps.tenants.admit(tenant, id, project);
-    if (admitted.outcome === "tenant_killed" || admitted.outcome === "tenant_draining" || admitted.outcome === "day_cap_reached" || admitted.outcome === "queue_full") return { outcome: admitted.outcome, detail: admitted };
+    if (admitted.outcome === "tenant_killed" || admitted.outcome === "tenant_draining" || admitted.outcome === "day_cap_reached" || admitted.outcome === "queue_full") {
+      await this.auditRefusal(tenant, admitted.outcome, { source, definition: resolved.ref, start_key: key });
+      return { outcome: admitted.outcome, detail: admitted };
+    }
     // Queued behind the tenant's caps: the run is created `queued` and starts when its tenant gives it a slot.
     if (admitted.outcome !== "admitted" && admitted.outcome !== "queued") throw new RunwayFault("admission_unavailable", `admission of ${id}: ${admitted.outcome}`, { kind: "retryable" });
     const seed = {
@@ -109,9 +121,9 @@ export class RunService {
       parent_node: null,
       depth: 0,
       definition: resolved.ref,
-      source: request.start_key?.source ?? "api",
+      source,
       start_key: key,
-      lane: request.lane ?? "interactive",
+      lane: lane.lane,
       ...(admitted.outcome === "queued" ? { admission: "queued" as const } : {}),
       ...(request.project ? { project } : {}),
       ...(request.priority !== undefined ? { priority: request.priority } : {}),
@@ -128,6 +140,16 @@ export class RunService {
     }
     if (answer.outcome === "invalid_input") return { outcome: "invalid_input", reason: answer.reason };
     throw new RunwayFault("start_unavailable", `start of ${id} not confirmed: ${answer.outcome}`, { kind: "retryable" });
+  }
+
+  /**
+   * A start refused at admission leaves one decision on the audit stream (`rw.audit.<tenant>.admission`,
+   * C033): no run exists, so its `run_id` is null. Allowed starts write nothing here.
+   */
+  private async auditRefusal(tenant: string, code: string, about: Record<string, unknown>): Promise<void> {
+    const decision = { type: "start_refused", code, tenant, run_id: null, at: this.deps.now(), ...about };
+    const stored = await publish(this.deps.nc, `rw.audit.${tenant}.admission`, new TextEncoder().encode(JSON.stringify(decision)), { msgId: `refused/${randomDeliveryId()}` });
+    if (stored.outcome !== "stored") throw new RunwayFault("audit_unavailable", `audit of a refused start: ${stored.outcome}`, { kind: "retryable" });
   }
 
   private async waitForRun(tenant: string, id: string): Promise<RunView> {

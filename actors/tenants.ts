@@ -22,6 +22,8 @@ export interface TenantPolicyView {
   killed: boolean;
   draining: boolean;
   provider_quotas: Record<string, { requests_per_minute: number; tokens_per_minute: number }>;
+  /** Sources that may start interactive runs (absent in a record stored before the setting). */
+  interactive_sources?: readonly string[];
 }
 
 type Answer = { outcome: string } & Record<string, unknown>;
@@ -85,6 +87,7 @@ export class TenantService {
       killed: cached.view.state === "killed",
       draining: cached.view.state === "draining",
       provider_quotas: s.provider_quotas,
+      ...(s.interactive_sources ? { interactive_sources: s.interactive_sources } : {}),
     };
   }
 

@@ -26,7 +26,7 @@ const USAGE = `usage: runway <command> [options]
   node  --name N [--servers URL,…] [--handlers a.ts,…] [--threads 2] [--replicas 1] [--lease-ttl-ms 10000] [--metrics-port P]
   tenant create <id> [--settings JSON] | tenant get <id> | tenant put <id> --settings JSON | tenant kill|drain|resume <id> [--reason R]
   def put <file.json> [--draft] | def get <name> [--version N] | def list
-  run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane interactive|batch|migration] [--project P] [--priority 0-9]
+  run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane interactive|batch|migration] [--source cli] [--project P] [--priority 0-9]
   run get <id> | run list [--status S] [--limit N] | run watch <id> | run cancel <id> [--reason TEXT]
 common: --servers URL,… (env RUNWAY_SERVERS, default nats://127.0.0.1:4222)  --user U --pass P  --tenant T (env RUNWAY_TENANT, default demo)`;
 
@@ -151,7 +151,7 @@ async function main(): Promise<void> {
       const { values, positionals } = parseArgs({
         args: rest,
         allowPositionals: true,
-        options: { ...common, input: { type: "string" }, key: { type: "string" }, lane: { type: "string" }, project: { type: "string" }, priority: { type: "string" }, status: { type: "string" }, limit: { type: "string" }, reason: { type: "string" } },
+        options: { ...common, input: { type: "string" }, key: { type: "string" }, lane: { type: "string" }, source: { type: "string", default: "cli" }, project: { type: "string" }, priority: { type: "string" }, status: { type: "string" }, limit: { type: "string" }, reason: { type: "string" } },
       });
       const id = positionals[0];
       if (sub === "start" && id) {
@@ -163,6 +163,8 @@ async function main(): Promise<void> {
               input: values.input ? JSON.parse(values.input) : {},
               ...(key && key.length >= 2 ? { start_key: { source: key[0]!, delivery_id: key.slice(1).join(":") } } : {}),
               ...(values.lane === "batch" || values.lane === "interactive" || values.lane === "migration" ? { lane: values.lane } : {}),
+              // Who asks decides the default lane: a person at the CLI is interactive where the tenant allows `cli`.
+              source: values.source,
               ...(values.project ? { project: values.project } : {}),
               // Passed as given: the API answers invalid_input for anything but an integer 0–9.
               ...(values.priority !== undefined ? { priority: Number(values.priority) } : {}),

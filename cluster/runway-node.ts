@@ -1,8 +1,8 @@
 import { resolve } from "node:path";
 import { createServer, type Server } from "node:http";
-import { DefinitionStore, DEFAULT_SCHEDULER, Dispatcher, type HeartbeatOutcome, QuotaGate, ensureDomainTopology, NodeMetrics, recoverPartition, runActor, RunService, StepExecutor, Sweeper, tenantActor, TenantService } from "../actors/index.js";
+import { DefinitionStore, DEFAULT_SCHEDULER, Dispatcher, type HeartbeatOutcome, QuotaGate, ensureDomainTopology, NodeMetrics, readParent, recoverPartition, runActor, RunService, StepExecutor, Sweeper, tenantActor, TenantService } from "../actors/index.js";
 import { startApi } from "../gateways/index.js";
-import { METRICS_CHANNEL, STEP_EXECUTE, STEP_LAPSED, STEP_READY, type ExecuteRequest, type ReadyTicket, type SchedulerConfig } from "../machines/index.js";
+import { METRICS_CHANNEL, STEP_ABORT, STEP_EXECUTE, STEP_LAPSED, STEP_READY, type AbortRequest, type ExecuteRequest, type ReadyTicket, type SchedulerConfig } from "../machines/index.js";
 import { createLogger, startNode, StepPool, systemClock, type Clock, type ConnectionConfig, type Logger, type MicroService, type RunwayNode } from "../runtime/index.js";
 
 export interface RunwayNodeConfig {
@@ -92,7 +92,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
   const started = await startNode({
     connection: config.connection,
     name: config.name,
-    actors: [runActor({ planOf: (digest) => definitionsOf().planOf(digest) }, { ...(config.stepLeaseTtlMs ? { leaseTtlMs: config.stepLeaseTtlMs } : {}), scheduled, expansionAdmission: config.expansionAdmission !== false, ...(config.waitGraceMs !== undefined ? { waitGraceMs: config.waitGraceMs } : {}) }), tenantActor],
+    actors: [runActor({ planOf: (digest) => definitionsOf().planOf(digest), parentOf: (parent, child) => readParent(node().nc, node().topology.partitions, parent, child) }, { ...(config.stepLeaseTtlMs ? { leaseTtlMs: config.stepLeaseTtlMs } : {}), scheduled, expansionAdmission: config.expansionAdmission !== false, ...(config.waitGraceMs !== undefined ? { waitGraceMs: config.waitGraceMs } : {}) }), tenantActor],
     topology: { replicas: config.replicas ?? 1 },
     ...(config.leaseTtlMs !== undefined ? { leaseTtlMs: config.leaseTtlMs } : {}),
     clock,
@@ -101,6 +101,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
       [STEP_EXECUTE]: (payload) => !config.faults?.dropLocal?.(STEP_EXECUTE) && executor?.execute(payload as ExecuteRequest),
       [STEP_READY]: (payload) => !config.faults?.dropLocal?.(STEP_READY) && dispatcher?.offer(payload as ReadyTicket),
       [STEP_LAPSED]: (payload) => dispatcher?.done((payload as { ticket: string }).ticket),
+      [STEP_ABORT]: (payload) => executor?.abort(payload as AbortRequest),
       [METRICS_CHANNEL]: (payload) => {
         const p = payload as { counter: string; tenant?: string; action?: string };
         metrics.inc(p.counter, MACHINE_COUNTERS[p.counter] ?? p.counter, { ...(p.tenant ? { tenant: p.tenant } : {}), ...(p.action ? { action: p.action } : {}) });

@@ -20,6 +20,7 @@ const schemas = {
     input: z.unknown().optional(),
     start_key: StartKey.optional(),
     lane: z.enum(["interactive", "batch", "migration"]).optional(),
+    source: TokenSchema.optional(),
     project: TokenSchema.optional(),
     priority: z.number().int().min(0).max(9).optional(),
     deadline_ms: z.number().int().positive().max(366 * 86_400_000).optional(),

@@ -22,6 +22,8 @@ export {
   validateAgainstSchema,
   PlanSchema,
   DEFAULT_LIMITS,
+  isPlatformStop,
+  PLATFORM_STOP_CODES,
   type Plan,
   type PlanNode,
   type CompileError,
@@ -38,6 +40,9 @@ export {
   STEP_EXECUTE,
   STEP_READY,
   STEP_LAPSED,
+  STEP_ABORT,
+  MAP_OUTPUT_LIMIT,
+  type AbortRequest,
   METRICS_CHANNEL,
   WAIT_GRACE_MS,
   sweepPlan,
@@ -55,6 +60,7 @@ export {
   type ReadyTicket,
   type DefinitionRef,
   type Lane,
+  type ParentView,
 } from "./execution/index.js";
 export {
   tenantMachine,
@@ -67,5 +73,6 @@ export {
   type TenantAnswer,
   type AdmitAnswer,
   TokenSchema,
+  laneFor,
 } from "./tenant/index.js";
 export { emptyScheduler, enqueue, next, release, metrics as schedulerMetrics, type SchedulerState, type SchedulerConfig, type TenantPolicy, type Ticket, type TokenBucket } from "./scheduler/index.js";

@@ -1,6 +1,6 @@
 import { applyStepOp, type RetryPolicy, type StepError, type StepState } from "../step/index.js";
 import { mapItemInput, mapItems, resolveTemplate, type PlanNode } from "../workflow/index.js";
-import { fail, METRICS_CHANNEL, publish, scopeOf, STEP_EXECUTE, STEP_LAPSED, STEP_READY, succeed, type Draft } from "./draft.js";
+import { abortAttempts, fail, METRICS_CHANNEL, publish, scopeOf, STEP_EXECUTE, STEP_LAPSED, STEP_READY, succeed, type Draft } from "./draft.js";
 import type { ExecuteRequest, ExecutionEvent, ReadyTicket, RunContext } from "./types.js";
 
 /**
@@ -37,7 +37,7 @@ export function leaseTimer(d: Draft, node: PlanNode, holder: { step?: StepState;
   });
 }
 
-export type Holder = { step?: StepState; lease_expires_at?: number; offered?: number; offered_at?: number };
+export type Holder = { step?: StepState; lease_expires_at?: number; offered?: number; offered_at?: number; reoffered?: boolean };
 
 /**
  * Makes a ready attempt run: offered to the node's fair scheduler when the engine schedules
@@ -104,6 +104,7 @@ export function leaseNow(d: Draft, node: PlanNode, holder: Holder, item: number 
   holder.step = s;
   delete holder.offered;
   delete holder.offered_at;
+  delete holder.reoffered;
   if (node.kind !== "code" && node.kind !== "map") return;
   holder.lease_expires_at = d.now + leaseTtl(d, node);
   leaseTimer(d, node, holder, item);
@@ -141,7 +142,7 @@ export function onLease(d: Draft, e: Extract<ExecutionEvent, { type: "step.lease
   } else {
     input = resolveTemplate(("input" in node ? node.input : null) ?? null, scope);
   }
-  if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` }, true);
+  if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` });
   const ticket = `${d.run.id}/${e.node}${e.item !== undefined ? `[${e.item}]` : ""}/${e.attempt}`;
   leaseNow(d, node, holder, e.item, input.value, ticket);
   const s = holder.step!;
@@ -159,7 +160,7 @@ export function pumpMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>): voi
     const it = items[i]!;
     if (it.step.status !== "ready" || it.offered !== undefined) continue;
     const input = list.ok ? mapItemInput(node, scope, list.items[i], i) : ({ ok: false, path: node.items } as const);
-    if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` }, true);
+    if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` });
     lease(d, node, it, i, input.value);
     if ((it.step.status as string) === "leased" || it.offered !== undefined) inFlight++;
   }
@@ -182,6 +183,8 @@ export function expireLease(d: Draft, node: PlanNode, item: number | undefined, 
   const lost: StepError = { code: "worker_lost", message: "the attempt's lease expired without a heartbeat", retryable: true };
   const r = applyStepOp(holder.step, { op: "fail", now: d.now, attempt: holder.step.attempt, lease_epoch: holder.step.lease_epoch, error: lost, policy: policyOf(node) });
   if (r.outcome !== "moved") return;
+  // The lapsed attempt may still be running here (a handler deaf to its heartbeat): stop it.
+  abortAttempts(d, [{ node: node.id, ...(item !== undefined ? { item } : {}), attempt: holder.step.attempt, lease_epoch: holder.step.lease_epoch }], "lease_expired");
   holder.step = r.state;
   delete holder.lease_expires_at;
   publish(d, "step_lease_expired", { node: node.id, ...(item !== undefined ? { item } : {}), attempt: r.state.attempt });
@@ -214,4 +217,33 @@ export type AliveAttempt = { node: string; item?: number; attempt: number; lease
 
 export function isAlive(alive: readonly AliveAttempt[], node: string, item: number | undefined, step: { attempt: number; lease_epoch: number }): boolean {
   return alive.some((a) => a.node === node && a.item === item && a.attempt === step.attempt && a.lease_epoch === step.lease_epoch);
+}
+
+/**
+ * An offer made again by the sweep and still not leased a pass later: the attempt is minted (so
+ * a grant still on its way is fenced) and fails `dispatch_lost`, retryable, under the step's own
+ * policy. Judged at the sweeper's clock `at`.
+ */
+export function loseDispatch(d: Draft, node: PlanNode, item: number | undefined, at: number): void {
+  const n = d.run.nodes[node.id]!;
+  const holder: Holder | undefined = item === undefined ? n : n.items?.[item];
+  if (!holder?.step || holder.step.status !== "ready") return;
+  const minted = applyStepOp(holder.step, { op: "lease", now: Math.max(d.now, at) });
+  if (minted.outcome !== "moved") return;
+  const lost: StepError = { code: "dispatch_lost", message: "offered to the scheduler twice and never leased", retryable: true };
+  const r = applyStepOp(minted.state, { op: "fail", now: d.now, attempt: minted.state.attempt, lease_epoch: minted.state.lease_epoch, error: lost, policy: policyOf(node) });
+  if (r.outcome !== "moved") return;
+  holder.step = r.state;
+  delete holder.offered;
+  delete holder.offered_at;
+  delete holder.reoffered;
+  d.effects.push({ type: "runway.local", channel: STEP_LAPSED, payload: { ticket: `${d.run.id}/${node.id}${item !== undefined ? `[${item}]` : ""}/${minted.state.attempt}` } });
+  if (node.kind === "map") return pumpMap(d, node);
+  if (r.state.status === "ready") {
+    publish(d, "step_retrying", { node: node.id, attempt: minted.state.attempt, error: lost, not_before: r.state.not_before });
+    const input = resolveTemplate(("input" in node ? node.input : null) ?? null, scopeOf(d.run));
+    lease(d, node, n, undefined, input.ok ? input.value : null);
+  } else {
+    fail(d, node.id, { code: "dispatch_lost", message: lost.message });
+  }
 }

@@ -35,7 +35,7 @@ export function admitItems(d: Draft, nodeId: string): void {
   if (node.kind !== "map") return;
   n.expansion = { ...n.expansion!, state: "admitted" };
   const items = mapItems(node, scopeOf(d.run));
-  if (!items.ok) return fail(d, node.id, { code: items.code, message: items.detail }, items.code === "reference_unreadable");
+  if (!items.ok) return fail(d, node.id, { code: items.code, message: items.detail });
   n.items = items.items.map(() => ({ step: ready(pendingStep(), d.now) }));
   pumpMap(d, node);
 }

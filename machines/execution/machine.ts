@@ -1,6 +1,7 @@
 import { emit, enqueueActions, setup } from "xstate";
 import { TERMINAL } from "../run/index.js";
 import { isAlive } from "./attempts.js";
+import { createRefusal } from "./create.js";
 import { reduce } from "./reduce.js";
 import { sweepPlan } from "./sweep.js";
 import type { ExecutionContext, ExecutionEvent, NodeRun } from "./types.js";
@@ -19,6 +20,8 @@ function attemptOf(n: NodeRun | undefined, item: number | undefined) {
 export const executionMachine = setup({
   types: { context: {} as ExecutionContext, events: {} as ExecutionEvent },
   guards: {
+    /** The seed breaks the tree shape, or (a child) its parent was cancelled, ended or stopped waiting on it: nothing is created. */
+    createRefused: ({ event }) => event.type === "run.create" && createRefusal(event.run, event.parent) !== null,
     terminal: ({ context }) => context.run !== null && TERMINAL.has(context.run.lifecycle.status),
     resultIsCurrent: ({ context, event }) => {
       if (event.type !== "step.result") return false;
@@ -68,6 +71,9 @@ export const executionMachine = setup({
   actions: {
     answerStale: emit({ type: "runway.answer", value: { outcome: "stale_lease" } } as never),
     answerStaleCancel: emit({ type: "runway.answer", value: { outcome: "stale_cancel_epoch" } } as never),
+    answerCreateRefused: enqueueActions(({ event, enqueue }) => {
+      if (event.type === "run.create") enqueue.emit({ type: "runway.answer", value: createRefusal(event.run, event.parent) } as never);
+    }),
     answerNotReady: emit({ type: "runway.answer", value: { outcome: "not_ready" } } as never),
     reduce: enqueueActions(({ context, event, enqueue }) => {
       const next = reduce(context, event);
@@ -80,7 +86,7 @@ export const executionMachine = setup({
   context: { run: null },
   initial: "new",
   states: {
-    new: { on: { "run.create": { target: "live", actions: "reduce" } } },
+    new: { on: { "run.create": [{ guard: "createRefused", actions: "answerCreateRefused" }, { target: "live", actions: "reduce" }] } },
     live: {
       always: { guard: "terminal", target: "ended" },
       on: {

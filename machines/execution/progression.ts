@@ -1,10 +1,10 @@
 import { bound } from "../bound.js";
 import { isTerminal, type RunOpEvent } from "../run/index.js";
 import { applyStepOp, pendingStep } from "../step/index.js";
-import { mapItems, progress, resolveTemplate, runOutcome, runResult, type PlanNode } from "../workflow/index.js";
+import { isPlatformStop, mapItems, progress, resolveTemplate, runOutcome, runResult, type PlanNode } from "../workflow/index.js";
 import { childPriority } from "../scheduler/index.js";
 import { DEFAULT_PRIORITY, lease, pumpMap, ready } from "./attempts.js";
-import { fail, MAX_DEPTH, move, publish, scopeOf, states, succeed, WAIT_GRACE_MS, type Draft } from "./draft.js";
+import { abortAttempts, fail, liveAttempts, MAX_DEPTH, move, publish, scopeOf, states, succeed, WAIT_GRACE_MS, type Draft } from "./draft.js";
 import { askExpansion } from "./expansion.js";
 import type { RunError } from "./types.js";
 
@@ -20,29 +20,44 @@ import type { RunError } from "./types.js";
  * work nodes start; the run records those decisions and starts the work. Starting may settle a
  * node at once (an empty map, an unreadable reference), so it repeats until nothing changes,
  * then settles the run. The one walk the property tests exercise is the one that runs.
+ * A platform stop (a node failed under a code of `workflow/stops.ts`) ends the walk there: no
+ * node after it starts, and the run fails with that code.
  */
 export function advance(d: Draft): void {
   for (let guard = 0; guard < d.plan.nodes.length * 4 + 8; guard++) {
+    if (d.stop) return stopRun(d);
     const step = progress(d.plan, states(d.run), d.run.input);
     for (const id of step.skipped) {
       d.run.nodes[id] = { s: "skipped" };
       publish(d, "step_skipped", { node: id });
     }
-    const fatal = new Map(step.fatal.map((f) => [f.id, f]));
+    const unreadable = new Map(step.fatal.map((f) => [f.id, f]));
     for (const settled of step.settled) {
-      const f = fatal.get(settled.id);
+      const f = unreadable.get(settled.id);
       const kind = d.byId.get(settled.id)?.kind;
-      if (f) fail(d, settled.id, { code: f.code, message: `unreadable condition ${f.path}` }, true);
+      if (f) fail(d, settled.id, { code: f.code, message: `unreadable condition ${f.path}` });
       else if (settled.status === "failed") fail(d, settled.id, { code: "branch_failed", message: `a member of ${settled.id} failed` });
       else if (kind === "branch") {
         d.run.nodes[settled.id]!.taken = settled.taken;
         succeed(d, settled.id, { taken: settled.taken });
       } else succeed(d, settled.id);
     }
+    if (d.stop) return stopRun(d);
     if (step.ready.length === 0) break;
-    for (const id of step.ready) start(d, d.byId.get(id)!);
+    for (const id of step.ready) {
+      start(d, d.byId.get(id)!);
+      if (d.stop) return stopRun(d);
+    }
   }
   settleRun(d);
+}
+
+/** A platform stop: everything still pending or active is stopped (children cancelled, attempts fenced), and the run fails with the stop's code. */
+function stopRun(d: Draft): void {
+  if (isTerminal(d.run.lifecycle.status)) return;
+  const { node, error } = d.stop!;
+  stopNodes(d, "parent_failed");
+  finish(d, "failed", { code: error.code, message: `${node}: ${error.message}`, nodes: [node] });
 }
 
 export function start(d: Draft, node: PlanNode): void {
@@ -51,7 +66,7 @@ export function start(d: Draft, node: PlanNode): void {
   switch (node.kind) {
     case "code": {
       const input = resolveTemplate(node.input ?? null, scope);
-      if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` }, true);
+      if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` });
       n.s = "active";
       n.step = ready(pendingStep(), d.now);
       lease(d, node, n, undefined, input.value);
@@ -59,7 +74,7 @@ export function start(d: Draft, node: PlanNode): void {
     }
     case "map": {
       const items = mapItems(node, scope);
-      if (!items.ok) return fail(d, node.id, { code: items.code, message: items.detail }, items.code === "reference_unreadable");
+      if (!items.ok) return fail(d, node.id, { code: items.code, message: items.detail });
       if (items.items.length === 0) return succeed(d, node.id, []);
       n.s = "active";
       if (d.event.expansion_admission) return askExpansion(d, node.id, items.items.length);
@@ -73,7 +88,7 @@ export function start(d: Draft, node: PlanNode): void {
       if (d.run.depth + 1 > MAX_DEPTH) return fail(d, node.id, { code: "depth_exceeded", message: `a child would be at depth ${d.run.depth + 1}; the limit is ${MAX_DEPTH}` });
       if (!child || !definition) return fail(d, node.id, { code: "definition_not_found", message: `workflow ${node.workflow} is not published` });
       const input = resolveTemplate(node.input ?? null, scope);
-      if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` }, true);
+      if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` });
       n.s = "active";
       n.child = child;
       const r = d.run;
@@ -120,6 +135,8 @@ export function start(d: Draft, node: PlanNode): void {
 /** Nothing more is scheduled: pending and active nodes are cancelled, running attempts fenced by a new cancellation epoch, children told. */
 export function stopNodes(d: Draft, childReason: string): void {
   d.run.cancellation_epoch++;
+  const live = Object.entries(d.run.nodes).flatMap(([id, n]) => (n.s === "active" ? [...liveAttempts(id, [n], false), ...liveAttempts(id, n.items ?? [], true)] : []));
+  abortAttempts(d, live, childReason);
   for (const n of Object.values(d.run.nodes)) {
     if (n.s !== "pending" && n.s !== "active") continue;
     n.s = "cancelled";
@@ -142,10 +159,11 @@ export function settleRun(d: Draft): void {
     parkOrRun(d);
     return;
   }
-  const fatal = Object.entries(d.run.nodes).filter(([, n]) => n.s === "failed" && n.fatal).map(([id]) => id);
-  if (fatal.length > 0) {
-    const first = d.run.nodes[fatal[0]!]!.error!;
-    return finish(d, "failed", { code: first.code, message: first.message, nodes: fatal });
+  // A record stored before platform stops ended the walk at once may hold one that was walked past.
+  const stops = Object.entries(d.run.nodes).filter(([, n]) => n.s === "failed" && isPlatformStop(n.error?.code)).map(([id]) => id);
+  if (stops.length > 0) {
+    const first = d.run.nodes[stops[0]!]!.error!;
+    return finish(d, "failed", { code: first.code, message: first.message, nodes: stops });
   }
   if (outcome.status === "failed") {
     const first = d.run.nodes[outcome.failed[0]!]?.error;

@@ -1,14 +1,14 @@
 import { queuedLifecycle } from "../run/index.js";
 import { applyStepOp, type StepError } from "../step/index.js";
-import { resolveTemplate, validateAgainstSchema } from "../workflow/index.js";
-import { expireLease, isAlive, lease, onHeartbeat, onLease, policyOf, pumpMap, type AliveAttempt } from "./attempts.js";
-import { fail, METRICS_CHANNEL, move, PLATFORM_RETRIES, publish, runSummary, scopeOf, succeed, type Draft, type Effect } from "./draft.js";
+import { isPlatformStop, resolveTemplate, utf8Length, validateAgainstSchema } from "../workflow/index.js";
+import { expireLease, isAlive, lease, loseDispatch, onHeartbeat, onLease, policyOf, pumpMap, type AliveAttempt } from "./attempts.js";
+import { abortAttempts, fail, liveAttempts, MAP_OUTPUT_LIMIT, METRICS_CHANNEL, move, PLATFORM_RETRIES, publish, runSummary, scopeOf, succeed, type Draft, type Effect } from "./draft.js";
 import { admitItems, askExpansion, releaseExpansions } from "./expansion.js";
 import { advance, finish, notifyParent, stopNodes } from "./progression.js";
 import { sweepPlan } from "./sweep.js";
 import type { ExecutionContext, ExecutionEvent, NodeRun, RunContext } from "./types.js";
 
-export { MAX_DEPTH, WAIT_GRACE_MS, STEP_EXECUTE, STEP_READY, STEP_LAPSED, METRICS_CHANNEL, PLATFORM_RETRIES, runSummary, type Effect } from "./draft.js";
+export { MAX_DEPTH, MAP_OUTPUT_LIMIT, WAIT_GRACE_MS, STEP_ABORT, STEP_EXECUTE, STEP_READY, STEP_LAPSED, type AbortRequest, METRICS_CHANNEL, PLATFORM_RETRIES, runSummary, type Effect } from "./draft.js";
 export { LEASE_GRACE_MS } from "./attempts.js";
 
 /**
@@ -124,7 +124,10 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
   if (r.outcome !== "moved") return;
   holder.step = r.state;
   if (e.outcome === "succeeded") holder.output = e.output === undefined ? null : e.output;
-  if (node.kind === "map") {
+  if (node.kind === "map" && e.outcome === "succeeded" && outgrows(n, holder.output)) {
+    stopItems(d, e.node);
+    fail(d, e.node, { code: "fanout_output_too_large", message: `the items' combined output would exceed ${MAP_OUTPUT_LIMIT} bytes (larger results are stored by reference; make items return less or split the map)` });
+  } else if (node.kind === "map") {
     if (r.state.status === "ready") publish(d, "step_retrying", { node: e.node, item: e.item, attempt: e.attempt, error });
     pumpMap(d, node);
   } else if (r.state.status === "succeeded") {
@@ -137,6 +140,22 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
     fail(d, e.node, { code: error.code, message: error.message, retryable: false });
   }
   advance(d);
+}
+
+/** Adds an item's output to its map's combined size; true when the combined output would pass the bound. */
+function outgrows(n: NodeRun, output: unknown): boolean {
+  n.output_bytes = (n.output_bytes ?? 0) + utf8Length(JSON.stringify(output) ?? "null");
+  return n.output_bytes > MAP_OUTPUT_LIMIT;
+}
+
+/** A map that stops early: its unfinished items are cancelled (a running attempt's late report is then refused). */
+function stopItems(d: Draft, id: string): void {
+  abortAttempts(d, liveAttempts(id, d.run.nodes[id]!.items ?? [], true), "fanout_output_too_large");
+  for (const it of d.run.nodes[id]!.items ?? []) {
+    const r = applyStepOp(it.step, { op: "cancel", now: d.now });
+    if (r.outcome === "moved") it.step = r.state;
+    delete it.output;
+  }
 }
 
 function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>): void {
@@ -164,8 +183,10 @@ function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>):
   advance(d);
 }
 
+/** A child's end settles its node. A child that ended under a platform stop carries its code across: its parent stops too. */
 function onChild(d: Draft, e: Extract<ExecutionEvent, { type: "child.settled" }>): void {
   if (e.status === "succeeded") succeed(d, e.node, e.result ?? null);
+  else if (e.status === "failed" && isPlatformStop(e.error?.code)) fail(d, e.node, { code: e.error!.code, message: `child run ${e.child}: ${e.error!.message}` });
   else fail(d, e.node, { code: e.status === "cancelled" ? "child_cancelled" : "child_failed", message: e.error?.message ?? `child run ${e.child} ${e.status}` });
   advance(d);
 }
@@ -201,13 +222,18 @@ function onSweep(d: Draft, at: number): void {
       askExpansion(d, a.node, n.expansion!.children);
     } else if (a.action === "expire_lease") {
       expireLease(d, node, a.item, at);
+    } else if (a.action === "dispatch_lost") {
+      loseDispatch(d, node, a.item, at);
     } else if (a.item !== undefined) {
-      delete n.items![a.item]!.offered;
+      const it = n.items![a.item]!;
+      delete it.offered;
+      it.reoffered = true;
       maps.add(a.node);
     } else {
       delete n.offered;
       const input = resolveTemplate(("input" in node ? node.input : null) ?? null, scopeOf(d.run));
       lease(d, node, n, undefined, input.ok ? input.value : null);
+      if (n.step?.status === "ready") n.reoffered = true;
     }
   }
   for (const id of maps) {
@@ -227,9 +253,9 @@ function onParentGone(d: Draft, parentStatus: string): void {
 /** After a restart or takeover: attempts that lived in the lost process fail as `worker_lost` and retry now. */
 function onRecover(d: Draft, alive: readonly AliveAttempt[]): void {
   // Offers to the lost process's scheduler are gone too: offer again.
-  for (const n of Object.values(d.run.nodes)) {
-    if (n.offered !== undefined) delete n.offered;
-    for (const it of n.items ?? []) if (it.offered !== undefined) delete it.offered;
+  for (const holder of Object.values(d.run.nodes).flatMap((n) => [n, ...(n.items ?? [])])) {
+    delete holder.offered;
+    delete holder.reoffered;
   }
   for (const node of d.plan.nodes) {
     const n = d.run.nodes[node.id]!;

@@ -25,8 +25,10 @@ export type SweepAction =
   | { action: "recheck_admission"; tenant: string }
   /** A lease past expiry and grace: the attempt fails `worker_lost` and retries under its policy. */
   | { action: "expire_lease"; node: string; item?: number }
-  /** A ready attempt whose offer (or retry timer) was lost is offered again. */
+  /** A ready attempt whose offer (or retry timer) was lost is offered again, once. */
   | { action: "reoffer"; node: string; item?: number }
+  /** Offered again and still not leased a pass later: the attempt fails `dispatch_lost` and follows its retry policy. */
+  | { action: "dispatch_lost"; node: string; item?: number }
   /** Waiting past its deadline (which includes the grace window): ended `wait_abandoned`. */
   | { action: "wait_abandoned" }
   /** A map's expansion asked of the tenant long ago and never answered: asked again (the tenant answers once per node). */
@@ -34,7 +36,7 @@ export type SweepAction =
 
 const live = (s: string) => s === "leased" || s === "running";
 
-function holderActions(node: string, h: { step?: NodeRun["step"]; lease_expires_at?: number; offered?: number; offered_at?: number }, item: number | undefined, at: number, s: SweepSettings): SweepAction[] {
+function holderActions(node: string, h: { step?: NodeRun["step"]; lease_expires_at?: number; offered?: number; offered_at?: number; reoffered?: boolean }, item: number | undefined, at: number, s: SweepSettings): SweepAction[] {
   const step = h.step;
   if (!step) return [];
   const where = { node, ...(item !== undefined ? { item } : {}) };
@@ -43,7 +45,9 @@ function holderActions(node: string, h: { step?: NodeRun["step"]; lease_expires_
   // A map item never offered is the map's own pacing (its concurrency), not a lost hand-over.
   if (item !== undefined && h.offered === undefined) return [];
   const since = h.offered_at ?? step.not_before ?? 0;
-  return at - since >= s.reoffer_after_ms ? [{ action: "reoffer", ...where }] : [];
+  if (at - since < s.reoffer_after_ms) return [];
+  // A lost hand-over is repaired once; one that is lost again is the attempt's failure, so nothing loops silently.
+  return [{ action: h.reoffered ? "dispatch_lost" : "reoffer", ...where }];
 }
 
 export function sweepPlan(run: RunContext, at: number, settings: SweepSettings = DEFAULT_SWEEP): SweepAction[] {

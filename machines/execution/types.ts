@@ -25,6 +25,8 @@ export interface ItemRun {
   offered?: number;
   /** When it was offered (a sweep offers again an offer lost on its way). */
   offered_at?: number;
+  /** The sweep offered this attempt again; lost a second time, it fails `dispatch_lost`. */
+  reoffered?: boolean;
 }
 
 export interface NodeRun {
@@ -36,15 +38,16 @@ export interface NodeRun {
   /** Code nodes: the attempt offered to the node's scheduler and not yet leased. */
   offered?: number;
   offered_at?: number;
+  reoffered?: boolean;
   /** Map nodes: one attempt lifecycle per item, in input order. */
   items?: ItemRun[];
+  /** Map nodes: the combined size (JSON, UTF-8) of the item outputs so far (bounded by MAP_OUTPUT_LIMIT). */
+  output_bytes?: number;
   output?: unknown;
   taken?: "then" | "else";
   child?: string;
   wake_at?: number;
   error?: RunError;
-  /** A failure that no `continue_on_error` may tolerate (unreadable reference, platform stop). */
-  fatal?: boolean;
   /**
    * Map nodes under expansion admission: asked of the tenant (`pending`), admitted (its items
    * count against the tenant's active descendants), then `released` once the node settled.
@@ -105,7 +108,8 @@ export const RunSeedSchema = z.object({
   definition: z.object({ name: z.string(), version: z.number().int().positive(), digest: z.string() }),
   source: z.string(),
   start_key: z.string(),
-  lane: z.enum(["interactive", "batch", "migration"]),
+  /** A seed that names no lane is batch: a value nobody wrote never reads as interactive. */
+  lane: z.enum(["interactive", "batch", "migration"]).default("batch"),
   admission: z.enum(["admitted", "queued"]).optional(),
   project: TokenSchema.optional(),
   priority: z.number().int().min(0).max(9).optional(),
@@ -177,10 +181,22 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
 ]);
 export type RunCommand = z.infer<typeof RunCommandSchema>;
 
+/** A child's parent as its create read it (one read of the parent's record). */
+export interface ParentView {
+  status: RunLifecycle["status"];
+  tenant: string;
+  root_run_id: string;
+  depth: number;
+  /** The parent's node that starts this child is active and names this child. */
+  waits: boolean;
+}
+
 /** What `prepare` adds: the pinned plan and, for subworkflow nodes, the children it may start. */
 export interface Prepared {
   now: number;
   plan: Plan;
+  /** A child's `run.create`: its parent, read once at create (null: no such run). */
+  parent?: ParentView | null;
   /** Child run id for each subworkflow node of this run. */
   child_ids?: Record<string, string>;
   /** Pinned definition of each workflow a subworkflow node names. */

@@ -54,3 +54,4 @@ export {
   type SettingsResult,
 } from "./settings.js";
 export { TENANT_TRANSITIONS, STATE_COMMANDS, isLiveState } from "./table.js";
+export { laneFor, type LaneDecision, type StartLane } from "./lanes.js";

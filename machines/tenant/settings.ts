@@ -49,10 +49,14 @@ const ExpansionLimits = z.strictObject({
   max_active_descendants: z.number().int().min(0).max(10_000_000).default(10_000),
 });
 export type TenantExpansionLimits = z.output<typeof ExpansionLimits>;
+/** The callers (a start's `source`) that may start interactive runs; the CLI's person at a terminal by default. */
+const InteractiveSources = z.array(TokenSchema).max(100);
+export const DEFAULT_INTERACTIVE_SOURCES: readonly string[] = Object.freeze(["cli"]);
 
 /**
  * A tenant's settings, with defaults: weight 1 (fair-share weight), 100 active runs, no project
- * caps, 100,000 starts per UTC day, no provider quotas, the expansion limits above. Unknown keys are rejected, so a typo
+ * caps, 100,000 starts per UTC day, no provider quotas, the expansion limits above, interactive
+ * starts from the CLI only. Unknown keys are rejected, so a typo
  * is an error instead of a silently ignored setting.
  */
 export const TenantSettingsSchema = z.strictObject({
@@ -63,6 +67,7 @@ export const TenantSettingsSchema = z.strictObject({
   day_cap: DayCap.default(100_000),
   provider_quotas: ProviderQuotas.default(() => ({})),
   expansion_limits: ExpansionLimits.default(() => ExpansionLimits.parse({})),
+  interactive_sources: InteractiveSources.default(() => [...DEFAULT_INTERACTIVE_SOURCES]),
 });
 export type TenantSettings = z.output<typeof TenantSettingsSchema>;
 
@@ -79,6 +84,7 @@ export const TenantSettingsPatchSchema = z.strictObject({
   day_cap: DayCap.optional(),
   provider_quotas: ProviderQuotas.optional(),
   expansion_limits: ExpansionLimits.optional(),
+  interactive_sources: InteractiveSources.optional(),
 });
 export type TenantSettingsPatch = z.output<typeof TenantSettingsPatchSchema>;
 

@@ -69,3 +69,4 @@ export {
 export { childDepthAllowed, workflowDepth, type DepthResult, type LoadPlan, type PlanLike } from "./depth.js";
 export { retryDelay } from "./retry.js";
 export { progress, type Fatal, type Progress, type Settled } from "./progress.js";
+export { isPlatformStop, PLATFORM_STOP_CODES, type PlatformStopCode } from "./stops.js";

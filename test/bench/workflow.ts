@@ -24,7 +24,7 @@ async function world(): Promise<World> {
   await waitFor(() => node.node.host.ownedPartitions().length === 32, { timeoutMs: 30_000, describe: "partitions" });
   const nc = await connect(server.connectOptions());
   const client = new RunwayClient(nc, "bench", 60_000);
-  await client.createTenant("bench", { max_concurrency: 10_000 });
+  await client.createTenant("bench", { max_concurrency: 10_000, interactive_sources: ["bench"] });
   const waiters = new Map<string, (type: string) => void>();
   const early = new Map<string, string>();
   // Progress events are plain subjects too: a core subscription sees every completion.
@@ -172,7 +172,7 @@ export async function fairness(): Promise<Record<string, unknown>> {
       const out: number[] = [];
       for (let i = 0; i < n; i++) {
         const t0 = performance.now();
-        const answer = await w.client.startRun({ definition: "quick", lane: "interactive" });
+        const answer = await w.client.startRun({ definition: "quick", lane: "interactive", source: "bench" });
         const id = (answer.run as { id: string }).id;
         const at = await waitFor(() => firstStep.get(id), { timeoutMs: 30_000, intervalMs: 1, describe: `first step of ${id}` });
         out.push(at - t0);

@@ -47,13 +47,14 @@ describe("fair scheduling", () => {
   it("interactive reserve: a flood of batch work queued by one tenant does not delay another tenant's interactive runs", async () => {
     const d = world.node.dispatcher!;
     const a = await tenant("flood");
-    const b = await tenant("inter");
+    // The console is the tenant's interactive caller (C037: the lane comes from who asks).
+    const b = await tenant("inter", { interactive_sources: ["console"] });
     const floods: string[] = [];
     for (let r = 0; r < 20; r++) floods.push(((await a.startRun({ definition: "wide", input: items(100), lane: "batch" })).run as RunAnswer).id);
     await waitFor(() => (d.leasesByTenant.get("flood") ?? 0) > 50, { timeoutMs: 20_000, describe: "the flood to be running" });
     const mark = d.recent.length;
     const interactive: string[] = [];
-    for (let r = 0; r < 20; r++) interactive.push(((await b.startRun({ definition: "one", lane: "interactive" })).run as RunAnswer).id);
+    for (let r = 0; r < 20; r++) interactive.push(((await b.startRun({ definition: "one", lane: "interactive", source: "console" })).run as RunAnswer).id);
     await Promise.all(interactive.map((id) => settled(b, id)));
     const after = d.recent.slice(mark);
     const inter = after.filter((x) => x.tenant === "inter");

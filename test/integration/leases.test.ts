@@ -72,8 +72,8 @@ it("metrics: lease acquisitions and expiries and zombie rejections, as JSON over
   expect(body.metrics.lease_expiries).toEqual({ "tenant=z1": 1 });
   // Queue wait and slowdown of the served attempts, by tenant and class ((wait + run) / run ≥ 1).
   const slowdown = body.metrics.scheduler_mean_slowdown as Record<string, number>;
-  expect(slowdown["tenant=z1,class=interactive"]).toBeGreaterThanOrEqual(1);
-  expect((body.metrics.scheduler_mean_wait_ms as Record<string, number>)["tenant=z1,class=interactive"]).toBeGreaterThanOrEqual(0);
+  expect(slowdown["tenant=z1,class=automation"]).toBeGreaterThanOrEqual(1);
+  expect((body.metrics.scheduler_mean_wait_ms as Record<string, number>)["tenant=z1,class=automation"]).toBeGreaterThanOrEqual(0);
   const text = (await world.nc.request("runway.v1.ops.metrics.prometheus", "", { timeout: 5_000 })).string();
   expect(text).toMatch(/^# TYPE runway_lease_acquisitions counter$/m);
   expect(text).toMatch(/^runway_lease_expiries\{node="lease-node",tenant="z1"\} 1$/m);

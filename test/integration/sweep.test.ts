@@ -47,7 +47,7 @@ const view = async (client: RunwayClient, id: string) => (await client.getRun(id
 const statusOf = async (client: RunwayClient, id: string) => (await view(client, id)).status;
 const until = (client: RunwayClient, id: string, status: string) => waitFor(async () => (await statusOf(client, id)) === status || undefined, { timeoutMs: 20_000, describe: `run ${id} to be ${status}` });
 
-it("a run queued behind its tenant's concurrency cap is not reaped at any age, and starts when the slot frees; a waiting run survives every pass", async () => {
+it("C133 a run queued behind its tenant's concurrency cap is not reaped at any age, and starts when the slot frees; a waiting run survives every pass", async () => {
   const client = await tenantWith("q1", { max_concurrency: 1 });
   await publish(client, { name: "nap", nodes: [{ id: "nap", kind: "sleep", duration_ms: HOUR }, { id: "after", kind: "code", needs: ["nap"], handler: "noop" }] });
   await publish(client, { name: "one", nodes: [{ id: "a", kind: "code", handler: "noop" }] });
@@ -104,6 +104,25 @@ it("lost dispatch: an offer that never reached the scheduler is offered again by
   expect(done.nodes.a!.attempt).toBe(1);
 });
 
+it("C106 C123 a dispatch lost again after its re-offer fails the attempt dispatch_lost, and the retry policy decides: the next attempt runs; C133 a queued run is never failed", async () => {
+  const client = await tenantWith("d2");
+  await publish(client, { name: "one", nodes: [{ id: "a", kind: "code", handler: "echo", input: { ok: true }, retry: { max_attempts: 2, backoff_ms: 0, max_backoff_ms: 0 } }] });
+  drops.add(STEP_READY);
+  const run = (await client.startRun({ definition: "one" })).run as View;
+  await waitFor(() => !drops.has(STEP_READY) || undefined, { timeoutMs: 10_000, describe: "the offer to be dropped" });
+  // The re-offer is lost too.
+  drops.add(STEP_READY);
+  const t = Date.now();
+  expect(repairs(await world.node.sweeper.pass(t + 61_000))).toEqual({ reoffer: 1 });
+  await waitFor(() => !drops.has(STEP_READY) || undefined, { timeoutMs: 10_000, describe: "the re-offer to be dropped" });
+  expect((await view(client, run.id)).nodes.a).toMatchObject({ status: "active", attempt: 0 });
+  // The next pass finds it still not moved: attempt 1 fails dispatch_lost and attempt 2 is offered (and runs).
+  expect(repairs(await world.node.sweeper.pass(t + 122_000))).toEqual({ dispatch_lost: 1 });
+  const done = await settled(client, run.id);
+  expect(done.status).toBe("succeeded");
+  expect(done.nodes.a!.attempt).toBe(2);
+});
+
 it("a stale lease (its attempt never ran, its timer not due yet) is expired by the sweep: worker_lost, then the retry runs", async () => {
   const client = await tenantWith("l1");
   await publish(client, { name: "one", nodes: [{ id: "a", kind: "code", handler: "echo", input: { ok: true } }] });
@@ -117,7 +136,7 @@ it("a stale lease (its attempt never ran, its timer not due yet) is expired by t
   expect(done.nodes.a!.attempt).toBe(2);
 });
 
-it("the middle run of a three-deep tree is not reaped while its descendant works; a child whose parent ended is ended parent_gone", async () => {
+it("the middle run of a three-deep tree is not reaped while its descendant works; a child created after its parent was cancelled is refused parent_cancelled", async () => {
   const client = await tenantWith("g1");
   await publish(client, { name: "leaf", nodes: [{ id: "nap", kind: "sleep", duration_ms: HOUR }] });
   await publish(client, { name: "mid", nodes: [{ id: "sub", kind: "subworkflow", workflow: "leaf" }] });
@@ -136,27 +155,46 @@ it("the middle run of a three-deep tree is not reaped while its descendant works
   expect((await client.cancelRun(root.id)).outcome).toBe("cancelled");
   await until(client, leaf, "cancelled");
 
-  // A child created after its parent ended (a parent's outbox replayed after the parent was
-  // cancelled, so the cancel found no child to tell): nothing else would ever end it.
+  // C026 C031 C100: a child created after its parent was cancelled (a parent's outbox replayed
+  // after the cancel) reads its parent at create and is refused before it exists.
   const leafDef = (await view(client, leaf)).definition;
   const orphan = runIdFor("g1", childStartKey(mid, "replayed"));
-  const created = await world.node.node.mailbox.request(
-    { kind: RUN_KIND, id: orphan },
-    { type: "run.create", run: { id: orphan, tenant: "g1", root_run_id: root.id, parent_run_id: mid, parent_node: "sub", depth: 2, definition: leafDef, source: "workflow_step", start_key: `${mid}:replayed`, lane: "batch", input: {} } },
-    `create/${orphan}`,
-    10_000,
-  );
-  expect(created.outcome).toBe("applied");
-  await until(client, orphan, "waiting");
+  const create = (id: string, parent: string, node: string, depth: number) =>
+    world.node.node.mailbox.request(
+      { kind: RUN_KIND, id },
+      { type: "run.create", run: { id, tenant: "g1", root_run_id: root.id, parent_run_id: parent, parent_node: node, depth, definition: leafDef, source: "workflow_step", start_key: `${parent}:${node}`, lane: "batch", input: {} } },
+      `create/${id}`,
+      10_000,
+    );
+  const refused = await create(orphan, mid, "sub", 2);
+  expect(refused).toMatchObject({ outcome: "applied", value: { outcome: "parent_cancelled" } });
+  expect((await client.getRun(orphan)).outcome).toBe("run_not_found");
+  expect(repairs(await world.node.sweeper.pass())).toEqual({});
+});
+
+it("the sweep's parent_gone is the backstop for a child whose parent vanished after the child's create read it", async () => {
+  const client = await tenantWith("g2");
+  await publish(client, { name: "leaf", nodes: [{ id: "nap", kind: "sleep", duration_ms: HOUR }] });
+  await publish(client, { name: "root", nodes: [{ id: "sub", kind: "subworkflow", workflow: "leaf" }] });
+  const root = (await client.startRun({ definition: "root" })).run as View;
+  const leaf = runIdFor("g2", childStartKey(root.id, "sub"));
+  await until(client, leaf, "waiting");
+  expect(repairs(await world.node.sweeper.pass())).toEqual({});
+  // The parent's record is gone (an operator purged it, say): nothing would ever end the child but the sweep.
+  const kv = await new Kvm(world.nc).open(partitionBucket(partitionOf(root.id, 32)));
+  await kv.purge(`${RUN_KIND}.${root.id}`);
   expect(repairs(await world.node.sweeper.pass())).toEqual({ parent_gone: 1 });
-  const done = await settled(client, orphan);
+  const done = await settled(client, leaf);
   expect(done.status).toBe("failed");
   expect(done.error).toMatchObject({ code: "parent_gone" });
-  expect(done.error!.message).toMatch(/is cancelled/);
+  expect(done.error!.message).toMatch(/recovery sweep/);
+  // The purged root's tenant slot is an orphan now: released after two passes a minute apart.
+  expect(repairs(await world.node.sweeper.pass(Date.now() + 61_000))).toEqual({ release_orphan_slot: 1 });
+  expect((await client.getTenant()).tenant).toMatchObject({ active_runs: 0 });
 });
 
 it("a tree three deep runs to completion at a tenant concurrency limit of one and one worker slot; every child takes the batch lane", async () => {
-  const client = await tenantWith("c1", { max_concurrency: 1 });
+  const client = await tenantWith("c1", { max_concurrency: 1, interactive_sources: ["api"] });
   await publish(client, { name: "leaf", nodes: [{ id: "x", kind: "code", handler: "echo", input: "leaf" }] });
   await publish(client, { name: "mid", nodes: [{ id: "pre", kind: "code", handler: "noop" }, { id: "sub", kind: "subworkflow", needs: ["pre"], workflow: "leaf" }] });
   await publish(client, { name: "root", nodes: [{ id: "pre", kind: "code", handler: "noop" }, { id: "sub", kind: "subworkflow", needs: ["pre"], workflow: "mid" }] });
@@ -237,8 +275,9 @@ it("sweep actions are counted in the node's metrics, by action", async () => {
     "tenant=q1,action=recheck_admission": 3,
     "tenant=w1,action=wait_abandoned": 1,
     "tenant=d1,action=reoffer": 1,
+    "tenant=d2,action=dispatch_lost": 1,
     "tenant=l1,action=expire_lease": 1,
-    "tenant=g1,action=parent_gone": 1,
+    "tenant=g2,action=parent_gone": 1,
     "tenant=o1,action=release_orphan_slot": 1,
     "tenant=b1,action=wait_abandoned": 8,
   });

@@ -92,7 +92,8 @@ describe("the run actor's machine", () => {
     const tree = plan({ name: "w", nodes: [{ id: "sub", kind: "subworkflow", workflow: "leaf" }] });
     const [snap, actions] = transition(executionMachine, initialTransition(executionMachine)[0], {
       type: "run.create",
-      run: { ...seed(), depth: 5, parent_run_id: "t_p", parent_node: "n", lane: "batch" },
+      run: { ...seed(), depth: 5, root_run_id: "t_r", parent_run_id: "t_p", parent_node: "n", lane: "batch" },
+      parent: { status: "running", tenant: "t", root_run_id: "t_r", depth: 4, waits: true },
       now: 1,
       plan: tree,
       child_ids: { sub: "t_c" },

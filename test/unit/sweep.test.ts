@@ -38,6 +38,9 @@ function runner(p: Plan, extra: Record<string, unknown> = {}) {
 
 const seed = (over: Record<string, unknown> = {}) => ({ id: "t_1", tenant: "t", root_run_id: "t_1", parent_run_id: null, parent_node: null, depth: 0, definition: { name: "w", version: 1, digest: "d" }, source: "api", start_key: "k", lane: "interactive" as const, input: {}, ...over });
 
+/** A child's parent as its create reads it: running, waiting on the child. */
+const parentOf = (root: string) => ({ status: "running", tenant: "t", root_run_id: root, depth: 0, waits: true });
+
 const oneStep = plan({ name: "w", nodes: [{ id: "a", kind: "code", handler: "h", timeout_ms: 10_000 }] });
 
 describe("a run queued behind its tenant's caps", () => {
@@ -63,7 +66,7 @@ describe("a run queued behind its tenant's caps", () => {
 
   it("a queued child is never rechecked with a tenant (children are not admitted by tenants)", () => {
     const r = runner(oneStep);
-    r.send({ type: "run.create", run: seed({ admission: "queued", parent_run_id: "t_p", parent_node: "n", depth: 1 }) });
+    r.send({ type: "run.create", run: seed({ admission: "queued", root_run_id: "t_p", parent_run_id: "t_p", parent_node: "n", depth: 1 }), parent: parentOf("t_p") });
     expect(sweepPlan(r.run, T0 + HOUR)).toEqual([]);
   });
 });
@@ -148,7 +151,7 @@ describe("a child whose parent is gone", () => {
 
   it("parentGone: missing, ended, or no longer waiting on this child at its node", () => {
     const child = runner(oneStep);
-    child.send({ type: "run.create", run: seed({ id: "t_c", parent_run_id: "t_p", parent_node: "sub", depth: 1, lane: "batch" }) });
+    child.send({ type: "run.create", run: seed({ id: "t_c", root_run_id: "t_p", parent_run_id: "t_p", parent_node: "sub", depth: 1, lane: "batch" }), parent: parentOf("t_p") });
     const parent = runner(tree, prepared);
     parent.send({ type: "run.create", run: seed({ id: "t_p", root_run_id: "t_p" }) }, T0);
     expect(parent.run.nodes.sub).toMatchObject({ s: "active", child: "t_c2" });
@@ -164,7 +167,7 @@ describe("a child whose parent is gone", () => {
 
   it("run.parent_gone ends the child failed/parent_gone and tells its own children the same", () => {
     const mid = runner(tree, prepared);
-    mid.send({ type: "run.create", run: seed({ id: "t_m", parent_run_id: "t_p", parent_node: "sub", depth: 1, lane: "batch" }) });
+    mid.send({ type: "run.create", run: seed({ id: "t_m", root_run_id: "t_p", parent_run_id: "t_p", parent_node: "sub", depth: 1, lane: "batch" }), parent: parentOf("t_p") });
     const effects = mid.send({ type: "run.parent_gone", parent_status: "cancelled" });
     expect(mid.run.lifecycle.status).toBe("failed");
     expect(mid.run.error).toMatchObject({ code: "parent_gone" });

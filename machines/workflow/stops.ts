@@ -1,0 +1,40 @@
+/**
+ * Platform stops: failures where the runtime could not read or could not measure, as opposed to
+ * failures the graph, the data, a handler or a person answered (seed 004, "A platform stop is
+ * never tolerated"). A node that fails with one of these codes ends its run at once, whatever
+ * `continue_on_error` or a `needs … when: failed|always` says, and no later node starts; a child
+ * run that ended under one carries the code to its parent node, which stops its own run the same
+ * way. The code carries the rule, never a flag, so it survives every boundary a code crosses
+ * (a child's stored error, a report from another process).
+ *
+ * Handlers cannot produce these codes: a handler's failure codes are the pool's closed set.
+ */
+export const PLATFORM_STOP_CODES = [
+  /** A `${…}` reference in a node's input or a map's items could not be read. */
+  "reference_unreadable",
+  /** A branch condition could not be read. */
+  "condition_unreadable",
+  /** The run's trace context was missing where a span was required. */
+  "no_parent_span",
+  /** A pinned definition or snapshot could not be assembled or parsed by this deployment. */
+  "snapshot_unbuildable",
+  "invalid_snapshot",
+  /** A gate (day cap, policy, meter) could not decide: the rule set or the meter did not answer. */
+  "policy_unavailable",
+  "metering_unavailable",
+  /** A rule asked for a person and the approval could not be stored. */
+  "approval_unwritable",
+  /** A frozen tool contract this deployment cannot serve. */
+  "invalid_tool_contract",
+  /** The run's state would exceed what the store accepts. */
+  "state_too_large",
+] as const;
+
+export type PlatformStopCode = (typeof PLATFORM_STOP_CODES)[number];
+
+const STOPS: ReadonlySet<string> = new Set(PLATFORM_STOP_CODES);
+
+/** True when a failure with this code may never be tolerated. */
+export function isPlatformStop(code: string | undefined): code is PlatformStopCode {
+  return code !== undefined && STOPS.has(code);
+}
