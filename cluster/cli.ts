@@ -256,7 +256,8 @@ async function main(): Promise<void> {
 try {
   await main();
 } catch (err) {
-  if (err instanceof UsageError) {
+  // node:util parseArgs refuses an unknown or malformed option with a TypeError coded ERR_PARSE_ARGS_*.
+  if (err instanceof UsageError || (err instanceof TypeError && String((err as { code?: unknown }).code).startsWith("ERR_PARSE_ARGS"))) {
     process.stderr.write(`runway: ${err.message}\n${USAGE}\n`);
     process.exit(2);
   }
