@@ -1,5 +1,5 @@
 /**
- * The one-way layering of DESIGN.md §5, enforced: machines/ and runtime/ import no project
+ * The one-way layering of docs/ARCHITECTURE.md §5, enforced: machines/ and runtime/ import no project
  * folder; actors/ binds the two; gateways/ sit on top of those; cluster/ may use everything.
  * Folders are entered only through their index.ts; no import cycles anywhere.
  */

@@ -1,5 +1,7 @@
 /**
- * The `runway` command line (`npm run runway -- <command> …`).
+ * The `runway` command line: `npx runway <command> …`, `./bin/runway.mjs <command> …` or
+ * `npm run runway -- <command> …`, all of which run this module in the `runway` process itself
+ * (bin/runway.mjs registers tsx and imports it), so signals reach the node.
  *
  *   runway dev                      NATS (embedded nats-server) + one node + a `demo` tenant
  *   runway node                     one node of a cluster
@@ -8,15 +10,14 @@
  *   runway run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane batch] [--project P] [--priority 0-9]
  *   runway run get <id>   runway run list [--status S]   runway run watch <id>   runway run cancel <id> [--reason R]
  */
-import { readFileSync } from "node:fs";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream, DeliverPolicy } from "@nats-io/jetstream";
 import { EVENTS_STREAM } from "../actors/index.js";
-import { createLogger } from "../runtime/index.js";
+import { createLogger, type Logger } from "../runtime/index.js";
 import { ApiFault, RunwayClient } from "./client.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
@@ -28,7 +29,9 @@ const USAGE = `usage: runway <command> [options]
   def put <file.json> [--draft] | def get <name> [--version N] | def list
   run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane interactive|batch|migration] [--source cli] [--project P] [--priority 0-9]
   run get <id> | run list [--status S] [--limit N] | run watch <id> | run cancel <id> [--reason TEXT]
-common: --servers URL,… (env RUNWAY_SERVERS, default nats://127.0.0.1:4222)  --user U --pass P  --tenant T (env RUNWAY_TENANT, default demo)`;
+  help | --help | -h
+common: --servers URL,… (env RUNWAY_SERVERS, default nats://127.0.0.1:4222)  --user U --pass P  --tenant T (env RUNWAY_TENANT, default demo)
+node and dev drain on SIGTERM or SIGINT, and when the npm that started them is gone`;
 
 class UsageError extends Error {}
 
@@ -52,17 +55,18 @@ function defaultHandlers(): string[] {
 async function dev(argv: string[]): Promise<void> {
   const { values } = parseArgs({ args: argv, options: { handlers: { type: "string" }, tenant: common.tenant, store: { type: "string" } } });
   const store = values.store ?? mkdtempSync(join(tmpdir(), "runway-dev-"));
+  const logger = createLogger("dev");
   const nats = await startEmbeddedNats(store);
-  const node = await startRunwayNode({ connection: { servers: [nats.url] }, name: "dev", handlers: values.handlers ? values.handlers.split(",") : defaultHandlers(), logger: createLogger("dev") });
+  const node = await startRunwayNode({ connection: { servers: [nats.url] }, name: "dev", handlers: values.handlers ? values.handlers.split(",") : defaultHandlers(), logger });
   await node.tenants.create(values.tenant!);
   process.stdout.write(`runway dev: NATS ${nats.url} (store ${store}); node "dev" serving; tenant "${values.tenant}"\n  export RUNWAY_SERVERS=${nats.url}\n`);
-  const stop = async () => {
-    await node.stop();
-    await nats.stop();
-    process.exit(0);
-  };
-  process.on("SIGINT", () => void stop());
-  process.on("SIGTERM", () => void stop());
+  runUntilStopped(logger, async () => {
+    try {
+      await node.stop();
+    } finally {
+      await nats.stop();
+    }
+  });
 }
 
 async function node(argv: string[]): Promise<void> {
@@ -90,17 +94,81 @@ async function node(argv: string[]): Promise<void> {
     ...(values["metrics-port"] ? { metricsPort: Number(values["metrics-port"]) } : {}),
     logger,
   });
-  logger.info("node ready", { name: values.name, incarnation: started.node.incarnation });
+  logger.info("node ready", { name: values.name, incarnation: started.node.incarnation, pid: process.pid });
   process.stdout.write(`READY ${values.name}\n`);
+  runUntilStopped(logger, () => started.stop());
+}
+
+/**
+ * How a long-running command (`node`, `dev`) ends: it drains (partitions handed back after
+ * in-flight commands, liveness record deleted, connection drained), logs `stopped` and exits 0
+ * on the first of SIGTERM, SIGINT or losing the npm that started it; later triggers are
+ * ignored while it drains. A stop that throws exits 1.
+ */
+function runUntilStopped(logger: Logger, stop: () => Promise<void>): void {
   let stopping = false;
-  const stop = async () => {
+  const drain = (reason: string): void => {
     if (stopping) return;
     stopping = true;
-    await started.stop();
-    process.exit(0);
+    // An orphan's stdout and stderr may be pipes nobody reads any more: a write must not kill the drain.
+    for (const stream of [process.stdout, process.stderr]) stream.on("error", () => undefined);
+    logger.info("stopping", { reason });
+    stop().then(
+      () => {
+        logger.info("stopped", { reason });
+        process.exit(0);
+      },
+      (err: unknown) => {
+        logger.error("stop failed", { reason, error: err instanceof Error ? err.message : String(err) });
+        process.exit(1);
+      },
+    );
   };
-  process.on("SIGTERM", () => void stop());
-  process.on("SIGINT", () => void stop());
+  process.on("SIGTERM", () => drain("SIGTERM"));
+  process.on("SIGINT", () => drain("SIGINT"));
+  if (process.env.npm_lifecycle_event) watchNpm(() => drain("npm_gone"));
+}
+
+/** How often a process started by npm checks that npm is still there. */
+const PARENT_CHECK_MS = 500;
+const SHELLS = new Set(["sh", "dash", "bash", "zsh", "ksh", "ash", "busybox"]);
+
+/**
+ * Calls `gone` once npm, which started this process, is gone. npm forwards SIGTERM and SIGINT
+ * to its script, but a SIGKILLed npm forwards nothing and its script would go on serving.
+ * `npm run runway` execs the CLI, so npm is the parent: its death reparents this process
+ * (`process.ppid` changes). `npx runway` runs it through `sh -c`, whose shell stays between
+ * them: on Linux the shell's own parent is watched too (from /proc), and changes when npm dies.
+ * Only under npm (`npm_lifecycle_event` set): a node started by a supervisor or by hand is not
+ * tied to whoever started it.
+ */
+function watchNpm(gone: () => void): void {
+  const parent = process.ppid;
+  const viaShell = SHELLS.has(procField(parent, "comm") ?? "");
+  const grandparent = viaShell ? parentOf(parent) : undefined;
+  const timer = setInterval(() => {
+    if (process.ppid === parent && (grandparent === undefined || parentOf(parent) === grandparent)) return;
+    clearInterval(timer);
+    gone();
+  }, PARENT_CHECK_MS);
+  timer.unref();
+}
+
+/** `/proc/<pid>/<file>`, trimmed; undefined off Linux or when the process is gone. */
+function procField(pid: number, file: string): string | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/${file}`, "utf8").trim();
+  } catch {
+    return undefined;
+  }
+}
+
+/** The parent of `pid` (field 4 of /proc/<pid>/stat, after the parenthesised name, which may hold spaces). */
+function parentOf(pid: number): number | undefined {
+  const stat = procField(pid, "stat");
+  if (stat === undefined) return undefined;
+  const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+  return Number.isInteger(ppid) ? ppid : undefined;
 }
 
 async function withClient<T>(values: { servers?: string; user?: string; pass?: string; tenant?: string }, body: (client: RunwayClient, nc: NatsConnection) => Promise<T>): Promise<T> {
@@ -127,6 +195,10 @@ async function watch(nc: NatsConnection, tenant: string, runId: string): Promise
 async function main(): Promise<void> {
   const [command, sub, ...rest] = process.argv.slice(2);
   switch (command) {
+    case "help":
+    case "--help":
+    case "-h":
+      return void process.stdout.write(`${USAGE}\n`);
     case "dev":
       return dev([sub, ...rest].filter((x): x is string => x !== undefined));
     case "node":
@@ -186,7 +258,8 @@ async function main(): Promise<void> {
 try {
   await main();
 } catch (err) {
-  if (err instanceof UsageError) {
+  // node:util parseArgs refuses an unknown or malformed option with a TypeError coded ERR_PARSE_ARGS_*.
+  if (err instanceof UsageError || (err instanceof TypeError && String((err as { code?: unknown }).code).startsWith("ERR_PARSE_ARGS"))) {
     process.stderr.write(`runway: ${err.message}\n${USAGE}\n`);
     process.exit(2);
   }

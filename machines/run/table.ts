@@ -20,7 +20,7 @@ type NonTerminalRunStatus = "queued" | "running" | "waiting";
 export const NON_TERMINAL: ReadonlySet<RunStatus> = new Set<NonTerminalRunStatus>(["queued", "running", "waiting"]);
 export const TERMINAL: ReadonlySet<RunStatus> = new Set<RunStatus>(["succeeded", "failed", "cancelled"]);
 
-/** A terminal run never moves again (DESIGN.md §4.5). */
+/** A terminal run never moves again (docs/ARCHITECTURE.md §4.5). */
 export function isTerminal(status: RunStatus): boolean {
   return TERMINAL.has(status);
 }

@@ -19,7 +19,7 @@ import { T0 } from "./scheduler-support.js";
 
 /**
  * Differential test: every `next` decision must equal the one a naive reference makes by
- * filtering and sorting every queued ticket (the policy of DESIGN.md §3.4 written the slow,
+ * filtering and sorting every queued ticket (the policy of docs/ARCHITECTURE.md §3.4 written the slow,
  * obvious way), over random workloads with caps, quotas, kills, aging, removals and releases.
  */
 

@@ -1,0 +1,112 @@
+// The `runway` command as a process: bin/runway.mjs runs the CLI in its own process, so a signal
+// to it reaches the node; under npm, a node whose npm was SIGKILLed drains and exits instead of
+// serving on as an orphan. Real processes, a real nats-server, the node's liveness record.
+import { existsSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { Kvm } from "@nats-io/kv";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { NODES_BUCKET } from "../../runtime/index.js";
+import { repoRoot, RUNWAY_USER, spawnProcess, startServer, waitFor, type ChildHandle, type NatsServerHandle } from "../harness/index.js";
+
+const BIN = fileURLToPath(new URL("../../bin/runway.mjs", import.meta.url));
+// npm sets its own npm_lifecycle_event for its script; the direct spawns must not inherit the
+// one of an `npm test` around vitest. No update check: the tests ask no registry anything.
+const ENV = { npm_lifecycle_event: undefined, npm_config_update_notifier: "false" };
+
+let server: NatsServerHandle;
+let nc: NatsConnection;
+/** Node processes the tests found, killed at the end if a failed test left one behind. */
+const nodePids = new Set<number>();
+
+beforeAll(async () => {
+  server = await startServer();
+  nc = await connect(server.connectOptions());
+});
+afterAll(async () => {
+  for (const pid of nodePids) if (running(pid)) process.kill(pid, "SIGKILL");
+  await nc?.close();
+  await server?.dispose();
+});
+
+function nodeArgs(name: string): string[] {
+  return ["node", "--name", name, "--servers", server.url, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--threads", "1"];
+}
+
+/** The node's liveness record in `rw_nodes`, or undefined once it is gone. */
+async function liveness(name: string): Promise<{ pid: number } | undefined> {
+  const entry = await (await new Kvm(nc).open(NODES_BUCKET)).get(`node.${name}`);
+  return entry && entry.operation === "PUT" ? entry.json<{ pid: number }>() : undefined;
+}
+
+/** Whether `pid` is a live process (an exited one nobody has reaped yet, state Z, is not). */
+function running(pid: number): boolean {
+  const stat = `/proc/${pid}/stat`;
+  if (!existsSync("/proc/self/stat")) {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+  try {
+    const text = readFileSync(stat, "utf8");
+    return text.slice(text.lastIndexOf(")") + 2, text.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+/** Starts `runway node` through `command`, waits for READY, and answers the node's pid from its liveness record. */
+async function startNode(command: string, args: string[], name: string): Promise<{ child: ChildHandle; pid: number }> {
+  const child = spawnProcess(command, [...args, ...nodeArgs(name)], { cwd: repoRoot, env: ENV, name: `${command.split("/").pop()} ${name}` });
+  await child.waitForLine(new RegExp(`^READY ${name}$`), { timeoutMs: 60_000 });
+  const record = await waitFor(() => liveness(name), { timeoutMs: 10_000, describe: `the liveness record of ${name}` });
+  nodePids.add(record.pid);
+  return { child, pid: record.pid };
+}
+
+/** The node drained (logged `stopped` for `reason`), its liveness record is deleted and its process is gone. */
+async function drained(child: ChildHandle, name: string, pid: number, reason: string): Promise<void> {
+  const stopped = new RegExp(`"msg":"stopped","reason":"${reason}"`);
+  // Not waitForLine: after npm is gone the lines still come, from the node holding the pipes.
+  await waitFor(() => child.lines.some((l) => stopped.test(l)), { timeoutMs: 20_000, describe: `${name} (pid ${pid}) to log "stopped" for ${reason}` });
+  await waitFor(async () => !running(pid) && (await liveness(name)) === undefined, { timeoutMs: 20_000, describe: `${name} (pid ${pid}) to exit and its liveness record to go` });
+}
+
+it("./bin/runway.mjs --help and npm run runway -- help print the usage and exit 0, with no server", async () => {
+  for (const [command, args] of [
+    [BIN, ["--help"]],
+    ["npm", ["run", "--silent", "runway", "--", "help"]],
+  ] as const) {
+    const child = spawnProcess(command, [...args], { cwd: repoRoot, env: ENV });
+    const exit = await child.exited;
+    expect(exit.code, child.lines.join("\n")).toBe(0);
+    expect(child.lines.join("\n")).toMatch(/^usage: runway <command>/m);
+    expect(child.lines.join("\n")).toMatch(/tenant create <id>/);
+  }
+});
+
+it("./bin/runway.mjs node is the node itself: SIGTERM to it drains the node, deletes its liveness record and exits 0", async () => {
+  const { child, pid } = await startNode(BIN, [], "bin-node");
+  expect(pid).toBe(child.pid);
+  const exit = await child.kill("SIGTERM");
+  expect(exit, child.lines.join("\n")).toEqual({ code: 0, signal: null });
+  await drained(child, "bin-node", pid, "SIGTERM");
+});
+
+it("SIGTERM to npm run runway -- node reaches the node: it drains, and npm exits 0 after it", async () => {
+  const { child, pid } = await startNode("npm", ["run", "runway", "--"], "npm-term-node");
+  expect(pid).not.toBe(child.pid);
+  const exit = await child.kill("SIGTERM");
+  expect(exit, child.lines.join("\n")).toEqual({ code: 0, signal: null });
+  await drained(child, "npm-term-node", pid, "SIGTERM");
+});
+
+it("SIGKILL of npm run runway -- node does not leave the node running: it notices npm is gone, drains and exits", async () => {
+  const { child, pid } = await startNode("npm", ["run", "runway", "--"], "npm-kill-node");
+  expect(pid).not.toBe(child.pid);
+  await child.kill("SIGKILL");
+  await drained(child, "npm-kill-node", pid, "npm_gone");
+});
