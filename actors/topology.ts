@@ -22,9 +22,12 @@ async function ensureBucket(kvm: Kvm, name: string, options: Record<string, unkn
   }
 }
 
-export async function ensureDomainTopology(nc: NatsConnection, replicas: number): Promise<void> {
-  const jsm = await jetstreamManager(nc, { timeout: 10_000 });
-  const events: Partial<StreamConfig> & { name: string } = {
+/**
+ * The progress-events stream as every node creates it; an operator (or a test) that lost it
+ * re-adds this config and the nodes' spooled events flow into it.
+ */
+export function eventsStreamConfig(replicas: number): Partial<StreamConfig> & { name: string } {
+  return {
     name: EVENTS_STREAM,
     description: "Runway progress events: rw.evt.<tenant>.<root>.<run>.<type>",
     subjects: ["rw.evt.>"],
@@ -34,6 +37,11 @@ export async function ensureDomainTopology(nc: NatsConnection, replicas: number)
     max_age: 7 * 24 * 3600 * 1_000_000_000,
     duplicate_window: 120_000_000_000,
   };
+}
+
+export async function ensureDomainTopology(nc: NatsConnection, replicas: number): Promise<void> {
+  const jsm = await jetstreamManager(nc, { timeout: 10_000 });
+  const events = eventsStreamConfig(replicas);
   const audit: Partial<StreamConfig> & { name: string } = {
     name: AUDIT_STREAM,
     description: "Runway consequential decisions and effects: rw.audit.<tenant>.<kind> (long retention)",

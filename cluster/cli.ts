@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { jetstream, DeliverPolicy } from "@nats-io/jetstream";
+import { jetstream, DeliverPolicy, type ConsumerMessages } from "@nats-io/jetstream";
 import { EVENTS_STREAM } from "../actors/index.js";
 import { createLogger, type Logger } from "../runtime/index.js";
 import { ApiFault, RunwayClient } from "./client.js";
@@ -180,16 +180,58 @@ async function withClient<T>(values: { servers?: string; user?: string; pass?: s
   }
 }
 
-async function watch(nc: NatsConnection, tenant: string, runId: string): Promise<void> {
-  const consumer = await jetstream(nc).consumers.get(EVENTS_STREAM, { filter_subjects: [`rw.evt.${tenant}.*.${runId}.*`], deliver_policy: DeliverPolicy.All });
-  const messages = await consumer.consume();
-  for await (const m of messages) {
-    const e = m.json<{ type: string; at: number; node?: string; item?: number; attempt?: number; error?: { code: string; message: string } }>();
-    const what = [e.node, e.item !== undefined ? `[${e.item}]` : "", e.attempt ? ` attempt ${e.attempt}` : "", e.error ? ` ${e.error.code}: ${e.error.message}` : ""].join("");
-    process.stdout.write(`${new Date(e.at).toISOString()}  #${m.seq}  ${e.type.padEnd(15)} ${what}\n`);
-    if (e.type === "run_succeeded" || e.type === "run_failed" || e.type === "run_cancelled") break;
+const TERMINAL_EVENTS: Record<string, string> = { succeeded: "run_succeeded", failed: "run_failed", cancelled: "run_cancelled" };
+
+/**
+ * Follows a run's progress events from the start of its history until it ends. Events are best
+ * effort (late, or lost in an events outage), and the run's record wins: it is read every
+ * `pollMs`, and once it is terminal the events get one more interval to catch up before the
+ * watch ends on the record's word.
+ */
+async function watch(client: RunwayClient, nc: NatsConnection, tenant: string, runId: string, pollMs = 2_000): Promise<void> {
+  let ended = false;
+  let following = true;
+  let messages: ConsumerMessages | undefined;
+  const follow = (async () => {
+    try {
+      const consumer = await jetstream(nc).consumers.get(EVENTS_STREAM, { filter_subjects: [`rw.evt.${tenant}.*.${runId}.*`], deliver_policy: DeliverPolicy.All });
+      if (ended) return;
+      messages = await consumer.consume();
+      for await (const m of messages) {
+        const e = m.json<{ type: string; at: number; node?: string; item?: number; attempt?: number; error?: { code: string; message: string } }>();
+        const what = [e.node, e.item !== undefined ? `[${e.item}]` : "", e.attempt ? ` attempt ${e.attempt}` : "", e.error ? ` ${e.error.code}: ${e.error.message}` : ""].join("");
+        process.stdout.write(`${new Date(e.at).toISOString()}  #${m.seq}  ${e.type.padEnd(15)} ${what}\n`);
+        if (e.type === "run_succeeded" || e.type === "run_failed" || e.type === "run_cancelled") {
+          ended = true;
+          break;
+        }
+      }
+    } catch {
+      // The events stream is unavailable: the run's record still says when the run ends.
+    } finally {
+      following = false;
+    }
+  })();
+  let terminalPolls = 0;
+  while (!ended) {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const tick = new Promise<void>((r) => (timer = setTimeout(r, pollMs)));
+    await (following ? Promise.race([follow, tick]) : tick);
+    clearTimeout(timer);
+    if (ended) break;
+    const answer = await client.getRun(runId).catch(() => undefined);
+    if (answer?.outcome === "run_not_found") {
+      print(answer);
+      break;
+    }
+    const run = answer?.run as { status: string; ended_at?: number | null } | undefined;
+    const type = run ? TERMINAL_EVENTS[run.status] : undefined;
+    if (!type || terminalPolls++ === 0) continue;
+    process.stdout.write(`${new Date(run?.ended_at ?? Date.now()).toISOString()}  record  ${type.padEnd(15)} (from the run's record: its progress events did not arrive)\n`);
+    ended = true;
   }
-  await messages.close();
+  await messages?.close();
+  await follow;
 }
 
 async function main(): Promise<void> {
@@ -247,7 +289,7 @@ async function main(): Promise<void> {
       if (sub === "get" && id) return print(await withClient(values, (c) => c.getRun(id)));
       if (sub === "list") return print(await withClient(values, (c) => c.listRuns({ ...(values.status ? { status: values.status } : {}), ...(values.limit ? { limit: Number(values.limit) } : {}) })));
       if (sub === "cancel" && id) return print(await withClient(values, (c) => c.cancelRun(id, values.reason)));
-      if (sub === "watch" && id) return withClient(values, (_c, nc) => watch(nc, values.tenant!, id));
+      if (sub === "watch" && id) return withClient(values, (c, nc) => watch(c, nc, values.tenant!, id));
       throw new UsageError("run start|get|list|watch|cancel");
     }
     default:

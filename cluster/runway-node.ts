@@ -3,7 +3,7 @@ import { createServer, type Server } from "node:http";
 import { DefinitionStore, DEFAULT_SCHEDULER, Dispatcher, type HeartbeatOutcome, QuotaGate, ensureDomainTopology, NodeMetrics, readParent, recoverPartition, runActor, RunService, StepExecutor, Sweeper, tenantActor, TenantService } from "../actors/index.js";
 import { startApi } from "../gateways/index.js";
 import { METRICS_CHANNEL, STEP_ABORT, STEP_EXECUTE, STEP_LAPSED, STEP_READY, type AbortRequest, type ExecuteRequest, type ReadyTicket, type SchedulerConfig } from "../machines/index.js";
-import { createLogger, startNode, StepPool, systemClock, type Clock, type ConnectionConfig, type Logger, type MicroService, type RunwayNode } from "../runtime/index.js";
+import { createLogger, startNode, StepPool, systemClock, type Clock, type ConnectionConfig, type EventSpoolLimits, type Logger, type MicroService, type RunwayNode } from "../runtime/index.js";
 
 export interface RunwayNodeConfig {
   connection: ConnectionConfig;
@@ -40,6 +40,8 @@ export interface RunwayNodeConfig {
    * a step report, as a lost message would be lost. Production passes none.
    */
   faults?: { dropLocal?(channel: string): boolean; dropReport?(): boolean };
+  /** Bounds of the node's progress-event spool (default 100,000 events, 64 MiB). */
+  eventSpool?: EventSpoolLimits;
   /** Observes each heartbeat renewal: ms from dispatch to the run's stored answer (the `heartbeats` benchmark). */
   onHeartbeatSettled?(ms: number, outcome: HeartbeatOutcome): void;
 }
@@ -95,6 +97,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
     actors: [runActor({ planOf: (digest) => definitionsOf().planOf(digest), parentOf: (parent, child) => readParent(node().nc, node().topology.partitions, parent, child) }, { ...(config.stepLeaseTtlMs ? { leaseTtlMs: config.stepLeaseTtlMs } : {}), scheduled, expansionAdmission: config.expansionAdmission !== false, ...(config.waitGraceMs !== undefined ? { waitGraceMs: config.waitGraceMs } : {}) }), tenantActor],
     topology: { replicas: config.replicas ?? 1 },
     ...(config.leaseTtlMs !== undefined ? { leaseTtlMs: config.leaseTtlMs } : {}),
+    ...(config.eventSpool ? { eventSpool: config.eventSpool } : {}),
     clock,
     logger,
     local: {
@@ -232,6 +235,9 @@ function collectNodeMetrics(node: RunwayNode, executor: StepExecutor, pool: Step
     c("handler_timeouts", "handlers stopped at their timeout", p.timeouts),
     g("attempts_in_flight", "attempts executing on this node", executor.inFlight),
     g("partitions_owned", "partitions this node serves", node.host.ownedPartitions().length),
+    c("events_published", "progress events the events stream stored", node.host.events.stats.published),
+    g("events_spooled", "progress events held by this node's spool, waiting for the events stream", node.host.events.spooled),
+    ...Object.entries(node.host.events.stats.dropped).map(([reason, value]) => ({ name: "events_dropped", help: "progress events given up, by reason (full: the spool's bound; rejected: refused by the server; stopped: unpublished at shutdown)", type: "counter" as const, value, labels: { reason } })),
   ];
 }
 

@@ -25,6 +25,7 @@ export { PartitionOwnership } from "./partitions/ownership.js";
 export { PartitionLog, readFence, FENCE_KEY, type Authority, type FenceRecord, type LogWriteOutcome, type ClaimOutcome } from "./store/partition-log.js";
 export { defineActor, EffectSchema, AddressSchema, ID_PATTERN, KIND_PATTERN, type ActorDefinition, type ActorAddress, type Effect } from "./actor/define.js";
 export { ActorHost, type ActorHostConfig } from "./actor/host.js";
+export { EventSpool, DEFAULT_SPOOL_MAX_EVENTS, DEFAULT_SPOOL_MAX_BYTES, type EventSpoolLimits, type EventSpoolOptions, type EventSpoolStats, type SpooledEvent, type DropReason } from "./actor/event-spool.js";
 export type { HostFaults, HostStats } from "./actor/cell.js";
 export { MailboxClient } from "./actor/mailbox.js";
 export { actorRecordCodec, commandCodec, answerCodec, HEADER_ID, HEADER_REPLY, type ActorRecord, type CommandAnswer } from "./actor/wire.js";

@@ -62,7 +62,7 @@ export const PLATFORM_RETRIES = 3;
 
 export type Effect =
   | { type: "runway.send"; to: { kind: string; id: string }; event: { type: string } & Record<string, unknown> }
-  | { type: "runway.publish"; subject: string; data: unknown }
+  | { type: "runway.event"; subject: string; data: unknown }
   | { type: "runway.timer.set"; name: string; at: number; event: { type: string } & Record<string, unknown> }
   | { type: "runway.answer"; value: unknown }
   | { type: "runway.local"; channel: string; payload: unknown };
@@ -85,9 +85,10 @@ export function move(d: Draft, op: RunOpEvent["op"], extra: Partial<RunOpEvent> 
   return true;
 }
 
+/** A progress event: best effort (`runway.event`), so an events outage never holds the run. */
 export function publish(d: Draft, type: string, data: Record<string, unknown> = {}): void {
   const r = d.run;
-  d.effects.push({ type: "runway.publish", subject: `rw.evt.${r.tenant}.${r.root_run_id}.${r.id}.${type}`, data: { type, run: r.id, tenant: r.tenant, at: d.now, ...data } });
+  d.effects.push({ type: "runway.event", subject: `rw.evt.${r.tenant}.${r.root_run_id}.${r.id}.${type}`, data: { type, run: r.id, tenant: r.tenant, at: d.now, ...data } });
 }
 
 export function runSummary(r: RunContext) {

@@ -45,8 +45,18 @@ const TimerName = z.string().regex(/^[A-Za-z0-9_-]{1,200}$/);
 export const EffectSchema = z.discriminatedUnion("type", [
   /** Deliver `event` to another actor's mailbox, after this transition is stored. */
   z.object({ type: z.literal("runway.send"), to: AddressSchema, event: EventSchema }),
-  /** Publish `data` (JSON) to a subject captured by a stream, e.g. progress events. */
+  /**
+   * Publish `data` (JSON) to a subject captured by a stream, durably: the command that caused
+   * the transition is acknowledged only once it is stored (e.g. audit records).
+   */
   z.object({ type: z.literal("runway.publish"), subject: z.string().min(1), data: z.unknown() }),
+  /**
+   * Publish `data` (JSON) to a subject captured by a stream, best effort (progress events): kept
+   * in the stored outbox like every effect, but handed to the node's event spool, so an events
+   * outage never holds the command's acknowledgement or the actor's next transition. Published
+   * in order per actor once the stream answers again, unless the spool's bound dropped it.
+   */
+  z.object({ type: z.literal("runway.event"), subject: z.string().min(1), data: z.unknown() }),
   /** Wake this actor with `event` at `at` (ms); setting a name again replaces the earlier timer. */
   z.object({ type: z.literal("runway.timer.set"), name: TimerName, at: z.number(), event: EventSchema }),
   z.object({ type: z.literal("runway.timer.cancel"), name: TimerName }),

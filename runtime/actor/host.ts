@@ -8,7 +8,8 @@ import type { PartitionLog } from "../store/partition-log.js";
 import { CMD_STREAM, mailboxFilter, partitionConsumer } from "../topology.js";
 import { ID_PATTERN, type ActorAddress, type ActorDefinition } from "./define.js";
 import { ActorCell, type Delivery, type HostFaults, type HostStats } from "./cell.js";
-import type { OutboxContext } from "./outbox.js";
+import { EventSpool, type EventSpoolLimits } from "./event-spool.js";
+import { publishEvent, type OutboxContext } from "./outbox.js";
 import { answerCodec, commandCodec, HEADER_ID, HEADER_REPLY, type CommandAnswer } from "./wire.js";
 
 export interface ActorHostConfig {
@@ -35,6 +36,10 @@ export interface ActorHostConfig {
    * place for the domain to recover work that lived only in the previous owner's memory.
    */
   onServe?(partition: number, log: PartitionLog): Promise<void>;
+  /** Bounds of the node's event spool (best-effort `runway.event` effects). */
+  eventSpool?: EventSpoolLimits;
+  /** How long `stop()` waits for spooled events to be published before dropping them (default 5 s). */
+  eventFlushMs?: number;
 }
 
 const OWNER_GROUP = "owner";
@@ -60,6 +65,8 @@ export class ActorHost {
   private readonly clock: Clock;
   private readonly logger: Logger;
   private readonly outbox: OutboxContext;
+  /** Progress events of this node's actors, published in the background (see EventSpool). */
+  readonly events: EventSpool;
   private jsm: JetStreamManager | undefined;
 
   constructor(private readonly config: ActorHostConfig) {
@@ -70,7 +77,8 @@ export class ActorHost {
       if (this.definitions.has(def.kind)) throw new RunwayFault("duplicate_kind", `actor kind ${def.kind} defined twice`);
       this.definitions.set(def.kind, def);
     }
-    this.outbox = { nc: config.nc, partitions: config.partitions, keyOf: (a) => this.keyOf(a), now: () => this.clock.now() };
+    this.events = new EventSpool({ publish: (e) => publishEvent(config.nc, e), logger: this.logger, ...config.eventSpool });
+    this.outbox = { nc: config.nc, partitions: config.partitions, keyOf: (a) => this.keyOf(a), now: () => this.clock.now(), events: this.events };
   }
 
   keyOf(address: ActorAddress): string {
@@ -131,8 +139,13 @@ export class ActorHost {
     });
   }
 
+  /** Releases every partition, then gives spooled events a last chance to be published. */
   async stop(): Promise<void> {
-    await Promise.all(this.ownedPartitions().map((p) => this.release(p)));
+    try {
+      await Promise.all(this.ownedPartitions().map((p) => this.release(p)));
+    } finally {
+      await this.events.close(this.config.eventFlushMs ?? 5_000);
+    }
   }
 
   private cellFor(part: OwnedPartition, address: ActorAddress): ActorCell {

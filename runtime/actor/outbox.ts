@@ -3,6 +3,7 @@ import { publish, withRetry, type PublishOutcome } from "../nats/jetstream.js";
 import { partitionOf } from "../partitions/hash.js";
 import { CMD_STREAM, mailboxSubject, timerSubject } from "../topology.js";
 import type { ActorAddress } from "./define.js";
+import type { EventSpool, SpooledEvent } from "./event-spool.js";
 import { commandCodec, HEADER_ID, type OutboxEntry } from "./wire.js";
 
 /** Timers due this soon are delivered straight to the mailbox instead of being scheduled. */
@@ -14,6 +15,8 @@ export interface OutboxContext {
   /** Partition key of an address (the actor definition's `key`, or the id). */
   keyOf(address: ActorAddress): string;
   now(): number;
+  /** Where `runway.event` entries go: published in the background, never awaited here. */
+  events: EventSpool;
 }
 
 function retryable(o: PublishOutcome): boolean {
@@ -24,12 +27,31 @@ function retryable(o: PublishOutcome): boolean {
  * Publishes the effects of a stored transition. Each entry has a deterministic id (the command
  * id and the effect's position), used as `Nats-Msg-Id` and as the receiver's `Rw-Id`, so a
  * re-publish after a crash is dropped by the stream's duplicate window and, beyond it, by the
- * receiver's applied-command window. Returns false if some entry could not be published.
+ * receiver's applied-command window. Returns false if some durable entry (a send, a timer, a
+ * `runway.publish`) could not be published. `runway.event` entries are handed to the event
+ * spool (in entry order, on the actor's lane) and never make this false or wait.
  */
 export async function publishOutbox(ctx: OutboxContext, self: ActorAddress, entries: readonly OutboxEntry[]): Promise<boolean> {
-  if (entries.length === 0) return true;
-  const results = await Promise.all(entries.map((entry) => withRetry(() => publishEntry(ctx, self, entry), retryable, { deadlineMs: 10_000 })));
+  const durable: OutboxEntry[] = [];
+  for (const entry of entries) {
+    const effect = entry.effect;
+    if (effect.type === "runway.event") ctx.events.offer(`${self.kind}.${self.id}`, { id: entry.id, subject: effect.subject, data: jsonBytes(effect.data) });
+    else durable.push(entry);
+  }
+  if (durable.length === 0) return true;
+  const results = await Promise.all(durable.map((entry) => withRetry(() => publishEntry(ctx, self, entry), retryable, { deadlineMs: 10_000 })));
   return results.every((r) => r.outcome === "stored");
+}
+
+/** Publishes one spooled event as `runway.publish` would: JSON body, `Rw-Id` and `Nats-Msg-Id` its entry id. */
+export function publishEvent(nc: NatsConnection, event: SpooledEvent): Promise<PublishOutcome> {
+  const h = makeHeaders();
+  h.set(HEADER_ID, event.id);
+  return publish(nc, event.subject, event.data, { headers: h, msgId: event.id });
+}
+
+function jsonBytes(data: unknown): Uint8Array {
+  return new TextEncoder().encode(JSON.stringify(data ?? null));
 }
 
 function subjectFor(ctx: OutboxContext, address: ActorAddress): string {
@@ -44,7 +66,7 @@ async function publishEntry(ctx: OutboxContext, self: ActorAddress, entry: Outbo
     case "runway.send":
       return publish(ctx.nc, subjectFor(ctx, effect.to), commandCodec.encode({ event: effect.event }), { headers: h, msgId: entry.id });
     case "runway.publish":
-      return publish(ctx.nc, effect.subject, new TextEncoder().encode(JSON.stringify(effect.data ?? null)), { headers: h, msgId: entry.id });
+      return publish(ctx.nc, effect.subject, jsonBytes(effect.data), { headers: h, msgId: entry.id });
     case "runway.timer.set": {
       const target = subjectFor(ctx, self);
       const body = commandCodec.encode({ event: effect.event });
@@ -65,6 +87,7 @@ async function publishEntry(ctx: OutboxContext, self: ActorAddress, entry: Outbo
         return { outcome: "unknown", detail: String(err) };
       }
     }
+    case "runway.event":
     case "runway.answer":
     case "runway.local":
       return { outcome: "stored", seq: 0, duplicate: false };

@@ -35,3 +35,29 @@ it("crash between write and outbox: the outbox message reaches its receiver exac
     await restarted.kill("SIGTERM");
   }
 });
+
+it("C129 crash between write and outbox: a progress event kept in the stored outbox is published by the next owner", async () => {
+  const jsm = await jetstreamManager(world.nc);
+  await jsm.streams.add({ name: "TEST_NOTES", subjects: ["rw.note.>"], duplicate_window: 120_000_000_000 });
+  const node = await startNodeProcess([world.server.url], { name: "crashy-notes", crashAfterWrite: "counter.noter" });
+  const mailbox = new MailboxClient(world.nc, DEFAULT_TOPOLOGY.partitions);
+  expect((await mailbox.send({ kind: "counter", id: "noter" }, { type: "note", subject: "rw.note.noter" }, "note-1")).outcome).toBe("stored");
+  expect((await node.exited).signal).toBe("SIGKILL");
+
+  // The event lives only in the stored outbox: the stream has nothing yet.
+  const stored = await readActor(world.nc, "counter", "noter");
+  expect(stored?.outbox).toEqual([{ id: "note-1/0", effect: { type: "runway.event", subject: "rw.note.noter", data: { count: 1 } } }]);
+  expect((await jsm.streams.info("TEST_NOTES")).state.messages).toBe(0);
+
+  const restarted = await startNodeProcess([world.server.url], { name: "crashy-notes" });
+  try {
+    await waitFor(async () => (await jsm.streams.info("TEST_NOTES")).state.messages === 1, { timeoutMs: 20_000, describe: "the noter's event to be published by the next owner" });
+    const msg = await jsm.streams.getMessage("TEST_NOTES", { last_by_subj: "rw.note.noter" });
+    expect(msg?.header.get("Nats-Msg-Id")).toBe("note-1/0");
+    expect(msg?.json()).toEqual({ count: 1 });
+    await waitFor(async () => (await jsm.streams.info(CMD_STREAM)).state.messages === 0, { timeoutMs: 20_000, describe: "all mailbox messages acknowledged" });
+    expect((await readActor(world.nc, "counter", "noter"))?.transitions).toBe(1);
+  } finally {
+    await restarted.kill("SIGTERM");
+  }
+});

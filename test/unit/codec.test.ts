@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { packMsgpack, versionedCodec } from "../../runtime/index.js";
+import { actorRecordCodec, packMsgpack, versionedCodec, type ActorRecord } from "../../runtime/index.js";
 
 const body = z.object({ n: z.number(), tags: z.array(z.string()) });
 
@@ -31,5 +31,26 @@ describe("versioned codec", () => {
     const codec = versionedCodec({ schema: "t.thing", version: 1, body });
     const forged = packMsgpack({ s: "t.thing", v: 1, b: { n: "one", tags: [] } });
     expect(codec.decode(forged)).toMatchObject({ ok: false, reason: "invalid_body" });
+  });
+
+  it("an actor record's outbox holds best-effort runway.event entries beside durable ones, and records written before them still decode", () => {
+    const record: ActorRecord = {
+      kind: "run",
+      id: "t1_abc",
+      snapshot: { value: "active" },
+      applied: ["cmd-1"],
+      outbox: [
+        { id: "cmd-1/0", effect: { type: "runway.event", subject: "rw.evt.t1.r.r.step_started", data: { type: "step_started" } } },
+        { id: "cmd-1/1", effect: { type: "runway.send", to: { kind: "run", id: "t1_parent" }, event: { type: "run.child_done" } } },
+      ],
+      transitions: 1,
+      writer: { node: "n1", epoch: 3 },
+      at: 1,
+    };
+    expect(actorRecordCodec.decode(actorRecordCodec.encode(record))).toEqual({ ok: true, value: record });
+    // Before runway.event, progress events were stored as runway.publish: such a record loads, and its
+    // entries are published durably as they were written.
+    const older = { ...record, outbox: [{ id: "cmd-1/0", effect: { type: "runway.publish", subject: "rw.evt.t1.r.r.step_started", data: {} } }] };
+    expect(actorRecordCodec.decode(packMsgpack({ s: "rw.actor", v: 1, b: older }))).toEqual({ ok: true, value: older });
   });
 });
