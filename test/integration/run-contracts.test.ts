@@ -154,7 +154,7 @@ describe("cancellation", () => {
     expect((await view(client, midA)).status).toBe("cancelled");
     await waitFor(async () => (await view(client, root)).nodes.a?.status === "failed" || undefined, { timeoutMs: 10_000, describe: "the root's node a to settle" });
     expect((await view(client, root)).nodes.a!.error).toMatchObject({ code: "child_cancelled" });
-    expect((await view(client, root)).status).toBe("waiting");
+    expect((await view(client, root)).status).toBe("running");
     expect(await revision(sibling)).toBe(siblingRev);
     expect((await client.cancelRun(root)).outcome).toBe("cancelled");
   });
