@@ -302,7 +302,7 @@ export class ActorCell {
     const delivery = batch[0]!;
     this.env.stats.invalid++;
     this.env.stats.terminated++;
-    this.env.logger.error("command refused: its state cannot be encoded", { actor: this.key, command: delivery.id, error: String(err) });
+    this.env.logger.warn("command refused: its state cannot be encoded", { actor: this.key, command: delivery.id, error: String(err) });
     delivery.settle({ outcome: "invalid_input", reason: "state_unencodable" }, "term", "state_unencodable");
   }
 
