@@ -34,8 +34,8 @@ export function unpackMsgpack(bytes: Uint8Array): unknown {
  * msgpackr (and JSON.stringify) encode recursively, and how deep they get before the stack runs
  * out depends on whether the JIT has optimised them (Node 20, nested objects: about 1,300 levels
  * cold, over 2,000 warm). Without a bound the same value is refused by one process and stored by
- * another, whose record a third then cannot read back. Far below both, the bound makes `encode`
- * decide the same way every time.
+ * another, and a record stored warm is one whose next write may fail cold. Far below both, the
+ * bound makes `encode` decide the same way every time.
  */
 export const MAX_ENCODED_DEPTH = 512;
 
