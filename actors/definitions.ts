@@ -1,7 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV } from "@nats-io/kv";
 import { z } from "zod";
-import { canonicalJson, compileDefinition, MAX_DEPTH, PlanSchema, type CompileError, type Plan } from "../machines/index.js";
+import { canonicalJson, compileDefinition, MAX_DEPTH, PlanSchema, WorkflowNameSchema, type CompileError, type Plan } from "../machines/index.js";
 import { RunwayFault } from "../runtime/index.js";
 import { sha256Hex } from "./ids.js";
 import { DEFINITIONS_BUCKET } from "./topology.js";
@@ -188,16 +188,19 @@ export class DefinitionStore {
   }
 }
 
+/**
+ * The valid workflow names `raw` gives as subworkflows (an invalid one is the compiler's to
+ * report, and no key to look up). `raw` is not validated yet, nor its depth: walked without
+ * recursion.
+ */
 function subworkflowNames(raw: unknown): string[] {
   const out = new Set<string>();
-  const walk = (v: unknown) => {
-    if (Array.isArray(v)) v.forEach(walk);
-    else if (v && typeof v === "object") {
-      const o = v as Record<string, unknown>;
-      if (o.kind === "subworkflow" && typeof o.workflow === "string") out.add(o.workflow);
-      Object.values(o).forEach(walk);
-    }
-  };
-  walk(raw);
+  const todo: unknown[] = [raw];
+  for (let v = todo.pop(); v !== undefined; v = todo.pop()) {
+    if (!v || typeof v !== "object") continue;
+    const o = v as Record<string, unknown>;
+    if (!Array.isArray(v) && o.kind === "subworkflow" && WorkflowNameSchema.safeParse(o.workflow).success) out.add(o.workflow as string);
+    for (const child of Object.values(o)) todo.push(child);
+  }
   return [...out];
 }

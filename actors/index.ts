@@ -1,5 +1,5 @@
 export { ensureDomainTopology, eventsStreamConfig, eventSubject, EVENTS_STREAM, AUDIT_STREAM, DEFINITIONS_BUCKET, RESULTS_STORE } from "./topology.js";
-export { TenantService, tenantActor, TENANT_KIND, TENANT_PATTERN, type TenantPolicyView } from "./tenants.js";
+export { TenantService, tenantActor, TENANT_KIND, type TenantPolicyView } from "./tenants.js";
 export { DefinitionStore, type PutDefinitionResult, type ResolveResult, type DefinitionRef, type CompiledPlan } from "./definitions.js";
 export { readParent, runActor, RUN_KIND } from "./run-actor.js";
 export { StepExecutor, RESULT_INLINE_LIMIT, type HeartbeatOutcome } from "./executor.js";

@@ -138,7 +138,10 @@ export class RunService {
       const run = await this.waitForRun(tenant, id);
       return { outcome: "duplicate", run };
     }
-    if (answer.outcome === "invalid_input") return { outcome: "invalid_input", reason: answer.reason };
+    if (answer.outcome === "invalid_input") {
+      await this.releaseSlot(tenant, id, project);
+      return { outcome: "invalid_input", reason: answer.reason };
+    }
     throw new RunwayFault("start_unavailable", `start of ${id} not confirmed: ${answer.outcome}`, { kind: "retryable" });
   }
 
@@ -150,6 +153,17 @@ export class RunService {
     const decision = { type: "start_refused", code, tenant, run_id: null, at: this.deps.now(), ...about };
     const stored = await publish(this.deps.nc, `rw.audit.${tenant}.admission`, new TextEncoder().encode(JSON.stringify(decision)), { msgId: `refused/${randomDeliveryId()}` });
     if (stored.outcome !== "stored") throw new RunwayFault("audit_unavailable", `audit of a refused start: ${stored.outcome}`, { kind: "retryable" });
+  }
+
+  /**
+   * The run actor refused the create before storing it, so this start made no run: the slot its
+   * tenant gave it comes back now rather than at the sweep's `release_orphan_slot`. Only when no
+   * run with this id exists (a start with the same key may have made it; then the slot is its
+   * own); if that cannot be read, the sweep releases it later.
+   */
+  private async releaseSlot(tenant: string, id: string, project: string): Promise<void> {
+    const run = await this.get(tenant, id).catch(() => null);
+    if (run === undefined) await this.deps.tenants.runEnded(tenant, id, project).catch(() => undefined);
   }
 
   private async waitForRun(tenant: string, id: string): Promise<RunView> {

@@ -1,14 +1,11 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { tenantMachine, TenantCommandSchema, tenantView, type TenantContext, type TenantView } from "../machines/index.js";
+import { isTenantId, tenantMachine, TenantCommandSchema, TenantIdSchema, tenantView, type TenantContext, type TenantView } from "../machines/index.js";
 import { defineActor, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
 import { askActor } from "./ask.js";
 import { actorIdsIn, readSnapshot } from "./records.js";
 import { randomDeliveryId } from "./ids.js";
 
 export const TENANT_KIND = "tenant";
-export const TENANT_PATTERN = /^[a-z0-9][a-z0-9-]{0,31}$/;
-/** Subject tokens that name no tenant. */
-const RESERVED = new Set(["ops"]);
 
 /** The tenant actor: settings, kill switch and drain, day cap and run concurrency admission. */
 export const tenantActor = defineActor({ kind: TENANT_KIND, machine: tenantMachine, events: TenantCommandSchema, input: (id: string) => ({ id }) });
@@ -53,7 +50,7 @@ export class TenantService {
   }
 
   async get(id: string): Promise<TenantView | undefined> {
-    if (!TENANT_PATTERN.test(id) || RESERVED.has(id)) return undefined;
+    if (!isTenantId(id)) return undefined;
     const read = await readSnapshot<TenantContext>(this.deps.nc, this.deps.partitions, TENANT_KIND, id);
     if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", read.detail, { kind: "retryable" });
     if (read.outcome === "corrupt") throw new RunwayFault("corrupt_record", `tenant ${id}: ${read.detail}`);
@@ -92,7 +89,8 @@ export class TenantService {
   }
 
   async create(id: string, settings?: unknown): Promise<Answer> {
-    if (!TENANT_PATTERN.test(id) || RESERVED.has(id)) return { outcome: "invalid_input", reason: `tenant id must match ${TENANT_PATTERN} and not be reserved` };
+    const valid = TenantIdSchema.safeParse(id);
+    if (!valid.success) return { outcome: "invalid_input", reason: `id: ${valid.error.issues.map((i) => i.message).join("; ")}` };
     return this.command(id, { type: "tenant.create", ...(settings ? { settings } : {}) }, `tenant.create/${id}`);
   }
 
@@ -110,6 +108,14 @@ export class TenantService {
   admit(id: string, runId: string, project: string): Promise<Answer> {
     // A fresh command id each time: the tenant itself counts a run id once, and each caller needs its own answer.
     return this.command(id, { type: "tenant.admit_run", run_id: runId, project });
+  }
+
+  /**
+   * Gives back the slot `admit` gave `runId` (`tenant.run_ended`), for a start whose run was
+   * never created. Idempotent: the tenant counts a run id's end once.
+   */
+  runEnded(id: string, runId: string, project: string): Promise<Answer> {
+    return this.command(id, { type: "tenant.run_ended", run_id: runId, project }, `release/${runId}/not-created`);
   }
 
   async list(): Promise<TenantView[]> {

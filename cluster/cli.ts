@@ -17,7 +17,8 @@ import { parseArgs } from "node:util";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream, DeliverPolicy, type ConsumerMessages } from "@nats-io/jetstream";
 import { EVENTS_STREAM } from "../actors/index.js";
-import { createLogger, type Logger } from "../runtime/index.js";
+import { createLogger, ID_PATTERN, type Logger } from "../runtime/index.js";
+import { TenantIdSchema } from "../machines/index.js";
 import { ApiFault, RunwayClient } from "./client.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
@@ -46,6 +47,13 @@ function connection(values: { servers?: string; user?: string; pass?: string }) 
   return { servers: (values.servers ?? "").split(","), ...(values.user ? { user: values.user, pass: values.pass ?? "" } : {}) };
 }
 
+/** A tenant id by the API's own rule, refused here before anything is sent or started. */
+function tenantId(value: string, what: string): string {
+  const parsed = TenantIdSchema.safeParse(value);
+  if (!parsed.success) throw new UsageError(`${what} ${JSON.stringify(value)}: ${parsed.error.issues.map((i) => i.message).join("; ")}`);
+  return parsed.data;
+}
+
 const print = (value: unknown): void => void process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 
 function defaultHandlers(): string[] {
@@ -54,12 +62,13 @@ function defaultHandlers(): string[] {
 
 async function dev(argv: string[]): Promise<void> {
   const { values } = parseArgs({ args: argv, options: { handlers: { type: "string" }, tenant: common.tenant, store: { type: "string" } } });
+  const tenant = tenantId(values.tenant!, "--tenant");
   const store = values.store ?? mkdtempSync(join(tmpdir(), "runway-dev-"));
   const logger = createLogger("dev");
   const nats = await startEmbeddedNats(store);
   const node = await startRunwayNode({ connection: { servers: [nats.url] }, name: "dev", handlers: values.handlers ? values.handlers.split(",") : defaultHandlers(), logger });
-  await node.tenants.create(values.tenant!);
-  process.stdout.write(`runway dev: NATS ${nats.url} (store ${store}); node "dev" serving; tenant "${values.tenant}"\n  export RUNWAY_SERVERS=${nats.url}\n`);
+  await node.tenants.create(tenant);
+  process.stdout.write(`runway dev: NATS ${nats.url} (store ${store}); node "dev" serving; tenant "${tenant}"\n  export RUNWAY_SERVERS=${nats.url}\n`);
   runUntilStopped(logger, async () => {
     try {
       await node.stop();
@@ -172,9 +181,10 @@ function parentOf(pid: number): number | undefined {
 }
 
 async function withClient<T>(values: { servers?: string; user?: string; pass?: string; tenant?: string }, body: (client: RunwayClient, nc: NatsConnection) => Promise<T>): Promise<T> {
+  const tenant = tenantId(values.tenant ?? "demo", "--tenant");
   const nc = await connect(connection(values));
   try {
-    return await body(new RunwayClient(nc, values.tenant ?? "demo"), nc);
+    return await body(new RunwayClient(nc, tenant), nc);
   } finally {
     await nc.close();
   }
@@ -247,7 +257,7 @@ async function main(): Promise<void> {
       return node([sub, ...rest].filter((x): x is string => x !== undefined));
     case "tenant": {
       const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...common, settings: { type: "string" }, reason: { type: "string" } } });
-      const id = positionals[0];
+      const id = positionals[0] === undefined ? undefined : tenantId(positionals[0], "tenant id");
       if (sub === "create" && id) return print(await withClient(values, (c) => c.createTenant(id, values.settings ? JSON.parse(values.settings) : undefined)));
       if ((sub === "kill" || sub === "drain" || sub === "resume") && id) return print(await withClient(values, (c) => c.setTenantState(id, sub, values.reason)));
       if (sub === "get" && id) return print(await withClient({ ...values, tenant: id }, (c) => c.getTenant()));
@@ -289,7 +299,11 @@ async function main(): Promise<void> {
       if (sub === "get" && id) return print(await withClient(values, (c) => c.getRun(id)));
       if (sub === "list") return print(await withClient(values, (c) => c.listRuns({ ...(values.status ? { status: values.status } : {}), ...(values.limit ? { limit: Number(values.limit) } : {}) })));
       if (sub === "cancel" && id) return print(await withClient(values, (c) => c.cancelRun(id, values.reason)));
-      if (sub === "watch" && id) return withClient(values, (c, nc) => watch(c, nc, values.tenant!, id));
+      if (sub === "watch" && id) {
+        // The id goes into a subject filter: a wildcard would follow other runs.
+        if (!ID_PATTERN.test(id)) throw new UsageError(`run id ${JSON.stringify(id)}: expected 1-200 characters of [A-Za-z0-9_=-]`);
+        return withClient(values, (c, nc) => watch(c, nc, values.tenant!, id));
+      }
       throw new UsageError("run start|get|list|watch|cancel");
     }
     default:

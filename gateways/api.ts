@@ -1,22 +1,25 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z, type ZodType } from "zod";
 import type { DefinitionStore, NodeMetrics, RunService, Sweeper, TenantService } from "../actors/index.js";
-import { TokenSchema } from "../machines/index.js";
-import { isFault, MicroService, type MicroRequest } from "../runtime/index.js";
+import { isTenantId, MAX_JSON_DEPTH, nestingDepth, TenantIdSchema, TokenSchema, WorkflowNameSchema } from "../machines/index.js";
+import { ID_PATTERN, isFault, MicroService, type MicroRequest } from "../runtime/index.js";
 
 export const API_VERSION = "0.2.0";
 /** Larger request bodies are refused before parsing. */
 export const MAX_REQUEST_BYTES = 512 * 1024;
-const RESERVED = new Set(["ops"]);
 
+/** A run id is an actor id (it becomes a KV key and a subject token); one of another tenant is simply not found. */
+const RunId = z.string().regex(ID_PATTERN, "a run id is 1-200 characters of [A-Za-z0-9_=-]");
+/** Versions count up from 1; the bound keeps the number's text plain digits (it is part of a KV key). */
+const Version = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
 const StartKey = z.strictObject({ source: z.string().min(1).max(200), delivery_id: z.string().min(1).max(500) });
 const schemas = {
   definitionsPut: z.strictObject({ definition: z.unknown(), publish: z.boolean().default(true) }),
-  definitionsGet: z.strictObject({ name: z.string().min(1).max(63), version: z.number().int().positive().optional() }),
+  definitionsGet: z.strictObject({ name: WorkflowNameSchema, version: Version.optional() }),
   definitionsList: z.strictObject({}),
   runsStart: z.strictObject({
-    definition: z.string().min(1).max(63),
-    version: z.number().int().positive().optional(),
+    definition: WorkflowNameSchema,
+    version: Version.optional(),
     input: z.unknown().optional(),
     start_key: StartKey.optional(),
     lane: z.enum(["interactive", "batch", "migration"]).optional(),
@@ -25,12 +28,12 @@ const schemas = {
     priority: z.number().int().min(0).max(9).optional(),
     deadline_ms: z.number().int().positive().max(366 * 86_400_000).optional(),
   }),
-  runsGet: z.strictObject({ run_id: z.string().min(1).max(200) }),
+  runsGet: z.strictObject({ run_id: RunId }),
   runsList: z.strictObject({ status: z.enum(["queued", "running", "waiting", "succeeded", "failed", "cancelled"]).optional(), limit: z.number().int().positive().max(500).optional() }),
-  runsCancel: z.strictObject({ run_id: z.string().min(1).max(200), reason: z.string().max(1_000).default("cancelled by request"), by: z.string().max(200).default("api") }),
-  tenantsPut: z.strictObject({ id: z.string().min(1).max(32), settings: z.unknown().optional() }),
+  runsCancel: z.strictObject({ run_id: RunId, reason: z.string().max(1_000).default("cancelled by request"), by: z.string().max(200).default("api") }),
+  tenantsPut: z.strictObject({ id: TenantIdSchema, settings: z.unknown().optional() }),
   tenantsList: z.strictObject({}),
-  tenantsState: z.strictObject({ id: z.string().min(1).max(32), reason: z.string().max(1_000).default("operator") }),
+  tenantsState: z.strictObject({ id: TenantIdSchema, reason: z.string().max(1_000).default("operator") }),
   tenantGet: z.strictObject({}),
   sweep: z.strictObject({}),
   tenantPut: z.strictObject({ settings: z.unknown() }),
@@ -49,6 +52,15 @@ export interface ApiServices {
 type Answer = { outcome: string } & Record<string, unknown>;
 
 /**
+ * A body nesting arrays and objects deeper than MAX_JSON_DEPTH (the body itself is level 1) is
+ * refused right after parsing, before zod or anything else recurses on it. Most endpoints
+ * answer `invalid_input`; `definitions.put` answers as for any definition it refuses.
+ */
+const TOO_DEEP = `the request nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`;
+const BODY_TOO_DEEP: Answer = { outcome: "invalid_input", reason: TOO_DEEP };
+const DEFINITION_TOO_DEEP: Answer = { outcome: "invalid_definition", errors: [{ code: "too_deep", path: "definition", message: TOO_DEEP }] };
+
+/**
  * The `runway` NATS micro service: `runway.v1.<tenant>.definitions.put|get|list`,
  * `runway.v1.<tenant>.runs.start|get|list|cancel` and `runway.v1.ops.tenants.put|list`.
  * Every request and reply is JSON; requests are validated by zod (unknown fields refused) and
@@ -57,19 +69,19 @@ type Answer = { outcome: string } & Record<string, unknown>;
  */
 export async function startApi(nc: NatsConnection, services: ApiServices): Promise<MicroService> {
   const service = new MicroService(nc, { name: "runway", version: API_VERSION, description: "Runway durable workflow runtime" });
-  const tenantEndpoint = <S extends ZodType>(name: string, path: string, schema: S, handle: (tenant: string, body: z.infer<S>) => Promise<Answer>) => {
+  const tenantEndpoint = <S extends ZodType>(name: string, path: string, schema: S, handle: (tenant: string, body: z.infer<S>) => Promise<Answer>, tooDeep = BODY_TOO_DEEP) => {
     service.addEndpoint(name, {
       subject: `runway.v1.*.${path}`,
       metadata: { path, tenant: "the second subject token" },
       handler: (req) =>
         serve(req, schema, async (body) => {
           const tenant = req.subject.split(".")[2] ?? "";
-          if (RESERVED.has(tenant) || !(await services.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
+          if (!isTenantId(tenant) || !(await services.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
           return handle(tenant, body);
-        }),
+        }, tooDeep),
     });
   };
-  tenantEndpoint("definitions_put", "definitions.put", schemas.definitionsPut, (t, b) => services.definitions.put(t, b.definition, { publish: b.publish, now: services.now() }));
+  tenantEndpoint("definitions_put", "definitions.put", schemas.definitionsPut, (t, b) => services.definitions.put(t, b.definition, { publish: b.publish, now: services.now() }), DEFINITION_TOO_DEEP);
   tenantEndpoint("definitions_get", "definitions.get", schemas.definitionsGet, (t, b) => services.definitions.get(t, b.name, b.version));
   tenantEndpoint("definitions_list", "definitions.list", schemas.definitionsList, async (t) => ({ outcome: "ok", definitions: await services.definitions.list(t) }));
   tenantEndpoint("runs_start", "runs.start", schemas.runsStart, (t, b) => services.runs.start(t, b));
@@ -105,7 +117,7 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
   return service;
 }
 
-async function serve<S extends ZodType>(req: MicroRequest, schema: S, handle: (body: z.infer<S>) => Promise<Answer>): Promise<void> {
+async function serve<S extends ZodType>(req: MicroRequest, schema: S, handle: (body: z.infer<S>) => Promise<Answer>, tooDeep = BODY_TOO_DEEP): Promise<void> {
   const reply = (answer: Answer) => req.respond(JSON.stringify(answer));
   if (req.data.length > MAX_REQUEST_BYTES) return reply({ outcome: "request_too_large", bytes: req.data.length, limit: MAX_REQUEST_BYTES });
   let raw: unknown;
@@ -114,6 +126,8 @@ async function serve<S extends ZodType>(req: MicroRequest, schema: S, handle: (b
   } catch {
     return reply({ outcome: "invalid_input", reason: "the body is not JSON" });
   }
+  // JSON.parse does not recurse; the depth is measured without recursion too.
+  if (nestingDepth(raw, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) return reply(tooDeep);
   const parsed = schema.safeParse(raw);
   if (!parsed.success) return reply({ outcome: "invalid_input", reason: parsed.error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`).join("; ") });
   try {

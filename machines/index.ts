@@ -19,6 +19,9 @@ export { bound, isDropped } from "./bound.js";
 export {
   canonicalJson,
   compileDefinition,
+  nestingDepth,
+  MAX_JSON_DEPTH,
+  WorkflowNameSchema,
   validateAgainstSchema,
   PlanSchema,
   DEFAULT_LIMITS,
@@ -74,5 +77,7 @@ export {
   type AdmitAnswer,
   TokenSchema,
   laneFor,
+  TenantIdSchema,
+  isTenantId,
 } from "./tenant/index.js";
 export { emptyScheduler, enqueue, next, release, metrics as schedulerMetrics, type SchedulerState, type SchedulerConfig, type TenantPolicy, type Ticket, type TokenBucket } from "./scheduler/index.js";

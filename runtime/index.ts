@@ -1,7 +1,7 @@
 export { RunwayFault, StoreUnavailable, UnsupportedServer, isFault, faultFrom, type FaultKind, type SerializedFault } from "./errors.js";
 export { systemClock, type Clock } from "./clock.js";
 export { createLogger, silentLogger, type Logger, type LogLevel } from "./log.js";
-export { versionedCodec, packMsgpack, unpackMsgpack, type Codec, type CodecSpec, type DecodeResult } from "./codec.js";
+export { versionedCodec, packMsgpack, unpackMsgpack, MAX_ENCODED_DEPTH, type Codec, type CodecSpec, type DecodeResult } from "./codec.js";
 export { connectNats, compareVersions, MIN_SERVER_VERSION, type ConnectionConfig } from "./nats/connection.js";
 export { publish, readLast, streamLastSequence, type PublishOutcome, type ReadOutcome, type StoredMessage } from "./nats/jetstream.js";
 export {

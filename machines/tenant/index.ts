@@ -43,6 +43,8 @@ export {
 export {
   TenantSettingsSchema,
   TokenSchema,
+  TenantIdSchema,
+  isTenantId,
   TenantSettingsPatchSchema,
   mergeSettings,
   PRIORITY_CLASSES,

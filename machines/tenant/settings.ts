@@ -8,6 +8,22 @@ export const MAX_SETTINGS_ENTRIES = 1_000;
 export const PRIORITY_CLASSES = ["interactive", "automation", "migration", "approval_resume"] as const;
 export type PriorityClass = (typeof PRIORITY_CLASSES)[number];
 
+/**
+ * A tenant id: 1–32 characters of `[a-z0-9-]`, starting with a letter or digit, and never `ops`
+ * (the API's operator token). It becomes a NATS subject token, a KV key and the prefix of its
+ * runs' ids (`<tenant>_<hex>`), so nothing else passes: no dots, wildcards, spaces, `_`, `$`,
+ * control characters or non-ASCII letters. The one rule for the API, the CLI and tenant creation.
+ */
+export const TenantIdSchema = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9-]{0,31}$/, "a tenant id is 1-32 characters of [a-z0-9-], starting with a letter or digit")
+  .refine((s) => s !== "ops", "reserved tenant id");
+
+/** True for a valid tenant id ({@link TenantIdSchema}). */
+export function isTenantId(value: unknown): value is string {
+  return TenantIdSchema.safeParse(value).success;
+}
+
 /** A run or project id: a safe token, never a key that would reach an object's prototype. */
 export const TokenSchema = z
   .string()

@@ -17,6 +17,32 @@ export function isJson(value: unknown, depth = 0): value is Json {
 }
 
 /**
+ * The deepest nesting of arrays and objects accepted in a request body or a workflow definition
+ * (the outermost value is level 1). Every recursive walk of such data (zod, the compiler,
+ * templates, schema validation, msgpack and JSON encoders) stays far from the stack's limit.
+ */
+export const MAX_JSON_DEPTH = 64;
+
+/**
+ * How deeply `value` nests arrays and objects: 0 for a scalar, 1 for `[]` or `{"a": 1}`. Walked
+ * without recursion and abandoned once it passes `stopAbove`, so any value, however deep, is
+ * measured on a bounded stack.
+ */
+export function nestingDepth(value: unknown, stopAbove: number = Number.POSITIVE_INFINITY): number {
+  let deepest = 0;
+  const todo: [unknown, number][] = [[value, 0]];
+  for (let next = todo.pop(); next !== undefined; next = todo.pop()) {
+    const [v, depth] = next;
+    if (v === null || typeof v !== "object") continue;
+    const level = depth + 1;
+    if (level > deepest) deepest = level;
+    if (deepest > stopAbove) return deepest;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) if (child !== null && typeof child === "object") todo.push([child, level]);
+  }
+  return deepest;
+}
+
+/**
  * Canonical JSON text: object keys sorted by code unit, no whitespace, `undefined` members
  * omitted (as JSON.stringify does). Equal values give equal text whatever their key order, so the
  * text is fit for hashing and for equality.

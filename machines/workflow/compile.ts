@@ -4,7 +4,7 @@
  * definition). The same definition always compiles to the same plan, byte for byte in canonical
  * JSON, whatever the key order of its input.
  */
-import { canonicalJson, formatPath, utf8Length } from "./canonical.js";
+import { canonicalJson, formatPath, MAX_JSON_DEPTH, nestingDepth, utf8Length } from "./canonical.js";
 import { DefinitionSchema, type Condition } from "./definition.js";
 import { expand, type CompileError, type Expanded, type Limits } from "./expand.js";
 import { checkSchemaSubset } from "./json-schema.js";
@@ -144,15 +144,23 @@ function checkRefs(sites: RefSite[], where: (string | number)[], itemScope: bool
  * Validates and compiles a definition. Checks, all reported together: shape
  * (`invalid_definition`), ids, needs, cycles, references (a node may read only its transitive
  * needs; `item`/`index` only in a map's input), handlers, workflows, limits, input schema and
- * plan size (canonical JSON bytes of the plan).
+ * plan size (canonical JSON bytes of the plan). A definition nested deeper than `MAX_JSON_DEPTH`
+ * is refused alone (`too_deep`), and one over `max_nodes` gets no graph checks (ordering,
+ * cycles, references), so compiling any input takes bounded stack and time.
  */
 export function compileDefinition(raw: unknown, ctx: CompileContext): CompileResult {
+  // Checked first and without recursion: every later pass (zod included) recurses on the definition.
+  if (nestingDepth(raw, MAX_JSON_DEPTH) > MAX_JSON_DEPTH)
+    return { ok: false, errors: [{ code: "too_deep", path: "", message: `arrays and objects nest deeper than ${MAX_JSON_DEPTH} levels` }] };
   const parsed = DefinitionSchema.safeParse(raw);
   if (!parsed.success)
     return { ok: false, errors: parsed.error.issues.map((i) => ({ code: "invalid_definition", path: formatPath(i.path), message: i.message })) };
   const def = parsed.data;
   const limits: Limits = { ...DEFAULT_LIMITS, ...ctx.limits };
-  const { nodes, errors } = expand(def.nodes, { handlers: ctx.handlers, workflowExists: ctx.workflowExists, limits });
+  const { nodes, errors, count } = expand(def.nodes, { handlers: ctx.handlers, workflowExists: ctx.workflowExists, limits });
+  // The graph checks below grow faster than linearly (and the cycle search recurses per node):
+  // they run only on a graph within the node limit.
+  if (count > limits.max_nodes) return { ok: false, errors };
 
   const { sorted, stuck } = order(nodes);
   for (const scc of cycles(stuck)) {

@@ -11,7 +11,13 @@ export type { Json };
 /** A template: any JSON value; `"${expr}"` strings are substituted, see templates.ts. */
 export type Template = Json;
 
-export const WORKFLOW_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
+/**
+ * A workflow (definition) name: 1–63 characters of `[a-z0-9-]`, starting with a letter or digit.
+ * It becomes part of KV keys (`<tenant>.<name>.latest`), so nothing else passes: no dots,
+ * wildcards, spaces, `$`, control characters or non-ASCII letters. The one rule for publishing,
+ * subworkflow targets and every API request that names a definition.
+ */
+export const WorkflowNameSchema = z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, "a workflow name is 1-63 characters of [a-z0-9-], starting with a letter or digit");
 export const NODE_ID = /^[a-zA-Z][a-zA-Z0-9_-]{0,62}$/;
 /** A string holding exactly one `${expr}` and nothing else. */
 export const EXACT_REF = /^\$\{[^}]*\}$/;
@@ -153,14 +159,14 @@ export const NodeSchema: z.ZodType<DefinitionNode> = z.lazy(() =>
       provider: Provider.optional(),
       cost: Cost.optional(),
     }),
-    z.strictObject({ ...common, kind: z.literal("subworkflow"), workflow: z.string().regex(WORKFLOW_NAME), input: JsonSchema.optional() }),
+    z.strictObject({ ...common, kind: z.literal("subworkflow"), workflow: WorkflowNameSchema, input: JsonSchema.optional() }),
     z.strictObject({ ...common, kind: z.literal("sleep"), duration_ms: Ms.max(MAX_SLEEP_MS) }),
   ]),
 );
 
 /** The whole definition; `input_schema` is checked against the supported subset by the compiler. */
 export const DefinitionSchema: z.ZodType<Definition> = z.strictObject({
-  name: z.string().regex(WORKFLOW_NAME, "a name is [a-z0-9][a-z0-9-]{0,62}"),
+  name: WorkflowNameSchema,
   description: z.string().max(4_000).optional(),
   input_schema: z.record(z.string(), JsonSchema).optional(),
   nodes: z.array(NodeSchema).min(1),

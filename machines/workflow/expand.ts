@@ -21,7 +21,9 @@ export type CompileErrorCode =
   | "depth_exceeded"
   | "too_many_nodes"
   | "snapshot_too_large"
-  | "invalid_input_schema";
+  | "invalid_input_schema"
+  /** Arrays and objects nested deeper than MAX_JSON_DEPTH (canonical.ts). */
+  | "too_deep";
 export type CompileError = { code: CompileErrorCode; path: string; message: string };
 
 export type Limits = { max_nodes: number; max_fanout: number; max_nesting: number; max_plan_bytes: number; max_workflow_depth: number };

@@ -1,5 +1,5 @@
 /** Public surface of the workflow-definition layer (pure: zod only). */
-export { canonicalJson, formatPath, isJson, jsonEqual, utf8Length, type Json } from "./canonical.js";
+export { canonicalJson, formatPath, isJson, jsonEqual, nestingDepth, utf8Length, MAX_JSON_DEPTH, type Json } from "./canonical.js";
 export {
   ConditionSchema,
   DefinitionSchema,
@@ -10,7 +10,7 @@ export {
   MAX_SLEEP_MS,
   MAX_TIMEOUT_MS,
   NODE_ID,
-  WORKFLOW_NAME,
+  WorkflowNameSchema,
   type BranchNode,
   type CodeNode,
   type CompareOp,

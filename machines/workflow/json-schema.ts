@@ -5,7 +5,7 @@
  * pattern (ECMAScript, unicode mode, unanchored as in JSON Schema). Any other keyword is refused
  * at publish, so a schema never silently means less than its author wrote.
  */
-import { formatPath, isJson, jsonEqual } from "./canonical.js";
+import { formatPath, isJson, jsonEqual, MAX_JSON_DEPTH, nestingDepth } from "./canonical.js";
 
 export type SchemaIssue = { path: string; message: string };
 export type SchemaValidation = { ok: true } | { ok: false; errors: SchemaIssue[] };
@@ -127,10 +127,13 @@ function validate(schema: Record<string, unknown>, value: unknown, path: Propert
 
 /**
  * Validates `value` against a schema of the subset (check the schema with `checkSchemaSubset`
- * first; unsupported keywords are ignored here). Reports every violation, depth first.
+ * first; unsupported keywords are ignored here). Reports every violation, depth first. A value
+ * nested deeper than `MAX_JSON_DEPTH` is refused whatever the schema says, so that `enum` and
+ * `const`, which compare whole values recursively, stay on a bounded stack.
  */
 export function validateAgainstSchema(schema: unknown, value: unknown): SchemaValidation {
   if (!isObject(schema)) return { ok: false, errors: [{ path: "", message: "the schema is not an object" }] };
+  if (nestingDepth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) return { ok: false, errors: [{ path: "", message: `arrays and objects nest deeper than ${MAX_JSON_DEPTH} levels` }] };
   const errors: SchemaIssue[] = [];
   validate(schema, value, [], errors);
   return errors.length === 0 ? { ok: true } : { ok: false, errors };

@@ -230,19 +230,29 @@ export class ActorCell {
         this.countTerminated(decisions);
         return;
       }
-      const record: ActorRecord = {
-        kind: this.address.kind,
-        id: this.address.id,
-        snapshot: machine.getPersistedSnapshot(snapshot!),
-        applied: applied.slice(-APPLIED_WINDOW),
-        outbox,
-        transitions: (base?.record.transitions ?? 0) + changed,
-        writer: { node: this.env.log.authority.node, epoch: this.env.log.epoch },
-        at: clock.now(),
-      };
+      let record: ActorRecord;
+      let encoded: Uint8Array;
+      try {
+        // Both walk the whole state recursively (XState's persisted copy, then msgpack).
+        record = {
+          kind: this.address.kind,
+          id: this.address.id,
+          snapshot: machine.getPersistedSnapshot(snapshot!),
+          applied: applied.slice(-APPLIED_WINDOW),
+          outbox,
+          transitions: (base?.record.transitions ?? 0) + changed,
+          writer: { node: this.env.log.authority.node, epoch: this.env.log.epoch },
+          at: clock.now(),
+        };
+        encoded = actorRecordCodec.encode(record);
+      } catch (err) {
+        // Left unacknowledged, these commands would come back and fail the same way for ever.
+        this.cached = undefined;
+        return this.unencodable(batch, err);
+      }
       await this.env.faults.beforeWrite?.(this.address);
       const generation = this.env.log.generation;
-      const written = await this.env.log.write(this.key, actorRecordCodec.encode(record));
+      const written = await this.env.log.write(this.key, encoded);
       switch (written.outcome) {
         case "written": {
           this.env.stats.writes++;
@@ -276,6 +286,24 @@ export class ActorCell {
           continue;
       }
     }
+  }
+
+  /**
+   * The state a batch produced cannot be encoded (e.g. a value nested too deep for the
+   * encoder's recursion). Its commands are applied again one at a time, so only the command
+   * whose own transition cannot be stored is refused (`invalid_input`, `state_unencodable`,
+   * terminated); the others are stored as usual and the actor keeps serving.
+   */
+  private async unencodable(batch: Delivery[], err: unknown): Promise<void> {
+    if (batch.length > 1) {
+      for (const delivery of batch) await this.apply([delivery]);
+      return;
+    }
+    const delivery = batch[0]!;
+    this.env.stats.invalid++;
+    this.env.stats.terminated++;
+    this.env.logger.warn("command refused: its state cannot be encoded", { actor: this.key, command: delivery.id, error: String(err) });
+    delivery.settle({ outcome: "invalid_input", reason: "state_unencodable" }, "term", "state_unencodable");
   }
 
   private countTerminated(decisions: { how: string }[]): void {

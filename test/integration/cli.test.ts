@@ -11,8 +11,8 @@ const cli = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), "runway-cli-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function runway(args: string[]): Promise<{ code: number | null; out: string }> {
-  const child = spawnTsx(cli, [...args, "--servers", world.server.url, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--tenant", "t1"], { name: `runway ${args[0]}` });
+async function runway(args: string[], tenant = "t1"): Promise<{ code: number | null; out: string }> {
+  const child = spawnTsx(cli, [...args, "--servers", world.server.url, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--tenant", tenant], { name: `runway ${args[0]}` });
   const exit = await child.exited;
   return { code: exit.code, out: child.lines.join("\n") };
 }
@@ -37,4 +37,13 @@ it("the runway CLI publishes a definition, starts a run, watches it live to the 
   expect(got.out).toContain('"status": "succeeded"');
   const again = await runway(["run", "start", "cli-flow", "--key", "cli:one"]);
   expect(again.out).toContain('"duplicate"');
+});
+
+it("the CLI refuses a tenant id the API would refuse as a usage error (exit 2), not an API answer", async () => {
+  const created = await runway(["tenant", "create", "Bad Tenant!"]);
+  expect(created.code, created.out).toBe(2);
+  expect(created.out).toContain("tenant id");
+  const listed = await runway(["run", "list"], "*");
+  expect(listed.code, listed.out).toBe(2);
+  expect(listed.out).toContain("--tenant");
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { actorRecordCodec, packMsgpack, versionedCodec, type ActorRecord } from "../../runtime/index.js";
+import { actorRecordCodec, isFault, MAX_ENCODED_DEPTH, packMsgpack, versionedCodec, type ActorRecord } from "../../runtime/index.js";
 
 const body = z.object({ n: z.number(), tags: z.array(z.string()) });
 
@@ -52,5 +52,25 @@ describe("versioned codec", () => {
     // entries are published durably as they were written.
     const older = { ...record, outbox: [{ id: "cmd-1/0", effect: { type: "runway.publish", subject: "rw.evt.t1.r.r.step_started", data: {} } }] };
     expect(actorRecordCodec.decode(packMsgpack({ s: "rw.actor", v: 1, b: older }))).toEqual({ ok: true, value: older });
+  });
+
+  it(`refuses to encode a body nested past ${MAX_ENCODED_DEPTH} levels, whatever the encoder's stack would survive`, () => {
+    const any = versionedCodec({ schema: "t.any", version: 1, body: z.unknown() });
+    const nested = (levels: number) => {
+      let v: unknown = 1;
+      for (let i = 0; i < levels; i++) v = { a: v };
+      return v;
+    };
+    // The envelope is the first level.
+    expect(any.decode(any.encode(nested(MAX_ENCODED_DEPTH - 1)))).toEqual({ ok: true, value: nested(MAX_ENCODED_DEPTH - 1) });
+    for (const levels of [MAX_ENCODED_DEPTH, 1_000, 100_000]) {
+      let thrown: unknown;
+      try {
+        any.encode(nested(levels));
+      } catch (err) {
+        thrown = err;
+      }
+      expect(isFault(thrown) && thrown.code).toBe("too_deep");
+    }
   });
 });

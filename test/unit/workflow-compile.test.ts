@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import {
   canonicalJson,
   compileDefinition,
+  MAX_JSON_DEPTH,
   PlanSchema,
   type CompileContext,
   type CompileErrorCode,
@@ -220,6 +221,29 @@ describe("compileDefinition: publish errors", () => {
     const nodes = Array.from({ length: 6 }, (_, i) => code(`n${i}`));
     expect(codes({ name: "x", nodes }, { ...ctx, limits: { max_nodes: 5 } })).toEqual(["too_many_nodes"]);
     expect(codes({ name: "x", nodes }, { ...ctx, limits: { max_nodes: 6 } })).toEqual([]);
+  });
+
+  it("too_many_nodes stops before the graph checks: a cycle through 20,000 nodes is no stack overflow", () => {
+    const n = 20_000;
+    const nodes = Array.from({ length: n }, (_, i) => ({ id: `n${i}`, kind: "sleep", duration_ms: 0, needs: [`n${(i + 1) % n}`] }));
+    expect(codes({ name: "x", nodes })).toEqual(["too_many_nodes"]);
+  });
+
+  it("too_deep: arrays and objects nested past MAX_JSON_DEPTH are refused before any recursive pass", () => {
+    const arrays = (levels: number) => JSON.parse(`${"[".repeat(levels)}${"]".repeat(levels)}`) as unknown;
+    // The definition object, `nodes` and the node are three levels; the input fills the rest.
+    expect(codes({ name: "x", nodes: [code("a", { input: arrays(MAX_JSON_DEPTH - 3) })] })).toEqual([]);
+    expect(compileDefinition({ name: "x", nodes: [code("a", { input: arrays(MAX_JSON_DEPTH - 2) })] }, ctx)).toEqual({
+      ok: false,
+      errors: [{ code: "too_deep", path: "", message: `arrays and objects nest deeper than ${MAX_JSON_DEPTH} levels` }],
+    });
+    // Deep enough to overflow any recursive walk: an input, a condition, nested parallels.
+    expect(codes({ name: "x", nodes: [code("a", { input: arrays(200_000) })] })).toEqual(["too_deep"]);
+    const condition = JSON.parse(`${'{"not":'.repeat(50_000)}{"ref":"\${input.a}","op":"exists"}${"}".repeat(50_000)}`) as unknown;
+    expect(codes({ name: "x", nodes: [{ id: "b", kind: "branch", condition, then: [] }] })).toEqual(["too_deep"]);
+    let nested: unknown = [code("leaf")];
+    for (let i = 0; i < 20_000; i++) nested = [{ id: `p${i}`, kind: "parallel", branches: [nested] }];
+    expect(codes({ name: "x", nodes: nested })).toEqual(["too_deep"]);
   });
 
   it("snapshot_too_large", () => {
