@@ -1,12 +1,15 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Objm, type ObjectStore } from "@nats-io/obj";
-import type { AbortRequest, ExecuteRequest } from "../machines/index.js";
+import { nestingDepth, type AbortRequest, type ExecuteRequest } from "../machines/index.js";
 import type { ActorHost, Logger, MailboxClient, StepPool } from "../runtime/index.js";
 import { RUN_KIND } from "./run-actor.js";
 import { RESULTS_STORE } from "./topology.js";
 
 /** What became of a heartbeat renewal (see `StepExecutor`'s `onHeartbeatSettled`). */
 export type HeartbeatOutcome = "renewed" | "stale" | "mailbox";
+
+/** Outputs nesting deeper than this fail `bad_output`: a run record (with its own levels around it) must stay encodable. */
+export const MAX_OUTPUT_DEPTH = 256;
 
 /** Results above this are stored in the object store and recorded by reference. */
 export const RESULT_INLINE_LIMIT = 32 * 1024;
@@ -155,7 +158,10 @@ export class StepExecutor {
     }, { signal: this.controllers.get(key)!.signal });
     let output: unknown;
     let event: Record<string, unknown>;
-    if (result.outcome === "succeeded") {
+    if (result.outcome === "succeeded" && nestingDepth(result.output, MAX_OUTPUT_DEPTH) > MAX_OUTPUT_DEPTH) {
+      // A run could never store it (records refuse deep values): the handler's own bug, not worth a retry.
+      event = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, outcome: "failed", error: { code: "bad_output", message: `the output nests deeper than ${MAX_OUTPUT_DEPTH} levels`, retryable: false } };
+    } else if (result.outcome === "succeeded") {
       output = await this.bounded(request, result.output);
       event = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, outcome: "succeeded", output };
     } else {

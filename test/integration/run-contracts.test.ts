@@ -284,6 +284,18 @@ describe("maps", () => {
   });
 });
 
+describe("bad output", () => {
+  it("a handler output nested too deep for any record fails bad_output at once (no retry), and the run ends; the node keeps serving", async () => {
+    const client = await tenant("bo1");
+    await publish(client, { name: "deep", nodes: [{ id: "a", kind: "code", handler: "deep", input: { levels: 600 } }] });
+    const done = await settled(client, ((await client.startRun({ definition: "deep" })).run as View).id);
+    expect(done.status).toBe("failed");
+    expect(done.nodes.a).toMatchObject({ status: "failed", attempt: 1, error: { code: "bad_output" } });
+    await publish(client, { name: "fine", nodes: [{ id: "a", kind: "code", handler: "deep", input: { levels: 20 } }] });
+    expect((await settled(client, ((await client.startRun({ definition: "fine" })).run as View).id)).status).toBe("succeeded");
+  });
+});
+
 describe("starts", () => {
   it("C017 one start key, another definition (or bad input) in a later delivery: the answer is the first run, duplicate", async () => {
     const client = await tenant("st1");
