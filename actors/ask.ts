@@ -10,7 +10,13 @@ export type AskAnswer = CommandAnswer | { outcome: "timeout" } | { outcome: "not
  * Both paths answer only after the transition is stored, and both dedupe on `id`, so a retry
  * through either meets the first.
  */
-export async function askActor(deps: { host?: ActorHost; mailbox: MailboxClient }, address: ActorAddress, event: { type: string } & Record<string, unknown>, id: string, timeoutMs: number): Promise<AskAnswer> {
+export async function askActor(
+  deps: { host?: ActorHost; mailbox: MailboxClient },
+  address: ActorAddress,
+  event: { type: string } & Record<string, unknown>,
+  id: string,
+  timeoutMs: number,
+): Promise<AskAnswer> {
   let left = timeoutMs;
   if (deps.host) {
     // Half the budget here: a partition handed over mid-command may never answer locally. The

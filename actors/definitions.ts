@@ -82,7 +82,16 @@ export class DefinitionStore {
     // rather than failing its deepest node at run time.
     const levels = 1 + (await this.deepestChain(Object.values(children), MAX_DEPTH + 1));
     if (levels > MAX_DEPTH + 1) {
-      return { outcome: "invalid_definition", errors: [{ code: "depth_exceeded", path: "nodes", message: `its subworkflows nest ${levels} runs deep (this one included) through the pinned versions; a run tree allows ${MAX_DEPTH + 1}` }] };
+      return {
+        outcome: "invalid_definition",
+        errors: [
+          {
+            code: "depth_exceeded",
+            path: "nodes",
+            message: `its subworkflows nest ${levels} runs deep (this one included) through the pinned versions; a run tree allows ${MAX_DEPTH + 1}`,
+          },
+        ],
+      };
     }
     const digest = sha256Hex(plan.definition_digest_input + canonicalJson(children));
     for (let attempt = 0; attempt < 5; attempt++) {
@@ -91,7 +100,10 @@ export class DefinitionStore {
       const version = (current?.ref.version ?? 0) + 1;
       await kv.put(`plan.${digest}`, JSON.stringify({ plan, children }));
       try {
-        await kv.create(`${tenant}.${plan.name}.v${version}`, JSON.stringify({ name: plan.name, version, digest, status: "published", definition: raw, published_at: options.now }));
+        await kv.create(
+          `${tenant}.${plan.name}.v${version}`,
+          JSON.stringify({ name: plan.name, version, digest, status: "published", definition: raw, published_at: options.now }),
+        );
       } catch {
         continue; // another publisher took this version number: look again
       }
@@ -159,14 +171,27 @@ export class DefinitionStore {
     return record;
   }
 
-  async get(tenant: string, name: string, version?: number): Promise<{ outcome: "found"; ref: DefinitionRef; definition: unknown; published_at: number } | { outcome: "definition_not_found" } | { outcome: "definition_not_published"; reason: string; definition: unknown }> {
+  async get(
+    tenant: string,
+    name: string,
+    version?: number,
+  ): Promise<
+    | { outcome: "found"; ref: DefinitionRef; definition: unknown; published_at: number }
+    | { outcome: "definition_not_found" }
+    | { outcome: "definition_not_published"; reason: string; definition: unknown }
+  > {
     const kv = await this.bucket();
     const v = version ?? (await this.latest(tenant, name))?.ref.version;
     if (v !== undefined) {
       const e = await kv.get(`${tenant}.${name}.v${v}`);
       if (e && e.operation === "PUT") {
         const rec = VersionRecordSchema.parse(e.json());
-        return { outcome: "found", ref: { name: rec.name, version: rec.version, digest: rec.digest }, definition: rec.definition, published_at: rec.published_at };
+        return {
+          outcome: "found",
+          ref: { name: rec.name, version: rec.version, digest: rec.digest },
+          definition: rec.definition,
+          published_at: rec.published_at,
+        };
       }
     }
     const draft = await kv.get(`${tenant}.${name}.draft`);

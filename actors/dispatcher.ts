@@ -1,4 +1,16 @@
-import { emptyScheduler, enqueue, next, release, schedulerMetrics, type ReadyTicket, type SchedulerConfig, type SchedulerState, type TenantPolicy, type Ticket, type TokenBucket } from "../machines/index.js";
+import {
+  emptyScheduler,
+  enqueue,
+  next,
+  release,
+  schedulerMetrics,
+  type ReadyTicket,
+  type SchedulerConfig,
+  type SchedulerState,
+  type TenantPolicy,
+  type Ticket,
+  type TokenBucket,
+} from "../machines/index.js";
 import type { ActorHost, Clock, Logger } from "../runtime/index.js";
 import type { QuotaGate, QuotaLimits } from "./quota.js";
 import { RUN_KIND } from "./run-actor.js";
@@ -88,7 +100,13 @@ export class Dispatcher {
 
   /** Mean queue wait and mean slowdown of the attempts served here, by tenant and class. */
   service(): { tenant: string; class: string; count: number; mean_wait_ms: number; mean_slowdown: number }[] {
-    return [...this.served.values()].map((s) => ({ tenant: s.tenant, class: s.class, count: s.count, mean_wait_ms: s.wait_ms / s.count, mean_slowdown: s.slowdown / s.count }));
+    return [...this.served.values()].map((s) => ({
+      tenant: s.tenant,
+      class: s.class,
+      count: s.count,
+      mean_wait_ms: s.wait_ms / s.count,
+      mean_slowdown: s.slowdown / s.count,
+    }));
   }
 
   private pump(): void {
@@ -109,7 +127,13 @@ export class Dispatcher {
           this.state = release(this.state, decision.ticket);
           continue;
         }
-        this.leased.set(offered.id, { ...decision.ticket, run: offered.run, node: offered.node, ...(offered.item !== undefined ? { item: offered.item } : {}), granted_at: this.deps.clock.now() });
+        this.leased.set(offered.id, {
+          ...decision.ticket,
+          run: offered.run,
+          node: offered.node,
+          ...(offered.item !== undefined ? { item: offered.item } : {}),
+          granted_at: this.deps.clock.now(),
+        });
         this.leasesByTenant.set(offered.tenant, (this.leasesByTenant.get(offered.tenant) ?? 0) + 1);
         this.recent.push({ tenant: offered.tenant, class: offered.class, seq: ++this.decisions, offered_seq: offered.offered_seq });
         if (this.recent.length > 20_000) this.recent.splice(0, this.recent.length - 20_000);
@@ -122,10 +146,13 @@ export class Dispatcher {
 
   private arm(at: number): void {
     if (this.wake) clearTimeout(this.wake);
-    this.wake = setTimeout(() => {
-      this.wake = undefined;
-      this.pump();
-    }, Math.max(1, at - this.deps.clock.now()));
+    this.wake = setTimeout(
+      () => {
+        this.wake = undefined;
+        this.pump();
+      },
+      Math.max(1, at - this.deps.clock.now()),
+    );
     this.wake.unref();
   }
 

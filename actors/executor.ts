@@ -87,7 +87,8 @@ export class StepExecutor {
   /** Attempts of `run` executing in this process now (their lease epochs): not lost when this node claims the run's partition again. */
   alive(run: string): { node: string; item?: number; attempt: number; lease_epoch: number }[] {
     const out: { node: string; item?: number; attempt: number; lease_epoch: number }[] = [];
-    for (const r of this.running.values()) if (r.run === run) out.push({ node: r.node, ...(r.item !== undefined ? { item: r.item } : {}), attempt: r.attempt, lease_epoch: r.lease_epoch });
+    for (const r of this.running.values())
+      if (r.run === run) out.push({ node: r.node, ...(r.item !== undefined ? { item: r.item } : {}), attempt: r.attempt, lease_epoch: r.lease_epoch });
     return out;
   }
 
@@ -106,7 +107,13 @@ export class StepExecutor {
     if (now - (this.lastBeat.get(key) ?? 0) < 1_000) return;
     this.lastBeat.set(key, now);
     const request = this.running.get(key)!;
-    const event: Record<string, unknown> = { type: "step.heartbeat", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, cancellation_epoch: request.cancellation_epoch };
+    const event: Record<string, unknown> = {
+      type: "step.heartbeat",
+      node: request.node,
+      attempt: request.attempt,
+      lease_epoch: request.lease_epoch,
+      cancellation_epoch: request.cancellation_epoch,
+    };
     if (request.item !== undefined) event.item = request.item;
     this.stats.heartbeats++;
     const sent = this.report({ kind: RUN_KIND, id: request.run }, event, `hb/${key}/${this.beats++}`);
@@ -119,12 +126,17 @@ export class StepExecutor {
     }
   }
 
-  private async report(address: { kind: string; id: string }, event: Record<string, unknown>, id: string): Promise<"committed" | "stale" | "mailbox" | "dropped"> {
+  private async report(
+    address: { kind: string; id: string },
+    event: Record<string, unknown>,
+    id: string,
+  ): Promise<"committed" | "stale" | "mailbox" | "dropped"> {
     if (event.type === "step.result" && this.deps.dropReport?.()) return "dropped";
     const local = await this.deps.host.dispatch(address, event, id);
     // Refused with a closed code: the attempt is no longer the current one (a newer lease:
     // stale_lease; the run or its tree was cancelled since the attempt began: stale_cancel_epoch).
-    const code = local.outcome === "applied" ? (local.value as { outcome?: string } | undefined)?.outcome : local.outcome === "refused" ? "stale_lease" : undefined;
+    const code =
+      local.outcome === "applied" ? (local.value as { outcome?: string } | undefined)?.outcome : local.outcome === "refused" ? "stale_lease" : undefined;
     if (code === "stale_lease" || code === "stale_cancel_epoch") {
       this.stats.staleCommits++;
       if (code === "stale_cancel_epoch") this.stats.staleCancelCommits++;
@@ -135,32 +147,48 @@ export class StepExecutor {
       // This node's partition epoch is stale (the partition moved on): its write was refused at
       // the store. The partition's owner decides; it has recovered the attempt meanwhile.
       this.stats.partitionFenced++;
-      this.deps.logger.warn("commit refused: stale_partition_epoch; forwarded to the partition's owner", { run: address.id, event: event.type, node: event.node, attempt: event.attempt });
+      this.deps.logger.warn("commit refused: stale_partition_epoch; forwarded to the partition's owner", {
+        run: address.id,
+        event: event.type,
+        node: event.node,
+        attempt: event.attempt,
+      });
     }
     if (local.outcome === "not_served" || local.outcome === "kept") {
       this.stats.viaMailbox++;
       const sent = await this.deps.mailbox.send(address, event as { type: string }, id);
-      if (sent.outcome !== "stored") this.deps.logger.warn("report not delivered; the attempt will be recovered", { run: address.id, event: event.type, outcome: sent.outcome });
+      if (sent.outcome !== "stored")
+        this.deps.logger.warn("report not delivered; the attempt will be recovered", { run: address.id, event: event.type, outcome: sent.outcome });
       return "mailbox";
     }
     return "committed";
   }
 
   private async run(request: ExecuteRequest, key: string): Promise<void> {
-    const result = await this.deps.pool.run({
-      handler: request.handler,
-      input: request.input,
-      runId: request.run,
-      stepId: stepIdOf(request),
-      attempt: request.attempt,
-      leaseEpoch: request.lease_epoch,
-      timeoutMs: request.timeout_ms,
-    }, { signal: this.controllers.get(key)!.signal });
+    const result = await this.deps.pool.run(
+      {
+        handler: request.handler,
+        input: request.input,
+        runId: request.run,
+        stepId: stepIdOf(request),
+        attempt: request.attempt,
+        leaseEpoch: request.lease_epoch,
+        timeoutMs: request.timeout_ms,
+      },
+      { signal: this.controllers.get(key)!.signal },
+    );
     let output: unknown;
     let event: Record<string, unknown>;
     if (result.outcome === "succeeded" && nestingDepth(result.output, MAX_OUTPUT_DEPTH) > MAX_OUTPUT_DEPTH) {
       // A run could never store it (records refuse deep values): the handler's own bug, not worth a retry.
-      event = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, outcome: "failed", error: { code: "bad_output", message: `the output nests deeper than ${MAX_OUTPUT_DEPTH} levels`, retryable: false } };
+      event = {
+        type: "step.result",
+        node: request.node,
+        attempt: request.attempt,
+        lease_epoch: request.lease_epoch,
+        outcome: "failed",
+        error: { code: "bad_output", message: `the output nests deeper than ${MAX_OUTPUT_DEPTH} levels`, retryable: false },
+      };
     } else if (result.outcome === "succeeded") {
       output = await this.bounded(request, result.output);
       event = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, outcome: "succeeded", output };

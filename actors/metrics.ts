@@ -28,7 +28,13 @@ export class NodeMetrics {
   }
 
   snapshot(): { name: string; help: string; type: "counter" | "gauge"; value: number; labels: Labels }[] {
-    const out: { name: string; help: string; type: "counter" | "gauge"; value: number; labels: Labels }[] = [...this.counters.values()].map((c) => ({ name: c.name, help: c.help, type: "counter" as const, value: c.value, labels: c.labels }));
+    const out: { name: string; help: string; type: "counter" | "gauge"; value: number; labels: Labels }[] = [...this.counters.values()].map((c) => ({
+      name: c.name,
+      help: c.help,
+      type: "counter" as const,
+      value: c.value,
+      labels: c.labels,
+    }));
     for (const s of this.sources) for (const m of s.collect()) out.push({ ...m, labels: m.labels ?? {} });
     return out.sort((a, b) => a.name.localeCompare(b.name));
   }

@@ -23,13 +23,19 @@ export interface QuotaLimits {
  * still counts, which can only make the window stricter. Old windows age out of the stream.
  */
 export class QuotaGate {
-  constructor(private readonly nc: NatsConnection, private readonly windowMs = 60_000) {}
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly windowMs = 60_000,
+  ) {}
 
   async take(tenant: string, provider: string, limits: QuotaLimits, cost: number, now: number): Promise<QuotaTake> {
     const window = Math.floor(now / this.windowMs);
     const next = (window + 1) * this.windowMs;
     const base = `rw.quota.${tenant}.${provider.replace(/[^A-Za-z0-9_-]/g, "_")}.${window}`;
-    const [requests, tokens] = await Promise.all([this.incr(`${base}.requests`, 1), limits.tokens === undefined ? Promise.resolve(0) : this.incr(`${base}.tokens`, Math.max(1, Math.ceil(cost)))]);
+    const [requests, tokens] = await Promise.all([
+      this.incr(`${base}.requests`, 1),
+      limits.tokens === undefined ? Promise.resolve(0) : this.incr(`${base}.tokens`, Math.max(1, Math.ceil(cost))),
+    ]);
     if (typeof requests === "string") return { ok: false, unavailable: requests, retry_at: now + 250 };
     if (typeof tokens === "string") return { ok: false, unavailable: tokens, retry_at: now + 250 };
     const ok = requests <= limits.requests && (limits.tokens === undefined || tokens <= limits.tokens);

@@ -8,7 +8,11 @@ export interface StoredSnapshot<C> {
   context: C | undefined;
 }
 
-export type SnapshotRead<C> = { outcome: "found"; snapshot: StoredSnapshot<C> } | { outcome: "missing" } | { outcome: "unavailable"; detail: string } | { outcome: "corrupt"; detail: string };
+export type SnapshotRead<C> =
+  | { outcome: "found"; snapshot: StoredSnapshot<C> }
+  | { outcome: "missing" }
+  | { outcome: "unavailable"; detail: string }
+  | { outcome: "corrupt"; detail: string };
 
 /**
  * Reads the latest stored snapshot of actor `<kind>.<id>` straight from its partition's bucket

@@ -23,7 +23,13 @@ export const REPUBLISH_WINDOW_MS = 120_000;
  * ended within the duplicate window is touched too (refused without a write).
  */
 export async function recoverPartition(
-  deps: { nc: NatsConnection; host: ActorHost; logger: Logger; now(): number; alive(run: string): { node: string; item?: number; attempt: number; lease_epoch: number }[] },
+  deps: {
+    nc: NatsConnection;
+    host: ActorHost;
+    logger: Logger;
+    now(): number;
+    alive(run: string): { node: string; item?: number; attempt: number; lease_epoch: number }[];
+  },
   partition: number,
   log: PartitionLog,
 ): Promise<number> {
@@ -43,7 +49,11 @@ export async function recoverPartition(
         return;
       }
       // A node that claims its own partition again (a lease it let lapse) still runs some attempts: those are not lost.
-      const answer = await deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.recover", reason: "partition_claimed", alive: deps.alive(id) }, `recover/${partition}/${log.epoch}/${id}`);
+      const answer = await deps.host.dispatch(
+        { kind: RUN_KIND, id },
+        { type: "run.recover", reason: "partition_claimed", alive: deps.alive(id) },
+        `recover/${partition}/${log.epoch}/${id}`,
+      );
       if (answer.outcome === "applied") recovered++;
     }),
   );

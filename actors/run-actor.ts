@@ -14,7 +14,10 @@ export const RUN_KIND = "run";
  * and the ids its subworkflow nodes' children will have — so the stored record stays small
  * and the machine stays pure.
  */
-export function runActor(plans: { planOf(digest: string): Promise<CompiledPlan>; parentOf(parentId: string, childId: string): Promise<ParentView | null> }, settings: { leaseTtlMs?: number; scheduled?: boolean; waitGraceMs?: number; expansionAdmission?: boolean } = {}) {
+export function runActor(
+  plans: { planOf(digest: string): Promise<CompiledPlan>; parentOf(parentId: string, childId: string): Promise<ParentView | null> },
+  settings: { leaseTtlMs?: number; scheduled?: boolean; waitGraceMs?: number; expansionAdmission?: boolean } = {},
+) {
   return defineActor({
     kind: RUN_KIND,
     machine: executionMachine,
@@ -22,7 +25,7 @@ export function runActor(plans: { planOf(digest: string): Promise<CompiledPlan>;
     prepare: async (event: EventObject, current: AnyMachineSnapshot | undefined) => {
       const e = event as EventObject & { run?: { id: string; tenant: string; parent_run_id?: string | null; definition: { digest: string } } };
       const creating = e.type === "run.create" && (current?.context as ExecutionContext | undefined)?.run == null;
-      const run = e.type === "run.create" ? e.run : (current?.context as ExecutionContext | undefined)?.run ?? undefined;
+      const run = e.type === "run.create" ? e.run : ((current?.context as ExecutionContext | undefined)?.run ?? undefined);
       // No run yet and not a create: the machine refuses it; no plan is needed for that.
       if (!run) return event;
       // A child's create reads its parent once: the machine refuses a child of a cancelled or ended parent before it exists.
@@ -32,7 +35,17 @@ export function runActor(plans: { planOf(digest: string): Promise<CompiledPlan>;
       for (const node of compiled.plan.nodes) {
         if (node.kind === "subworkflow") child_ids[node.id] = runIdFor(run.tenant, childStartKey(run.id, node.id));
       }
-      return { ...event, ...parent, plan: compiled.plan, child_ids, child_definitions: compiled.children, ...(settings.leaseTtlMs ? { lease_ttl_ms: settings.leaseTtlMs } : {}), ...(settings.scheduled ? { scheduled: true } : {}), ...(settings.waitGraceMs !== undefined ? { wait_grace_ms: settings.waitGraceMs } : {}), ...(settings.expansionAdmission ? { expansion_admission: true } : {}) };
+      return {
+        ...event,
+        ...parent,
+        plan: compiled.plan,
+        child_ids,
+        child_definitions: compiled.children,
+        ...(settings.leaseTtlMs ? { lease_ttl_ms: settings.leaseTtlMs } : {}),
+        ...(settings.scheduled ? { scheduled: true } : {}),
+        ...(settings.waitGraceMs !== undefined ? { wait_grace_ms: settings.waitGraceMs } : {}),
+        ...(settings.expansionAdmission ? { expansion_admission: true } : {}),
+      };
     },
   });
 }

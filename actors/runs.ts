@@ -56,12 +56,18 @@ export type StartRunResult =
   /** The tenant's kill switch is on, it is draining, its day cap is spent, or its queue is full: no run is created. */
   | { outcome: "tenant_killed" | "tenant_draining" | "day_cap_reached" | "queue_full"; detail?: unknown };
 
-export type CancelRunResult = { outcome: "cancelled"; run: RunView } | { outcome: "not_cancellable"; run: RunView } | { outcome: "run_not_found" } | { outcome: "tenant_not_found" };
+export type CancelRunResult =
+  { outcome: "cancelled"; run: RunView } | { outcome: "not_cancellable"; run: RunView } | { outcome: "run_not_found" } | { outcome: "tenant_not_found" };
 
 function view(run: RunContext): RunView {
   const nodes: RunView["nodes"] = {};
   for (const [id, n] of Object.entries(run.nodes)) {
-    nodes[id] = { status: n.s, ...(n.step ? { attempt: n.step.attempt } : {}), ...(n.error ? { error: n.error } : {}), ...(n.items ? { items: n.items.length } : {}) };
+    nodes[id] = {
+      status: n.s,
+      ...(n.step ? { attempt: n.step.attempt } : {}),
+      ...(n.error ? { error: n.error } : {}),
+      ...(n.items ? { items: n.items.length } : {}),
+    };
   }
   const lc = run.lifecycle;
   return {
@@ -82,14 +88,27 @@ function view(run: RunContext): RunView {
  * partition bucket; writes are commands to the run actor, answered after they are stored.
  */
 export class RunService {
-  constructor(private readonly deps: { nc: NatsConnection; partitions: number; mailbox: MailboxClient; host?: ActorHost; definitions: DefinitionStore; tenants: TenantService; now(): number }) {}
+  constructor(
+    private readonly deps: {
+      nc: NatsConnection;
+      partitions: number;
+      mailbox: MailboxClient;
+      host?: ActorHost;
+      definitions: DefinitionStore;
+      tenants: TenantService;
+      now(): number;
+    },
+  ) {}
 
   async start(tenant: string, request: StartRunRequest): Promise<StartRunResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
     const key = request.start_key ? startKey(request.start_key.source, request.start_key.delivery_id) : startKey("api", randomDeliveryId());
     const id = runIdFor(tenant, key);
     // Two independent reads, side by side: the definition, and a run this start key already made.
-    const [resolved, existing] = await Promise.all([this.deps.definitions.resolve(tenant, request.definition, request.version), request.start_key ? this.get(tenant, id) : Promise.resolve(undefined)]);
+    const [resolved, existing] = await Promise.all([
+      this.deps.definitions.resolve(tenant, request.definition, request.version),
+      request.start_key ? this.get(tenant, id) : Promise.resolve(undefined),
+    ]);
     // The same key always answers the same run, whatever this delivery names or carries (C017).
     if (existing) return { outcome: "duplicate", run: existing };
     const input = request.input ?? {};
@@ -107,12 +126,18 @@ export class RunService {
     // Admission by the tenant actor: kill switch, drain, day cap, run concurrency.
     const project = request.project ?? "default";
     const admitted = await this.deps.tenants.admit(tenant, id, project);
-    if (admitted.outcome === "tenant_killed" || admitted.outcome === "tenant_draining" || admitted.outcome === "day_cap_reached" || admitted.outcome === "queue_full") {
+    if (
+      admitted.outcome === "tenant_killed" ||
+      admitted.outcome === "tenant_draining" ||
+      admitted.outcome === "day_cap_reached" ||
+      admitted.outcome === "queue_full"
+    ) {
       await this.auditRefusal(tenant, admitted.outcome, { source, definition: resolved.ref, start_key: key });
       return { outcome: admitted.outcome, detail: admitted };
     }
     // Queued behind the tenant's caps: the run is created `queued` and starts when its tenant gives it a slot.
-    if (admitted.outcome !== "admitted" && admitted.outcome !== "queued") throw new RunwayFault("admission_unavailable", `admission of ${id}: ${admitted.outcome}`, { kind: "retryable" });
+    if (admitted.outcome !== "admitted" && admitted.outcome !== "queued")
+      throw new RunwayFault("admission_unavailable", `admission of ${id}: ${admitted.outcome}`, { kind: "retryable" });
     const seed = {
       id,
       tenant,
@@ -151,7 +176,9 @@ export class RunService {
    */
   private async auditRefusal(tenant: string, code: string, about: Record<string, unknown>): Promise<void> {
     const decision = { type: "start_refused", code, tenant, run_id: null, at: this.deps.now(), ...about };
-    const stored = await publish(this.deps.nc, `rw.audit.${tenant}.admission`, new TextEncoder().encode(JSON.stringify(decision)), { msgId: `refused/${randomDeliveryId()}` });
+    const stored = await publish(this.deps.nc, `rw.audit.${tenant}.admission`, new TextEncoder().encode(JSON.stringify(decision)), {
+      msgId: `refused/${randomDeliveryId()}`,
+    });
     if (stored.outcome !== "stored") throw new RunwayFault("audit_unavailable", `audit of a refused start: ${stored.outcome}`, { kind: "retryable" });
   }
 

@@ -76,7 +76,10 @@ export class Sweeper {
     const budget = this.deps.maxPerPass ?? 5_000;
     // Start where the last pass stopped, so a bound smaller than the partitions' runs still reaches every run in turn.
     const owned = this.deps.host.ownedPartitions();
-    const from = Math.max(0, owned.findIndex((p) => p >= this.resumeFrom));
+    const from = Math.max(
+      0,
+      owned.findIndex((p) => p >= this.resumeFrom),
+    );
     const order = [...owned.slice(from), ...owned.slice(0, from)];
     this.resumeFrom = 0;
     for (const p of order) {
@@ -166,7 +169,12 @@ export class Sweeper {
     for (const p of this.deps.host.ownedPartitions()) {
       try {
         for (const id of await actorIdsIn(this.deps.nc, p, TENANT_KIND)) {
-          const read = await readSnapshot<{ id: string; running?: Record<string, string>; queue?: [string, string][] }>(this.deps.nc, this.deps.partitions, TENANT_KIND, id);
+          const read = await readSnapshot<{ id: string; running?: Record<string, string>; queue?: [string, string][] }>(
+            this.deps.nc,
+            this.deps.partitions,
+            TENANT_KIND,
+            id,
+          );
           if (read.outcome === "corrupt") report.errors++;
           const tenant = read.outcome === "found" ? read.snapshot.context : undefined;
           if (!tenant) continue;
@@ -189,10 +197,15 @@ export class Sweeper {
             } else {
               this.missingSince.delete(runId);
               // Ended a while ago and still counted: the tenant never heard (its answer is idempotent).
-              if (isTerminal(run.lifecycle.status) && run.lifecycle.ended_at !== null && at - run.lifecycle.ended_at >= orphanAfter) action = "release_ended_slot";
+              if (isTerminal(run.lifecycle.status) && run.lifecycle.ended_at !== null && at - run.lifecycle.ended_at >= orphanAfter)
+                action = "release_ended_slot";
             }
             if (!action) continue;
-            const sent = await this.deps.mailbox.send({ kind: TENANT_KIND, id: tenant.id }, { type: "tenant.run_ended", run_id: runId, project }, `release/${runId}/${at}`);
+            const sent = await this.deps.mailbox.send(
+              { kind: TENANT_KIND, id: tenant.id },
+              { type: "tenant.run_ended", run_id: runId, project },
+              `release/${runId}/${at}`,
+            );
             if (sent.outcome !== "stored") throw new Error(`release of ${runId} not stored: ${sent.outcome}`);
             this.missingSince.delete(runId);
             report.actions[action] = (report.actions[action] ?? 0) + 1;
@@ -207,7 +220,9 @@ export class Sweeper {
   }
 
   /** A run's record: `found` with the run (null if the record holds none yet) and whether its actor is live; a corrupt one throws (counted by the pass). */
-  private async readRun(id: string): Promise<{ outcome: "found"; run: RunContext | null; live: boolean } | { outcome: "missing" } | { outcome: "unavailable" }> {
+  private async readRun(
+    id: string,
+  ): Promise<{ outcome: "found"; run: RunContext | null; live: boolean } | { outcome: "missing" } | { outcome: "unavailable" }> {
     const read = await readSnapshot<{ run?: RunContext | null }>(this.deps.nc, this.deps.partitions, RUN_KIND, id);
     if (read.outcome === "corrupt") throw new Error(`undecodable record: ${read.detail}`);
     if (read.outcome === "unavailable") return { outcome: "unavailable" };

@@ -41,7 +41,11 @@ export class TenantService {
 
   constructor(private readonly deps: { nc: NatsConnection; partitions: number; mailbox: MailboxClient; host?: ActorHost; now(): number }) {}
 
-  private async command(id: string, event: { type: string } & Record<string, unknown>, commandId = `${event.type}/${id}/${randomDeliveryId()}`): Promise<Answer> {
+  private async command(
+    id: string,
+    event: { type: string } & Record<string, unknown>,
+    commandId = `${event.type}/${id}/${randomDeliveryId()}`,
+  ): Promise<Answer> {
     const answer = await askActor(this.deps, { kind: TENANT_KIND, id }, event, commandId, 10_000);
     if (answer.outcome === "applied") return (answer.value as Answer | undefined) ?? { outcome: "ok" };
     if (answer.outcome === "refused") return { outcome: "tenant_not_found" };

@@ -69,7 +69,12 @@ export async function ensureDomainTopology(nc: NatsConnection, replicas: number)
     }
   }
   const kvm = new Kvm(nc);
-  await ensureBucket(kvm, DEFINITIONS_BUCKET, { history: 5, replicas, storage: "file", description: "Runway workflow definitions: <tenant>.<name>.v<N>, .latest, .draft; plan.<digest>" });
+  await ensureBucket(kvm, DEFINITIONS_BUCKET, {
+    history: 5,
+    replicas,
+    storage: "file",
+    description: "Runway workflow definitions: <tenant>.<name>.v<N>, .latest, .draft; plan.<digest>",
+  });
   const objm = new Objm(nc);
   try {
     await objm.open(RESULTS_STORE);

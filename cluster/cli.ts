@@ -66,7 +66,12 @@ async function dev(argv: string[]): Promise<void> {
   const store = values.store ?? mkdtempSync(join(tmpdir(), "runway-dev-"));
   const logger = createLogger("dev");
   const nats = await startEmbeddedNats(store);
-  const node = await startRunwayNode({ connection: { servers: [nats.url] }, name: "dev", handlers: values.handlers ? values.handlers.split(",") : defaultHandlers(), logger });
+  const node = await startRunwayNode({
+    connection: { servers: [nats.url] },
+    name: "dev",
+    handlers: values.handlers ? values.handlers.split(",") : defaultHandlers(),
+    logger,
+  });
   await node.tenants.create(tenant);
   process.stdout.write(`runway dev: NATS ${nats.url} (store ${store}); node "dev" serving; tenant "${tenant}"\n  export RUNWAY_SERVERS=${nats.url}\n`);
   runUntilStopped(logger, async () => {
@@ -180,7 +185,10 @@ function parentOf(pid: number): number | undefined {
   return Number.isInteger(ppid) ? ppid : undefined;
 }
 
-async function withClient<T>(values: { servers?: string; user?: string; pass?: string; tenant?: string }, body: (client: RunwayClient, nc: NatsConnection) => Promise<T>): Promise<T> {
+async function withClient<T>(
+  values: { servers?: string; user?: string; pass?: string; tenant?: string },
+  body: (client: RunwayClient, nc: NatsConnection) => Promise<T>,
+): Promise<T> {
   const tenant = tenantId(values.tenant ?? "demo", "--tenant");
   const nc = await connect(connection(values));
   try {
@@ -204,12 +212,20 @@ async function watch(client: RunwayClient, nc: NatsConnection, tenant: string, r
   let messages: ConsumerMessages | undefined;
   const follow = (async () => {
     try {
-      const consumer = await jetstream(nc).consumers.get(EVENTS_STREAM, { filter_subjects: [`rw.evt.${tenant}.*.${runId}.*`], deliver_policy: DeliverPolicy.All });
+      const consumer = await jetstream(nc).consumers.get(EVENTS_STREAM, {
+        filter_subjects: [`rw.evt.${tenant}.*.${runId}.*`],
+        deliver_policy: DeliverPolicy.All,
+      });
       if (ended) return;
       messages = await consumer.consume();
       for await (const m of messages) {
         const e = m.json<{ type: string; at: number; node?: string; item?: number; attempt?: number; error?: { code: string; message: string } }>();
-        const what = [e.node, e.item !== undefined ? `[${e.item}]` : "", e.attempt ? ` attempt ${e.attempt}` : "", e.error ? ` ${e.error.code}: ${e.error.message}` : ""].join("");
+        const what = [
+          e.node,
+          e.item !== undefined ? `[${e.item}]` : "",
+          e.attempt ? ` attempt ${e.attempt}` : "",
+          e.error ? ` ${e.error.code}: ${e.error.message}` : "",
+        ].join("");
         process.stdout.write(`${new Date(e.at).toISOString()}  #${m.seq}  ${e.type.padEnd(15)} ${what}\n`);
         if (e.type === "run_succeeded" || e.type === "run_failed" || e.type === "run_cancelled") {
           ended = true;
@@ -237,7 +253,9 @@ async function watch(client: RunwayClient, nc: NatsConnection, tenant: string, r
     const run = answer?.run as { status: string; ended_at?: number | null } | undefined;
     const type = run ? TERMINAL_EVENTS[run.status] : undefined;
     if (!type || terminalPolls++ === 0) continue;
-    process.stdout.write(`${new Date(run?.ended_at ?? Date.now()).toISOString()}  record  ${type.padEnd(15)} (from the run's record: its progress events did not arrive)\n`);
+    process.stdout.write(
+      `${new Date(run?.ended_at ?? Date.now()).toISOString()}  record  ${type.padEnd(15)} (from the run's record: its progress events did not arrive)\n`,
+    );
     ended = true;
   }
   await messages?.close();
@@ -256,18 +274,29 @@ async function main(): Promise<void> {
     case "node":
       return node([sub, ...rest].filter((x): x is string => x !== undefined));
     case "tenant": {
-      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...common, settings: { type: "string" }, reason: { type: "string" } } });
+      const { values, positionals } = parseArgs({
+        args: rest,
+        allowPositionals: true,
+        options: { ...common, settings: { type: "string" }, reason: { type: "string" } },
+      });
       const id = positionals[0] === undefined ? undefined : tenantId(positionals[0], "tenant id");
       if (sub === "create" && id) return print(await withClient(values, (c) => c.createTenant(id, values.settings ? JSON.parse(values.settings) : undefined)));
-      if ((sub === "kill" || sub === "drain" || sub === "resume") && id) return print(await withClient(values, (c) => c.setTenantState(id, sub, values.reason)));
+      if ((sub === "kill" || sub === "drain" || sub === "resume") && id)
+        return print(await withClient(values, (c) => c.setTenantState(id, sub, values.reason)));
       if (sub === "get" && id) return print(await withClient({ ...values, tenant: id }, (c) => c.getTenant()));
       if (sub === "put" && id && values.settings) return print(await withClient({ ...values, tenant: id }, (c) => c.putTenant(JSON.parse(values.settings!))));
       throw new UsageError("tenant create|get|put|kill|drain|resume <id>");
     }
     case "def": {
-      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...common, draft: { type: "boolean", default: false }, version: { type: "string" } } });
-      if (sub === "put" && positionals[0]) return print(await withClient(values, (c) => c.putDefinition(JSON.parse(readFileSync(positionals[0]!, "utf8")), !values.draft)));
-      if (sub === "get" && positionals[0]) return print(await withClient(values, (c) => c.getDefinition(positionals[0]!, values.version ? Number(values.version) : undefined)));
+      const { values, positionals } = parseArgs({
+        args: rest,
+        allowPositionals: true,
+        options: { ...common, draft: { type: "boolean", default: false }, version: { type: "string" } },
+      });
+      if (sub === "put" && positionals[0])
+        return print(await withClient(values, (c) => c.putDefinition(JSON.parse(readFileSync(positionals[0]!, "utf8")), !values.draft)));
+      if (sub === "get" && positionals[0])
+        return print(await withClient(values, (c) => c.getDefinition(positionals[0]!, values.version ? Number(values.version) : undefined)));
       if (sub === "list") return print(await withClient(values, (c) => c.listDefinitions()));
       throw new UsageError("def put <file> | def get <name> | def list");
     }
@@ -275,7 +304,18 @@ async function main(): Promise<void> {
       const { values, positionals } = parseArgs({
         args: rest,
         allowPositionals: true,
-        options: { ...common, input: { type: "string" }, key: { type: "string" }, lane: { type: "string" }, source: { type: "string", default: "cli" }, project: { type: "string" }, priority: { type: "string" }, status: { type: "string" }, limit: { type: "string" }, reason: { type: "string" } },
+        options: {
+          ...common,
+          input: { type: "string" },
+          key: { type: "string" },
+          lane: { type: "string" },
+          source: { type: "string", default: "cli" },
+          project: { type: "string" },
+          priority: { type: "string" },
+          status: { type: "string" },
+          limit: { type: "string" },
+          reason: { type: "string" },
+        },
       });
       const id = positionals[0];
       if (sub === "start" && id) {
@@ -297,7 +337,12 @@ async function main(): Promise<void> {
         );
       }
       if (sub === "get" && id) return print(await withClient(values, (c) => c.getRun(id)));
-      if (sub === "list") return print(await withClient(values, (c) => c.listRuns({ ...(values.status ? { status: values.status } : {}), ...(values.limit ? { limit: Number(values.limit) } : {}) })));
+      if (sub === "list")
+        return print(
+          await withClient(values, (c) =>
+            c.listRuns({ ...(values.status ? { status: values.status } : {}), ...(values.limit ? { limit: Number(values.limit) } : {}) }),
+          ),
+        );
       if (sub === "cancel" && id) return print(await withClient(values, (c) => c.cancelRun(id, values.reason)));
       if (sub === "watch" && id) {
         // The id goes into a subject filter: a wildcard would follow other runs.

@@ -53,7 +53,17 @@ export class RunwayClient {
   listDefinitions() {
     return this.t("definitions.list");
   }
-  startRun(request: { definition: string; input?: unknown; version?: number; start_key?: { source: string; delivery_id: string }; lane?: "interactive" | "batch" | "migration"; source?: string; project?: string; priority?: number; deadline_ms?: number }) {
+  startRun(request: {
+    definition: string;
+    input?: unknown;
+    version?: number;
+    start_key?: { source: string; delivery_id: string };
+    lane?: "interactive" | "batch" | "migration";
+    source?: string;
+    project?: string;
+    priority?: number;
+    deadline_ms?: number;
+  }) {
     return this.t("runs.start", request);
   }
   getRun(runId: string) {

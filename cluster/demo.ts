@@ -23,10 +23,27 @@ const ledger = join(dir, "ledger.txt");
 const began = Date.now();
 
 function startNodeProcess(url: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ["--import", "tsx", join(here, "cli.ts"), "node", "--servers", url, "--name", "demo-node", "--handlers", join(here, "demo", "handlers.ts"), "--lease-ttl-ms", "3000"], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, RUNWAY_LOG: "warn", RUNWAY_DEMO_LEDGER: ledger },
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      "--import",
+      "tsx",
+      join(here, "cli.ts"),
+      "node",
+      "--servers",
+      url,
+      "--name",
+      "demo-node",
+      "--handlers",
+      join(here, "demo", "handlers.ts"),
+      "--lease-ttl-ms",
+      "3000",
+    ],
+    {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, RUNWAY_LOG: "warn", RUNWAY_DEMO_LEDGER: ledger },
+    },
+  );
   child.stderr?.on("data", (d: Buffer) => process.stderr.write(`  [node] ${d}`));
   return new Promise((resolve, reject) => {
     child.stdout?.on("data", (d: Buffer) => d.toString().includes("READY") && resolve(child));
@@ -46,7 +63,11 @@ try {
     const r = await client.putDefinition(wf);
     say(`▶ published ${wf.name}: ${r.outcome} v${String(r.version)} ${String(r.digest).slice(0, 12)}…`);
   }
-  const started = await client.startRun({ definition: "process-order", input: { order: "A-1001" }, start_key: { source: "demo", delivery_id: "order-A-1001" } });
+  const started = await client.startRun({
+    definition: "process-order",
+    input: { order: "A-1001" },
+    start_key: { source: "demo", delivery_id: "order-A-1001" },
+  });
   const run = started.run as { id: string };
   say(`▶ run ${run.id}: ${started.outcome}`);
   const again = await client.startRun({ definition: "process-order", input: { order: "A-1001" }, start_key: { source: "demo", delivery_id: "order-A-1001" } });
@@ -64,7 +85,9 @@ try {
     if (!killed && e.type === "step_succeeded" && e.node === "price" && e.run === run.id) {
       // Mid-run: the map is done, the flaky payment step is about to start.
       const got = (await client.getRun(run.id)).run as { nodes: Record<string, { status: string }> };
-      completedBeforeKill = Object.entries(got.nodes).filter(([, n]) => n.status === "succeeded").map(([id]) => id);
+      completedBeforeKill = Object.entries(got.nodes)
+        .filter(([, n]) => n.status === "succeeded")
+        .map(([id]) => id);
       node.kill("SIGKILL");
       killed = true;
       say(`  ✖ SIGKILL the node (completed so far: ${completedBeforeKill.join(", ")}); restarting it`);
@@ -89,10 +112,16 @@ try {
   say(`  run                ${run.id}`);
   say(`  status             ${final.status} in ${((Date.now() - began) / 1000).toFixed(1)} s`);
   say(`  result             ${JSON.stringify(final.result)}`);
-  say(`  steps              ${Object.entries(final.nodes).map(([id, n]) => `${id}:${n.status}`).join("  ")}`);
+  say(
+    `  steps              ${Object.entries(final.nodes)
+      .map(([id, n]) => `${id}:${n.status}`)
+      .join("  ")}`,
+  );
   say(`  charge attempts    ${invocations.get("charge") ?? 0} (fails twice, then succeeds)`);
   say(`  crash              SIGKILL after: ${completedBeforeKill.join(", ")}`);
-  say(`  repeated work      ${repeated.length + mapRepeats.length === 0 ? "none — no completed step's handler ran again" : `REPEATED: ${[...repeated, ...mapRepeats.map(([k]) => k)].join(", ")}`}`);
+  say(
+    `  repeated work      ${repeated.length + mapRepeats.length === 0 ? "none — no completed step's handler ran again" : `REPEATED: ${[...repeated, ...mapRepeats.map(([k]) => k)].join(", ")}`}`,
+  );
   await nc.close();
   if (final.status !== "succeeded" || repeated.length + mapRepeats.length > 0) process.exitCode = 1;
 } finally {

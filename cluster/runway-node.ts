@@ -1,9 +1,46 @@
 import { resolve } from "node:path";
 import { createServer, type Server } from "node:http";
-import { DefinitionStore, DEFAULT_SCHEDULER, Dispatcher, type HeartbeatOutcome, QuotaGate, ensureDomainTopology, NodeMetrics, readParent, recoverPartition, runActor, RunService, StepExecutor, Sweeper, tenantActor, TenantService } from "../actors/index.js";
+import {
+  DefinitionStore,
+  DEFAULT_SCHEDULER,
+  Dispatcher,
+  type HeartbeatOutcome,
+  QuotaGate,
+  ensureDomainTopology,
+  NodeMetrics,
+  readParent,
+  recoverPartition,
+  runActor,
+  RunService,
+  StepExecutor,
+  Sweeper,
+  tenantActor,
+  TenantService,
+} from "../actors/index.js";
 import { startApi } from "../gateways/index.js";
-import { METRICS_CHANNEL, STEP_ABORT, STEP_EXECUTE, STEP_LAPSED, STEP_READY, type AbortRequest, type ExecuteRequest, type ReadyTicket, type SchedulerConfig } from "../machines/index.js";
-import { createLogger, startNode, StepPool, systemClock, type Clock, type ConnectionConfig, type EventSpoolLimits, type Logger, type MicroService, type RunwayNode } from "../runtime/index.js";
+import {
+  METRICS_CHANNEL,
+  STEP_ABORT,
+  STEP_EXECUTE,
+  STEP_LAPSED,
+  STEP_READY,
+  type AbortRequest,
+  type ExecuteRequest,
+  type ReadyTicket,
+  type SchedulerConfig,
+} from "../machines/index.js";
+import {
+  createLogger,
+  startNode,
+  StepPool,
+  systemClock,
+  type Clock,
+  type ConnectionConfig,
+  type EventSpoolLimits,
+  type Logger,
+  type MicroService,
+  type RunwayNode,
+} from "../runtime/index.js";
 
 export interface RunwayNodeConfig {
   connection: ConnectionConfig;
@@ -76,7 +113,12 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
   const clock = config.clock ?? systemClock;
   // Every scheduler slot can run at once: the scheduler, not the pool's FIFO, decides who waits.
   const tasksPerThread = config.tasksPerThread ?? 8;
-  const pool = new StepPool({ handlerModules: config.handlers.map((h) => resolve(h)), threads: config.threads ?? 2, tasksPerThread, onHeartbeat: (ref) => executor?.heartbeat(ref) });
+  const pool = new StepPool({
+    handlerModules: config.handlers.map((h) => resolve(h)),
+    threads: config.threads ?? 2,
+    tasksPerThread,
+    onHeartbeat: (ref) => executor?.heartbeat(ref),
+  });
   let definitions: DefinitionStore | undefined;
   let executor: StepExecutor | undefined;
   let tenants: TenantService | undefined;
@@ -94,7 +136,18 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
   const started = await startNode({
     connection: config.connection,
     name: config.name,
-    actors: [runActor({ planOf: (digest) => definitionsOf().planOf(digest), parentOf: (parent, child) => readParent(node().nc, node().topology.partitions, parent, child) }, { ...(config.stepLeaseTtlMs ? { leaseTtlMs: config.stepLeaseTtlMs } : {}), scheduled, expansionAdmission: config.expansionAdmission !== false, ...(config.waitGraceMs !== undefined ? { waitGraceMs: config.waitGraceMs } : {}) }), tenantActor],
+    actors: [
+      runActor(
+        { planOf: (digest) => definitionsOf().planOf(digest), parentOf: (parent, child) => readParent(node().nc, node().topology.partitions, parent, child) },
+        {
+          ...(config.stepLeaseTtlMs ? { leaseTtlMs: config.stepLeaseTtlMs } : {}),
+          scheduled,
+          expansionAdmission: config.expansionAdmission !== false,
+          ...(config.waitGraceMs !== undefined ? { waitGraceMs: config.waitGraceMs } : {}),
+        },
+      ),
+      tenantActor,
+    ],
     topology: { replicas: config.replicas ?? 1 },
     ...(config.leaseTtlMs !== undefined ? { leaseTtlMs: config.leaseTtlMs } : {}),
     ...(config.eventSpool ? { eventSpool: config.eventSpool } : {}),
@@ -107,7 +160,10 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
       [STEP_ABORT]: (payload) => executor?.abort(payload as AbortRequest),
       [METRICS_CHANNEL]: (payload) => {
         const p = payload as { counter: string; tenant?: string; action?: string };
-        metrics.inc(p.counter, MACHINE_COUNTERS[p.counter] ?? p.counter, { ...(p.tenant ? { tenant: p.tenant } : {}), ...(p.action ? { action: p.action } : {}) });
+        metrics.inc(p.counter, MACHINE_COUNTERS[p.counter] ?? p.counter, {
+          ...(p.tenant ? { tenant: p.tenant } : {}),
+          ...(p.action ? { action: p.action } : {}),
+        });
       },
     },
     onServe: async (partition, log) => {
@@ -124,7 +180,13 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
         {
           name: "services",
           start: () => {
-            tenants = new TenantService({ nc: self().nc, partitions: self().topology.partitions, mailbox: self().mailbox, host: self().host, now: () => clock.now() });
+            tenants = new TenantService({
+              nc: self().nc,
+              partitions: self().topology.partitions,
+              mailbox: self().mailbox,
+              host: self().host,
+              now: () => clock.now(),
+            });
             executor = new StepExecutor({
               nc: self().nc,
               pool,
@@ -164,13 +226,26 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               onAction: (action, tenant) => metrics.inc("sweep_actions", MACHINE_COUNTERS.sweep_actions!, { tenant, action }),
             });
             tenants.onLoaded(() => dispatcher?.policyChanged());
-            runs = new RunService({ nc: self().nc, partitions: self().topology.partitions, mailbox: self().mailbox, host: self().host, definitions: definitionsOf(), tenants, now: () => clock.now() });
+            runs = new RunService({
+              nc: self().nc,
+              partitions: self().topology.partitions,
+              mailbox: self().mailbox,
+              host: self().host,
+              definitions: definitionsOf(),
+              tenants,
+              now: () => clock.now(),
+            });
             metrics.addSource({
               collect: () => [
                 ...collectNodeMetrics(self(), executor!, pool),
                 ...collectSchedulerMetrics(dispatcher, clock.now()),
                 { name: "sweep_passes", help: "recovery sweep passes made", type: "counter" as const, value: sweeper!.totals.passes },
-                { name: "sweep_errors", help: "records a sweep pass could not read or repair (skipped)", type: "counter" as const, value: sweeper!.totals.errors },
+                {
+                  name: "sweep_errors",
+                  help: "records a sweep pass could not read or repair (skipped)",
+                  type: "counter" as const,
+                  value: sweeper!.totals.errors,
+                },
               ],
             });
           },
@@ -203,14 +278,32 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
           name: "api",
           start: async () => {
             if (config.api === false) return;
-            api = await startApi(self().nc, { tenants: tenants!, definitions: definitionsOf(), runs: runs!, metrics, sweeper: sweeper!, now: () => clock.now() });
+            api = await startApi(self().nc, {
+              tenants: tenants!,
+              definitions: definitionsOf(),
+              runs: runs!,
+              metrics,
+              sweeper: sweeper!,
+              now: () => clock.now(),
+            });
           },
           stop: () => api?.stop(),
         },
       ];
     },
   });
-  return { node: started, definitions: definitionsOf(), tenants: tenants!, runs: runs!, executor: executor!, pool, metrics, dispatcher, sweeper: sweeper!, stop: () => started.stop() };
+  return {
+    node: started,
+    definitions: definitionsOf(),
+    tenants: tenants!,
+    runs: runs!,
+    executor: executor!,
+    pool,
+    metrics,
+    dispatcher,
+    sweeper: sweeper!,
+    stop: () => started.stop(),
+  };
 }
 
 function collectNodeMetrics(node: RunwayNode, executor: StepExecutor, pool: StepPool) {
@@ -237,7 +330,13 @@ function collectNodeMetrics(node: RunwayNode, executor: StepExecutor, pool: Step
     g("partitions_owned", "partitions this node serves", node.host.ownedPartitions().length),
     c("events_published", "progress events the events stream stored", node.host.events.stats.published),
     g("events_spooled", "progress events held by this node's spool, waiting for the events stream", node.host.events.spooled),
-    ...Object.entries(node.host.events.stats.dropped).map(([reason, value]) => ({ name: "events_dropped", help: "progress events given up, by reason (full: the spool's bound; rejected: refused by the server; stopped: unpublished at shutdown)", type: "counter" as const, value, labels: { reason } })),
+    ...Object.entries(node.host.events.stats.dropped).map(([reason, value]) => ({
+      name: "events_dropped",
+      help: "progress events given up, by reason (full: the spool's bound; rejected: refused by the server; stopped: unpublished at shutdown)",
+      type: "counter" as const,
+      value,
+      labels: { reason },
+    })),
   ];
 }
 
@@ -246,19 +345,51 @@ function collectSchedulerMetrics(dispatcher: Dispatcher | undefined, now: number
   const m = dispatcher.metrics(now);
   const out: { name: string; help: string; type: "counter" | "gauge"; value: number; labels?: Record<string, string> }[] = [
     { name: "scheduler_leases", help: "worker slots granted by the fair scheduler", type: "counter", value: m.leases },
-    { name: "scheduler_starvation_events", help: "leases of tickets that had waited past the starvation threshold", type: "counter", value: m.starvation_events },
+    {
+      name: "scheduler_starvation_events",
+      help: "leases of tickets that had waited past the starvation threshold",
+      type: "counter",
+      value: m.starvation_events,
+    },
     { name: "scheduler_queued", help: "ready attempts waiting for a slot", type: "gauge", value: m.queued },
   ];
   for (const [tenant, classes] of Object.entries(m.queued_by_tenant_class)) {
-    for (const [cls, n] of Object.entries(classes)) if (n > 0) out.push({ name: "scheduler_queued_by_tenant_class", help: "ready attempts waiting, by tenant and class", type: "gauge", value: n, labels: { tenant, class: cls } });
+    for (const [cls, n] of Object.entries(classes))
+      if (n > 0)
+        out.push({
+          name: "scheduler_queued_by_tenant_class",
+          help: "ready attempts waiting, by tenant and class",
+          type: "gauge",
+          value: n,
+          labels: { tenant, class: cls },
+        });
   }
   for (const sv of dispatcher.service()) {
     const labels = { tenant: sv.tenant, class: sv.class };
-    out.push({ name: "scheduler_mean_wait_ms", help: "mean queue wait of the attempts served, by tenant and class", type: "gauge", value: Math.round(sv.mean_wait_ms * 10) / 10, labels });
-    out.push({ name: "scheduler_mean_slowdown", help: "mean (queue wait + run time) / run time of the attempts served, by tenant and class", type: "gauge", value: Math.round(sv.mean_slowdown * 100) / 100, labels });
+    out.push({
+      name: "scheduler_mean_wait_ms",
+      help: "mean queue wait of the attempts served, by tenant and class",
+      type: "gauge",
+      value: Math.round(sv.mean_wait_ms * 10) / 10,
+      labels,
+    });
+    out.push({
+      name: "scheduler_mean_slowdown",
+      help: "mean (queue wait + run time) / run time of the attempts served, by tenant and class",
+      type: "gauge",
+      value: Math.round(sv.mean_slowdown * 100) / 100,
+      labels,
+    });
   }
   for (const [tenant, classes] of Object.entries(m.oldest_wait_ms_by_tenant_class)) {
-    for (const [cls, ms] of Object.entries(classes)) out.push({ name: "scheduler_queue_age_ms", help: "wait of the oldest queued attempt, by tenant and class", type: "gauge", value: ms ?? 0, labels: { tenant, class: cls } });
+    for (const [cls, ms] of Object.entries(classes))
+      out.push({
+        name: "scheduler_queue_age_ms",
+        help: "wait of the oldest queued attempt, by tenant and class",
+        type: "gauge",
+        value: ms ?? 0,
+        labels: { tenant, class: cls },
+      });
   }
   return out;
 }

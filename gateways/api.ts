@@ -26,10 +26,18 @@ const schemas = {
     source: TokenSchema.optional(),
     project: TokenSchema.optional(),
     priority: z.number().int().min(0).max(9).optional(),
-    deadline_ms: z.number().int().positive().max(366 * 86_400_000).optional(),
+    deadline_ms: z
+      .number()
+      .int()
+      .positive()
+      .max(366 * 86_400_000)
+      .optional(),
   }),
   runsGet: z.strictObject({ run_id: RunId }),
-  runsList: z.strictObject({ status: z.enum(["queued", "running", "waiting", "succeeded", "failed", "cancelled"]).optional(), limit: z.number().int().positive().max(500).optional() }),
+  runsList: z.strictObject({
+    status: z.enum(["queued", "running", "waiting", "succeeded", "failed", "cancelled"]).optional(),
+    limit: z.number().int().positive().max(500).optional(),
+  }),
   runsCancel: z.strictObject({ run_id: RunId, reason: z.string().max(1_000).default("cancelled by request"), by: z.string().max(200).default("api") }),
   tenantsPut: z.strictObject({ id: TenantIdSchema, settings: z.unknown().optional() }),
   tenantsList: z.strictObject({}),
@@ -69,21 +77,41 @@ const DEFINITION_TOO_DEEP: Answer = { outcome: "invalid_definition", errors: [{ 
  */
 export async function startApi(nc: NatsConnection, services: ApiServices): Promise<MicroService> {
   const service = new MicroService(nc, { name: "runway", version: API_VERSION, description: "Runway durable workflow runtime" });
-  const tenantEndpoint = <S extends ZodType>(name: string, path: string, schema: S, handle: (tenant: string, body: z.infer<S>) => Promise<Answer>, tooDeep = BODY_TOO_DEEP) => {
+  const tenantEndpoint = <S extends ZodType>(
+    name: string,
+    path: string,
+    schema: S,
+    handle: (tenant: string, body: z.infer<S>) => Promise<Answer>,
+    tooDeep = BODY_TOO_DEEP,
+  ) => {
     service.addEndpoint(name, {
       subject: `runway.v1.*.${path}`,
       metadata: { path, tenant: "the second subject token" },
       handler: (req) =>
-        serve(req, schema, async (body) => {
-          const tenant = req.subject.split(".")[2] ?? "";
-          if (!isTenantId(tenant) || !(await services.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
-          return handle(tenant, body);
-        }, tooDeep),
+        serve(
+          req,
+          schema,
+          async (body) => {
+            const tenant = req.subject.split(".")[2] ?? "";
+            if (!isTenantId(tenant) || !(await services.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
+            return handle(tenant, body);
+          },
+          tooDeep,
+        ),
     });
   };
-  tenantEndpoint("definitions_put", "definitions.put", schemas.definitionsPut, (t, b) => services.definitions.put(t, b.definition, { publish: b.publish, now: services.now() }), DEFINITION_TOO_DEEP);
+  tenantEndpoint(
+    "definitions_put",
+    "definitions.put",
+    schemas.definitionsPut,
+    (t, b) => services.definitions.put(t, b.definition, { publish: b.publish, now: services.now() }),
+    DEFINITION_TOO_DEEP,
+  );
   tenantEndpoint("definitions_get", "definitions.get", schemas.definitionsGet, (t, b) => services.definitions.get(t, b.name, b.version));
-  tenantEndpoint("definitions_list", "definitions.list", schemas.definitionsList, async (t) => ({ outcome: "ok", definitions: await services.definitions.list(t) }));
+  tenantEndpoint("definitions_list", "definitions.list", schemas.definitionsList, async (t) => ({
+    outcome: "ok",
+    definitions: await services.definitions.list(t),
+  }));
   tenantEndpoint("runs_start", "runs.start", schemas.runsStart, (t, b) => services.runs.start(t, b));
   tenantEndpoint("runs_get", "runs.get", schemas.runsGet, async (t, b) => {
     const run = await services.runs.get(t, b.run_id);
@@ -93,16 +121,30 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
   tenantEndpoint("runs_cancel", "runs.cancel", schemas.runsCancel, (t, b) => services.runs.cancel(t, b.run_id, b.reason, b.by));
   tenantEndpoint("tenant_get", "tenant.get", schemas.tenantGet, async (t) => ({ outcome: "found", tenant: await services.tenants.get(t) }));
   tenantEndpoint("tenant_put", "tenant.put", schemas.tenantPut, (t, b) => services.tenants.put(t, b.settings));
-  service.addEndpoint("tenants_put", { subject: "runway.v1.ops.tenants.put", handler: (req) => serve(req, schemas.tenantsPut, (b) => services.tenants.create(b.id, b.settings)) });
+  service.addEndpoint("tenants_put", {
+    subject: "runway.v1.ops.tenants.put",
+    handler: (req) => serve(req, schemas.tenantsPut, (b) => services.tenants.create(b.id, b.settings)),
+  });
   for (const to of ["kill", "drain", "resume"] as const) {
     service.addEndpoint(`tenants_${to}`, {
       subject: `runway.v1.ops.tenants.${to}`,
-      handler: (req) => serve(req, schemas.tenantsState, async (b) => ((await services.tenants.exists(b.id)) ? services.tenants.setState(b.id, to, b.reason) : { outcome: "tenant_not_found" })),
+      handler: (req) =>
+        serve(req, schemas.tenantsState, async (b) =>
+          (await services.tenants.exists(b.id)) ? services.tenants.setState(b.id, to, b.reason) : { outcome: "tenant_not_found" },
+        ),
     });
   }
   // Every node answers (its own queue group): `nats req runway.v1.ops.metrics '' --replies 0`.
-  service.addEndpoint("metrics", { subject: "runway.v1.ops.metrics", queue: `node-${services.metrics.node}`, handler: (req) => req.respond(JSON.stringify({ outcome: "ok", ...services.metrics.json() })) });
-  service.addEndpoint("metrics_prometheus", { subject: "runway.v1.ops.metrics.prometheus", queue: `node-${services.metrics.node}`, handler: (req) => req.respond(services.metrics.prometheus()) });
+  service.addEndpoint("metrics", {
+    subject: "runway.v1.ops.metrics",
+    queue: `node-${services.metrics.node}`,
+    handler: (req) => req.respond(JSON.stringify({ outcome: "ok", ...services.metrics.json() })),
+  });
+  service.addEndpoint("metrics_prometheus", {
+    subject: "runway.v1.ops.metrics.prometheus",
+    queue: `node-${services.metrics.node}`,
+    handler: (req) => req.respond(services.metrics.prometheus()),
+  });
   // Every node sweeps the partitions it serves now and answers its report: `nats req runway.v1.ops.sweep '' --replies 0`.
   const sweeper = services.sweeper;
   if (sweeper) {
@@ -112,7 +154,10 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
       handler: (req) => serve(req, schemas.sweep, async () => ({ outcome: "swept", node: services.metrics.node, report: await sweeper.pass() })),
     });
   }
-  service.addEndpoint("tenants_list", { subject: "runway.v1.ops.tenants.list", handler: (req) => serve(req, schemas.tenantsList, async () => ({ outcome: "ok", tenants: await services.tenants.list() })) });
+  service.addEndpoint("tenants_list", {
+    subject: "runway.v1.ops.tenants.list",
+    handler: (req) => serve(req, schemas.tenantsList, async () => ({ outcome: "ok", tenants: await services.tenants.list() })),
+  });
   await service.start();
   return service;
 }
@@ -129,7 +174,8 @@ async function serve<S extends ZodType>(req: MicroRequest, schema: S, handle: (b
   // JSON.parse does not recurse; the depth is measured without recursion too.
   if (nestingDepth(raw, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) return reply(tooDeep);
   const parsed = schema.safeParse(raw);
-  if (!parsed.success) return reply({ outcome: "invalid_input", reason: parsed.error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`).join("; ") });
+  if (!parsed.success)
+    return reply({ outcome: "invalid_input", reason: parsed.error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`).join("; ") });
   try {
     reply(await handle(parsed.data));
   } catch (err) {

@@ -139,9 +139,10 @@ function boundObject(obj: Record<string, unknown>, limit: number): BoundResult {
     if (s === undefined) continue; // omitted by JSON, so omitted here
     const keyBytes = utf8Length(JSON.stringify(key)) + 1;
     const b = utf8Length(s);
-    const entry: Entry = b > limit
-      ? { key, value: itemMarker(b), kept: keyBytes + itemMarkerBytes(b), orig: keyBytes + b }
-      : { key, value: v, kept: keyBytes + b, orig: keyBytes + b };
+    const entry: Entry =
+      b > limit
+        ? { key, value: itemMarker(b), kept: keyBytes + itemMarkerBytes(b), orig: keyBytes + b }
+        : { key, value: v, kept: keyBytes + b, orig: keyBytes + b };
     total += entry.kept + (all.length > 0 ? 1 : 0);
     all.push(entry);
   }

@@ -80,4 +80,15 @@ export {
   TenantIdSchema,
   isTenantId,
 } from "./tenant/index.js";
-export { emptyScheduler, enqueue, next, release, metrics as schedulerMetrics, type SchedulerState, type SchedulerConfig, type TenantPolicy, type Ticket, type TokenBucket } from "./scheduler/index.js";
+export {
+  emptyScheduler,
+  enqueue,
+  next,
+  release,
+  metrics as schedulerMetrics,
+  type SchedulerState,
+  type SchedulerConfig,
+  type TenantPolicy,
+  type Ticket,
+  type TokenBucket,
+} from "./scheduler/index.js";

@@ -7,9 +7,7 @@ import { RunwayFault } from "./errors.js";
  * does not understand instead of misreading it. Bodies are validated by zod when decoded: a
  * decode is a boundary.
  */
-export type DecodeResult<T> =
-  | { ok: true; value: T }
-  | { ok: false; reason: "bad_encoding" | "unsupported_schema" | "invalid_body"; detail: string };
+export type DecodeResult<T> = { ok: true; value: T } | { ok: false; reason: "bad_encoding" | "unsupported_schema" | "invalid_body"; detail: string };
 
 export interface Codec<T> {
   readonly schema: string;
@@ -85,7 +83,8 @@ export function versionedCodec<T>(spec: CodecSpec<T>): Codec<T> {
     /** Throws `RunwayFault` `too_deep` for a body nested past {@link MAX_ENCODED_DEPTH}. */
     encode(value: T): Uint8Array {
       const envelope = { s: spec.schema, v: spec.version, b: value };
-      if (deeperThan(envelope, MAX_ENCODED_DEPTH)) throw new RunwayFault("too_deep", `${spec.schema} body nests maps and arrays deeper than ${MAX_ENCODED_DEPTH} levels`);
+      if (deeperThan(envelope, MAX_ENCODED_DEPTH))
+        throw new RunwayFault("too_deep", `${spec.schema} body nests maps and arrays deeper than ${MAX_ENCODED_DEPTH} levels`);
       return raw.encode(envelope);
     },
     decode(bytes: Uint8Array): DecodeResult<T> {

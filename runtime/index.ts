@@ -25,12 +25,31 @@ export { PartitionOwnership } from "./partitions/ownership.js";
 export { PartitionLog, readFence, FENCE_KEY, type Authority, type FenceRecord, type LogWriteOutcome, type ClaimOutcome } from "./store/partition-log.js";
 export { defineActor, EffectSchema, AddressSchema, ID_PATTERN, KIND_PATTERN, type ActorDefinition, type ActorAddress, type Effect } from "./actor/define.js";
 export { ActorHost, type ActorHostConfig } from "./actor/host.js";
-export { EventSpool, DEFAULT_SPOOL_MAX_EVENTS, DEFAULT_SPOOL_MAX_BYTES, type EventSpoolLimits, type EventSpoolOptions, type EventSpoolStats, type SpooledEvent, type DropReason } from "./actor/event-spool.js";
+export {
+  EventSpool,
+  DEFAULT_SPOOL_MAX_EVENTS,
+  DEFAULT_SPOOL_MAX_BYTES,
+  type EventSpoolLimits,
+  type EventSpoolOptions,
+  type EventSpoolStats,
+  type SpooledEvent,
+  type DropReason,
+} from "./actor/event-spool.js";
 export type { HostFaults, HostStats } from "./actor/cell.js";
 export { MailboxClient } from "./actor/mailbox.js";
 export { actorRecordCodec, commandCodec, answerCodec, HEADER_ID, HEADER_REPLY, type ActorRecord, type CommandAnswer } from "./actor/wire.js";
 export { Lifecycle, type Stage } from "./lifecycle.js";
 export { startNode, type NodeConfig, type RunwayNode } from "./node.js";
-export { StepPool, TerminalError, RetryableError, type StepPoolOptions, type StepTask, type StepResult, type Handler, type HandlerModule, type StepContext } from "./pool/index.js";
+export {
+  StepPool,
+  TerminalError,
+  RetryableError,
+  type StepPoolOptions,
+  type StepTask,
+  type StepResult,
+  type Handler,
+  type HandlerModule,
+  type StepContext,
+} from "./pool/index.js";
 export { MicroService, SERVICE_ERROR_HEADER, SERVICE_ERROR_CODE_HEADER, type ServiceInfo, type EndpointSpec, type MicroRequest } from "./micro/index.js";
 export { rawRequest, expectReply, type RawReply } from "./nats/requests.js";

@@ -9,7 +9,11 @@ export interface Logger {
   error(msg: string, fields?: Record<string, unknown>): void;
 }
 
-export function createLogger(name: string, level: LogLevel = (process.env.RUNWAY_LOG as LogLevel | undefined) ?? "info", sink: (line: string) => void = (l) => process.stderr.write(l + "\n")): Logger {
+export function createLogger(
+  name: string,
+  level: LogLevel = (process.env.RUNWAY_LOG as LogLevel | undefined) ?? "info",
+  sink: (line: string) => void = (l) => process.stderr.write(l + "\n"),
+): Logger {
   const min = ORDER[level] ?? ORDER.info;
   const emit = (lvl: LogLevel, msg: string, fields?: Record<string, unknown>) => {
     if (ORDER[lvl] < min) return;

@@ -100,7 +100,14 @@ export async function ensureTopology(nc: NatsConnection, config: TopologyConfig)
   await ensureBucket(kvm, NODES_BUCKET, { history: 1, replicas: config.replicas, storage: "file", markerTTL: 60_000 });
   const pending: Promise<void>[] = [];
   for (let p = 0; p < config.partitions; p++) {
-    pending.push(ensureBucket(kvm, partitionBucket(p), { history: config.history, replicas: config.replicas, storage: "file", description: `Runway actor state, partition ${p}` }));
+    pending.push(
+      ensureBucket(kvm, partitionBucket(p), {
+        history: config.history,
+        replicas: config.replicas,
+        storage: "file",
+        description: `Runway actor state, partition ${p}`,
+      }),
+    );
   }
   await Promise.all(pending);
 }

@@ -10,10 +10,18 @@ function record(ctx: { runId: string; stepId: string; attempt: number }): void {
   if (ledger) appendFileSync(ledger, `${ctx.runId} ${ctx.stepId} ${ctx.attempt}\n`);
 }
 
-const pause = (ms: number, signal: AbortSignal) => new Promise<void>((resolve, reject) => {
-  const t = setTimeout(resolve, ms);
-  signal.addEventListener("abort", () => { clearTimeout(t); reject(new Error("aborted")); }, { once: true });
-});
+const pause = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve, reject) => {
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(t);
+        reject(new Error("aborted"));
+      },
+      { once: true },
+    );
+  });
 
 export const handlers: Record<string, Handler> = {
   async fetch_order(ctx) {

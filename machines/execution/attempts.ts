@@ -64,7 +64,12 @@ export function offer(d: Draft, node: PlanNode, holder: Holder, item: number | u
   const step = holder.step!;
   if (step.status !== "ready") return;
   if (step.not_before !== null && step.not_before > d.now) {
-    d.effects.push({ type: "runway.timer.set", name: timerName(node.id, item), at: step.not_before, event: { type: "timer.fired", kind: "retry", node: node.id, ...(item !== undefined ? { item } : {}) } });
+    d.effects.push({
+      type: "runway.timer.set",
+      name: timerName(node.id, item),
+      at: step.not_before,
+      event: { type: "timer.fired", kind: "retry", node: node.id, ...(item !== undefined ? { item } : {}) },
+    });
     return;
   }
   const attempt = step.attempt + 1;
@@ -97,7 +102,13 @@ export function offer(d: Draft, node: PlanNode, holder: Holder, item: number | u
 export function leaseNow(d: Draft, node: PlanNode, holder: Holder, item: number | undefined, input: unknown, ticket?: string): void {
   const r = applyStepOp(holder.step!, { op: "lease", now: d.now });
   if (r.outcome !== "moved") {
-    if (r.code === "not_before") d.effects.push({ type: "runway.timer.set", name: timerName(node.id, item), at: r.not_before, event: { type: "timer.fired", kind: "retry", node: node.id, ...(item !== undefined ? { item } : {}) } });
+    if (r.code === "not_before")
+      d.effects.push({
+        type: "runway.timer.set",
+        name: timerName(node.id, item),
+        at: r.not_before,
+        event: { type: "timer.fired", kind: "retry", node: node.id, ...(item !== undefined ? { item } : {}) },
+      });
     return;
   }
   const s = r.state;
@@ -153,7 +164,9 @@ export function onLease(d: Draft, e: Extract<ExecutionEvent, { type: "step.lease
 export function pumpMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>): void {
   const n = d.run.nodes[node.id]!;
   const items = n.items!;
-  let inFlight = items.filter((i) => i.step.status === "leased" || i.step.status === "running" || (i.step.status === "ready" && i.offered !== undefined)).length;
+  let inFlight = items.filter(
+    (i) => i.step.status === "leased" || i.step.status === "running" || (i.step.status === "ready" && i.offered !== undefined),
+  ).length;
   const scope = scopeOf(d.run);
   const list = mapItems(node, scope);
   for (let i = 0; i < items.length && inFlight < node.concurrency; i++) {
@@ -166,7 +179,12 @@ export function pumpMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>): voi
   }
   if (items.every((i) => i.step.status === "succeeded" || i.step.status === "failed" || i.step.status === "cancelled")) {
     const failed = items.flatMap((it, i) => (it.step.status === "succeeded" ? [] : [i]));
-    if (failed.length === 0) succeed(d, node.id, items.map((it) => it.output ?? null));
+    if (failed.length === 0)
+      succeed(
+        d,
+        node.id,
+        items.map((it) => it.output ?? null),
+      );
     else {
       n.output = items.map((it) => it.output ?? null);
       fail(d, node.id, { code: "map_item_failed", message: `${failed.length} of ${items.length} items failed (first: #${failed[0]})` });
@@ -181,16 +199,31 @@ export function expireLease(d: Draft, node: PlanNode, item: number | undefined, 
   if (!holder?.step || holder.lease_expires_at === undefined) return;
   if (judgedAt < holder.lease_expires_at) return leaseTimer(d, node, holder, item);
   const lost: StepError = { code: "worker_lost", message: "the attempt's lease expired without a heartbeat", retryable: true };
-  const r = applyStepOp(holder.step, { op: "fail", now: d.now, attempt: holder.step.attempt, lease_epoch: holder.step.lease_epoch, error: lost, policy: policyOf(node) });
+  const r = applyStepOp(holder.step, {
+    op: "fail",
+    now: d.now,
+    attempt: holder.step.attempt,
+    lease_epoch: holder.step.lease_epoch,
+    error: lost,
+    policy: policyOf(node),
+  });
   if (r.outcome !== "moved") return;
   // The lapsed attempt may still be running here (a handler deaf to its heartbeat): stop it.
-  abortAttempts(d, [{ node: node.id, ...(item !== undefined ? { item } : {}), attempt: holder.step.attempt, lease_epoch: holder.step.lease_epoch }], "lease_expired");
+  abortAttempts(
+    d,
+    [{ node: node.id, ...(item !== undefined ? { item } : {}), attempt: holder.step.attempt, lease_epoch: holder.step.lease_epoch }],
+    "lease_expired",
+  );
   holder.step = r.state;
   delete holder.lease_expires_at;
   publish(d, "step_lease_expired", { node: node.id, ...(item !== undefined ? { item } : {}), attempt: r.state.attempt });
   d.effects.push({ type: "runway.local", channel: METRICS_CHANNEL, payload: { counter: "lease_expiries", tenant: d.run.tenant } });
   // The lost attempt's scheduler slot, if it still holds one, is free: its worker is gone or a zombie.
-  d.effects.push({ type: "runway.local", channel: STEP_LAPSED, payload: { ticket: `${d.run.id}/${node.id}${item !== undefined ? `[${item}]` : ""}/${r.state.attempt}` } });
+  d.effects.push({
+    type: "runway.local",
+    channel: STEP_LAPSED,
+    payload: { ticket: `${d.run.id}/${node.id}${item !== undefined ? `[${item}]` : ""}/${r.state.attempt}` },
+  });
   if (node.kind === "map") return pumpMap(d, node);
   if (r.state.status === "ready") {
     const input = resolveTemplate(("input" in node ? node.input : null) ?? null, scopeOf(d.run));
@@ -231,13 +264,24 @@ export function loseDispatch(d: Draft, node: PlanNode, item: number | undefined,
   const minted = applyStepOp(holder.step, { op: "lease", now: Math.max(d.now, at) });
   if (minted.outcome !== "moved") return;
   const lost: StepError = { code: "dispatch_lost", message: "offered to the scheduler twice and never leased", retryable: true };
-  const r = applyStepOp(minted.state, { op: "fail", now: d.now, attempt: minted.state.attempt, lease_epoch: minted.state.lease_epoch, error: lost, policy: policyOf(node) });
+  const r = applyStepOp(minted.state, {
+    op: "fail",
+    now: d.now,
+    attempt: minted.state.attempt,
+    lease_epoch: minted.state.lease_epoch,
+    error: lost,
+    policy: policyOf(node),
+  });
   if (r.outcome !== "moved") return;
   holder.step = r.state;
   delete holder.offered;
   delete holder.offered_at;
   delete holder.reoffered;
-  d.effects.push({ type: "runway.local", channel: STEP_LAPSED, payload: { ticket: `${d.run.id}/${node.id}${item !== undefined ? `[${item}]` : ""}/${minted.state.attempt}` } });
+  d.effects.push({
+    type: "runway.local",
+    channel: STEP_LAPSED,
+    payload: { ticket: `${d.run.id}/${node.id}${item !== undefined ? `[${item}]` : ""}/${minted.state.attempt}` },
+  });
   if (node.kind === "map") return pumpMap(d, node);
   if (r.state.status === "ready") {
     publish(d, "step_retrying", { node: node.id, attempt: minted.state.attempt, error: lost, not_before: r.state.not_before });

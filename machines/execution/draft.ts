@@ -31,10 +31,15 @@ export interface AbortRequest {
 }
 
 /** The attempts of `holders` that hold a lease now (leased or running). */
-export function liveAttempts(node: string, holders: { step?: { status: string; attempt: number; lease_epoch: number } }[], itemized: boolean): AbortRequest["attempts"] {
+export function liveAttempts(
+  node: string,
+  holders: { step?: { status: string; attempt: number; lease_epoch: number } }[],
+  itemized: boolean,
+): AbortRequest["attempts"] {
   const out: AbortRequest["attempts"] = [];
   holders.forEach((h, i) => {
-    if (h.step && (h.step.status === "leased" || h.step.status === "running")) out.push({ node, ...(itemized ? { item: i } : {}), attempt: h.step.attempt, lease_epoch: h.step.lease_epoch });
+    if (h.step && (h.step.status === "leased" || h.step.status === "running"))
+      out.push({ node, ...(itemized ? { item: i } : {}), attempt: h.step.attempt, lease_epoch: h.step.lease_epoch });
   });
   return out;
 }
@@ -88,7 +93,11 @@ export function move(d: Draft, op: RunOpEvent["op"], extra: Partial<RunOpEvent> 
 /** A progress event: best effort (`runway.event`), so an events outage never holds the run. */
 export function publish(d: Draft, type: string, data: Record<string, unknown> = {}): void {
   const r = d.run;
-  d.effects.push({ type: "runway.event", subject: `rw.evt.${r.tenant}.${r.root_run_id}.${r.id}.${type}`, data: { type, run: r.id, tenant: r.tenant, at: d.now, ...data } });
+  d.effects.push({
+    type: "runway.event",
+    subject: `rw.evt.${r.tenant}.${r.root_run_id}.${r.id}.${type}`,
+    data: { type, run: r.id, tenant: r.tenant, at: d.now, ...data },
+  });
 }
 
 export function runSummary(r: RunContext) {
@@ -107,13 +116,15 @@ export function runSummary(r: RunContext) {
 
 export function states(run: RunContext): Record<string, NodeState> {
   const out: Record<string, NodeState> = {};
-  for (const [id, n] of Object.entries(run.nodes)) out[id] = { status: n.s, ...(n.output !== undefined ? { output: n.output } : {}), ...(n.taken ? { taken: n.taken } : {}) };
+  for (const [id, n] of Object.entries(run.nodes))
+    out[id] = { status: n.s, ...(n.output !== undefined ? { output: n.output } : {}), ...(n.taken ? { taken: n.taken } : {}) };
   return out;
 }
 
 export function scopeOf(run: RunContext): Scope {
   const steps: Scope["steps"] = {};
-  for (const [id, n] of Object.entries(run.nodes)) (steps as Record<string, unknown>)[id] = { status: n.s, ...(n.output !== undefined ? { output: n.output } : {}) };
+  for (const [id, n] of Object.entries(run.nodes))
+    (steps as Record<string, unknown>)[id] = { status: n.s, ...(n.output !== undefined ? { output: n.output } : {}) };
   return { input: run.input, steps };
 }
 

@@ -46,26 +46,42 @@ export const executionMachine = setup({
       return !!step && (step.status === "leased" || step.status === "running") && step.attempt === event.attempt && step.lease_epoch === event.lease_epoch;
     },
     /** The report was dispatched before the run's last cancellation (of the run, or of its tree): fenced by the cancellation epoch. */
-    cancelEpochStale: ({ context, event }) => (event.type === "step.result" || event.type === "step.heartbeat") && event.cancellation_epoch !== undefined && !!context.run && event.cancellation_epoch < context.run.cancellation_epoch,
-    childIsCurrent: ({ context, event }) => event.type === "child.settled" && context.run?.nodes[event.node]?.s === "active" && context.run.nodes[event.node]?.child === event.child,
+    cancelEpochStale: ({ context, event }) =>
+      (event.type === "step.result" || event.type === "step.heartbeat") &&
+      event.cancellation_epoch !== undefined &&
+      !!context.run &&
+      event.cancellation_epoch < context.run.cancellation_epoch,
+    childIsCurrent: ({ context, event }) =>
+      event.type === "child.settled" && context.run?.nodes[event.node]?.s === "active" && context.run.nodes[event.node]?.child === event.child,
     /** Something in flight is lost: an offer, or a leased or running attempt not still executing in the claiming process. */
     recoverable: ({ context, event }) => {
       const alive = event.type === "run.recover" ? (event.alive ?? []) : [];
       const lost = (node: string, item: number | undefined, h: { step?: NodeRun["step"]; offered?: number }) =>
         h.offered !== undefined || (!!h.step && (h.step.status === "leased" || h.step.status === "running") && !isAlive(alive, node, item, h.step));
-      return Object.entries(context.run?.nodes ?? {}).some(([id, n]) => n.s === "active" && (lost(id, undefined, n) || (n.items?.some((it, i) => lost(id, i, it)) ?? false)));
+      return Object.entries(context.run?.nodes ?? {}).some(
+        ([id, n]) => n.s === "active" && (lost(id, undefined, n) || (n.items?.some((it, i) => lost(id, i, it)) ?? false)),
+      );
     },
     queued: ({ context }) => context.run?.lifecycle.status === "queued",
-    expansionPending: ({ context, event }) => (event.type === "expansion.admitted" || event.type === "expansion.refused") && context.run?.nodes[event.node]?.s === "active" && context.run.nodes[event.node]?.expansion?.state === "pending",
+    expansionPending: ({ context, event }) =>
+      (event.type === "expansion.admitted" || event.type === "expansion.refused") &&
+      context.run?.nodes[event.node]?.s === "active" &&
+      context.run.nodes[event.node]?.expansion?.state === "pending",
     /** Only a sweep with something to repair is applied (and written); the rest cost no write. */
-    sweepRepairs: ({ context, event }) => event.type === "run.sweep" && !!context.run && sweepPlan(context.run, event.at).some((a) => a.action !== "recheck_admission"),
+    sweepRepairs: ({ context, event }) =>
+      event.type === "run.sweep" && !!context.run && sweepPlan(context.run, event.at).some((a) => a.action !== "recheck_admission"),
     isChild: ({ context }) => context.run?.parent_run_id !== null && context.run?.parent_run_id !== undefined,
     leaseIsCurrent: ({ context, event }) => {
       if (event.type !== "step.lease") return false;
       const n = context.run?.nodes[event.node];
       if (!n || n.s !== "active") return false;
       const holder = event.item === undefined ? n : n.items?.[event.item];
-      return !!holder?.step && holder.step.status === "ready" && holder.offered === event.attempt && (holder.step.not_before === null || holder.step.not_before <= event.now);
+      return (
+        !!holder?.step &&
+        holder.step.status === "ready" &&
+        holder.offered === event.attempt &&
+        (holder.step.not_before === null || holder.step.not_before <= event.now)
+      );
     },
   },
   actions: {
@@ -86,13 +102,28 @@ export const executionMachine = setup({
   context: { run: null },
   initial: "new",
   states: {
-    new: { on: { "run.create": [{ guard: "createRefused", actions: "answerCreateRefused" }, { target: "live", actions: "reduce" }] } },
+    new: {
+      on: {
+        "run.create": [
+          { guard: "createRefused", actions: "answerCreateRefused" },
+          { target: "live", actions: "reduce" },
+        ],
+      },
+    },
     live: {
       always: { guard: "terminal", target: "ended" },
       on: {
         // A report from an attempt that is no longer current is answered, never applied.
-        "step.result": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { guard: "resultIsCurrent", actions: "reduce" }, { actions: "answerStale" }],
-        "step.heartbeat": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { guard: "heartbeatIsCurrent", actions: "reduce" }, { actions: "answerStale" }],
+        "step.result": [
+          { guard: "cancelEpochStale", actions: "answerStaleCancel" },
+          { guard: "resultIsCurrent", actions: "reduce" },
+          { actions: "answerStale" },
+        ],
+        "step.heartbeat": [
+          { guard: "cancelEpochStale", actions: "answerStaleCancel" },
+          { guard: "heartbeatIsCurrent", actions: "reduce" },
+          { actions: "answerStale" },
+        ],
         "step.lease": [{ guard: "leaseIsCurrent", actions: "reduce" }, { actions: "answerNotReady" }],
         "timer.fired": { guard: "timerIsCurrent", actions: "reduce" },
         "child.settled": { guard: "childIsCurrent", actions: "reduce" },

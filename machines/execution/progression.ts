@@ -85,7 +85,8 @@ export function start(d: Draft, node: PlanNode): void {
     case "subworkflow": {
       const child = d.event.child_ids?.[node.id];
       const definition = d.event.child_definitions?.[node.workflow];
-      if (d.run.depth + 1 > MAX_DEPTH) return fail(d, node.id, { code: "depth_exceeded", message: `a child would be at depth ${d.run.depth + 1}; the limit is ${MAX_DEPTH}` });
+      if (d.run.depth + 1 > MAX_DEPTH)
+        return fail(d, node.id, { code: "depth_exceeded", message: `a child would be at depth ${d.run.depth + 1}; the limit is ${MAX_DEPTH}` });
       if (!child || !definition) return fail(d, node.id, { code: "definition_not_found", message: `workflow ${node.workflow} is not published` });
       const input = resolveTemplate(node.input ?? null, scope);
       if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` });
@@ -135,7 +136,9 @@ export function start(d: Draft, node: PlanNode): void {
 /** Nothing more is scheduled: pending and active nodes are cancelled, running attempts fenced by a new cancellation epoch, children told. */
 export function stopNodes(d: Draft, childReason: string): void {
   d.run.cancellation_epoch++;
-  const live = Object.entries(d.run.nodes).flatMap(([id, n]) => (n.s === "active" ? [...liveAttempts(id, [n], false), ...liveAttempts(id, n.items ?? [], true)] : []));
+  const live = Object.entries(d.run.nodes).flatMap(([id, n]) =>
+    n.s === "active" ? [...liveAttempts(id, [n], false), ...liveAttempts(id, n.items ?? [], true)] : [],
+  );
   abortAttempts(d, live, childReason);
   for (const n of Object.values(d.run.nodes)) {
     if (n.s !== "pending" && n.s !== "active") continue;
@@ -160,7 +163,9 @@ export function settleRun(d: Draft): void {
     return;
   }
   // A record stored before platform stops ended the walk at once may hold one that was walked past.
-  const stops = Object.entries(d.run.nodes).filter(([, n]) => n.s === "failed" && isPlatformStop(n.error?.code)).map(([id]) => id);
+  const stops = Object.entries(d.run.nodes)
+    .filter(([, n]) => n.s === "failed" && isPlatformStop(n.error?.code))
+    .map(([id]) => id);
   if (stops.length > 0) {
     const first = d.run.nodes[stops[0]!]!.error!;
     return finish(d, "failed", { code: first.code, message: first.message, nodes: stops });
@@ -208,13 +213,23 @@ export function notifyParent(d: Draft): void {
   const r = d.run;
   if (!r.parent_run_id || !r.parent_node) {
     // A top-level run was admitted by its tenant: give the slot back.
-    d.effects.push({ type: "runway.send", to: { kind: "tenant", id: r.tenant }, event: { type: "tenant.run_ended", run_id: r.id, project: r.project ?? "default" } });
+    d.effects.push({
+      type: "runway.send",
+      to: { kind: "tenant", id: r.tenant },
+      event: { type: "tenant.run_ended", run_id: r.id, project: r.project ?? "default" },
+    });
     return;
   }
   const status = r.lifecycle.status as "succeeded" | "failed" | "cancelled";
   d.effects.push({
     type: "runway.send",
     to: { kind: "run", id: r.parent_run_id },
-    event: { type: "child.settled", node: r.parent_node, child: r.id, status, ...(status === "succeeded" ? { result: r.result } : { error: r.error ?? { code: status, message: `child ${status}` } }) },
+    event: {
+      type: "child.settled",
+      node: r.parent_node,
+      child: r.id,
+      status,
+      ...(status === "succeeded" ? { result: r.result } : { error: r.error ?? { code: status, message: `child ${status}` } }),
+    },
   });
 }

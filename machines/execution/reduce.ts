@@ -2,13 +2,40 @@ import { queuedLifecycle } from "../run/index.js";
 import { applyStepOp, type StepError } from "../step/index.js";
 import { isPlatformStop, resolveTemplate, utf8Length, validateAgainstSchema } from "../workflow/index.js";
 import { expireLease, isAlive, lease, loseDispatch, onHeartbeat, onLease, policyOf, pumpMap, type AliveAttempt } from "./attempts.js";
-import { abortAttempts, fail, liveAttempts, MAP_OUTPUT_LIMIT, METRICS_CHANNEL, move, PLATFORM_RETRIES, publish, runSummary, scopeOf, succeed, type Draft, type Effect } from "./draft.js";
+import {
+  abortAttempts,
+  fail,
+  liveAttempts,
+  MAP_OUTPUT_LIMIT,
+  METRICS_CHANNEL,
+  move,
+  PLATFORM_RETRIES,
+  publish,
+  runSummary,
+  scopeOf,
+  succeed,
+  type Draft,
+  type Effect,
+} from "./draft.js";
 import { admitItems, askExpansion, releaseExpansions } from "./expansion.js";
 import { advance, finish, notifyParent, stopNodes } from "./progression.js";
 import { sweepPlan } from "./sweep.js";
 import type { ExecutionContext, ExecutionEvent, NodeRun, RunContext } from "./types.js";
 
-export { MAX_DEPTH, MAP_OUTPUT_LIMIT, WAIT_GRACE_MS, STEP_ABORT, STEP_EXECUTE, STEP_READY, STEP_LAPSED, type AbortRequest, METRICS_CHANNEL, PLATFORM_RETRIES, runSummary, type Effect } from "./draft.js";
+export {
+  MAX_DEPTH,
+  MAP_OUTPUT_LIMIT,
+  WAIT_GRACE_MS,
+  STEP_ABORT,
+  STEP_EXECUTE,
+  STEP_READY,
+  STEP_LAPSED,
+  type AbortRequest,
+  METRICS_CHANNEL,
+  PLATFORM_RETRIES,
+  runSummary,
+  type Effect,
+} from "./draft.js";
 export { LEASE_GRACE_MS } from "./attempts.js";
 
 /**
@@ -83,7 +110,17 @@ function create(event: Extract<ExecutionEvent, { type: "run.create" }>): RunCont
   const seed = event.run;
   const nodes: Record<string, NodeRun> = {};
   for (const n of event.plan.nodes) nodes[n.id] = { s: "pending" };
-  return { ...seed, lifecycle: queuedLifecycle(), created_at: event.now, cancellation_epoch: 0, nodes, result: null, result_truncated: false, error: null, cancel: null };
+  return {
+    ...seed,
+    lifecycle: queuedLifecycle(),
+    created_at: event.now,
+    cancellation_epoch: 0,
+    nodes,
+    result: null,
+    result_truncated: false,
+    error: null,
+    cancel: null,
+  };
 }
 
 function onCreate(d: Draft): void {
@@ -126,7 +163,10 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
   if (e.outcome === "succeeded") holder.output = e.output === undefined ? null : e.output;
   if (node.kind === "map" && e.outcome === "succeeded" && outgrows(n, holder.output)) {
     stopItems(d, e.node);
-    fail(d, e.node, { code: "fanout_output_too_large", message: `the items' combined output would exceed ${MAP_OUTPUT_LIMIT} bytes (larger results are stored by reference; make items return less or split the map)` });
+    fail(d, e.node, {
+      code: "fanout_output_too_large",
+      message: `the items' combined output would exceed ${MAP_OUTPUT_LIMIT} bytes (larger results are stored by reference; make items return less or split the map)`,
+    });
   } else if (node.kind === "map") {
     if (r.state.status === "ready") publish(d, "step_retrying", { node: e.node, item: e.item, attempt: e.attempt, error });
     pumpMap(d, node);
@@ -186,8 +226,10 @@ function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>):
 /** A child's end settles its node. A child that ended under a platform stop carries its code across: its parent stops too. */
 function onChild(d: Draft, e: Extract<ExecutionEvent, { type: "child.settled" }>): void {
   if (e.status === "succeeded") succeed(d, e.node, e.result ?? null);
-  else if (e.status === "failed" && isPlatformStop(e.error?.code)) fail(d, e.node, { code: e.error!.code, message: `child run ${e.child}: ${e.error!.message}` });
-  else fail(d, e.node, { code: e.status === "cancelled" ? "child_cancelled" : "child_failed", message: e.error?.message ?? `child run ${e.child} ${e.status}` });
+  else if (e.status === "failed" && isPlatformStop(e.error?.code))
+    fail(d, e.node, { code: e.error!.code, message: `child run ${e.child}: ${e.error!.message}` });
+  else
+    fail(d, e.node, { code: e.status === "cancelled" ? "child_cancelled" : "child_failed", message: e.error?.message ?? `child run ${e.child} ${e.status}` });
   advance(d);
 }
 
@@ -212,7 +254,10 @@ function onSweep(d: Draft, at: number): void {
     d.effects.push({ type: "runway.local", channel: METRICS_CHANNEL, payload: { counter: "sweep_actions", tenant: d.run.tenant, action: a.action } });
     if (a.action === "wait_abandoned") {
       const lc = d.run.lifecycle;
-      finish(d, "failed", { code: "wait_abandoned", message: `waiting on ${lc.waiting_on} past ${new Date(lc.waiting_expires_at ?? d.now).toISOString()} (recovery sweep)` });
+      finish(d, "failed", {
+        code: "wait_abandoned",
+        message: `waiting on ${lc.waiting_on} past ${new Date(lc.waiting_expires_at ?? d.now).toISOString()} (recovery sweep)`,
+      });
       return;
     }
     const node = d.byId.get(a.node);

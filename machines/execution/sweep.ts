@@ -36,7 +36,13 @@ export type SweepAction =
 
 const live = (s: string) => s === "leased" || s === "running";
 
-function holderActions(node: string, h: { step?: NodeRun["step"]; lease_expires_at?: number; offered?: number; offered_at?: number; reoffered?: boolean }, item: number | undefined, at: number, s: SweepSettings): SweepAction[] {
+function holderActions(
+  node: string,
+  h: { step?: NodeRun["step"]; lease_expires_at?: number; offered?: number; offered_at?: number; reoffered?: boolean },
+  item: number | undefined,
+  at: number,
+  s: SweepSettings,
+): SweepAction[] {
   const step = h.step;
   if (!step) return [];
   const where = { node, ...(item !== undefined ? { item } : {}) };

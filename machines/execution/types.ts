@@ -166,7 +166,17 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     type: z.literal("run.recover"),
     reason: z.string().max(200),
     /** Attempts still executing in the claiming process (it claimed its own partition again): not lost. */
-    alive: z.array(z.object({ node: z.string(), item: z.number().int().nonnegative().optional(), attempt: z.number().int().positive(), lease_epoch: z.number().int().positive() })).max(10_000).optional(),
+    alive: z
+      .array(
+        z.object({
+          node: z.string(),
+          item: z.number().int().nonnegative().optional(),
+          attempt: z.number().int().positive(),
+          lease_epoch: z.number().int().positive(),
+        }),
+      )
+      .max(10_000)
+      .optional(),
   }),
   /** The tenant gave a queued run its slot. */
   z.object({ type: z.literal("run.admitted") }),

@@ -20,9 +20,7 @@ export function queuedLifecycle(): RunLifecycle {
   return { status: "queued", waiting_on: null, waiting_ref: null, waiting_expires_at: null, started_at: null, ended_at: null };
 }
 
-export type RunOpResult =
-  | { outcome: "moved"; state: RunLifecycle }
-  | { outcome: "refused"; code: "illegal_transition"; from: RunStatus; op: RunOp };
+export type RunOpResult = { outcome: "moved"; state: RunLifecycle } | { outcome: "refused"; code: "illegal_transition"; from: RunStatus; op: RunOp };
 
 /**
  * The one transition primitive: the conditional write `… WHERE status IN LEGAL_FROM[op]`.

@@ -184,7 +184,15 @@ export function remove(state: SchedulerState, ticketId: string): SchedulerState 
 }
 
 /** Take the ticket at (cls, priority, index) out of the queue and record it as leased. */
-export function leaseAt(state: SchedulerState, name: string, tenant: TenantQueue, cls: TicketClass, priority: number, index: number, vtime: number): { state: SchedulerState; ticket: Ticket } | undefined {
+export function leaseAt(
+  state: SchedulerState,
+  name: string,
+  tenant: TenantQueue,
+  cls: TicketClass,
+  priority: number,
+  index: number,
+  vtime: number,
+): { state: SchedulerState; ticket: Ticket } | undefined {
   const level = tenant.lanes[cls][priority] ?? [];
   const entry = level[index];
   if (!entry) return undefined;

@@ -55,7 +55,14 @@ export function applyStepOp(state: StepState, event: StepOpEvent): StepOpResult 
       if (state.not_before !== null && now < state.not_before) return { outcome: "refused", code: "not_before", from, op, not_before: state.not_before };
       return {
         outcome: "moved",
-        state: { ...state, status: "leased", attempt: state.attempt + 1, lease_epoch: state.lease_epoch + 1, not_before: null, started_at: state.started_at ?? now },
+        state: {
+          ...state,
+          status: "leased",
+          attempt: state.attempt + 1,
+          lease_epoch: state.lease_epoch + 1,
+          not_before: null,
+          started_at: state.started_at ?? now,
+        },
       };
     case "start":
       return { outcome: "moved", state: { ...state, status: "running" } };

@@ -38,7 +38,9 @@ function union<T>(key: string, build: (op: StepOp) => z.ZodObject): z.ZodType<T>
 
 /** Parsing fills the retry policy's defaults. */
 export const StepOpEventSchema: z.ZodType<StepOpEvent> = union("op", (op) => z.object({ op: z.literal(op), now: Ms, ...OP_FIELDS[op] }));
-export const StepMachineEventSchema: z.ZodType<StepMachineEvent> = union("type", (op) => z.object({ type: z.literal(`step.${op}`), now: Ms, ...OP_FIELDS[op] }));
+export const StepMachineEventSchema: z.ZodType<StepMachineEvent> = union("type", (op) =>
+  z.object({ type: z.literal(`step.${op}`), now: Ms, ...OP_FIELDS[op] }),
+);
 export const StepCommandSchema: z.ZodType<StepCommand> = union("type", (op) => z.object({ type: z.literal(`step.${op}`), ...OP_FIELDS[op] }));
 
 /** A machine event as the op event {@link applyStepOp} takes. */

@@ -39,4 +39,3 @@ export interface Decision<A> {
   /** A reply to the run that asked (expansion admission). */
   reply?: { run: string; event: { type: string } & Record<string, unknown> };
 }
-

@@ -134,10 +134,26 @@ function promote(context: TenantContext, now: number): { context: TenantContext;
 export function admitDecision(context: TenantContext, run: { run_id: string; project: string }, now: number): Decision<AdmitAnswer> {
   const { run_id, project } = run;
   if (Object.hasOwn(context.running, run_id) || context.ended.includes(run_id)) {
-    return { context, answer: { outcome: "admitted", run_id, duplicate: true, starts_today: atDay(context, now).starts_today, active_runs: context.active_runs } };
+    return {
+      context,
+      answer: { outcome: "admitted", run_id, duplicate: true, starts_today: atDay(context, now).starts_today, active_runs: context.active_runs },
+    };
   }
   const waiting = queueOf(context).findIndex(([id]) => id === run_id);
-  if (waiting >= 0) return { context, answer: { outcome: "queued", run_id, reason: "concurrency_cap_reached", project, active: context.active_runs, limit: context.settings.max_concurrency, position: waiting, duplicate: true } };
+  if (waiting >= 0)
+    return {
+      context,
+      answer: {
+        outcome: "queued",
+        run_id,
+        reason: "concurrency_cap_reached",
+        project,
+        active: context.active_runs,
+        limit: context.settings.max_concurrency,
+        position: waiting,
+        duplicate: true,
+      },
+    };
   if (context.state !== "active") {
     const outcome = context.state === "killed" ? "tenant_killed" : context.state === "draining" ? "tenant_draining" : "tenant_not_found";
     return { context, answer: { outcome, run_id } };
@@ -153,7 +169,19 @@ export function admitDecision(context: TenantContext, run: { run_id: string; pro
     if (queue.length >= MAX_QUEUED) return { context, answer: { outcome: "queue_full", run_id, queued: queue.length, limit: MAX_QUEUED } };
     // Accepted: it counts as a start today, and waits (never fails) for a slot.
     const next: TenantContext = { ...rolled, starts_today: rolled.starts_today + 1, queue: [...queue, [run_id, project]], updated_at: now };
-    return { context: next, answer: { outcome: "queued", run_id, reason: blocked.reason, project, active: blocked.active, limit: blocked.limit, position: queue.length, duplicate: false } };
+    return {
+      context: next,
+      answer: {
+        outcome: "queued",
+        run_id,
+        reason: blocked.reason,
+        project,
+        active: blocked.active,
+        limit: blocked.limit,
+        position: queue.length,
+        duplicate: false,
+      },
+    };
   }
   const next = withRunning({ ...rolled, starts_today: rolled.starts_today + 1, updated_at: now }, { ...context.running, [run_id]: project });
   return { context: next, answer: { outcome: "admitted", run_id, duplicate: false, starts_today: next.starts_today, active_runs: next.active_runs } };
@@ -169,7 +197,12 @@ export function runEndedDecision(context: TenantContext, run: { run_id: string }
   const queue = queueOf(context);
   if (queue.some(([id]) => id === run_id)) {
     // A queued run that ended (cancelled while it waited) gives up its place.
-    const next: TenantContext = { ...atDay(context, now), queue: queue.filter(([id]) => id !== run_id), ended: [...context.ended, run_id].slice(-RECENT_ENDED), updated_at: now };
+    const next: TenantContext = {
+      ...atDay(context, now),
+      queue: queue.filter(([id]) => id !== run_id),
+      ended: [...context.ended, run_id].slice(-RECENT_ENDED),
+      updated_at: now,
+    };
     return { context: next, answer: { outcome: "ended", run_id, active_runs: next.active_runs } };
   }
   if (!Object.hasOwn(context.running, run_id)) return { context, answer: { outcome: "not_running", run_id } };
@@ -198,7 +231,11 @@ export function createDecision(context: TenantContext, settings: unknown, now: n
   const merged = mergeSettings(undefined, settings);
   if (!merged.ok) return { context, answer: { outcome: "invalid_input", reason: merged.reason } };
   const next: TenantContext = { ...newTenant(context.id), settings: merged.settings, state: "active", day: utcDay(now), created_at: now, updated_at: now };
-  return { context: next, answer: { outcome: "created", tenant: tenantView(next) }, audit: { type: "tenant.created", tenant: next.id, at: now, settings: next.settings } };
+  return {
+    context: next,
+    answer: { outcome: "created", tenant: tenantView(next) },
+    audit: { type: "tenant.created", tenant: next.id, at: now, settings: next.settings },
+  };
 }
 
 /** Applies a settings patch; invalid input changes nothing. A patch that changes nothing is answered `updated` with `changed: []` and not audited. */
@@ -224,7 +261,15 @@ export function stateDecision(context: TenantContext, to: LiveTenantState, reaso
   // A resumed tenant starts the runs that queued meanwhile.
   const p = promote({ ...atDay(context, now), state: to, state_reason: to === "active" ? null : (reason ?? null), updated_at: now }, now);
   const next = p.context;
-  const audit: TenantAudit = { type: "tenant.state_changed", tenant: context.id, at: now, from: previous, to, reason: reason ?? null, active_runs: next.active_runs };
+  const audit: TenantAudit = {
+    type: "tenant.state_changed",
+    tenant: context.id,
+    at: now,
+    from: previous,
+    to,
+    reason: reason ?? null,
+    active_runs: next.active_runs,
+  };
   return { context: next, answer: { outcome: to, previous, changed: true, tenant: tenantView(next) }, audit, admitted: p.admitted };
 }
 

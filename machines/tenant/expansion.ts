@@ -30,18 +30,41 @@ export function admitExpansionDecision(context: TenantContext, ask: ExpansionAsk
   const key = keyOf(run_id, node);
   const active = context.active_descendants ?? 0;
   if (Object.hasOwn(held(context), key)) {
-    return { context, answer: { outcome: "expansion_admitted", run_id, node, children: held(context)[key]!, active_descendants: active, duplicate: true }, reply: { run: run_id, event: { type: "expansion.admitted", node } } };
+    return {
+      context,
+      answer: { outcome: "expansion_admitted", run_id, node, children: held(context)[key]!, active_descendants: active, duplicate: true },
+      reply: { run: run_id, event: { type: "expansion.admitted", node } },
+    };
   }
   const limits = context.settings.expansion_limits ?? DEFAULT_LIMITS;
-  const request = { children: ask.children, depth: ask.depth, total_steps: ask.total_steps, estimated_cost: ask.estimated_cost, tenant_active_descendants: active + ask.children };
+  const request = {
+    children: ask.children,
+    depth: ask.depth,
+    total_steps: ask.total_steps,
+    estimated_cost: ask.estimated_cost,
+    tenant_active_descendants: active + ask.children,
+  };
   const verdict = admitExpansion(request, limits);
   if (!verdict.ok) {
     const [value, limit] = FIGURES[verdict.code](request, limits);
     const message = `${verdict.code}: ${value} over the tenant's limit of ${limit}`;
-    return { context, answer: { outcome: "expansion_refused", run_id, node, code: verdict.code, limit, value }, reply: { run: run_id, event: { type: "expansion.refused", node, code: verdict.code, message } } };
+    return {
+      context,
+      answer: { outcome: "expansion_refused", run_id, node, code: verdict.code, limit, value },
+      reply: { run: run_id, event: { type: "expansion.refused", node, code: verdict.code, message } },
+    };
   }
-  const next: TenantContext = { ...context, descendants: { ...held(context), [key]: ask.children }, active_descendants: active + ask.children, updated_at: now };
-  return { context: next, answer: { outcome: "expansion_admitted", run_id, node, children: ask.children, active_descendants: next.active_descendants!, duplicate: false }, reply: { run: run_id, event: { type: "expansion.admitted", node } } };
+  const next: TenantContext = {
+    ...context,
+    descendants: { ...held(context), [key]: ask.children },
+    active_descendants: active + ask.children,
+    updated_at: now,
+  };
+  return {
+    context: next,
+    answer: { outcome: "expansion_admitted", run_id, node, children: ask.children, active_descendants: next.active_descendants!, duplicate: false },
+    reply: { run: run_id, event: { type: "expansion.admitted", node } },
+  };
 }
 
 export function releaseExpansionDecision(context: TenantContext, ref: { run_id: string; node: string }, now: number): Decision<ExpansionAnswer> {
@@ -50,10 +73,16 @@ export function releaseExpansionDecision(context: TenantContext, ref: { run_id: 
   if (!Object.hasOwn(held(context), key)) return { context, answer: { outcome: "not_held", run_id, node } };
   const descendants = Object.fromEntries(Object.entries(held(context)).filter(([k]) => k !== key));
   const active = Math.max(0, (context.active_descendants ?? 0) - held(context)[key]!);
-  return { context: { ...context, descendants, active_descendants: active, updated_at: now }, answer: { outcome: "expansion_released", run_id, node, active_descendants: active } };
+  return {
+    context: { ...context, descendants, active_descendants: active, updated_at: now },
+    answer: { outcome: "expansion_released", run_id, node, active_descendants: active },
+  };
 }
 
-type Figures = (r: { children: number; depth: number; total_steps: number; estimated_cost: number; tenant_active_descendants: number }, l: { max_children: number; max_depth: number; max_total_steps: number; max_estimated_cost: number; max_active_descendants: number }) => [number, number];
+type Figures = (
+  r: { children: number; depth: number; total_steps: number; estimated_cost: number; tenant_active_descendants: number },
+  l: { max_children: number; max_depth: number; max_total_steps: number; max_estimated_cost: number; max_active_descendants: number },
+) => [number, number];
 const FIGURES: Record<AdmissionCode, Figures> = {
   too_many_children: (r, l) => [r.children, l.max_children],
   depth_exceeded: (r, l) => [r.depth, l.max_depth],

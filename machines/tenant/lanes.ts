@@ -14,6 +14,7 @@ export type LaneDecision = { ok: true; lane: StartLane } | { ok: false; reason: 
 export function laneFor(requested: StartLane | undefined, source: string, interactiveSources: readonly string[] | undefined): LaneDecision {
   const allowed = (interactiveSources ?? DEFAULT_INTERACTIVE_SOURCES).includes(source);
   if (requested === undefined) return { ok: true, lane: allowed ? "interactive" : "batch" };
-  if (requested === "interactive" && !allowed) return { ok: false, reason: `source ${source} may not start interactive runs in this tenant (its interactive_sources)` };
+  if (requested === "interactive" && !allowed)
+    return { ok: false, reason: `source ${source} may not start interactive runs in this tenant (its interactive_sources)` };
   return { ok: true, lane: requested };
 }

@@ -45,7 +45,10 @@ const ClassShares = z.strictObject({
 const Concurrency = z.number().int().min(1).max(MAX_CONCURRENCY_LIMIT);
 const ProjectCaps = z.record(TokenSchema, z.number().int().min(0).max(MAX_CONCURRENCY_LIMIT)).refine(bounded, tooMany);
 const DayCap = z.number().int().min(0).max(1_000_000_000);
-const ProviderModel = z.string().max(200).regex(/^[^/\s]+\/\S+$/, "expected 'provider/model'");
+const ProviderModel = z
+  .string()
+  .max(200)
+  .regex(/^[^/\s]+\/\S+$/, "expected 'provider/model'");
 const Quota = z.strictObject({
   requests_per_minute: z.number().int().positive(),
   tokens_per_minute: z.number().int().positive(),

@@ -1,7 +1,9 @@
 import { TENANT_STATES, type LiveTenantState, type TenantCommandType, type TenantState } from "./events.js";
 
 /** The state each live-state command leads to; the other commands leave the state as it is. */
-export const STATE_COMMANDS = { "tenant.kill": "killed", "tenant.drain": "draining", "tenant.resume": "active" } as const satisfies Partial<Record<TenantCommandType, LiveTenantState>>;
+export const STATE_COMMANDS = { "tenant.kill": "killed", "tenant.drain": "draining", "tenant.resume": "active" } as const satisfies Partial<
+  Record<TenantCommandType, LiveTenantState>
+>;
 
 function live(state: LiveTenantState): Partial<Record<TenantCommandType, TenantState>> {
   return {

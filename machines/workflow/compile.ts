@@ -175,8 +175,7 @@ export function compileDefinition(raw: unknown, ctx: CompileContext): CompileRes
       !byId.has(id) ? `no node '${id}'` : ancestors.has(id) ? undefined : `'${id}' is not upstream of '${e.node.id}' (not a transitive need)`;
     for (const group of nodeRefs(e.node)) checkRefs(group.sites, e.path, group.itemScope, visible, errors);
   }
-  if (def.result !== undefined)
-    checkRefs(templateRefs(def.result), ["result"], false, (id) => (byId.has(id) ? undefined : `no node '${id}'`), errors);
+  if (def.result !== undefined) checkRefs(templateRefs(def.result), ["result"], false, (id) => (byId.has(id) ? undefined : `no node '${id}'`), errors);
 
   if (def.input_schema !== undefined)
     for (const issue of checkSchemaSubset(def.input_schema, ["input_schema"])) errors.push({ code: "invalid_input_schema", ...issue });
@@ -189,7 +188,8 @@ export function compileDefinition(raw: unknown, ctx: CompileContext): CompileRes
       const at = nodes.find((e) => e.node.kind === "subworkflow" && e.node.workflow === depth.chain[1]);
       const chain = depth.chain.join(" → ");
       if (depth.code === "subworkflow_unresolvable") {
-        if (!ctx.workflowExists) errors.push({ code: "unknown_workflow", path: formatPath(at?.path ?? ["nodes"]), message: `cannot load workflow along ${chain}` });
+        if (!ctx.workflowExists)
+          errors.push({ code: "unknown_workflow", path: formatPath(at?.path ?? ["nodes"]), message: `cannot load workflow along ${chain}` });
       } else
         errors.push({
           code: "depth_exceeded",
@@ -211,6 +211,9 @@ export function compileDefinition(raw: unknown, ctx: CompileContext): CompileRes
   const text = canonicalJson(body);
   const bytes = utf8Length(text);
   if (bytes > limits.max_plan_bytes)
-    return { ok: false, errors: [{ code: "snapshot_too_large", path: "", message: `the compiled plan is ${bytes} bytes, above the limit of ${limits.max_plan_bytes}` }] };
+    return {
+      ok: false,
+      errors: [{ code: "snapshot_too_large", path: "", message: `the compiled plan is ${bytes} bytes, above the limit of ${limits.max_plan_bytes}` }],
+    };
   return { ok: true, plan: { ...body, definition_digest_input: text } };
 }

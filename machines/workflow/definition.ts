@@ -17,7 +17,9 @@ export type Template = Json;
  * wildcards, spaces, `$`, control characters or non-ASCII letters. The one rule for publishing,
  * subworkflow targets and every API request that names a definition.
  */
-export const WorkflowNameSchema = z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, "a workflow name is 1-63 characters of [a-z0-9-], starting with a letter or digit");
+export const WorkflowNameSchema = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9-]{0,62}$/, "a workflow name is 1-63 characters of [a-z0-9-], starting with a letter or digit");
 export const NODE_ID = /^[a-zA-Z][a-zA-Z0-9_-]{0,62}$/;
 /** A string holding exactly one `${expr}` and nothing else. */
 export const EXACT_REF = /^\$\{[^}]*\}$/;
@@ -33,11 +35,7 @@ export type Retry = { max_attempts: number; backoff_ms: number; max_backoff_ms: 
 
 export type CompareOp = "eq" | "ne" | "gt" | "gte" | "lt" | "lte" | "in";
 export type TestOp = "exists" | "truthy" | "falsy";
-export type Condition =
-  | { ref: string; op: CompareOp | TestOp; value?: Json }
-  | { all: Condition[] }
-  | { any: Condition[] }
-  | { not: Condition };
+export type Condition = { ref: string; op: CompareOp | TestOp; value?: Json } | { all: Condition[] } | { any: Condition[] } | { not: Condition };
 
 type Common = { id: string; needs?: Need[]; continue_on_error?: boolean };
 export type CodeNode = Common & {
@@ -83,10 +81,7 @@ const NodeId = z.string().regex(NODE_ID, "a node id is a letter then up to 62 le
 const ExactRef = z.string().regex(EXACT_REF, 'expected exactly one reference, like "${input.list}"');
 const Ms = z.number().int().nonnegative();
 
-export const NeedSchema: z.ZodType<Need> = z.union([
-  NodeId,
-  z.strictObject({ node: NodeId, when: z.enum(["succeeded", "failed", "always"]) }),
-]);
+export const NeedSchema: z.ZodType<Need> = z.union([NodeId, z.strictObject({ node: NodeId, when: z.enum(["succeeded", "failed", "always"]) })]);
 
 export const RetrySchema: z.ZodType<Retry> = z
   .strictObject({
@@ -110,7 +105,8 @@ export const ConditionSchema: z.ZodType<Condition> = z.lazy(() =>
       .superRefine((c, ctx) => {
         if (VALUE_OPS.has(c.op) && c.value === undefined) ctx.addIssue({ code: "custom", message: `op '${c.op}' needs a value`, path: ["value"] });
         if (!VALUE_OPS.has(c.op) && c.value !== undefined) ctx.addIssue({ code: "custom", message: `op '${c.op}' takes no value`, path: ["value"] });
-        if (c.op === "in" && c.value !== undefined && !Array.isArray(c.value)) ctx.addIssue({ code: "custom", message: "op 'in' needs an array value", path: ["value"] });
+        if (c.op === "in" && c.value !== undefined && !Array.isArray(c.value))
+          ctx.addIssue({ code: "custom", message: "op 'in' needs an array value", path: ["value"] });
       }),
     z.strictObject({ all: z.array(ConditionSchema).min(1) }),
     z.strictObject({ any: z.array(ConditionSchema).min(1) }),

@@ -9,9 +9,7 @@ import type { PlanNode } from "./plan.js";
 export type PlanLike = { name: string; nodes: readonly PlanNode[] };
 /** Loads the plan a subworkflow name resolves to; `undefined` when it cannot be resolved. */
 export type LoadPlan = (name: string) => PlanLike | undefined;
-export type DepthResult =
-  | { ok: true; depth: number }
-  | { ok: false; code: "workflow_cycle" | "subworkflow_unresolvable" | "depth_exceeded"; chain: string[] };
+export type DepthResult = { ok: true; depth: number } | { ok: false; code: "workflow_cycle" | "subworkflow_unresolvable" | "depth_exceeded"; chain: string[] };
 
 /**
  * Depth of `root`: 1 for a workflow without subworkflow nodes, else 1 + the deepest child.

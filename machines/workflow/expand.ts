@@ -125,7 +125,20 @@ export function expand(nodes: DefinitionNode[], ctx: ExpandContext): Expansion {
     switch (n.kind) {
       case "code":
         checkHandler(n.handler);
-        emit({ ...base, kind: "code", handler: n.handler, ...(n.input !== undefined && { input: n.input }), retry: planRetry(n.retry), timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS, ...(n.provider !== undefined && { provider: n.provider }), ...(n.cost !== undefined && { cost: n.cost }) }, path, myRank);
+        emit(
+          {
+            ...base,
+            kind: "code",
+            handler: n.handler,
+            ...(n.input !== undefined && { input: n.input }),
+            retry: planRetry(n.retry),
+            timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS,
+            ...(n.provider !== undefined && { provider: n.provider }),
+            ...(n.cost !== undefined && { cost: n.cost }),
+          },
+          path,
+          myRank,
+        );
         return;
       case "map":
         checkHandler(n.handler);
@@ -174,7 +187,19 @@ export function expand(nodes: DefinitionNode[], ctx: ExpandContext): Expansion {
     const elseMembers = sequence(n.else ?? [], [...path, "else"], n.id, [{ node: n.id, when: "else" }], level, deep || tooDeep);
     emit({ ...decision, then_members: thenMembers, else_members: elseMembers }, path, myRank);
     const endNeeds: PlanNeed[] = [{ node: n.id, when: "completed" }, ...[...thenMembers, ...elseMembers].map((m): PlanNeed => ({ node: m, when: "always" }))];
-    emit({ id: end, needs: dedupe(endNeeds), continue_on_error: base.continue_on_error, parent, kind: "branch_end", branch: n.id, members: [n.id, ...thenMembers, ...elseMembers] }, path, rank++);
+    emit(
+      {
+        id: end,
+        needs: dedupe(endNeeds),
+        continue_on_error: base.continue_on_error,
+        parent,
+        kind: "branch_end",
+        branch: n.id,
+        members: [n.id, ...thenMembers, ...elseMembers],
+      },
+      path,
+      rank++,
+    );
   };
 
   // The top level is a graph, not a sequence: only explicit needs order it.

@@ -28,7 +28,15 @@ export {
   type TestOp,
 } from "./definition.js";
 export { checkSchemaSubset, validateAgainstSchema, type SchemaIssue, type SchemaValidation } from "./json-schema.js";
-export { compileDefinition, DEFAULT_LIMITS, type CompileContext, type CompileError, type CompileErrorCode, type CompileResult, type Limits } from "./compile.js";
+export {
+  compileDefinition,
+  DEFAULT_LIMITS,
+  type CompileContext,
+  type CompileError,
+  type CompileErrorCode,
+  type CompileResult,
+  type Limits,
+} from "./compile.js";
 export {
   PLAN_VERSION,
   PlanNodeSchema,
@@ -55,17 +63,7 @@ export {
 export { advance, needSatisfied, readiness, settleSkips, type Readiness } from "./readiness.js";
 export { parseRef, readRef, resolveExpr, resolveTemplate, templateRefs, type Ref, type RefSite, type Resolved, type Segment } from "./templates.js";
 export { evaluateCondition, truthy, type ConditionResult } from "./conditions.js";
-export {
-  joinOutcome,
-  mapItemInput,
-  mapItems,
-  nodeInput,
-  runOutcome,
-  runResult,
-  stepsScope,
-  type MapItems,
-  type RunOutcome,
-} from "./outcome.js";
+export { joinOutcome, mapItemInput, mapItems, nodeInput, runOutcome, runResult, stepsScope, type MapItems, type RunOutcome } from "./outcome.js";
 export { childDepthAllowed, workflowDepth, type DepthResult, type LoadPlan, type PlanLike } from "./depth.js";
 export { retryDelay } from "./retry.js";
 export { progress, type Fatal, type Progress, type Settled } from "./progress.js";

@@ -13,8 +13,20 @@ export type SchemaValidation = { ok: true } | { ok: false; errors: SchemaIssue[]
 const TYPES = new Set(["object", "array", "string", "number", "integer", "boolean", "null"]);
 const COUNTS = ["minLength", "maxLength", "minItems", "maxItems"] as const;
 const KEYWORDS = new Set([
-  "type", "properties", "required", "additionalProperties", "items", "enum", "const",
-  "minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems", "pattern",
+  "type",
+  "properties",
+  "required",
+  "additionalProperties",
+  "items",
+  "enum",
+  "const",
+  "minimum",
+  "maximum",
+  "minLength",
+  "maxLength",
+  "minItems",
+  "maxItems",
+  "pattern",
 ]);
 
 function isObject(v: unknown): v is Record<string, unknown> {
@@ -59,7 +71,10 @@ export function checkSchemaSubset(schema: unknown, at: readonly PropertyKey[] = 
   if (schema.enum !== undefined && (!Array.isArray(schema.enum) || schema.enum.length === 0 || !isJson(schema.enum)))
     add(["enum"], "enum is a non-empty list of JSON values");
   if ("const" in schema && !isJson(schema.const)) add(["const"], "const is a JSON value");
-  for (const [key, v] of [["minimum", minimum], ["maximum", maximum]] as const)
+  for (const [key, v] of [
+    ["minimum", minimum],
+    ["maximum", maximum],
+  ] as const)
     if (v !== undefined && (typeof v !== "number" || !Number.isFinite(v))) add([key], `${key} is a number`);
   for (const key of COUNTS) {
     const v = schema[key];
@@ -133,7 +148,8 @@ function validate(schema: Record<string, unknown>, value: unknown, path: Propert
  */
 export function validateAgainstSchema(schema: unknown, value: unknown): SchemaValidation {
   if (!isObject(schema)) return { ok: false, errors: [{ path: "", message: "the schema is not an object" }] };
-  if (nestingDepth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) return { ok: false, errors: [{ path: "", message: `arrays and objects nest deeper than ${MAX_JSON_DEPTH} levels` }] };
+  if (nestingDepth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH)
+    return { ok: false, errors: [{ path: "", message: `arrays and objects nest deeper than ${MAX_JSON_DEPTH} levels` }] };
   const errors: SchemaIssue[] = [];
   validate(schema, value, [], errors);
   return errors.length === 0 ? { ok: true } : { ok: false, errors };

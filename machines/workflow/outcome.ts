@@ -40,7 +40,8 @@ export type RunOutcome = { done: false } | { done: true; status: "succeeded" | "
  */
 export function runOutcome(plan: Pick<Plan, "nodes">, states: NodeStates): RunOutcome {
   const handled = new Set<string>();
-  for (const n of plan.nodes) for (const need of n.needs) if (need.when === "failed" || need.when === "always" || need.when === "completed") handled.add(need.node);
+  for (const n of plan.nodes)
+    for (const need of n.needs) if (need.when === "failed" || need.when === "always" || need.when === "completed") handled.add(need.node);
   const failed: string[] = [];
   for (const n of plan.nodes) {
     const { status } = stateOf(states, n.id);
@@ -72,9 +73,7 @@ export function runResult(plan: Pick<Plan, "nodes" | "result">, states: NodeStat
   return { ok: true, value };
 }
 
-export type MapItems =
-  | { ok: true; items: unknown[] }
-  | { ok: false; code: "reference_unreadable" | "items_not_a_list" | "fanout_exceeded"; detail: string };
+export type MapItems = { ok: true; items: unknown[] } | { ok: false; code: "reference_unreadable" | "items_not_a_list" | "fanout_exceeded"; detail: string };
 
 /**
  * The item list of a map node, checked before any call: unreadable, not a list, or longer than
@@ -83,7 +82,8 @@ export type MapItems =
 export function mapItems(node: Pick<PlanMap, "items" | "max_fanout">, scope: Scope): MapItems {
   const r = resolveTemplate(node.items, { input: scope.input, steps: scope.steps });
   if (!r.ok) return { ok: false, code: "reference_unreadable", detail: r.path };
-  if (!Array.isArray(r.value)) return { ok: false, code: "items_not_a_list", detail: `${node.items} is ${r.value === null ? "null" : typeof r.value}, not a list` };
+  if (!Array.isArray(r.value))
+    return { ok: false, code: "items_not_a_list", detail: `${node.items} is ${r.value === null ? "null" : typeof r.value}, not a list` };
   if (r.value.length > node.max_fanout)
     return { ok: false, code: "fanout_exceeded", detail: `${r.value.length} items, more than max_fanout ${node.max_fanout}` };
   return { ok: true, items: r.value };

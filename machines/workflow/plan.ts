@@ -90,7 +90,16 @@ const PlanRetrySchema = z.strictObject({
 const base = { id: Id, needs: z.array(PlanNeedSchema), continue_on_error: z.boolean(), parent: Id.nullable() };
 
 export const PlanNodeSchema = z.discriminatedUnion("kind", [
-  z.strictObject({ ...base, kind: z.literal("code"), handler: Id, input: JsonValue.optional(), retry: PlanRetrySchema, timeout_ms: z.number().int().positive(), provider: z.string().optional(), cost: z.number().positive().optional() }),
+  z.strictObject({
+    ...base,
+    kind: z.literal("code"),
+    handler: Id,
+    input: JsonValue.optional(),
+    retry: PlanRetrySchema,
+    timeout_ms: z.number().int().positive(),
+    provider: z.string().optional(),
+    cost: z.number().positive().optional(),
+  }),
   z.strictObject({
     ...base,
     kind: z.literal("map"),

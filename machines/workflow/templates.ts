@@ -64,8 +64,7 @@ export function templateRefs(template: unknown, at: Segment[] = []): RefSite[] {
     return [...template.matchAll(PLACEHOLDER)].map((m) => ({ at, expr: (m[1] ?? "").trim(), ref: parseRef(m[1] ?? "") }));
   }
   if (Array.isArray(template)) return template.flatMap((v, i) => templateRefs(v, [...at, i]));
-  if (typeof template === "object" && template !== null)
-    return Object.entries(template).flatMap(([k, v]) => templateRefs(v, [...at, k]));
+  if (typeof template === "object" && template !== null) return Object.entries(template).flatMap(([k, v]) => templateRefs(v, [...at, k]));
   return [];
 }
 

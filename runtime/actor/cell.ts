@@ -72,7 +72,11 @@ export class ActorCell {
   private idle: Promise<void> = Promise.resolve();
   private markIdle: (() => void) | undefined;
 
-  constructor(readonly address: ActorAddress, readonly key: string, private readonly env: CellEnvironment) {}
+  constructor(
+    readonly address: ActorAddress,
+    readonly key: string,
+    private readonly env: CellEnvironment,
+  ) {}
 
   get busy(): boolean {
     return this.running;
@@ -277,7 +281,12 @@ export class ActorCell {
         case "fenced":
           this.env.stats.fenced++;
           this.cached = undefined;
-          this.env.logger.warn("write refused: partition fenced", { actor: this.key, partition: this.env.log.partition, epoch: this.env.log.epoch, newOwner: written.fence?.owner ?? null });
+          this.env.logger.warn("write refused: partition fenced", {
+            actor: this.key,
+            partition: this.env.log.partition,
+            epoch: this.env.log.epoch,
+            newOwner: written.fence?.owner ?? null,
+          });
           for (const d of batch) d.settle(undefined, "keep", "fenced");
           this.env.onFenced();
           return;
@@ -323,11 +332,7 @@ function collectEffects(actions: readonly { type: string; params?: unknown }[]):
   return out;
 }
 
-async function prepareWithRetry(
-  prepare: NonNullable<ActorDefinition["prepare"]>,
-  event: EventObject,
-  snapshot: AnyMachineSnapshot,
-): Promise<EventObject> {
+async function prepareWithRetry(prepare: NonNullable<ActorDefinition["prepare"]>, event: EventObject, snapshot: AnyMachineSnapshot): Promise<EventObject> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await prepare(event, snapshot);

@@ -192,7 +192,12 @@ export class EventSpool {
           if (o.outcome === "stored") this.stats.published++;
           else {
             this.stats.dropped.rejected++;
-            this.logger.warn("progress event refused by the server; dropped", { subject: event.subject, id: event.id, outcome: o.outcome, detail: "detail" in o ? o.detail : "" });
+            this.logger.warn("progress event refused by the server; dropped", {
+              subject: event.subject,
+              id: event.id,
+              outcome: o.outcome,
+              detail: "detail" in o ? o.detail : "",
+            });
           }
           this.release(event);
         });
@@ -203,7 +208,11 @@ export class EventSpool {
           lane.items = lane.items.slice(lane.head);
           lane.head = 0;
         }
-        if (kept.length > 0) this.trip(lane, outcomes.find((o) => o.outcome === "unavailable" || o.outcome === "unknown"));
+        if (kept.length > 0)
+          this.trip(
+            lane,
+            outcomes.find((o) => o.outcome === "unavailable" || o.outcome === "unknown"),
+          );
         else if (probing) this.recover();
       }
     } finally {

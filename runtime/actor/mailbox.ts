@@ -37,7 +37,12 @@ export class MailboxClient {
    * transition is durably stored. Resolves `timeout` if no answer arrives in time; the command
    * may still be applied later (send it again with the same id to learn the outcome).
    */
-  async request(address: ActorAddress, event: CommandEvent, id: string, timeoutMs = 5_000): Promise<CommandAnswer | { outcome: "timeout" } | { outcome: "not_stored"; detail: string }> {
+  async request(
+    address: ActorAddress,
+    event: CommandEvent,
+    id: string,
+    timeoutMs = 5_000,
+  ): Promise<CommandAnswer | { outcome: "timeout" } | { outcome: "not_stored"; detail: string }> {
     const expected = expectReply(this.nc, timeoutMs);
     const sent = await this.send(address, event, id, expected.subject);
     if (sent.outcome !== "stored") {

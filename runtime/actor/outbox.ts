@@ -80,7 +80,11 @@ async function publishEntry(ctx: OutboxContext, self: ActorAddress, entry: Outbo
     case "runway.timer.cancel": {
       const partition = partitionOf(ctx.keyOf(self), ctx.partitions);
       try {
-        const reply = await ctx.nc.request(`$JS.API.STREAM.PURGE.${CMD_STREAM}`, JSON.stringify({ filter: timerSubject(partition, self.kind, self.id, effect.name) }), { timeout: 2_000 });
+        const reply = await ctx.nc.request(
+          `$JS.API.STREAM.PURGE.${CMD_STREAM}`,
+          JSON.stringify({ filter: timerSubject(partition, self.kind, self.id, effect.name) }),
+          { timeout: 2_000 },
+        );
         const body = JSON.parse(new TextDecoder().decode(reply.data)) as { success?: boolean; error?: { code: number; description?: string } };
         return body.success ? { outcome: "stored", seq: 0, duplicate: false } : { outcome: "unavailable", detail: body.error?.description ?? "purge failed" };
       } catch (err) {

@@ -179,7 +179,9 @@ export class MicroService {
   }
 
   #subscribe(ep: Endpoint): void {
-    ep.sub = this.#nc.subscribe(ep.spec.subject, { queue: ep.queue, callback: (err, msg) => {
+    ep.sub = this.#nc.subscribe(ep.spec.subject, {
+      queue: ep.queue,
+      callback: (err, msg) => {
         if (!err) this.#dispatch(ep, msg);
       },
     });

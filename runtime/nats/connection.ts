@@ -13,8 +13,14 @@ export interface ConnectionConfig {
 }
 
 export function compareVersions(a: string, b: string): number {
-  const pa = a.replace(/^v/, "").split(/[.-]/).map((x) => Number.parseInt(x, 10) || 0);
-  const pb = b.replace(/^v/, "").split(/[.-]/).map((x) => Number.parseInt(x, 10) || 0);
+  const pa = a
+    .replace(/^v/, "")
+    .split(/[.-]/)
+    .map((x) => Number.parseInt(x, 10) || 0);
+  const pb = b
+    .replace(/^v/, "")
+    .split(/[.-]/)
+    .map((x) => Number.parseInt(x, 10) || 0);
   for (let i = 0; i < 3; i++) {
     const d = (pa[i] ?? 0) - (pb[i] ?? 0);
     if (d !== 0) return d;

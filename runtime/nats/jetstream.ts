@@ -84,10 +84,7 @@ export interface StoredMessage {
   headers: Record<string, string>;
 }
 
-export type ReadOutcome =
-  | { outcome: "found"; message: StoredMessage }
-  | { outcome: "missing" }
-  | { outcome: "unavailable"; detail: string };
+export type ReadOutcome = { outcome: "found"; message: StoredMessage } | { outcome: "missing" } | { outcome: "unavailable"; detail: string };
 
 interface MsgGetJson {
   message?: { subject: string; seq: number; hdrs?: string; data?: string };
@@ -123,7 +120,12 @@ export async function readLast(nc: NatsConnection, stream: string, subject: stri
     if (!m) return { outcome: "unavailable", detail: "empty message get reply" };
     return {
       outcome: "found",
-      message: { subject: m.subject, seq: m.seq, data: m.data ? new Uint8Array(Buffer.from(m.data, "base64")) : new Uint8Array(), headers: parseHeaderBlock(m.hdrs) },
+      message: {
+        subject: m.subject,
+        seq: m.seq,
+        data: m.data ? new Uint8Array(Buffer.from(m.data, "base64")) : new Uint8Array(),
+        headers: parseHeaderBlock(m.hdrs),
+      },
     };
   } catch (err) {
     return { outcome: "unavailable", detail: err instanceof Error ? err.message : String(err) };
@@ -143,7 +145,11 @@ export async function streamLastSequence(nc: NatsConnection, stream: string, tim
 }
 
 /** Retries `op` while it reports a retryable outcome, with capped backoff, until the deadline. */
-export async function withRetry<T>(op: () => Promise<T>, isRetryable: (value: T) => boolean, options: { deadlineMs?: number; baseMs?: number; maxMs?: number } = {}): Promise<T> {
+export async function withRetry<T>(
+  op: () => Promise<T>,
+  isRetryable: (value: T) => boolean,
+  options: { deadlineMs?: number; baseMs?: number; maxMs?: number } = {},
+): Promise<T> {
   const deadline = performance.now() + (options.deadlineMs ?? 30_000);
   let delay = options.baseMs ?? 25;
   for (;;) {

@@ -98,7 +98,12 @@ function muxOf(nc: NatsConnection): RequestMux {
   return mux;
 }
 
-export function rawRequest(nc: NatsConnection, subject: string, data: Uint8Array | string, options: { headers?: MsgHdrs; timeoutMs?: number } = {}): Promise<RawReply> {
+export function rawRequest(
+  nc: NatsConnection,
+  subject: string,
+  data: Uint8Array | string,
+  options: { headers?: MsgHdrs; timeoutMs?: number } = {},
+): Promise<RawReply> {
   return muxOf(nc).request(subject, data, options.headers, options.timeoutMs ?? 2_000);
 }
 

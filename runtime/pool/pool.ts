@@ -63,9 +63,7 @@ export interface StepTask extends TaskRef {
   timeoutMs: number;
 }
 
-export type StepResult =
-  | { outcome: "succeeded"; output: unknown }
-  | { outcome: "failed"; error: { code: FailureCode; message: string; retryable: boolean } };
+export type StepResult = { outcome: "succeeded"; output: unknown } | { outcome: "failed"; error: { code: FailureCode; message: string; retryable: boolean } };
 
 export interface StepPoolOptions {
   /** Absolute paths of handler modules (.ts or .js), each `export const handlers = {...}`. */
@@ -375,7 +373,11 @@ export class StepPool {
     if (this.#destroyed) return failure("worker_crashed", "the step pool was destroyed", true);
     this.#stats.crashes++;
     if (e?.code === "ERR_WORKER_OUT_OF_MEMORY") {
-      return failure("resource_exhausted", `the step exceeded the worker memory limit (${this.#options.maxOldGenerationSizeMb ?? 512} MB old generation)`, false);
+      return failure(
+        "resource_exhausted",
+        `the step exceeded the worker memory limit (${this.#options.maxOldGenerationSizeMb ?? 512} MB old generation)`,
+        false,
+      );
     }
     return failure("worker_crashed", `worker thread failed: ${typeof e?.message === "string" ? e.message : String(err)}`, true);
   }

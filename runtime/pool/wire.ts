@@ -15,15 +15,7 @@ import type { Handler } from "./handler-api.js";
 export const WIRE_VERSION = 1 as const;
 
 export type FailureCode =
-  | "handler_error"
-  | "terminal"
-  | "retryable"
-  | "timeout"
-  | "aborted"
-  | "resource_exhausted"
-  | "unknown_handler"
-  | "bad_output"
-  | "worker_crashed";
+  "handler_error" | "terminal" | "retryable" | "timeout" | "aborted" | "resource_exhausted" | "unknown_handler" | "bad_output" | "worker_crashed";
 
 /** Given to every worker as `workerData`. */
 export interface WorkerConfig {

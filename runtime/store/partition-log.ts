@@ -35,15 +35,10 @@ export interface Authority {
 }
 
 export type FenceRead =
-  | { outcome: "found"; fence: FenceRecord; epoch: number }
-  | { outcome: "missing"; lastSequence: number }
-  | { outcome: "unavailable"; detail: string };
+  { outcome: "found"; fence: FenceRecord; epoch: number } | { outcome: "missing"; lastSequence: number } | { outcome: "unavailable"; detail: string };
 
 export type ClaimOutcome =
-  | { outcome: "claimed"; log: PartitionLog }
-  | { outcome: "held"; fence: FenceRecord }
-  | { outcome: "raced" }
-  | { outcome: "unavailable"; detail: string };
+  { outcome: "claimed"; log: PartitionLog } | { outcome: "held"; fence: FenceRecord } | { outcome: "raced" } | { outcome: "unavailable"; detail: string };
 
 export type LogWriteOutcome =
   | { outcome: "written"; revision: number }
@@ -85,7 +80,13 @@ export class PartitionLog {
   /** Counted for benchmarks and tests: refused writes by cause. */
   readonly stats = { writes: 0, stale: 0, fenced: 0, unavailable: 0 };
 
-  private constructor(private readonly nc: NatsConnection, partition: number, authority: Authority, epoch: number, head: number) {
+  private constructor(
+    private readonly nc: NatsConnection,
+    partition: number,
+    authority: Authority,
+    epoch: number,
+    head: number,
+  ) {
     this.partition = partition;
     this.bucket = partitionBucket(partition);
     this.stream = partitionStream(partition);
@@ -99,7 +100,13 @@ export class PartitionLog {
    * write of a new fence record, whose revision becomes the new epoch. Every write of the
    * previous owner that has not landed yet is refused from this moment on.
    */
-  static async claim(nc: NatsConnection, partition: number, authority: Authority, mayTake: (current: FenceRecord | undefined) => boolean, now: number): Promise<ClaimOutcome> {
+  static async claim(
+    nc: NatsConnection,
+    partition: number,
+    authority: Authority,
+    mayTake: (current: FenceRecord | undefined) => boolean,
+    now: number,
+  ): Promise<ClaimOutcome> {
     const current = await readFence(nc, partition);
     if (current.outcome === "unavailable") return current;
     const fence = current.outcome === "found" ? current.fence : undefined;
@@ -151,7 +158,8 @@ export class PartitionLog {
     if (this.fencedBy !== undefined) return { outcome: "fenced", fence: this.fencedBy };
     if (this.needsResync) {
       const resynced = await this.resync();
-      if (resynced.outcome !== "current") return resynced.outcome === "fenced" ? { outcome: "fenced", fence: resynced.fence } : { outcome: "unavailable", detail: resynced.detail };
+      if (resynced.outcome !== "current")
+        return resynced.outcome === "fenced" ? { outcome: "fenced", fence: resynced.fence } : { outcome: "unavailable", detail: resynced.detail };
       return { outcome: "stale" };
     }
     const h = makeHeaders();

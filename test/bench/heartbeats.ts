@@ -122,7 +122,16 @@ export async function heartbeats(): Promise<Record<string, unknown>> {
     const clients = tenantIds.map((t) => new RunwayClient(nc, t, 60_000));
     const definition = {
       name: "hold",
-      nodes: [{ id: "hold", kind: "code", handler: "hb_hold", input: { interval_ms: intervalMs }, timeout_ms: 15 * 60_000, retry: { max_attempts: 1, backoff_ms: 200, max_backoff_ms: 1000 } }],
+      nodes: [
+        {
+          id: "hold",
+          kind: "code",
+          handler: "hb_hold",
+          input: { interval_ms: intervalMs },
+          timeout_ms: 15 * 60_000,
+          retry: { max_attempts: 1, backoff_ms: 200, max_backoff_ms: 1000 },
+        },
+      ],
     };
     await windowed(tenantCount, 16, async (i) => {
       const c = clients[i]!;
@@ -139,7 +148,9 @@ export async function heartbeats(): Promise<Record<string, unknown>> {
     let startsDoneMs = 0;
     const report = setInterval(() => {
       const p = node.pool.stats();
-      progress(`  ${round((performance.now() - t0) / 1000)} s: ${started} started, ${node.executor.inFlight} in flight, pool running ${p.running} queued ${p.queued}, scheduler queued ${node.dispatcher?.metrics(Date.now()).queued ?? 0}, heartbeats ${node.executor.stats.heartbeats}`);
+      progress(
+        `  ${round((performance.now() - t0) / 1000)} s: ${started} started, ${node.executor.inFlight} in flight, pool running ${p.running} queued ${p.queued}, scheduler queued ${node.dispatcher?.metrics(Date.now()).queued ?? 0}, heartbeats ${node.executor.stats.heartbeats}`,
+      );
     }, 5_000);
     try {
       const starting = windowed(attempts, startWindow, async (i) => {
@@ -149,7 +160,11 @@ export async function heartbeats(): Promise<Record<string, unknown>> {
       }).then(() => (startsDoneMs = performance.now() - t0));
       await starting;
       // Running in the pool, not merely handed to the executor: the pool may queue what it cannot run.
-      await waitFor(() => node.pool.stats().running >= attempts, { timeoutMs: 10 * 60_000, intervalMs: 50, describe: `${attempts} attempts running in the pool` });
+      await waitFor(() => node.pool.stats().running >= attempts, {
+        timeoutMs: 10 * 60_000,
+        intervalMs: 50,
+        describe: `${attempts} attempts running in the pool`,
+      });
     } finally {
       clearInterval(report);
     }
@@ -234,7 +249,10 @@ export async function heartbeats(): Promise<Record<string, unknown>> {
       heartbeats_per_s_sent: round((after.sent - before.sent) / seconds),
       heartbeats_per_s_committed: round(renewed.length / seconds),
       heartbeat_commit_ms: percentiles(renewed.map((o) => o.ms)),
-      heartbeat_commit_max_ms: round(renewed.reduce((m, o) => Math.max(m, o.ms), 0), 3),
+      heartbeat_commit_max_ms: round(
+        renewed.reduce((m, o) => Math.max(m, o.ms), 0),
+        3,
+      ),
       heartbeats_stale: inWindow.filter((o) => o.outcome === "stale").length,
       heartbeats_via_mailbox: inWindow.filter((o) => o.outcome === "mailbox").length,
       actor_writes_per_s: round((after.writes - before.writes) / seconds),
@@ -245,7 +263,8 @@ export async function heartbeats(): Promise<Record<string, unknown>> {
       node_main_thread_event_loop_utilization: round(after.elu.utilization, 3),
       nats_server_cpu_percent_of_one_core: serverCpu !== undefined ? round((serverCpu / seconds) * 100) : null,
       // Everything else on the machine during the window (other tests, the OS): the load this ran under.
-      other_processes_cpu_percent_of_one_core: machineBusy !== undefined && serverCpu !== undefined ? round((Math.max(0, machineBusy - nodeCpu - serverCpu) / seconds) * 100) : null,
+      other_processes_cpu_percent_of_one_core:
+        machineBusy !== undefined && serverCpu !== undefined ? round((Math.max(0, machineBusy - nodeCpu - serverCpu) / seconds) * 100) : null,
       cores: availableParallelism(),
       // The histogram records the whole interval between 10 ms samples: the lag is what exceeds 10 ms.
       node_event_loop_lag_ms: { p99: round(Math.max(0, loopDelay.percentile(99) / 1e6 - 10)), max: round(Math.max(0, loopDelay.max / 1e6 - 10)) },

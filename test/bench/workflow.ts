@@ -115,7 +115,10 @@ export async function w1(): Promise<Record<string, unknown>> {
 export async function w2(): Promise<Record<string, unknown>> {
   const w = await world();
   try {
-    await w.client.putDefinition({ name: "wide", nodes: [{ id: "m", kind: "map", items: "${input.items}", handler: "noop", max_fanout: 1000, concurrency: 1000 }] });
+    await w.client.putDefinition({
+      name: "wide",
+      nodes: [{ id: "m", kind: "map", items: "${input.items}", handler: "noop", max_fanout: 1000, concurrency: 1000 }],
+    });
     const items = Array.from({ length: 200 }, (_, i) => i);
     await startAndFinish(w, "wide", { items });
     const times: number[] = [];
@@ -167,7 +170,12 @@ export async function fairness(): Promise<Record<string, unknown>> {
     await w.client.putDefinition({ name: "quick", nodes: [{ id: "s", kind: "code", handler: "noop" }] });
     // A run's first step may start before its start answer arrives: record, then look up.
     const firstStep = new Map<string, number>();
-    w.nc.subscribe("rw.evt.bench.*.*.step_started", { callback: (_e, msg) => { const id = msg.subject.split(".")[4]!; if (!firstStep.has(id)) firstStep.set(id, performance.now()); } });
+    w.nc.subscribe("rw.evt.bench.*.*.step_started", {
+      callback: (_e, msg) => {
+        const id = msg.subject.split(".")[4]!;
+        if (!firstStep.has(id)) firstStep.set(id, performance.now());
+      },
+    });
     const measure = async (n: number): Promise<number[]> => {
       const out: number[] = [];
       for (let i = 0; i < n; i++) {
@@ -191,7 +199,17 @@ export async function fairness(): Promise<Record<string, unknown>> {
     const queuedDuring = w.node.dispatcher?.metrics(Date.now()).queued ?? 0;
     const u = percentiles(unloaded);
     const l = percentiles(loaded);
-    return { bench: "fairness", flood_runs: 2_000, interactive_runs: 50, unloaded_ms: u, under_flood_ms: l, ratio_p50: Math.round((l.p50 / u.p50) * 100) / 100, ratio_p95: Math.round((l.p95 / u.p95) * 100) / 100, flood_queued_before: queuedBefore, flood_queued_after: queuedDuring };
+    return {
+      bench: "fairness",
+      flood_runs: 2_000,
+      interactive_runs: 50,
+      unloaded_ms: u,
+      under_flood_ms: l,
+      ratio_p50: Math.round((l.p50 / u.p50) * 100) / 100,
+      ratio_p95: Math.round((l.p95 / u.p95) * 100) / 100,
+      flood_queued_before: queuedBefore,
+      flood_queued_after: queuedDuring,
+    };
   } finally {
     await w.close();
   }

@@ -67,7 +67,9 @@ it("cluster leader kill: with R3 buckets, killing the partition's stream leader 
     }),
   );
   expect(killed).toBeDefined();
-  console.log(`cluster leader kill: killed ${killed}, ${acknowledged.size} of ${total} commands answered "applied" (the rest were answered by a stored duplicate)`);
+  console.log(
+    `cluster leader kill: killed ${killed}, ${acknowledged.size} of ${total} commands answered "applied" (the rest were answered by a stored duplicate)`,
+  );
   // Every command, acknowledged or not, is applied exactly once.
   await waitFor(async () => (await readActor(nc, actor.kind, actor.id))?.context.count === total, { timeoutMs: 30_000, describe: `counter to reach ${total}` });
   const record = await readActor(nc, actor.kind, actor.id);

@@ -7,7 +7,6 @@ import { singleServerWorld, startNodeProcess } from "./node-process.js";
 
 const world = singleServerWorld();
 
-
 it("crash between write and outbox: the outbox message reaches its receiver exactly once in effect", async () => {
   const node = await startNodeProcess([world.server.url], { name: "crashy", crashAfterWrite: "counter.sender" });
   const mailbox = new MailboxClient(world.nc, DEFAULT_TOPOLOGY.partitions);
@@ -23,7 +22,10 @@ it("crash between write and outbox: the outbox message reaches its receiver exac
 
   const restarted = await startNodeProcess([world.server.url], { name: "crashy" });
   try {
-    await waitFor(async () => (await readActor(world.nc, "sink", "receiver"))?.context.count === 1, { timeoutMs: 20_000, describe: "receiver to get the outbox message" });
+    await waitFor(async () => (await readActor(world.nc, "sink", "receiver"))?.context.count === 1, {
+      timeoutMs: 20_000,
+      describe: "receiver to get the outbox message",
+    });
     // Nothing is left to deliver, and the receiver applied the message once.
     const jsm = await jetstreamManager(world.nc);
     await waitFor(async () => (await jsm.streams.info(CMD_STREAM)).state.messages === 0, { timeoutMs: 20_000, describe: "all mailbox messages acknowledged" });
@@ -51,7 +53,10 @@ it("C129 crash between write and outbox: a progress event kept in the stored out
 
   const restarted = await startNodeProcess([world.server.url], { name: "crashy-notes" });
   try {
-    await waitFor(async () => (await jsm.streams.info("TEST_NOTES")).state.messages === 1, { timeoutMs: 20_000, describe: "the noter's event to be published by the next owner" });
+    await waitFor(async () => (await jsm.streams.info("TEST_NOTES")).state.messages === 1, {
+      timeoutMs: 20_000,
+      describe: "the noter's event to be published by the next owner",
+    });
     const msg = await jsm.streams.getMessage("TEST_NOTES", { last_by_subj: "rw.note.noter" });
     expect(msg?.header.get("Nats-Msg-Id")).toBe("note-1/0");
     expect(msg?.json()).toEqual({ count: 1 });

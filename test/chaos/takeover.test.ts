@@ -8,7 +8,6 @@ const P = DEFAULT_TOPOLOGY.partitions;
 const LEASE_TTL_MS = 3_000;
 const world = singleServerWorld();
 
-
 it("partition takeover: after SIGKILL of one of two nodes, the survivor owns all 32 partitions within lease TTL + margin and finishes the dead node's pending commands", async () => {
   const a = await startNodeProcess([world.server.url], { name: "node-a", leaseTtlMs: LEASE_TTL_MS });
   const b = await startNodeProcess([world.server.url], { name: "node-b", leaseTtlMs: LEASE_TTL_MS });
@@ -35,7 +34,10 @@ it("partition takeover: after SIGKILL of one of two nodes, the survivor owns all
   const killedAt = Date.now();
   await a.kill("SIGKILL");
 
-  await waitFor(async () => (await fenceOwners(world.nc, P)).every((o) => o.owner === "node-b"), { timeoutMs: LEASE_TTL_MS + 15_000, describe: "node-b to own every partition" });
+  await waitFor(async () => (await fenceOwners(world.nc, P)).every((o) => o.owner === "node-b"), {
+    timeoutMs: LEASE_TTL_MS + 15_000,
+    describe: "node-b to own every partition",
+  });
   const tookMs = Date.now() - killedAt;
   console.log(`survivor owned all ${P} partitions ${tookMs} ms after the SIGKILL (lease TTL ${LEASE_TTL_MS} ms)`);
   // TTL, plus the server's expiry tick, plus one reconcile pass: well under two TTLs.

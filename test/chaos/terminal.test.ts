@@ -18,16 +18,32 @@ it("every accepted run reaches a terminal state when dispatches and reports are 
   const client = new RunwayClient(world.nc, "loss");
   await client.createTenant("loss");
   const retry = { max_attempts: 10, backoff_ms: 10, max_backoff_ms: 50 };
-  await client.putDefinition({ name: "steps", nodes: [0, 1, 2].map((i) => ({ id: `s${i}`, kind: "code", handler: "echo", input: i, retry, ...(i > 0 ? { needs: [`s${i - 1}`] } : {}) })) });
-  await client.putDefinition({ name: "crashing", nodes: [{ id: "c", kind: "code", handler: "crash", retry: { max_attempts: 2, backoff_ms: 10, max_backoff_ms: 10 } }] });
-  await client.putDefinition({ name: "parked", nodes: [{ id: "nap", kind: "sleep", duration_ms: 300 }, { id: "after", kind: "code", needs: ["nap"], handler: "noop" }] });
+  await client.putDefinition({
+    name: "steps",
+    nodes: [0, 1, 2].map((i) => ({ id: `s${i}`, kind: "code", handler: "echo", input: i, retry, ...(i > 0 ? { needs: [`s${i - 1}`] } : {}) })),
+  });
+  await client.putDefinition({
+    name: "crashing",
+    nodes: [{ id: "c", kind: "code", handler: "crash", retry: { max_attempts: 2, backoff_ms: 10, max_backoff_ms: 10 } }],
+  });
+  await client.putDefinition({
+    name: "parked",
+    nodes: [
+      { id: "nap", kind: "sleep", duration_ms: 300 },
+      { id: "after", kind: "code", needs: ["nap"], handler: "noop" },
+    ],
+  });
   const ids: { id: string; kind: string }[] = [];
   for (let i = 0; i < 10; i++) ids.push({ id: ((await client.startRun({ definition: "steps" })).run as RunAnswer).id, kind: "steps" });
   for (let i = 0; i < 3; i++) ids.push({ id: ((await client.startRun({ definition: "crashing" })).run as RunAnswer).id, kind: "crashing" });
   for (let i = 0; i < 3; i++) {
     const id = ((await client.startRun({ definition: "parked" })).run as RunAnswer).id;
     // The wake-up timer is lost: only the wait's own expiry clock can end this run.
-    const purged = await world.nc.request(`$JS.API.STREAM.PURGE.${CMD_STREAM}`, JSON.stringify({ filter: timerSubject(partitionOf(id, 32), "run", id, "sleep-nap") }), { timeout: 5_000 });
+    const purged = await world.nc.request(
+      `$JS.API.STREAM.PURGE.${CMD_STREAM}`,
+      JSON.stringify({ filter: timerSubject(partitionOf(id, 32), "run", id, "sleep-nap") }),
+      { timeout: 5_000 },
+    );
     expect(JSON.parse(purged.string()).success).toBe(true);
     ids.push({ id, kind: "parked" });
   }
@@ -39,7 +55,9 @@ it("every accepted run reaches a terminal state when dispatches and reports are 
     { timeoutMs: 60_000, describe: "every accepted run to reach a terminal state" },
   );
   const byKind = (k: string) => final.filter((v) => v.kind === k).map((v) => v.run);
-  console.log(`terminal: dropped ${Math.floor(handovers / 3)} hand-overs and ${Math.floor(reports / 4)} reports; ${JSON.stringify(final.map((v) => `${v.kind}:${v.run.status}${v.run.error ? `:${v.run.error.code}` : ""}`))}`);
+  console.log(
+    `terminal: dropped ${Math.floor(handovers / 3)} hand-overs and ${Math.floor(reports / 4)} reports; ${JSON.stringify(final.map((v) => `${v.kind}:${v.run.status}${v.run.error ? `:${v.run.error.code}` : ""}`))}`,
+  );
   // Terminal is the guarantee; under this much loss a step may spend all its attempts, and then
   // its run fails with the reason on record rather than hanging.
   for (const r of byKind("steps")) expect(r.status === "succeeded" || (r.status === "failed" && r.error !== null)).toBe(true);

@@ -8,7 +8,6 @@ import { singleServerWorld, startNodeProcess } from "./node-process.js";
 const P = DEFAULT_TOPOLOGY.partitions;
 const world = singleServerWorld();
 
-
 it("timer survives: a timer set before a SIGKILL fires once after restart, even when it came due while no node was up", async () => {
   const node = await startNodeProcess([world.server.url], { name: "timer-node" });
   world.children.push(node);
@@ -21,12 +20,18 @@ it("timer survives: a timer set before a SIGKILL fires once after restart, even 
   // With no node alive the server fires the schedule into the actor's mailbox, where it waits.
   const jsm = await jetstreamManager(world.nc);
   const consumer = partitionConsumer(partitionOf(actor.id, P));
-  await waitFor(async () => (await jsm.consumers.info(CMD_STREAM, consumer)).num_pending >= 1, { timeoutMs: 15_000, describe: "the due timer to land in the mailbox" });
+  await waitFor(async () => (await jsm.consumers.info(CMD_STREAM, consumer)).num_pending >= 1, {
+    timeoutMs: 15_000,
+    describe: "the due timer to land in the mailbox",
+  });
   expect((await readActor(world.nc, actor.kind, actor.id))?.context.fired.wake).toBeUndefined();
 
   const restarted = await startNodeProcess([world.server.url], { name: "timer-node" });
   world.children.push(restarted);
-  await waitFor(async () => (await readActor(world.nc, actor.kind, actor.id))?.context.fired.wake === 1, { timeoutMs: 15_000, describe: "the timer to fire after restart" });
+  await waitFor(async () => (await readActor(world.nc, actor.kind, actor.id))?.context.fired.wake === 1, {
+    timeoutMs: 15_000,
+    describe: "the timer to fire after restart",
+  });
   // Once: nothing scheduled or undelivered is left that could fire it again.
   await waitFor(async () => (await jsm.streams.info(CMD_STREAM)).state.messages === 0, { timeoutMs: 15_000, describe: "mailbox and schedules empty" });
   expect((await readActor(world.nc, actor.kind, actor.id))?.context.fired.wake).toBe(1);
@@ -41,7 +46,10 @@ it("timer survives a takeover: a timer set on a node that dies fires once on the
   const b = await startNodeProcess([world.server.url], { name: "timer-b", leaseTtlMs: 2_000 });
   world.children.push(b);
   await a.kill("SIGKILL");
-  await waitFor(async () => (await readActor(world.nc, actor.kind, actor.id))?.context.fired.wake === 1, { timeoutMs: 20_000, describe: "the timer to fire on the survivor" });
+  await waitFor(async () => (await readActor(world.nc, actor.kind, actor.id))?.context.fired.wake === 1, {
+    timeoutMs: 20_000,
+    describe: "the timer to fire on the survivor",
+  });
   const jsm = await jetstreamManager(world.nc);
   await waitFor(async () => (await jsm.streams.info(CMD_STREAM)).state.messages === 0, { timeoutMs: 15_000, describe: "mailbox and schedules empty" });
   expect((await readActor(world.nc, actor.kind, actor.id))?.context.fired.wake).toBe(1);

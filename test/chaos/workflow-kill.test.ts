@@ -15,10 +15,28 @@ const cli = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
 const handlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
 
 async function startNode(): Promise<ChildHandle> {
-  const child = spawnTsx(cli, ["node", "--servers", world.server.url, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--name", "kill-node", "--handlers", handlers, "--lease-ttl-ms", "3000"], {
-    name: "kill-node",
-    env: { RUNWAY_LOG: "warn" },
-  });
+  const child = spawnTsx(
+    cli,
+    [
+      "node",
+      "--servers",
+      world.server.url,
+      "--user",
+      RUNWAY_USER.user,
+      "--pass",
+      RUNWAY_USER.pass,
+      "--name",
+      "kill-node",
+      "--handlers",
+      handlers,
+      "--lease-ttl-ms",
+      "3000",
+    ],
+    {
+      name: "kill-node",
+      env: { RUNWAY_LOG: "warn" },
+    },
+  );
   world.children.push(child);
   await child.waitForLine(/^READY /, { timeoutMs: 30_000 });
   return child;
@@ -42,8 +60,18 @@ it("SIGKILL of the node mid-run: the run completes after restart and no complete
   await client.createTenant("k1");
   // Ten sequential steps and a map of eight: each invocation appends "<run> <step> <attempt>" to the ledger.
   const nodes: object[] = [];
-  for (let i = 0; i < 10; i++) nodes.push({ id: `s${i}`, kind: "code", handler: "count_invocations", input: { file: ledger, value: i }, ...(i > 0 ? { needs: [`s${i - 1}`] } : {}) });
-  nodes.push({ id: "fan", kind: "map", needs: ["s9"], items: "${input.items}", handler: "count_invocations", input: { file: ledger, value: "${item}" }, max_fanout: 8, concurrency: 2 });
+  for (let i = 0; i < 10; i++)
+    nodes.push({ id: `s${i}`, kind: "code", handler: "count_invocations", input: { file: ledger, value: i }, ...(i > 0 ? { needs: [`s${i - 1}`] } : {}) });
+  nodes.push({
+    id: "fan",
+    kind: "map",
+    needs: ["s9"],
+    items: "${input.items}",
+    handler: "count_invocations",
+    input: { file: ledger, value: "${item}" },
+    max_fanout: 8,
+    concurrency: 2,
+  });
   expect((await client.putDefinition({ name: "long-flow", nodes })).outcome).toBe("published");
   const runs: string[] = [];
   for (let r = 0; r < 4; r++) {
@@ -54,7 +82,11 @@ it("SIGKILL of the node mid-run: the run completes after restart and no complete
   const committed = await waitFor(
     async () => {
       const views = await Promise.all(runs.map(async (id) => (await client.getRun(id)).run as RunAnswer));
-      const done = views.flatMap((v) => Object.entries(v.nodes).filter(([, n]) => n.status === "succeeded").map(([step]) => `${v.id} ${step}`));
+      const done = views.flatMap((v) =>
+        Object.entries(v.nodes)
+          .filter(([, n]) => n.status === "succeeded")
+          .map(([step]) => `${v.id} ${step}`),
+      );
       return done.length >= 8 ? done : undefined;
     },
     { timeoutMs: 20_000, intervalMs: 5, describe: "some steps to complete" },
@@ -78,7 +110,9 @@ it("SIGKILL of the node mid-run: the run completes after restart and no complete
   }
   // No attempt of any step ran twice; only attempts lost in the crash were retried.
   for (const [key, attempts] of perStep) expect(new Set(attempts).size, key).toBe(attempts.length);
-  console.log(`workflow kill: ${committed.length} steps committed before SIGKILL, ${lines.length} invocations in all, ${[...perStep.values()].filter((a) => a.length > 1).length} steps re-run after losing their attempt`);
+  console.log(
+    `workflow kill: ${committed.length} steps committed before SIGKILL, ${lines.length} invocations in all, ${[...perStep.values()].filter((a) => a.length > 1).length} steps re-run after losing their attempt`,
+  );
   // The next test starts its own node under the same name: two live processes of one node would fight over the partitions.
   await node.kill("SIGTERM");
 });
@@ -88,7 +122,17 @@ it("SIGKILL while runs wait behind their tenant's cap: after the restart every a
   let node = await startNode();
   const client = new RunwayClient(world.nc, "k2");
   await client.createTenant("k2", { max_concurrency: 2 });
-  expect((await client.putDefinition({ name: "paced", nodes: [{ id: "work", kind: "code", handler: "count_invocations", input: { file: ledger, value: 1 } }, { id: "pause", kind: "code", needs: ["work"], handler: "slow", input: { ms: 200 } }] })).outcome).toBe("published");
+  expect(
+    (
+      await client.putDefinition({
+        name: "paced",
+        nodes: [
+          { id: "work", kind: "code", handler: "count_invocations", input: { file: ledger, value: 1 } },
+          { id: "pause", kind: "code", needs: ["work"], handler: "slow", input: { ms: 200 } },
+        ],
+      })
+    ).outcome,
+  ).toBe("published");
   const runs: string[] = [];
   for (let r = 0; r < 10; r++) runs.push(((await client.startRun({ definition: "paced" })).run as RunAnswer).id);
   // Kill while some runs have finished, some hold the two slots and the rest are queued.
@@ -106,13 +150,19 @@ it("SIGKILL while runs wait behind their tenant's cap: after the restart every a
   const final = await allSucceeded(client, runs);
   expect(final).toHaveLength(10);
   // Each run's first step ran once per attempt and no attempt twice (a lost attempt is retried as a new one).
-  const lines = readFileSync(ledger, "utf8").trim().split("\n").map((l) => l.split(" "));
+  const lines = readFileSync(ledger, "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => l.split(" "));
   for (const id of runs) {
     const attempts = lines.filter(([run]) => run === id).map(([, , attempt]) => attempt);
     expect(attempts.length, id).toBeGreaterThanOrEqual(1);
     expect(new Set(attempts).size, id).toBe(attempts.length);
   }
-  await waitFor(async () => ((await client.getTenant()).tenant as { active_runs: number; queued_runs: number }).active_runs === 0 || undefined, { timeoutMs: 20_000, describe: "every slot to be given back" });
+  await waitFor(async () => ((await client.getTenant()).tenant as { active_runs: number; queued_runs: number }).active_runs === 0 || undefined, {
+    timeoutMs: 20_000,
+    describe: "every slot to be given back",
+  });
   expect((await client.getTenant()).tenant).toMatchObject({ active_runs: 0, queued_runs: 0 });
   await node.kill("SIGTERM");
 });

@@ -14,7 +14,6 @@ const world = singleServerWorld();
 const dir = mkdtempSync(join(tmpdir(), "runway-zombie-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-
 it("zombie fenced: a node paused past its lease and resumed after takeover lands no write under its old epoch", async () => {
   const nodes = ["zombie-a", "zombie-b"];
   const aPartitions = placementFor("zombie-a", nodes, P);
@@ -22,7 +21,11 @@ it("zombie fenced: a node paused past its lease and resumed after takeover lands
   for (let i = 0; !probe; i++) if (aPartitions.includes(partitionOf(`probe${i}`, P))) probe = `probe${i}`;
   const releaseFile = join(dir, "release");
 
-  const a = await startNodeProcess([world.server.url], { name: "zombie-a", leaseTtlMs: LEASE_TTL_MS, holdBeforeWrite: { key: `counter.${probe}`, file: releaseFile } });
+  const a = await startNodeProcess([world.server.url], {
+    name: "zombie-a",
+    leaseTtlMs: LEASE_TTL_MS,
+    holdBeforeWrite: { key: `counter.${probe}`, file: releaseFile },
+  });
   const b = await startNodeProcess([world.server.url], { name: "zombie-b", leaseTtlMs: LEASE_TTL_MS });
   world.children.push(a, b);
   await waitFor(async () => (await fenceOwners(world.nc, P)).every((o, p) => o.owner === (aPartitions.includes(p) ? "zombie-a" : "zombie-b")), {
@@ -43,10 +46,16 @@ it("zombie fenced: a node paused past its lease and resumed after takeover lands
     await mailbox.send({ kind: "counter", id }, { type: "inc" }, `queued-${i}`);
   }
 
-  await waitFor(async () => (await fenceOwners(world.nc, P)).every((o) => o.owner === "zombie-b"), { timeoutMs: LEASE_TTL_MS + 15_000, describe: "zombie-b to take every partition" });
+  await waitFor(async () => (await fenceOwners(world.nc, P)).every((o) => o.owner === "zombie-b"), {
+    timeoutMs: LEASE_TTL_MS + 15_000,
+    describe: "zombie-b to take every partition",
+  });
   const takeover = await fenceOwners(world.nc, P);
   // zombie-b applies the held command itself.
-  await waitFor(async () => (await readActor(world.nc, "counter", probe))?.context.count === 1, { timeoutMs: 15_000, describe: "zombie-b to apply the probe command" });
+  await waitFor(async () => (await readActor(world.nc, "counter", probe))?.context.count === 1, {
+    timeoutMs: 15_000,
+    describe: "zombie-b to apply the probe command",
+  });
 
   // Wake the zombie: its pending write, made under its old epoch, must be refused.
   writeFileSync(releaseFile, "go");

@@ -69,7 +69,16 @@ export async function natsCli(target: CliTarget, args: string[], opts: NatsCliOp
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith("NATS_")) env[k] = v;
   Object.assign(env, { HOME: h, XDG_CONFIG_HOME: join(h, ".config"), XDG_DATA_HOME: join(h, ".local", "share"), NO_COLOR: "1" }, opts.env);
-  const fullArgs = [...((await supportsNoContext(bin)) ? ["--no-context"] : []), "--server", serverArg(target), "--user", cred.user, "--password", cred.pass, ...args];
+  const fullArgs = [
+    ...((await supportsNoContext(bin)) ? ["--no-context"] : []),
+    "--server",
+    serverArg(target),
+    "--user",
+    cred.user,
+    "--password",
+    cred.pass,
+    ...args,
+  ];
 
   return new Promise<NatsCliResult>((resolve, reject) => {
     let timedOut = false;
@@ -89,7 +98,7 @@ export async function natsCli(target: CliTarget, args: string[], opts: NatsCliOp
         reject(new Error(`could not run ${bin}: ${err.message}`));
         return;
       }
-      const code = err ? (typeof (err as { code?: unknown }).code === "number" ? ((err as { code: number }).code) : 1) : 0;
+      const code = err ? (typeof (err as { code?: unknown }).code === "number" ? (err as { code: number }).code : 1) : 0;
       const result: NatsCliResult = { stdout: stdout.toString("utf8"), stderr: stderr.toString("utf8"), code };
       if (opts.raw) result.raw = stdout;
       resolve(result);

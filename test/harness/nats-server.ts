@@ -319,10 +319,7 @@ export class ServerProcess implements NatsServerHandle {
     const early = this.exitedEarly();
     early.catch(() => {});
     try {
-      await Promise.race([
-        waitFor(check, { timeoutMs, intervalMs: 50, describe: `${this.name} (${this.url}) to be ready (${readiness})` }),
-        early,
-      ]);
+      await Promise.race([waitFor(check, { timeoutMs, intervalMs: 50, describe: `${this.name} (${this.url}) to be ready (${readiness})` }), early]);
     } catch (err) {
       if (String(errorText(err)).includes("exited during startup")) throw err;
       throw new Error(`${errorText(err)}\nlog ${this.logPath}:\n${this.logTail()}`, { cause: err });
@@ -431,4 +428,3 @@ export async function startServer(opts: StartServerOptions = {}): Promise<NatsSe
     }
   }
 }
-

@@ -239,9 +239,7 @@ export function spawnProcess(command: string, args: string[], opts: SpawnOptions
         await Promise.race([closed, new Promise((r) => (bound = setTimeout(r, 1000)))]);
         clearTimeout(bound);
         check();
-        finish(() =>
-          reject(new Error(`${name} (pid ${pid}) exited (code ${info.code}, signal ${info.signal}) without a line matching ${regex}; ${tail()}`)),
-        );
+        finish(() => reject(new Error(`${name} (pid ${pid}) exited (code ${info.code}, signal ${info.signal}) without a line matching ${regex}; ${tail()}`)));
       });
     });
   }

@@ -16,10 +16,7 @@ const TIMED_OUT = Symbol("timed out");
 /** Resolves with the first truthy value `predicate` returns. Thrown errors count as "not yet";
  *  the last one is reported if the deadline passes. A predicate that hangs is cut off at the
  *  deadline rather than stretching it. */
-export async function waitFor<T>(
-  predicate: () => T | Promise<T>,
-  { timeoutMs, intervalMs = 25, describe }: WaitForOptions,
-): Promise<NonNullable<T>> {
+export async function waitFor<T>(predicate: () => T | Promise<T>, { timeoutMs, intervalMs = 25, describe }: WaitForOptions): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   let attempts = 0;

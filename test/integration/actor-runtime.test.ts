@@ -80,7 +80,9 @@ describe("actor runtime on a real server", () => {
     await Promise.all([drive(a, "a"), drive(b, "b")]);
     const record = await readActor(a.nc, "counter", id);
     const conflicts = a.host.stats.stale + b.host.stats.stale;
-    console.log(`fenced write race: 1000 increments, ${conflicts} revision conflicts (host a ${a.host.stats.stale}, host b ${b.host.stats.stale}), ${a.host.stats.writes + b.host.stats.writes} writes`);
+    console.log(
+      `fenced write race: 1000 increments, ${conflicts} revision conflicts (host a ${a.host.stats.stale}, host b ${b.host.stats.stale}), ${a.host.stats.writes + b.host.stats.writes} writes`,
+    );
     expect(record?.context.count).toBe(1000);
     expect(record?.transitions).toBe(1000);
     expect(conflicts).toBeGreaterThan(0);
@@ -119,7 +121,10 @@ describe("actor runtime on a real server", () => {
     await h.nc.request(mailboxSubject(p, "counter", id), commandCodec.encode({ event: { type: "inc" } }), { headers: hdr, timeout: 5_000 });
     await waitFor(() => h.host.stats.duplicates >= 2, { timeoutMs: 10_000, describe: "second duplicate" });
     const jsm = await jetstreamManager(h.nc);
-    await waitFor(async () => (await jsm.consumers.info(CMD_STREAM, partitionConsumer(p))).num_ack_pending === 0, { timeoutMs: 10_000, describe: "all acknowledged" });
+    await waitFor(async () => (await jsm.consumers.info(CMD_STREAM, partitionConsumer(p))).num_ack_pending === 0, {
+      timeoutMs: 10_000,
+      describe: "all acknowledged",
+    });
     const record = await readActor(h.nc, "counter", id);
     expect(record?.context.count).toBe(1);
     expect(record?.transitions).toBe(1);

@@ -3,7 +3,18 @@ import { assign, emit, setup } from "xstate";
 import { z } from "zod";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { ActorHost, CMD_STREAM, defineActor, DEFAULT_TOPOLOGY, ensureTopology, MailboxClient, partitionConsumer, partitionOf, PartitionLog, silentLogger } from "../../runtime/index.js";
+import {
+  ActorHost,
+  CMD_STREAM,
+  defineActor,
+  DEFAULT_TOPOLOGY,
+  ensureTopology,
+  MailboxClient,
+  partitionConsumer,
+  partitionOf,
+  PartitionLog,
+  silentLogger,
+} from "../../runtime/index.js";
 import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
 import { readActor } from "../fixtures/read-actor.js";
 
@@ -13,7 +24,10 @@ import { readActor } from "../fixtures/read-actor.js";
  * `nest` event makes it store a value nested `depth` levels deep: the event itself is small and
  * encodes fine, only the state it produces does not.
  */
-const NestEvent = z.discriminatedUnion("type", [z.object({ type: z.literal("inc") }), z.object({ type: z.literal("nest"), depth: z.number().int().min(0).max(100_000) })]);
+const NestEvent = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("inc") }),
+  z.object({ type: z.literal("nest"), depth: z.number().int().min(0).max(100_000) }),
+]);
 type NestEvent = z.infer<typeof NestEvent> & { now: number };
 
 function nested(depth: number): unknown {
@@ -26,7 +40,12 @@ const nestMachine = setup({ types: { context: {} as { count: number; value: unkn
   id: "nest",
   context: { count: 0, value: null },
   on: {
-    inc: { actions: [assign({ count: ({ context }) => context.count + 1 }), emit(({ context }) => ({ type: "runway.answer" as const, value: { count: context.count } }))] },
+    inc: {
+      actions: [
+        assign({ count: ({ context }) => context.count + 1 }),
+        emit(({ context }) => ({ type: "runway.answer" as const, value: { count: context.count } })),
+      ],
+    },
     nest: { actions: assign({ value: ({ event }) => nested(event.depth) }) },
   },
 });

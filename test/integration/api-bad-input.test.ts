@@ -58,7 +58,11 @@ function probes(v: string): { subject: string; body: unknown; expect: string[] }
   const t = "runway.v1.t1";
   return [
     { subject: `${t}.definitions.put`, body: { definition: { ...FLOW, name: v } }, expect: ["invalid_definition"] },
-    { subject: `${t}.definitions.put`, body: { definition: { name: "sub-bad", nodes: [{ id: "s", kind: "subworkflow", workflow: v }] } }, expect: ["invalid_definition"] },
+    {
+      subject: `${t}.definitions.put`,
+      body: { definition: { name: "sub-bad", nodes: [{ id: "s", kind: "subworkflow", workflow: v }] } },
+      expect: ["invalid_definition"],
+    },
     { subject: `${t}.definitions.get`, body: { name: v }, expect: ["invalid_input", "definition_not_found"] },
     { subject: `${t}.definitions.list`, body: { name: v }, expect: ["invalid_input"] },
     { subject: `${t}.runs.start`, body: { definition: v }, expect: ["invalid_input", "definition_not_found"] },
@@ -80,8 +84,25 @@ function probes(v: string): { subject: string; body: unknown; expect: string[] }
 /** The ops endpoints whose body names a tenant. */
 const TENANT_ID_PROBES = (v: string) => ["put", "kill", "drain", "resume"].map((to) => ({ subject: `runway.v1.ops.tenants.${to}`, body: { id: v } }));
 
-const TENANT_PATHS = ["definitions.put", "definitions.get", "definitions.list", "runs.start", "runs.get", "runs.list", "runs.cancel", "tenant.get", "tenant.put"];
-const OPS_SUBJECTS = ["runway.v1.ops.tenants.put", "runway.v1.ops.tenants.list", "runway.v1.ops.tenants.kill", "runway.v1.ops.tenants.drain", "runway.v1.ops.tenants.resume", "runway.v1.ops.sweep"];
+const TENANT_PATHS = [
+  "definitions.put",
+  "definitions.get",
+  "definitions.list",
+  "runs.start",
+  "runs.get",
+  "runs.list",
+  "runs.cancel",
+  "tenant.get",
+  "tenant.put",
+];
+const OPS_SUBJECTS = [
+  "runway.v1.ops.tenants.put",
+  "runway.v1.ops.tenants.list",
+  "runway.v1.ops.tenants.kill",
+  "runway.v1.ops.tenants.drain",
+  "runway.v1.ops.tenants.resume",
+  "runway.v1.ops.sweep",
+];
 
 async function normalStartSucceeds(tenant: string): Promise<void> {
   const client = world.clientFor(tenant);
@@ -100,12 +121,20 @@ describe("bad input to every endpoint gets a closed answer", () => {
         expect(p.expect, `${p.subject} ${JSON.stringify(p.body)} answered ${JSON.stringify(answer)}`).toContain(answer.outcome);
       }
     }
-    for (const v of BAD_TENANTS) for (const p of TENANT_ID_PROBES(v)) expect(await closed(p.subject, p.body), `${p.subject} ${JSON.stringify(p.body)}`).toMatchObject({ outcome: "invalid_input" });
+    for (const v of BAD_TENANTS)
+      for (const p of TENANT_ID_PROBES(v))
+        expect(await closed(p.subject, p.body), `${p.subject} ${JSON.stringify(p.body)}`).toMatchObject({ outcome: "invalid_input" });
     for (const token of BAD_SUBJECT_TOKENS) {
-      for (const path of TENANT_PATHS) expect((await closed(`runway.v1.${token}.${path}`, path === "definitions.get" ? { name: "ok-flow" } : {})).outcome).toMatch(/^(tenant_not_found|invalid_input)$/);
+      for (const path of TENANT_PATHS)
+        expect((await closed(`runway.v1.${token}.${path}`, path === "definitions.get" ? { name: "ok-flow" } : {})).outcome).toMatch(
+          /^(tenant_not_found|invalid_input)$/,
+        );
     }
     // The names `*` and `>` once exposed the KV layout: `invalid key: t1.*.latest`.
-    expect(await closed("runway.v1.t1.definitions.get", { name: "*" })).toMatchObject({ outcome: "invalid_input", reason: expect.stringContaining("workflow name") });
+    expect(await closed("runway.v1.t1.definitions.get", { name: "*" })).toMatchObject({
+      outcome: "invalid_input",
+      reason: expect.stringContaining("workflow name"),
+    });
     expect(await closed("runway.v1.ops.tenants.kill", { id: "*" })).toMatchObject({ outcome: "invalid_input", reason: expect.stringContaining("tenant id") });
     // A version whose text is not plain digits would be a malformed key too.
     expect((await closed("runway.v1.t1.definitions.get", { name: "ok-flow", version: 1e21 })).outcome).toBe("invalid_input");
@@ -128,7 +157,10 @@ describe("bad input to every endpoint gets a closed answer", () => {
     expect((await closed("runway.v1.t1.runs.start", { definition: "ok-flow", input: nestedObjects(MAX_JSON_DEPTH) })).outcome).toBe("invalid_input");
     const flow = (levels: number) => ({ definition: { name: "deep-flow", nodes: [{ id: "a", kind: "code", handler: "noop", input: nestedObjects(levels) }] } });
     expect((await closed("runway.v1.t1.definitions.put", flow(MAX_JSON_DEPTH - 4))).outcome).toBe("published");
-    expect(await closed("runway.v1.t1.definitions.put", flow(MAX_JSON_DEPTH - 3))).toMatchObject({ outcome: "invalid_definition", errors: [{ code: "too_deep" }] });
+    expect(await closed("runway.v1.t1.definitions.put", flow(MAX_JSON_DEPTH - 3))).toMatchObject({
+      outcome: "invalid_definition",
+      errors: [{ code: "too_deep" }],
+    });
     await normalStartSucceeds("t1");
   });
 
@@ -136,23 +168,60 @@ describe("bad input to every endpoint gets a closed answer", () => {
     await world.client.createTenant("fuzz");
     await world.clientFor("fuzz").putDefinition(FLOW);
     await world.client.putDefinition(FLOW);
-    const bad = fc.oneof(fc.constantFrom(...BAD_TENANTS), fc.string({ unit: "binary", maxLength: 40 }), fc.string({ unit: fc.constantFrom("a", "1", "-", "_", ".", "*", ">", "$", " ", "\u0000"), maxLength: 40 }));
+    const bad = fc.oneof(
+      fc.constantFrom(...BAD_TENANTS),
+      fc.string({ unit: "binary", maxLength: 40 }),
+      fc.string({ unit: fc.constantFrom("a", "1", "-", "_", ".", "*", ">", "$", " ", "\u0000"), maxLength: 40 }),
+    );
     const deepArrays = fc.integer({ min: 1, max: 80 }).map((levels) => JSON.parse(`${"[".repeat(levels)}${"]".repeat(levels)}`) as unknown);
     const value = fc.oneof(bad, fc.jsonValue({ maxDepth: 4 }), deepArrays);
-    const runId = fc.oneof(bad, bad.map((b) => `fuzz_${b}`));
-    const node = fc.record({ id: bad, kind: fc.constantFrom("code", "subworkflow", "parallel", "branch", "teleport"), handler: fc.constantFrom("noop", "nope"), workflow: bad, input: value }, { requiredKeys: ["id", "kind"] });
+    const runId = fc.oneof(
+      bad,
+      bad.map((b) => `fuzz_${b}`),
+    );
+    const node = fc.record(
+      {
+        id: bad,
+        kind: fc.constantFrom("code", "subworkflow", "parallel", "branch", "teleport"),
+        handler: fc.constantFrom("noop", "nope"),
+        workflow: bad,
+        input: value,
+      },
+      { requiredKeys: ["id", "kind"] },
+    );
     const opt = { requiredKeys: [] as never[] };
     // Each endpoint's own fields, filled with bad or random values, so that most requests get past the schema to the part under test.
     const bodies: Record<string, fc.Arbitrary<unknown>> = {
-      "definitions.put": fc.record({ definition: fc.oneof(fc.record({ name: fc.oneof(bad, fc.constant("fuzzed")), nodes: fc.array(node, { maxLength: 3 }) }), value), publish: fc.boolean() }, { requiredKeys: ["definition"] }),
+      "definitions.put": fc.record(
+        {
+          definition: fc.oneof(fc.record({ name: fc.oneof(bad, fc.constant("fuzzed")), nodes: fc.array(node, { maxLength: 3 }) }), value),
+          publish: fc.boolean(),
+        },
+        { requiredKeys: ["definition"] },
+      ),
       "definitions.get": fc.record({ name: bad, version: fc.oneof(fc.integer(), fc.double(), fc.constant(1e21)) }, { requiredKeys: ["name"] }),
       "definitions.list": fc.constant({}),
-      "runs.start": fc.record({ definition: fc.oneof(bad, fc.constant("ok-flow")), input: value, project: bad, lane: bad, priority: fc.integer(), start_key: fc.record({ source: bad, delivery_id: bad }) }, { requiredKeys: ["definition"] }),
+      "runs.start": fc.record(
+        {
+          definition: fc.oneof(bad, fc.constant("ok-flow")),
+          input: value,
+          project: bad,
+          lane: bad,
+          priority: fc.integer(),
+          start_key: fc.record({ source: bad, delivery_id: bad }),
+        },
+        { requiredKeys: ["definition"] },
+      ),
       "runs.get": fc.record({ run_id: runId }),
       "runs.list": fc.record({ status: bad, limit: fc.integer() }, opt),
       "runs.cancel": fc.record({ run_id: runId, reason: bad, by: bad }, { requiredKeys: ["run_id"] }),
       "tenant.get": fc.constant({}),
-      "tenant.put": fc.record({ settings: fc.oneof(value, fc.record({ project_max_concurrency: fc.dictionary(bad, fc.integer({ min: -1, max: 5 })), provider_quotas: fc.dictionary(bad, value) }, opt)) }),
+      "tenant.put": fc.record({
+        settings: fc.oneof(
+          value,
+          fc.record({ project_max_concurrency: fc.dictionary(bad, fc.integer({ min: -1, max: 5 })), provider_quotas: fc.dictionary(bad, value) }, opt),
+        ),
+      }),
       "ops.tenants.put": fc.record({ id: bad, settings: value }, { requiredKeys: ["id"] }),
       "ops.tenants.kill": fc.record({ id: bad, reason: bad }, { requiredKeys: ["id"] }),
       "ops.tenants.drain": fc.record({ id: bad, reason: bad }, { requiredKeys: ["id"] }),
@@ -162,10 +231,17 @@ describe("bad input to every endpoint gets a closed answer", () => {
       "ops.metrics": value,
     };
     const request = fc.constantFrom(...Object.keys(bodies)).chain((path) => {
-      const subject = path.startsWith("ops.") ? fc.constant(`runway.v1.${path}`) : fc.oneof({ weight: 4, arbitrary: fc.constant("fuzz") }, { weight: 1, arbitrary: fc.constantFrom(...BAD_SUBJECT_TOKENS) }).map((t) => `runway.v1.${t}.${path}`);
+      const subject = path.startsWith("ops.")
+        ? fc.constant(`runway.v1.${path}`)
+        : fc
+            .oneof({ weight: 4, arbitrary: fc.constant("fuzz") }, { weight: 1, arbitrary: fc.constantFrom(...BAD_SUBJECT_TOKENS) })
+            .map((t) => `runway.v1.${t}.${path}`);
       const body = fc.oneof(
         { weight: 8, arbitrary: bodies[path]!.map((b) => JSON.stringify(b)) },
-        { weight: 1, arbitrary: fc.integer({ min: MAX_JSON_DEPTH, max: 5_000 }).map((levels) => deepBody(levels, path === "definitions.put" ? "definition" : "input")) },
+        {
+          weight: 1,
+          arbitrary: fc.integer({ min: MAX_JSON_DEPTH, max: 5_000 }).map((levels) => deepBody(levels, path === "definitions.put" ? "definition" : "input")),
+        },
         { weight: 1, arbitrary: fc.string({ unit: "binary", maxLength: 60 }) },
       );
       return fc.tuple(subject, body);

@@ -44,7 +44,9 @@ it("1,000 malformed API requests get typed answers and the node stays up", async
   );
   expect(answered).toBe(total);
   expect([...outcomes.keys()].sort()).toEqual(
-    ["definition_not_found", "input_too_large", "invalid_definition", "invalid_input", "request_too_large", "run_not_found", "tenant_not_found"].filter((o) => outcomes.has(o)).sort(),
+    ["definition_not_found", "input_too_large", "invalid_definition", "invalid_input", "request_too_large", "run_not_found", "tenant_not_found"]
+      .filter((o) => outcomes.has(o))
+      .sort(),
   );
   expect(outcomes.get("invalid_input")).toBeGreaterThan(0);
   expect(outcomes.get("tenant_not_found")).toBeGreaterThan(0);

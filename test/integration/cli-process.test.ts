@@ -72,7 +72,10 @@ async function drained(child: ChildHandle, name: string, pid: number, reason: st
   const stopped = new RegExp(`"msg":"stopped","reason":"${reason}"`);
   // Not waitForLine: after npm is gone the lines still come, from the node holding the pipes.
   await waitFor(() => child.lines.some((l) => stopped.test(l)), { timeoutMs: 20_000, describe: `${name} (pid ${pid}) to log "stopped" for ${reason}` });
-  await waitFor(async () => !running(pid) && (await liveness(name)) === undefined, { timeoutMs: 20_000, describe: `${name} (pid ${pid}) to exit and its liveness record to go` });
+  await waitFor(async () => !running(pid) && (await liveness(name)) === undefined, {
+    timeoutMs: 20_000,
+    describe: `${name} (pid ${pid}) to exit and its liveness record to go`,
+  });
 }
 
 it("./bin/runway.mjs --help and npm run runway -- help print the usage and exit 0, with no server", async () => {

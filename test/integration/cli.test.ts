@@ -12,14 +12,25 @@ const dir = mkdtempSync(join(tmpdir(), "runway-cli-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 async function runway(args: string[], tenant = "t1"): Promise<{ code: number | null; out: string }> {
-  const child = spawnTsx(cli, [...args, "--servers", world.server.url, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--tenant", tenant], { name: `runway ${args[0]}` });
+  const child = spawnTsx(cli, [...args, "--servers", world.server.url, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--tenant", tenant], {
+    name: `runway ${args[0]}`,
+  });
   const exit = await child.exited;
   return { code: exit.code, out: child.lines.join("\n") };
 }
 
 it("the runway CLI publishes a definition, starts a run, watches it live to the end and reads it", async () => {
   const file = join(dir, "flow.json");
-  writeFileSync(file, JSON.stringify({ name: "cli-flow", nodes: [{ id: "a", kind: "code", handler: "slow", input: { ms: 300 } }, { id: "b", kind: "code", needs: ["a"], handler: "echo", input: "done" }] }));
+  writeFileSync(
+    file,
+    JSON.stringify({
+      name: "cli-flow",
+      nodes: [
+        { id: "a", kind: "code", handler: "slow", input: { ms: 300 } },
+        { id: "b", kind: "code", needs: ["a"], handler: "echo", input: "done" },
+      ],
+    }),
+  );
   const put = await runway(["def", "put", file]);
   expect(put.code, put.out).toBe(0);
   expect(put.out).toContain('"published"');

@@ -79,7 +79,10 @@ async function gatedRuns(label: string, n: number): Promise<{ runs: string[]; re
   const runs: string[] = [];
   for (let i = 0; i < n; i++) runs.push(await start(gatedFlow.name, { gate, items: [1, 2, 3] }, `${label}-${i}`));
   for (const run of runs) {
-    await waitFor(async () => ((await world.client.getRun(run)).run as RunAnswer).nodes.gate?.status === "active", { timeoutMs: 15_000, describe: `run ${run}'s gate step to be active` });
+    await waitFor(async () => ((await world.client.getRun(run)).run as RunAnswer).nodes.gate?.status === "active", {
+      timeoutMs: 15_000,
+      describe: `run ${run}'s gate step to be active`,
+    });
   }
   return { runs, release: () => writeFileSync(gate, "") };
 }
@@ -89,7 +92,8 @@ function expectOrdered(events: Stored[], run: string): void {
   const types = events.map((s) => `${s.event.type}${s.event.node ? `:${s.event.node}` : ""}`);
   const at = (t: string) => types.indexOf(t);
   expect(new Set(events.map((s) => s.msgId)).size, `no event stored twice: ${types.join(" ")}`).toBe(events.length);
-  for (let i = 1; i < events.length; i++) expect(events[i]!.event.at, `times of ${run} in stream order: ${types.join(" ")}`).toBeGreaterThanOrEqual(events[i - 1]!.event.at);
+  for (let i = 1; i < events.length; i++)
+    expect(events[i]!.event.at, `times of ${run} in stream order: ${types.join(" ")}`).toBeGreaterThanOrEqual(events[i - 1]!.event.at);
   expect(types.at(-1), types.join(" ")).toBe("run_succeeded");
   expect(at("step_succeeded:gate"), types.join(" ")).toBeGreaterThanOrEqual(0);
   expect(at("step_succeeded:gate")).toBeLessThan(at("step_started:last"));
@@ -103,8 +107,20 @@ function expectOrdered(events: Stored[], run: string): void {
 describe("progress events", () => {
   it("C130 a child run's events reach the root run's subject tree, live and in the stream", async () => {
     await publishDefinition({ name: "c130-leaf", nodes: [{ id: "work", kind: "code", handler: "echo", input: "leaf" }] });
-    await publishDefinition({ name: "c130-mid", nodes: [{ id: "pre", kind: "code", handler: "noop" }, { id: "leaf", kind: "subworkflow", needs: ["pre"], workflow: "c130-leaf" }] });
-    await publishDefinition({ name: "c130-root", nodes: [{ id: "mid", kind: "subworkflow", workflow: "c130-mid" }, { id: "after", kind: "code", needs: ["mid"], handler: "noop" }] });
+    await publishDefinition({
+      name: "c130-mid",
+      nodes: [
+        { id: "pre", kind: "code", handler: "noop" },
+        { id: "leaf", kind: "subworkflow", needs: ["pre"], workflow: "c130-leaf" },
+      ],
+    });
+    await publishDefinition({
+      name: "c130-root",
+      nodes: [
+        { id: "mid", kind: "subworkflow", workflow: "c130-mid" },
+        { id: "after", kind: "code", needs: ["mid"], handler: "noop" },
+      ],
+    });
     // The root's id is known before it starts, so a subscriber can be there from the first event.
     const root = runIdFor("t1", startKey("events-test", "c130"));
     const live: Msg[] = [];
@@ -114,7 +130,10 @@ describe("progress events", () => {
       expect(await start("c130-root", {}, "c130")).toBe(root);
       expect((await settled(world.client, root)).status).toBe("succeeded");
       const liveEvents = () => live.map((m) => m.json<ProgressEvent>());
-      await waitFor(() => liveEvents().filter((e) => e.type === "run_succeeded").length === 3, { timeoutMs: 10_000, describe: `run_succeeded of ${root}, its child and its grandchild on rw.evt.t1.${root}.>` });
+      await waitFor(() => liveEvents().filter((e) => e.type === "run_succeeded").length === 3, {
+        timeoutMs: 10_000,
+        describe: `run_succeeded of ${root}, its child and its grandchild on rw.evt.t1.${root}.>`,
+      });
       const byRun = (events: ProgressEvent[]) => {
         const out = new Map<string, string[]>();
         for (const e of events) out.set(e.run, [...(out.get(e.run) ?? []), `${e.type}${e.node ? `:${e.node}` : ""}`]);
@@ -126,18 +145,25 @@ describe("progress events", () => {
       expect(mid, JSON.stringify(liveEvents())).toBeDefined();
       const leaf = liveEvents().find((e) => e.run === mid && e.type === "step_started" && e.node === "leaf")?.child;
       expect(leaf, JSON.stringify(liveEvents())).toBeDefined();
-      expect(seen.get(root)).toEqual(expect.arrayContaining(["run_started", "step_started:mid", "step_succeeded:mid", "step_succeeded:after", "run_succeeded"]));
-      expect(seen.get(mid!)).toEqual(expect.arrayContaining(["run_started", "step_started:pre", "step_succeeded:pre", "step_started:leaf", "step_succeeded:leaf", "run_succeeded"]));
+      expect(seen.get(root)).toEqual(
+        expect.arrayContaining(["run_started", "step_started:mid", "step_succeeded:mid", "step_succeeded:after", "run_succeeded"]),
+      );
+      expect(seen.get(mid!)).toEqual(
+        expect.arrayContaining(["run_started", "step_started:pre", "step_succeeded:pre", "step_started:leaf", "step_succeeded:leaf", "run_succeeded"]),
+      );
       expect(seen.get(leaf!)).toEqual(expect.arrayContaining(["run_started", "step_started:work", "step_succeeded:work", "run_succeeded"]));
       for (const m of live) {
         const [, , tenant, treeRoot, run, type] = m.subject.split(".");
         expect([tenant, treeRoot, run, type]).toEqual(["t1", root, m.json<ProgressEvent>().run, m.json<ProgressEvent>().type]);
       }
       // A consumer on the root's subject tree reads the same history from the stream.
-      const stored = await waitFor(async () => {
-        const s = await streamEvents(`rw.evt.t1.${root}.>`);
-        return s.length === live.length ? s : undefined;
-      }, { timeoutMs: 10_000, describe: `the stream to hold the ${live.length} events of ${root}'s tree` });
+      const stored = await waitFor(
+        async () => {
+          const s = await streamEvents(`rw.evt.t1.${root}.>`);
+          return s.length === live.length ? s : undefined;
+        },
+        { timeoutMs: 10_000, describe: `the stream to hold the ${live.length} events of ${root}'s tree` },
+      );
       expect(byRun(stored.map((s) => s.event))).toEqual(seen);
     } finally {
       sub.unsubscribe();
@@ -163,14 +189,21 @@ describe("progress events", () => {
       expect(metric("events_spooled")).toBe(world.node.node.host.events.spooled);
 
       // `runway run watch` cannot read events now; it ends on the run's record.
-      const watch = spawnTsx(cli, ["run", "watch", runs[0]!, "--servers", world.server.url, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--tenant", "t1"], { name: "runway run watch" });
+      const watch = spawnTsx(
+        cli,
+        ["run", "watch", runs[0]!, "--servers", world.server.url, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--tenant", "t1"],
+        { name: "runway run watch" },
+      );
       const exit = await watch.exited;
       expect(exit.code, watch.lines.join("\n")).toBe(0);
       expect(watch.lines.join("\n")).toMatch(/record\s+run_succeeded/);
     } finally {
       await jsm.streams.add(eventsStreamConfig(1));
     }
-    await waitFor(() => world.node.node.host.events.spooled === 0, { timeoutMs: 15_000, describe: "the node's event spool to drain into the recreated stream" });
+    await waitFor(() => world.node.node.host.events.spooled === 0, {
+      timeoutMs: 15_000,
+      describe: "the node's event spool to drain into the recreated stream",
+    });
     for (const run of runs) expectOrdered(await streamEvents(`rw.evt.t1.*.${run}.*`), run);
     expect(metric("events_published") as number).toBeGreaterThan(publishedBefore);
     expect(metric("events_dropped")).toEqual({ "reason=full": 0, "reason=rejected": 0, "reason=stopped": 0 });
@@ -182,7 +215,10 @@ describe("progress events", () => {
   it("C129 with RUNWAY_EVT not capturing rw.evt.> for a while, each run's whole history arrives complete and in order", async () => {
     const jsm = await jetstreamManager(world.nc);
     const { runs, release } = await gatedRuns("moved", 2);
-    await waitFor(async () => (await streamEvents(`rw.evt.t1.*.${runs[1]!}.*`)).some((s) => s.event.type === "step_started" && s.event.node === "gate"), { timeoutMs: 10_000, describe: "the gate's step_started in the stream" });
+    await waitFor(async () => (await streamEvents(`rw.evt.t1.*.${runs[1]!}.*`)).some((s) => s.event.type === "step_started" && s.event.node === "gate"), {
+      timeoutMs: 10_000,
+      describe: "the gate's step_started in the stream",
+    });
     const config = eventsStreamConfig(1);
     await jsm.streams.update(EVENTS_STREAM, { ...config, subjects: ["rw.evt-offline.>"] });
     try {
@@ -200,7 +236,8 @@ describe("progress events", () => {
       // Complete: every node and map item started once, and every node ended once.
       const types = events.map((s) => `${s.event.type}:${s.event.node ?? ""}${s.event.item !== undefined ? `[${s.event.item}]` : ""}`);
       const count = (t: string) => types.filter((x) => x === t).length;
-      for (const node of ["gate", "fan", "nap", "last"]) expect([count(`step_started:${node}`), count(`step_succeeded:${node}`)], `${node}: ${types.join(" ")}`).toEqual([1, 1]);
+      for (const node of ["gate", "fan", "nap", "last"])
+        expect([count(`step_started:${node}`), count(`step_succeeded:${node}`)], `${node}: ${types.join(" ")}`).toEqual([1, 1]);
       for (const item of [0, 1, 2]) expect(count(`step_started:fan[${item}]`), types.join(" ")).toBe(1);
     }
   });

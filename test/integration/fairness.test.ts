@@ -13,7 +13,13 @@ async function tenant(id: string, settings?: Record<string, unknown>): Promise<R
   expect(["created", "exists"]).toContain(created.outcome);
   await client.putDefinition(wide("wide", 1000));
   await client.putDefinition({ name: "one", nodes: [{ id: "a", kind: "code", handler: "noop" }] });
-  await client.putDefinition({ name: "slow", nodes: [{ id: "a", kind: "code", handler: "slow", input: { ms: 800 } }, { id: "b", kind: "code", needs: ["a"], handler: "noop" }] });
+  await client.putDefinition({
+    name: "slow",
+    nodes: [
+      { id: "a", kind: "code", handler: "slow", input: { ms: 800 } },
+      { id: "b", kind: "code", needs: ["a"], handler: "noop" },
+    ],
+  });
   return client;
 }
 
@@ -29,14 +35,22 @@ describe("fair scheduling", () => {
     // Many runs of 100 items rather than a few of 1,000: a run's record carries its items.
     for (const [i, c] of clients.entries()) {
       const count = [20, 30, 50][i]!;
-      await Promise.all(Array.from({ length: count }, async () => runs.push(((await c.startRun({ definition: "wide", input: items(100), lane: "batch" })).run as RunAnswer).id)));
+      await Promise.all(
+        Array.from({ length: count }, async () =>
+          runs.push(((await c.startRun({ definition: "wide", input: items(100), lane: "batch" })).run as RunAnswer).id),
+        ),
+      );
     }
     const base = new Map(Object.keys(weights).map((t) => [t, d.leasesByTenant.get(t) ?? 0]));
     const total = () => Object.keys(weights).reduce((s, t) => s + (d.leasesByTenant.get(t) ?? 0) - base.get(t)!, 0);
     await waitFor(() => total() >= 7_000, { timeoutMs: 90_000, intervalMs: 5, describe: "7,000 leases" });
     const got = Object.fromEntries(Object.keys(weights).map((t) => [t, (d.leasesByTenant.get(t) ?? 0) - base.get(t)!]));
     const sum = Object.values(got).reduce((a, b) => a + b, 0);
-    console.log(`weighted share over ${sum} leases: ${JSON.stringify(got)} (expected ${Object.entries(weights).map(([t, w]) => `${t} ${Math.round((sum * w) / 7)}`).join(", ")})`);
+    console.log(
+      `weighted share over ${sum} leases: ${JSON.stringify(got)} (expected ${Object.entries(weights)
+        .map(([t, w]) => `${t} ${Math.round((sum * w) / 7)}`)
+        .join(", ")})`,
+    );
     for (const [t, w] of Object.entries(weights)) {
       const expected = (sum * w) / 7;
       expect(Math.abs(got[t]! - expected) / expected, `${t}: ${got[t]} vs ${expected}`).toBeLessThan(0.1);
@@ -60,7 +74,9 @@ describe("fair scheduling", () => {
     const inter = after.filter((x) => x.tenant === "inter");
     // Order, not time: between an interactive ticket's offer and its lease, no flood ticket was leased.
     const overtaken = inter.map((x) => after.filter((f) => f.tenant === "flood" && f.seq > x.offered_seq && f.seq < x.seq).length);
-    console.log(`interactive reserve: 20 interactive leases while the flood had ${2000 - (d.leasesByTenant.get("flood") ?? 0)} queued; flood leases granted ahead of a waiting interactive ticket: ${overtaken.reduce((p, q) => p + q, 0)}`);
+    console.log(
+      `interactive reserve: 20 interactive leases while the flood had ${2000 - (d.leasesByTenant.get("flood") ?? 0)} queued; flood leases granted ahead of a waiting interactive ticket: ${overtaken.reduce((p, q) => p + q, 0)}`,
+    );
     expect(inter).toHaveLength(20);
     expect(overtaken.every((n) => n === 0)).toBe(true);
     for (const id of floods) await settled(a, id);
@@ -91,7 +107,10 @@ describe("fair scheduling", () => {
     expect((await c.setTenantState("killme", "drain", "maintenance")).outcome).toBe("draining");
     expect((await c.startRun({ definition: "one" })).outcome).toBe("tenant_draining");
     // The step that was running finishes; the next one (b) is not started while draining.
-    await waitFor(async () => ((await c.getRun(running)).run as RunAnswer).nodes.a!.status === "succeeded", { timeoutMs: 15_000, describe: "the running step to finish" });
+    await waitFor(async () => ((await c.getRun(running)).run as RunAnswer).nodes.a!.status === "succeeded", {
+      timeoutMs: 15_000,
+      describe: "the running step to finish",
+    });
     const parked = (await c.getRun(running)).run as RunAnswer;
     expect(parked.nodes.b!.status).toBe("active");
     expect(parked.nodes.b!.attempt).toBe(0);

@@ -18,7 +18,14 @@ it("zombie commit refused: a handler spinning past its lease gets stale_lease; t
   const def = {
     name: "zombie-step",
     nodes: [
-      { id: "work", kind: "code", handler: "spin_first", input: { ms: 3_000 }, timeout_ms: 60_000, retry: { max_attempts: 3, backoff_ms: 0, max_backoff_ms: 0 } },
+      {
+        id: "work",
+        kind: "code",
+        handler: "spin_first",
+        input: { ms: 3_000 },
+        timeout_ms: 60_000,
+        retry: { max_attempts: 3, backoff_ms: 0, max_backoff_ms: 0 },
+      },
       { id: "effect", kind: "code", needs: ["work"], handler: "count_invocations", input: { file: ledger, value: "${steps.work.output}" } },
     ],
   };
@@ -40,7 +47,9 @@ it("zombie commit refused: a handler spinning past its lease gets stale_lease; t
 it("heartbeats keep a long handler's lease alive", async () => {
   const client = new RunwayClient(world.nc, "z2");
   await client.createTenant("z2");
-  expect((await client.putDefinition({ name: "beating", nodes: [{ id: "b", kind: "code", handler: "long_beat", input: { ms: 3_000 } }] })).outcome).toBe("published");
+  expect((await client.putDefinition({ name: "beating", nodes: [{ id: "b", kind: "code", handler: "long_beat", input: { ms: 3_000 } }] })).outcome).toBe(
+    "published",
+  );
   const started = await client.startRun({ definition: "beating" });
   const done = await settled(client, (started.run as RunAnswer).id);
   expect(done.status).toBe("succeeded");
@@ -51,14 +60,22 @@ it("heartbeats keep a long handler's lease alive", async () => {
 it("a report from an attempt whose run was cancelled meanwhile is refused stale_cancel_epoch", async () => {
   const client = new RunwayClient(world.nc, "z3");
   await client.createTenant("z3");
-  expect((await client.putDefinition({ name: "long", nodes: [{ id: "s", kind: "code", handler: "delay_echo", input: { ms: 3_000, value: 1 } }] })).outcome).toBe("published");
+  expect(
+    (await client.putDefinition({ name: "long", nodes: [{ id: "s", kind: "code", handler: "delay_echo", input: { ms: 3_000, value: 1 } }] })).outcome,
+  ).toBe("published");
   const before = world.node.executor.stats.staleCancelCommits;
   const started = (await client.startRun({ definition: "long" })).run as RunAnswer;
-  await waitFor(async () => ((await client.getRun(started.id)).run as RunAnswer).nodes.s?.attempt === 1 || undefined, { timeoutMs: 10_000, describe: "the attempt to be leased" });
+  await waitFor(async () => ((await client.getRun(started.id)).run as RunAnswer).nodes.s?.attempt === 1 || undefined, {
+    timeoutMs: 10_000,
+    describe: "the attempt to be leased",
+  });
   expect((await client.cancelRun(started.id)).outcome).toBe("cancelled");
   // A cancel does not stop a running handler: it finishes and reports into a cancelled run.
   // (It runs 3 s, far longer than a cancel takes, so the report always meets the cancelled run.)
-  await waitFor(() => world.node.executor.stats.staleCancelCommits > before || undefined, { timeoutMs: 10_000, describe: "the late report to be refused stale_cancel_epoch" });
+  await waitFor(() => world.node.executor.stats.staleCancelCommits > before || undefined, {
+    timeoutMs: 10_000,
+    describe: "the late report to be refused stale_cancel_epoch",
+  });
   expect(((await client.getRun(started.id)).run as RunAnswer).status).toBe("cancelled");
 });
 

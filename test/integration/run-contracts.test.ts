@@ -16,7 +16,13 @@ import { settled, workflowWorld, type RunAnswer } from "./workflow-support.js";
  */
 const world = workflowWorld({ name: "contracts-node", scheduler: { slots: 4, interactive_reserve: 0 }, stepLeaseTtlMs: 60_000 });
 
-type View = RunAnswer & { lane: string; root_run_id: string; parent_run_id: string | null; definition: { name: string; version: number; digest: string }; cancel: unknown };
+type View = RunAnswer & {
+  lane: string;
+  root_run_id: string;
+  parent_run_id: string | null;
+  definition: { name: string; version: number; digest: string };
+  cancel: unknown;
+};
 const HOUR = 3_600_000;
 const dir = mkdtempSync(join(tmpdir(), "rw-contracts-"));
 const ledger = (name: string) => join(dir, `${name}.log`);
@@ -35,7 +41,10 @@ async function publish(client: ReturnType<typeof world.clientFor>, definition: o
 
 const view = async (client: ReturnType<typeof world.clientFor>, id: string) => (await client.getRun(id)).run as View;
 const until = (client: ReturnType<typeof world.clientFor>, id: string, status: string) =>
-  waitFor(async () => ((await client.getRun(id)).run as View | undefined)?.status === status || undefined, { timeoutMs: 20_000, describe: `run ${id} to be ${status}` });
+  waitFor(async () => ((await client.getRun(id)).run as View | undefined)?.status === status || undefined, {
+    timeoutMs: 20_000,
+    describe: `run ${id} to be ${status}`,
+  });
 
 /** The stored revision of a run's record (unchanged ⇔ nothing was written to it). */
 async function revision(id: string): Promise<number | undefined> {
@@ -111,7 +120,23 @@ describe("trees", () => {
     for (const shape of [{ root_run_id: bad }, { root_run_id: child }, { tenant: "tr1" }, { depth: 3 }]) {
       const answer = await world.node.node.mailbox.request(
         { kind: RUN_KIND, id: bad },
-        { type: "run.create", run: { id: bad, tenant: "tr2", root_run_id: root, parent_run_id: root, parent_node: "sub", depth: 1, definition: def, source: "workflow_step", start_key: `${root}:x`, lane: "batch", input: {}, ...shape } },
+        {
+          type: "run.create",
+          run: {
+            id: bad,
+            tenant: "tr2",
+            root_run_id: root,
+            parent_run_id: root,
+            parent_node: "sub",
+            depth: 1,
+            definition: def,
+            source: "workflow_step",
+            start_key: `${root}:x`,
+            lane: "batch",
+            input: {},
+            ...shape,
+          },
+        },
         `create/${bad}/${JSON.stringify(shape)}`,
         10_000,
       );
@@ -140,7 +165,13 @@ describe("cancellation", () => {
     await publish(client, { name: "mid", nodes: [{ id: "sub", kind: "subworkflow", workflow: "leaf" }] });
     await publish(client, {
       name: "root",
-      nodes: [{ id: "par", kind: "parallel", branches: [[{ id: "a", kind: "subworkflow", workflow: "mid", continue_on_error: true }], [{ id: "b", kind: "subworkflow", workflow: "leaf" }]] }],
+      nodes: [
+        {
+          id: "par",
+          kind: "parallel",
+          branches: [[{ id: "a", kind: "subworkflow", workflow: "mid", continue_on_error: true }], [{ id: "b", kind: "subworkflow", workflow: "leaf" }]],
+        },
+      ],
     });
     const root = ((await client.startRun({ definition: "root" })).run as View).id;
     const midA = runIdFor("cx1", childStartKey(root, "a"));
@@ -152,7 +183,10 @@ describe("cancellation", () => {
     expect((await client.cancelRun(midA)).outcome).toBe("cancelled");
     await until(client, leafA, "cancelled");
     expect((await view(client, midA)).status).toBe("cancelled");
-    await waitFor(async () => (await view(client, root)).nodes.a?.status === "failed" || undefined, { timeoutMs: 10_000, describe: "the root's node a to settle" });
+    await waitFor(async () => (await view(client, root)).nodes.a?.status === "failed" || undefined, {
+      timeoutMs: 10_000,
+      describe: "the root's node a to settle",
+    });
     expect((await view(client, root)).nodes.a!.error).toMatchObject({ code: "child_cancelled" });
     expect((await view(client, root)).status).toBe("running");
     expect(await revision(sibling)).toBe(siblingRev);
@@ -176,7 +210,13 @@ describe("cancellation", () => {
     const client = await tenant("cx4");
     await publish(client, { name: "quick", nodes: [{ id: "a", kind: "code", handler: "noop" }] });
     await publish(client, { name: "nap", nodes: [{ id: "nap", kind: "sleep", duration_ms: HOUR }] });
-    await publish(client, { name: "root", nodes: [{ id: "first", kind: "subworkflow", workflow: "quick" }, { id: "second", kind: "subworkflow", workflow: "nap", needs: ["first"] }] });
+    await publish(client, {
+      name: "root",
+      nodes: [
+        { id: "first", kind: "subworkflow", workflow: "quick" },
+        { id: "second", kind: "subworkflow", workflow: "nap", needs: ["first"] },
+      ],
+    });
     const root = ((await client.startRun({ definition: "root" })).run as View).id;
     const first = runIdFor("cx4", childStartKey(root, "first"));
     const second = runIdFor("cx4", childStartKey(root, "second"));
@@ -194,7 +234,12 @@ describe("cancellation", () => {
     const client = await tenant("cx5");
     await publish(client, { name: "leaf", nodes: [{ id: "nap", kind: "sleep", duration_ms: HOUR }] });
     await publish(client, { name: "mid", nodes: [{ id: "sub", kind: "subworkflow", workflow: "leaf" }] });
-    await publish(client, { name: "root", nodes: [{ id: "par", kind: "parallel", branches: [[{ id: "a", kind: "subworkflow", workflow: "mid" }], [{ id: "b", kind: "subworkflow", workflow: "mid" }]] }] });
+    await publish(client, {
+      name: "root",
+      nodes: [
+        { id: "par", kind: "parallel", branches: [[{ id: "a", kind: "subworkflow", workflow: "mid" }], [{ id: "b", kind: "subworkflow", workflow: "mid" }]] },
+      ],
+    });
     const root = ((await client.startRun({ definition: "root" })).run as View).id;
     const mids = ["a", "b"].map((n) => runIdFor("cx5", childStartKey(root, n)));
     const leaves = mids.map((m) => runIdFor("cx5", childStartKey(m, "sub")));
@@ -206,7 +251,22 @@ describe("cancellation", () => {
     const def = (await view(client, leaves[0]!)).definition;
     const answer = await world.node.node.mailbox.request(
       { kind: RUN_KIND, id: late },
-      { type: "run.create", run: { id: late, tenant: "cx5", root_run_id: root, parent_run_id: mids[0], parent_node: "sub", depth: 2, definition: def, source: "workflow_step", start_key: `${mids[0]}:late`, lane: "batch", input: {} } },
+      {
+        type: "run.create",
+        run: {
+          id: late,
+          tenant: "cx5",
+          root_run_id: root,
+          parent_run_id: mids[0],
+          parent_node: "sub",
+          depth: 2,
+          definition: def,
+          source: "workflow_step",
+          start_key: `${mids[0]}:late`,
+          lane: "batch",
+          input: {},
+        },
+      },
       `create/${late}`,
       10_000,
     );
@@ -217,7 +277,13 @@ describe("cancellation", () => {
   it("C072 a run cancelled between two nodes never starts the second; the running handler's signal is aborted and its worker slot freed at once", async () => {
     const client = await tenant("cx6");
     const file = ledger("c072");
-    await publish(client, { name: "two", nodes: [{ id: "long", kind: "code", handler: "slow", input: { ms: 30_000 }, timeout_ms: 60_000 }, { id: "next", kind: "code", handler: "count_invocations", needs: ["long"], input: { file, value: 1 } }] });
+    await publish(client, {
+      name: "two",
+      nodes: [
+        { id: "long", kind: "code", handler: "slow", input: { ms: 30_000 }, timeout_ms: 60_000 },
+        { id: "next", kind: "code", handler: "count_invocations", needs: ["long"], input: { file, value: 1 } },
+      ],
+    });
     await publish(client, { name: "quick", nodes: [{ id: "a", kind: "code", handler: "noop" }] });
     const aborted = world.node.pool.stats().aborted;
     // Fill every worker slot with a 30 s handler.
@@ -249,7 +315,10 @@ describe("cancellation", () => {
     expect(admitted.outcome).toBe("refused");
     // The holder ends: the tenant's slot frees, and the cancelled run is not among those told.
     expect((await client.cancelRun(holder)).outcome).toBe("cancelled");
-    await waitFor(async () => ((await client.getTenant()).tenant as { active_runs: number }).active_runs === 0 || undefined, { timeoutMs: 10_000, describe: "the slot to free" });
+    await waitFor(async () => ((await client.getTenant()).tenant as { active_runs: number }).active_runs === 0 || undefined, {
+      timeoutMs: 10_000,
+      describe: "the slot to free",
+    });
     expect(await revision(queued.id)).toBe(rev);
     expect((await view(client, queued.id)).status).toBe("cancelled");
     expect(existsSync(file)).toBe(false);
@@ -262,7 +331,21 @@ describe("maps", () => {
     for (const coe of [false, true]) {
       const file = ledger(`c060-${coe}`);
       const name = `wide-${coe}`;
-      await publish(client, { name, nodes: [{ id: "m", kind: "map", items: "${input.items}", handler: "ledger_fail", max_fanout: 10, concurrency: 1, continue_on_error: coe, input: { file, fail: "${item}" } }] });
+      await publish(client, {
+        name,
+        nodes: [
+          {
+            id: "m",
+            kind: "map",
+            items: "${input.items}",
+            handler: "ledger_fail",
+            max_fanout: 10,
+            concurrency: 1,
+            continue_on_error: coe,
+            input: { file, fail: "${item}" },
+          },
+        ],
+      });
       const run = ((await client.startRun({ definition: name, input: { items: [false, true, false, false] } })).run as View).id;
       const done = await settled(client, run);
       expect(done.nodes.m).toMatchObject({ status: "failed", error: { code: "map_item_failed" } });
@@ -274,7 +357,10 @@ describe("maps", () => {
 
   it("C068 a map whose items' combined output would pass 256 KiB fails fanout_output_too_large; no record grows past the bound", async () => {
     const client = await tenant("mp2");
-    await publish(client, { name: "fat", nodes: [{ id: "m", kind: "map", items: "${input.items}", handler: "big", max_fanout: 100, concurrency: 4, input: { bytes: 8_000 } }] });
+    await publish(client, {
+      name: "fat",
+      nodes: [{ id: "m", kind: "map", items: "${input.items}", handler: "big", max_fanout: 100, concurrency: 4, input: { bytes: 8_000 } }],
+    });
     const run = ((await client.startRun({ definition: "fat", input: { items: Array.from({ length: 60 }, (_, i) => i) } })).run as View).id;
     const done = await settled(client, run);
     expect(done.status).toBe("failed");
@@ -299,13 +385,22 @@ describe("bad output", () => {
 describe("starts", () => {
   it("C017 one start key, another definition (or bad input) in a later delivery: the answer is the first run, duplicate", async () => {
     const client = await tenant("st1");
-    await publish(client, { name: "one", input_schema: { type: "object", required: ["n"], properties: { n: { type: "number" } } }, nodes: [{ id: "a", kind: "code", handler: "noop" }] });
+    await publish(client, {
+      name: "one",
+      input_schema: { type: "object", required: ["n"], properties: { n: { type: "number" } } },
+      nodes: [{ id: "a", kind: "code", handler: "noop" }],
+    });
     await publish(client, { name: "other", nodes: [{ id: "a", kind: "code", handler: "noop" }] });
     const key = { source: "webhook", delivery_id: "d-17" };
     const first = await client.startRun({ definition: "one", input: { n: 1 }, start_key: key });
     expect(first.outcome).toBe("started");
     const id = (first.run as View).id;
-    for (const later of [{ definition: "other" }, { definition: "nowhere" }, { definition: "one", input: { n: "not a number" } }, { definition: "one", input: { blob: "x".repeat(40_000) } }]) {
+    for (const later of [
+      { definition: "other" },
+      { definition: "nowhere" },
+      { definition: "one", input: { n: "not a number" } },
+      { definition: "one", input: { blob: "x".repeat(40_000) } },
+    ]) {
       const again = await client.startRun({ ...later, start_key: key });
       expect(again.outcome, JSON.stringify(later).slice(0, 80)).toBe("duplicate");
       expect((again.run as View).id).toBe(id);
@@ -325,7 +420,10 @@ describe("starts", () => {
     const cli = (await client.startRun({ definition: "one", source: "cli" })).run as View;
     expect((await view(client, cli.id)).lane).toBe("interactive");
     expect((await client.putTenant({ interactive_sources: ["console"] })).outcome).toBe("updated");
-    await waitFor(async () => (await client.startRun({ definition: "one", source: "console", lane: "interactive" })).outcome === "started" || undefined, { timeoutMs: 5_000, describe: "the tenant's new interactive sources to apply" });
+    await waitFor(async () => (await client.startRun({ definition: "one", source: "console", lane: "interactive" })).outcome === "started" || undefined, {
+      timeoutMs: 5_000,
+      describe: "the tenant's new interactive sources to apply",
+    });
     const console_ = (await client.startRun({ definition: "one", source: "console" })).run as View;
     expect((await view(client, console_.id)).lane).toBe("interactive");
     expect((await client.startRun({ definition: "one", source: "cli", lane: "interactive" })).outcome).toBe("lane_not_allowed");
@@ -336,7 +434,8 @@ describe("starts", () => {
     const client = await tenant("st3", { day_cap: 1 });
     await publish(client, { name: "one", nodes: [{ id: "a", kind: "code", handler: "noop" }] });
     const jsm = await jetstreamManager(world.nc);
-    const count = async () => (await jsm.streams.info("RUNWAY_AUDIT", { subjects_filter: "rw.audit.st3.admission" })).state.subjects?.["rw.audit.st3.admission"] ?? 0;
+    const count = async () =>
+      (await jsm.streams.info("RUNWAY_AUDIT", { subjects_filter: "rw.audit.st3.admission" })).state.subjects?.["rw.audit.st3.admission"] ?? 0;
     expect((await client.startRun({ definition: "one" })).outcome).toBe("started");
     expect(await count()).toBe(0);
     expect((await client.startRun({ definition: "one" })).outcome).toBe("day_cap_reached");

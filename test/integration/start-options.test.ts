@@ -23,7 +23,10 @@ it("a run counts under the project it was started with: over the project's cap i
   expect((await client.getTenant()).tenant).toMatchObject({ active_by_project: { reports: 1 }, queued_runs: 1 });
   expect((await client.cancelRun(first.id)).outcome).toBe("cancelled");
   expect((await settled(client, second.id)).status).toBe("succeeded");
-  await waitFor(async () => ((await client.getTenant()).tenant as { active_runs: number }).active_runs === 0 || undefined, { timeoutMs: 10_000, describe: "every slot to be given back" });
+  await waitFor(async () => ((await client.getTenant()).tenant as { active_runs: number }).active_runs === 0 || undefined, {
+    timeoutMs: 10_000,
+    describe: "every slot to be given back",
+  });
 });
 
 it("start options are checked at the boundary: a priority outside 0–9, a malformed project or a negative deadline is invalid_input and starts nothing", async () => {

@@ -27,7 +27,12 @@ const world = workflowWorld({
 const HOUR = 3_600_000;
 const MIN = 60_000;
 
-type View = RunAnswer & { lane: string; parent_run_id: string | null; definition: { name: string; version: number; digest: string }; waiting: { expires_at: number } | null };
+type View = RunAnswer & {
+  lane: string;
+  parent_run_id: string | null;
+  definition: { name: string; version: number; digest: string };
+  waiting: { expires_at: number } | null;
+};
 
 async function tenantWith(id: string, settings?: Record<string, unknown>): Promise<RunwayClient> {
   const client = new RunwayClient(world.nc, id);
@@ -45,11 +50,18 @@ const repairs = (report: { actions: Record<string, number> }) => Object.fromEntr
 
 const view = async (client: RunwayClient, id: string) => (await client.getRun(id)).run as View;
 const statusOf = async (client: RunwayClient, id: string) => (await view(client, id)).status;
-const until = (client: RunwayClient, id: string, status: string) => waitFor(async () => (await statusOf(client, id)) === status || undefined, { timeoutMs: 20_000, describe: `run ${id} to be ${status}` });
+const until = (client: RunwayClient, id: string, status: string) =>
+  waitFor(async () => (await statusOf(client, id)) === status || undefined, { timeoutMs: 20_000, describe: `run ${id} to be ${status}` });
 
 it("C133 a run queued behind its tenant's concurrency cap is not reaped at any age, and starts when the slot frees; a waiting run survives every pass", async () => {
   const client = await tenantWith("q1", { max_concurrency: 1 });
-  await publish(client, { name: "nap", nodes: [{ id: "nap", kind: "sleep", duration_ms: HOUR }, { id: "after", kind: "code", needs: ["nap"], handler: "noop" }] });
+  await publish(client, {
+    name: "nap",
+    nodes: [
+      { id: "nap", kind: "sleep", duration_ms: HOUR },
+      { id: "after", kind: "code", needs: ["nap"], handler: "noop" },
+    ],
+  });
   await publish(client, { name: "one", nodes: [{ id: "a", kind: "code", handler: "noop" }] });
   const holder = (await client.startRun({ definition: "nap" })).run as View;
   await until(client, holder.id, "waiting");
@@ -106,7 +118,10 @@ it("lost dispatch: an offer that never reached the scheduler is offered again by
 
 it("C106 C123 a dispatch lost again after its re-offer fails the attempt dispatch_lost, and the retry policy decides: the next attempt runs; C133 a queued run is never failed", async () => {
   const client = await tenantWith("d2");
-  await publish(client, { name: "one", nodes: [{ id: "a", kind: "code", handler: "echo", input: { ok: true }, retry: { max_attempts: 2, backoff_ms: 0, max_backoff_ms: 0 } }] });
+  await publish(client, {
+    name: "one",
+    nodes: [{ id: "a", kind: "code", handler: "echo", input: { ok: true }, retry: { max_attempts: 2, backoff_ms: 0, max_backoff_ms: 0 } }],
+  });
   drops.add(STEP_READY);
   const run = (await client.startRun({ definition: "one" })).run as View;
   await waitFor(() => !drops.has(STEP_READY) || undefined, { timeoutMs: 10_000, describe: "the offer to be dropped" });
@@ -162,7 +177,22 @@ it("the middle run of a three-deep tree is not reaped while its descendant works
   const create = (id: string, parent: string, node: string, depth: number) =>
     world.node.node.mailbox.request(
       { kind: RUN_KIND, id },
-      { type: "run.create", run: { id, tenant: "g1", root_run_id: root.id, parent_run_id: parent, parent_node: node, depth, definition: leafDef, source: "workflow_step", start_key: `${parent}:${node}`, lane: "batch", input: {} } },
+      {
+        type: "run.create",
+        run: {
+          id,
+          tenant: "g1",
+          root_run_id: root.id,
+          parent_run_id: parent,
+          parent_node: node,
+          depth,
+          definition: leafDef,
+          source: "workflow_step",
+          start_key: `${parent}:${node}`,
+          lane: "batch",
+          input: {},
+        },
+      },
       `create/${id}`,
       10_000,
     );
@@ -196,8 +226,20 @@ it("the sweep's parent_gone is the backstop for a child whose parent vanished af
 it("a tree three deep runs to completion at a tenant concurrency limit of one and one worker slot; every child takes the batch lane", async () => {
   const client = await tenantWith("c1", { max_concurrency: 1, interactive_sources: ["api"] });
   await publish(client, { name: "leaf", nodes: [{ id: "x", kind: "code", handler: "echo", input: "leaf" }] });
-  await publish(client, { name: "mid", nodes: [{ id: "pre", kind: "code", handler: "noop" }, { id: "sub", kind: "subworkflow", needs: ["pre"], workflow: "leaf" }] });
-  await publish(client, { name: "root", nodes: [{ id: "pre", kind: "code", handler: "noop" }, { id: "sub", kind: "subworkflow", needs: ["pre"], workflow: "mid" }] });
+  await publish(client, {
+    name: "mid",
+    nodes: [
+      { id: "pre", kind: "code", handler: "noop" },
+      { id: "sub", kind: "subworkflow", needs: ["pre"], workflow: "leaf" },
+    ],
+  });
+  await publish(client, {
+    name: "root",
+    nodes: [
+      { id: "pre", kind: "code", handler: "noop" },
+      { id: "sub", kind: "subworkflow", needs: ["pre"], workflow: "mid" },
+    ],
+  });
   const root = (await client.startRun({ definition: "root", lane: "interactive" })).run as View;
   const done = await settled(client, root.id);
   expect(done.status).toBe("succeeded");
@@ -211,7 +253,12 @@ it("a tenant slot held by a run that was admitted but never created (the start c
   const client = await tenantWith("o1", { max_concurrency: 1 });
   await publish(client, { name: "one", nodes: [{ id: "a", kind: "code", handler: "noop" }] });
   const ghost = runIdFor("o1", "crashed-start");
-  const admitted = await world.node.node.mailbox.request({ kind: "tenant", id: "o1" }, { type: "tenant.admit_run", run_id: ghost, project: "default" }, `admit/${ghost}`, 10_000);
+  const admitted = await world.node.node.mailbox.request(
+    { kind: "tenant", id: "o1" },
+    { type: "tenant.admit_run", run_id: ghost, project: "default" },
+    `admit/${ghost}`,
+    10_000,
+  );
   expect(admitted.outcome).toBe("applied");
   const queued = (await client.startRun({ definition: "one" })).run as View;
   expect(queued.status).toBe("queued");
@@ -245,7 +292,15 @@ it("one unreadable record is counted and skipped, never aborting the pass; a pas
   for (let i = 0; i < 5; i++) more.push((await client.startRun({ definition: "nap" })).run as View);
   for (const r of more) await until(client, r.id, "waiting");
   const n = world.node.node;
-  const bounded = new Sweeper({ nc: world.nc, host: n.host, mailbox: n.mailbox, partitions: 32, clock: systemClock, logger: createLogger("bounded", "error"), maxPerPass: 2 });
+  const bounded = new Sweeper({
+    nc: world.nc,
+    host: n.host,
+    mailbox: n.mailbox,
+    partitions: 32,
+    clock: systemClock,
+    logger: createLogger("bounded", "error"),
+    maxPerPass: 2,
+  });
   const at = Math.max(...(await Promise.all(more.map(async (r) => (await view(client, r.id)).waiting!.expires_at))));
   let abandoned = 0;
   for (let pass = 0; pass < 200 && abandoned < 5; pass++) {
@@ -258,7 +313,10 @@ it("one unreadable record is counted and skipped, never aborting the pass; a pas
 });
 
 it("an operator runs a pass on every node with runway.v1.ops.sweep and reads each node's report; a malformed request is invalid_input", async () => {
-  const answer = JSON.parse((await world.nc.request("runway.v1.ops.sweep", "", { timeout: 10_000 })).string()) as ApiAnswer & { node: string; report: { scanned: number; errors: number; truncated: boolean } };
+  const answer = JSON.parse((await world.nc.request("runway.v1.ops.sweep", "", { timeout: 10_000 })).string()) as ApiAnswer & {
+    node: string;
+    report: { scanned: number; errors: number; truncated: boolean };
+  };
   expect(answer).toMatchObject({ outcome: "swept", node: "sweep-node" });
   expect(answer.report.scanned).toBeGreaterThan(0);
   expect(answer.report.truncated).toBe(false);

@@ -54,13 +54,19 @@ describe("executing workflows", () => {
   });
 
   it("an empty map list succeeds without a call", async () => {
-    const done = await run({ name: "map-empty", nodes: [{ id: "m", kind: "map", items: "${input.list}", handler: "fail_terminal", max_fanout: 5 }] }, { list: [] });
+    const done = await run(
+      { name: "map-empty", nodes: [{ id: "m", kind: "map", items: "${input.list}", handler: "fail_terminal", max_fanout: 5 }] },
+      { list: [] },
+    );
     expect(done.status).toBe("succeeded");
     expect((done.result as { m: unknown[] }).m).toEqual([]);
   });
 
   it("an over-width list fails before any call", async () => {
-    const done = await run({ name: "map-wide", nodes: [{ id: "m", kind: "map", items: "${input.list}", handler: "count_invocations", max_fanout: 3 }] }, { list: [1, 2, 3, 4] });
+    const done = await run(
+      { name: "map-wide", nodes: [{ id: "m", kind: "map", items: "${input.list}", handler: "count_invocations", max_fanout: 3 }] },
+      { list: [1, 2, 3, 4] },
+    );
     expect(done.status).toBe("failed");
     expect(done.nodes.m!.error?.code).toBe("fanout_exceeded");
     expect(done.nodes.m!.items).toBeUndefined();
@@ -77,7 +83,13 @@ describe("executing workflows", () => {
     const def = {
       name: "branchy",
       nodes: [
-        { id: "b", kind: "branch", condition: { ref: "${input.big}", op: "truthy" }, then: [{ id: "yes", kind: "code", handler: "echo", input: "big" }], else: [{ id: "no", kind: "code", handler: "echo", input: "small" }] },
+        {
+          id: "b",
+          kind: "branch",
+          condition: { ref: "${input.big}", op: "truthy" },
+          then: [{ id: "yes", kind: "code", handler: "echo", input: "big" }],
+          else: [{ id: "no", kind: "code", handler: "echo", input: "small" }],
+        },
         { id: "end", kind: "code", needs: ["b"], handler: "noop" },
       ],
     };
@@ -100,7 +112,13 @@ describe("executing workflows", () => {
   });
 
   it("a sleep parks the run as waiting on a delay, then wakes it", async () => {
-    await world.client.putDefinition({ name: "sleeper", nodes: [{ id: "nap", kind: "sleep", duration_ms: 1_200 }, { id: "after", kind: "code", needs: ["nap"], handler: "noop" }] });
+    await world.client.putDefinition({
+      name: "sleeper",
+      nodes: [
+        { id: "nap", kind: "sleep", duration_ms: 1_200 },
+        { id: "after", kind: "code", needs: ["nap"], handler: "noop" },
+      ],
+    });
     const started = await world.client.startRun({ definition: "sleeper" });
     const id = (started.run as RunAnswer).id;
     const parked = (await world.client.getRun(id)).run as RunAnswer & { waiting: { on: string; expires_at: number } | null };
@@ -117,7 +135,10 @@ describe("executing workflows", () => {
     expect(cancelled.outcome).toBe("cancelled");
     expect((cancelled.run as RunAnswer).status).toBe("cancelled");
     // The handler finishes later and reports: the run stays cancelled.
-    await waitFor(() => world.node.executor.inFlight === 0 && world.node.executor.stats.reported >= 1, { timeoutMs: 10_000, describe: "the slow handler to report" });
+    await waitFor(() => world.node.executor.inFlight === 0 && world.node.executor.stats.reported >= 1, {
+      timeoutMs: 10_000,
+      describe: "the slow handler to report",
+    });
     const after = (await world.client.getRun(id)).run as RunAnswer;
     expect(after.status).toBe("cancelled");
     expect((await world.client.cancelRun(id)).outcome).toBe("not_cancellable");

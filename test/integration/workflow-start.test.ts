@@ -60,7 +60,19 @@ describe("starting runs", () => {
     const id = runIdFor("t1", startKey(key.source, key.delivery_id));
     const def = (await world.client.getDefinition("crashy-start")) as unknown as { ref: { name: string; version: number; digest: string } };
     const mailbox = new MailboxClient(world.nc, 32);
-    const seed = { id, tenant: "t1", root_run_id: id, parent_run_id: null, parent_node: null, depth: 0, definition: def.ref, source: key.source, start_key: startKey(key.source, key.delivery_id), lane: "interactive", input: {} };
+    const seed = {
+      id,
+      tenant: "t1",
+      root_run_id: id,
+      parent_run_id: null,
+      parent_node: null,
+      depth: 0,
+      definition: def.ref,
+      source: key.source,
+      start_key: startKey(key.source, key.delivery_id),
+      lane: "interactive",
+      input: {},
+    };
     expect((await mailbox.send({ kind: "run", id }, { type: "run.create", run: seed }, `create/${id}`)).outcome).toBe("stored");
     const retry = await world.client.startRun({ definition: "crashy-start", start_key: key });
     expect(retry.outcome).toBe("duplicate");
@@ -90,27 +102,49 @@ describe("starting runs", () => {
   it("an input over 32 KiB answers input_too_large and creates no run", async () => {
     expect((await world.client.putDefinition({ name: "big-input", nodes: [{ id: "a", kind: "code", handler: "noop" }] })).outcome).toBe("published");
     const before = await runKeys("t1");
-    const answer = await world.client.startRun({ definition: "big-input", input: { blob: "x".repeat(33 * 1024) }, start_key: { source: "s", delivery_id: "big" } });
+    const answer = await world.client.startRun({
+      definition: "big-input",
+      input: { blob: "x".repeat(33 * 1024) },
+      start_key: { source: "s", delivery_id: "big" },
+    });
     expect(answer.outcome).toBe("input_too_large");
     expect(await runKeys("t1")).toEqual(before);
   });
 
   it("an input that fails the definition's schema answers invalid_input and creates no run", async () => {
-    const def = { name: "typed", input_schema: { type: "object", required: ["n"], properties: { n: { type: "integer" } } }, nodes: [{ id: "a", kind: "code", handler: "noop" }] };
+    const def = {
+      name: "typed",
+      input_schema: { type: "object", required: ["n"], properties: { n: { type: "integer" } } },
+      nodes: [{ id: "a", kind: "code", handler: "noop" }],
+    };
     expect((await world.client.putDefinition(def)).outcome).toBe("published");
     const answer = await world.client.startRun({ definition: "typed", input: { n: "seven" } });
     expect(answer.outcome).toBe("invalid_input");
   });
 
   it("a retried subworkflow node meets duplicate; the tree ends with one child", async () => {
-    expect((await world.client.putDefinition({ name: "kid", nodes: [{ id: "k", kind: "code", handler: "slow", input: { ms: 300 } }] })).outcome).toBe("published");
+    expect((await world.client.putDefinition({ name: "kid", nodes: [{ id: "k", kind: "code", handler: "slow", input: { ms: 300 } }] })).outcome).toBe(
+      "published",
+    );
     expect((await world.client.putDefinition({ name: "parent", nodes: [{ id: "spawn", kind: "subworkflow", workflow: "kid" }] })).outcome).toBe("published");
     const started = await world.client.startRun({ definition: "parent" });
     const parent = (started.run as RunAnswer).id;
     const child = runIdFor("t1", childStartKey(parent, "spawn"));
     // The node's start delivered again (as a retry would): the child answers refused (a duplicate).
     const def = (await world.client.getDefinition("kid")) as unknown as { ref: { name: string; version: number; digest: string } };
-    const seed = { id: child, tenant: "t1", root_run_id: parent, parent_run_id: parent, parent_node: "spawn", depth: 1, definition: def.ref, source: "workflow_step", start_key: `${parent}:spawn`, lane: "batch", input: {} };
+    const seed = {
+      id: child,
+      tenant: "t1",
+      root_run_id: parent,
+      parent_run_id: parent,
+      parent_node: "spawn",
+      depth: 1,
+      definition: def.ref,
+      source: "workflow_step",
+      start_key: `${parent}:spawn`,
+      lane: "batch",
+      input: {},
+    };
     const mailbox = new MailboxClient(world.nc, 32);
     const again = await mailbox.request({ kind: "run", id: child }, { type: "run.create", run: seed }, `create-retry/${child}`);
     expect(again.outcome).toBe("refused");

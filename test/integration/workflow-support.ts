@@ -28,7 +28,13 @@ export function workflowWorld(overrides: Partial<RunwayNodeConfig> = {}): {
   beforeAll(async () => {
     world.server = await startServer();
     const name = overrides.name ?? "wf-node";
-    world.node = await startRunwayNode({ connection: world.server.connectOptions(), name, handlers: [HANDLERS], logger: createLogger(name, "error"), ...overrides });
+    world.node = await startRunwayNode({
+      connection: world.server.connectOptions(),
+      name,
+      handlers: [HANDLERS],
+      logger: createLogger(name, "error"),
+      ...overrides,
+    });
     await waitFor(() => world.node.node.host.ownedPartitions().length === 32, { timeoutMs: 20_000, describe: "node to own all partitions" });
     world.nc = await connect(world.server.connectOptions());
     world.client = new RunwayClient(world.nc, "t1");
@@ -43,7 +49,13 @@ export function workflowWorld(overrides: Partial<RunwayNodeConfig> = {}): {
   return world;
 }
 
-export type RunAnswer = { status: string; result: unknown; error: { code: string; message: string } | null; nodes: Record<string, { status: string; attempt?: number; items?: number; error?: { code: string } }>; id: string };
+export type RunAnswer = {
+  status: string;
+  result: unknown;
+  error: { code: string; message: string } | null;
+  nodes: Record<string, { status: string; attempt?: number; items?: number; error?: { code: string } }>;
+  id: string;
+};
 
 export async function settled(client: RunwayClient, runId: string): Promise<RunAnswer> {
   return waitFor(

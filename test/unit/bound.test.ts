@@ -72,12 +72,20 @@ describe("bound()", () => {
     const droppedKeys = Object.keys(dict).slice(kept.length);
     expect(info.bytes).toBe(droppedKeys.reduce((n, k) => n + bytesOf(k) + 1 + bytesOf(dict[k]), 0));
     // Exact, not merely safe: one more key would not have fitted.
-    const withOneMore = { ...Object.fromEntries(kept.map((k) => [k, v[k]])), [droppedKeys[0]!]: dict[droppedKeys[0]!], $dropped: { ...info, items: info.items - 1, bytes: info.bytes - bytesOf(droppedKeys[0]!) - 1 - bytesOf(dict[droppedKeys[0]!]) } };
+    const withOneMore = {
+      ...Object.fromEntries(kept.map((k) => [k, v[k]])),
+      [droppedKeys[0]!]: dict[droppedKeys[0]!],
+      $dropped: { ...info, items: info.items - 1, bytes: info.bytes - bytesOf(droppedKeys[0]!) - 1 - bytesOf(dict[droppedKeys[0]!]) },
+    };
     expect(bytesOf(withOneMore)).toBeGreaterThan(DEFAULT_BOUND_LIMIT);
   });
 
   it("a RunResult carrying five hundred refs is bounded: the head survives, the tail is one marker", () => {
-    const refs = Array.from({ length: 500 }, (_, i) => ({ kind: "prospect", table: "sales.prospects", id: `0b7d7a52-6a1e-4b7e-9f1e-${String(i).padStart(12, "0")}` }));
+    const refs = Array.from({ length: 500 }, (_, i) => ({
+      kind: "prospect",
+      table: "sales.prospects",
+      id: `0b7d7a52-6a1e-4b7e-9f1e-${String(i).padStart(12, "0")}`,
+    }));
     expect(bytesOf(refs)).toBeGreaterThan(DEFAULT_BOUND_LIMIT);
     const out = bound(refs, 32 * KB);
     const list = out.value as unknown[];

@@ -22,12 +22,30 @@ function world(policy: (tenant: string) => TenantPolicy | undefined) {
       return { outcome: "applied", revision: 1, value: { outcome: "leased" } };
     },
   } as unknown as ActorHost;
-  const d = new Dispatcher({ host, clock: { now: () => T0, monotonic: () => 0 }, logger: createLogger("dispatcher", "error"), config: { slots: 4, interactive_reserve: 0, migration_cap: 1, aging_ms: 10_000 }, policy });
+  const d = new Dispatcher({
+    host,
+    clock: { now: () => T0, monotonic: () => 0 },
+    logger: createLogger("dispatcher", "error"),
+    config: { slots: 4, interactive_reserve: 0, migration_cap: 1, aging_ms: 10_000 },
+    policy,
+  });
   dispatchers.push(d);
   return { d, grants };
 }
 
-const ticket = (tenant: string, node: string): ReadyTicket => ({ id: `${tenant}_r/${node}/1`, run: `${tenant}_r`, node, attempt: 1, tenant, project: "default", class: "automation", priority: 5, deadline: null, cost: 1, enqueued_at: T0 });
+const ticket = (tenant: string, node: string): ReadyTicket => ({
+  id: `${tenant}_r/${node}/1`,
+  run: `${tenant}_r`,
+  node,
+  attempt: 1,
+  tenant,
+  project: "default",
+  class: "automation",
+  priority: 5,
+  deadline: null,
+  cost: 1,
+  enqueued_at: T0,
+});
 
 it("a tenant whose policy this node has not read yet is granted nothing (never default settings); once its policy arrives it is granted at once", async () => {
   const known = new Map<string, TenantPolicy>();

@@ -8,9 +8,22 @@ function plan(definition: object): Plan {
   return c.plan;
 }
 
-const seed = (id = "t_1") => ({ id, tenant: "t", root_run_id: id, parent_run_id: null, parent_node: null, depth: 0, definition: { name: "w", version: 1, digest: "d" }, source: "api", start_key: "k", lane: "interactive" as const, input: { list: [3, 1, 2] } });
+const seed = (id = "t_1") => ({
+  id,
+  tenant: "t",
+  root_run_id: id,
+  parent_run_id: null,
+  parent_node: null,
+  depth: 0,
+  definition: { name: "w", version: 1, digest: "d" },
+  source: "api",
+  start_key: "k",
+  lane: "interactive" as const,
+  input: { list: [3, 1, 2] },
+});
 
-const emitted = (actions: readonly { type: string }[]) => actions.filter((a) => (a.type as string) === "xstate.emit").map((a) => (a as unknown as { params: { event: Emitted } }).params.event);
+const emitted = (actions: readonly { type: string }[]) =>
+  actions.filter((a) => (a.type as string) === "xstate.emit").map((a) => (a as unknown as { params: { event: Emitted } }).params.event);
 
 type Emitted = { type: string; channel?: string; payload?: ExecuteRequest; name?: string; at?: number; event?: { type: string } };
 
@@ -26,10 +39,20 @@ function drive(p: Plan, order: (pending: ExecuteRequest[]) => ExecuteRequest[]) 
     trace.push({ state: snap.value, effects });
     return effects;
   };
-  let pending = send({ type: "run.create", run: seed() }).filter((e) => e.channel === "step.execute").map((e) => e.payload!);
+  let pending = send({ type: "run.create", run: seed() })
+    .filter((e) => e.channel === "step.execute")
+    .map((e) => e.payload!);
   while (pending.length > 0) {
     const [first, ...rest] = order(pending);
-    const effects = send({ type: "step.result", node: first!.node, ...(first!.item !== undefined ? { item: first!.item } : {}), attempt: first!.attempt, lease_epoch: first!.lease_epoch, outcome: "succeeded", output: first!.input ?? first!.node });
+    const effects = send({
+      type: "step.result",
+      node: first!.node,
+      ...(first!.item !== undefined ? { item: first!.item } : {}),
+      attempt: first!.attempt,
+      lease_epoch: first!.lease_epoch,
+      outcome: "succeeded",
+      output: first!.input ?? first!.node,
+    });
     pending = [...rest, ...effects.filter((e) => e.channel === "step.execute").map((e) => e.payload!)];
   }
   return { snap, trace };
@@ -64,7 +87,16 @@ describe("the run actor's machine", () => {
     const exec = emitted(actions).find((e) => e.channel === "step.execute")!.payload!;
     [snap] = transition(executionMachine, created, { type: "run.cancel", reason: "stop", by: "test", now: 2, plan: p } as never);
     expect(snap.context.run.lifecycle.status).toBe("cancelled");
-    const late = { type: "step.result", node: exec.node, attempt: exec.attempt, lease_epoch: exec.lease_epoch, outcome: "succeeded", output: 1, now: 3, plan: p };
+    const late = {
+      type: "step.result",
+      node: exec.node,
+      attempt: exec.attempt,
+      lease_epoch: exec.lease_epoch,
+      outcome: "succeeded",
+      output: 1,
+      now: 3,
+      plan: p,
+    };
     // Answered with a closed code, and nothing changes (the host stores nothing for it).
     const [after, out] = transition(executionMachine, snap, late as never);
     expect(after.context).toBe(snap.context);
@@ -73,7 +105,15 @@ describe("the run actor's machine", () => {
     // The attempt began before the cancel: its report says so.
     const [, fenced] = transition(executionMachine, snap, { ...late, cancellation_epoch: exec.cancellation_epoch } as never);
     expect(emitted(fenced)).toEqual([{ type: "runway.answer", value: { outcome: "stale_cancel_epoch" } }]);
-    const [, beat] = transition(executionMachine, snap, { type: "step.heartbeat", node: exec.node, attempt: exec.attempt, lease_epoch: exec.lease_epoch, cancellation_epoch: exec.cancellation_epoch, now: 3, plan: p } as never);
+    const [, beat] = transition(executionMachine, snap, {
+      type: "step.heartbeat",
+      node: exec.node,
+      attempt: exec.attempt,
+      lease_epoch: exec.lease_epoch,
+      cancellation_epoch: exec.cancellation_epoch,
+      now: 3,
+      plan: p,
+    } as never);
     expect(emitted(beat)).toEqual([{ type: "runway.answer", value: { outcome: "stale_cancel_epoch" } }]);
     expect(snap.can({ type: "run.cancel", reason: "again", by: "test", now: 4, plan: p } as never)).toBe(false);
   });

@@ -55,7 +55,8 @@ describe("the tenant's expansion decision", () => {
 });
 
 type Emitted = { type: string; channel?: string; payload?: Record<string, unknown>; to?: { kind: string; id: string }; event?: Record<string, unknown> };
-const emitted = (actions: readonly { type: string }[]) => actions.filter((a) => (a.type as string) === "xstate.emit").map((a) => (a as unknown as { params: { event: Emitted } }).params.event);
+const emitted = (actions: readonly { type: string }[]) =>
+  actions.filter((a) => (a.type as string) === "xstate.emit").map((a) => (a as unknown as { params: { event: Emitted } }).params.event);
 
 function plan(definition: object): Plan {
   const c = compileDefinition(definition, { handlers: new Set(["h"]) });
@@ -64,8 +65,26 @@ function plan(definition: object): Plan {
 }
 
 describe("a map under expansion admission", () => {
-  const p = plan({ name: "w", nodes: [{ id: "m", kind: "map", items: "${input.list}", handler: "h", max_fanout: 100 }, { id: "after", kind: "code", needs: ["m"], handler: "h" }] });
-  const seed = { id: "t_1", tenant: "t", root_run_id: "t_1", parent_run_id: null, parent_node: null, depth: 0, definition: { name: "w", version: 1, digest: "d" }, source: "api", start_key: "k", lane: "interactive" as const, input: { list: [1, 2, 3] } };
+  const p = plan({
+    name: "w",
+    nodes: [
+      { id: "m", kind: "map", items: "${input.list}", handler: "h", max_fanout: 100 },
+      { id: "after", kind: "code", needs: ["m"], handler: "h" },
+    ],
+  });
+  const seed = {
+    id: "t_1",
+    tenant: "t",
+    root_run_id: "t_1",
+    parent_run_id: null,
+    parent_node: null,
+    depth: 0,
+    definition: { name: "w", version: 1, digest: "d" },
+    source: "api",
+    start_key: "k",
+    lane: "interactive" as const,
+    input: { list: [1, 2, 3] },
+  };
 
   function start() {
     let [snap] = initialTransition(executionMachine) as [AnyMachineSnapshot, unknown];
@@ -75,12 +94,21 @@ describe("a map under expansion admission", () => {
       return emitted(actions);
     };
     const created = send({ type: "run.create", run: seed });
-    return { send, created, run: () => snap.context.run as RunContext, can: (e: object) => snap.can({ ...e, now: T0, plan: p, expansion_admission: true } as never) };
+    return {
+      send,
+      created,
+      run: () => snap.context.run as RunContext,
+      can: (e: object) => snap.can({ ...e, now: T0, plan: p, expansion_admission: true } as never),
+    };
   }
 
   it("asks its tenant before any item exists; on admission the items start", () => {
     const r = start();
-    expect(r.created).toContainEqual({ type: "runway.send", to: { kind: "tenant", id: "t" }, event: { type: "tenant.admit_expansion", run_id: "t_1", node: "m", children: 3, depth: 1, total_steps: 5, estimated_cost: 4 } });
+    expect(r.created).toContainEqual({
+      type: "runway.send",
+      to: { kind: "tenant", id: "t" },
+      event: { type: "tenant.admit_expansion", run_id: "t_1", node: "m", children: 3, depth: 1, total_steps: 5, estimated_cost: 4 },
+    });
     expect(r.created.filter((e) => e.channel === "step.execute")).toEqual([]);
     expect(r.run().nodes.m).toMatchObject({ s: "active", expansion: { state: "pending", children: 3 } });
     expect(r.run().nodes.m!.items).toBeUndefined();
@@ -91,13 +119,22 @@ describe("a map under expansion admission", () => {
 
   it("a refusal fails the node with its code before any item started, and the run ends failed", () => {
     const r = start();
-    const effects = r.send({ type: "expansion.refused", node: "m", code: "descendant_quota_exceeded", message: "descendant_quota_exceeded: 21 over the tenant's limit of 20" });
+    const effects = r.send({
+      type: "expansion.refused",
+      node: "m",
+      code: "descendant_quota_exceeded",
+      message: "descendant_quota_exceeded: 21 over the tenant's limit of 20",
+    });
     expect(effects.filter((e) => e.channel === "step.execute")).toEqual([]);
     expect(r.run().nodes.m).toMatchObject({ s: "failed", error: { code: "descendant_quota_exceeded" } });
     expect(r.run().nodes.m!.items).toBeUndefined();
     expect(r.run().lifecycle.status).toBe("failed");
     // A refused expansion held nothing, but its release is harmless (the tenant answers not_held).
-    expect(effects).toContainEqual({ type: "runway.send", to: { kind: "tenant", id: "t" }, event: { type: "tenant.release_expansion", run_id: "t_1", node: "m" } });
+    expect(effects).toContainEqual({
+      type: "runway.send",
+      to: { kind: "tenant", id: "t" },
+      event: { type: "tenant.release_expansion", run_id: "t_1", node: "m" },
+    });
   });
 
   it("the items are given back once the map settles, and once only", () => {
@@ -105,7 +142,15 @@ describe("a map under expansion admission", () => {
     const started = r.send({ type: "expansion.admitted", node: "m" }).filter((e) => e.channel === "step.execute");
     let releases = 0;
     for (const e of started) {
-      const out = r.send({ type: "step.result", node: "m", item: e.payload!.item, attempt: e.payload!.attempt, lease_epoch: e.payload!.lease_epoch, outcome: "succeeded", output: 1 });
+      const out = r.send({
+        type: "step.result",
+        node: "m",
+        item: e.payload!.item,
+        attempt: e.payload!.attempt,
+        lease_epoch: e.payload!.lease_epoch,
+        outcome: "succeeded",
+        output: 1,
+      });
       releases += out.filter((x) => x.event?.type === "tenant.release_expansion").length;
     }
     expect(releases).toBe(1);
@@ -115,7 +160,11 @@ describe("a map under expansion admission", () => {
   it("a run cancelled while its expansion is pending gives it back (the admission may still arrive) and ignores a late answer", () => {
     const r = start();
     const effects = r.send({ type: "run.cancel", reason: "stop", by: "test" });
-    expect(effects).toContainEqual({ type: "runway.send", to: { kind: "tenant", id: "t" }, event: { type: "tenant.release_expansion", run_id: "t_1", node: "m" } });
+    expect(effects).toContainEqual({
+      type: "runway.send",
+      to: { kind: "tenant", id: "t" },
+      event: { type: "tenant.release_expansion", run_id: "t_1", node: "m" },
+    });
     expect(r.can({ type: "expansion.admitted", node: "m" })).toBe(false);
   });
 });
@@ -129,8 +178,29 @@ describe("what a run's attempts carry to the scheduler", () => {
       { id: "sub", kind: "subworkflow", needs: ["m"], workflow: "leaf" },
     ],
   });
-  const prepared = { plan: p, scheduled: true, expansion_admission: true, child_ids: { sub: "t_c" }, child_definitions: { leaf: { name: "leaf", version: 1, digest: "d2" } } };
-  const seed = { id: "t_1", tenant: "t", root_run_id: "t_1", parent_run_id: null, parent_node: null, depth: 0, definition: { name: "w", version: 1, digest: "d" }, source: "api", start_key: "k", lane: "interactive" as const, project: "billing", priority: 7, deadline: T0 + 60_000, input: { list: [1, 2, 3] } };
+  const prepared = {
+    plan: p,
+    scheduled: true,
+    expansion_admission: true,
+    child_ids: { sub: "t_c" },
+    child_definitions: { leaf: { name: "leaf", version: 1, digest: "d2" } },
+  };
+  const seed = {
+    id: "t_1",
+    tenant: "t",
+    root_run_id: "t_1",
+    parent_run_id: null,
+    parent_node: null,
+    depth: 0,
+    definition: { name: "w", version: 1, digest: "d" },
+    source: "api",
+    start_key: "k",
+    lane: "interactive" as const,
+    project: "billing",
+    priority: 7,
+    deadline: T0 + 60_000,
+    input: { list: [1, 2, 3] },
+  };
 
   it("project, priority, deadline and the node's estimated cost; a map's estimate is items × cost; a child inherits, batch, never above its parent", () => {
     let [snap] = initialTransition(executionMachine) as [AnyMachineSnapshot, unknown];
@@ -145,14 +215,27 @@ describe("what a run's attempts carry to the scheduler", () => {
     const run = snap.context.run as RunContext;
     const asked = send({ type: "step.result", node: "a", attempt: 1, lease_epoch: run.nodes.a!.step!.lease_epoch, outcome: "succeeded", output: 1 });
     expect(asked.find((e) => e.event?.type === "tenant.admit_expansion")?.event).toMatchObject({ children: 3, estimated_cost: 3 + 3 * 2 });
-    const items = send({ type: "expansion.admitted", node: "m" }).filter((e) => e.channel === "step.ready").map((e) => e.payload!);
-    expect(items.map((t) => [t.item, t.cost, t.project, t.priority])).toEqual([[0, 2, "billing", 7], [1, 2, "billing", 7], [2, 2, "billing", 7]]);
+    const items = send({ type: "expansion.admitted", node: "m" })
+      .filter((e) => e.channel === "step.ready")
+      .map((e) => e.payload!);
+    expect(items.map((t) => [t.item, t.cost, t.project, t.priority])).toEqual([
+      [0, 2, "billing", 7],
+      [1, 2, "billing", 7],
+      [2, 2, "billing", 7],
+    ]);
     for (const t of items) send({ type: "step.lease", node: "m", item: t.item, attempt: 1 });
     let child: Emitted | undefined;
     for (const [i, it] of (snap.context.run as RunContext).nodes.m!.items!.entries()) {
       const out = send({ type: "step.result", node: "m", item: i, attempt: 1, lease_epoch: it.step.lease_epoch, outcome: "succeeded", output: i });
       child ??= out.find((e) => e.event?.type === "run.create");
     }
-    expect((child!.event as { run: object }).run).toMatchObject({ lane: "batch", project: "billing", priority: 7, deadline: T0 + 60_000, parent_run_id: "t_1", depth: 1 });
+    expect((child!.event as { run: object }).run).toMatchObject({
+      lane: "batch",
+      project: "billing",
+      priority: 7,
+      deadline: T0 + 60_000,
+      parent_run_id: "t_1",
+      depth: 1,
+    });
   });
 });

@@ -22,8 +22,11 @@ it("the layering lint fails on an import cycle, a layer inversion, a reach past 
   file("machines/index.ts", `import { a } from "../runtime/index.js";\nimport { readFileSync } from "node:fs";\nexport const m = [a, readFileSync];\n`);
   file("actors/index.ts", `import { b } from "../runtime/b.js";\nexport const x = b;\n`);
   const out = await new Promise<{ code: number; text: string }>((resolve) =>
-    execFile(join(repoRoot, "node_modules", ".bin", "depcruise"), ["--config", ".dependency-cruiser.cjs", "machines", "runtime", "actors"], { cwd: dir }, (err, stdout, stderr) =>
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, text: stdout + stderr }),
+    execFile(
+      join(repoRoot, "node_modules", ".bin", "depcruise"),
+      ["--config", ".dependency-cruiser.cjs", "machines", "runtime", "actors"],
+      { cwd: dir },
+      (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, text: stdout + stderr }),
     ),
   );
   expect(out.code).not.toBe(0);

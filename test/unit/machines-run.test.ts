@@ -248,7 +248,10 @@ describe("property", () => {
         let startedAt: number | null = null;
         for (const { dt, op } of steps) {
           now += dt;
-          const event: RunOpEvent = op.op === "mark_waiting" && "on" in op ? { op: "mark_waiting", now, on: op.on, ref: op.ref, expires_at: now + op.wait } : ({ op: op.op, now } as RunOpEvent);
+          const event: RunOpEvent =
+            op.op === "mark_waiting" && "on" in op
+              ? { op: "mark_waiting", now, on: op.on, ref: op.ref, expires_at: now + op.wait }
+              : ({ op: op.op, now } as RunOpEvent);
           const wasTerminal = isTerminal(state.status);
           const result = applyRunOp(state, event);
           expect(snap.can(machineEvent(event))).toBe(result.outcome === "moved");
@@ -275,7 +278,9 @@ describe("the effects seam", () => {
     const [s0] = initialTransition(withEffects);
     const [s1, actions] = transition(withEffects, s0, { type: "run.claim", now: T0 });
     expect(s1.value).toBe("running");
-    const emitted = (actions as readonly { type: string; params?: unknown }[]).filter((a) => a.type === "xstate.emit").map((a) => (a.params as { event: unknown }).event);
+    const emitted = (actions as readonly { type: string; params?: unknown }[])
+      .filter((a) => a.type === "xstate.emit")
+      .map((a) => (a.params as { event: unknown }).event);
     expect(emitted).toEqual([{ type: "runway.publish", subject: "rw.evt.run.claim", data: "running" }]);
   });
 });

@@ -119,7 +119,10 @@ describe.each(cells)("$status × $op", ({ status, op, legal }) => {
 
     if (FENCED_STEP_OPS.has(op)) {
       it("is refused stale_lease with another attempt or lease epoch", () => {
-        for (const stale of [{ attempt: before.attempt, lease_epoch: before.lease_epoch - 1 }, { attempt: before.attempt + 1, lease_epoch: before.lease_epoch }]) {
+        for (const stale of [
+          { attempt: before.attempt, lease_epoch: before.lease_epoch - 1 },
+          { attempt: before.attempt + 1, lease_epoch: before.lease_epoch },
+        ]) {
           const zombie = { ...event, ...stale } as StepOpEvent;
           expect(applyStepOp(before, zombie)).toEqual({ outcome: "refused", code: "stale_lease", from: status, op, current: { attempt: 1, lease_epoch: 1 } });
           expect(snapshotIn(before).can(machineEvent(zombie))).toBe(false);
@@ -153,16 +156,29 @@ describe("attempts, leases and retries", () => {
     let s = moved(moved(pendingStep(), { op: "ready", now: T0 }), { op: "lease", now: T0 });
     s = moved(s, { op: "start", now: T0 + 1, attempt: 1, lease_epoch: 1 });
     const failed = applyStepOp(s, { op: "fail", now: T0 + 10, attempt: 1, lease_epoch: 1, error: transient, policy });
-    expect(failed).toMatchObject({ outcome: "moved", retried: true, state: { status: "ready", not_before: T0 + 210, attempt: 1, lease_epoch: 1, last_error: transient } });
+    expect(failed).toMatchObject({
+      outcome: "moved",
+      retried: true,
+      state: { status: "ready", not_before: T0 + 210, attempt: 1, lease_epoch: 1, last_error: transient },
+    });
     if (failed.outcome !== "moved") return;
-    expect(applyStepOp(failed.state, { op: "lease", now: T0 + 209 })).toEqual({ outcome: "refused", code: "not_before", from: "ready", op: "lease", not_before: T0 + 210 });
+    expect(applyStepOp(failed.state, { op: "lease", now: T0 + 209 })).toEqual({
+      outcome: "refused",
+      code: "not_before",
+      from: "ready",
+      op: "lease",
+      not_before: T0 + 210,
+    });
     expect(snapshotIn(failed.state).can({ type: "step.lease", now: T0 + 209 })).toBe(false);
     expect(snapshotIn(failed.state).can({ type: "step.lease", now: T0 + 210 })).toBe(true);
     const again = moved(failed.state, { op: "lease", now: T0 + 210 });
     expect(again).toMatchObject({ status: "leased", attempt: 2, lease_epoch: 2, not_before: null, started_at: T0 });
     // The first attempt's holder is now a zombie.
     expect(applyStepOp(again, { op: "succeed", now: T0 + 300, attempt: 1, lease_epoch: 1 })).toMatchObject({ outcome: "refused", code: "stale_lease" });
-    expect(applyStepOp(again, { op: "succeed", now: T0 + 300, attempt: 2, lease_epoch: 2 })).toMatchObject({ outcome: "moved", state: { status: "succeeded", ended_at: T0 + 300 } });
+    expect(applyStepOp(again, { op: "succeed", now: T0 + 300, attempt: 2, lease_epoch: 2 })).toMatchObject({
+      outcome: "moved",
+      state: { status: "succeeded", ended_at: T0 + 300 },
+    });
   });
 
   it("the last allowed attempt's failure is terminal, and so is a non-retryable one", () => {

@@ -39,7 +39,12 @@ describe("placement", () => {
   it("moves only the leaving node's partitions when a node leaves", () => {
     const nodes = ["n1", "n2", "n3", "n4"];
     const before = Array.from({ length: 32 }, (_, p) => preferredOwner(p, nodes));
-    const after = Array.from({ length: 32 }, (_, p) => preferredOwner(p, nodes.filter((n) => n !== "n3")));
+    const after = Array.from({ length: 32 }, (_, p) =>
+      preferredOwner(
+        p,
+        nodes.filter((n) => n !== "n3"),
+      ),
+    );
     for (let p = 0; p < 32; p++) if (before[p] !== "n3") expect(after[p]).toBe(before[p]);
   });
 

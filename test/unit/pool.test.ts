@@ -114,10 +114,7 @@ describe("StepPool", () => {
     const result = await pool.run(t);
     events.push("resolved");
     expect(result).toEqual({ outcome: "succeeded", output: "done" });
-    expect(events).toEqual([
-      ...[0, 1, 2].flatMap((i) => [`heartbeat ${t.stepId} 1 7`, `progress ${t.stepId} {"i":${i}}`]),
-      "resolved",
-    ]);
+    expect(events).toEqual([...[0, 1, 2].flatMap((i) => [`heartbeat ${t.stepId} 1 7`, `progress ${t.stepId} {"i":${i}}`]), "resolved"]);
   });
 
   it("aborts: before start, while queued, while running", async () => {

@@ -1,6 +1,16 @@
 import { describe, expect, it } from "vitest";
 import { initialTransition, transition, type AnyMachineSnapshot } from "xstate";
-import { compileDefinition, DEFAULT_SWEEP, executionMachine, isPlatformStop, MAP_OUTPUT_LIMIT, PLATFORM_STOP_CODES, sweepPlan, type Plan, type RunContext } from "../../machines/index.js";
+import {
+  compileDefinition,
+  DEFAULT_SWEEP,
+  executionMachine,
+  isPlatformStop,
+  MAP_OUTPUT_LIMIT,
+  PLATFORM_STOP_CODES,
+  sweepPlan,
+  type Plan,
+  type RunContext,
+} from "../../machines/index.js";
 
 /** Seed 004 contract rows on the pure run machine: platform stops, tree shape at create, map output bound, lost dispatch. */
 
@@ -10,8 +20,16 @@ function plan(definition: object): Plan {
   return c.plan;
 }
 
-type Emitted = { type: string; channel?: string; payload?: Record<string, unknown>; to?: { kind: string; id: string }; event?: Record<string, unknown>; value?: Record<string, unknown> };
-const emitted = (actions: readonly { type: string }[]) => actions.filter((a) => (a.type as string) === "xstate.emit").map((a) => (a as unknown as { params: { event: Emitted } }).params.event);
+type Emitted = {
+  type: string;
+  channel?: string;
+  payload?: Record<string, unknown>;
+  to?: { kind: string; id: string };
+  event?: Record<string, unknown>;
+  value?: Record<string, unknown>;
+};
+const emitted = (actions: readonly { type: string }[]) =>
+  actions.filter((a) => (a.type as string) === "xstate.emit").map((a) => (a as unknown as { params: { event: Emitted } }).params.event);
 
 const T0 = 1_000_000;
 
@@ -35,16 +53,31 @@ function runner(p: Plan, extra: Record<string, unknown> = {}) {
   };
 }
 
-const seed = (over: Record<string, unknown> = {}) => ({ id: "t_1", tenant: "t", root_run_id: "t_1", parent_run_id: null, parent_node: null, depth: 0, definition: { name: "w", version: 1, digest: "d" }, source: "api", start_key: "k", lane: "batch" as const, input: {}, ...over });
+const seed = (over: Record<string, unknown> = {}) => ({
+  id: "t_1",
+  tenant: "t",
+  root_run_id: "t_1",
+  parent_run_id: null,
+  parent_node: null,
+  depth: 0,
+  definition: { name: "w", version: 1, digest: "d" },
+  source: "api",
+  start_key: "k",
+  lane: "batch" as const,
+  input: {},
+  ...over,
+});
 const childSeed = (over: Record<string, unknown> = {}) => seed({ id: "t_c", root_run_id: "t_r", parent_run_id: "t_p", parent_node: "sub", depth: 2, ...over });
 const parentView = (over: Record<string, unknown> = {}) => ({ status: "running", tenant: "t", root_run_id: "t_r", depth: 1, waits: true, ...over });
-const executes = (effects: Emitted[]) => effects.filter((e) => e.channel === "step.execute").map((e) => e.payload as { node: string; item?: number; attempt: number; lease_epoch: number });
+const executes = (effects: Emitted[]) =>
+  effects.filter((e) => e.channel === "step.execute").map((e) => e.payload as { node: string; item?: number; attempt: number; lease_epoch: number });
 const answer = (effects: Emitted[]) => effects.find((e) => e.type === "runway.answer")?.value;
 
 describe("platform stops (seed 004: a platform stop is never tolerated)", () => {
   it("the never-tolerated set is one list, and each code in it is recognised", () => {
     for (const code of PLATFORM_STOP_CODES) expect(isPlatformStop(code)).toBe(true);
-    for (const code of ["child_failed", "handler_error", "depth_exceeded", "map_item_failed", "fanout_output_too_large", "budget_exhausted", undefined]) expect(isPlatformStop(code)).toBe(false);
+    for (const code of ["child_failed", "handler_error", "depth_exceeded", "map_item_failed", "fanout_output_too_large", "budget_exhausted", undefined])
+      expect(isPlatformStop(code)).toBe(false);
   });
 
   it("C043 a continue_on_error node that fails reference_unreadable ends the run at once; no node after it starts, not even one that needs it `always`", () => {
@@ -75,7 +108,13 @@ describe("platform stops (seed 004: a platform stop is never tolerated)", () => 
           kind: "parallel",
           needs: ["a"],
           continue_on_error: true,
-          branches: [[{ id: "slow", kind: "code", handler: "h" }], [{ id: "b", kind: "code", handler: "h" }, { id: "bad", kind: "code", handler: "h", needs: ["b"], input: "${steps.b.output.nope}", continue_on_error: true }]],
+          branches: [
+            [{ id: "slow", kind: "code", handler: "h" }],
+            [
+              { id: "b", kind: "code", handler: "h" },
+              { id: "bad", kind: "code", handler: "h", needs: ["b"], input: "${steps.b.output.nope}", continue_on_error: true },
+            ],
+          ],
         },
         { id: "last", kind: "code", handler: "h", needs: [{ node: "par", when: "always" }] },
       ],
@@ -91,14 +130,25 @@ describe("platform stops (seed 004: a platform stop is never tolerated)", () => 
     expect(r.run.lifecycle.status).toBe("failed");
     expect(r.run.error).toMatchObject({ code: "reference_unreadable" });
     expect(r.run.nodes.last!.s).toBe("cancelled");
-    expect(effects).toContainEqual({ type: "runway.local", channel: "step.abort", payload: { run: "t_1", attempts: [{ node: "slow", attempt: slow.attempt, lease_epoch: slow.lease_epoch }], reason: "parent_failed" } });
+    expect(effects).toContainEqual({
+      type: "runway.local",
+      channel: "step.abort",
+      payload: { run: "t_1", attempts: [{ node: "slow", attempt: slow.attempt, lease_epoch: slow.lease_epoch }], reason: "parent_failed" },
+    });
   });
 
   it("C043 an unreadable branch condition stops the run even under continue_on_error", () => {
     const p = plan({
       name: "w",
       nodes: [
-        { id: "br", kind: "branch", continue_on_error: true, condition: { ref: "${input.flag.deep}", op: "eq", value: true }, then: [{ id: "x", kind: "code", handler: "h" }], else: [{ id: "y", kind: "code", handler: "h" }] },
+        {
+          id: "br",
+          kind: "branch",
+          continue_on_error: true,
+          condition: { ref: "${input.flag.deep}", op: "eq", value: true },
+          then: [{ id: "x", kind: "code", handler: "h" }],
+          else: [{ id: "y", kind: "code", handler: "h" }],
+        },
         { id: "after", kind: "code", handler: "h", needs: [{ node: "br", when: "always" }] },
       ],
     });
@@ -119,7 +169,13 @@ describe("platform stops (seed 004: a platform stop is never tolerated)", () => 
     const prepared = { child_ids: { sub: "t_c" }, child_definitions: { leaf: { name: "leaf", version: 1, digest: "d2" } } };
     const stopped = runner(p, prepared);
     stopped.send({ type: "run.create", run: seed() });
-    const effects = stopped.send({ type: "child.settled", node: "sub", child: "t_c", status: "failed", error: { code: "reference_unreadable", message: "unreadable reference input.x" } });
+    const effects = stopped.send({
+      type: "child.settled",
+      node: "sub",
+      child: "t_c",
+      status: "failed",
+      error: { code: "reference_unreadable", message: "unreadable reference input.x" },
+    });
     expect(executes(effects)).toEqual([]);
     expect(stopped.run.lifecycle.status).toBe("failed");
     expect(stopped.run.error).toMatchObject({ code: "reference_unreadable", nodes: ["sub"] });
@@ -158,7 +214,11 @@ describe("run.create judges the tree shape and the parent before the run exists"
 
   it("C009 a child three levels deep takes its root's id, not its parent's, and is created", () => {
     const r = runner(one);
-    r.send({ type: "run.create", run: childSeed({ root_run_id: "t_r", parent_run_id: "t_p", depth: 2 }), parent: parentView({ root_run_id: "t_r", depth: 1 }) });
+    r.send({
+      type: "run.create",
+      run: childSeed({ root_run_id: "t_r", parent_run_id: "t_p", depth: 2 }),
+      parent: parentView({ root_run_id: "t_r", depth: 1 }),
+    });
     expect(r.run).toMatchObject({ id: "t_c", root_run_id: "t_r", parent_run_id: "t_p", tenant: "t", depth: 2 });
   });
 

@@ -80,7 +80,15 @@ describe("tenant and project caps (seed 000: project/user quotas)", () => {
       project_max_concurrency: fc.dictionary(fc.constantFrom("p0", "p1", "p2"), fc.integer({ min: 0, max: 4 })),
     });
     const action = fc.oneof(
-      { weight: 3, arbitrary: fc.record({ kind: fc.constant("submit" as const), tenant: fc.constantFrom("a", "b", "c"), project: fc.constantFrom("p0", "p1", "p2"), priority: fc.integer({ min: 0, max: 9 }) }) },
+      {
+        weight: 3,
+        arbitrary: fc.record({
+          kind: fc.constant("submit" as const),
+          tenant: fc.constantFrom("a", "b", "c"),
+          project: fc.constantFrom("p0", "p1", "p2"),
+          priority: fc.integer({ min: 0, max: 9 }),
+        }),
+      },
       { weight: 2, arbitrary: fc.record({ kind: fc.constant("release" as const), pick: fc.nat() }) },
       { weight: 3, arbitrary: fc.record({ kind: fc.constant("decide" as const) }) },
     );
@@ -105,7 +113,8 @@ describe("tenant and project caps (seed 000: project/user quotas)", () => {
                 const p = map[name] as TenantPolicy;
                 if (t.leased.length >= p.max_concurrency) continue;
                 for (const level of t.lanes.automation) {
-                  for (const q of level) expect((t.running_by_project[q.ticket.project] ?? 0) >= (p.project_max_concurrency?.[q.ticket.project] ?? Infinity)).toBe(true);
+                  for (const q of level)
+                    expect((t.running_by_project[q.ticket.project] ?? 0) >= (p.project_max_concurrency?.[q.ticket.project] ?? Infinity)).toBe(true);
                 }
               }
             }
@@ -113,7 +122,8 @@ describe("tenant and project caps (seed 000: project/user quotas)", () => {
           for (const [name, t] of Object.entries(s.tenants)) {
             const p = map[name] as TenantPolicy;
             expect(t.leased.length).toBeLessThanOrEqual(p.max_concurrency);
-            for (const [project, count] of Object.entries(t.running_by_project)) expect(count).toBeLessThanOrEqual(p.project_max_concurrency?.[project] ?? Infinity);
+            for (const [project, count] of Object.entries(t.running_by_project))
+              expect(count).toBeLessThanOrEqual(p.project_max_concurrency?.[project] ?? Infinity);
           }
           expect(s.running).toBeLessThanOrEqual(config.slots);
         }

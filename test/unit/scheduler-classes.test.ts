@@ -134,36 +134,41 @@ describe("migration (seed 000: capped, uses otherwise idle capacity)", () => {
       fc.record({ kind: fc.constant("decide" as const) }),
     );
     fc.assert(
-      fc.property(fc.integer({ min: 0, max: 4 }), fc.integer({ min: 0, max: 3 }), fc.array(action, { maxLength: 300, size: "max" }), (cap, reserve, actions) => {
-        const cfg: SchedulerConfig = { slots: 8, interactive_reserve: reserve, migration_cap: cap, aging_ms: 1_000 };
-        let s = emptyScheduler();
-        const running: Ticket[] = [];
-        let now = T0;
-        let n = 0;
-        for (const act of actions) {
-          now += 100;
-          if (act.kind === "submit") s = enqueue(s, ticket(`t${n++}`, act.tenant, act.cls, now, n % 10));
-          else if (act.kind === "release") {
-            if (running.length === 0) continue;
-            s = release(s, running.splice(act.pick % running.length, 1)[0] as Ticket);
-          } else {
-            const others = Object.values(s.tenants).reduce((sum, t) => sum + t.queued.interactive + t.queued.approval_resume + t.queued.automation, 0);
-            const d = next(s, { now, config: cfg, tenants, buckets: {} });
-            s = d.state;
-            if (d.decision === "lease") {
-              running.push(d.ticket);
-              if (d.ticket.class === "migration") expect(others).toBe(0);
+      fc.property(
+        fc.integer({ min: 0, max: 4 }),
+        fc.integer({ min: 0, max: 3 }),
+        fc.array(action, { maxLength: 300, size: "max" }),
+        (cap, reserve, actions) => {
+          const cfg: SchedulerConfig = { slots: 8, interactive_reserve: reserve, migration_cap: cap, aging_ms: 1_000 };
+          let s = emptyScheduler();
+          const running: Ticket[] = [];
+          let now = T0;
+          let n = 0;
+          for (const act of actions) {
+            now += 100;
+            if (act.kind === "submit") s = enqueue(s, ticket(`t${n++}`, act.tenant, act.cls, now, n % 10));
+            else if (act.kind === "release") {
+              if (running.length === 0) continue;
+              s = release(s, running.splice(act.pick % running.length, 1)[0] as Ticket);
+            } else {
+              const others = Object.values(s.tenants).reduce((sum, t) => sum + t.queued.interactive + t.queued.approval_resume + t.queued.automation, 0);
+              const d = next(s, { now, config: cfg, tenants, buckets: {} });
+              s = d.state;
+              if (d.decision === "lease") {
+                running.push(d.ticket);
+                if (d.ticket.class === "migration") expect(others).toBe(0);
+              }
+              if (d.decision === "idle" && d.reason === "nothing_leasable") {
+                // Idle with free capacity: only migration beyond its cap, or anything but interactive inside the reserve.
+                const free = cfg.slots - s.running;
+                if (free > reserve) expect(others === 0 && s.running_by_class.migration >= cap).toBe(true);
+              }
             }
-            if (d.decision === "idle" && d.reason === "nothing_leasable") {
-              // Idle with free capacity: only migration beyond its cap, or anything but interactive inside the reserve.
-              const free = cfg.slots - s.running;
-              if (free > reserve) expect(others === 0 && s.running_by_class.migration >= cap).toBe(true);
-            }
+            expect(s.running_by_class.migration).toBeLessThanOrEqual(cap);
           }
-          expect(s.running_by_class.migration).toBeLessThanOrEqual(cap);
-        }
-        expect(schedulerViolations(s)).toEqual([]);
-      }),
+          expect(schedulerViolations(s)).toEqual([]);
+        },
+      ),
       { numRuns: 200 },
     );
   });

@@ -42,7 +42,16 @@ function saturate(opts: {
   let n = s.seq;
   let now = T0;
   const submit = (tenant: string): void => {
-    s = enqueue(s, { id: `${tenant}-${n++}`, tenant, project: "p", class: "automation", priority: 5, deadline: null, enqueued_at: now, cost: opts.cost?.(tenant) ?? 1 });
+    s = enqueue(s, {
+      id: `${tenant}-${n++}`,
+      tenant,
+      project: "p",
+      class: "automation",
+      priority: 5,
+      deadline: null,
+      enqueued_at: now,
+      cost: opts.cost?.(tenant) ?? 1,
+    });
   };
   for (const t of opts.demand) for (let i = 0; i < backlog; i++) submit(t);
   let total = 0;

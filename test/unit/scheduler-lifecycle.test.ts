@@ -29,7 +29,11 @@ function ticket(id: string, tenant: string, over: Partial<TicketInput> = {}): Ti
   return { id, tenant, project: "p", class: "automation", priority: 5, deadline: null, enqueued_at: T0, ...over };
 }
 
-function drain(s: SchedulerState, tenants: (t: string) => TenantPolicy | undefined, now = T0): { state: SchedulerState; ids: string[]; last: ReturnType<typeof next> } {
+function drain(
+  s: SchedulerState,
+  tenants: (t: string) => TenantPolicy | undefined,
+  now = T0,
+): { state: SchedulerState; ids: string[]; last: ReturnType<typeof next> } {
   const ids: string[] = [];
   for (;;) {
     const d = next(s, { now, config, tenants, buckets: {} });
@@ -44,11 +48,16 @@ describe("killed, draining and unknown tenants", () => {
     const policies: Record<string, TenantPolicy> = { k: { ...open, killed: true }, d: { ...open, draining: true }, ok: open };
     const tenants = (t: string) => (Object.hasOwn(policies, t) ? policies[t] : undefined);
     let s = emptyScheduler();
-    for (const t of ["k", "d", "ghost", "ok"]) for (let i = 0; i < 3; i++) s = enqueue(s, ticket(`${t}${i}`, t, { class: i === 0 ? "interactive" : "automation" }));
+    for (const t of ["k", "d", "ghost", "ok"])
+      for (let i = 0; i < 3; i++) s = enqueue(s, ticket(`${t}${i}`, t, { class: i === 0 ? "interactive" : "automation" }));
     const r = drain(s, tenants);
     expect(r.ids).toEqual(["ok0", "ok1", "ok2"]);
     expect(r.last).toMatchObject({ decision: "idle", reason: "nothing_leasable" });
-    expect(metrics(r.state, T0).queued_by_tenant_class).toMatchObject({ k: { interactive: 1, automation: 2 }, d: { interactive: 1, automation: 2 }, ghost: { automation: 2 } });
+    expect(metrics(r.state, T0).queued_by_tenant_class).toMatchObject({
+      k: { interactive: 1, automation: 2 },
+      d: { interactive: 1, automation: 2 },
+      ghost: { automation: 2 },
+    });
     // Resumed: its queue is still there, in order.
     policies.k = open;
     expect(drain(r.state, tenants).ids).toEqual(["k0", "k1", "k2"]);

@@ -38,7 +38,14 @@ interface Model {
   seq: number;
 }
 
-function reference(s: SchedulerState, m: Model, now: number, config: SchedulerConfig, policy: (t: string) => TenantPolicy | undefined, buckets: Record<string, TokenBucket>): Ticket | undefined {
+function reference(
+  s: SchedulerState,
+  m: Model,
+  now: number,
+  config: SchedulerConfig,
+  policy: (t: string) => TenantPolicy | undefined,
+  buckets: Record<string, TokenBucket>,
+): Ticket | undefined {
   const free = config.slots - m.running.length;
   if (free <= 0) return undefined;
   const runningOf = (t: string) => m.running.filter((r) => r.tenant === t);
@@ -90,7 +97,16 @@ const action = fc.oneof(
   { weight: 4, arbitrary: fc.record({ kind: fc.constant("submit" as const), t: ticketArb }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant("release" as const), pick: fc.nat() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("remove" as const), pick: fc.nat() }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant("policy" as const), tenant: fc.constantFrom(...TENANTS), killed: fc.boolean(), draining: fc.boolean(), max: fc.integer({ min: 0, max: 6 }) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant("policy" as const),
+      tenant: fc.constantFrom(...TENANTS),
+      killed: fc.boolean(),
+      draining: fc.boolean(),
+      max: fc.integer({ min: 0, max: 6 }),
+    }),
+  },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant("tick" as const), ms: fc.integer({ min: 1, max: 3_000 }) }) },
   { weight: 5, arbitrary: fc.record({ kind: fc.constant("decide" as const) }) },
 );
@@ -111,62 +127,67 @@ const configArb = fc.record({
 describe("next against a naive reference", () => {
   it("leases exactly the ticket the reference picks, or is idle exactly when the reference finds none (property)", () => {
     fc.assert(
-      fc.property(configArb, fc.array(policyArb, { minLength: 4, maxLength: 4 }), fc.array(action, { maxLength: 300, size: "max" }), (config, initial, actions) => {
-        const policies = new Map<string, TenantPolicy>(TENANTS.map((t, i) => [t, initial[i] as TenantPolicy]));
-        const policy = (t: string) => policies.get(t);
-        let buckets: Record<string, TokenBucket> = { m1: { capacity: 3, refill_per_ms: 0.001, tokens: 3, updated_at: T0 } };
-        let s = emptyScheduler();
-        const m: Model = { queued: [], running: [], seq: 0 };
-        let now = T0;
-        let id = 0;
-        for (const act of actions) {
-          switch (act.kind) {
-            case "submit": {
-              const { backdate, ...rest } = act.t;
-              const input = { ...rest, id: `t${id++}`, enqueued_at: now - backdate };
-              s = enqueue(s, input);
-              m.queued.push({ ticket: { ...input, cost: input.cost }, seq: m.seq++ });
-              break;
-            }
-            case "release": {
-              if (m.running.length === 0) break;
-              const [done] = m.running.splice(act.pick % m.running.length, 1);
-              s = release(s, done as Ticket);
-              break;
-            }
-            case "remove": {
-              if (m.queued.length === 0) break;
-              const [gone] = m.queued.splice(act.pick % m.queued.length, 1);
-              s = remove(s, (gone as Queued).ticket.id);
-              break;
-            }
-            case "policy": {
-              const p = policies.get(act.tenant) as TenantPolicy;
-              policies.set(act.tenant, { ...p, killed: act.killed && act.draining, draining: act.draining && !act.killed, max_concurrency: act.max });
-              break;
-            }
-            case "tick":
-              now += act.ms;
-              break;
-            case "decide": {
-              const want = reference(s, m, now, config, policy, buckets);
-              const d = next(s, { now, config, tenants: policy, buckets });
-              expect(d.decision === "lease" ? d.ticket.id : undefined).toBe(want?.id);
-              if (d.decision === "lease") {
-                const before = Math.max(s.tenants[d.ticket.tenant]?.vtime ?? 0, d.state.vfloor);
-                const w = (policy(d.ticket.tenant) as TenantPolicy).weight;
-                expect(d.state.tenants[d.ticket.tenant]?.vtime).toBeCloseTo(before + d.ticket.cost / w, 9);
-                m.queued = m.queued.filter((q) => q.ticket.id !== d.ticket.id);
-                m.running.push(d.ticket);
+      fc.property(
+        configArb,
+        fc.array(policyArb, { minLength: 4, maxLength: 4 }),
+        fc.array(action, { maxLength: 300, size: "max" }),
+        (config, initial, actions) => {
+          const policies = new Map<string, TenantPolicy>(TENANTS.map((t, i) => [t, initial[i] as TenantPolicy]));
+          const policy = (t: string) => policies.get(t);
+          let buckets: Record<string, TokenBucket> = { m1: { capacity: 3, refill_per_ms: 0.001, tokens: 3, updated_at: T0 } };
+          let s = emptyScheduler();
+          const m: Model = { queued: [], running: [], seq: 0 };
+          let now = T0;
+          let id = 0;
+          for (const act of actions) {
+            switch (act.kind) {
+              case "submit": {
+                const { backdate, ...rest } = act.t;
+                const input = { ...rest, id: `t${id++}`, enqueued_at: now - backdate };
+                s = enqueue(s, input);
+                m.queued.push({ ticket: { ...input, cost: input.cost }, seq: m.seq++ });
+                break;
               }
-              s = d.state;
-              buckets = { ...d.buckets };
-              break;
+              case "release": {
+                if (m.running.length === 0) break;
+                const [done] = m.running.splice(act.pick % m.running.length, 1);
+                s = release(s, done as Ticket);
+                break;
+              }
+              case "remove": {
+                if (m.queued.length === 0) break;
+                const [gone] = m.queued.splice(act.pick % m.queued.length, 1);
+                s = remove(s, (gone as Queued).ticket.id);
+                break;
+              }
+              case "policy": {
+                const p = policies.get(act.tenant) as TenantPolicy;
+                policies.set(act.tenant, { ...p, killed: act.killed && act.draining, draining: act.draining && !act.killed, max_concurrency: act.max });
+                break;
+              }
+              case "tick":
+                now += act.ms;
+                break;
+              case "decide": {
+                const want = reference(s, m, now, config, policy, buckets);
+                const d = next(s, { now, config, tenants: policy, buckets });
+                expect(d.decision === "lease" ? d.ticket.id : undefined).toBe(want?.id);
+                if (d.decision === "lease") {
+                  const before = Math.max(s.tenants[d.ticket.tenant]?.vtime ?? 0, d.state.vfloor);
+                  const w = (policy(d.ticket.tenant) as TenantPolicy).weight;
+                  expect(d.state.tenants[d.ticket.tenant]?.vtime).toBeCloseTo(before + d.ticket.cost / w, 9);
+                  m.queued = m.queued.filter((q) => q.ticket.id !== d.ticket.id);
+                  m.running.push(d.ticket);
+                }
+                s = d.state;
+                buckets = { ...d.buckets };
+                break;
+              }
             }
           }
-        }
-        expect(schedulerViolations(s)).toEqual([]);
-      }),
+          expect(schedulerViolations(s)).toEqual([]);
+        },
+      ),
       { numRuns: 300 },
     );
   });

@@ -24,7 +24,16 @@ const tenants = (): TenantPolicy => open;
 const config: SchedulerConfig = { slots: 4, interactive_reserve: 0, migration_cap: 0, aging_ms: 60_000 };
 
 function ticket(id: string, tenant: string, enqueued_at: number, provider = true) {
-  return { id, tenant, project: "p", class: "automation" as const, priority: 5, deadline: null, enqueued_at, ...(provider ? { provider: { key: KEY, tokens: 1 } } : {}) };
+  return {
+    id,
+    tenant,
+    project: "p",
+    class: "automation" as const,
+    priority: 5,
+    deadline: null,
+    enqueued_at,
+    ...(provider ? { provider: { key: KEY, tokens: 1 } } : {}),
+  };
 }
 
 /** Most leases in any half-open window [t, t + width) of the sorted times. */

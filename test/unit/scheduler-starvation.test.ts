@@ -80,7 +80,11 @@ describe("no starvation (property)", () => {
         (work, slots, reserve, picks) => {
           const cycle = cycler();
           const config: SchedulerConfig = { slots, interactive_reserve: reserve, migration_cap: 1, aging_ms: AGING };
-          const tenants = lookup({ low: { weight: 1, max_concurrency: 100 }, mid: { weight: 3, max_concurrency: 100 }, flood: { weight: 8, max_concurrency: 100 } });
+          const tenants = lookup({
+            low: { weight: 1, max_concurrency: 100 },
+            mid: { weight: 3, max_concurrency: 100 },
+            flood: { weight: 8, max_concurrency: 100 },
+          });
           let s: SchedulerState = emptyScheduler();
           let now = T0;
           let n = 0;

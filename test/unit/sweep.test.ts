@@ -11,7 +11,8 @@ function plan(definition: object): Plan {
 }
 
 type Emitted = { type: string; channel?: string; payload?: Record<string, unknown>; to?: { kind: string; id: string }; event?: Record<string, unknown> };
-const emitted = (actions: readonly { type: string }[]) => actions.filter((a) => (a.type as string) === "xstate.emit").map((a) => (a as unknown as { params: { event: Emitted } }).params.event);
+const emitted = (actions: readonly { type: string }[]) =>
+  actions.filter((a) => (a.type as string) === "xstate.emit").map((a) => (a as unknown as { params: { event: Emitted } }).params.event);
 
 const HOUR = 3_600_000;
 const T0 = 1_000_000;
@@ -36,7 +37,20 @@ function runner(p: Plan, extra: Record<string, unknown> = {}) {
   };
 }
 
-const seed = (over: Record<string, unknown> = {}) => ({ id: "t_1", tenant: "t", root_run_id: "t_1", parent_run_id: null, parent_node: null, depth: 0, definition: { name: "w", version: 1, digest: "d" }, source: "api", start_key: "k", lane: "interactive" as const, input: {}, ...over });
+const seed = (over: Record<string, unknown> = {}) => ({
+  id: "t_1",
+  tenant: "t",
+  root_run_id: "t_1",
+  parent_run_id: null,
+  parent_node: null,
+  depth: 0,
+  definition: { name: "w", version: 1, digest: "d" },
+  source: "api",
+  start_key: "k",
+  lane: "interactive" as const,
+  input: {},
+  ...over,
+});
 
 /** A child's parent as its create reads it: running, waiting on the child. */
 const parentOf = (root: string) => ({ status: "running", tenant: "t", root_run_id: root, depth: 0, waits: true });
@@ -66,13 +80,23 @@ describe("a run queued behind its tenant's caps", () => {
 
   it("a queued child is never rechecked with a tenant (children are not admitted by tenants)", () => {
     const r = runner(oneStep);
-    r.send({ type: "run.create", run: seed({ admission: "queued", root_run_id: "t_p", parent_run_id: "t_p", parent_node: "n", depth: 1 }), parent: parentOf("t_p") });
+    r.send({
+      type: "run.create",
+      run: seed({ admission: "queued", root_run_id: "t_p", parent_run_id: "t_p", parent_node: "n", depth: 1 }),
+      parent: parentOf("t_p"),
+    });
     expect(sweepPlan(r.run, T0 + HOUR)).toEqual([]);
   });
 });
 
 describe("the wait sweep", () => {
-  const sleeps = plan({ name: "w", nodes: [{ id: "s1", kind: "sleep", duration_ms: HOUR }, { id: "s2", kind: "sleep", needs: ["s1"], duration_ms: HOUR }] });
+  const sleeps = plan({
+    name: "w",
+    nodes: [
+      { id: "s1", kind: "sleep", duration_ms: HOUR },
+      { id: "s2", kind: "sleep", needs: ["s1"], duration_ms: HOUR },
+    ],
+  });
   const grace = { wait_grace_ms: 10_000 };
 
   it("a waiting run survives every pass before its deadline plus grace, and is ended wait_abandoned by the first pass after; the record says why", () => {
@@ -121,7 +145,10 @@ describe("lost clocks and hand-overs", () => {
     expect(retry.lease_epoch).toBeGreaterThan(first.lease_epoch as number);
     expect(effects).toContainEqual({ type: "runway.local", channel: "metrics", payload: { counter: "sweep_actions", tenant: "t", action: "expire_lease" } });
     // The lost attempt's late report is a zombie's.
-    expect(r.send({ type: "step.result", node: "a", attempt: 1, lease_epoch: first.lease_epoch, outcome: "succeeded" })).toContainEqual({ type: "runway.answer", value: { outcome: "stale_lease" } });
+    expect(r.send({ type: "step.result", node: "a", attempt: 1, lease_epoch: first.lease_epoch, outcome: "succeeded" })).toContainEqual({
+      type: "runway.answer",
+      value: { outcome: "stale_lease" },
+    });
   });
 
   it("an offer lost on its way to the scheduler is offered again (same ticket) once it is old enough", () => {
@@ -151,7 +178,11 @@ describe("a child whose parent is gone", () => {
 
   it("parentGone: missing, ended, or no longer waiting on this child at its node", () => {
     const child = runner(oneStep);
-    child.send({ type: "run.create", run: seed({ id: "t_c", root_run_id: "t_p", parent_run_id: "t_p", parent_node: "sub", depth: 1, lane: "batch" }), parent: parentOf("t_p") });
+    child.send({
+      type: "run.create",
+      run: seed({ id: "t_c", root_run_id: "t_p", parent_run_id: "t_p", parent_node: "sub", depth: 1, lane: "batch" }),
+      parent: parentOf("t_p"),
+    });
     const parent = runner(tree, prepared);
     parent.send({ type: "run.create", run: seed({ id: "t_p", root_run_id: "t_p" }) }, T0);
     expect(parent.run.nodes.sub).toMatchObject({ s: "active", child: "t_c2" });
@@ -167,7 +198,11 @@ describe("a child whose parent is gone", () => {
 
   it("run.parent_gone ends the child failed/parent_gone and tells its own children the same", () => {
     const mid = runner(tree, prepared);
-    mid.send({ type: "run.create", run: seed({ id: "t_m", root_run_id: "t_p", parent_run_id: "t_p", parent_node: "sub", depth: 1, lane: "batch" }), parent: parentOf("t_p") });
+    mid.send({
+      type: "run.create",
+      run: seed({ id: "t_m", root_run_id: "t_p", parent_run_id: "t_p", parent_node: "sub", depth: 1, lane: "batch" }),
+      parent: parentOf("t_p"),
+    });
     const effects = mid.send({ type: "run.parent_gone", parent_status: "cancelled" });
     expect(mid.run.lifecycle.status).toBe("failed");
     expect(mid.run.error).toMatchObject({ code: "parent_gone" });

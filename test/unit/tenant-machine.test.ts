@@ -34,7 +34,8 @@ const emitted = (actions: readonly { type: string }[]): TenantEffect[] =>
 /** What the host does with one command: refuse it when the machine has no transition, else transition and collect effects. */
 function deliver(snap: Snap, command: TenantCommand, now: number) {
   const event = { ...command, now };
-  if (!snap.can(event)) return { snap, refused: true, answer: { outcome: "refused", state: snap.value } as Answer, audits: [] as TenantEffect[], effects: [] as TenantEffect[] };
+  if (!snap.can(event))
+    return { snap, refused: true, answer: { outcome: "refused", state: snap.value } as Answer, audits: [] as TenantEffect[], effects: [] as TenantEffect[] };
   const [next, actions] = transition(tenantMachine, snap, event);
   const effects = emitted(actions);
   const answers = effects.filter((e) => e.type === "runway.answer");
@@ -95,7 +96,18 @@ const SAMPLE: Record<TenantCommandType, TenantCommand> = {
 };
 
 /** The rules, written out independently of the machine's table: the answer each cell gives. */
-const live = (admit: string) => ({ "tenant.create": "exists", "tenant.put": "updated", "tenant.kill": "killed", "tenant.drain": "draining", "tenant.resume": "active", "tenant.admit_run": admit, "tenant.run_ended": "ended", "tenant.recheck": "admitted", "tenant.admit_expansion": "expansion_admitted", "tenant.release_expansion": "not_held" });
+const live = (admit: string) => ({
+  "tenant.create": "exists",
+  "tenant.put": "updated",
+  "tenant.kill": "killed",
+  "tenant.drain": "draining",
+  "tenant.resume": "active",
+  "tenant.admit_run": admit,
+  "tenant.run_ended": "ended",
+  "tenant.recheck": "admitted",
+  "tenant.admit_expansion": "expansion_admitted",
+  "tenant.release_expansion": "not_held",
+});
 const OUTCOME: Record<TenantState, Partial<Record<TenantCommandType, string>>> = {
   new: { "tenant.create": "created" },
   active: live("admitted"),
@@ -210,7 +222,16 @@ describe("concurrency caps queue instead of refusing", () => {
     const d = tenant({ max_concurrency: 2 });
     d.admit("a");
     d.admit("b", "q");
-    expect(d.admit("c")).toEqual({ outcome: "queued", run_id: "c", reason: "concurrency_cap_reached", project: "p", active: 2, limit: 2, position: 0, duplicate: false });
+    expect(d.admit("c")).toEqual({
+      outcome: "queued",
+      run_id: "c",
+      reason: "concurrency_cap_reached",
+      project: "p",
+      active: 2,
+      limit: 2,
+      position: 0,
+      duplicate: false,
+    });
     expect(d.admit("e")).toMatchObject({ outcome: "queued", position: 1 });
     expect(d.ctx.starts_today).toBe(4);
     const before = d.ctx;
@@ -228,7 +249,16 @@ describe("concurrency caps queue instead of refusing", () => {
   it("a project cap queues that project only, and a blocked project does not hold back another", () => {
     const d = tenant({ project_max_concurrency: { p: 1 } });
     d.admit("a", "p");
-    expect(d.admit("b", "p")).toEqual({ outcome: "queued", run_id: "b", reason: "project_cap_reached", project: "p", active: 1, limit: 1, position: 0, duplicate: false });
+    expect(d.admit("b", "p")).toEqual({
+      outcome: "queued",
+      run_id: "b",
+      reason: "project_cap_reached",
+      project: "p",
+      active: 1,
+      limit: 1,
+      position: 0,
+      duplicate: false,
+    });
     expect(d.admit("c", "q").outcome).toBe("admitted");
     expect(admittedBy(d.send({ type: "tenant.run_ended", run_id: "a", project: "p" }))).toEqual(["b"]);
     expect(d.ctx.active_by_project).toEqual({ p: 1, q: 1 });
@@ -308,9 +338,23 @@ describe("idempotence per run id", () => {
 
 describe("settings", () => {
   it("the mailbox schema rejects bad settings", () => {
-    const bad: unknown[] = [{ weight: 0 }, { weight: -1 }, { max_concurrency: 0 }, { day_cap: -1 }, { day_cap: 1.5 }, { wieght: 2 }, { provider_quotas: { gpt: { requests_per_minute: 1, tokens_per_minute: 1 } } }, { class_shares: { interactive: 2 } }];
+    const bad: unknown[] = [
+      { weight: 0 },
+      { weight: -1 },
+      { max_concurrency: 0 },
+      { day_cap: -1 },
+      { day_cap: 1.5 },
+      { wieght: 2 },
+      { provider_quotas: { gpt: { requests_per_minute: 1, tokens_per_minute: 1 } } },
+      { class_shares: { interactive: 2 } },
+    ];
     for (const settings of bad) expect(TenantCommandSchema.safeParse({ type: "tenant.put", settings }).success, JSON.stringify(settings)).toBe(false);
-    expect(TenantCommandSchema.safeParse({ type: "tenant.put", settings: { provider_quotas: { "openai/gpt-4o": { requests_per_minute: 60, tokens_per_minute: 90_000 } } } }).success).toBe(true);
+    expect(
+      TenantCommandSchema.safeParse({
+        type: "tenant.put",
+        settings: { provider_quotas: { "openai/gpt-4o": { requests_per_minute: 60, tokens_per_minute: 90_000 } } },
+      }).success,
+    ).toBe(true);
   });
 
   it("the machine answers invalid settings with a closed invalid_input and changes nothing", () => {
@@ -330,7 +374,9 @@ describe("settings", () => {
     const d = tenant({ weight: 3, project_max_concurrency: { p: 1, q: 2 } });
     const r = d.send({ type: "tenant.put", settings: { project_max_concurrency: { q: 5 } } });
     expect(r.answer).toMatchObject({ outcome: "updated", changed: ["project_max_concurrency"] });
-    expect(r.audits[0]).toMatchObject({ data: { type: "tenant.settings_updated", changed: ["project_max_concurrency"], previous: { project_max_concurrency: { p: 1, q: 2 } } } });
+    expect(r.audits[0]).toMatchObject({
+      data: { type: "tenant.settings_updated", changed: ["project_max_concurrency"], previous: { project_max_concurrency: { p: 1, q: 2 } } },
+    });
     expect(d.ctx.settings).toMatchObject({ weight: 3, max_concurrency: 100, day_cap: 100_000, project_max_concurrency: { q: 5 } });
     const same = d.send({ type: "tenant.put", settings: { weight: 3 } });
     expect(same.answer).toMatchObject({ outcome: "updated", changed: [] });
@@ -354,11 +400,37 @@ describe("property: counts follow admissions and ends", () => {
     { weight: 4, arbitrary: fc.record({ type: fc.constant("tenant.run_ended" as const), run_id: run, project }) },
     fc.record({ type: fc.constantFrom("tenant.kill" as const, "tenant.drain" as const), reason: fc.constant("x") }),
     fc.record({ type: fc.constant("tenant.resume" as const) }),
-    fc.record({ type: fc.constant("tenant.put" as const), settings: fc.record({ max_concurrency: fc.integer({ min: 1, max: 4 }), day_cap: fc.integer({ min: 0, max: 6 }), project_max_concurrency: fc.dictionary(project, fc.integer({ min: 0, max: 2 })) }, { requiredKeys: [] }) }),
+    fc.record({
+      type: fc.constant("tenant.put" as const),
+      settings: fc.record(
+        {
+          max_concurrency: fc.integer({ min: 1, max: 4 }),
+          day_cap: fc.integer({ min: 0, max: 6 }),
+          project_max_concurrency: fc.dictionary(project, fc.integer({ min: 0, max: 2 })),
+        },
+        { requiredKeys: [] },
+      ),
+    }),
     fc.record({ type: fc.constant("tenant.create" as const) }),
     fc.record({ type: fc.constant("tick" as const), ms: fc.integer({ min: -DAY_MS, max: 2 * DAY_MS }) }),
   );
-  const OUTCOMES = new Set(["admitted", "queued", "queue_full", "day_cap_reached", "tenant_killed", "tenant_draining", "ended", "not_running", "updated", "exists", "active", "killed", "draining", "created", "refused"]);
+  const OUTCOMES = new Set([
+    "admitted",
+    "queued",
+    "queue_full",
+    "day_cap_reached",
+    "tenant_killed",
+    "tenant_draining",
+    "ended",
+    "not_running",
+    "updated",
+    "exists",
+    "active",
+    "killed",
+    "draining",
+    "created",
+    "refused",
+  ]);
 
   it("counts follow admissions, promotions and ends; queued runs start whenever a slot fits, and only then", () => {
     fc.assert(
@@ -384,7 +456,8 @@ describe("property: counts follow admissions and ends", () => {
           }
           if (a.outcome === "ended") holding.delete(a.run_id as string);
           for (const e of r.effects) if (e.type === "runway.send") holding.add(e.to.id);
-          if (["day_cap_reached", "tenant_killed", "tenant_draining", "not_running", "refused", "exists"].includes(a.outcome) || (a.duplicate === true)) expect(snap.context).toBe(before.context);
+          if (["day_cap_reached", "tenant_killed", "tenant_draining", "not_running", "refused", "exists"].includes(a.outcome) || a.duplicate === true)
+            expect(snap.context).toBe(before.context);
           const c = snap.context;
           expect(new Set(Object.keys(c.running))).toEqual(holding);
           expect(c.active_runs).toBe(holding.size);

@@ -28,7 +28,17 @@ const full = {
       needs: ["load"],
       branches: [
         [code("a1"), { id: "a2", kind: "sleep", duration_ms: 1000 }],
-        [{ id: "m", kind: "map", items: "${steps.load.output.list}", handler: "score", input: { item: "${item}", at: "${index}" }, max_fanout: 100, concurrency: 8 }],
+        [
+          {
+            id: "m",
+            kind: "map",
+            items: "${steps.load.output.list}",
+            handler: "score",
+            input: { item: "${item}", at: "${index}" },
+            max_fanout: 100,
+            concurrency: 8,
+          },
+        ],
       ],
     },
     {
@@ -80,18 +90,36 @@ describe("compileDefinition: a valid definition", () => {
       kind: "parallel",
       members: ["a1", "a2", "m"],
       branches: [["a1", "a2"], ["m"]],
-      needs: [{ node: "load", when: "succeeded" }, { node: "a1", when: "always" }, { node: "a2", when: "always" }, { node: "m", when: "always" }],
+      needs: [
+        { node: "load", when: "succeeded" },
+        { node: "a1", when: "always" },
+        { node: "a2", when: "always" },
+        { node: "m", when: "always" },
+      ],
     });
-    expect(node(plan, "vip")).toMatchObject({ kind: "branch", then_members: ["child"], else_members: ["plain"], end: "vip:end", needs: [{ node: "fan", when: "succeeded" }] });
+    expect(node(plan, "vip")).toMatchObject({
+      kind: "branch",
+      then_members: ["child"],
+      else_members: ["plain"],
+      end: "vip:end",
+      needs: [{ node: "fan", when: "succeeded" }],
+    });
     expect(node(plan, "child").needs).toEqual([{ node: "vip", when: "then" }]);
     expect(node(plan, "plain").needs).toEqual([{ node: "vip", when: "else" }]);
     expect(node(plan, "vip:end")).toMatchObject({
       kind: "branch_end",
       branch: "vip",
       members: ["vip", "child", "plain"],
-      needs: [{ node: "vip", when: "completed" }, { node: "child", when: "always" }, { node: "plain", when: "always" }],
+      needs: [
+        { node: "vip", when: "completed" },
+        { node: "child", when: "always" },
+        { node: "plain", when: "always" },
+      ],
     });
-    expect(node(plan, "done").needs).toEqual([{ node: "vip:end", when: "succeeded" }, { node: "load", when: "always" }]);
+    expect(node(plan, "done").needs).toEqual([
+      { node: "vip:end", when: "succeeded" },
+      { node: "load", when: "always" },
+    ]);
     expect(node(plan, "child").parent).toBe("vip");
     expect(node(plan, "a1").parent).toBe("fan");
     expect(node(plan, "load").parent).toBeNull();
@@ -99,7 +127,11 @@ describe("compileDefinition: a valid definition", () => {
 
   it("applies defaults: timeout, retry, map concurrency, continue_on_error", () => {
     const plan = compiled();
-    expect(node(plan, "load")).toMatchObject({ timeout_ms: 30_000, continue_on_error: false, retry: { max_attempts: 3, backoff_ms: 100, max_backoff_ms: 1000, multiplier: 2 } });
+    expect(node(plan, "load")).toMatchObject({
+      timeout_ms: 30_000,
+      continue_on_error: false,
+      retry: { max_attempts: 3, backoff_ms: 100, max_backoff_ms: 1000, multiplier: 2 },
+    });
     expect(node(plan, "a1")).toMatchObject({ retry: { max_attempts: 3, backoff_ms: 200, max_backoff_ms: 10_000, multiplier: 2 } });
     expect(node(plan, "m")).toMatchObject({ kind: "map", max_fanout: 100, concurrency: 8 });
   });
@@ -119,7 +151,10 @@ describe("compileDefinition: a valid definition", () => {
   });
 
   it("orders ties by definition position, depth first", () => {
-    const plan = compiled({ name: "ties", nodes: [code("x"), code("y", { needs: ["x"] }), code("z"), { id: "p", kind: "parallel", branches: [[code("p1")], [code("p2")]] }] });
+    const plan = compiled({
+      name: "ties",
+      nodes: [code("x"), code("y", { needs: ["x"] }), code("z"), { id: "p", kind: "parallel", branches: [[code("p1")], [code("p2")]] }],
+    });
     expect(plan.nodes.map((n) => n.id)).toEqual(["x", "y", "z", "p1", "p2", "p"]);
   });
 
@@ -174,7 +209,13 @@ describe("compileDefinition: publish errors", () => {
     expect(at("${inputs.x}")).toEqual(["unknown_reference"]);
     expect(at("${steps.a}")).toEqual(["unknown_reference"]);
     expect(at("${steps.c.output}")).toEqual(["unknown_reference"]);
-    const cond = { id: "br", kind: "branch", needs: ["a"], condition: { all: [{ ref: "${steps.a.status}", op: "eq", value: "succeeded" }, { not: { ref: "${steps.b.output}", op: "exists" } }] }, then: [] };
+    const cond = {
+      id: "br",
+      kind: "branch",
+      needs: ["a"],
+      condition: { all: [{ ref: "${steps.a.status}", op: "eq", value: "succeeded" }, { not: { ref: "${steps.b.output}", op: "exists" } }] },
+      then: [],
+    };
     expect(codes({ name: "x", nodes: [code("a"), code("b"), cond] })).toEqual(["unknown_reference"]);
     const map = { id: "m", kind: "map", items: "${item}", handler: "fetch", max_fanout: 2 };
     expect(codes({ name: "x", nodes: [map] })).toEqual(["unknown_reference"]);
@@ -196,8 +237,7 @@ describe("compileDefinition: publish errors", () => {
   });
 
   it("depth_exceeded: parallel/branch nesting above the limit, reported once per chain", () => {
-    const nest = (depth: number, i = 0): unknown =>
-      depth === 0 ? code(`leaf${i}`) : { id: `p${i}`, kind: "parallel", branches: [[nest(depth - 1, i + 1)]] };
+    const nest = (depth: number, i = 0): unknown => (depth === 0 ? code(`leaf${i}`) : { id: `p${i}`, kind: "parallel", branches: [[nest(depth - 1, i + 1)]] });
     expect(codes({ name: "x", nodes: [nest(8)] })).toEqual([]);
     expect(codes({ name: "x", nodes: [nest(10)] })).toEqual(["depth_exceeded"]);
     expect(codes({ name: "x", nodes: [nest(3)] }, { ...ctx, limits: { max_nesting: 2 } })).toEqual(["depth_exceeded"]);
@@ -254,14 +294,24 @@ describe("compileDefinition: publish errors", () => {
 
   it("invalid_input_schema: unsupported keywords and ill-typed ones, with their paths", () => {
     const r = compileDefinition(
-      { name: "x", nodes: [code("a")], input_schema: { type: "object", properties: { a: { type: "strin" }, b: { oneOf: [] } }, additionalProperties: {}, minLength: -1, pattern: "(" } },
+      {
+        name: "x",
+        nodes: [code("a")],
+        input_schema: { type: "object", properties: { a: { type: "strin" }, b: { oneOf: [] } }, additionalProperties: {}, minLength: -1, pattern: "(" },
+      },
       ctx,
     );
     expect(r.ok).toBe(false);
     if (!r.ok) {
       expect(new Set(r.errors.map((e) => e.code))).toEqual(new Set(["invalid_input_schema"]));
       expect(r.errors.map((e) => e.path).sort()).toEqual(
-        ["input_schema.additionalProperties", "input_schema.minLength", "input_schema.pattern", "input_schema.properties.a.type", "input_schema.properties.b.oneOf"].sort(),
+        [
+          "input_schema.additionalProperties",
+          "input_schema.minLength",
+          "input_schema.pattern",
+          "input_schema.properties.a.type",
+          "input_schema.properties.b.oneOf",
+        ].sort(),
       );
     }
   });
@@ -281,7 +331,16 @@ describe("compileDefinition: publish errors", () => {
     };
     const found = new Set(codes(bad));
     expect(found).toEqual(
-      new Set<CompileErrorCode>(["unknown_handler", "duplicate_id", "unknown_node", "cycle", "unknown_reference", "fanout_too_large", "unknown_workflow", "invalid_input_schema"]),
+      new Set<CompileErrorCode>([
+        "unknown_handler",
+        "duplicate_id",
+        "unknown_node",
+        "cycle",
+        "unknown_reference",
+        "fanout_too_large",
+        "unknown_workflow",
+        "invalid_input_schema",
+      ]),
     );
   });
 });

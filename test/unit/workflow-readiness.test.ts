@@ -49,7 +49,15 @@ function run(p: Plan, fails: ReadonlySet<string>, input: unknown = {}) {
 describe("parallel", () => {
   const par = (coe: boolean, joinCoe = false) =>
     plan([
-      { id: "p", kind: "parallel", continue_on_error: joinCoe, branches: [[code("a1", { continue_on_error: coe }), code("a2")], [code("b1"), code("b2")]] },
+      {
+        id: "p",
+        kind: "parallel",
+        continue_on_error: joinCoe,
+        branches: [
+          [code("a1", { continue_on_error: coe }), code("a2")],
+          [code("b1"), code("b2")],
+        ],
+      },
       code("after", { needs: ["p"] }),
     ]);
 
@@ -94,7 +102,9 @@ describe("parallel", () => {
 
   it("joinOutcome: skipped members are fine; a non-join id is a caller error", () => {
     const p = par(false);
-    expect(joinOutcome(p, "p", { a1: { status: "succeeded" }, a2: { status: "skipped" }, b1: { status: "succeeded" }, b2: { status: "succeeded" } })).toBe("succeeded");
+    expect(joinOutcome(p, "p", { a1: { status: "succeeded" }, a2: { status: "skipped" }, b1: { status: "succeeded" }, b2: { status: "succeeded" } })).toBe(
+      "succeeded",
+    );
     expect(joinOutcome(p, "p", { a1: { status: "succeeded" }, a2: { status: "failed" }, b1: { status: "skipped" }, b2: { status: "skipped" } })).toBe("failed");
     expect(() => joinOutcome(p, "a1", {})).toThrow();
   });
@@ -135,7 +145,13 @@ describe("branch", () => {
   it("an unreadable condition fails the branch, is reported fatal, and skips both paths", () => {
     const r = run(br, new Set(), {});
     expect(r.fatal).toEqual(["br"]);
-    expect([r.status("br"), r.status("t1"), r.status("e1"), r.status("br:end"), r.status("onFail")]).toEqual(["failed", "skipped", "skipped", "failed", "succeeded"]);
+    expect([r.status("br"), r.status("t1"), r.status("e1"), r.status("br:end"), r.status("onFail")]).toEqual([
+      "failed",
+      "skipped",
+      "skipped",
+      "failed",
+      "succeeded",
+    ]);
   });
 
   it("a then-path with no else: taking `else` runs nothing and the branch still completes", () => {
@@ -189,18 +205,30 @@ describe("readiness and settleSkips", () => {
     expect(settled.skipped).toEqual(["b", "c"]);
     expect(start).toEqual({ a: { status: "failed" } });
     let manual: Record<string, NodeState> = { ...start };
-    for (let r = readiness(p, manual); r.skip.length > 0; r = readiness(p, manual)) for (const id of r.skip) manual = { ...manual, [id]: { status: "skipped" } };
+    for (let r = readiness(p, manual); r.skip.length > 0; r = readiness(p, manual))
+      for (const id of r.skip) manual = { ...manual, [id]: { status: "skipped" } };
     expect(settled.states).toEqual(manual);
     expect(readiness(p, settled.states)).toEqual({ ready: ["d", "e"], skip: [] });
   });
 
   it("runOutcome is not done while a node is pending or active", () => {
     expect(runOutcome(p, {})).toEqual({ done: false });
-    expect(runOutcome(p, { a: { status: "succeeded" }, b: { status: "succeeded" }, c: { status: "succeeded" }, d: { status: "succeeded" }, e: { status: "active" } })).toEqual({ done: false });
+    expect(
+      runOutcome(p, {
+        a: { status: "succeeded" },
+        b: { status: "succeeded" },
+        c: { status: "succeeded" },
+        d: { status: "succeeded" },
+        e: { status: "active" },
+      }),
+    ).toEqual({ done: false });
   });
 
   it("map and subworkflow failures count like any other", () => {
-    const q = plan([{ id: "m", kind: "map", items: "${input.l}", handler: "h", max_fanout: 5 }, { id: "s", kind: "subworkflow", workflow: "other" }]);
+    const q = plan([
+      { id: "m", kind: "map", items: "${input.l}", handler: "h", max_fanout: 5 },
+      { id: "s", kind: "subworkflow", workflow: "other" },
+    ]);
     expect(run(q, new Set(["m", "s"])).outcome).toEqual({ done: true, status: "failed", failed: ["m", "s"] });
   });
 });

@@ -113,7 +113,14 @@ describe("evaluateCondition", () => {
   it("is unreadable on a missing reference, except for exists", () => {
     expect(ev({ ref: "${steps.gone.output}", op: "eq", value: 1 })).toEqual({ ok: false, code: "condition_unreadable", path: "steps.gone.output" });
     expect(ev({ not: { ref: "${input.nope}", op: "truthy" } })).toEqual({ ok: false, code: "condition_unreadable", path: "input.nope" });
-    expect(ev({ any: [{ ref: "${input.nope}", op: "exists" }, { ref: "${input.user}", op: "exists" }] })).toEqual({ ok: true, value: true });
+    expect(
+      ev({
+        any: [
+          { ref: "${input.nope}", op: "exists" },
+          { ref: "${input.user}", op: "exists" },
+        ],
+      }),
+    ).toEqual({ ok: true, value: true });
   });
 });
 
@@ -137,8 +144,7 @@ describe("input schema subset", () => {
     expect(validateAgainstSchema(schema, { name: "Ada", kind: "person", age: 36, tags: ["a"], note: null })).toEqual({ ok: true });
     const r = validateAgainstSchema(schema, { name: "a", age: 1.5, tags: ["c", "a", "b"], extra: 1, note: 3 });
     expect(r.ok).toBe(false);
-    if (!r.ok)
-      expect(r.errors.map((e) => e.path).sort()).toEqual(["age", "extra", "kind", "name", "name", "note", "tags", "tags[0]"].sort());
+    if (!r.ok) expect(r.errors.map((e) => e.path).sort()).toEqual(["age", "extra", "kind", "name", "name", "note", "tags", "tags[0]"].sort());
     expect(validateAgainstSchema({ type: "number" }, 3)).toEqual({ ok: true });
     expect(validateAgainstSchema({ type: "object" }, [])).toMatchObject({ ok: false, errors: [{ path: "", message: "expected object, got array" }] });
     expect(validateAgainstSchema({ type: "string", maxLength: 1 }, "😀")).toEqual({ ok: true });
@@ -193,7 +199,11 @@ describe("retry and subworkflow depth", () => {
     expect(workflowDepth(plans.get("a") ?? { name: "", nodes: [] }, load, 3)).toEqual({ ok: true, depth: 3 });
     expect(workflowDepth(plans.get("a") ?? { name: "", nodes: [] }, load, 2)).toMatchObject({ ok: false, code: "depth_exceeded" });
     expect(workflowDepth(plans.get("loop") ?? { name: "", nodes: [] }, load, 3)).toEqual({ ok: false, code: "workflow_cycle", chain: ["loop", "loop"] });
-    expect(workflowDepth({ name: "q", nodes: [sub("w", "nowhere")] }, load, 3)).toEqual({ ok: false, code: "subworkflow_unresolvable", chain: ["q", "nowhere"] });
+    expect(workflowDepth({ name: "q", nodes: [sub("w", "nowhere")] }, load, 3)).toEqual({
+      ok: false,
+      code: "subworkflow_unresolvable",
+      chain: ["q", "nowhere"],
+    });
     expect(childDepthAllowed(1, 2, 3)).toBe(true);
     expect(childDepthAllowed(2, 2, 3)).toBe(false);
   });
