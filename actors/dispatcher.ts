@@ -4,6 +4,9 @@ import {
   next,
   release,
   schedulerMetrics,
+  ticketId,
+  type AbortRequest,
+  type ExecuteRequest,
   type ReadyTicket,
   type SchedulerConfig,
   type SchedulerState,
@@ -11,9 +14,8 @@ import {
   type Ticket,
   type TokenBucket,
 } from "../machines/index.js";
-import type { ActorHost, Clock, Logger } from "../runtime/index.js";
+import type { Clock, Logger } from "../runtime/index.js";
 import type { QuotaGate, QuotaLimits } from "./quota.js";
-import { RUN_KIND } from "./run-actor.js";
 
 export const DEFAULT_SCHEDULER: SchedulerConfig = { slots: 16, interactive_reserve: 2, migration_cap: 4, aging_ms: 10_000 };
 
@@ -21,8 +23,8 @@ export const DEFAULT_SCHEDULER: SchedulerConfig = { slots: 16, interactive_reser
  * The node's fair scheduler at work: run actors offer ready attempts (tickets); the pure policy
  * of `machines/scheduler` picks which one gets a free worker slot (interactive reserve, tenant
  * weighted fair share by cost, caps, priority and deadline, aging, migration on idle
- * capacity, provider buckets); the winner's run is asked to lease it (READY → LEASED, a new
- * lease epoch), and the slot is held until the attempt ends. Tickets live in memory: after a
+ * capacity, provider buckets); the winner runs at once as the attempt its ticket names (the grant
+ * writes nothing), and the slot is held until the attempt ends. Tickets live in memory: after a
  * crash, recovery of the partition offers its ready attempts again. A ticket whose run moved
  * on (cancelled, partition lost) is refused by the run and its slot freed.
  */
@@ -49,7 +51,8 @@ export class Dispatcher {
 
   constructor(
     private readonly deps: {
-      host: ActorHost;
+      /** Runs a granted attempt (the node's step executor). */
+      execute(request: ExecuteRequest): void;
       clock: Clock;
       logger: Logger;
       config: SchedulerConfig;
@@ -174,13 +177,33 @@ export class Dispatcher {
     await this.grant(t);
   }
 
+  /**
+   * The grant writes nothing: the executor runs the attempt the ticket names at once, and its
+   * result (or the heartbeat of a long attempt) is what the run stores. A ticket whose run moved
+   * on meanwhile runs for nothing: its report is refused, and a cancel aborts it.
+   */
   private async grant(t: ReadyTicket): Promise<void> {
-    const event: Record<string, unknown> = { type: "step.lease", node: t.node, attempt: t.attempt };
-    if (t.item !== undefined) event.item = t.item;
-    const answer = await this.deps.host.dispatch({ kind: RUN_KIND, id: t.run }, event, `lease/${t.id}`);
-    const leased = answer.outcome === "applied" && (answer.value as { outcome?: string } | undefined)?.outcome === "leased";
-    // Not leased: the run moved on (cancelled, already leased, partition lost). The slot is free.
-    if (!leased) this.done(t.id);
+    this.deps.execute(t.request);
+  }
+
+  /** Tickets of `run` this scheduler holds (queued or granted): offers that are not lost. */
+  held(run: string): string[] {
+    const out: string[] = [];
+    for (const [id, t] of this.offered) if (t.run === run) out.push(id);
+    for (const [id, t] of this.leased) if (t.run === run) out.push(id);
+    return out;
+  }
+
+  /** The attempts of `run` this scheduler holds, as the executor would name them (for recovery in this process). */
+  alive(run: string): { node: string; item?: number; attempt: number; lease_epoch: number }[] {
+    return [...this.offered.values()]
+      .filter((t) => t.run === run)
+      .map((t) => ({ node: t.node, ...(t.item !== undefined ? { item: t.item } : {}), attempt: t.request.attempt, lease_epoch: t.request.lease_epoch }));
+  }
+
+  /** Queued tickets of attempts their run stopped (cancelled, settled without them) are dropped before they take a slot. */
+  drop(request: AbortRequest): void {
+    for (const a of request.attempts) this.offered.delete(ticketId(request.run, a.node, a.item, a.attempt));
   }
 
   stop(): void {

@@ -25,6 +25,8 @@ export class StepExecutor {
   private readonly running = new Map<string, ExecuteRequest>();
   /** Each running attempt's kill switch: aborting it aborts the handler's `ctx.signal`. */
   private readonly controllers = new Map<string, AbortController>();
+  /** Running attempts leased durably (they ran past `lease_after_ms`): their heartbeats are sent. */
+  private readonly leased = new Set<string>();
   private readonly lastBeat = new Map<string, number>();
   private beats = 0;
   private objects: Promise<ObjectStore> | undefined;
@@ -38,6 +40,8 @@ export class StepExecutor {
       mailbox: MailboxClient;
       logger: Logger;
       onDone?(request: ExecuteRequest): void;
+      /** The node's clock (progress events carry its time, as the run's own do). */
+      now?(): number;
       /**
        * Observes each heartbeat renewal this node sends: milliseconds from the executor's
        * dispatch to the run's stored answer, and what the answer was (`renewed`: the lease was
@@ -51,16 +55,51 @@ export class StepExecutor {
     },
   ) {}
 
+  /**
+   * Runs a granted attempt. Its grant was not written: a short attempt's result is its one write.
+   * One still running after `lease_after_ms` is leased durably by a heartbeat; from then on its
+   * handler's heartbeats renew the lease (before, they are not sent: there is nothing to renew).
+   */
   execute(request: ExecuteRequest): void {
     const key = `${request.run}/${stepIdOf(request)}/${request.attempt}/${request.lease_epoch}`;
     if (this.running.has(key)) return;
     this.running.set(key, request);
     this.controllers.set(key, new AbortController());
     this.stats.started++;
+    this.started(request);
+    const lease = setTimeout(() => {
+      this.leased.add(key);
+      this.beat(key, true);
+    }, request.lease_after_ms);
+    lease.unref();
     void this.run(request, key).finally(() => {
+      clearTimeout(lease);
+      this.leased.delete(key);
       this.running.delete(key);
       this.controllers.delete(key);
       this.deps.onDone?.(request);
+    });
+  }
+
+  /**
+   * `step_started`, when the attempt starts on this node's workers: published from here, best
+   * effort on the run's own event lane (in order with its other events), because the grant that
+   * starts it is not a transition of the run.
+   */
+  private started(r: ExecuteRequest): void {
+    const data = {
+      type: "step_started",
+      run: r.run,
+      tenant: r.tenant,
+      at: this.deps.now?.() ?? Date.now(),
+      node: r.node,
+      ...(r.item !== undefined ? { item: r.item } : {}),
+      attempt: r.attempt,
+    };
+    this.deps.host.events.offer(`${RUN_KIND}.${r.run}`, {
+      id: `started/${r.ticket}`,
+      subject: `rw.evt.${r.tenant}.${r.root}.${r.run}.step_started`,
+      data: new TextEncoder().encode(JSON.stringify(data)),
     });
   }
 
@@ -102,9 +141,14 @@ export class StepExecutor {
    */
   heartbeat(ref: { runId: string; stepId: string; attempt: number; leaseEpoch: number }): void {
     const key = `${ref.runId}/${ref.stepId}/${ref.attempt}/${ref.leaseEpoch}`;
+    if (this.leased.has(key)) this.beat(key, false);
+  }
+
+  /** Sends one heartbeat for a running attempt (the first one leases it durably). */
+  private beat(key: string, first: boolean): void {
     if (!this.running.has(key)) return;
     const now = Date.now();
-    if (now - (this.lastBeat.get(key) ?? 0) < 1_000) return;
+    if (!first && now - (this.lastBeat.get(key) ?? 0) < 1_000) return;
     this.lastBeat.set(key, now);
     const request = this.running.get(key)!;
     const event: Record<string, unknown> = {

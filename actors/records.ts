@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
-import { actorRecordCodec, kvSubject, partitionBucket, partitionOf, partitionStream, readLast } from "../runtime/index.js";
+import { actorRecordCodec, kvSubject, partitionBucket, partitionOf, partitionStream, readFirst, readLast, type ActorRecord } from "../runtime/index.js";
 
 /** An actor's stored machine snapshot: its state value and context. */
 export interface StoredSnapshot<C> {
@@ -38,4 +38,13 @@ export async function actorIdsIn(nc: NatsConnection, p: number, kind: string): P
   const ids: string[] = [];
   for await (const key of await kv.keys(`${kind}.*`)) ids.push(key.slice(kind.length + 1));
   return ids;
+}
+
+/** The first record a journaled actor stored (its journal's first entry), or undefined. */
+export async function readFirstRecord(nc: NatsConnection, partitions: number, kind: string, id: string): Promise<ActorRecord | undefined> {
+  const p = partitionOf(id, partitions);
+  const read = await readFirst(nc, partitionStream(p), kvSubject(partitionBucket(p), `${kind}.${id}`));
+  if (read.outcome !== "found") return undefined;
+  const decoded = actorRecordCodec.decode(read.message.data);
+  return decoded.ok ? decoded.value : undefined;
 }

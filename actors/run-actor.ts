@@ -1,53 +1,83 @@
 import type { AnyMachineSnapshot, EventObject } from "xstate";
-import { executionMachine, RunCommandSchema, type ExecutionContext, type ParentView } from "../machines/index.js";
+import {
+  executionMachine,
+  isHeadV1,
+  migrateHeadV1,
+  RunCommandSchema,
+  type ExecutionContext,
+  type ParentView,
+  type RunFact,
+  type SweepSettings,
+} from "../machines/index.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { defineActor, RunwayFault } from "../runtime/index.js";
 import { readSnapshot } from "./records.js";
 import type { CompiledPlan } from "./definitions.js";
 import { childStartKey, runIdFor } from "./ids.js";
+import type { RunMemories } from "./run-memory.js";
 
 export const RUN_KIND = "run";
 
 /**
  * The run actor: the execution machine bound to the actor host. `prepare` hands the machine
- * what a run does not store — the immutable plan of the version it pinned (cached by digest)
- * and the ids its subworkflow nodes' children will have — so the stored record stays small
- * and the machine stays pure.
+ * what a run's head does not hold — the immutable plan of the version it pinned (cached by
+ * digest), the ids its subworkflow nodes' children will have, and its input and outputs (its
+ * journal's facts, `RunMemories`) — so the stored head stays small and the machine stays pure.
+ * A run keeps every stored transition (`history: "journal"`): that history is its journal.
  */
 export function runActor(
-  plans: { planOf(digest: string): Promise<CompiledPlan>; parentOf(parentId: string, childId: string): Promise<ParentView | null> },
-  settings: { leaseTtlMs?: number; scheduled?: boolean; waitGraceMs?: number; expansionAdmission?: boolean } = {},
+  deps: {
+    planOf(digest: string): Promise<CompiledPlan>;
+    parentOf(parentId: string, childId: string): Promise<ParentView | null>;
+    memories: Pick<RunMemories, "of" | "stored">;
+  },
+  settings: { leaseTtlMs?: number; waitGraceMs?: number; expansionAdmission?: boolean; sweep?: SweepSettings } = {},
 ) {
   return defineActor({
     kind: RUN_KIND,
     machine: executionMachine,
     events: RunCommandSchema,
-    prepare: async (event: EventObject, current: AnyMachineSnapshot | undefined) => {
+    history: "journal",
+    migrate: migrateRunSnapshot,
+    onJournal: (address, facts) => deps.memories.stored(address.id, facts),
+    prepare: async (event: EventObject, current: AnyMachineSnapshot | undefined, pending: readonly unknown[]) => {
       const e = event as EventObject & { run?: { id: string; tenant: string; parent_run_id?: string | null; definition: { digest: string } } };
-      const creating = e.type === "run.create" && (current?.context as ExecutionContext | undefined)?.run == null;
-      const run = e.type === "run.create" ? e.run : ((current?.context as ExecutionContext | undefined)?.run ?? undefined);
+      const stored = (current?.context as ExecutionContext | undefined)?.run ?? undefined;
+      const creating = e.type === "run.create" && stored == null;
+      const run = e.type === "run.create" ? e.run : stored;
       // No run yet and not a create: the machine refuses it; no plan is needed for that.
       if (!run) return event;
       // A child's create reads its parent once: the machine refuses a child of a cancelled or ended parent before it exists.
-      const parent = creating && run.parent_run_id ? { parent: await plans.parentOf(run.parent_run_id, run.id) } : {};
-      const compiled = await plans.planOf(run.definition.digest);
-      const child_ids: Record<string, string> = {};
-      for (const node of compiled.plan.nodes) {
-        if (node.kind === "subworkflow") child_ids[node.id] = runIdFor(run.tenant, childStartKey(run.id, node.id));
-      }
+      const parent = creating && run.parent_run_id ? { parent: await deps.parentOf(run.parent_run_id, run.id) } : {};
+      const [compiled, memory] = await Promise.all([deps.planOf(run.definition.digest), stored ? deps.memories.of(stored, pending as RunFact[]) : undefined]);
       return {
         ...event,
         ...parent,
+        ...(memory ? { memory } : {}),
         plan: compiled.plan,
-        child_ids,
+        child_ids: childIdsOf(run, compiled),
         child_definitions: compiled.children,
         ...(settings.leaseTtlMs ? { lease_ttl_ms: settings.leaseTtlMs } : {}),
-        ...(settings.scheduled ? { scheduled: true } : {}),
         ...(settings.waitGraceMs !== undefined ? { wait_grace_ms: settings.waitGraceMs } : {}),
         ...(settings.expansionAdmission ? { expansion_admission: true } : {}),
+        ...(settings.sweep ? { sweep: settings.sweep } : {}),
       };
     },
   });
+}
+
+function childIdsOf(run: { id: string; tenant: string }, compiled: CompiledPlan): Record<string, string> {
+  const ids: Record<string, string> = {};
+  for (const node of compiled.plan.nodes) if (node.kind === "subworkflow") ids[node.id] = runIdFor(run.tenant, childStartKey(run.id, node.id));
+  return ids;
+}
+
+/** A run stored before journals (head version 1) is brought to version 2 when it is loaded. */
+function migrateRunSnapshot(persisted: unknown): unknown {
+  const p = persisted as { context?: { run?: unknown } } | undefined;
+  const run = p?.context?.run;
+  if (!run || !isHeadV1(run)) return persisted;
+  return { ...p, context: { ...p.context, run: migrateHeadV1(run as never) } };
 }
 
 /**

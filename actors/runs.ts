@@ -1,8 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { laneFor, runSummary, validateAgainstSchema, type RunContext } from "../machines/index.js";
+import { isHeadV1, laneFor, migrateHeadV1, runSummary, validateAgainstSchema, type RunContext, type RunFact } from "../machines/index.js";
 import { publish, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
 import { askActor } from "./ask.js";
-import { actorIdsIn, readSnapshot } from "./records.js";
+import { actorIdsIn, readFirstRecord, readSnapshot } from "./records.js";
 import type { DefinitionStore } from "./definitions.js";
 import { randomDeliveryId, runIdFor, startKey, tenantOfRun } from "./ids.js";
 import { RUN_KIND } from "./run-actor.js";
@@ -59,21 +59,21 @@ export type StartRunResult =
 export type CancelRunResult =
   { outcome: "cancelled"; run: RunView } | { outcome: "not_cancellable"; run: RunView } | { outcome: "run_not_found" } | { outcome: "tenant_not_found" };
 
-function view(run: RunContext): RunView {
+function view(run: RunContext, input: unknown): RunView {
   const nodes: RunView["nodes"] = {};
   for (const [id, n] of Object.entries(run.nodes)) {
     nodes[id] = {
       status: n.s,
       ...(n.step ? { attempt: n.step.attempt } : {}),
       ...(n.error ? { error: n.error } : {}),
-      ...(n.items ? { items: n.items.length } : {}),
+      ...(n.map ? { items: n.map.total } : {}),
     };
   }
   const lc = run.lifecycle;
   return {
     ...runSummary(run),
-    lane: run.lane,
-    input: run.input,
+    lane: run.lane ?? "batch",
+    input,
     waiting: lc.status === "waiting" ? { on: lc.waiting_on, ref: lc.waiting_ref, expires_at: lc.waiting_expires_at } : null,
     result: run.result,
     result_truncated: run.result_truncated,
@@ -205,12 +205,20 @@ export class RunService {
 
   async get(tenant: string, id: string): Promise<RunView | undefined> {
     if (tenantOfRun(id) !== tenant) return undefined;
-    const read = await readSnapshot<{ run?: RunContext | null }>(this.deps.nc, this.deps.partitions, RUN_KIND, id);
+    // The head, and the journal's first entry (the input), side by side.
+    const [read, first] = await Promise.all([
+      readSnapshot<{ run?: RunContext | null }>(this.deps.nc, this.deps.partitions, RUN_KIND, id),
+      readFirstRecord(this.deps.nc, this.deps.partitions, RUN_KIND, id),
+    ]);
     if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", read.detail, { kind: "retryable" });
     if (read.outcome === "corrupt") throw new RunwayFault("corrupt_record", `run ${id}: ${read.detail}`);
     if (read.outcome === "missing") return undefined;
     const run = read.snapshot.context?.run;
-    return run ? view(run) : undefined;
+    if (!run) return undefined;
+    // A head stored before journals holds its input itself.
+    if (isHeadV1(run)) return view(migrateHeadV1(run as never), (run as { input?: unknown }).input ?? {});
+    const input = ((first?.journal ?? []) as RunFact[]).find((f) => f.t === "input")?.value;
+    return view(run, input ?? {});
   }
 
   /** Runs of a tenant, newest first. Scans the partition buckets' run keys (bounded by `limit`). */

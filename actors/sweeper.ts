@@ -1,5 +1,5 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { isTerminal, parentGone, sweepPlan, type RunContext } from "../machines/index.js";
+import { isTerminal, parentGone, sweepPlan, type RunContext, isHeadV1, migrateHeadV1, type SweepSettings } from "../machines/index.js";
 import type { ActorHost, Clock, Logger, MailboxClient } from "../runtime/index.js";
 import { actorIdsIn, readSnapshot } from "./records.js";
 import { RUN_KIND } from "./run-actor.js";
@@ -52,6 +52,10 @@ export class Sweeper {
       /** A run a tenant counts (admitted or queued) with no record this long, over two passes, is released (default 60 s). */
       orphanAfterMs?: number;
       onAction?(action: string, tenant: string): void;
+      /** How old a lost lease or offer must be before it is repaired (default DEFAULT_SWEEP; the run actor must use the same). */
+      settings?: SweepSettings;
+      /** Tickets of a run the node's scheduler holds (queued or running): its offers that are not lost. */
+      held?(run: string): string[];
     },
   ) {}
 
@@ -133,7 +137,8 @@ export class Sweeper {
       report.actions[action] = (report.actions[action] ?? 0) + 1;
       this.deps.onAction?.(action, run.tenant);
     };
-    const plan = sweepPlan(run, at);
+    const held = this.deps.held?.(id) ?? [];
+    const plan = sweepPlan(run, at, this.deps.settings, held);
     for (const a of plan) {
       if (a.action !== "recheck_admission") continue;
       const sent = await this.deps.mailbox.send({ kind: TENANT_KIND, id: a.tenant }, { type: "tenant.recheck", run_id: id }, `recheck/${id}/${at}`);
@@ -142,7 +147,7 @@ export class Sweeper {
     }
     if (plan.some((a) => a.action !== "recheck_admission")) {
       // The run decides again (and counts what it did): only a repair that still applies is written.
-      await this.deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.sweep", at }, `sweep/${id}/${at}`);
+      await this.deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.sweep", at, held }, `sweep/${id}/${at}`);
       for (const a of plan) if (a.action !== "recheck_admission") report.actions[a.action] = (report.actions[a.action] ?? 0) + 1;
     }
     if (run.parent_run_id !== null) {
@@ -227,6 +232,8 @@ export class Sweeper {
     if (read.outcome === "corrupt") throw new Error(`undecodable record: ${read.detail}`);
     if (read.outcome === "unavailable") return { outcome: "unavailable" };
     if (read.outcome === "missing") return read;
-    return { outcome: "found", run: read.snapshot.context?.run ?? null, live: read.snapshot.value === "live" };
+    const run = read.snapshot.context?.run ?? null;
+    // A head stored before journals is judged in today's form.
+    return { outcome: "found", run: run && isHeadV1(run) ? migrateHeadV1(run as never) : run, live: read.snapshot.value === "live" };
   }
 }

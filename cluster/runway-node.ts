@@ -9,6 +9,8 @@ import {
   ensureDomainTopology,
   NodeMetrics,
   readParent,
+  RunMemories,
+  RUN_KIND,
   recoverPartition,
   runActor,
   RunService,
@@ -21,13 +23,12 @@ import { startApi } from "../gateways/index.js";
 import {
   METRICS_CHANNEL,
   STEP_ABORT,
-  STEP_EXECUTE,
   STEP_LAPSED,
   STEP_READY,
   type AbortRequest,
-  type ExecuteRequest,
   type ReadyTicket,
   type SchedulerConfig,
+  type SweepSettings,
 } from "../machines/index.js";
 import {
   createLogger,
@@ -70,6 +71,8 @@ export interface RunwayNodeConfig {
   sweepIntervalMs?: number | false;
   /** Maps start their items only once the run's tenant admitted the expansion (default true). */
   expansionAdmission?: boolean;
+  /** How old a lost lease (past its expiry) or a lost offer must be before the sweep repairs it (default 5 s and 60 s). */
+  sweep?: SweepSettings;
   /** Runs one sweep pass reads at most (default 5,000); the next pass goes on from there. */
   sweepMaxPerPass?: number;
   /**
@@ -132,17 +135,23 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
   let node!: () => RunwayNode;
   // The run actor is defined before the connection exists; the store is made on first use.
   const definitionsOf = () => (definitions ??= new DefinitionStore(node().nc, () => pool.handlerNames()));
+  let memories: RunMemories | undefined;
+  const memoriesOf = () => (memories ??= new RunMemories({ nc: node().nc, partitions: node().topology.partitions, kind: RUN_KIND }));
 
   const started = await startNode({
     connection: config.connection,
     name: config.name,
     actors: [
       runActor(
-        { planOf: (digest) => definitionsOf().planOf(digest), parentOf: (parent, child) => readParent(node().nc, node().topology.partitions, parent, child) },
+        {
+          planOf: (digest) => definitionsOf().planOf(digest),
+          parentOf: (parent, child) => readParent(node().nc, node().topology.partitions, parent, child),
+          memories: { of: (run, pending) => memoriesOf().of(run, pending), stored: (id, facts) => memoriesOf().stored(id, facts) },
+        },
         {
           ...(config.stepLeaseTtlMs ? { leaseTtlMs: config.stepLeaseTtlMs } : {}),
-          scheduled,
           expansionAdmission: config.expansionAdmission !== false,
+          ...(config.sweep ? { sweep: config.sweep } : {}),
           ...(config.waitGraceMs !== undefined ? { waitGraceMs: config.waitGraceMs } : {}),
         },
       ),
@@ -154,10 +163,18 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
     clock,
     logger,
     local: {
-      [STEP_EXECUTE]: (payload) => !config.faults?.dropLocal?.(STEP_EXECUTE) && executor?.execute(payload as ExecuteRequest),
-      [STEP_READY]: (payload) => !config.faults?.dropLocal?.(STEP_READY) && dispatcher?.offer(payload as ReadyTicket),
+      // A ready attempt goes to the fair scheduler, or (no scheduler) straight to the executor.
+      [STEP_READY]: (payload) => {
+        if (config.faults?.dropLocal?.(STEP_READY)) return;
+        const ticket = payload as ReadyTicket;
+        if (dispatcher) dispatcher.offer(ticket);
+        else executor?.execute(ticket.request);
+      },
       [STEP_LAPSED]: (payload) => dispatcher?.done((payload as { ticket: string }).ticket),
-      [STEP_ABORT]: (payload) => executor?.abort(payload as AbortRequest),
+      [STEP_ABORT]: (payload) => {
+        dispatcher?.drop(payload as AbortRequest);
+        executor?.abort(payload as AbortRequest);
+      },
       [METRICS_CHANNEL]: (payload) => {
         const p = payload as { counter: string; tenant?: string; action?: string };
         metrics.inc(p.counter, MACHINE_COUNTERS[p.counter] ?? p.counter, {
@@ -168,7 +185,17 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
     },
     onServe: async (partition, log) => {
       // Not awaited: the mailbox starts while in-flight attempts are being recovered.
-      void recoverPartition({ nc: node().nc, host: node().host, logger, now: () => clock.now(), alive: (run) => executor?.alive(run) ?? [] }, partition, log)
+      void recoverPartition(
+        {
+          nc: node().nc,
+          host: node().host,
+          logger,
+          now: () => clock.now(),
+          alive: (run) => [...(executor?.alive(run) ?? []), ...(dispatcher?.alive(run) ?? [])],
+        },
+        partition,
+        log,
+      )
         .then((n) => n > 0 && metrics.inc("recovered_runs", "runs whose in-flight attempts were recovered after a partition claim", {}, n))
         .catch((err) => logger.error("recovery failed", { partition, error: String(err) }));
     },
@@ -193,14 +220,15 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               host: self().host,
               mailbox: self().mailbox,
               logger,
-              onDone: (r) => r.ticket && dispatcher?.done(r.ticket),
+              onDone: (r) => dispatcher?.done(r.ticket),
+              now: () => clock.now(),
               ...(config.faults?.dropReport ? { dropReport: config.faults.dropReport } : {}),
               ...(config.onHeartbeatSettled ? { onHeartbeatSettled: config.onHeartbeatSettled } : {}),
             });
             if (scheduled) {
               const settings = { ...DEFAULT_SCHEDULER, slots: (config.threads ?? 2) * tasksPerThread, ...(config.scheduler || {}) };
               dispatcher = new Dispatcher({
-                host: self().host,
+                execute: (request) => executor!.execute(request),
                 clock,
                 logger,
                 config: settings,
@@ -223,6 +251,8 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               clock,
               logger,
               ...(config.sweepMaxPerPass !== undefined ? { maxPerPass: config.sweepMaxPerPass } : {}),
+              held: (run) => dispatcher?.held(run) ?? [],
+              ...(config.sweep ? { settings: config.sweep } : {}),
               onAction: (action, tenant) => metrics.inc("sweep_actions", MACHINE_COUNTERS.sweep_actions!, { tenant, action }),
             });
             tenants.onLoaded(() => dispatcher?.policyChanged());

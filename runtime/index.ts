@@ -3,7 +3,7 @@ export { systemClock, type Clock } from "./clock.js";
 export { createLogger, silentLogger, type Logger, type LogLevel } from "./log.js";
 export { versionedCodec, packMsgpack, unpackMsgpack, MAX_ENCODED_DEPTH, type Codec, type CodecSpec, type DecodeResult } from "./codec.js";
 export { connectNats, compareVersions, MIN_SERVER_VERSION, type ConnectionConfig } from "./nats/connection.js";
-export { publish, readLast, streamLastSequence, type PublishOutcome, type ReadOutcome, type StoredMessage } from "./nats/jetstream.js";
+export { publish, readFirst, readLast, streamLastSequence, type PublishOutcome, type ReadOutcome, type StoredMessage } from "./nats/jetstream.js";
 export {
   ensureTopology,
   DEFAULT_TOPOLOGY,
@@ -23,6 +23,7 @@ export { preferredOwner, placementFor } from "./partitions/placement.js";
 export { Membership, type NodeRecord } from "./partitions/membership.js";
 export { PartitionOwnership } from "./partitions/ownership.js";
 export { PartitionLog, readFence, FENCE_KEY, type Authority, type FenceRecord, type LogWriteOutcome, type ClaimOutcome } from "./store/partition-log.js";
+export { readJournal, type JournalEntry, type JournalRead } from "./store/journal.js";
 export { defineActor, EffectSchema, AddressSchema, ID_PATTERN, KIND_PATTERN, type ActorDefinition, type ActorAddress, type Effect } from "./actor/define.js";
 export { ActorHost, type ActorHostConfig } from "./actor/host.js";
 export {

@@ -13,11 +13,9 @@ export interface TopologyConfig {
   partitions: number;
   /** Replicas for every stream and bucket (1 for a single server, 3 for a cluster). */
   replicas: number;
-  /** KV history per actor key: how many past transitions `nats kv history` shows. */
-  history: number;
 }
 
-export const DEFAULT_TOPOLOGY: TopologyConfig = { partitions: 32, replicas: 1, history: 5 };
+export const DEFAULT_TOPOLOGY: TopologyConfig = { partitions: 32, replicas: 1 };
 
 export const CMD_STREAM = "RUNWAY_CMD";
 export const NODES_BUCKET = "rw_nodes";
@@ -66,6 +64,24 @@ async function ensureBucket(kvm: Kvm, name: string, options: Record<string, unkn
 }
 
 /**
+ * A partition stream keeps (in effect) every message of a subject: a journaled actor's key history is its
+ * journal, and every other write rolls its key up to itself (`Nats-Rollup: sub`). Applied to a
+ * bucket created before journals existed too.
+ */
+async function journalLimits(jsm: JetStreamManager, stream: string): Promise<void> {
+  const info = await jsm.streams.info(stream);
+  if (info.config.max_msgs_per_subject === JOURNAL_LIMIT && info.config.allow_rollup_hdrs) return;
+  await jsm.streams.update(stream, { ...info.config, max_msgs_per_subject: JOURNAL_LIMIT, allow_rollup_hdrs: true });
+}
+
+/**
+ * Records a partition keeps per key: in effect every transition of a journaled actor. Finite,
+ * because KV clients (the `nats` CLI among them) take a bucket with no per-key limit for
+ * something else.
+ */
+export const JOURNAL_LIMIT = 100_000_000;
+
+/**
  * Creates (or confirms) the command stream, the membership and meta buckets and one KV bucket
  * per partition. Idempotent; every node runs it at start. Refuses to run against a cluster
  * that was created with a different partition count, since keys would hash elsewhere.
@@ -102,11 +118,11 @@ export async function ensureTopology(nc: NatsConnection, config: TopologyConfig)
   for (let p = 0; p < config.partitions; p++) {
     pending.push(
       ensureBucket(kvm, partitionBucket(p), {
-        history: config.history,
+        history: 1,
         replicas: config.replicas,
         storage: "file",
         description: `Runway actor state, partition ${p}`,
-      }),
+      }).then(() => journalLimits(jsm, partitionStream(p))),
     );
   }
   await Promise.all(pending);

@@ -1,11 +1,32 @@
 import { applyStepOp, type RetryPolicy, type StepError, type StepState } from "../step/index.js";
-import { mapItemInput, mapItems, resolveTemplate, type PlanNode } from "../workflow/index.js";
-import { abortAttempts, fail, METRICS_CHANNEL, publish, scopeOf, STEP_EXECUTE, STEP_LAPSED, STEP_READY, succeed, type Draft } from "./draft.js";
-import type { ExecuteRequest, ExecutionEvent, ReadyTicket, RunContext } from "./types.js";
+import { mapItemInput, mapItems, resolveTemplate, utf8Length, type PlanNode } from "../workflow/index.js";
+import {
+  abortAttempts,
+  fail,
+  holdersOf,
+  liveAttempts,
+  MAP_OUTPUT_LIMIT,
+  METRICS_CHANNEL,
+  publish,
+  recordItem,
+  scopeOf,
+  STEP_LAPSED,
+  STEP_READY,
+  succeed,
+  type Draft,
+} from "./draft.js";
+import type { ExecuteRequest, ExecutionEvent, ItemRun, MapRun, NodeRun, ReadyTicket, RunContext } from "./types.js";
 
 /**
- * Attempts: how a ready step gets a worker (offered to the node's scheduler, or leased at
- * once), its lease and heartbeats, lease expiry, retries, and the fan-out of map items.
+ * Attempts: how a ready step gets a worker, its lease and heartbeats, lease expiry, retries, and
+ * the fan-out of map items.
+ *
+ * A ready attempt is offered to the node's scheduler with everything the executor needs; the
+ * scheduler's grant is not written: the attempt runs under the attempt number and lease epoch
+ * the offer named, fenced by them and by the partition's epoch. Its result (`step.result`) is the
+ * one write of a short step: it leases and settles the attempt together. An attempt that runs
+ * longer than `lease_after_ms` is leased durably by a heartbeat, and from then keeps a lease
+ * (a durable timer) that its heartbeats renew.
  */
 export function ready(step: StepState, now: number): StepState {
   const r = applyStepOp(step, { op: "ready", now });
@@ -22,12 +43,21 @@ export function timerName(node: string, item: number | undefined): string {
 
 /** Extra lease time past a node's timeout when the engine sets no lease TTL. */
 export const LEASE_GRACE_MS = 5_000;
+/** A running attempt is leased durably once it has run this long (or a third of its lease, if shorter). */
+export const LEASE_AFTER_MS = 5_000;
 
 export function leaseTtl(d: Draft, node: PlanNode): number {
   return d.event.lease_ttl_ms ?? ("timeout_ms" in node ? node.timeout_ms : 30_000) + LEASE_GRACE_MS;
 }
 
-export function leaseTimer(d: Draft, node: PlanNode, holder: { step?: StepState; lease_expires_at?: number }, item: number | undefined): void {
+export type Holder = ItemRun | NodeRun;
+
+/** The holder of a node's attempt: the node, or a map item in flight. */
+export function holderOf(n: NodeRun, item: number | undefined): Holder | undefined {
+  return item === undefined ? (n.step ? n : undefined) : n.map?.live[String(item)];
+}
+
+export function leaseTimer(d: Draft, node: PlanNode, holder: Holder, item: number | undefined): void {
   const s = holder.step!;
   d.effects.push({
     type: "runway.timer.set",
@@ -37,18 +67,6 @@ export function leaseTimer(d: Draft, node: PlanNode, holder: { step?: StepState;
   });
 }
 
-export type Holder = { step?: StepState; lease_expires_at?: number; offered?: number; offered_at?: number; reoffered?: boolean };
-
-/**
- * Makes a ready attempt run: offered to the node's fair scheduler when the engine schedules
- * (the scheduler answers with `step.lease`), leased at once otherwise. A step still in backoff
- * gets a retry timer instead.
- */
-export function lease(d: Draft, node: PlanNode, holder: Holder, item: number | undefined, input: unknown): void {
-  if (d.event.scheduled && (node.kind === "code" || node.kind === "map")) return offer(d, node, holder, item);
-  leaseNow(d, node, holder, item, input);
-}
-
 export const DEFAULT_PRIORITY = 5;
 
 /** Estimated cost of one attempt of `node` (what fair share counts); 1 when the node declares none. */
@@ -56,13 +74,32 @@ export function costOf(node: PlanNode): number {
   return (node.kind === "code" || node.kind === "map") && node.cost !== undefined ? node.cost : 1;
 }
 
-export function classOf(lane: RunContext["lane"]): "interactive" | "automation" | "migration" {
+export function classOf(lane: RunContext["lane"] | undefined): "interactive" | "automation" | "migration" {
   return lane === "interactive" ? "interactive" : lane === "migration" ? "migration" : "automation";
 }
 
+export function ticketId(run: string, node: string, item: number | undefined, attempt: number): string {
+  return `${run}/${node}${item !== undefined ? `[${item}]` : ""}/${attempt}`;
+}
+
+/** The input of a node's attempt (a map item's, with `item` and `index` bound), resolved now. */
+function inputOf(d: Draft, node: PlanNode, item: number | undefined): { ok: true; value: unknown } | { ok: false; path: string } {
+  const scope = scopeOf(d);
+  if (node.kind === "map") {
+    const list = mapItems(node, scope);
+    return list.ok ? mapItemInput(node, scope, list.items[item ?? 0], item ?? 0) : { ok: false, path: node.items };
+  }
+  return resolveTemplate(("input" in node ? node.input : null) ?? null, scope);
+}
+
+/**
+ * Offers a ready attempt to the node's scheduler (a step still in backoff gets a retry timer
+ * instead). The ticket carries the attempt the grant runs: the next attempt number and lease
+ * epoch, and the input resolved now. An unreadable input is a platform stop of the node.
+ */
 export function offer(d: Draft, node: PlanNode, holder: Holder, item: number | undefined): void {
   const step = holder.step!;
-  if (step.status !== "ready") return;
+  if (step.status !== "ready" || (node.kind !== "code" && node.kind !== "map")) return;
   if (step.not_before !== null && step.not_before > d.now) {
     d.effects.push({
       type: "runway.timer.set",
@@ -74,14 +111,33 @@ export function offer(d: Draft, node: PlanNode, holder: Holder, item: number | u
   }
   const attempt = step.attempt + 1;
   if (holder.offered === attempt) return;
+  const input = inputOf(d, node, item);
+  if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` });
   holder.offered = attempt;
   holder.offered_at = d.now;
   const r = d.run;
+  const id = ticketId(r.id, node.id, item, attempt);
+  const ttl = leaseTtl(d, node);
+  const request: ExecuteRequest = {
+    run: r.id,
+    root: r.root_run_id,
+    tenant: r.tenant,
+    node: node.id,
+    ...(item !== undefined ? { item } : {}),
+    attempt,
+    lease_epoch: step.lease_epoch + 1,
+    handler: node.handler,
+    input: input.value,
+    timeout_ms: node.timeout_ms,
+    cancellation_epoch: r.cancellation_epoch,
+    ticket: id,
+    lease_after_ms: Math.min(LEASE_AFTER_MS, Math.floor(ttl / 3)),
+  };
   d.effects.push({
     type: "runway.local",
     channel: STEP_READY,
     payload: <ReadyTicket>{
-      id: `${r.id}/${node.id}${item !== undefined ? `[${item}]` : ""}/${attempt}`,
+      id,
       run: r.id,
       node: node.id,
       ...(item !== undefined ? { item } : {}),
@@ -94,108 +150,125 @@ export function offer(d: Draft, node: PlanNode, holder: Holder, item: number | u
       cost: costOf(node),
       enqueued_at: d.now,
       ...("provider" in node && node.provider ? { provider_key: node.provider } : {}),
+      request,
     },
   });
 }
 
-/** READY → LEASED with a new lease epoch; arms the lease timer and hands the attempt to the executor. */
-export function leaseNow(d: Draft, node: PlanNode, holder: Holder, item: number | undefined, input: unknown, ticket?: string): void {
+/** The offered attempt `attempt` is the holder's next one (granted in memory, not yet written). */
+export function isOffered(holder: Holder | undefined, attempt: number, leaseEpoch: number): boolean {
+  return !!holder?.step && holder.step.status === "ready" && holder.offered === attempt && holder.step.lease_epoch + 1 === leaseEpoch;
+}
+
+/** The attempt holds a lease: leased, or running. */
+export function isLeased(holder: Holder | undefined, attempt: number, leaseEpoch: number): boolean {
+  const s = holder?.step;
+  return !!s && (s.status === "leased" || s.status === "running") && s.attempt === attempt && s.lease_epoch === leaseEpoch;
+}
+
+/** Writes the lease a granted offer ran under (READY → LEASED: the attempt number and lease epoch the offer named). */
+export function takeOffer(d: Draft, holder: Holder): void {
   const r = applyStepOp(holder.step!, { op: "lease", now: d.now });
-  if (r.outcome !== "moved") {
-    if (r.code === "not_before")
-      d.effects.push({
-        type: "runway.timer.set",
-        name: timerName(node.id, item),
-        at: r.not_before,
-        event: { type: "timer.fired", kind: "retry", node: node.id, ...(item !== undefined ? { item } : {}) },
-      });
-    return;
-  }
-  const s = r.state;
-  holder.step = s;
+  if (r.outcome !== "moved") return;
+  holder.step = r.state;
   delete holder.offered;
   delete holder.offered_at;
   delete holder.reoffered;
-  if (node.kind !== "code" && node.kind !== "map") return;
-  holder.lease_expires_at = d.now + leaseTtl(d, node);
-  leaseTimer(d, node, holder, item);
-  d.effects.push({
-    type: "runway.local",
-    channel: STEP_EXECUTE,
-    payload: <ExecuteRequest>{
-      run: d.run.id,
-      tenant: d.run.tenant,
-      node: node.id,
-      ...(item !== undefined ? { item } : {}),
-      attempt: s.attempt,
-      lease_epoch: s.lease_epoch,
-      handler: node.handler,
-      input,
-      timeout_ms: node.timeout_ms,
-      cancellation_epoch: d.run.cancellation_epoch,
-      lease_expires_at: holder.lease_expires_at,
-      ...(ticket ? { ticket } : {}),
-    },
-  });
-  publish(d, "step_started", { node: node.id, ...(item !== undefined ? { item } : {}), attempt: s.attempt });
 }
 
-/** The scheduler's grant for an offered attempt. */
-export function onLease(d: Draft, e: Extract<ExecutionEvent, { type: "step.lease" }>): void {
+/**
+ * A heartbeat. From an offered attempt (a long one, or one whose handler beats): it is leased
+ * durably now, RUNNING with a lease the heartbeats renew. From a leased one: its lease is renewed.
+ */
+export function onHeartbeat(d: Draft, e: Extract<ExecutionEvent, { type: "step.heartbeat" }>): void {
   const node = d.byId.get(e.node)!;
-  const n = d.run.nodes[e.node]!;
-  const holder = e.item === undefined ? n : n.items![e.item]!;
-  const scope = scopeOf(d.run);
-  let input: { ok: true; value: unknown } | { ok: false; path: string };
-  if (node.kind === "map") {
-    const list = mapItems(node, scope);
-    input = list.ok ? mapItemInput(node, scope, list.items[e.item ?? 0], e.item ?? 0) : { ok: false, path: node.items };
-  } else {
-    input = resolveTemplate(("input" in node ? node.input : null) ?? null, scope);
+  const holder = holderOf(d.run.nodes[e.node]!, e.item)!;
+  if (holder.step!.status === "ready") {
+    takeOffer(d, holder);
+    publish(d, "step_started", { node: node.id, ...(e.item !== undefined ? { item: e.item } : {}), attempt: holder.step!.attempt });
   }
-  if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` });
-  const ticket = `${d.run.id}/${e.node}${e.item !== undefined ? `[${e.item}]` : ""}/${e.attempt}`;
-  leaseNow(d, node, holder, e.item, input.value, ticket);
-  const s = holder.step!;
-  d.effects.push({ type: "runway.answer", value: { outcome: "leased", attempt: s.attempt, lease_epoch: s.lease_epoch } });
+  holder.lease_expires_at = d.now + leaseTtl(d, node);
+  if (holder.step!.status === "leased") {
+    const r = applyStepOp(holder.step!, { op: "start", now: d.now, attempt: e.attempt, lease_epoch: e.lease_epoch });
+    if (r.outcome === "moved") holder.step = r.state;
+  }
+  leaseTimer(d, node, holder, e.item);
 }
 
-/** Keeps up to `concurrency` items of a map in flight, in input order; settles the map when every item has. */
+/** A map's state when it starts: `total` items, none made yet. */
+export function newMap(total: number): MapRun {
+  return { total, next: 0, live: {}, succeeded: 0, failed: 0, output_bytes: 0 };
+}
+
+/**
+ * Keeps up to `concurrency` items of a map in flight, in input order: items waiting to retry are
+ * offered again, new ones made from the list. Settles the map when every item has.
+ */
 export function pumpMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>): void {
   const n = d.run.nodes[node.id]!;
-  const items = n.items!;
-  let inFlight = items.filter(
-    (i) => i.step.status === "leased" || i.step.status === "running" || (i.step.status === "ready" && i.offered !== undefined),
-  ).length;
-  const scope = scopeOf(d.run);
-  const list = mapItems(node, scope);
-  for (let i = 0; i < items.length && inFlight < node.concurrency; i++) {
-    const it = items[i]!;
-    if (it.step.status !== "ready" || it.offered !== undefined) continue;
-    const input = list.ok ? mapItemInput(node, scope, list.items[i], i) : ({ ok: false, path: node.items } as const);
-    if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` });
-    lease(d, node, it, i, input.value);
-    if ((it.step.status as string) === "leased" || it.offered !== undefined) inFlight++;
+  const map = n.map!;
+  const inFlight = () => Object.values(map.live).filter((it) => it.step.status === "leased" || it.step.status === "running" || it.offered !== undefined).length;
+  for (const [i, it] of Object.entries(map.live)) {
+    if (n.s !== "active") return;
+    if (it.step.status === "ready" && it.offered === undefined && inFlight() < node.concurrency) offer(d, node, it, Number(i));
   }
-  if (items.every((i) => i.step.status === "succeeded" || i.step.status === "failed" || i.step.status === "cancelled")) {
-    const failed = items.flatMap((it, i) => (it.step.status === "succeeded" ? [] : [i]));
-    if (failed.length === 0)
-      succeed(
-        d,
-        node.id,
-        items.map((it) => it.output ?? null),
-      );
-    else {
-      n.output = items.map((it) => it.output ?? null);
-      fail(d, node.id, { code: "map_item_failed", message: `${failed.length} of ${items.length} items failed (first: #${failed[0]})` });
+  while (n.s === "active" && map.next < map.total && inFlight() < node.concurrency) {
+    const i = map.next++;
+    const it: ItemRun = {
+      step: ready({ status: "pending", attempt: 0, lease_epoch: 0, not_before: null, last_error: null, started_at: null, ended_at: null }, d.now),
+    };
+    map.live[String(i)] = it;
+    offer(d, node, it, i);
+  }
+  if (n.s !== "active" || map.next < map.total || Object.keys(map.live).length > 0) return;
+  if (map.failed === 0) succeed(d, node.id);
+  else fail(d, node.id, { code: "map_item_failed", message: `${map.failed} of ${map.total} items failed (first: #${map.first_failed})` });
+}
+
+/**
+ * An item whose attempt ended for good leaves the map's live set: a success records its output
+ * (a journal fact); a map whose outputs together would pass {@link MAP_OUTPUT_LIMIT} fails
+ * `fanout_output_too_large` and stops its other items.
+ */
+export function settleItem(d: Draft, node: Extract<PlanNode, { kind: "map" }>, i: number, output: unknown): void {
+  const n = d.run.nodes[node.id]!;
+  const map = n.map!;
+  const it = map.live[String(i)];
+  if (!it) return;
+  if (it.step.status === "succeeded") {
+    const value = output === undefined ? null : output;
+    map.output_bytes += utf8Length(JSON.stringify(value) ?? "null");
+    if (map.output_bytes > MAP_OUTPUT_LIMIT) {
+      delete map.live[String(i)];
+      stopItems(d, node.id, "fanout_output_too_large");
+      return fail(d, node.id, {
+        code: "fanout_output_too_large",
+        message: `the items' combined output would exceed ${MAP_OUTPUT_LIMIT} bytes (results over 32 KiB are stored by reference; make items return less or split the map)`,
+      });
     }
+    map.succeeded++;
+    recordItem(d, node.id, i, value);
+  } else if (it.step.status === "failed") {
+    map.failed++;
+    map.first_failed = Math.min(map.first_failed ?? i, i);
+  } else return;
+  delete map.live[String(i)];
+}
+
+/** A map that stops early: its items in flight are aborted and cancelled (a late report is then refused). */
+export function stopItems(d: Draft, id: string, reason: string): void {
+  const n = d.run.nodes[id]!;
+  abortAttempts(d, liveAttempts(id, holdersOf(n)), reason);
+  for (const it of Object.values(n.map?.live ?? {})) {
+    const r = applyStepOp(it.step, { op: "cancel", now: d.now });
+    if (r.outcome === "moved") it.step = r.state;
   }
 }
 
 /** A lease past its expiry (at `judgedAt`, default now) is lost: the attempt fails `worker_lost` and the step retries under its policy. */
 export function expireLease(d: Draft, node: PlanNode, item: number | undefined, judgedAt = d.now): void {
   const n = d.run.nodes[node.id]!;
-  const holder = item === undefined ? n : n.items?.[item];
+  const holder = holderOf(n, item);
   if (!holder?.step || holder.lease_expires_at === undefined) return;
   if (judgedAt < holder.lease_expires_at) return leaseTimer(d, node, holder, item);
   const lost: StepError = { code: "worker_lost", message: "the attempt's lease expired without a heartbeat", retryable: true };
@@ -219,37 +292,26 @@ export function expireLease(d: Draft, node: PlanNode, item: number | undefined, 
   publish(d, "step_lease_expired", { node: node.id, ...(item !== undefined ? { item } : {}), attempt: r.state.attempt });
   d.effects.push({ type: "runway.local", channel: METRICS_CHANNEL, payload: { counter: "lease_expiries", tenant: d.run.tenant } });
   // The lost attempt's scheduler slot, if it still holds one, is free: its worker is gone or a zombie.
-  d.effects.push({
-    type: "runway.local",
-    channel: STEP_LAPSED,
-    payload: { ticket: `${d.run.id}/${node.id}${item !== undefined ? `[${item}]` : ""}/${r.state.attempt}` },
-  });
-  if (node.kind === "map") return pumpMap(d, node);
-  if (r.state.status === "ready") {
-    const input = resolveTemplate(("input" in node ? node.input : null) ?? null, scopeOf(d.run));
-    lease(d, node, n, undefined, input.ok ? input.value : null);
-  } else {
-    fail(d, node.id, { code: "worker_lost", message: lost.message });
-  }
+  d.effects.push({ type: "runway.local", channel: STEP_LAPSED, payload: { ticket: ticketId(d.run.id, node.id, item, r.state.attempt) } });
+  retryOrFail(d, node, item, lost);
 }
 
-export function onHeartbeat(d: Draft, e: Extract<ExecutionEvent, { type: "step.heartbeat" }>): void {
-  const node = d.byId.get(e.node)!;
-  const n = d.run.nodes[e.node]!;
-  const holder = e.item === undefined ? n : n.items![e.item]!;
-  holder.lease_expires_at = d.now + leaseTtl(d, node);
-  if (holder.step!.status === "leased") {
-    const r = applyStepOp(holder.step!, { op: "start", now: d.now, attempt: e.attempt, lease_epoch: e.lease_epoch });
-    if (r.outcome === "moved") holder.step = r.state;
+/** After an attempt failed under a retry policy: offer the step again, or (no attempt left) settle it failed. */
+export function retryOrFail(d: Draft, node: PlanNode, item: number | undefined, error: StepError): void {
+  const n = d.run.nodes[node.id]!;
+  if (node.kind === "map") {
+    if (item !== undefined) settleItem(d, node, item, undefined);
+    return pumpMap(d, node);
   }
-  leaseTimer(d, node, holder, e.item);
+  if (n.step!.status === "ready") offer(d, node, n, undefined);
+  else fail(d, node.id, { code: error.code, message: error.message });
 }
 
 /** An attempt still executing in the process that claims its run's partition again. */
 export type AliveAttempt = { node: string; item?: number; attempt: number; lease_epoch: number };
 
-export function isAlive(alive: readonly AliveAttempt[], node: string, item: number | undefined, step: { attempt: number; lease_epoch: number }): boolean {
-  return alive.some((a) => a.node === node && a.item === item && a.attempt === step.attempt && a.lease_epoch === step.lease_epoch);
+export function isAlive(alive: readonly AliveAttempt[], node: string, item: number | undefined, attempt: { attempt: number; lease_epoch: number }): boolean {
+  return alive.some((a) => a.node === node && a.item === item && a.attempt === attempt.attempt && a.lease_epoch === attempt.lease_epoch);
 }
 
 /**
@@ -259,7 +321,7 @@ export function isAlive(alive: readonly AliveAttempt[], node: string, item: numb
  */
 export function loseDispatch(d: Draft, node: PlanNode, item: number | undefined, at: number): void {
   const n = d.run.nodes[node.id]!;
-  const holder: Holder | undefined = item === undefined ? n : n.items?.[item];
+  const holder = holderOf(n, item);
   if (!holder?.step || holder.step.status !== "ready") return;
   const minted = applyStepOp(holder.step, { op: "lease", now: Math.max(d.now, at) });
   if (minted.outcome !== "moved") return;
@@ -277,17 +339,14 @@ export function loseDispatch(d: Draft, node: PlanNode, item: number | undefined,
   delete holder.offered;
   delete holder.offered_at;
   delete holder.reoffered;
-  d.effects.push({
-    type: "runway.local",
-    channel: STEP_LAPSED,
-    payload: { ticket: `${d.run.id}/${node.id}${item !== undefined ? `[${item}]` : ""}/${minted.state.attempt}` },
-  });
-  if (node.kind === "map") return pumpMap(d, node);
-  if (r.state.status === "ready") {
-    publish(d, "step_retrying", { node: node.id, attempt: minted.state.attempt, error: lost, not_before: r.state.not_before });
-    const input = resolveTemplate(("input" in node ? node.input : null) ?? null, scopeOf(d.run));
-    lease(d, node, n, undefined, input.ok ? input.value : null);
-  } else {
-    fail(d, node.id, { code: "dispatch_lost", message: lost.message });
-  }
+  d.effects.push({ type: "runway.local", channel: STEP_LAPSED, payload: { ticket: ticketId(d.run.id, node.id, item, minted.state.attempt) } });
+  if (r.state.status === "ready")
+    publish(d, "step_retrying", {
+      node: node.id,
+      ...(item !== undefined ? { item } : {}),
+      attempt: minted.state.attempt,
+      error: lost,
+      not_before: r.state.not_before,
+    });
+  retryOrFail(d, node, item, lost);
 }

@@ -1,6 +1,6 @@
 import { applyRunOp, type RunOpEvent } from "../run/index.js";
 import { isPlatformStop, type NodeState, type Plan, type PlanNode, type Scope } from "../workflow/index.js";
-import type { ExecutionEvent, RunContext, RunError } from "./types.js";
+import type { ExecutionEvent, ItemRun, NodeRun, RunContext, RunError, RunFact, RunMemory } from "./types.js";
 
 /**
  * The working state of one reduction (the run being changed, its plan, the event, the
@@ -11,8 +11,6 @@ export const MAX_DEPTH = 5;
 
 /** How long past its last wake-up a parked run may sit before the wait sweep ends it. */
 export const WAIT_GRACE_MS = 60_000;
-
-export const STEP_EXECUTE = "step.execute";
 
 /** Local effect channel: a ready attempt offered to the node's fair scheduler. */
 export const STEP_READY = "step.ready";
@@ -30,18 +28,26 @@ export interface AbortRequest {
   reason: string;
 }
 
-/** The attempts of `holders` that hold a lease now (leased or running). */
-export function liveAttempts(
-  node: string,
-  holders: { step?: { status: string; attempt: number; lease_epoch: number } }[],
-  itemized: boolean,
-): AbortRequest["attempts"] {
+/**
+ * The attempts of `holders` that may be running now: leased or running, or offered (granted in
+ * memory, running under the next attempt number and lease epoch until its result is stored).
+ */
+export function liveAttempts(node: string, holders: Iterable<[number | undefined, ItemRun | NodeRun]>): AbortRequest["attempts"] {
   const out: AbortRequest["attempts"] = [];
-  holders.forEach((h, i) => {
-    if (h.step && (h.step.status === "leased" || h.step.status === "running"))
-      out.push({ node, ...(itemized ? { item: i } : {}), attempt: h.step.attempt, lease_epoch: h.step.lease_epoch });
-  });
+  for (const [item, h] of holders) {
+    const step = h.step;
+    if (!step) continue;
+    const at = item !== undefined ? { item } : {};
+    if (step.status === "leased" || step.status === "running") out.push({ node, ...at, attempt: step.attempt, lease_epoch: step.lease_epoch });
+    else if (step.status === "ready" && h.offered !== undefined) out.push({ node, ...at, attempt: h.offered, lease_epoch: step.lease_epoch + 1 });
+  }
   return out;
+}
+
+/** A node's attempt holders: the node itself, or a map's items in flight (by index). */
+export function holdersOf(n: NodeRun): [number | undefined, ItemRun | NodeRun][] {
+  if (n.map) return Object.entries(n.map.live).map(([i, it]) => [Number(i), it]);
+  return n.step ? [[undefined, n]] : [];
 }
 
 /** Asks this node's executor to abort `attempts` (nothing when there are none). */
@@ -56,11 +62,11 @@ export const METRICS_CHANNEL = "metrics";
 
 /**
  * The most a map's items may return in all (inline; a result over 32 KiB is stored by reference
- * and counts only its reference). A run's record holds every item output (and the map's output
- * once it settles) and must stay well under NATS's 1 MiB message limit, so a map that would pass
- * this fails `fanout_output_too_large` instead of writing a record the store would refuse.
+ * and counts only its reference). Item outputs live in the run's journal, not its head, but a
+ * map's output is one value (`\${steps.<map>.output}`, the run's result) held in memory whole, so
+ * a map that would pass this fails `fanout_output_too_large` instead.
  */
-export const MAP_OUTPUT_LIMIT = 256 * 1024;
+export const MAP_OUTPUT_LIMIT = 16 * 1024 * 1024;
 
 /** Extra attempts a step gets for attempts lost with their worker (crash, takeover). */
 export const PLATFORM_RETRIES = 3;
@@ -70,7 +76,8 @@ export type Effect =
   | { type: "runway.event"; subject: string; data: unknown }
   | { type: "runway.timer.set"; name: string; at: number; event: { type: string } & Record<string, unknown> }
   | { type: "runway.answer"; value: unknown }
-  | { type: "runway.local"; channel: string; payload: unknown };
+  | { type: "runway.local"; channel: string; payload: unknown }
+  | { type: "runway.journal"; data: RunFact };
 
 export interface Draft {
   run: RunContext;
@@ -81,6 +88,10 @@ export interface Draft {
   effects: Effect[];
   /** The first platform stop of this reduction: the run ends at once (see `workflow/stops.ts`). */
   stop?: { node: string; error: RunError };
+  /** The run's input and the outputs stored before this reduction. */
+  memory: RunMemory;
+  /** Outputs recorded by this reduction (journal facts not yet stored), by node and by `node[i]`. */
+  fresh: Map<string, unknown>;
 }
 
 export function move(d: Draft, op: RunOpEvent["op"], extra: Partial<RunOpEvent> = {}): boolean {
@@ -114,18 +125,63 @@ export function runSummary(r: RunContext) {
   };
 }
 
-export function states(run: RunContext): Record<string, NodeState> {
+/** A stored output, or one recorded by this reduction. */
+function itemOutput(d: Draft, node: string, i: number): unknown {
+  const key = `${node}[${i}]`;
+  return d.fresh.has(key) ? d.fresh.get(key) : d.memory.item(node, i);
+}
+
+/**
+ * What a node produced, as templates and the run's result see it: a work node's output (from the
+ * journal), a branch's `{taken}`, a map's item outputs in input order (null for an item with
+ * none). `undefined` when the node has none.
+ */
+export function outputOf(d: Draft, id: string): unknown {
+  const n = d.run.nodes[id];
+  if (!n) return undefined;
+  if (n.map && n.s !== "active" && n.s !== "pending") return Array.from({ length: n.map.total }, (_, i) => itemOutput(d, id, i) ?? null);
+  if (n.taken) return { taken: n.taken };
+  if (!n.out) return undefined;
+  return d.fresh.has(id) ? d.fresh.get(id) : d.memory.output(id);
+}
+
+/** Node states for the walk; outputs are read only when a template or condition asks for them. */
+export function states(d: Draft): Record<string, NodeState> {
   const out: Record<string, NodeState> = {};
-  for (const [id, n] of Object.entries(run.nodes))
-    out[id] = { status: n.s, ...(n.output !== undefined ? { output: n.output } : {}), ...(n.taken ? { taken: n.taken } : {}) };
+  for (const [id, n] of Object.entries(d.run.nodes)) out[id] = withOutput(d, id, { status: n.s, ...(n.taken ? { taken: n.taken } : {}) }, n);
   return out;
 }
 
-export function scopeOf(run: RunContext): Scope {
-  const steps: Scope["steps"] = {};
-  for (const [id, n] of Object.entries(run.nodes))
-    (steps as Record<string, unknown>)[id] = { status: n.s, ...(n.output !== undefined ? { output: n.output } : {}) };
-  return { input: run.input, steps };
+export function scopeOf(d: Draft): Scope {
+  const steps: Record<string, { status: NodeState["status"]; output?: unknown }> = {};
+  for (const [id, n] of Object.entries(d.run.nodes)) steps[id] = withOutput(d, id, { status: n.s }, n);
+  return { input: d.memory.input, steps };
+}
+
+function hasOutput(n: NodeRun): boolean {
+  return !!n.out || !!n.taken || (!!n.map && n.s !== "active" && n.s !== "pending");
+}
+
+/** Adds a lazy `output` (computed once, on first read) to a node's state when it has one. */
+function withOutput<T extends object>(d: Draft, id: string, state: T, n: NodeRun): T & { output?: unknown } {
+  if (!hasOutput(n)) return state;
+  let cached: { value: unknown } | undefined;
+  return Object.defineProperty(state, "output", {
+    enumerable: true,
+    get: () => (cached ??= { value: outputOf(d, id) }).value,
+  }) as T & { output?: unknown };
+}
+
+/** Records an output once, as a journal fact (stored with this transition, never in the head). */
+export function recordOutput(d: Draft, id: string, value: unknown): void {
+  d.run.nodes[id]!.out = true;
+  d.fresh.set(id, value);
+  d.effects.push({ type: "runway.journal", data: { t: "output", node: id, value } });
+}
+
+export function recordItem(d: Draft, id: string, i: number, value: unknown): void {
+  d.fresh.set(`${id}[${i}]`, value);
+  d.effects.push({ type: "runway.journal", data: { t: "item", node: id, i, value } });
 }
 
 /** A node fails; a platform stop code (never a flag: the code carries the rule) also stops the run. */
@@ -137,9 +193,10 @@ export function fail(d: Draft, id: string, error: RunError): void {
   publish(d, "step_failed", { node: id, error });
 }
 
-export function succeed(d: Draft, id: string, output?: unknown): void {
+/** A node succeeds; a work node's output (if any) becomes a journal fact. */
+export function succeed(d: Draft, id: string, output?: unknown, attempt?: number): void {
   const n = d.run.nodes[id]!;
   n.s = "succeeded";
-  if (output !== undefined) n.output = output;
-  publish(d, "step_succeeded", { node: id });
+  if (output !== undefined) recordOutput(d, id, output);
+  publish(d, "step_succeeded", { node: id, ...(attempt !== undefined ? { attempt } : {}) });
 }

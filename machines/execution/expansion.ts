@@ -1,6 +1,5 @@
-import { pendingStep } from "../step/index.js";
 import { mapItems } from "../workflow/index.js";
-import { costOf, pumpMap, ready } from "./attempts.js";
+import { costOf, newMap, pumpMap } from "./attempts.js";
 import { fail, publish, scopeOf, type Draft } from "./draft.js";
 
 /**
@@ -13,7 +12,7 @@ export function askExpansion(d: Draft, nodeId: string, children: number): void {
   let items = 0;
   let cost = 0;
   for (const node of d.plan.nodes) {
-    const made = d.run.nodes[node.id]?.items?.length ?? 0;
+    const made = d.run.nodes[node.id]?.map?.total ?? 0;
     items += made;
     if (node.kind === "code") cost += costOf(node);
     else if (node.kind === "map") cost += costOf(node) * (node.id === nodeId ? children : made);
@@ -34,17 +33,18 @@ export function admitItems(d: Draft, nodeId: string): void {
   const n = d.run.nodes[nodeId]!;
   if (node.kind !== "map") return;
   n.expansion = { ...n.expansion!, state: "admitted" };
-  const items = mapItems(node, scopeOf(d.run));
+  const items = mapItems(node, scopeOf(d));
   if (!items.ok) return fail(d, node.id, { code: items.code, message: items.detail });
-  n.items = items.items.map(() => ({ step: ready(pendingStep(), d.now) }));
+  n.map = newMap(items.items.length);
   pumpMap(d, node);
 }
 
 /** Expansions whose node is no longer active give their items back to the tenant (asked ones too: the answer may still come). */
 export function releaseExpansions(d: Draft): void {
   for (const [id, n] of Object.entries(d.run.nodes)) {
-    if (!n.expansion || n.expansion.state === "released" || n.s === "active") continue;
-    n.expansion = { ...n.expansion, state: "released" };
+    if (!n.expansion || n.s === "active") continue;
+    // Given back once; a settled node keeps nothing of it (its head stays as small as the plan).
+    delete n.expansion;
     d.effects.push({ type: "runway.send", to: { kind: "tenant", id: d.run.tenant }, event: { type: "tenant.release_expansion", run_id: d.run.id, node: id } });
   }
 }

@@ -6,7 +6,6 @@ export {
   runSummary,
   MAX_DEPTH,
   WAIT_GRACE_MS,
-  STEP_EXECUTE,
   STEP_READY,
   STEP_LAPSED,
   STEP_ABORT,
@@ -15,8 +14,11 @@ export {
   MAP_OUTPUT_LIMIT,
   PLATFORM_RETRIES,
   LEASE_GRACE_MS,
+  LEASE_AFTER_MS,
   type Effect,
 } from "./reduce.js";
+export { RunFacts, factsOfHeadV1, isHeadV1, migrateHeadV1 } from "./memory.js";
+export { ticketId } from "./attempts.js";
 export {
   RunCommandSchema,
   RunSeedSchema,
@@ -34,4 +36,8 @@ export {
   type Lane,
   type Prepared,
   type ParentView,
+  type MapRun,
+  type RunFact,
+  type RunMemory,
+  RUN_CONTEXT_VERSION,
 } from "./types.js";

@@ -1,14 +1,20 @@
 import { emit, enqueueActions, setup } from "xstate";
 import { TERMINAL } from "../run/index.js";
-import { isAlive } from "./attempts.js";
+import { holderOf, isAlive, isLeased, isOffered } from "./attempts.js";
+import { holdersOf, liveAttempts } from "./draft.js";
 import { createRefusal } from "./create.js";
 import { reduce } from "./reduce.js";
 import { sweepPlan } from "./sweep.js";
 import type { ExecutionContext, ExecutionEvent, NodeRun } from "./types.js";
 
-function attemptOf(n: NodeRun | undefined, item: number | undefined) {
-  if (!n || n.s !== "active") return undefined;
-  return item === undefined ? n.step : n.items?.[item]?.step;
+function activeHolder(n: NodeRun | undefined, item: number | undefined) {
+  return n && n.s === "active" ? holderOf(n, item) : undefined;
+}
+
+/** The report comes from the attempt the holder runs now: leased under it, or offered as it (granted in memory). */
+function isCurrentAttempt(n: NodeRun | undefined, item: number | undefined, attempt: number, leaseEpoch: number): boolean {
+  const h = activeHolder(n, item);
+  return isLeased(h, attempt, leaseEpoch) || isOffered(h, attempt, leaseEpoch);
 }
 
 /**
@@ -23,28 +29,19 @@ export const executionMachine = setup({
     /** The seed breaks the tree shape, or (a child) its parent was cancelled, ended or stopped waiting on it: nothing is created. */
     createRefused: ({ event }) => event.type === "run.create" && createRefusal(event.run, event.parent) !== null,
     terminal: ({ context }) => context.run !== null && TERMINAL.has(context.run.lifecycle.status),
-    resultIsCurrent: ({ context, event }) => {
-      if (event.type !== "step.result") return false;
-      const step = attemptOf(context.run?.nodes[event.node], event.item);
-      return !!step && (step.status === "leased" || step.status === "running") && step.attempt === event.attempt && step.lease_epoch === event.lease_epoch;
-    },
+    resultIsCurrent: ({ context, event }) =>
+      event.type === "step.result" && isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch),
     timerIsCurrent: ({ context, event }) => {
       if (event.type !== "timer.fired") return false;
       if (event.kind === "wait") return context.run?.lifecycle.status === "waiting";
       const n = context.run?.nodes[event.node];
       if (!n || n.s !== "active") return false;
       if (event.kind === "sleep") return n.wake_at !== undefined;
-      if (event.kind === "lease") {
-        const step = attemptOf(n, event.item);
-        return !!step && (step.status === "leased" || step.status === "running") && step.attempt === event.attempt && step.lease_epoch === event.lease_epoch;
-      }
-      return n.step?.status === "ready" || (n.items?.some((i) => i.step.status === "ready") ?? false);
+      if (event.kind === "lease") return isLeased(holderOf(n, event.item), event.attempt ?? 0, event.lease_epoch ?? 0);
+      return holdersOf(n).some(([, h]) => h.step?.status === "ready");
     },
-    heartbeatIsCurrent: ({ context, event }) => {
-      if (event.type !== "step.heartbeat") return false;
-      const step = attemptOf(context.run?.nodes[event.node], event.item);
-      return !!step && (step.status === "leased" || step.status === "running") && step.attempt === event.attempt && step.lease_epoch === event.lease_epoch;
-    },
+    heartbeatIsCurrent: ({ context, event }) =>
+      event.type === "step.heartbeat" && isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch),
     /** The report was dispatched before the run's last cancellation (of the run, or of its tree): fenced by the cancellation epoch. */
     cancelEpochStale: ({ context, event }) =>
       (event.type === "step.result" || event.type === "step.heartbeat") &&
@@ -56,10 +53,8 @@ export const executionMachine = setup({
     /** Something in flight is lost: an offer, or a leased or running attempt not still executing in the claiming process. */
     recoverable: ({ context, event }) => {
       const alive = event.type === "run.recover" ? (event.alive ?? []) : [];
-      const lost = (node: string, item: number | undefined, h: { step?: NodeRun["step"]; offered?: number }) =>
-        h.offered !== undefined || (!!h.step && (h.step.status === "leased" || h.step.status === "running") && !isAlive(alive, node, item, h.step));
       return Object.entries(context.run?.nodes ?? {}).some(
-        ([id, n]) => n.s === "active" && (lost(id, undefined, n) || (n.items?.some((it, i) => lost(id, i, it)) ?? false)),
+        ([id, n]) => n.s === "active" && liveAttempts(id, holdersOf(n)).some((a) => !isAlive(alive, id, a.item, a)),
       );
     },
     queued: ({ context }) => context.run?.lifecycle.status === "queued",
@@ -69,20 +64,8 @@ export const executionMachine = setup({
       context.run.nodes[event.node]?.expansion?.state === "pending",
     /** Only a sweep with something to repair is applied (and written); the rest cost no write. */
     sweepRepairs: ({ context, event }) =>
-      event.type === "run.sweep" && !!context.run && sweepPlan(context.run, event.at).some((a) => a.action !== "recheck_admission"),
+      event.type === "run.sweep" && !!context.run && sweepPlan(context.run, event.at, event.sweep, event.held).some((a) => a.action !== "recheck_admission"),
     isChild: ({ context }) => context.run?.parent_run_id !== null && context.run?.parent_run_id !== undefined,
-    leaseIsCurrent: ({ context, event }) => {
-      if (event.type !== "step.lease") return false;
-      const n = context.run?.nodes[event.node];
-      if (!n || n.s !== "active") return false;
-      const holder = event.item === undefined ? n : n.items?.[event.item];
-      return (
-        !!holder?.step &&
-        holder.step.status === "ready" &&
-        holder.offered === event.attempt &&
-        (holder.step.not_before === null || holder.step.not_before <= event.now)
-      );
-    },
   },
   actions: {
     answerStale: emit({ type: "runway.answer", value: { outcome: "stale_lease" } } as never),
@@ -90,7 +73,6 @@ export const executionMachine = setup({
     answerCreateRefused: enqueueActions(({ event, enqueue }) => {
       if (event.type === "run.create") enqueue.emit({ type: "runway.answer", value: createRefusal(event.run, event.parent) } as never);
     }),
-    answerNotReady: emit({ type: "runway.answer", value: { outcome: "not_ready" } } as never),
     reduce: enqueueActions(({ context, event, enqueue }) => {
       const next = reduce(context, event);
       enqueue.assign(() => next.context);
@@ -124,7 +106,6 @@ export const executionMachine = setup({
           { guard: "heartbeatIsCurrent", actions: "reduce" },
           { actions: "answerStale" },
         ],
-        "step.lease": [{ guard: "leaseIsCurrent", actions: "reduce" }, { actions: "answerNotReady" }],
         "timer.fired": { guard: "timerIsCurrent", actions: "reduce" },
         "child.settled": { guard: "childIsCurrent", actions: "reduce" },
         "run.cancel": { actions: "reduce" },

@@ -3,8 +3,8 @@ import { isTerminal, type RunOpEvent } from "../run/index.js";
 import { applyStepOp, pendingStep } from "../step/index.js";
 import { isPlatformStop, mapItems, progress, resolveTemplate, runOutcome, runResult, type PlanNode } from "../workflow/index.js";
 import { childPriority } from "../scheduler/index.js";
-import { DEFAULT_PRIORITY, lease, pumpMap, ready } from "./attempts.js";
-import { abortAttempts, fail, liveAttempts, MAX_DEPTH, move, publish, scopeOf, states, succeed, WAIT_GRACE_MS, type Draft } from "./draft.js";
+import { DEFAULT_PRIORITY, newMap, offer, pumpMap, ready } from "./attempts.js";
+import { abortAttempts, fail, holdersOf, liveAttempts, MAX_DEPTH, move, publish, scopeOf, states, succeed, WAIT_GRACE_MS, type Draft } from "./draft.js";
 import { askExpansion } from "./expansion.js";
 import type { RunError } from "./types.js";
 
@@ -26,7 +26,7 @@ import type { RunError } from "./types.js";
 export function advance(d: Draft): void {
   for (let guard = 0; guard < d.plan.nodes.length * 4 + 8; guard++) {
     if (d.stop) return stopRun(d);
-    const step = progress(d.plan, states(d.run), d.run.input);
+    const step = progress(d.plan, states(d), d.memory.input);
     for (const id of step.skipped) {
       d.run.nodes[id] = { s: "skipped" };
       publish(d, "step_skipped", { node: id });
@@ -39,7 +39,7 @@ export function advance(d: Draft): void {
       else if (settled.status === "failed") fail(d, settled.id, { code: "branch_failed", message: `a member of ${settled.id} failed` });
       else if (kind === "branch") {
         d.run.nodes[settled.id]!.taken = settled.taken;
-        succeed(d, settled.id, { taken: settled.taken });
+        succeed(d, settled.id);
       } else succeed(d, settled.id);
     }
     if (d.stop) return stopRun(d);
@@ -62,23 +62,23 @@ function stopRun(d: Draft): void {
 
 export function start(d: Draft, node: PlanNode): void {
   const n = d.run.nodes[node.id]!;
-  const scope = scopeOf(d.run);
   switch (node.kind) {
     case "code": {
-      const input = resolveTemplate(node.input ?? null, scope);
-      if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` });
       n.s = "active";
       n.step = ready(pendingStep(), d.now);
-      lease(d, node, n, undefined, input.value);
+      offer(d, node, n, undefined);
       return;
     }
     case "map": {
-      const items = mapItems(node, scope);
+      const items = mapItems(node, scopeOf(d));
       if (!items.ok) return fail(d, node.id, { code: items.code, message: items.detail });
-      if (items.items.length === 0) return succeed(d, node.id, []);
+      if (items.items.length === 0) {
+        n.map = newMap(0);
+        return succeed(d, node.id);
+      }
       n.s = "active";
       if (d.event.expansion_admission) return askExpansion(d, node.id, items.items.length);
-      n.items = items.items.map(() => ({ step: ready(pendingStep(), d.now) }));
+      n.map = newMap(items.items.length);
       pumpMap(d, node);
       return;
     }
@@ -88,7 +88,7 @@ export function start(d: Draft, node: PlanNode): void {
       if (d.run.depth + 1 > MAX_DEPTH)
         return fail(d, node.id, { code: "depth_exceeded", message: `a child would be at depth ${d.run.depth + 1}; the limit is ${MAX_DEPTH}` });
       if (!child || !definition) return fail(d, node.id, { code: "definition_not_found", message: `workflow ${node.workflow} is not published` });
-      const input = resolveTemplate(node.input ?? null, scope);
+      const input = resolveTemplate(node.input ?? null, scopeOf(d));
       if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` });
       n.s = "active";
       n.child = child;
@@ -136,20 +136,15 @@ export function start(d: Draft, node: PlanNode): void {
 /** Nothing more is scheduled: pending and active nodes are cancelled, running attempts fenced by a new cancellation epoch, children told. */
 export function stopNodes(d: Draft, childReason: string): void {
   d.run.cancellation_epoch++;
-  const live = Object.entries(d.run.nodes).flatMap(([id, n]) =>
-    n.s === "active" ? [...liveAttempts(id, [n], false), ...liveAttempts(id, n.items ?? [], true)] : [],
-  );
+  const live = Object.entries(d.run.nodes).flatMap(([id, n]) => (n.s === "active" ? liveAttempts(id, holdersOf(n)) : []));
   abortAttempts(d, live, childReason);
   for (const n of Object.values(d.run.nodes)) {
     if (n.s !== "pending" && n.s !== "active") continue;
     n.s = "cancelled";
-    if (n.step && !["succeeded", "failed", "skipped", "cancelled"].includes(n.step.status)) {
-      const r = applyStepOp(n.step, { op: "cancel", now: d.now });
-      if (r.outcome === "moved") n.step = r.state;
-    }
-    for (const it of n.items ?? []) {
-      const r = applyStepOp(it.step, { op: "cancel", now: d.now });
-      if (r.outcome === "moved") it.step = r.state;
+    for (const [, holder] of holdersOf(n)) {
+      const r = applyStepOp(holder.step!, { op: "cancel", now: d.now });
+      if (r.outcome === "moved") holder.step = r.state;
+      delete holder.offered;
     }
     if (n.child) d.effects.push({ type: "runway.send", to: { kind: "run", id: n.child }, event: { type: "run.cancel", reason: childReason, by: d.run.id } });
   }
@@ -157,7 +152,7 @@ export function stopNodes(d: Draft, childReason: string): void {
 
 export function settleRun(d: Draft): void {
   if (isTerminal(d.run.lifecycle.status)) return;
-  const outcome = runOutcome(d.plan, states(d.run));
+  const outcome = runOutcome(d.plan, states(d));
   if (!outcome.done) {
     parkOrRun(d);
     return;
@@ -198,7 +193,7 @@ export function parkOrRun(d: Draft): void {
 export function finish(d: Draft, status: "succeeded" | "failed", error?: RunError): void {
   if (d.run.lifecycle.status === "waiting") move(d, "resume");
   if (!move(d, status === "succeeded" ? "succeed" : "fail")) return;
-  const result = runResult(d.plan, states(d.run), scopeOf(d.run));
+  const result = runResult(d.plan, states(d), scopeOf(d));
   if (result.ok) {
     const b = bound(result.value);
     d.run.result = b.value;

@@ -1,33 +1,31 @@
 import { queuedLifecycle } from "../run/index.js";
 import { applyStepOp, type StepError } from "../step/index.js";
-import { isPlatformStop, resolveTemplate, utf8Length, validateAgainstSchema } from "../workflow/index.js";
-import { expireLease, isAlive, lease, loseDispatch, onHeartbeat, onLease, policyOf, pumpMap, type AliveAttempt } from "./attempts.js";
+import { isPlatformStop, validateAgainstSchema } from "../workflow/index.js";
 import {
-  abortAttempts,
-  fail,
-  liveAttempts,
-  MAP_OUTPUT_LIMIT,
-  METRICS_CHANNEL,
-  move,
-  PLATFORM_RETRIES,
-  publish,
-  runSummary,
-  scopeOf,
-  succeed,
-  type Draft,
-  type Effect,
-} from "./draft.js";
+  expireLease,
+  holderOf,
+  isAlive,
+  loseDispatch,
+  offer,
+  onHeartbeat,
+  policyOf,
+  pumpMap,
+  retryOrFail,
+  settleItem,
+  takeOffer,
+  type AliveAttempt,
+} from "./attempts.js";
+import { fail, holdersOf, METRICS_CHANNEL, move, PLATFORM_RETRIES, publish, runSummary, succeed, type Draft, type Effect } from "./draft.js";
 import { admitItems, askExpansion, releaseExpansions } from "./expansion.js";
 import { advance, finish, notifyParent, stopNodes } from "./progression.js";
 import { sweepPlan } from "./sweep.js";
-import type { ExecutionContext, ExecutionEvent, NodeRun, RunContext } from "./types.js";
+import { RUN_CONTEXT_VERSION, type ExecutionContext, type ExecutionEvent, type ItemRun, type NodeRun, type RunContext, type RunMemory } from "./types.js";
 
 export {
   MAX_DEPTH,
   MAP_OUTPUT_LIMIT,
   WAIT_GRACE_MS,
   STEP_ABORT,
-  STEP_EXECUTE,
   STEP_READY,
   STEP_LAPSED,
   type AbortRequest,
@@ -36,16 +34,28 @@ export {
   runSummary,
   type Effect,
 } from "./draft.js";
-export { LEASE_GRACE_MS } from "./attempts.js";
+export { LEASE_GRACE_MS, LEASE_AFTER_MS } from "./attempts.js";
+
+const NO_OUTPUTS = { output: () => undefined, item: () => undefined };
 
 /**
- * The run's decision function: given its state and one event (with `now` and the pinned plan),
- * the next state and the effects to perform after it is stored. Pure; the XState machine in
- * `machine.ts` calls it, the actor host does the I/O.
+ * The run's decision function: given its state and one event (with `now`, the pinned plan and
+ * the run's input and outputs), the next state and the effects to perform after it is stored.
+ * Pure; the XState machine in `machine.ts` calls it, the actor host does the I/O.
  */
 export function reduce(context: ExecutionContext, event: ExecutionEvent): { context: ExecutionContext; effects: Effect[] } {
   const run = event.type === "run.create" ? create(event) : copyForWrite(context.run!);
-  const d: Draft = { run, plan: event.plan, byId: new Map(event.plan.nodes.map((n) => [n.id, n])), now: event.now, event, effects: [] };
+  const memory: RunMemory = event.type === "run.create" ? { input: event.run.input ?? {}, ...NO_OUTPUTS } : (event.memory ?? { input: {}, ...NO_OUTPUTS });
+  const d: Draft = {
+    run,
+    plan: event.plan,
+    byId: new Map(event.plan.nodes.map((n) => [n.id, n])),
+    now: event.now,
+    event,
+    effects: [],
+    memory,
+    fresh: new Map(),
+  };
   switch (event.type) {
     case "run.create":
       onCreate(d);
@@ -68,15 +78,11 @@ export function reduce(context: ExecutionContext, event: ExecutionEvent): { cont
     case "step.heartbeat":
       onHeartbeat(d, event);
       break;
-    case "step.lease":
-      onLease(d, event);
-      advance(d);
-      break;
     case "run.admitted":
       begin(d);
       break;
     case "run.sweep":
-      onSweep(d, event.at);
+      onSweep(d, event.at, event.held ?? []);
       break;
     case "run.parent_gone":
       onParentGone(d, event.parent_status);
@@ -96,18 +102,25 @@ export function reduce(context: ExecutionContext, event: ExecutionEvent): { cont
 
 /**
  * A copy the reducer may change without touching the previous snapshot: the reducer only ever
- * assigns properties of the run, of its nodes and of their items (step states, errors and
- * outputs are replaced, never edited), so copying those three levels is enough and costs far
- * less than a deep clone of a run with a wide map.
+ * assigns properties of the run, of its nodes, of a map's live items and of their holders (step
+ * states and errors are replaced, never edited), so copying those levels is enough.
  */
 function copyForWrite(run: RunContext): RunContext {
   const nodes: Record<string, NodeRun> = {};
-  for (const [id, n] of Object.entries(run.nodes)) nodes[id] = n.items ? { ...n, items: n.items.map((it) => ({ ...it })) } : { ...n };
+  for (const [id, n] of Object.entries(run.nodes)) {
+    if (!n.map) {
+      nodes[id] = { ...n };
+      continue;
+    }
+    const live: Record<string, ItemRun> = {};
+    for (const [i, it] of Object.entries(n.map.live)) live[i] = { ...it };
+    nodes[id] = { ...n, map: { ...n.map, live } };
+  }
   return { ...run, nodes };
 }
 
 function create(event: Extract<ExecutionEvent, { type: "run.create" }>): RunContext {
-  const seed = event.run;
+  const { input: _input, ...seed } = event.run;
   const nodes: Record<string, NodeRun> = {};
   for (const n of event.plan.nodes) nodes[n.id] = { s: "pending" };
   return {
@@ -120,10 +133,13 @@ function create(event: Extract<ExecutionEvent, { type: "run.create" }>): RunCont
     result_truncated: false,
     error: null,
     cancel: null,
+    v: RUN_CONTEXT_VERSION,
   };
 }
 
 function onCreate(d: Draft): void {
+  // The input is stored once, as the first fact of the run's journal.
+  d.effects.push({ type: "runway.journal", data: { t: "input", value: d.memory.input } });
   if (d.run.admission === "queued") {
     // Behind its tenant's caps: it starts on `run.admitted`. Its slot may already have been
     // given (the tenant may have admitted it before this create was stored): ask once now.
@@ -140,7 +156,7 @@ function begin(d: Draft): void {
   move(d, "claim");
   publish(d, "run_started", { definition: d.run.definition, parent: d.run.parent_run_id });
   const schema = d.plan.input_schema;
-  const checked = schema ? validateAgainstSchema(schema, d.run.input) : ({ ok: true } as const);
+  const checked = schema ? validateAgainstSchema(schema, d.memory.input) : ({ ok: true } as const);
   if (!checked.ok) {
     finish(d, "failed", { code: "invalid_input", message: checked.errors.map((e) => `${e.path}: ${e.message}`).join("; ") });
   } else {
@@ -148,10 +164,12 @@ function begin(d: Draft): void {
   }
 }
 
+/** A step's result: it leases the offered attempt it ran as (if no heartbeat did) and settles it. */
 function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>): void {
   const node = d.byId.get(e.node)!;
   const n = d.run.nodes[e.node]!;
-  const holder = e.item === undefined ? n : n.items![e.item]!;
+  const holder = holderOf(n, e.item)!;
+  if (holder.step!.status === "ready") takeOffer(d, holder);
   const step = holder.step!;
   const error: StepError = e.error ?? { code: "handler_error", message: "failed", retryable: true };
   const r =
@@ -160,42 +178,26 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
       : applyStepOp(step, { op: "fail", now: d.now, attempt: e.attempt, lease_epoch: e.lease_epoch, error, policy: policyOf(node) });
   if (r.outcome !== "moved") return;
   holder.step = r.state;
-  if (e.outcome === "succeeded") holder.output = e.output === undefined ? null : e.output;
-  if (node.kind === "map" && e.outcome === "succeeded" && outgrows(n, holder.output)) {
-    stopItems(d, e.node);
-    fail(d, e.node, {
-      code: "fanout_output_too_large",
-      message: `the items' combined output would exceed ${MAP_OUTPUT_LIMIT} bytes (larger results are stored by reference; make items return less or split the map)`,
+  delete holder.lease_expires_at;
+  const output = e.outcome === "succeeded" ? (e.output === undefined ? null : e.output) : undefined;
+  if (r.state.status === "ready") {
+    publish(d, "step_retrying", {
+      node: e.node,
+      ...(e.item !== undefined ? { item: e.item } : {}),
+      attempt: e.attempt,
+      error,
+      not_before: r.state.not_before,
     });
-  } else if (node.kind === "map") {
-    if (r.state.status === "ready") publish(d, "step_retrying", { node: e.node, item: e.item, attempt: e.attempt, error });
-    pumpMap(d, node);
+  }
+  if (node.kind === "map") {
+    settleItem(d, node, e.item!, output);
+    if (n.s === "active") pumpMap(d, node);
   } else if (r.state.status === "succeeded") {
-    succeed(d, e.node, holder.output);
-  } else if (r.state.status === "ready") {
-    publish(d, "step_retrying", { node: e.node, attempt: e.attempt, error, not_before: r.state.not_before });
-    const input = resolveTemplate(("input" in node ? node.input : null) ?? null, scopeOf(d.run));
-    lease(d, node, holder, undefined, input.ok ? input.value : null);
+    succeed(d, e.node, output, e.attempt);
   } else {
-    fail(d, e.node, { code: error.code, message: error.message, retryable: false });
+    retryOrFail(d, node, undefined, error);
   }
   advance(d);
-}
-
-/** Adds an item's output to its map's combined size; true when the combined output would pass the bound. */
-function outgrows(n: NodeRun, output: unknown): boolean {
-  n.output_bytes = (n.output_bytes ?? 0) + utf8Length(JSON.stringify(output) ?? "null");
-  return n.output_bytes > MAP_OUTPUT_LIMIT;
-}
-
-/** A map that stops early: its unfinished items are cancelled (a running attempt's late report is then refused). */
-function stopItems(d: Draft, id: string): void {
-  abortAttempts(d, liveAttempts(id, d.run.nodes[id]!.items ?? [], true), "fanout_output_too_large");
-  for (const it of d.run.nodes[id]!.items ?? []) {
-    const r = applyStepOp(it.step, { op: "cancel", now: d.now });
-    if (r.outcome === "moved") it.step = r.state;
-    delete it.output;
-  }
 }
 
 function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>): void {
@@ -217,8 +219,7 @@ function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>):
   } else if (node.kind === "map") {
     pumpMap(d, node);
   } else {
-    const input = resolveTemplate(("input" in node ? node.input : null) ?? null, scopeOf(d.run));
-    lease(d, node, n, undefined, input.ok ? input.value : null);
+    offer(d, node, n, undefined);
   }
   advance(d);
 }
@@ -229,7 +230,10 @@ function onChild(d: Draft, e: Extract<ExecutionEvent, { type: "child.settled" }>
   else if (e.status === "failed" && isPlatformStop(e.error?.code))
     fail(d, e.node, { code: e.error!.code, message: `child run ${e.child}: ${e.error!.message}` });
   else
-    fail(d, e.node, { code: e.status === "cancelled" ? "child_cancelled" : "child_failed", message: e.error?.message ?? `child run ${e.child} ${e.status}` });
+    fail(d, e.node, {
+      code: e.status === "cancelled" ? "child_cancelled" : "child_failed",
+      message: e.error?.message ?? `child run ${e.child} ${e.status}`,
+    });
   advance(d);
 }
 
@@ -247,9 +251,9 @@ function onCancel(d: Draft, reason: string, by: string): void {
  * judged at the sweeper's clock `at` (so a test or an operator can sweep "three days later") and
  * stamped with the actor's own clock (a retry's backoff counts from now).
  */
-function onSweep(d: Draft, at: number): void {
+function onSweep(d: Draft, at: number, held: readonly string[]): void {
   const maps = new Set<string>();
-  for (const a of sweepPlan(d.run, at)) {
+  for (const a of sweepPlan(d.run, at, d.event.sweep, held)) {
     if (a.action === "recheck_admission") continue;
     d.effects.push({ type: "runway.local", channel: METRICS_CHANNEL, payload: { counter: "sweep_actions", tenant: d.run.tenant, action: a.action } });
     if (a.action === "wait_abandoned") {
@@ -262,23 +266,20 @@ function onSweep(d: Draft, at: number): void {
     }
     const node = d.byId.get(a.node);
     const n = d.run.nodes[a.node];
-    if (!node || !n) continue;
+    if (!node || !n || n.s !== "active") continue;
     if (a.action === "recheck_expansion") {
       askExpansion(d, a.node, n.expansion!.children);
     } else if (a.action === "expire_lease") {
       expireLease(d, node, a.item, at);
     } else if (a.action === "dispatch_lost") {
       loseDispatch(d, node, a.item, at);
-    } else if (a.item !== undefined) {
-      const it = n.items![a.item]!;
-      delete it.offered;
-      it.reoffered = true;
-      maps.add(a.node);
     } else {
-      delete n.offered;
-      const input = resolveTemplate(("input" in node ? node.input : null) ?? null, scopeOf(d.run));
-      lease(d, node, n, undefined, input.ok ? input.value : null);
-      if (n.step?.status === "ready") n.reoffered = true;
+      const holder = holderOf(n, a.item);
+      if (!holder) continue;
+      delete holder.offered;
+      holder.reoffered = true;
+      if (node.kind === "map") maps.add(a.node);
+      else offer(d, node, holder, undefined);
     }
   }
   for (const id of maps) {
@@ -295,18 +296,12 @@ function onParentGone(d: Draft, parentStatus: string): void {
   finish(d, "failed", { code: "parent_gone", message: `parent run ${d.run.parent_run_id} is ${parentStatus} (recovery sweep)` });
 }
 
-/** After a restart or takeover: attempts that lived in the lost process fail as `worker_lost` and retry now. */
+/**
+ * After a restart or takeover: what lived in the lost process is lost. An attempt offered there
+ * (granted in memory, or still queued) or leased there fails `worker_lost` and retries at once,
+ * as a new attempt. Attempts still executing in the claiming process are left alone.
+ */
 function onRecover(d: Draft, alive: readonly AliveAttempt[]): void {
-  // Offers to the lost process's scheduler are gone too: offer again.
-  for (const holder of Object.values(d.run.nodes).flatMap((n) => [n, ...(n.items ?? [])])) {
-    delete holder.offered;
-    delete holder.reoffered;
-  }
-  for (const node of d.plan.nodes) {
-    const n = d.run.nodes[node.id]!;
-    if (n.s !== "active") continue;
-    if (node.kind === "code" && n.step?.status === "ready") lease(d, node, n, undefined, null);
-  }
   const lost: StepError = { code: "worker_lost", message: "the node running this attempt stopped", retryable: true };
   for (const node of d.plan.nodes) {
     const n = d.run.nodes[node.id]!;
@@ -315,25 +310,24 @@ function onRecover(d: Draft, alive: readonly AliveAttempt[]): void {
     // does not use up the node's own retry budget.
     const own = policyOf(node);
     const policy = { ...own, backoff_ms: 0, max_attempts: own.max_attempts + PLATFORM_RETRIES };
-    if (node.kind === "code" && n.step && (n.step.status === "leased" || n.step.status === "running") && !isAlive(alive, node.id, undefined, n.step)) {
-      const r = applyStepOp(n.step, { op: "fail", now: d.now, attempt: n.step.attempt, lease_epoch: n.step.lease_epoch, error: lost, policy });
+    for (const [item, holder] of holdersOf(n)) {
+      if (holder.step!.status === "ready" && holder.offered !== undefined) {
+        if (isAlive(alive, node.id, item, { attempt: holder.offered, lease_epoch: holder.step!.lease_epoch + 1 })) continue;
+        // It may have run in the lost process (or still run there, cut off): it is that attempt's
+        // failure, so its number and lease epoch are never run again and a late report is refused.
+        takeOffer(d, holder);
+      }
+      const s = holder.step!;
+      if ((s.status !== "leased" && s.status !== "running") || isAlive(alive, node.id, item, s)) continue;
+      const r = applyStepOp(s, { op: "fail", now: d.now, attempt: s.attempt, lease_epoch: s.lease_epoch, error: lost, policy });
       if (r.outcome !== "moved") continue;
-      if (r.state.status === "ready") {
-        n.step = r.state;
-        const input = resolveTemplate(node.input ?? null, scopeOf(d.run));
-        lease(d, node, n, undefined, input.ok ? input.value : null);
-      } else {
-        n.step = r.state;
-        fail(d, node.id, { code: "worker_lost", message: lost.message });
-      }
-    } else if (node.kind === "map" && n.items) {
-      for (const [i, it] of n.items.entries()) {
-        if ((it.step.status !== "leased" && it.step.status !== "running") || isAlive(alive, node.id, i, it.step)) continue;
-        const r = applyStepOp(it.step, { op: "fail", now: d.now, attempt: it.step.attempt, lease_epoch: it.step.lease_epoch, error: lost, policy });
-        if (r.outcome === "moved") it.step = r.state;
-      }
-      pumpMap(d, node);
+      holder.step = r.state;
+      delete holder.lease_expires_at;
+      if (node.kind !== "map") retryOrFail(d, node, undefined, lost);
+      else settleItem(d, node, item!, undefined);
     }
+    if (node.kind === "code" && n.step?.status === "ready" && n.offered === undefined) offer(d, node, n, undefined);
+    if (node.kind === "map" && n.map && n.s === "active") pumpMap(d, node);
   }
   advance(d);
 }

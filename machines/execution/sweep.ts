@@ -1,5 +1,8 @@
 import { isTerminal } from "../run/index.js";
-import type { NodeRun, RunContext } from "./types.js";
+import { ticketId } from "./attempts.js";
+import type { ItemRun, RunContext, SweepSettings } from "./types.js";
+
+export type { SweepSettings };
 
 /**
  * The recovery sweep's decisions about one run (seed 004's reaper and wait sweep, for a system
@@ -11,12 +14,6 @@ import type { NodeRun, RunContext } from "./types.js";
  * What a sweep never does: fail a queued run (at any age: it waits behind its tenant's caps), or
  * touch a waiting run before its deadline and grace have passed.
  */
-export interface SweepSettings {
-  /** A lease this long past its expiry was not expired by its own timer: the timer was lost. */
-  lease_grace_ms: number;
-  /** An offer to the node's scheduler this old is offered again (a lost hand-over; the scheduler drops duplicates). */
-  reoffer_after_ms: number;
-}
 
 export const DEFAULT_SWEEP: SweepSettings = { lease_grace_ms: 5_000, reoffer_after_ms: 60_000 };
 
@@ -37,15 +34,19 @@ export type SweepAction =
 const live = (s: string) => s === "leased" || s === "running";
 
 function holderActions(
+  runId: string,
   node: string,
-  h: { step?: NodeRun["step"]; lease_expires_at?: number; offered?: number; offered_at?: number; reoffered?: boolean },
+  h: ItemRun,
   item: number | undefined,
   at: number,
   s: SweepSettings,
+  held: ReadonlySet<string>,
 ): SweepAction[] {
   const step = h.step;
   if (!step) return [];
   const where = { node, ...(item !== undefined ? { item } : {}) };
+  // An offer the node's scheduler still holds (queued behind others, or granted and running) is not lost, whatever its age.
+  if (h.offered !== undefined && held.has(ticketId(runId, node, item, h.offered))) return [];
   if (live(step.status) && h.lease_expires_at !== undefined && at >= h.lease_expires_at + s.lease_grace_ms) return [{ action: "expire_lease", ...where }];
   if (step.status !== "ready" || (step.not_before !== null && step.not_before > at)) return [];
   // A map item never offered is the map's own pacing (its concurrency), not a lost hand-over.
@@ -56,7 +57,8 @@ function holderActions(
   return [{ action: h.reoffered ? "dispatch_lost" : "reoffer", ...where }];
 }
 
-export function sweepPlan(run: RunContext, at: number, settings: SweepSettings = DEFAULT_SWEEP): SweepAction[] {
+export function sweepPlan(run: RunContext, at: number, settings: SweepSettings = DEFAULT_SWEEP, heldTickets: readonly string[] = []): SweepAction[] {
+  const held = new Set(heldTickets);
   const lc = run.lifecycle;
   if (isTerminal(lc.status)) return [];
   if (lc.status === "queued") return run.parent_run_id === null ? [{ action: "recheck_admission", tenant: run.tenant }] : [];
@@ -65,8 +67,8 @@ export function sweepPlan(run: RunContext, at: number, settings: SweepSettings =
   for (const [id, n] of Object.entries(run.nodes)) {
     if (n.s !== "active") continue;
     if (n.expansion?.state === "pending" && at - n.expansion.asked_at >= settings.reoffer_after_ms) out.push({ action: "recheck_expansion", node: id });
-    out.push(...holderActions(id, n, undefined, at, settings));
-    n.items?.forEach((it, i) => out.push(...holderActions(id, it, i, at, settings)));
+    if (n.step) out.push(...holderActions(run.id, id, n as ItemRun, undefined, at, settings, held));
+    for (const [i, it] of Object.entries(n.map?.live ?? {})) out.push(...holderActions(run.id, id, it, Number(i), at, settings, held));
   }
   return out;
 }

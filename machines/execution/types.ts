@@ -5,10 +5,17 @@ import type { StepError, StepState } from "../step/index.js";
 import type { NodeStatus, Plan } from "../workflow/index.js";
 
 /**
- * The state of one run, as its actor stores it. Steps are not separate records: a step is an
- * actor embedded in its run (its own machine, `machines/step`, its own transitions), stored in
- * the run's record so that a step's result and the readiness it unlocks are one durable write.
+ * The state of one run, as its actor stores it: its head. Steps are not separate records: a step
+ * is an actor embedded in its run (its own machine, `machines/step`, its own transitions), stored
+ * in the run's head so that a step's result and the readiness it unlocks are one durable write.
+ *
+ * The head is bounded: it never holds a run's history. Its input and every output are facts in
+ * the run's journal (written once, with the transition that produced them; see `RunMemory`), a
+ * map holds only its items in flight and counters, and a settled node keeps a compact summary.
+ * So a write costs the same at step 10 and at step 10,000.
  */
+export const RUN_CONTEXT_VERSION = 2;
+
 export interface RunError {
   code: string;
   message: string;
@@ -16,12 +23,15 @@ export interface RunError {
   nodes?: string[];
 }
 
+/** One attempt holder: a code node, or one map item in flight. */
 export interface ItemRun {
   step: StepState;
-  output?: unknown;
   /** While leased or running: when the lease lapses unless a heartbeat renews it. */
   lease_expires_at?: number;
-  /** The attempt offered to the node's scheduler and not yet leased. */
+  /**
+   * The attempt offered to the node's scheduler: granted in memory (no write), it runs as this
+   * attempt with the next lease epoch, until its result, or a heartbeat that leases it durably.
+   */
   offered?: number;
   /** When it was offered (a sweep offers again an offer lost on its way). */
   offered_at?: number;
@@ -29,30 +39,60 @@ export interface ItemRun {
   reoffered?: boolean;
 }
 
-export interface NodeRun {
+/** A map's items: those in flight (or waiting to retry) by index, and counters for the rest. */
+export interface MapRun {
+  /** Items in the list (the fan-out). */
+  total: number;
+  /** Items below this index were made live (in flight, retrying or settled). */
+  next: number;
+  /** Items made live and not settled, by index. */
+  live: Record<string, ItemRun>;
+  succeeded: number;
+  failed: number;
+  /** The lowest index of a failed item. */
+  first_failed?: number;
+  /** Combined size (JSON, UTF-8) of the item outputs so far (bounded by MAP_OUTPUT_LIMIT). */
+  output_bytes: number;
+}
+
+export interface NodeRun extends Omit<ItemRun, "step"> {
   s: NodeStatus;
   /** Code nodes: the attempt lifecycle. */
   step?: StepState;
-  /** Code nodes, while leased or running: when the lease lapses unless a heartbeat renews it. */
-  lease_expires_at?: number;
-  /** Code nodes: the attempt offered to the node's scheduler and not yet leased. */
-  offered?: number;
-  offered_at?: number;
-  reoffered?: boolean;
-  /** Map nodes: one attempt lifecycle per item, in input order. */
-  items?: ItemRun[];
-  /** Map nodes: the combined size (JSON, UTF-8) of the item outputs so far (bounded by MAP_OUTPUT_LIMIT). */
-  output_bytes?: number;
-  output?: unknown;
+  map?: MapRun;
+  /** The node's output is a fact in the run's journal (`RunMemory.output`). */
+  out?: true;
   taken?: "then" | "else";
   child?: string;
   wake_at?: number;
   error?: RunError;
   /**
    * Map nodes under expansion admission: asked of the tenant (`pending`), admitted (its items
-   * count against the tenant's active descendants), then `released` once the node settled.
+   * count against the tenant's active descendants); given back (and forgotten) once the node settled.
    */
   expansion?: { state: "pending" | "admitted" | "released"; children: number; asked_at: number };
+}
+
+/**
+ * What a run's journal holds beside its heads: its input and each output, once. The actor keeps
+ * them in memory (`RunMemory`) and hands them to every transition; `journalFact` effects add
+ * to them.
+ */
+export type RunFact = { t: "input"; value: unknown } | { t: "output"; node: string; value: unknown } | { t: "item"; node: string; i: number; value: unknown };
+
+/** The run's input and outputs, as the journal holds them (read-only for the machine). */
+export interface RunMemory {
+  readonly input: unknown;
+  output(node: string): unknown;
+  item(node: string, i: number): unknown;
+}
+
+/** How old a lost clock or hand-over must be before the recovery sweep repairs it (see `sweep.ts`). */
+export interface SweepSettings {
+  /** A lease this long past its expiry was not expired by its own timer: the timer was lost. */
+  lease_grace_ms: number;
+  /** An offer to the node's scheduler this old is offered again (a lost hand-over; the scheduler drops duplicates). */
+  reoffer_after_ms: number;
 }
 
 export type Lane = "interactive" | "batch" | "migration";
@@ -82,7 +122,6 @@ export interface RunContext {
   priority?: number;
   /** Its attempts should be leased before this instant (ms); earlier deadlines go first at equal priority. */
   deadline?: number | null;
-  input: unknown;
   lifecycle: RunLifecycle;
   created_at: number;
   cancellation_epoch: number;
@@ -91,6 +130,8 @@ export interface RunContext {
   result_truncated: boolean;
   error: RunError | null;
   cancel: { reason: string; by: string; at: number } | null;
+  /** The schema of this head ({@link RUN_CONTEXT_VERSION}); a head without one is version 1. */
+  v: number;
 }
 
 export interface ExecutionContext {
@@ -160,8 +201,6 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     error: z.object({ code: z.string(), message: z.string() }).passthrough().optional(),
   }),
   z.object({ type: z.literal("run.cancel"), reason: z.string().max(1_000), by: z.string().max(200) }),
-  /** The node's scheduler grants the offered attempt a worker slot: READY → LEASED, a new lease epoch. */
-  z.object({ type: z.literal("step.lease"), node: z.string(), item: z.number().int().nonnegative().optional(), attempt: z.number().int().positive() }),
   z.object({
     type: z.literal("run.recover"),
     reason: z.string().max(200),
@@ -181,7 +220,12 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
   /** The tenant gave a queued run its slot. */
   z.object({ type: z.literal("run.admitted") }),
   /** A recovery sweep pass at `at` (the sweeper's clock): repairs what a lost clock or hand-over left (see `sweep.ts`). */
-  z.object({ type: z.literal("run.sweep"), at: z.number().int().nonnegative() }),
+  z.object({
+    type: z.literal("run.sweep"),
+    at: z.number().int().nonnegative(),
+    /** Tickets of this run the node's scheduler still holds (queued or running): not lost, whatever their age. */
+    held: z.array(z.string().max(300)).max(10_000).optional(),
+  }),
   /** The tenant admitted a map's expansion: its items may start. */
   z.object({ type: z.literal("expansion.admitted"), node: z.string() }),
   /** The tenant refused a map's expansion: the node fails with the code, before any item started. */
@@ -207,6 +251,8 @@ export interface Prepared {
   plan: Plan;
   /** A child's `run.create`: its parent, read once at create (null: no such run). */
   parent?: ParentView | null;
+  /** The run's input and outputs (its journal's facts); absent only for a create. */
+  memory?: RunMemory;
   /** Child run id for each subworkflow node of this run. */
   child_ids?: Record<string, string>;
   /** Pinned definition of each workflow a subworkflow node names. */
@@ -215,10 +261,10 @@ export interface Prepared {
   lease_ttl_ms?: number;
   /** Engine setting: how long past its last wake-up a parked run may wait (default WAIT_GRACE_MS). */
   wait_grace_ms?: number;
-  /** Engine setting: ready attempts are offered to the node's fair scheduler instead of being leased at once. */
-  scheduled?: boolean;
   /** Engine setting: a map's items start only once the run's tenant admitted the expansion. */
   expansion_admission?: boolean;
+  /** Engine setting: how old a lost lease or offer must be before the sweep repairs it (default DEFAULT_SWEEP). */
+  sweep?: SweepSettings;
 }
 
 /** A ready attempt offered to the node's scheduler (a `runway.local` effect on channel `step.ready`). */
@@ -237,13 +283,21 @@ export interface ReadyTicket {
   enqueued_at: number;
   /** The provider quota the attempt draws on (`provider/model`), if any. */
   provider_key?: string;
+  /** What the executor runs once the ticket is granted a slot (in memory: a grant is not written). */
+  request: ExecuteRequest;
 }
 
 export type ExecutionEvent = RunCommand & Prepared;
 
-/** Handed to the node's step executor (a `runway.local` effect on channel `step.execute`). */
+/**
+ * What the node's step executor runs: an offered attempt once its ticket is granted, under the
+ * attempt number and lease epoch the offer named (the grant writes nothing; the result, or a
+ * heartbeat of a long attempt, does).
+ */
 export interface ExecuteRequest {
   run: string;
+  /** The run's root (its progress events' subject names it). */
+  root: string;
   tenant: string;
   node: string;
   item?: number;
@@ -253,10 +307,13 @@ export interface ExecuteRequest {
   input: unknown;
   timeout_ms: number;
   cancellation_epoch: number;
-  /** The lease lapses at this instant unless a heartbeat renews it. */
-  lease_expires_at: number;
-  /** The scheduler ticket this attempt was leased under, when scheduled. */
-  ticket?: string;
+  /** The ticket the attempt runs under (its scheduler slot). */
+  ticket: string;
+  /**
+   * An attempt still running this long after it starts is leased durably by a heartbeat (then it
+   * keeps its lease alive with heartbeats, and a lapsed lease fails it `worker_lost`).
+   */
+  lease_after_ms: number;
 }
 
 export type { StepError, StepState };

@@ -1,5 +1,7 @@
+import { createHash } from "node:crypto";
 import { initialTransition, transition, type AnyMachineSnapshot, type AnyStateMachine, type EventObject } from "xstate";
 import type { Clock } from "../clock.js";
+import { packMsgpack } from "../codec.js";
 import { isFault } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { PartitionLog } from "../store/partition-log.js";
@@ -57,6 +59,29 @@ interface Cached {
   /** The live XState snapshot of `record`, kept so a hot actor is not re-resolved per batch. */
   snapshot: AnyMachineSnapshot;
 }
+
+/**
+ * What an actor's record keeps of a command it applied, to answer a redelivery `duplicate`: a
+ * 72-bit digest of its id, so the window costs the same whatever the ids look like.
+ */
+function appliedMark(id: string): string {
+  return createHash("sha256").update(id).digest("base64url").slice(0, 12);
+}
+
+/** Journal facts one write carries at most, about (a single command's own facts are never split). */
+const JOURNAL_BYTES_PER_WRITE = 24 * 1024;
+
+/** A fact's encoded size; one that cannot be encoded counts nothing here (the record's encoding refuses it). */
+function factBytes(fact: unknown): number {
+  try {
+    return packMsgpack(fact).length;
+  } catch {
+    return 0;
+  }
+}
+
+/** Keeps only this write in its key's history (the stream keeps every message per subject). */
+const ROLLUP = { "Nats-Rollup": "sub" };
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -138,7 +163,8 @@ export class ActorCell {
       if (!ok) return { outcome: "unavailable" };
     }
     const machine = this.env.definition.machine as AnyStateMachine;
-    this.cached = { record: decoded.value, revision: read.message.seq, generation, snapshot: machine.resolveState(decoded.value.snapshot as never) };
+    const persisted = this.env.definition.migrate ? this.env.definition.migrate(decoded.value.snapshot) : decoded.value.snapshot;
+    this.cached = { record: decoded.value, revision: read.message.seq, generation, snapshot: machine.resolveState(persisted as never) };
     return { outcome: "loaded", cached: this.cached };
   }
 
@@ -160,10 +186,21 @@ export class ActorCell {
       const applied = base ? [...base.record.applied] : [];
       const outbox: OutboxEntry[] = [];
       const local: Extract<Effect, { type: "runway.local" }>[] = [];
+      const journal: unknown[] = [];
       const decisions: { delivery: Delivery; answer: CommandAnswer; how: "ack" | "term" | "keep"; reason?: string }[] = [];
       let changed = 0;
-      for (const delivery of batch) {
-        if (applied.includes(delivery.id)) {
+      let journalBytes = 0;
+      for (const [index, delivery] of batch.entries()) {
+        // A write carries at most about JOURNAL_BYTES_PER_WRITE of journal facts: the commands
+        // after the one that reached it wait for the next write (a batch of large outputs would
+        // otherwise make one record too large to store).
+        if (journalBytes >= JOURNAL_BYTES_PER_WRITE) {
+          this.queue.unshift(...batch.splice(index));
+          break;
+        }
+        const mark = appliedMark(delivery.id);
+        // A record written before marks were digests holds the ids themselves.
+        if (applied.includes(mark) || applied.includes(delivery.id)) {
           this.env.stats.duplicates++;
           decisions.push({ delivery, answer: { outcome: "duplicate" }, how: "ack" });
           continue;
@@ -185,7 +222,7 @@ export class ActorCell {
         let event: EventObject = { ...(parsed.data as EventObject), now } as EventObject;
         if (definition.prepare) {
           try {
-            event = await prepareWithRetry(definition.prepare, event, snapshot);
+            event = await prepareWithRetry(definition.prepare, event, snapshot, journal);
           } catch (err) {
             if (isFault(err) && err.kind === "retryable") {
               // The store is unavailable: keep the command for a later delivery rather than lose it.
@@ -221,11 +258,17 @@ export class ActorCell {
           continue;
         }
         const answer = effects.find((e) => e.type === "runway.answer");
-        for (const e of effects) if (e.type === "runway.local") local.push(e);
+        for (const e of effects) {
+          if (e.type === "runway.local") local.push(e);
+          else if (e.type === "runway.journal") {
+            journal.push(e.data);
+            journalBytes += factBytes(e.data);
+          }
+        }
         effects
-          .filter((e) => e.type !== "runway.answer" && e.type !== "runway.local")
+          .filter((e) => e.type !== "runway.answer" && e.type !== "runway.local" && e.type !== "runway.journal")
           .forEach((effect, i) => outbox.push({ id: `${delivery.id}/${i}`, effect }));
-        applied.push(delivery.id);
+        applied.push(mark);
         changed++;
         decisions.push({ delivery, answer: { outcome: "applied", revision: 0, ...(answer ? { value: answer.value } : {}) }, how: "ack" });
       }
@@ -244,6 +287,7 @@ export class ActorCell {
           snapshot: machine.getPersistedSnapshot(snapshot!),
           applied: applied.slice(-APPLIED_WINDOW),
           outbox,
+          ...(journal.length > 0 ? { journal } : {}),
           transitions: (base?.record.transitions ?? 0) + changed,
           writer: { node: this.env.log.authority.node, epoch: this.env.log.epoch },
           at: clock.now(),
@@ -256,17 +300,23 @@ export class ActorCell {
       }
       await this.env.faults.beforeWrite?.(this.address);
       const generation = this.env.log.generation;
-      const written = await this.env.log.write(this.key, encoded);
+      // A journaled actor keeps every record in its key's history; any other keeps only the latest.
+      const written = await this.env.log.write(this.key, encoded, definition.history === "journal" ? undefined : ROLLUP);
       switch (written.outcome) {
         case "written": {
           this.env.stats.writes++;
           this.env.stats.transitions += changed;
           this.cached = { record, revision: written.revision, generation, snapshot: snapshot! };
           await this.env.faults.afterWrite?.(this.address, written.revision);
-          const published = await publishOutbox(this.env.outbox, this.address, outbox);
+          if (journal.length > 0) definition.onJournal?.(this.address, journal);
+          // The outbox's events are spooled at once (before anything a hand-over publishes), its
+          // commands published meanwhile; local hand-overs (a step to this node's executor) need
+          // nothing from it and go now.
+          const publishing = publishOutbox(this.env.outbox, this.address, outbox);
+          for (const e of local) this.env.local(e.channel, e.payload, this.address);
+          const published = await publishing;
           // Unpublished entries are published again by whoever loads the record next.
           if (!published) this.cached = undefined;
-          for (const e of local) this.env.local(e.channel, e.payload, this.address);
           for (const d of decisions) {
             const answer = d.answer.outcome === "applied" ? { ...d.answer, revision: written.revision } : d.answer;
             d.delivery.settle(answer, published || d.answer.outcome !== "applied" ? d.how : "keep", d.reason);
@@ -332,10 +382,15 @@ function collectEffects(actions: readonly { type: string; params?: unknown }[]):
   return out;
 }
 
-async function prepareWithRetry(prepare: NonNullable<ActorDefinition["prepare"]>, event: EventObject, snapshot: AnyMachineSnapshot): Promise<EventObject> {
+async function prepareWithRetry(
+  prepare: NonNullable<ActorDefinition["prepare"]>,
+  event: EventObject,
+  snapshot: AnyMachineSnapshot,
+  pending: readonly unknown[],
+): Promise<EventObject> {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await prepare(event, snapshot);
+      return await prepare(event, snapshot, pending);
     } catch (err) {
       if (!(isFault(err) && err.kind === "retryable") || attempt >= 5) throw err;
       await sleep(Math.min(50 * 2 ** attempt, 1_000));

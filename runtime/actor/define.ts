@@ -20,10 +20,31 @@ export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMach
   /**
    * Adds what the machine needs but the actor does not store (e.g. an immutable plan looked up
    * by the digest the actor pinned), after validation and before the transition. May do I/O;
-   * must be deterministic for a given event and snapshot. Throwing refuses the command as
+   * must be deterministic for a given event and snapshot. `pending`: the `runway.journal` facts
+   * of the commands decided earlier in the same batch (stored with it, not yet). Throwing refuses the command as
    * `invalid_input` with the error's message.
    */
-  prepare?: (event: EventObject, current: AnyMachineSnapshot | undefined) => EventObject | Promise<EventObject>;
+  prepare?: (event: EventObject, current: AnyMachineSnapshot | undefined, pending: readonly unknown[]) => EventObject | Promise<EventObject>;
+  /**
+   * Brings a persisted snapshot written by an earlier version of the machine up to date, when it
+   * is loaded (its next write stores the new form). Must accept snapshots of the current version
+   * unchanged.
+   */
+  migrate?(persisted: unknown): unknown;
+  /**
+   * `journal`: every stored transition stays in the actor key's history (the subject's messages
+   * in its partition stream), so the key's history is the actor's append-only journal, and
+   * `runway.journal` facts written with a transition can be read back in order (see
+   * `readJournal`). Default `latest`: each write rolls up the key's history to itself, so the
+   * store keeps one record per actor.
+   */
+  history?: "journal" | "latest";
+  /**
+   * Called in this process with the `runway.journal` facts of each stored transition, right
+   * after the write and before the next command of this actor is decided (e.g. to keep an
+   * in-memory index of what the journal holds).
+   */
+  onJournal?(address: ActorAddress, facts: readonly unknown[]): void;
 }
 
 export const KIND_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
@@ -68,5 +89,10 @@ export const EffectSchema = z.discriminatedUnion("type", [
    * able to recover when the process dies between the write and the hand-over.
    */
   z.object({ type: z.literal("runway.local"), channel: z.string().min(1), payload: z.unknown() }),
+  /**
+   * A fact kept with this transition in the actor's journal (a step's output, a tool's receipt):
+   * stored once, in the same fenced write, never re-published. Meaningful for `history: "journal"`.
+   */
+  z.object({ type: z.literal("runway.journal"), data: z.unknown() }),
 ]);
 export type Effect = z.infer<typeof EffectSchema>;

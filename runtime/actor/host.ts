@@ -10,7 +10,7 @@ import { ID_PATTERN, type ActorAddress, type ActorDefinition } from "./define.js
 import { ActorCell, type Delivery, type HostFaults, type HostStats } from "./cell.js";
 import { EventSpool, type EventSpoolLimits } from "./event-spool.js";
 import { publishEvent, type OutboxContext } from "./outbox.js";
-import { answerCodec, commandCodec, HEADER_ID, HEADER_REPLY, type CommandAnswer } from "./wire.js";
+import { answerCodec, APPLIED_WINDOW, commandCodec, HEADER_ID, HEADER_REPLY, type CommandAnswer } from "./wire.js";
 
 export interface ActorHostConfig {
   nc: NatsConnection;
@@ -164,7 +164,7 @@ export class ActorHost {
       outbox: this.outbox,
       clock: this.clock,
       logger: this.logger,
-      maxBatch: this.config.maxBatch ?? 64,
+      maxBatch: Math.min(this.config.maxBatch ?? APPLIED_WINDOW, APPLIED_WINDOW),
       faults: this.config.faults ?? {},
       stats: this.stats,
       onFenced: () => this.config.onFenced?.(part.log.partition),

@@ -94,6 +94,7 @@ async function publishEntry(ctx: OutboxContext, self: ActorAddress, entry: Outbo
     case "runway.event":
     case "runway.answer":
     case "runway.local":
+    case "runway.journal":
       return { outcome: "stored", seq: 0, duplicate: false };
   }
 }

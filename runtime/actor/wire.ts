@@ -36,10 +36,13 @@ export const ActorRecordSchema = z.object({
   snapshot: z.unknown(),
   applied: z.array(z.string()),
   outbox: z.array(OutboxEntrySchema),
+  /** The `runway.journal` facts of this transition (an actor with `history: "journal"` keeps every record: its journal). */
+  journal: z.array(z.unknown()).optional(),
   transitions: z.number().int().nonnegative(),
   writer: z.object({ node: z.string(), epoch: z.number() }),
   at: z.number(),
 });
 export type ActorRecord = z.infer<typeof ActorRecordSchema>;
 export const actorRecordCodec = versionedCodec({ schema: "rw.actor", version: 1, body: ActorRecordSchema });
-export const APPLIED_WINDOW = 64;
+/** Commands an actor's record remembers as applied; a host applies at most this many in one write (its batch), so a redelivered batch is always recognised. */
+export const APPLIED_WINDOW = 32;

@@ -106,8 +106,17 @@ function parseHeaderBlock(block: string | undefined): Record<string, string> {
  * Reads the last message on a subject from the stream leader (not a direct-get replica), so an
  * owner that reloads after a conflict never sees a lagging replica's past.
  */
-export async function readLast(nc: NatsConnection, stream: string, subject: string, timeoutMs = 2_000): Promise<ReadOutcome> {
-  const reply = await rawRequest(nc, `$JS.API.STREAM.MSG.GET.${stream}`, JSON.stringify({ last_by_subj: subject }), { timeoutMs });
+export function readLast(nc: NatsConnection, stream: string, subject: string, timeoutMs = 2_000): Promise<ReadOutcome> {
+  return readOne(nc, stream, { last_by_subj: subject }, timeoutMs);
+}
+
+/** The first message a subject holds, from the stream leader (a journal's first entry). */
+export function readFirst(nc: NatsConnection, stream: string, subject: string, timeoutMs = 2_000): Promise<ReadOutcome> {
+  return readOne(nc, stream, { seq: 1, next_by_subj: subject }, timeoutMs);
+}
+
+async function readOne(nc: NatsConnection, stream: string, query: Record<string, unknown>, timeoutMs: number): Promise<ReadOutcome> {
+  const reply = await rawRequest(nc, `$JS.API.STREAM.MSG.GET.${stream}`, JSON.stringify(query), { timeoutMs });
   if (!reply.ok) return { outcome: "unavailable", detail: reply.reason };
   try {
     const body = JSON.parse(new TextDecoder().decode(reply.msg.data)) as MsgGetJson;

@@ -50,6 +50,13 @@ export type LogWriteOutcome =
 
 const encoder = new TextEncoder();
 
+/** A fence write replaces the key's history: the partition stream keeps every message per subject (journals). */
+function rollup() {
+  const h = makeHeaders();
+  h.set("Nats-Rollup", "sub");
+  return h;
+}
+
 export async function readFence(nc: NatsConnection, partition: number): Promise<FenceRead> {
   const read = await readLast(nc, partitionStream(partition), kvSubject(partitionBucket(partition), FENCE_KEY));
   if (read.outcome === "unavailable") return read;
@@ -114,7 +121,10 @@ export class PartitionLog {
     const expected = current.outcome === "found" ? current.epoch : current.lastSequence;
     const record: FenceRecord = { partition, owner: authority.node, incarnation: authority.incarnation, at: now };
     const bucket = partitionBucket(partition);
-    const written = await publish(nc, kvSubject(bucket, FENCE_KEY), encoder.encode(JSON.stringify(record)), { expectLastSubjectSequence: expected });
+    const written = await publish(nc, kvSubject(bucket, FENCE_KEY), encoder.encode(JSON.stringify(record)), {
+      expectLastSubjectSequence: expected,
+      headers: rollup(),
+    });
     switch (written.outcome) {
       case "stored":
         return { outcome: "claimed", log: new PartitionLog(nc, partition, authority, written.seq, written.seq) };
@@ -226,7 +236,10 @@ export class PartitionLog {
     const run = this.tail.then(async () => {
       if (this.fencedBy !== undefined) return;
       const record: FenceRecord = { partition: this.partition, owner: null, incarnation: null, at: now };
-      await publish(this.nc, kvSubject(this.bucket, FENCE_KEY), encoder.encode(JSON.stringify(record)), { expectLastSubjectSequence: this.epoch });
+      await publish(this.nc, kvSubject(this.bucket, FENCE_KEY), encoder.encode(JSON.stringify(record)), {
+        expectLastSubjectSequence: this.epoch,
+        headers: rollup(),
+      });
       this.fencedBy = record;
     });
     this.tail = run.catch(() => undefined);

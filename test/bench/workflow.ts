@@ -1,5 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { RunwayClient } from "../../cluster/client.js";
 import { startRunwayNode, type RunwayWorkflowNode } from "../../cluster/runway-node.js";
 import { createLogger } from "../../runtime/index.js";
@@ -57,6 +58,23 @@ async function world(): Promise<World> {
   };
 }
 
+/**
+ * Messages the server has stored, summed over every stream (each stream's last sequence: KV
+ * writes, commands, timers, events, audit records and counters, whether or not still held), by
+ * kind of stream: what `server_ops_per_step` counts.
+ */
+async function storedMessages(nc: NatsConnection): Promise<{ total: number; byKind: Record<string, number> }> {
+  const jsm = await jetstreamManager(nc);
+  const byKind: Record<string, number> = {};
+  let total = 0;
+  for await (const si of jsm.streams.list()) {
+    const kind = si.config.name.startsWith("KV_rw_p") ? "actor_writes" : si.config.name;
+    byKind[kind] = (byKind[kind] ?? 0) + si.state.last_seq;
+    total += si.state.last_seq;
+  }
+  return { total, byKind };
+}
+
 async function startAndFinish(w: World, definition: string, input: unknown = {}): Promise<number> {
   const t0 = performance.now();
   const started = await w.client.startRun({ definition, input });
@@ -82,10 +100,18 @@ export async function w1(): Promise<Record<string, unknown>> {
     const runs = 200;
     const latencies: number[] = [];
     const writesBefore = w.node.node.host.stats.writes;
+    const storedBefore = await storedMessages(w.nc);
     const t0 = performance.now();
     await windowed(runs, 32, async () => void latencies.push(await startAndFinish(w, "seq10")));
     const seconds = (performance.now() - t0) / 1000;
     const writes = w.node.node.host.stats.writes - writesBefore;
+    // Spooled events may trail the last run's end by a moment: count once they are out.
+    await waitFor(() => w.node.node.host.events.spooled === 0 || undefined, { timeoutMs: 10_000, describe: "spooled events" });
+    const after = await storedMessages(w.nc);
+    const stored = {
+      total: after.total - storedBefore.total,
+      byKind: Object.fromEntries(Object.entries(after.byKind).map(([k, v]) => [k, v - (storedBefore.byKind[k] ?? 0)])),
+    };
     progress("w1: one run in flight, to measure per-step overhead");
     const ten: number[] = [];
     const one: number[] = [];
@@ -103,6 +129,8 @@ export async function w1(): Promise<Record<string, unknown>> {
       steps_per_s: Math.round((runs * 10) / seconds),
       run_latency_ms: percentiles(latencies),
       actor_writes_per_step: Math.round((writes / (runs * 10)) * 100) / 100,
+      server_ops_per_step: Math.round((stored.total / (runs * 10)) * 100) / 100,
+      server_ops_by_stream_per_step: Object.fromEntries(Object.entries(stored.byKind).map(([k, v]) => [k, Math.round((v / (runs * 10)) * 100) / 100])),
       one_in_flight_run_of_10_ms: percentiles(ten),
       mean_step_overhead_ms_one_in_flight: Math.round(((mean(ten) - mean(one)) / 9) * 1000) / 1000,
     };

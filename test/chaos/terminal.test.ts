@@ -4,14 +4,18 @@ import { CMD_STREAM, partitionOf, timerSubject } from "../../runtime/index.js";
 import { waitFor } from "../harness/index.js";
 import { workflowWorld, type RunAnswer } from "../integration/workflow-support.js";
 
-// Deterministic "randomness": every third hand-over to the executor and every fourth report is lost.
+// Deterministic "randomness": every third offer to the scheduler and every fourth report is lost.
+// A short step's grant and result are one write, so a lost report is found by the recovery sweep
+// (here every 200 ms, offers repaired after 1 s), as a lost offer is.
 let handovers = 0;
 let reports = 0;
 const world = workflowWorld({
   name: "lossy",
   stepLeaseTtlMs: 1_000,
   waitGraceMs: 500,
-  faults: { dropLocal: (channel) => channel === "step.execute" && ++handovers % 3 === 0, dropReport: () => ++reports % 4 === 0 },
+  sweepIntervalMs: 200,
+  sweep: { lease_grace_ms: 500, reoffer_after_ms: 1_000 },
+  faults: { dropLocal: (channel) => channel === "step.ready" && ++handovers % 3 === 0, dropReport: () => ++reports % 4 === 0 },
 });
 
 it("every accepted run reaches a terminal state when dispatches and reports are dropped, workers are killed and waits expire", async () => {
@@ -56,7 +60,7 @@ it("every accepted run reaches a terminal state when dispatches and reports are 
   );
   const byKind = (k: string) => final.filter((v) => v.kind === k).map((v) => v.run);
   console.log(
-    `terminal: dropped ${Math.floor(handovers / 3)} hand-overs and ${Math.floor(reports / 4)} reports; ${JSON.stringify(final.map((v) => `${v.kind}:${v.run.status}${v.run.error ? `:${v.run.error.code}` : ""}`))}`,
+    `terminal: dropped ${Math.floor(handovers / 3)} offers and ${Math.floor(reports / 4)} reports; ${JSON.stringify(final.map((v) => `${v.kind}:${v.run.status}${v.run.error ? `:${v.run.error.code}` : ""}`))}`,
   );
   // Terminal is the guarantee; under this much loss a step may spend all its attempts, and then
   // its run fails with the reason on record rather than hanging.

@@ -355,18 +355,19 @@ describe("maps", () => {
     }
   });
 
-  it("C068 a map whose items' combined output would pass 256 KiB fails fanout_output_too_large; no record grows past the bound", async () => {
+  it("C068 a map whose items' combined output would pass 16 MiB fails fanout_output_too_large; no record holds the outputs", async () => {
     const client = await tenant("mp2");
     await publish(client, {
       name: "fat",
-      nodes: [{ id: "m", kind: "map", items: "${input.items}", handler: "big", max_fanout: 100, concurrency: 4, input: { bytes: 8_000 } }],
+      nodes: [{ id: "m", kind: "map", items: "${input.items}", handler: "big", max_fanout: 1_000, concurrency: 16, input: { bytes: 32_000 } }],
     });
-    const run = ((await client.startRun({ definition: "fat", input: { items: Array.from({ length: 60 }, (_, i) => i) } })).run as View).id;
+    const run = ((await client.startRun({ definition: "fat", input: { items: Array.from({ length: 560 }, (_, i) => i) } })).run as View).id;
     const done = await settled(client, run);
     expect(done.status).toBe("failed");
     expect(done.nodes.m!.error).toMatchObject({ code: "fanout_output_too_large" });
+    // Each item's output is stored once, in its own journal entry; the run's head holds none of them.
     const kv = await new Kvm(world.nc).open(partitionBucket(partitionOf(run, 32)));
-    expect((await kv.get(`${RUN_KIND}.${run}`))!.length).toBeLessThan(300 * 1024);
+    expect((await kv.get(`${RUN_KIND}.${run}`))!.length).toBeLessThan(64 * 1024);
   });
 });
 

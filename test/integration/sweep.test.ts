@@ -3,7 +3,7 @@ import { RunwayClient, type ApiAnswer } from "../../cluster/client.js";
 import { Kvm } from "@nats-io/kv";
 import { childStartKey, runIdFor, RUN_KIND, Sweeper } from "../../actors/index.js";
 import { createLogger, partitionBucket, partitionOf, systemClock } from "../../runtime/index.js";
-import { STEP_EXECUTE, STEP_READY } from "../../machines/index.js";
+import { STEP_READY } from "../../machines/index.js";
 import { waitFor } from "../harness/index.js";
 import { settled, workflowWorld, type RunAnswer } from "./workflow-support.js";
 
@@ -138,12 +138,20 @@ it("C106 C123 a dispatch lost again after its re-offer fails the attempt dispatc
   expect(done.nodes.a!.attempt).toBe(2);
 });
 
-it("a stale lease (its attempt never ran, its timer not due yet) is expired by the sweep: worker_lost, then the retry runs", async () => {
+it("a stale lease (its holder stopped beating, its timer not due yet) is expired by the sweep: worker_lost, then the retry runs", async () => {
   const client = await tenantWith("l1");
   await publish(client, { name: "one", nodes: [{ id: "a", kind: "code", handler: "echo", input: { ok: true } }] });
-  drops.add(STEP_EXECUTE);
+  // The offer never reaches this node's executor: a worker elsewhere (here: the test) takes attempt 1,
+  // leases it durably with a heartbeat, and is never heard from again.
+  drops.add(STEP_READY);
   const run = (await client.startRun({ definition: "one" })).run as View;
-  await waitFor(() => !drops.has(STEP_EXECUTE) || undefined, { timeoutMs: 10_000, describe: "the hand-over to be dropped" });
+  await waitFor(() => !drops.has(STEP_READY) || undefined, { timeoutMs: 10_000, describe: "the offer to be dropped" });
+  const beat = await world.node.node.host.dispatch(
+    { kind: RUN_KIND, id: run.id },
+    { type: "step.heartbeat", node: "a", attempt: 1, lease_epoch: 1 },
+    `hb/${run.id}`,
+  );
+  expect(beat.outcome).toBe("applied");
   await waitFor(async () => (await view(client, run.id)).nodes.a?.attempt === 1 || undefined, { timeoutMs: 10_000, describe: "attempt 1 leased" });
   expect(repairs(await world.node.sweeper.pass(Date.now() + 25_000 + 5_000))).toEqual({ expire_lease: 1 });
   const done = await settled(client, run.id);

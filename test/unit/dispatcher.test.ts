@@ -1,12 +1,11 @@
 import { afterEach, expect, it } from "vitest";
 import { Dispatcher } from "../../actors/index.js";
 import type { ReadyTicket, TenantPolicy } from "../../machines/index.js";
-import { createLogger, type ActorHost } from "../../runtime/index.js";
+import { createLogger } from "../../runtime/index.js";
 
 /**
- * The dispatcher's use of tenant policies. Its grants go to the run actor through the host; a
- * recording stand-in for the host's `dispatch` is enough here (no NATS is involved in a grant
- * decision, and the grant's own write is tested against real servers elsewhere).
+ * The dispatcher's use of tenant policies. A grant hands the ticket's attempt to the executor; a
+ * recording stand-in for the executor is enough here (no NATS is involved in a grant decision).
  */
 const T0 = 1_700_000_000_000;
 const dispatchers: Dispatcher[] = [];
@@ -16,14 +15,8 @@ afterEach(() => {
 
 function world(policy: (tenant: string) => TenantPolicy | undefined) {
   const grants: string[] = [];
-  const host = {
-    dispatch: async (_address: unknown, event: { node: string }) => {
-      grants.push(event.node);
-      return { outcome: "applied", revision: 1, value: { outcome: "leased" } };
-    },
-  } as unknown as ActorHost;
   const d = new Dispatcher({
-    host,
+    execute: (request) => grants.push(request.node),
     clock: { now: () => T0, monotonic: () => 0 },
     logger: createLogger("dispatcher", "error"),
     config: { slots: 4, interactive_reserve: 0, migration_cap: 1, aging_ms: 10_000 },
@@ -45,6 +38,20 @@ const ticket = (tenant: string, node: string): ReadyTicket => ({
   deadline: null,
   cost: 1,
   enqueued_at: T0,
+  request: {
+    run: `${tenant}_r`,
+    root: `${tenant}_r`,
+    tenant,
+    node,
+    attempt: 1,
+    lease_epoch: 1,
+    handler: "h",
+    input: null,
+    timeout_ms: 1_000,
+    cancellation_epoch: 0,
+    ticket: `${tenant}_r/${node}/1`,
+    lease_after_ms: 5_000,
+  },
 });
 
 it("a tenant whose policy this node has not read yet is granted nothing (never default settings); once its policy arrives it is granted at once", async () => {

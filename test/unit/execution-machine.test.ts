@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { initialTransition, transition, type AnyMachineSnapshot } from "xstate";
 import { compileDefinition, executionMachine, type ExecuteRequest, type Plan } from "../../machines/index.js";
+import { emitted, executes, runDriver } from "./run-driver.js";
 
 function plan(definition: object): Plan {
   const c = compileDefinition(definition, { handlers: new Set(["h"]) });
@@ -22,26 +23,16 @@ const seed = (id = "t_1") => ({
   input: { list: [3, 1, 2] },
 });
 
-const emitted = (actions: readonly { type: string }[]) =>
-  actions.filter((a) => (a.type as string) === "xstate.emit").map((a) => (a as unknown as { params: { event: Emitted } }).params.event);
-
-type Emitted = { type: string; channel?: string; payload?: ExecuteRequest; name?: string; at?: number; event?: { type: string } };
-
 /** Drives the machine with a fixed completion schedule; returns every snapshot and effect. */
 function drive(p: Plan, order: (pending: ExecuteRequest[]) => ExecuteRequest[]) {
-  let [snap] = initialTransition(executionMachine) as [AnyMachineSnapshot, unknown];
-  let now = 1_000;
+  const r = runDriver(p);
   const trace: unknown[] = [];
   const send = (event: object) => {
-    const [next, actions] = transition(executionMachine, snap, { ...event, now: now++, plan: p } as never);
-    snap = next;
-    const effects = emitted(actions);
-    trace.push({ state: snap.value, effects });
+    const effects = r.send(event);
+    trace.push({ state: r.snap.value, effects });
     return effects;
   };
-  let pending = send({ type: "run.create", run: seed() })
-    .filter((e) => e.channel === "step.execute")
-    .map((e) => e.payload!);
+  let pending = executes(send({ type: "run.create", run: seed() }));
   while (pending.length > 0) {
     const [first, ...rest] = order(pending);
     const effects = send({
@@ -53,9 +44,9 @@ function drive(p: Plan, order: (pending: ExecuteRequest[]) => ExecuteRequest[]) 
       outcome: "succeeded",
       output: first!.input ?? first!.node,
     });
-    pending = [...rest, ...effects.filter((e) => e.channel === "step.execute").map((e) => e.payload!)];
+    pending = [...rest, ...executes(effects)];
   }
-  return { snap, trace };
+  return { snap: r.snap, trace, result: r.run.result };
 }
 
 describe("the run actor's machine", () => {
@@ -77,14 +68,14 @@ describe("the run actor's machine", () => {
 
   it("a map keeps input order whatever order its items complete in", () => {
     const reversed = drive(p, (xs) => [...xs].reverse());
-    expect(reversed.snap.context.run.result.m).toEqual([3, 1, 2]);
+    expect(reversed.result).toMatchObject({ m: [3, 1, 2] });
     expect(reversed.snap.context.run.lifecycle.status).toBe("succeeded");
   });
 
   it("succeed cannot overwrite a run cancelled a moment earlier; the cancelled run never moves", () => {
     let [snap] = initialTransition(executionMachine) as [AnyMachineSnapshot, unknown];
     const [created, actions] = transition(executionMachine, snap, { type: "run.create", run: seed(), now: 1, plan: p } as never);
-    const exec = emitted(actions).find((e) => e.channel === "step.execute")!.payload!;
+    const exec = executes(emitted(actions))[0]!;
     [snap] = transition(executionMachine, created, { type: "run.cancel", reason: "stop", by: "test", now: 2, plan: p } as never);
     expect(snap.context.run.lifecycle.status).toBe("cancelled");
     const late = {
@@ -120,7 +111,7 @@ describe("the run actor's machine", () => {
 
   it("a result from a stale attempt or lease epoch is refused", () => {
     const [snap, actions] = transition(executionMachine, initialTransition(executionMachine)[0], { type: "run.create", run: seed(), now: 1, plan: p } as never);
-    const exec = emitted(actions).find((e) => e.channel === "step.execute")!.payload!;
+    const exec = executes(emitted(actions))[0]!;
     const stale = { type: "step.result", node: exec.node, attempt: exec.attempt, lease_epoch: exec.lease_epoch + 1, outcome: "succeeded", now: 2, plan: p };
     // Answered stale_lease, and nothing changes (the host stores nothing for it).
     const [after, out] = transition(executionMachine, snap, stale as never);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { initialTransition, transition, type AnyMachineSnapshot } from "xstate";
-import { compileDefinition, executionMachine, type Plan, type RunContext } from "../../machines/index.js";
+import { compileDefinition, executionMachine, type Plan, type RunContext, RunFacts, type RunFact } from "../../machines/index.js";
 import { admitExpansionDecision, releaseExpansionDecision } from "../../machines/tenant/expansion.js";
 import { newTenant, TenantSettingsSchema, type TenantContext } from "../../machines/tenant/index.js";
 
@@ -58,6 +58,12 @@ type Emitted = { type: string; channel?: string; payload?: Record<string, unknow
 const emitted = (actions: readonly { type: string }[]) =>
   actions.filter((a) => (a.type as string) === "xstate.emit").map((a) => (a as unknown as { params: { event: Emitted } }).params.event);
 
+/** Adds a transition's journal facts to the run's memory, as the actor does once it is stored. */
+function remember(memory: RunFacts, effects: Emitted[]): Emitted[] {
+  for (const e of effects) if (e.type === "runway.journal") memory.add((e as unknown as { data: RunFact }).data);
+  return effects;
+}
+
 function plan(definition: object): Plan {
   const c = compileDefinition(definition, { handlers: new Set(["h"]) });
   if (!c.ok) throw new Error(JSON.stringify(c.errors));
@@ -88,10 +94,11 @@ describe("a map under expansion admission", () => {
 
   function start() {
     let [snap] = initialTransition(executionMachine) as [AnyMachineSnapshot, unknown];
+    const memory = new RunFacts();
     const send = (event: object, now = T0) => {
-      const [next, actions] = transition(executionMachine, snap, { ...event, now, plan: p, expansion_admission: true } as never);
+      const [next, actions] = transition(executionMachine, snap, { ...event, now, plan: p, memory, expansion_admission: true } as never);
       snap = next;
-      return emitted(actions);
+      return remember(memory, emitted(actions));
     };
     const created = send({ type: "run.create", run: seed });
     return {
@@ -109,11 +116,11 @@ describe("a map under expansion admission", () => {
       to: { kind: "tenant", id: "t" },
       event: { type: "tenant.admit_expansion", run_id: "t_1", node: "m", children: 3, depth: 1, total_steps: 5, estimated_cost: 4 },
     });
-    expect(r.created.filter((e) => e.channel === "step.execute")).toEqual([]);
+    expect(r.created.filter((e) => e.channel === "step.ready")).toEqual([]);
     expect(r.run().nodes.m).toMatchObject({ s: "active", expansion: { state: "pending", children: 3 } });
-    expect(r.run().nodes.m!.items).toBeUndefined();
+    expect(r.run().nodes.m!.map).toBeUndefined();
     const started = r.send({ type: "expansion.admitted", node: "m" });
-    expect(started.filter((e) => e.channel === "step.execute").map((e) => e.payload!.item)).toEqual([0, 1, 2]);
+    expect(started.filter((e) => e.channel === "step.ready").map((e) => e.payload!.item)).toEqual([0, 1, 2]);
     expect(r.can({ type: "expansion.admitted", node: "m" })).toBe(false);
   });
 
@@ -125,9 +132,9 @@ describe("a map under expansion admission", () => {
       code: "descendant_quota_exceeded",
       message: "descendant_quota_exceeded: 21 over the tenant's limit of 20",
     });
-    expect(effects.filter((e) => e.channel === "step.execute")).toEqual([]);
+    expect(effects.filter((e) => e.channel === "step.ready")).toEqual([]);
     expect(r.run().nodes.m).toMatchObject({ s: "failed", error: { code: "descendant_quota_exceeded" } });
-    expect(r.run().nodes.m!.items).toBeUndefined();
+    expect(r.run().nodes.m!.map).toBeUndefined();
     expect(r.run().lifecycle.status).toBe("failed");
     // A refused expansion held nothing, but its release is harmless (the tenant answers not_held).
     expect(effects).toContainEqual({
@@ -139,22 +146,23 @@ describe("a map under expansion admission", () => {
 
   it("the items are given back once the map settles, and once only", () => {
     const r = start();
-    const started = r.send({ type: "expansion.admitted", node: "m" }).filter((e) => e.channel === "step.execute");
+    const started = r.send({ type: "expansion.admitted", node: "m" }).filter((e) => e.channel === "step.ready");
     let releases = 0;
     for (const e of started) {
+      const request = (e.payload as { request: { item: number; attempt: number; lease_epoch: number } }).request;
       const out = r.send({
         type: "step.result",
         node: "m",
-        item: e.payload!.item,
-        attempt: e.payload!.attempt,
-        lease_epoch: e.payload!.lease_epoch,
+        item: request.item,
+        attempt: request.attempt,
+        lease_epoch: request.lease_epoch,
         outcome: "succeeded",
         output: 1,
       });
       releases += out.filter((x) => x.event?.type === "tenant.release_expansion").length;
     }
     expect(releases).toBe(1);
-    expect(r.run().nodes.m!.expansion!.state).toBe("released");
+    expect(r.run().nodes.m!.expansion).toBeUndefined();
   });
 
   it("a run cancelled while its expansion is pending gives it back (the admission may still arrive) and ignores a late answer", () => {
@@ -180,7 +188,6 @@ describe("what a run's attempts carry to the scheduler", () => {
   });
   const prepared = {
     plan: p,
-    scheduled: true,
     expansion_admission: true,
     child_ids: { sub: "t_c" },
     child_definitions: { leaf: { name: "leaf", version: 1, digest: "d2" } },
@@ -204,16 +211,15 @@ describe("what a run's attempts carry to the scheduler", () => {
 
   it("project, priority, deadline and the node's estimated cost; a map's estimate is items × cost; a child inherits, batch, never above its parent", () => {
     let [snap] = initialTransition(executionMachine) as [AnyMachineSnapshot, unknown];
+    const memory = new RunFacts();
     const send = (event: object) => {
-      const [next, actions] = transition(executionMachine, snap, { ...event, now: T0, ...prepared } as never);
+      const [next, actions] = transition(executionMachine, snap, { ...event, now: T0, memory, ...prepared } as never);
       snap = next;
-      return emitted(actions);
+      return remember(memory, emitted(actions));
     };
     const ticket = send({ type: "run.create", run: seed }).find((e) => e.channel === "step.ready")!.payload!;
     expect(ticket).toMatchObject({ tenant: "t", project: "billing", priority: 7, deadline: T0 + 60_000, cost: 3, class: "interactive" });
-    send({ type: "step.lease", node: "a", attempt: 1 });
-    const run = snap.context.run as RunContext;
-    const asked = send({ type: "step.result", node: "a", attempt: 1, lease_epoch: run.nodes.a!.step!.lease_epoch, outcome: "succeeded", output: 1 });
+    const asked = send({ type: "step.result", node: "a", attempt: 1, lease_epoch: 1, outcome: "succeeded", output: 1 });
     expect(asked.find((e) => e.event?.type === "tenant.admit_expansion")?.event).toMatchObject({ children: 3, estimated_cost: 3 + 3 * 2 });
     const items = send({ type: "expansion.admitted", node: "m" })
       .filter((e) => e.channel === "step.ready")
@@ -223,10 +229,9 @@ describe("what a run's attempts carry to the scheduler", () => {
       [1, 2, "billing", 7],
       [2, 2, "billing", 7],
     ]);
-    for (const t of items) send({ type: "step.lease", node: "m", item: t.item, attempt: 1 });
     let child: Emitted | undefined;
-    for (const [i, it] of (snap.context.run as RunContext).nodes.m!.items!.entries()) {
-      const out = send({ type: "step.result", node: "m", item: i, attempt: 1, lease_epoch: it.step.lease_epoch, outcome: "succeeded", output: i });
+    for (const t of items) {
+      const out = send({ type: "step.result", node: "m", item: t.item, attempt: 1, lease_epoch: 1, outcome: "succeeded", output: t.item });
       child ??= out.find((e) => e.event?.type === "run.create");
     }
     expect((child!.event as { run: object }).run).toMatchObject({

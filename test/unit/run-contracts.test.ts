@@ -1,56 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { initialTransition, transition, type AnyMachineSnapshot } from "xstate";
-import {
-  compileDefinition,
-  DEFAULT_SWEEP,
-  executionMachine,
-  isPlatformStop,
-  MAP_OUTPUT_LIMIT,
-  PLATFORM_STOP_CODES,
-  sweepPlan,
-  type Plan,
-  type RunContext,
-} from "../../machines/index.js";
+import { DEFAULT_SWEEP, isPlatformStop, MAP_OUTPUT_LIMIT, PLATFORM_STOP_CODES, sweepPlan, type Plan } from "../../machines/index.js";
+import { executes, plan, runDriver, type Emitted } from "./run-driver.js";
 
 /** Seed 004 contract rows on the pure run machine: platform stops, tree shape at create, map output bound, lost dispatch. */
-
-function plan(definition: object): Plan {
-  const c = compileDefinition(definition, { handlers: new Set(["h"]), workflowExists: () => true });
-  if (!c.ok) throw new Error(JSON.stringify(c.errors));
-  return c.plan;
-}
-
-type Emitted = {
-  type: string;
-  channel?: string;
-  payload?: Record<string, unknown>;
-  to?: { kind: string; id: string };
-  event?: Record<string, unknown>;
-  value?: Record<string, unknown>;
-};
-const emitted = (actions: readonly { type: string }[]) =>
-  actions.filter((a) => (a.type as string) === "xstate.emit").map((a) => (a as unknown as { params: { event: Emitted } }).params.event);
 
 const T0 = 1_000_000;
 
 function runner(p: Plan, extra: Record<string, unknown> = {}) {
-  let [snap] = initialTransition(executionMachine) as [AnyMachineSnapshot, unknown];
-  return {
-    get snap() {
-      return snap;
-    },
-    get run() {
-      return snap.context.run as RunContext;
-    },
-    can(event: object, now = T0) {
-      return snap.can({ ...event, now, plan: p, ...extra } as never);
-    },
-    send(event: object, now = T0) {
-      const [next, actions] = transition(executionMachine, snap, { ...event, now, plan: p, ...extra } as never);
-      snap = next;
-      return emitted(actions);
-    },
-  };
+  return runDriver(p, extra, T0);
 }
 
 const seed = (over: Record<string, unknown> = {}) => ({
@@ -69,8 +26,6 @@ const seed = (over: Record<string, unknown> = {}) => ({
 });
 const childSeed = (over: Record<string, unknown> = {}) => seed({ id: "t_c", root_run_id: "t_r", parent_run_id: "t_p", parent_node: "sub", depth: 2, ...over });
 const parentView = (over: Record<string, unknown> = {}) => ({ status: "running", tenant: "t", root_run_id: "t_r", depth: 1, waits: true, ...over });
-const executes = (effects: Emitted[]) =>
-  effects.filter((e) => e.channel === "step.execute").map((e) => e.payload as { node: string; item?: number; attempt: number; lease_epoch: number });
 const answer = (effects: Emitted[]) => effects.find((e) => e.type === "runway.answer")?.value;
 
 describe("platform stops (seed 004: a platform stop is never tolerated)", () => {
@@ -240,26 +195,25 @@ describe("run.create judges the tree shape and the parent before the run exists"
 });
 
 describe("a map's combined output is bounded", () => {
-  it("C068 a map whose items' outputs would pass the bound fails fanout_output_too_large before the record holds them; its other items stop", () => {
+  it("C068 a map whose items' outputs would pass the bound together fails fanout_output_too_large; its other items stop; the head holds none of them", () => {
     const width = 40;
     const p = plan({ name: "w", nodes: [{ id: "m", kind: "map", items: "${input.list}", handler: "h", concurrency: width, max_fanout: width }] });
     const r = runner(p);
-    let pending = executes(r.send({ type: "run.create", run: seed({ input: { list: Array.from({ length: width }, (_, i) => i) } }) }));
+    const pending = executes(r.send({ type: "run.create", run: seed({ input: { list: Array.from({ length: width }, (_, i) => i) } }) }));
     expect(pending).toHaveLength(width);
-    const chunk = "x".repeat(16 * 1024);
+    const chunk = "x".repeat(512 * 1024);
     let effects: Emitted[] = [];
     let sent = 0;
     while (r.run.nodes.m!.s === "active") {
-      const e = pending.shift()!;
-      effects = r.send({ type: "step.result", node: "m", item: e.item, attempt: e.attempt, lease_epoch: e.lease_epoch, outcome: "succeeded", output: chunk });
+      effects = r.result(pending.shift()!, "succeeded", chunk);
       sent++;
     }
     expect(sent).toBeLessThan(width);
     expect(sent * (chunk.length + 2)).toBeGreaterThan(MAP_OUTPUT_LIMIT);
     expect(r.run.nodes.m!.error).toMatchObject({ code: "fanout_output_too_large" });
     expect(r.run.lifecycle.status).toBe("failed");
-    const stored = JSON.stringify(r.run).length;
-    expect(stored).toBeLessThan(MAP_OUTPUT_LIMIT);
+    // Item outputs are journal facts, never in the head.
+    expect(JSON.stringify(r.run).length).toBeLessThan(16 * 1024);
     const abort = effects.find((e) => e.channel === "step.abort")!.payload as { attempts: unknown[] };
     expect(abort.attempts).toHaveLength(width - sent);
   });
@@ -269,7 +223,7 @@ describe("a lost dispatch is re-offered once, then fails its attempt (C106 C123 
   const one = plan({ name: "w", nodes: [{ id: "a", kind: "code", handler: "h", retry: { max_attempts: 2, backoff_ms: 0, max_backoff_ms: 0 } }] });
 
   it("C106 C123 an offer lost twice fails dispatch_lost and follows the retry policy: retried while attempts remain, then the node fails", () => {
-    const r = runner(one, { scheduled: true });
+    const r = runner(one);
     r.send({ type: "run.create", run: seed() });
     const after = DEFAULT_SWEEP.reoffer_after_ms;
     expect(sweepPlan(r.run, T0 + after)).toEqual([{ action: "reoffer", node: "a" }]);
@@ -282,7 +236,9 @@ describe("a lost dispatch is re-offered once, then fails its attempt (C106 C123 
     expect(lost.find((e) => e.channel === "step.ready")!.payload).toMatchObject({ id: "t_1/a/2", attempt: 2 });
     expect(r.run.nodes.a!.step).toMatchObject({ status: "ready", attempt: 1, last_error: { code: "dispatch_lost" } });
     // A grant for the lost attempt arriving late is refused.
-    expect(r.send({ type: "step.lease", node: "a", attempt: 1 }, T0 + 2 * after)).toEqual([{ type: "runway.answer", value: { outcome: "not_ready" } }]);
+    expect(r.send({ type: "step.result", node: "a", attempt: 1, lease_epoch: 1, outcome: "succeeded" }, T0 + 2 * after)).toEqual([
+      { type: "runway.answer", value: { outcome: "stale_lease" } },
+    ]);
     expect(r.run.nodes.a!.step).toMatchObject({ status: "ready", attempt: 1 });
     // Lost twice more: no attempt left, the node fails dispatch_lost and the run ends; nothing loops.
     r.send({ type: "run.sweep", at: T0 + 3 * after }, T0 + 3 * after);
@@ -293,7 +249,7 @@ describe("a lost dispatch is re-offered once, then fails its attempt (C106 C123 
   });
 
   it("C133 a run queued behind its tenant's cap is never failed by a pass, at any age (it only asks its tenant again)", () => {
-    const r = runner(one, { scheduled: true });
+    const r = runner(one);
     r.send({ type: "run.create", run: seed({ admission: "queued" }) });
     for (const minutes of [10, 60, 24 * 60, 30 * 24 * 60]) {
       expect(sweepPlan(r.run, T0 + minutes * 60_000)).toEqual([{ action: "recheck_admission", tenant: "t" }]);

@@ -1,6 +1,16 @@
 import { describe, expect, it } from "vitest";
 import { initialTransition, transition, type AnyMachineSnapshot } from "xstate";
-import { compileDefinition, DEFAULT_SWEEP, executionMachine, parentGone, sweepPlan, type Plan, type RunContext } from "../../machines/index.js";
+import {
+  compileDefinition,
+  DEFAULT_SWEEP,
+  executionMachine,
+  parentGone,
+  RunFacts,
+  sweepPlan,
+  type Plan,
+  type RunContext,
+  type RunFact,
+} from "../../machines/index.js";
 
 /** The recovery sweep's decisions (seed 004's reaper and wait sweep contract tests that apply), on the pure run machine. */
 
@@ -19,6 +29,7 @@ const T0 = 1_000_000;
 
 function runner(p: Plan, extra: Record<string, unknown> = {}) {
   let [snap] = initialTransition(executionMachine) as [AnyMachineSnapshot, unknown];
+  const memory = new RunFacts();
   return {
     get snap() {
       return snap;
@@ -27,12 +38,14 @@ function runner(p: Plan, extra: Record<string, unknown> = {}) {
       return snap.context.run as RunContext;
     },
     can(event: object, now = T0) {
-      return snap.can({ ...event, now, plan: p, ...extra } as never);
+      return snap.can({ ...event, now, plan: p, memory, ...extra } as never);
     },
     send(event: object, now = T0) {
-      const [next, actions] = transition(executionMachine, snap, { ...event, now, plan: p, ...extra } as never);
+      const [next, actions] = transition(executionMachine, snap, { ...event, now, plan: p, memory, ...extra } as never);
       snap = next;
-      return emitted(actions);
+      const effects = emitted(actions);
+      for (const e of effects) if (e.type === "runway.journal") memory.add((e as unknown as { data: RunFact }).data);
+      return effects;
     },
   };
 }
@@ -62,7 +75,7 @@ describe("a run queued behind its tenant's caps", () => {
     const r = runner(oneStep);
     const created = r.send({ type: "run.create", run: seed({ admission: "queued" }) });
     expect(r.run.lifecycle.status).toBe("queued");
-    expect(created.find((e) => e.channel === "step.execute")).toBeUndefined();
+    expect(created.find((e) => e.channel === "step.ready")).toBeUndefined();
     expect(created).toContainEqual({ type: "runway.send", to: { kind: "tenant", id: "t" }, event: { type: "tenant.recheck", run_id: "t_1" } });
     expect(created.find((e) => e.type === "runway.answer")).toMatchObject({ value: { outcome: "started", run: { status: "queued" } } });
     for (const later of [10 * 60_000, 24 * HOUR, 3 * 24 * HOUR, 365 * 24 * HOUR]) {
@@ -73,7 +86,7 @@ describe("a run queued behind its tenant's caps", () => {
     const started = r.send({ type: "run.admitted" }, T0 + 5);
     expect(r.run.lifecycle.status).toBe("running");
     expect(r.run.lifecycle.started_at).toBe(T0 + 5);
-    expect(started.filter((e) => e.channel === "step.execute")).toHaveLength(1);
+    expect(started.filter((e) => e.channel === "step.ready")).toHaveLength(1);
     // Told twice (a recheck raced the first): the second changes nothing.
     expect(r.can({ type: "run.admitted" })).toBe(false);
   });
@@ -131,8 +144,14 @@ describe("the wait sweep", () => {
 describe("lost clocks and hand-overs", () => {
   it("a lease past expiry plus grace (its timer lost) is expired: worker_lost, and the step retries", () => {
     const r = runner(oneStep, { lease_ttl_ms: 30_000 });
-    const first = r.send({ type: "run.create", run: seed() }).find((e) => e.channel === "step.execute")!.payload!;
-    const expires = first.lease_expires_at as number;
+    const first = (r.send({ type: "run.create", run: seed() }).find((e) => e.channel === "step.ready")!.payload! as { request: Record<string, number> })
+      .request;
+    // Granted in memory and running: an offer its scheduler still holds is never repaired, whatever its age.
+    expect(r.can({ type: "run.sweep", at: T0 + 1_000_000, held: ["t_1/a/1"] })).toBe(false);
+    // A long attempt: its heartbeat leases it durably (until then it had no lease to expire).
+    r.send({ type: "step.heartbeat", node: "a", attempt: first.attempt, lease_epoch: first.lease_epoch });
+    const expires = r.run.nodes.a!.lease_expires_at!;
+    expect(expires).toBe(T0 + 30_000);
     expect(r.can({ type: "run.sweep", at: expires + DEFAULT_SWEEP.lease_grace_ms - 1 })).toBe(false);
     const at = expires + DEFAULT_SWEEP.lease_grace_ms;
     const effects = r.send({ type: "run.sweep", at });
@@ -140,9 +159,9 @@ describe("lost clocks and hand-overs", () => {
     // Retried under the step's policy: after its backoff.
     const timer = effects.find((e) => e.type === "runway.timer.set") as { at: number; event: object } | undefined;
     expect(timer?.event).toMatchObject({ type: "timer.fired", kind: "retry", node: "a" });
-    const retry = r.send(timer!.event, timer!.at).find((e) => e.channel === "step.execute")!.payload!;
+    const retry = (r.send(timer!.event, timer!.at).find((e) => e.channel === "step.ready")!.payload! as { request: Record<string, number> }).request;
     expect(retry).toMatchObject({ node: "a", attempt: 2 });
-    expect(retry.lease_epoch).toBeGreaterThan(first.lease_epoch as number);
+    expect(retry.lease_epoch).toBeGreaterThan(first.lease_epoch!);
     expect(effects).toContainEqual({ type: "runway.local", channel: "metrics", payload: { counter: "sweep_actions", tenant: "t", action: "expire_lease" } });
     // The lost attempt's late report is a zombie's.
     expect(r.send({ type: "step.result", node: "a", attempt: 1, lease_epoch: first.lease_epoch, outcome: "succeeded" })).toContainEqual({
@@ -152,7 +171,7 @@ describe("lost clocks and hand-overs", () => {
   });
 
   it("an offer lost on its way to the scheduler is offered again (same ticket) once it is old enough", () => {
-    const r = runner(oneStep, { scheduled: true });
+    const r = runner(oneStep);
     const offer = r.send({ type: "run.create", run: seed() }).find((e) => e.channel === "step.ready")!.payload!;
     expect(r.can({ type: "run.sweep", at: T0 + DEFAULT_SWEEP.reoffer_after_ms - 1 })).toBe(false);
     const again = r.send({ type: "run.sweep", at: T0 + DEFAULT_SWEEP.reoffer_after_ms }, T0 + 7).find((e) => e.channel === "step.ready")!.payload!;
@@ -217,12 +236,22 @@ describe("a child whose parent is gone", () => {
 describe("recovery on a partition claim", () => {
   it("fails only attempts not still executing in the claiming process: one the node claims again while it runs is kept", () => {
     const r = runner(oneStep, { lease_ttl_ms: 30_000 });
-    const exec = r.send({ type: "run.create", run: seed() }).find((e) => e.channel === "step.execute")!.payload!;
-    const alive = [{ node: "a", attempt: exec.attempt as number, lease_epoch: exec.lease_epoch as number }];
-    // Still running here: nothing is lost, so nothing is written.
+    const exec = (r.send({ type: "run.create", run: seed() }).find((e) => e.channel === "step.ready")!.payload! as { request: Record<string, number> }).request;
+    const alive = [{ node: "a", attempt: exec.attempt!, lease_epoch: exec.lease_epoch! }];
+    // Granted and still running here (no write yet): nothing is lost, so nothing is written.
     expect(r.can({ type: "run.recover", reason: "partition_claimed", alive })).toBe(false);
-    // Claimed by a process that does not run it: lost, and retried.
+    // Claimed by a process that does not run it: attempt 1 is lost (worker_lost) and attempt 2 offered at once.
+    const again = r.send({ type: "run.recover", reason: "partition_claimed", alive: [] });
+    expect(r.run.nodes.a).toMatchObject({ offered: 2, step: { attempt: 1, status: "ready", last_error: { code: "worker_lost" } } });
+    expect(again.filter((e) => e.channel === "step.ready")).toHaveLength(1);
+    // Attempt 1's late report (a zombie in the lost process) is refused.
+    expect(r.send({ type: "step.result", node: "a", attempt: 1, lease_epoch: 1, outcome: "succeeded" })).toEqual([
+      { type: "runway.answer", value: { outcome: "stale_lease" } },
+    ]);
+    // Leased durably by a heartbeat, then lost: it fails worker_lost and attempt 3 is offered at once.
+    r.send({ type: "step.heartbeat", node: "a", attempt: 2, lease_epoch: 2 });
+    expect(r.run.nodes.a!.step).toMatchObject({ attempt: 2, status: "running" });
     r.send({ type: "run.recover", reason: "partition_claimed", alive: [] });
-    expect(r.run.nodes.a!.step).toMatchObject({ attempt: 2, status: "leased" });
+    expect(r.run.nodes.a).toMatchObject({ offered: 3, step: { attempt: 2, status: "ready", last_error: { code: "worker_lost" } } });
   });
 });

@@ -1,0 +1,130 @@
+import type { StepState } from "../step/index.js";
+import { RUN_CONTEXT_VERSION, type ItemRun, type MapRun, type NodeRun, type RunContext, type RunFact, type RunMemory } from "./types.js";
+
+/**
+ * A run's input and outputs, folded from its journal's facts in the order they were stored. The
+ * run actor keeps one per run in memory (rebuilt from the journal when it is not there) and hands
+ * it to every transition; a transition's new facts are added once they are stored.
+ */
+export class RunFacts implements RunMemory {
+  input: unknown = {};
+  private readonly outputs = new Map<string, unknown>();
+  private readonly items = new Map<string, unknown>();
+  private readonly itemsOf = new Map<string, number>();
+
+  add(fact: RunFact): void {
+    if (fact.t === "input") this.input = fact.value;
+    else if (fact.t === "output") this.outputs.set(fact.node, fact.value);
+    else {
+      const key = `${fact.node}[${fact.i}]`;
+      if (!this.items.has(key)) this.itemsOf.set(fact.node, (this.itemsOf.get(fact.node) ?? 0) + 1);
+      this.items.set(key, fact.value);
+    }
+  }
+
+  output(node: string): unknown {
+    return this.outputs.get(node);
+  }
+
+  item(node: string, i: number): unknown {
+    return this.items.get(`${node}[${i}]`);
+  }
+
+  /** Whether this holds every output `run`'s head says its journal has (a reader behind the leader holds fewer). */
+  covers(run: RunContext): boolean {
+    return this.coversWith(run, undefined);
+  }
+
+  /**
+   * This memory plus facts decided but not stored yet (earlier commands of the batch being
+   * decided), without copying it: what a transition in the middle of a batch reads.
+   */
+  with(pending: readonly RunFact[]): RunMemory & { covers(run: RunContext): boolean } {
+    if (pending.length === 0) return this;
+    const extra = new RunFacts();
+    extra.input = this.input;
+    for (const f of pending) extra.add(f);
+    return {
+      input: extra.input,
+      output: (node) => (extra.outputs.has(node) ? extra.outputs.get(node) : this.outputs.get(node)),
+      item: (node, i) => {
+        const key = `${node}[${i}]`;
+        return extra.items.has(key) ? extra.items.get(key) : this.items.get(key);
+      },
+      covers: (run) => this.coversWith(run, extra),
+    };
+  }
+
+  private coversWith(run: RunContext, extra: RunFacts | undefined): boolean {
+    for (const [id, n] of Object.entries(run.nodes)) {
+      if (n.out && !this.outputs.has(id) && !extra?.outputs.has(id)) return false;
+      if (n.map && (this.itemsOf.get(id) ?? 0) + (extra?.itemsOf.get(id) ?? 0) < n.map.succeeded) return false;
+    }
+    return true;
+  }
+}
+
+/** A version-1 head (before journals) held its input and outputs itself. */
+interface HeadV1 {
+  input?: unknown;
+  nodes: Record<string, V1Node>;
+  v?: undefined;
+}
+
+type V1Node = Omit<NodeRun, "map" | "out"> & {
+  items?: (ItemRun & { output?: unknown })[];
+  output?: unknown;
+  output_bytes?: number;
+  fatal?: boolean;
+};
+
+/** True for a head stored before journals (version 1). */
+export function isHeadV1(run: unknown): run is HeadV1 {
+  return typeof run === "object" && run !== null && (run as { v?: unknown }).v === undefined;
+}
+
+/** The facts a version-1 head held inline: its input, each node's output, each map item's output. */
+export function factsOfHeadV1(run: HeadV1): RunFact[] {
+  const facts: RunFact[] = [{ t: "input", value: run.input ?? {} }];
+  for (const [id, n] of Object.entries(run.nodes)) {
+    if (n.items) {
+      n.items.forEach((it, i) => {
+        if (it.output !== undefined && it.step.status === "succeeded") facts.push({ t: "item", node: id, i, value: it.output });
+      });
+    } else if (n.output !== undefined && !n.taken) facts.push({ t: "output", node: id, value: n.output });
+  }
+  return facts;
+}
+
+/**
+ * A version-1 head as a version-2 one: input and outputs leave it (its record in the run's
+ * journal still holds them: `factsOfHeadV1`), a map keeps only its unsettled items.
+ */
+export function migrateHeadV1(run: HeadV1 & Record<string, unknown>): RunContext {
+  const { input: _input, ...rest } = run;
+  const nodes: Record<string, NodeRun> = {};
+  for (const [id, n] of Object.entries(run.nodes)) {
+    const { items, output, output_bytes, fatal: _fatal, ...head } = n;
+    const node: NodeRun = { ...head };
+    if (items) node.map = mapOfV1(items, output_bytes ?? 0);
+    else if (output !== undefined && !n.taken) node.out = true;
+    nodes[id] = node;
+  }
+  return { ...(rest as unknown as RunContext), nodes, v: RUN_CONTEXT_VERSION };
+}
+
+function mapOfV1(items: (ItemRun & { output?: unknown })[], outputBytes: number): MapRun {
+  const map: MapRun = { total: items.length, next: items.length, live: {}, succeeded: 0, failed: 0, output_bytes: outputBytes };
+  items.forEach((it, i) => {
+    const status: StepState["status"] = it.step.status;
+    if (status === "succeeded") map.succeeded++;
+    else if (status === "failed") {
+      map.failed++;
+      map.first_failed ??= i;
+    } else {
+      const { output: _output, ...live } = it;
+      map.live[String(i)] = live;
+    }
+  });
+  return map;
+}

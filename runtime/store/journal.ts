@@ -1,0 +1,63 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { actorRecordCodec, type ActorRecord } from "../actor/wire.js";
+import { partitionOf } from "../partitions/hash.js";
+import { kvSubject, partitionBucket, partitionStream } from "../topology.js";
+
+/** One stored transition of a journaled actor, with its place in the partition stream. */
+export interface JournalEntry {
+  seq: number;
+  record: ActorRecord;
+}
+
+export type JournalRead =
+  { outcome: "read"; entries: JournalEntry[] } | { outcome: "unavailable"; detail: string } | { outcome: "corrupt"; seq: number; detail: string };
+
+const managers = new WeakMap<NatsConnection, Promise<JetStreamManager>>();
+const BATCH = 512;
+
+/**
+ * Reads the journal of actor `<kind>.<id>` (an actor with `history: "journal"`): every record
+ * its key holds, oldest first, from stream sequence `from` on, in batched direct reads (one
+ * request per `BATCH` records). A direct read may be served by a replica behind the leader, so a
+ * reader that must see a write it knows of checks what it read against the actor's current
+ * record (read from the leader) and reads again when it is behind.
+ */
+export async function readJournal(nc: NatsConnection, partitions: number, kind: string, id: string, key = id, from = 1): Promise<JournalRead> {
+  const p = partitionOf(key, partitions);
+  const stream = partitionStream(p);
+  const subject = kvSubject(partitionBucket(p), `${kind}.${id}`);
+  let jsm: JetStreamManager;
+  try {
+    let pending = managers.get(nc);
+    if (!pending) managers.set(nc, (pending = jetstreamManager(nc, { timeout: 5_000 })));
+    jsm = await pending;
+  } catch (err) {
+    managers.delete(nc);
+    return { outcome: "unavailable", detail: String(err) };
+  }
+  const entries: JournalEntry[] = [];
+  for (let seq = from; ;) {
+    let got = 0;
+    try {
+      const batch = await jsm.direct.getBatch(stream, { seq, next_by_subj: subject, batch: BATCH });
+      for await (const m of batch) {
+        got++;
+        seq = m.seq + 1;
+        const op = m.header?.get("KV-Operation");
+        if (op === "DEL" || op === "PURGE") {
+          entries.length = 0;
+          continue;
+        }
+        const decoded = actorRecordCodec.decode(m.data);
+        if (!decoded.ok) return { outcome: "corrupt", seq: m.seq, detail: decoded.detail };
+        entries.push({ seq: m.seq, record: decoded.value });
+      }
+    } catch (err) {
+      // No message at or after `seq` is an empty read, not a fault.
+      if (/no message|not found|404/i.test(String((err as Error).message ?? err))) return { outcome: "read", entries };
+      return { outcome: "unavailable", detail: String(err) };
+    }
+    if (got < BATCH) return { outcome: "read", entries };
+  }
+}

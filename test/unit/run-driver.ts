@@ -1,0 +1,76 @@
+import { initialTransition, transition, type AnyMachineSnapshot } from "xstate";
+import { compileDefinition, executionMachine, RunFacts, type ExecuteRequest, type Plan, type RunContext, type RunFact } from "../../machines/index.js";
+
+/** An effect the run machine emitted, loosely typed for assertions. */
+export type Emitted = {
+  type: string;
+  channel?: string;
+  payload?: Record<string, unknown> & { request?: ExecuteRequest };
+  to?: { kind: string; id: string };
+  event?: Record<string, unknown>;
+  value?: Record<string, unknown>;
+  data?: unknown;
+  name?: string;
+  at?: number;
+};
+
+export const emitted = (actions: readonly { type: string }[]) =>
+  actions.filter((a) => (a.type as string) === "xstate.emit").map((a) => (a as unknown as { params: { event: Emitted } }).params.event);
+
+export function plan(definition: object, handlers: string[] = ["h"]): Plan {
+  const c = compileDefinition(definition, { handlers: new Set(handlers), workflowExists: () => true });
+  if (!c.ok) throw new Error(JSON.stringify(c.errors));
+  return c.plan;
+}
+
+/** The attempts a transition handed to the node (offered to its scheduler, run when granted). */
+export const executes = (effects: Emitted[]): ExecuteRequest[] => effects.filter((e) => e.channel === "step.ready").map((e) => e.payload!.request!);
+
+/**
+ * The run machine driven the way its actor drives it: each event carries `now`, the plan and the
+ * run's memory (its input and outputs), and the journal facts a transition emits are added to
+ * that memory, as the actor does once the transition is stored.
+ */
+export function runDriver(p: Plan, extra: Record<string, unknown> = {}, start = 1_000) {
+  let [snap] = initialTransition(executionMachine) as [AnyMachineSnapshot, unknown];
+  let memory = new RunFacts();
+  let clock = start;
+  return {
+    get snap() {
+      return snap;
+    },
+    get run() {
+      return snap.context.run as RunContext;
+    },
+    get memory() {
+      return memory;
+    },
+    /** The memory lost (a node that never decided for this run): it is rebuilt from `facts`. */
+    forget(facts: RunFact[]) {
+      memory = new RunFacts();
+      for (const f of facts) memory.add(f);
+    },
+    can(event: object, now = clock) {
+      return snap.can({ ...event, now, plan: p, memory, ...extra } as never);
+    },
+    send(event: object, now = clock++) {
+      const [next, actions] = transition(executionMachine, snap, { ...event, now, plan: p, memory, ...extra } as never);
+      snap = next;
+      const effects = emitted(actions);
+      for (const e of effects) if (e.type === "runway.journal") memory.add(e.data as RunFact);
+      return effects;
+    },
+    /** Reports an attempt's result as the executor would. */
+    result(e: ExecuteRequest, outcome: "succeeded" | "failed" = "succeeded", output: unknown = e.input, error?: object) {
+      return this.send({
+        type: "step.result",
+        node: e.node,
+        ...(e.item !== undefined ? { item: e.item } : {}),
+        attempt: e.attempt,
+        lease_epoch: e.lease_epoch,
+        outcome,
+        ...(outcome === "succeeded" ? { output } : { error: error ?? { code: "handler_error", message: "failed", retryable: true } }),
+      });
+    },
+  };
+}
