@@ -25,6 +25,7 @@ export { PartitionOwnership } from "./partitions/ownership.js";
 export { PartitionLog, readFence, FENCE_KEY, type Authority, type FenceRecord, type LogWriteOutcome, type ClaimOutcome } from "./store/partition-log.js";
 export { defineActor, EffectSchema, AddressSchema, ID_PATTERN, KIND_PATTERN, type ActorDefinition, type ActorAddress, type Effect } from "./actor/define.js";
 export { ActorHost, type ActorHostConfig } from "./actor/host.js";
+export { currentSnapshot, snapshotVersion } from "./actor/migrate.js";
 export {
   EventSpool,
   DEFAULT_SPOOL_MAX_EVENTS,

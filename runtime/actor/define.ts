@@ -24,6 +24,23 @@ export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMach
    * `invalid_input` with the error's message.
    */
   prepare?: (event: EventObject, current: AnyMachineSnapshot | undefined) => EventObject | Promise<EventObject>;
+  /**
+   * The format version of this kind's stored snapshot (its machine's states and context), a
+   * positive integer, default 1. It is versioned apart from the record envelope (`rw.actor@1`),
+   * so a kind's context can change shape without touching the envelope or any other kind.
+   * Every record the host writes carries it (`version`); a record without one is version 1.
+   */
+  version?: number;
+  /**
+   * Brings a stored snapshot of version `from` (older than {@link version}) to the current
+   * format: called by the host when it loads such a record, before any command is decided on
+   * it; the next write stores the result under the current version. Gets and returns XState's
+   * persisted snapshot (`status`, `value`, `context`, …). Must be pure and deterministic: a
+   * record may be loaded, migrated and dropped from memory many times before it is rewritten.
+   * Required once `version` is above 1. A record newer than `version` (written by a later
+   * deploy) is never decided on by this code: its commands stay unacknowledged for a newer node.
+   */
+  migrate?: (from: number, snapshot: unknown) => unknown;
 }
 
 export const KIND_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
@@ -32,6 +49,10 @@ export const ID_PATTERN = /^[A-Za-z0-9_=-]{1,200}$/;
 
 export function defineActor<TMachine extends AnyStateMachine>(definition: ActorDefinition<TMachine>): ActorDefinition<TMachine> {
   if (!KIND_PATTERN.test(definition.kind)) throw new RunwayFault("invalid_kind", `actor kind ${JSON.stringify(definition.kind)} must match ${KIND_PATTERN}`);
+  const version = definition.version ?? 1;
+  if (!Number.isInteger(version) || version < 1) throw new RunwayFault("invalid_version", `actor kind ${definition.kind}: version must be a positive integer`);
+  if (version > 1 && !definition.migrate)
+    throw new RunwayFault("invalid_version", `actor kind ${definition.kind}: version ${version} needs migrate() for records of earlier versions`);
   return definition;
 }
 
