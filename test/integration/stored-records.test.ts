@@ -38,6 +38,7 @@ interface RecordNote {
   partition: number;
   bucket: string;
   envelope: { schema: string; version: number };
+  snapshot_version: number;
   state: string;
   steps?: StepNote[];
   run?: { tenant: string; parent: string | null; error: { code: string } | null; result: unknown };
@@ -200,10 +201,11 @@ describe("v1 stored records, loaded by a running node and driven by their next e
     return done;
   }
 
-  it("every v1 record is where the runtime's partition function puts its id, byte for byte as the index says", () => {
+  it("every v1 record is an rw.actor@1 envelope of snapshot version 1, where the runtime's partition function puts its id, byte for byte as the index says", () => {
     expect(index.partitions).toBe(DEFAULT_TOPOLOGY.partitions);
     for (const r of index.records) {
       expect(r.envelope, r.key).toEqual({ schema: "rw.actor", version: 1 });
+      expect(r.snapshot_version, r.key).toBe(1);
       expect(r.key, r.key).toBe(`${r.kind}.${r.id}`);
       expect(partitionOf(r.id, index.partitions), r.key).toBe(r.partition);
       expect(partitionBucket(r.partition), r.key).toBe(r.bucket);
