@@ -275,6 +275,7 @@ describe("v1 stored records, loaded by a running node and driven by their next e
     const s = stored(r, "a");
     expect(s.status).toBe("running");
     await apply(r.id, { type: "step.heartbeat", node: "a", attempt: s.attempt, lease_epoch: s.lease_epoch });
+    // Renewed, the lease outlives the stored lease timer that loading re-armed: the result may come after it.
     await apply(r.id, result(r, "a", "running-value"));
     const done = await succeeds("fx-running", r.id);
     expect(done.result).toEqual({ a: "running-value", b: { a: "running-value" } });
