@@ -38,7 +38,9 @@ export function runActor(
     machine: executionMachine,
     events: RunCommandSchema,
     history: "journal",
-    migrate: migrateRunSnapshot,
+    // Version 2: the bounded head with a journal (version 1 held its input and outputs itself).
+    version: 2,
+    migrate: (_from, snapshot) => migrateRunSnapshot(snapshot),
     onJournal: (address, facts) => deps.memories.stored(address.id, facts),
     prepare: async (event: EventObject, current: AnyMachineSnapshot | undefined, pending: readonly unknown[]) => {
       const e = event as EventObject & { run?: { id: string; tenant: string; parent_run_id?: string | null; definition: { digest: string } } };

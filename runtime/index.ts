@@ -26,6 +26,7 @@ export { PartitionLog, readFence, FENCE_KEY, type Authority, type FenceRecord, t
 export { readJournal, type JournalEntry, type JournalRead } from "./store/journal.js";
 export { defineActor, EffectSchema, AddressSchema, ID_PATTERN, KIND_PATTERN, type ActorDefinition, type ActorAddress, type Effect } from "./actor/define.js";
 export { ActorHost, type ActorHostConfig } from "./actor/host.js";
+export { currentSnapshot, snapshotVersion } from "./actor/migrate.js";
 export {
   EventSpool,
   DEFAULT_SPOOL_MAX_EVENTS,

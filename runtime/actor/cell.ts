@@ -6,6 +6,7 @@ import { isFault } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { PartitionLog } from "../store/partition-log.js";
 import { EffectSchema, type ActorAddress, type ActorDefinition, type Effect } from "./define.js";
+import { currentSnapshot, snapshotVersion } from "./migrate.js";
 import { publishOutbox, type OutboxContext } from "./outbox.js";
 import { actorRecordCodec, APPLIED_WINDOW, type ActorRecord, type CommandAnswer, type OutboxEntry } from "./wire.js";
 
@@ -163,8 +164,9 @@ export class ActorCell {
       if (!ok) return { outcome: "unavailable" };
     }
     const machine = this.env.definition.machine as AnyStateMachine;
-    const persisted = this.env.definition.migrate ? this.env.definition.migrate(decoded.value.snapshot) : decoded.value.snapshot;
-    this.cached = { record: decoded.value, revision: read.message.seq, generation, snapshot: machine.resolveState(persisted as never) };
+    // A record of an older snapshot version is migrated by its kind before anything is decided on it.
+    const snapshot = machine.resolveState(currentSnapshot(this.env.definition, decoded.value) as never);
+    this.cached = { record: decoded.value, revision: read.message.seq, generation, snapshot };
     return { outcome: "loaded", cached: this.cached };
   }
 
@@ -291,6 +293,7 @@ export class ActorCell {
           transitions: (base?.record.transitions ?? 0) + changed,
           writer: { node: this.env.log.authority.node, epoch: this.env.log.epoch },
           at: clock.now(),
+          version: snapshotVersion(definition),
         };
         encoded = actorRecordCodec.encode(record);
       } catch (err) {

@@ -26,12 +26,6 @@ export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMach
    */
   prepare?: (event: EventObject, current: AnyMachineSnapshot | undefined, pending: readonly unknown[]) => EventObject | Promise<EventObject>;
   /**
-   * Brings a persisted snapshot written by an earlier version of the machine up to date, when it
-   * is loaded (its next write stores the new form). Must accept snapshots of the current version
-   * unchanged.
-   */
-  migrate?(persisted: unknown): unknown;
-  /**
    * `journal`: every stored transition stays in the actor key's history (the subject's messages
    * in its partition stream), so the key's history is the actor's append-only journal, and
    * `runway.journal` facts written with a transition can be read back in order (see
@@ -45,6 +39,23 @@ export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMach
    * in-memory index of what the journal holds).
    */
   onJournal?(address: ActorAddress, facts: readonly unknown[]): void;
+  /**
+   * The format version of this kind's stored snapshot (its machine's states and context), a
+   * positive integer, default 1. It is versioned apart from the record envelope (`rw.actor@1`),
+   * so a kind's context can change shape without touching the envelope or any other kind.
+   * Every record the host writes carries it (`version`); a record without one is version 1.
+   */
+  version?: number;
+  /**
+   * Brings a stored snapshot of version `from` (older than {@link version}) to the current
+   * format: called by the host when it loads such a record, before any command is decided on
+   * it; the next write stores the result under the current version. Gets and returns XState's
+   * persisted snapshot (`status`, `value`, `context`, …). Must be pure and deterministic: a
+   * record may be loaded, migrated and dropped from memory many times before it is rewritten.
+   * Required once `version` is above 1. A record newer than `version` (written by a later
+   * deploy) is never decided on by this code: its commands stay unacknowledged for a newer node.
+   */
+  migrate?: (from: number, snapshot: unknown) => unknown;
 }
 
 export const KIND_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
@@ -53,6 +64,10 @@ export const ID_PATTERN = /^[A-Za-z0-9_=-]{1,200}$/;
 
 export function defineActor<TMachine extends AnyStateMachine>(definition: ActorDefinition<TMachine>): ActorDefinition<TMachine> {
   if (!KIND_PATTERN.test(definition.kind)) throw new RunwayFault("invalid_kind", `actor kind ${JSON.stringify(definition.kind)} must match ${KIND_PATTERN}`);
+  const version = definition.version ?? 1;
+  if (!Number.isInteger(version) || version < 1) throw new RunwayFault("invalid_version", `actor kind ${definition.kind}: version must be a positive integer`);
+  if (version > 1 && !definition.migrate)
+    throw new RunwayFault("invalid_version", `actor kind ${definition.kind}: version ${version} needs migrate() for records of earlier versions`);
   return definition;
 }
 

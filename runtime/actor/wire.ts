@@ -26,9 +26,10 @@ export const OutboxEntrySchema = z.object({ id: z.string(), effect: EffectSchema
 export type OutboxEntry = z.infer<typeof OutboxEntrySchema>;
 
 /**
- * What the host stores for one actor: the machine's persisted snapshot, the ids of the last
- * commands it applied (so a redelivery is applied at most once), and the outbox of the last
- * stored transition (re-published when the record is loaded by a host that did not write it).
+ * What the host stores for one actor (envelope schema `rw.actor`, version 1): the machine's
+ * persisted snapshot and its format version, the ids of the last commands it applied (so a
+ * redelivery is applied at most once), and the outbox of the last stored transition
+ * (re-published when the record is loaded by a host that did not write it).
  */
 export const ActorRecordSchema = z.object({
   kind: z.string(),
@@ -41,6 +42,11 @@ export const ActorRecordSchema = z.object({
   transitions: z.number().int().nonnegative(),
   writer: z.object({ node: z.string(), epoch: z.number() }),
   at: z.number(),
+  /**
+   * The format version of `snapshot` (the kind's `ActorDefinition.version`), apart from the
+   * envelope's schema version. Absent in records written before it existed: version 1.
+   */
+  version: z.number().int().positive().optional(),
 });
 export type ActorRecord = z.infer<typeof ActorRecordSchema>;
 export const actorRecordCodec = versionedCodec({ schema: "rw.actor", version: 1, body: ActorRecordSchema });
