@@ -2,7 +2,7 @@ export { ensureDomainTopology, eventsStreamConfig, eventSubject, EVENTS_STREAM, 
 export { TenantService, tenantActor, TENANT_KIND, type TenantPolicyView } from "./tenants.js";
 export { DefinitionStore, type PutDefinitionResult, type ResolveResult, type DefinitionRef, type CompiledPlan } from "./definitions.js";
 export { readParent, runActor, RUN_KIND } from "./run-actor.js";
-export { StepExecutor, RESULT_INLINE_LIMIT, type HeartbeatOutcome } from "./executor.js";
+export { StepExecutor, RESULT_INLINE_LIMIT, MAX_ERROR_MESSAGE, type HeartbeatOutcome, type ReportOutcome, type StepReport } from "./executor.js";
 export { recoverPartition } from "./recovery.js";
 export { RunService, MAX_INPUT_BYTES, type StartRunRequest, type StartRunResult, type CancelRunResult, type RunView, type RunSummary } from "./runs.js";
 export { startKey, childStartKey, runIdFor, tenantOfRun } from "./ids.js";

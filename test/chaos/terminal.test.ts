@@ -3,6 +3,7 @@ import { RunwayClient } from "../../cluster/client.js";
 import { CMD_STREAM, partitionOf, timerSubject } from "../../runtime/index.js";
 import { waitFor } from "../harness/index.js";
 import { workflowWorld, type RunAnswer } from "../integration/workflow-support.js";
+import { losingLocal, losingReports } from "../fixtures/faults.js";
 
 // Deterministic "randomness": every third hand-over to the executor and every fourth report is lost.
 let handovers = 0;
@@ -11,7 +12,10 @@ const world = workflowWorld({
   name: "lossy",
   stepLeaseTtlMs: 1_000,
   waitGraceMs: 500,
-  faults: { dropLocal: (channel) => channel === "step.execute" && ++handovers % 3 === 0, dropReport: () => ++reports % 4 === 0 },
+  decorate: {
+    local: losingLocal((channel) => channel === "step.execute" && ++handovers % 3 === 0),
+    report: losingReports((event) => event.type === "step.result" && ++reports % 4 === 0),
+  },
 });
 
 it("every accepted run reaches a terminal state when dispatches and reports are dropped, workers are killed and waits expire", async () => {
