@@ -112,8 +112,9 @@ export class ActorCell {
           // that fault alone stay unacknowledged and come back; see `faulted`.
           this.cached = undefined;
           this.env.logger.error("actor batch failed", { actor: this.key, commands: batch.length, error: String((err as Error).stack ?? err) });
-          if (batch.length > 1 && !this.env.log.fenced) await this.applyEach(batch);
-          else for (const d of batch) this.faulted(d, err);
+          if (this.env.log.fenced) for (const d of batch) d.settle(undefined, "keep", "fenced");
+          else if (batch.length > 1) await this.applyEach(batch);
+          else this.faulted(batch[0]!, err);
         }
         if (this.env.log.fenced) {
           for (const d of this.queue.splice(0)) d.settle(undefined, "keep", "fenced");
