@@ -7,6 +7,6 @@ export { recoverPartition } from "./recovery.js";
 export { RunService, MAX_INPUT_BYTES, type StartRunRequest, type StartRunResult, type CancelRunResult, type RunView, type RunSummary } from "./runs.js";
 export { startKey, childStartKey, runIdFor, tenantOfRun } from "./ids.js";
 export { NodeMetrics, type MetricSource, type Labels } from "./metrics.js";
-export { Dispatcher, DEFAULT_SCHEDULER } from "./dispatcher.js";
+export { Dispatcher, DEFAULT_SCHEDULER, type LeaseDecision, type QuotaGrant } from "./dispatcher.js";
 export { QuotaGate, QUOTA_STREAM, type QuotaTake, type QuotaLimits } from "./quota.js";
 export { Sweeper, type SweepReport } from "./sweeper.js";
