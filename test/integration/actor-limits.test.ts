@@ -36,6 +36,8 @@ const LoadEvent = z.discriminatedUnion("type", [
   z.object({ type: z.literal("grow"), bytes: z.number().int().min(0).max(10_000_000) }),
   /** Publishes (durably, `runway.publish`) a JSON string of `chars` control characters: six bytes each as JSON, one in the record. */
   z.object({ type: z.literal("shout"), chars: z.number().int().min(0).max(1_000_000) }),
+  /** Publishes a progress event (best effort, `runway.event`): a JSON string of `chars` control characters. */
+  z.object({ type: z.literal("loud"), chars: z.number().int().min(0).max(1_000_000) }),
   /** Stores `text`. */
   z.object({ type: z.literal("mark"), text: z.string() }),
   /** Its guard throws. */
@@ -67,6 +69,12 @@ const loadMachine = setup({
         emit(({ event }) => ({ type: "runway.publish" as const, subject: "rw.test.shout", data: "\u0001".repeat(event.chars) })),
       ],
     },
+    loud: {
+      actions: [
+        assign({ count: ({ context }) => context.count + 1 }),
+        emit(({ event }) => ({ type: "runway.event" as const, subject: "rw.test.event", data: "\u0001".repeat(event.chars) })),
+      ],
+    },
     mark: { actions: assign({ mark: ({ event }) => event.text }) },
     boom: { guard: "explodes", actions: assign({ count: ({ context }) => context.count + 1000 }) },
   },
@@ -80,7 +88,9 @@ let server: NatsServerHandle;
 let nc: NatsConnection;
 const hosts: ActorHost[] = [];
 
+/** A host serving `id`'s partition; the previous test's host stops first, so no two live hosts share a mailbox. */
 async function hostFor(id: string, decorate?: HostDecorators): Promise<{ host: ActorHost; mailbox: MailboxClient; partition: number }> {
+  for (const h of hosts.splice(0)) await h.stop();
   const partition = partitionOf(id, P);
   const authority = { node: `limits-${id}`, incarnation: `limits-${id}` };
   const claimed = await PartitionLog.claim(nc, partition, authority, () => true, Date.now());
@@ -131,6 +141,8 @@ beforeAll(async () => {
   server = await startServer({ extraConfig: `max_payload: ${MAX_PAYLOAD}` });
   nc = await connect(server.connectOptions());
   await ensureTopology(nc, DEFAULT_TOPOLOGY);
+  // Captures what the test actors publish, so a publish that fits is stored.
+  await (await jetstreamManager(nc)).streams.add({ name: "LIMITS_TEST", subjects: ["rw.test.>"] });
 });
 
 afterAll(async () => {
@@ -194,6 +206,18 @@ it("a durable effect larger than the max payload is dead-lettered (effect_too_la
   const [letter] = await lettersOf(id, 1);
   expect(letter).toMatchObject({ reason: "effect_too_large", subject: "rw.test.shout", command: "sh-1/0" });
   expect(counted(host, "effect_too_large")).toBe(1);
+});
+
+it("a progress event larger than the max payload is dropped and counted; the spool goes on publishing the next ones (no outage)", async () => {
+  const id = "loudmouth";
+  const { host, mailbox } = await hostFor(id);
+  const target = { kind: "load", id };
+  // 20 KB in the record, 120 KB as JSON.
+  expect(await mailbox.request(target, { type: "loud", chars: 20_000 }, "l-1", 5_000)).toMatchObject({ outcome: "applied" });
+  expect(await mailbox.request(target, { type: "loud", chars: 10 }, "l-2", 5_000)).toMatchObject({ outcome: "applied" });
+  await waitFor(() => host.events.stats.published === 1, { timeoutMs: 10_000, describe: "the small event to be published" });
+  expect(host.events.stats.dropped.rejected).toBe(1);
+  expect(host.events.spooled).toBe(0);
 });
 
 it("a poison command (its write faults on every delivery) is dead-lettered after N deliveries and counted; the actor's other commands are served meanwhile", async () => {
