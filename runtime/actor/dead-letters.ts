@@ -32,6 +32,13 @@ export const DeadLetterReason = {
 } as const;
 export type DeadLetterReason = (typeof DeadLetterReason)[keyof typeof DeadLetterReason];
 
+const REASONS: ReadonlySet<string> = new Set(Object.values(DeadLetterReason));
+
+/** `value` as a dead-letter reason, if it is one. */
+export function asDeadLetterReason(value: string | undefined): DeadLetterReason | undefined {
+  return value !== undefined && REASONS.has(value) ? (value as DeadLetterReason) : undefined;
+}
+
 /** A message given up, with why. Filed under the actor it was for (an effect: the actor that emitted it). */
 export interface DeadLetter {
   reason: DeadLetterReason;

@@ -8,7 +8,7 @@ import type { ActorLog, PartitionLog } from "../store/partition-log.js";
 import { CMD_STREAM, mailboxFilter, mailboxSubject, partitionConsumer } from "../topology.js";
 import { ID_PATTERN, type ActorAddress, type ActorDefinition } from "./define.js";
 import { ActorCell, type Delivery, type HostStats } from "./cell.js";
-import { DeadLetterBox, DeadLetterReason, type DeadLetter } from "./dead-letters.js";
+import { asDeadLetterReason, DeadLetterBox, DeadLetterReason } from "./dead-letters.js";
 import { EventSpool, type EventSpoolLimits } from "./event-spool.js";
 import { publishEvent, type OutboxContext } from "./outbox.js";
 import { answerCodec, commandCodec, HEADER_ID, HEADER_REPLY, type CommandAnswer } from "./wire.js";
@@ -368,9 +368,11 @@ export class ActorHost {
   }
 
   private letterFields(partition: number, address: ActorAddress, reason: string | undefined, detail: string | undefined) {
+    // The cell settles `dead` with a reason of the closed set; anything else would be a bug here, filed as poison with what it said.
+    const known = asDeadLetterReason(reason);
     return {
-      reason: (reason ?? DeadLetterReason.Poison) as DeadLetter["reason"],
-      detail: detail ?? "",
+      reason: known ?? DeadLetterReason.Poison,
+      detail: known ? (detail ?? "") : `${reason ?? "no reason"}: ${detail ?? ""}`,
       partition,
       kind: address.kind,
       id: address.id,
