@@ -2,7 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV } from "@nats-io/kv";
 import { z } from "zod";
 import { canonicalJson, compileDefinition, MAX_DEPTH, PlanSchema, WorkflowNameSchema, type CompileError, type Plan } from "../machines/index.js";
-import { RunwayFault } from "../runtime/index.js";
+import { payloadLimit, RunwayFault } from "../runtime/index.js";
 import { sha256Hex } from "./ids.js";
 import { DEFINITIONS_BUCKET } from "./topology.js";
 
@@ -19,6 +19,9 @@ const VersionRecordSchema = z.object({
 });
 const PlanRecordSchema = z.object({ plan: PlanSchema, children: z.record(z.string(), RefSchema) });
 const DraftRecordSchema = z.object({ name: z.string(), definition: z.unknown(), saved_at: z.number() });
+
+/** Room left in a message for the headers a KV write adds (expected-sequence and the like). */
+const KV_HEADER_MARGIN = 1024;
 
 export type PutDefinitionResult =
   | { outcome: "published"; name: string; version: number; digest: string }
@@ -75,7 +78,10 @@ export class DefinitionStore {
     if (!compiled.ok) return { outcome: "invalid_definition", errors: compiled.errors };
     const plan = compiled.plan;
     if (!options.publish) {
-      await kv.put(`${tenant}.${plan.name}.draft`, JSON.stringify({ name: plan.name, definition: raw, saved_at: options.now }));
+      const draft = JSON.stringify({ name: plan.name, definition: raw, saved_at: options.now });
+      const refused = this.tooLarge("draft", draft);
+      if (refused) return refused;
+      await kv.put(`${tenant}.${plan.name}.draft`, draft);
       return { outcome: "draft_saved", name: plan.name };
     }
     // The pinned children are known now, so a tree deeper than a run may grow is refused here
@@ -94,25 +100,76 @@ export class DefinitionStore {
       };
     }
     const digest = sha256Hex(plan.definition_digest_input + canonicalJson(children));
-    for (let attempt = 0; attempt < 5; attempt++) {
+    const planRecord = JSON.stringify({ plan, children });
+    // Checked before anything is written: a version record with no plan, or no version for a stored plan, helps no one.
+    const refused = this.tooLarge("plan", planRecord) ?? this.tooLarge("version", versionRecord(plan.name, Number.MAX_SAFE_INTEGER, digest, raw, options.now));
+    if (refused) return refused;
+    for (let attempt = 0; attempt < 8; attempt++) {
       const current = await this.latest(tenant, plan.name);
       if (current && current.ref.digest === digest) return { outcome: "unchanged", ...current.ref };
       const version = (current?.ref.version ?? 0) + 1;
-      await kv.put(`plan.${digest}`, JSON.stringify({ plan, children }));
-      try {
-        await kv.create(
-          `${tenant}.${plan.name}.v${version}`,
-          JSON.stringify({ name: plan.name, version, digest, status: "published", definition: raw, published_at: options.now }),
-        );
-      } catch {
-        continue; // another publisher took this version number: look again
-      }
+      await kv.put(`plan.${digest}`, planRecord);
       const ref = { name: plan.name, version, digest };
-      if (current) await kv.update(`${tenant}.${plan.name}.latest`, JSON.stringify(ref), current.revision).catch(() => undefined);
-      else await kv.create(`${tenant}.${plan.name}.latest`, JSON.stringify(ref)).catch(() => undefined);
+      try {
+        await kv.create(`${tenant}.${plan.name}.v${version}`, versionRecord(plan.name, version, digest, raw, options.now));
+      } catch (err) {
+        // The version exists: another publisher took the number, or a publish stored it and then
+        // died (or lost its pointer update) before moving `latest`. Either way the pointer lags a
+        // published version: move it there, and look again from the new latest.
+        const taken = await kv.get(`${tenant}.${plan.name}.v${version}`);
+        if (!taken || taken.operation !== "PUT")
+          throw new RunwayFault("store_unavailable", `publish of ${plan.name} v${version}: ${String(err)}`, { kind: "retryable", cause: err });
+        const stored = VersionRecordSchema.parse(taken.json());
+        const storedRef = { name: stored.name, version: stored.version, digest: stored.digest };
+        await this.advance(tenant, storedRef, current?.revision);
+        // A put of the definition whose publish was cut short finishes it.
+        if (stored.digest === digest) return { outcome: "published", ...storedRef };
+        continue;
+      }
+      await this.advance(tenant, ref, current?.revision);
       return { outcome: "published", ...ref };
     }
     throw new RunwayFault("publish_contended", `could not publish ${plan.name}: too many concurrent publishers`, { kind: "retryable" });
+  }
+
+  /**
+   * Moves `<tenant>.<name>.latest` to `ref` if it still stands at `revision` (absent: not created
+   * yet). Losing that race is fine when the pointer already names `ref` or a later version (a
+   * concurrent publisher moved it); otherwise the version is stored but not yet latest, and the
+   * put fails retryable: putting it again finishes the move (see `put`).
+   */
+  private async advance(tenant: string, ref: DefinitionRef, revision: number | undefined): Promise<void> {
+    const kv = await this.bucket();
+    const key = `${tenant}.${ref.name}.latest`;
+    try {
+      if (revision !== undefined) await kv.update(key, JSON.stringify(ref), revision);
+      else await kv.create(key, JSON.stringify(ref));
+      return;
+    } catch (err) {
+      const now = await this.latest(tenant, ref.name).catch(() => undefined);
+      if (now && now.ref.version >= ref.version) return;
+      throw new RunwayFault("publish_incomplete", `${ref.name} v${ref.version} is stored but not yet latest (put it again to finish): ${String(err)}`, {
+        kind: "retryable",
+        cause: err,
+      });
+    }
+  }
+
+  /** A record that would not fit in one message of the connected server, as a closed answer. */
+  private tooLarge(what: string, record: string): PutDefinitionResult | undefined {
+    const bytes = Buffer.byteLength(record);
+    const limit = payloadLimit(this.nc) - KV_HEADER_MARGIN;
+    if (bytes <= limit) return undefined;
+    return {
+      outcome: "invalid_definition",
+      errors: [
+        {
+          code: "definition_too_large",
+          path: "definition",
+          message: `its ${what} record is ${bytes} bytes; the server stores at most ${limit} in one message`,
+        },
+      ],
+    };
   }
 
   /**
@@ -211,6 +268,10 @@ export class DefinitionStore {
     }
     return out.sort((a, b) => a.name.localeCompare(b.name));
   }
+}
+
+function versionRecord(name: string, version: number, digest: string, raw: unknown, now: number): string {
+  return JSON.stringify({ name, version, digest, status: "published", definition: raw, published_at: now });
 }
 
 /**

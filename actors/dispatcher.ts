@@ -16,8 +16,24 @@ import {
 } from "../machines/index.js";
 import type { Clock, Logger } from "../runtime/index.js";
 import type { QuotaGate, QuotaLimits } from "./quota.js";
+import { Ring } from "./ring.js";
 
 export const DEFAULT_SCHEDULER: SchedulerConfig = { slots: 16, interactive_reserve: 2, migration_cap: 4, aging_ms: 10_000 };
+
+/** A lease decision as kept for tests and audits: its tenant and class, its decision number, and the decision number at its offer. */
+export interface LeaseDecision {
+  tenant: string;
+  class: string;
+  seq: number;
+  offered_seq: number;
+}
+
+/** A grant of a quota-bound attempt: tenant, provider and the quota window it was counted in. */
+export interface QuotaGrant {
+  tenant: string;
+  provider: string;
+  window: number;
+}
 
 /**
  * The node's fair scheduler at work: run actors offer ready attempts (tickets); the pure policy
@@ -40,14 +56,14 @@ export class Dispatcher {
   /** Tenant policies change elsewhere (resume, new weights): queued work is looked at again periodically. */
   private readonly tick: NodeJS.Timeout;
   private pumping = false;
-  /** Leases granted per tenant, and the order of the last decisions (bounded), for tests and metrics. */
+  /** Leases granted per tenant (one entry per tenant), for tests and metrics. */
   readonly leasesByTenant = new Map<string, number>();
   /** Tickets passed over for their provider quota (they held no slot while they waited). */
   quotaWaits = 0;
-  /** Grants of quota-bound attempts: tenant, provider and the quota window (for tests and audits). */
-  readonly quotaGrants: { tenant: string; provider: string; window: number }[] = [];
-  /** Each lease with the decision number at which its ticket was offered (for order assertions). */
-  readonly recent: { tenant: string; class: string; seq: number; offered_seq: number }[] = [];
+  /** The last grants of quota-bound attempts (bounded: `quotaGrantLimit`). */
+  private readonly grants: Ring<QuotaGrant>;
+  /** The last lease decisions (bounded: `recentLimit`), each with the decision number at which its ticket was offered. */
+  private readonly recent: Ring<LeaseDecision>;
 
   constructor(
     private readonly deps: {
@@ -60,8 +76,14 @@ export class Dispatcher {
       /** Per-window request and token quota of a tenant's provider, if it has one. */
       quotaOf?(tenant: string, provider: string): QuotaLimits | undefined;
       quota?: QuotaGate;
+      /** Lease decisions kept for `recentSince` (default 10,000). */
+      recentLimit?: number;
+      /** Quota grants kept for `quotaGrants` (default 1,024). */
+      quotaGrantLimit?: number;
     },
   ) {
+    this.recent = new Ring(deps.recentLimit ?? 10_000);
+    this.grants = new Ring(deps.quotaGrantLimit ?? 1_024);
     this.tick = setInterval(() => this.offered.size > 0 && this.pump(), 250);
     this.tick.unref();
   }
@@ -99,6 +121,21 @@ export class Dispatcher {
 
   metrics(now: number) {
     return schedulerMetrics(this.state, now);
+  }
+
+  /** How many lease decisions this dispatcher has made: a mark for {@link recentSince}. */
+  get decisionCount(): number {
+    return this.decisions;
+  }
+
+  /** The lease decisions made after decision `mark`, oldest first, as far back as the bound keeps them. */
+  recentSince(mark: number): LeaseDecision[] {
+    return this.recent.toArray().filter((d) => d.seq > mark);
+  }
+
+  /** The last grants of quota-bound attempts, oldest first (the same objects on every call, while kept). */
+  get quotaGrants(): QuotaGrant[] {
+    return this.grants.toArray();
   }
 
   /** Mean queue wait and mean slowdown of the attempts served here, by tenant and class. */
@@ -139,7 +176,6 @@ export class Dispatcher {
         });
         this.leasesByTenant.set(offered.tenant, (this.leasesByTenant.get(offered.tenant) ?? 0) + 1);
         this.recent.push({ tenant: offered.tenant, class: offered.class, seq: ++this.decisions, offered_seq: offered.offered_seq });
-        if (this.recent.length > 20_000) this.recent.splice(0, this.recent.length - 20_000);
         void this.gateThenGrant(offered);
       }
     } finally {
@@ -164,7 +200,7 @@ export class Dispatcher {
     const limits = t.provider_key ? this.deps.quotaOf?.(t.tenant, t.provider_key) : undefined;
     if (t.provider_key && limits !== undefined && this.deps.quota) {
       const taken = await this.deps.quota.take(t.tenant, t.provider_key, limits, t.cost, this.deps.clock.now());
-      if (taken.ok) this.quotaGrants.push({ tenant: t.tenant, provider: t.provider_key, window: taken.window });
+      if (taken.ok) this.grants.push({ tenant: t.tenant, provider: t.provider_key, window: taken.window });
       if (!taken.ok) {
         // Give the slot back at once; the ticket waits off the queue until the next window.
         this.quotaWaits++;

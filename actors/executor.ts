@@ -14,6 +14,18 @@ export const MAX_OUTPUT_DEPTH = 256;
 /** Results above this are stored in the object store and recorded by reference. */
 export const RESULT_INLINE_LIMIT = 32 * 1024;
 
+/** A handler's error message is cut to this many characters: a run record keeps it, and must stay storable. */
+export const MAX_ERROR_MESSAGE = 4 * 1024;
+
+/** What became of a report (a result or a heartbeat) sent to its run. */
+export type ReportOutcome = "committed" | "stale" | "mailbox";
+
+/**
+ * The executor's report path as a port: hands `event` (a `step.result` or `step.heartbeat`) with
+ * command id `id` to the run at `address`. Tests decorate it (a lost report); production uses it as is.
+ */
+export type StepReport = (address: { kind: string; id: string }, event: Record<string, unknown>, id: string) => Promise<ReportOutcome>;
+
 /**
  * Runs the attempts this node's run actors lease (the `step.execute` local effect) in the
  * Piscina pool and reports each outcome to its run. The report goes straight to the local
@@ -50,10 +62,16 @@ export class StepExecutor {
        * for benchmarks and metrics; it costs one timestamp per renewal.
        */
       onHeartbeatSettled?(ms: number, outcome: HeartbeatOutcome): void;
-      /** Fault injection for tests: lose this report as a dropped message would be. */
-      dropReport?(): boolean;
+      /** Wraps the report path (see {@link StepReport}); production passes none. */
+      decorateReport?(report: StepReport): StepReport;
     },
-  ) {}
+  ) {
+    const report: StepReport = (address, event, id) => this.report(address, event, id);
+    this.send = deps.decorateReport ? deps.decorateReport(report) : report;
+  }
+
+  /** Where results and heartbeats go: the report path, or its decorator. */
+  private readonly send: StepReport;
 
   /**
    * Runs a granted attempt. Its grant was not written: a short attempt's result is its one write.
@@ -160,7 +178,7 @@ export class StepExecutor {
     };
     if (request.item !== undefined) event.item = request.item;
     this.stats.heartbeats++;
-    const sent = this.report({ kind: RUN_KIND, id: request.run }, event, `hb/${key}/${this.beats++}`);
+    const sent = this.send({ kind: RUN_KIND, id: request.run }, event, `hb/${key}/${this.beats++}`);
     // A refused renewal means the run no longer wants this attempt (cancelled, or a newer lease): stop it.
     void sent.then((outcome) => outcome === "stale" && this.abortKey(key, "stale_heartbeat"));
     const observe = this.deps.onHeartbeatSettled;
@@ -170,12 +188,7 @@ export class StepExecutor {
     }
   }
 
-  private async report(
-    address: { kind: string; id: string },
-    event: Record<string, unknown>,
-    id: string,
-  ): Promise<"committed" | "stale" | "mailbox" | "dropped"> {
-    if (event.type === "step.result" && this.deps.dropReport?.()) return "dropped";
+  private async report(address: { kind: string; id: string }, event: Record<string, unknown>, id: string): Promise<ReportOutcome> {
     const local = await this.deps.host.dispatch(address, event, id);
     // Refused with a closed code: the attempt is no longer the current one (a newer lease:
     // stale_lease; the run or its tree was cancelled since the attempt began: stale_cancel_epoch).
@@ -237,12 +250,14 @@ export class StepExecutor {
       output = await this.bounded(request, result.output);
       event = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, outcome: "succeeded", output };
     } else {
-      event = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, outcome: "failed", error: result.error };
+      const error =
+        result.error.message.length > MAX_ERROR_MESSAGE ? { ...result.error, message: `${result.error.message.slice(0, MAX_ERROR_MESSAGE)}…` } : result.error;
+      event = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, outcome: "failed", error };
     }
     if (request.item !== undefined) event.item = request.item;
     event.cancellation_epoch = request.cancellation_epoch;
     this.lastBeat.delete(key);
-    await this.report({ kind: RUN_KIND, id: request.run }, event, `result/${key}`);
+    await this.send({ kind: RUN_KIND, id: request.run }, event, `result/${key}`);
     this.stats.reported++;
   }
 

@@ -3,11 +3,11 @@ export { TenantService, tenantActor, TENANT_KIND, type TenantPolicyView } from "
 export { DefinitionStore, type PutDefinitionResult, type ResolveResult, type DefinitionRef, type CompiledPlan } from "./definitions.js";
 export { readParent, runActor, RUN_KIND } from "./run-actor.js";
 export { RunMemories } from "./run-memory.js";
-export { StepExecutor, RESULT_INLINE_LIMIT, type HeartbeatOutcome } from "./executor.js";
+export { StepExecutor, RESULT_INLINE_LIMIT, MAX_ERROR_MESSAGE, type HeartbeatOutcome, type ReportOutcome, type StepReport } from "./executor.js";
 export { recoverPartition } from "./recovery.js";
 export { RunService, MAX_INPUT_BYTES, type StartRunRequest, type StartRunResult, type CancelRunResult, type RunView, type RunSummary } from "./runs.js";
 export { startKey, childStartKey, runIdFor, tenantOfRun } from "./ids.js";
 export { NodeMetrics, type MetricSource, type Labels } from "./metrics.js";
-export { Dispatcher, DEFAULT_SCHEDULER } from "./dispatcher.js";
+export { Dispatcher, DEFAULT_SCHEDULER, type LeaseDecision, type QuotaGrant } from "./dispatcher.js";
 export { QuotaGate, QUOTA_STREAM, type QuotaTake, type QuotaLimits } from "./quota.js";
 export { Sweeper, type SweepReport } from "./sweeper.js";

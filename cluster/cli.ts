@@ -9,6 +9,7 @@
  *   runway def put <file.json> [--draft]     runway def get <name> [--version N]     runway def list
  *   runway run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane batch] [--project P] [--priority 0-9]
  *   runway run get <id>   runway run list [--status S]   runway run watch <id>   runway run cancel <id> [--reason R]
+ *   runway ops dead-letters [--limit N]
  */
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -30,6 +31,7 @@ const USAGE = `usage: runway <command> [options]
   def put <file.json> [--draft] | def get <name> [--version N] | def list
   run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane interactive|batch|migration] [--source cli] [--project P] [--priority 0-9]
   run get <id> | run list [--status S] [--limit N] | run watch <id> | run cancel <id> [--reason TEXT]
+  ops dead-letters [--limit N]                                  the newest dead letters first (default 50, at most 500)
   help | --help | -h
 common: --servers URL,… (env RUNWAY_SERVERS, default nats://127.0.0.1:4222)  --user U --pass P  --tenant T (env RUNWAY_TENANT, default demo)
 node and dev drain on SIGTERM or SIGINT, and when the npm that started them is gone`;
@@ -350,6 +352,15 @@ async function main(): Promise<void> {
         return withClient(values, (c, nc) => watch(c, nc, values.tenant!, id));
       }
       throw new UsageError("run start|get|list|watch|cancel");
+    }
+    case "ops": {
+      const { values } = parseArgs({ args: rest, options: { ...common, limit: { type: "string" } } });
+      if (sub === "dead-letters") {
+        const limit = values.limit === undefined ? undefined : Number(values.limit);
+        if (limit !== undefined && !(Number.isInteger(limit) && limit > 0)) throw new UsageError(`--limit ${values.limit}: expected a positive integer`);
+        return print(await withClient(values, (c) => c.deadLetters(limit)));
+      }
+      throw new UsageError("ops dead-letters [--limit N]");
     }
     default:
       throw new UsageError(command ? `unknown command: ${command}` : "no command");

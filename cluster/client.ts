@@ -75,4 +75,8 @@ export class RunwayClient {
   cancelRun(runId: string, reason?: string) {
     return this.t("runs.cancel", { run_id: runId, ...(reason ? { reason } : {}) });
   }
+  /** The newest dead letters first (`runway.v1.ops.dead_letters`). */
+  deadLetters(limit?: number) {
+    return this.call("runway.v1.ops.dead_letters", limit !== undefined ? { limit } : {});
+  }
 }

@@ -5,6 +5,7 @@ import {
   DEFAULT_SCHEDULER,
   Dispatcher,
   type HeartbeatOutcome,
+  type StepReport,
   QuotaGate,
   ensureDomainTopology,
   NodeMetrics,
@@ -35,8 +36,10 @@ import {
   startNode,
   StepPool,
   systemClock,
+  type ActorAddress,
   type Clock,
   type ConnectionConfig,
+  type HostDecorators,
   type EventSpoolLimits,
   type Logger,
   type MicroService,
@@ -76,14 +79,29 @@ export interface RunwayNodeConfig {
   /** Runs one sweep pass reads at most (default 5,000); the next pass goes on from there. */
   sweepMaxPerPass?: number;
   /**
-   * Fault injection for tests: drop an in-process hand-over (`step.execute`, `step.ready`) or
-   * a step report, as a lost message would be lost. Production passes none.
+   * Wrappers of the node's ports, applied before use: the log its actors write through, the
+   * in-process receivers of `runway.local` effects (an attempt handed to the executor, a ticket
+   * offered to the scheduler, …) and the executor's report path. Tests decorate them to inject
+   * faults (a lost hand-over, a lost report); production passes none.
    */
-  faults?: { dropLocal?(channel: string): boolean; dropReport?(): boolean };
+  decorate?: NodeDecorators;
+  /** Deliveries after which a command that faults its actor is dead-lettered (default 5). */
+  maxDeliveries?: number;
   /** Bounds of the node's progress-event spool (default 100,000 events, 64 MiB). */
   eventSpool?: EventSpoolLimits;
   /** Observes each heartbeat renewal: ms from dispatch to the run's stored answer (the `heartbeats` benchmark). */
   onHeartbeatSettled?(ms: number, outcome: HeartbeatOutcome): void;
+}
+
+/** Receives one `runway.local` channel's payloads in this process. */
+export type LocalReceiver = (payload: unknown, from: ActorAddress) => void;
+
+/** The node's ports a test may wrap (Orleans' FaultInjectionGrainStorage style: faults live in the test, not here). */
+export interface NodeDecorators extends HostDecorators {
+  /** Wraps the receiver of `runway.local` effects on `channel`. */
+  local?(channel: string, receiver: LocalReceiver): LocalReceiver;
+  /** Wraps the executor's report path (step results and heartbeats to their runs). */
+  report?(report: StepReport): StepReport;
 }
 
 export interface RunwayWorkflowNode {
@@ -160,12 +178,13 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
     topology: { replicas: config.replicas ?? 1 },
     ...(config.leaseTtlMs !== undefined ? { leaseTtlMs: config.leaseTtlMs } : {}),
     ...(config.eventSpool ? { eventSpool: config.eventSpool } : {}),
+    ...(config.decorate?.log ? { decorate: { log: config.decorate.log } } : {}),
+    ...(config.maxDeliveries !== undefined ? { maxDeliveries: config.maxDeliveries } : {}),
     clock,
     logger,
-    local: {
+    local: decorateLocal(config.decorate, {
       // A ready attempt goes to the fair scheduler, or (no scheduler) straight to the executor.
       [STEP_READY]: (payload) => {
-        if (config.faults?.dropLocal?.(STEP_READY)) return;
         const ticket = payload as ReadyTicket;
         if (dispatcher) dispatcher.offer(ticket);
         else executor?.execute(ticket.request);
@@ -182,7 +201,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
           ...(p.action ? { action: p.action } : {}),
         });
       },
-    },
+    }),
     onServe: async (partition, log) => {
       // Not awaited: the mailbox starts while in-flight attempts are being recovered.
       void recoverPartition(
@@ -222,7 +241,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               logger,
               onDone: (r) => dispatcher?.done(r.ticket),
               now: () => clock.now(),
-              ...(config.faults?.dropReport ? { dropReport: config.faults.dropReport } : {}),
+              ...(config.decorate?.report ? { decorateReport: config.decorate.report } : {}),
               ...(config.onHeartbeatSettled ? { onHeartbeatSettled: config.onHeartbeatSettled } : {}),
             });
             if (scheduled) {
@@ -336,6 +355,12 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
   };
 }
 
+function decorateLocal(decorate: NodeDecorators | undefined, receivers: Record<string, LocalReceiver>): Record<string, LocalReceiver> {
+  const wrap = decorate?.local;
+  if (!wrap) return receivers;
+  return Object.fromEntries(Object.entries(receivers).map(([channel, receiver]) => [channel, wrap(channel, receiver)]));
+}
+
 function collectNodeMetrics(node: RunwayNode, executor: StepExecutor, pool: StepPool) {
   const h = node.host.stats;
   const e = executor.stats;
@@ -348,7 +373,14 @@ function collectNodeMetrics(node: RunwayNode, executor: StepExecutor, pool: Step
     c("actor_revision_conflicts", "writes refused because the partition moved on (reload and decide again)", h.stale),
     c("partition_fenced_writes", "writes refused under an old partition epoch (zombie rejections at the partition)", h.fenced),
     c("commands_duplicate", "redelivered commands answered without applying them again", h.duplicates),
-    c("commands_terminated", "malformed commands terminated", h.terminated),
+    c("commands_terminated", "commands given up without being applied (malformed, refused by the event schema, dead-lettered)", h.terminated),
+    ...node.host.deadLetters.stats().map((d) => ({
+      name: "dead_letters",
+      help: "commands and effects filed in RUNWAY_DLQ instead of being applied or published, by actor kind and reason",
+      type: "counter" as const,
+      value: d.count,
+      labels: { kind: d.kind, reason: d.reason },
+    })),
     c("lease_acquisitions", "attempts leased and started on this node", e.started),
     c("zombie_commit_rejections", "step reports refused because their lease or cancellation epoch was no longer current", e.staleCommits),
     c("stale_cancel_commits", "step reports refused because their run (or its tree) was cancelled after the attempt began", e.staleCancelCommits),

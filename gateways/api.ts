@@ -2,7 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { z, type ZodType } from "zod";
 import type { DefinitionStore, NodeMetrics, RunService, Sweeper, TenantService } from "../actors/index.js";
 import { isTenantId, MAX_JSON_DEPTH, nestingDepth, TenantIdSchema, TokenSchema, WorkflowNameSchema } from "../machines/index.js";
-import { ID_PATTERN, isFault, MicroService, type MicroRequest } from "../runtime/index.js";
+import { ID_PATTERN, isFault, listDeadLetters, MicroService, StoreUnavailable, type MicroRequest } from "../runtime/index.js";
 
 export const API_VERSION = "0.2.0";
 /** Larger request bodies are refused before parsing. */
@@ -44,6 +44,7 @@ const schemas = {
   tenantsState: z.strictObject({ id: TenantIdSchema, reason: z.string().max(1_000).default("operator") }),
   tenantGet: z.strictObject({}),
   sweep: z.strictObject({}),
+  deadLetters: z.strictObject({ limit: z.number().int().positive().max(500).default(50) }),
   tenantPut: z.strictObject({ settings: z.unknown() }),
 };
 
@@ -70,7 +71,8 @@ const DEFINITION_TOO_DEEP: Answer = { outcome: "invalid_definition", errors: [{ 
 
 /**
  * The `runway` NATS micro service: `runway.v1.<tenant>.definitions.put|get|list`,
- * `runway.v1.<tenant>.runs.start|get|list|cancel` and `runway.v1.ops.tenants.put|list`.
+ * `runway.v1.<tenant>.runs.start|get|list|cancel`, `runway.v1.ops.tenants.put|list` and the
+ * operators' `runway.v1.ops.*` (metrics, sweep, dead letters).
  * Every request and reply is JSON; requests are validated by zod (unknown fields refused) and
  * every business answer is a closed `{ outcome, … }`. Only faults use the
  * `Nats-Service-Error` / `-Code` headers (503 when retrying may help, 500 otherwise).
@@ -154,6 +156,16 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
       handler: (req) => serve(req, schemas.sweep, async () => ({ outcome: "swept", node: services.metrics.node, report: await sweeper.pass() })),
     });
   }
+  // Read from the dead-letter stream, so any one node answers.
+  service.addEndpoint("dead_letters", {
+    subject: "runway.v1.ops.dead_letters",
+    handler: (req) =>
+      serve(req, schemas.deadLetters, async (b) => {
+        const listed = await listDeadLetters(nc, { limit: b.limit });
+        if (listed.outcome === "unavailable") throw new StoreUnavailable(`dead letters: ${listed.detail}`);
+        return { ...listed };
+      }),
+  });
   service.addEndpoint("tenants_list", {
     subject: "runway.v1.ops.tenants.list",
     handler: (req) => serve(req, schemas.tenantsList, async () => ({ outcome: "ok", tenants: await services.tenants.list() })),

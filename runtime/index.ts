@@ -3,11 +3,23 @@ export { systemClock, type Clock } from "./clock.js";
 export { createLogger, silentLogger, type Logger, type LogLevel } from "./log.js";
 export { versionedCodec, packMsgpack, unpackMsgpack, MAX_ENCODED_DEPTH, type Codec, type CodecSpec, type DecodeResult } from "./codec.js";
 export { connectNats, compareVersions, MIN_SERVER_VERSION, type ConnectionConfig } from "./nats/connection.js";
-export { publish, readFirst, readLast, streamLastSequence, type PublishOutcome, type ReadOutcome, type StoredMessage } from "./nats/jetstream.js";
+export {
+  publish,
+  readFirst,
+  readLast,
+  streamLastSequence,
+  payloadLimit,
+  DEFAULT_MAX_PAYLOAD,
+  type PublishOutcome,
+  type ReadOutcome,
+  type StoredMessage,
+} from "./nats/jetstream.js";
 export {
   ensureTopology,
   DEFAULT_TOPOLOGY,
   CMD_STREAM,
+  DLQ_STREAM,
+  deadLetterSubject,
   NODES_BUCKET,
   META_BUCKET,
   partitionBucket,
@@ -22,11 +34,21 @@ export { fnv1a32, partitionOf } from "./partitions/hash.js";
 export { preferredOwner, placementFor } from "./partitions/placement.js";
 export { Membership, type NodeRecord } from "./partitions/membership.js";
 export { PartitionOwnership } from "./partitions/ownership.js";
-export { PartitionLog, readFence, FENCE_KEY, type Authority, type FenceRecord, type LogWriteOutcome, type ClaimOutcome } from "./store/partition-log.js";
+export {
+  PartitionLog,
+  readFence,
+  FENCE_KEY,
+  type ActorLog,
+  type Authority,
+  type FenceRecord,
+  type LogWriteOutcome,
+  type ClaimOutcome,
+} from "./store/partition-log.js";
 export { readJournal, type JournalEntry, type JournalRead } from "./store/journal.js";
-export { defineActor, EffectSchema, AddressSchema, ID_PATTERN, KIND_PATTERN, type ActorDefinition, type ActorAddress, type Effect } from "./actor/define.js";
-export { ActorHost, type ActorHostConfig } from "./actor/host.js";
 export { currentSnapshot, snapshotVersion } from "./actor/migrate.js";
+export { defineActor, EffectSchema, AddressSchema, ID_PATTERN, KIND_PATTERN, type ActorDefinition, type ActorAddress, type Effect } from "./actor/define.js";
+export { ActorHost, DEFAULT_MAX_DELIVERIES, type ActorHostConfig, type HostDecorators } from "./actor/host.js";
+export { DeadLetterBox, DeadLetterReason, listDeadLetters, type DeadLetter, type DeadLetterView } from "./actor/dead-letters.js";
 export {
   EventSpool,
   DEFAULT_SPOOL_MAX_EVENTS,
@@ -37,7 +59,7 @@ export {
   type SpooledEvent,
   type DropReason,
 } from "./actor/event-spool.js";
-export type { HostFaults, HostStats } from "./actor/cell.js";
+export type { HostStats } from "./actor/cell.js";
 export { MailboxClient } from "./actor/mailbox.js";
 export { actorRecordCodec, commandCodec, answerCodec, HEADER_ID, HEADER_REPLY, type ActorRecord, type CommandAnswer } from "./actor/wire.js";
 export { Lifecycle, type Stage } from "./lifecycle.js";

@@ -1,8 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { ActorHost, type ActorHostConfig } from "./actor/host.js";
+import { ActorHost, type ActorHostConfig, type HostDecorators } from "./actor/host.js";
 import type { ActorDefinition } from "./actor/define.js";
-import type { HostFaults } from "./actor/cell.js";
 import { MailboxClient } from "./actor/mailbox.js";
 import { systemClock, type Clock } from "./clock.js";
 import { Lifecycle, type Stage } from "./lifecycle.js";
@@ -23,7 +22,10 @@ export interface NodeConfig {
   reconcileMs?: number;
   clock?: Clock;
   logger?: Logger;
-  faults?: HostFaults;
+  /** Wrappers of the host's ports (tests inject faults through them); production passes none. */
+  decorate?: HostDecorators;
+  /** Deliveries after which a command that faults its actor is dead-lettered (see ActorHostConfig.maxDeliveries). */
+  maxDeliveries?: number;
   /** In-process receivers of `runway.local` effects (see ActorHostConfig.local). */
   local?: ActorHostConfig["local"];
   /** Recovery when this node starts serving a partition (see ActorHostConfig.onServe). */
@@ -81,7 +83,9 @@ export async function startNode(config: NodeConfig): Promise<RunwayNode> {
         clock,
         logger,
         pinTimeoutMs: leaseTtlMs,
-        ...(config.faults ? { faults: config.faults } : {}),
+        node: config.name,
+        ...(config.decorate ? { decorate: config.decorate } : {}),
+        ...(config.maxDeliveries !== undefined ? { maxDeliveries: config.maxDeliveries } : {}),
         ...(config.eventSpool ? { eventSpool: config.eventSpool } : {}),
         ...(config.local ? { local: config.local } : {}),
         ...(config.onServe ? { onServe: config.onServe } : {}),

@@ -1,5 +1,5 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { jetstreamManager, RetentionPolicy, StorageType, type JetStreamManager, type StreamConfig } from "@nats-io/jetstream";
+import { DiscardPolicy, jetstreamManager, RetentionPolicy, StorageType, type JetStreamManager, type StreamConfig } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { RunwayFault } from "./errors.js";
 
@@ -18,6 +18,8 @@ export interface TopologyConfig {
 export const DEFAULT_TOPOLOGY: TopologyConfig = { partitions: 32, replicas: 1 };
 
 export const CMD_STREAM = "RUNWAY_CMD";
+/** Commands and effects that could not be applied or published, with why (see actor/dead-letters.ts). */
+export const DLQ_STREAM = "RUNWAY_DLQ";
 export const NODES_BUCKET = "rw_nodes";
 export const META_BUCKET = "rw_meta";
 
@@ -38,6 +40,10 @@ export function mailboxFilter(partition: number): string {
 }
 export function timerSubject(partition: number, kind: string, id: string, name: string): string {
   return `rw.timer.${partition}.${kind}.${id}.${name}`;
+}
+/** Where a dead letter for actor `<kind>.<id>` of `partition` is filed: follow one actor, a kind or a partition by filter. */
+export function deadLetterSubject(partition: number, kind: string, id: string): string {
+  return `rw.dlq.${partition}.${kind}.${id}`;
 }
 export function partitionConsumer(partition: number): string {
   return `rw-mailbox-p${partition}`;
@@ -82,7 +88,7 @@ async function journalLimits(jsm: JetStreamManager, stream: string): Promise<voi
 export const JOURNAL_LIMIT = 100_000_000;
 
 /**
- * Creates (or confirms) the command stream, the membership and meta buckets and one KV bucket
+ * Creates (or confirms) the command stream, the dead-letter stream, the membership and meta buckets and one KV bucket
  * per partition. Idempotent; every node runs it at start. Refuses to run against a cluster
  * that was created with a different partition count, since keys would hash elsewhere.
  */
@@ -100,6 +106,20 @@ export async function ensureTopology(nc: NatsConnection, config: TopologyConfig)
     allow_msg_schedules: true,
     allow_msg_ttl: true,
   } as Partial<StreamConfig> & { name: string });
+  await ensureStream(jsm, {
+    name: DLQ_STREAM,
+    description: "Runway dead letters (rw.dlq.<partition>.<kind>.<id>): the original message, with why it could not be applied",
+    subjects: ["rw.dlq.>"],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    num_replicas: config.replicas,
+    // Bounded: the oldest letters go first.
+    max_msgs: 100_000,
+    max_bytes: 1024 * 1024 * 1024,
+    max_age: 30 * 24 * 3600 * 1_000_000_000,
+    discard: DiscardPolicy.Old,
+    duplicate_window: 120_000_000_000,
+  });
   await ensureBucket(kvm, META_BUCKET, { history: 1, replicas: config.replicas, storage: "file" });
   const meta = await kvm.open(META_BUCKET);
   const wanted = JSON.stringify({ partitions: config.partitions });

@@ -23,7 +23,9 @@ export type CompileErrorCode =
   | "snapshot_too_large"
   | "invalid_input_schema"
   /** Arrays and objects nested deeper than MAX_JSON_DEPTH (canonical.ts). */
-  | "too_deep";
+  | "too_deep"
+  /** Valid, but its stored records would exceed the server's max_payload (decided by the definitions store, not the compiler). */
+  | "definition_too_large";
 export type CompileError = { code: CompileErrorCode; path: string; message: string };
 
 export type Limits = { max_nodes: number; max_fanout: number; max_nesting: number; max_plan_bytes: number; max_workflow_depth: number };

@@ -4,42 +4,45 @@ import type { Clock } from "../clock.js";
 import { packMsgpack } from "../codec.js";
 import { isFault } from "../errors.js";
 import type { Logger } from "../log.js";
-import type { PartitionLog } from "../store/partition-log.js";
+import type { ActorLog } from "../store/partition-log.js";
+import { DeadLetterReason } from "./dead-letters.js";
 import { EffectSchema, type ActorAddress, type ActorDefinition, type Effect } from "./define.js";
 import { currentSnapshot, snapshotVersion } from "./migrate.js";
 import { publishOutbox, type OutboxContext } from "./outbox.js";
 import { actorRecordCodec, APPLIED_WINDOW, type ActorRecord, type CommandAnswer, type OutboxEntry } from "./wire.js";
+
+/** How a command is settled (see {@link Delivery.settle}). */
+export type Settle = "ack" | "term" | "keep" | "dead";
 
 /** One command waiting to be applied, from the mailbox or from an in-process dispatch. */
 export interface Delivery {
   /** Idempotency identity of the command (`Rw-Id`). */
   id: string;
   event: unknown;
+  /** How many times the mailbox has delivered it, this time included; absent for an in-process dispatch. */
+  deliveries?: number;
   /**
-   * Settles the command: `ack` (done, answer it), `term` (never deliver again), or `keep`
-   * (leave it unacknowledged for the partition's next owner).
+   * Settles the command: `ack` (done, answer it), `term` (never deliver again), `dead` (never
+   * deliver again, and file a copy in the dead-letter stream: `reason` is a
+   * {@link DeadLetterReason}, `detail` says more), or `keep` (leave it unacknowledged: delivered
+   * again later, or, `reason` `fenced`, to the partition's next owner).
    */
-  settle(answer: CommandAnswer | undefined, how: "ack" | "term" | "keep", reason?: string): void;
+  settle(answer: CommandAnswer | undefined, how: Settle, reason?: string, detail?: string): void;
 }
 
 export interface CellEnvironment {
   definition: ActorDefinition;
-  log: PartitionLog;
+  log: ActorLog;
   outbox: OutboxContext;
   clock: Clock;
   logger: Logger;
   maxBatch: number;
-  faults: HostFaults;
+  /** A command that faults its actor on this many deliveries is dead-lettered (`poison`); so is one meeting a corrupt record. */
+  maxDeliveries: number;
   stats: HostStats;
   onFenced(): void;
   /** Delivers a stored transition's `runway.local` effects in this process. */
   local(channel: string, payload: unknown, from: ActorAddress): void;
-}
-
-/** Test seams: called around the durable write. Production passes none. */
-export interface HostFaults {
-  beforeWrite?(address: ActorAddress): void | Promise<void>;
-  afterWrite?(address: ActorAddress, revision: number): void | Promise<void>;
 }
 
 export interface HostStats {
@@ -97,6 +100,8 @@ export class ActorCell {
   private cached: Cached | undefined;
   private idle: Promise<void> = Promise.resolve();
   private markIdle: (() => void) | undefined;
+  /** The revision of this actor's record known to be unreadable: commands meeting it are dead-lettered at once. */
+  private corruptAt: number | undefined;
 
   constructor(
     readonly address: ActorAddress,
@@ -129,11 +134,13 @@ export class ActorCell {
         try {
           await this.apply(batch);
         } catch (err) {
-          // A fault here is a bug or a store fault we could not classify; the commands stay
-          // unacknowledged and come back after the ack wait.
+          // A bug, or a store fault we could not classify. Applied one at a time, the commands
+          // that fault alone stay unacknowledged and come back; see `faulted`.
           this.cached = undefined;
-          this.env.logger.error("actor batch failed", { actor: this.key, error: String((err as Error).stack ?? err) });
-          for (const d of batch) d.settle(undefined, "keep", "fault");
+          this.env.logger.error("actor batch failed", { actor: this.key, commands: batch.length, error: String((err as Error).stack ?? err) });
+          if (this.env.log.fenced) for (const d of batch) d.settle(undefined, "keep", "fenced");
+          else if (batch.length > 1) await this.applyEach(batch);
+          else this.faulted(batch[0]!, err);
         }
         if (this.env.log.fenced) {
           for (const d of this.queue.splice(0)) d.settle(undefined, "keep", "fenced");
@@ -145,7 +152,9 @@ export class ActorCell {
     }
   }
 
-  private async load(): Promise<{ outcome: "loaded"; cached: Cached | undefined } | { outcome: "unavailable" }> {
+  private async load(): Promise<
+    { outcome: "loaded"; cached: Cached | undefined } | { outcome: "unavailable" } | { outcome: "corrupt"; revision: number; detail: string }
+  > {
     const log = this.env.log;
     if (this.cached && this.cached.generation === log.generation) return { outcome: "loaded", cached: this.cached };
     const generation = log.generation;
@@ -156,16 +165,23 @@ export class ActorCell {
       return { outcome: "loaded", cached: undefined };
     }
     const decoded = actorRecordCodec.decode(read.message.data);
-    if (!decoded.ok) throw new Error(`actor ${this.key} record unreadable: ${decoded.reason} ${decoded.detail}`);
+    if (!decoded.ok) return { outcome: "corrupt", revision: read.message.seq, detail: `${decoded.reason}: ${decoded.detail}` };
+    // A record of an older snapshot version is migrated by its kind before anything is decided
+    // on it; one written by a later version is never decided on here (a fault: kept for a newer node).
+    const persisted = currentSnapshot(this.env.definition, decoded.value);
+    let snapshot: AnyMachineSnapshot;
+    try {
+      snapshot = (this.env.definition.machine as AnyStateMachine).resolveState(persisted as never);
+    } catch (err) {
+      return { outcome: "corrupt", revision: read.message.seq, detail: `snapshot: ${String(err)}` };
+    }
+    this.corruptAt = undefined;
     // The writer of this record may have died before publishing its outbox: publish it again
     // (idempotent by entry id) before anything new is decided.
     if (decoded.value.outbox.length > 0) {
       const ok = await publishOutbox(this.env.outbox, this.address, decoded.value.outbox);
       if (!ok) return { outcome: "unavailable" };
     }
-    const machine = this.env.definition.machine as AnyStateMachine;
-    // A record of an older snapshot version is migrated by its kind before anything is decided on it.
-    const snapshot = machine.resolveState(currentSnapshot(this.env.definition, decoded.value) as never);
     this.cached = { record: decoded.value, revision: read.message.seq, generation, snapshot };
     return { outcome: "loaded", cached: this.cached };
   }
@@ -183,13 +199,14 @@ export class ActorCell {
         await sleep(Math.min(25 * 2 ** attempt, 1_000));
         continue;
       }
+      if (loaded.outcome === "corrupt") return this.corrupt(batch, loaded.revision, loaded.detail);
       const base = loaded.cached;
       let snapshot: AnyMachineSnapshot | undefined = base?.snapshot;
       const applied = base ? [...base.record.applied] : [];
       const outbox: OutboxEntry[] = [];
       const local: Extract<Effect, { type: "runway.local" }>[] = [];
       const journal: unknown[] = [];
-      const decisions: { delivery: Delivery; answer: CommandAnswer; how: "ack" | "term" | "keep"; reason?: string }[] = [];
+      const decisions: { delivery: Delivery; answer: CommandAnswer; how: Settle; reason?: string; detail?: string }[] = [];
       let changed = 0;
       let journalBytes = 0;
       for (const [index, delivery] of batch.entries()) {
@@ -237,12 +254,13 @@ export class ActorCell {
             continue;
           }
         }
-        if (!snapshot.can(event)) {
-          this.env.stats.refused++;
-          decisions.push({ delivery, answer: { outcome: "refused", state: snapshot.value }, how: "ack" });
-          continue;
-        }
         try {
+          // A guard runs here too: one that throws is the machine's fault like any other.
+          if (!snapshot.can(event)) {
+            this.env.stats.refused++;
+            decisions.push({ delivery, answer: { outcome: "refused", state: snapshot.value }, how: "ack" });
+            continue;
+          }
           const [next, actions] = transition(machine, snapshot, event);
           const produced = collectEffects(actions);
           if (next.context === snapshot.context && next.value === snapshot.value && produced.every((e) => e.type === "runway.answer")) {
@@ -255,8 +273,15 @@ export class ActorCell {
           snapshot = next;
         } catch (err) {
           // A machine that throws or emits nonsense is a bug; the command must not wedge the actor.
+          // Deterministic, so not tried again: kept in the dead-letter stream for after the fix.
           this.env.logger.error("machine fault", { actor: this.key, command: delivery.id, error: String(err) });
-          decisions.push({ delivery, answer: { outcome: "invalid_input", reason: "machine_fault" }, how: "term", reason: "machine_fault" });
+          decisions.push({
+            delivery,
+            answer: { outcome: "invalid_input", reason: DeadLetterReason.MachineFault },
+            how: "dead",
+            reason: DeadLetterReason.MachineFault,
+            detail: String(err),
+          });
           continue;
         }
         const answer = effects.find((e) => e.type === "runway.answer");
@@ -275,7 +300,7 @@ export class ActorCell {
         decisions.push({ delivery, answer: { outcome: "applied", revision: 0, ...(answer ? { value: answer.value } : {}) }, how: "ack" });
       }
       if (changed === 0) {
-        for (const d of decisions) d.delivery.settle(d.answer, d.how, d.reason);
+        for (const d of decisions) d.delivery.settle(d.answer, d.how, d.reason, d.detail);
         this.countTerminated(decisions);
         return;
       }
@@ -301,7 +326,6 @@ export class ActorCell {
         this.cached = undefined;
         return this.unencodable(batch, err);
       }
-      await this.env.faults.beforeWrite?.(this.address);
       const generation = this.env.log.generation;
       // A journaled actor keeps every record in its key's history; any other keeps only the latest.
       const written = await this.env.log.write(this.key, encoded, definition.history === "journal" ? undefined : ROLLUP);
@@ -310,7 +334,6 @@ export class ActorCell {
           this.env.stats.writes++;
           this.env.stats.transitions += changed;
           this.cached = { record, revision: written.revision, generation, snapshot: snapshot! };
-          await this.env.faults.afterWrite?.(this.address, written.revision);
           if (journal.length > 0) definition.onJournal?.(this.address, journal);
           // The outbox's events are spooled at once (before anything a hand-over publishes), its
           // commands published meanwhile; local hand-overs (a step to this node's executor) need
@@ -322,7 +345,7 @@ export class ActorCell {
           if (!published) this.cached = undefined;
           for (const d of decisions) {
             const answer = d.answer.outcome === "applied" ? { ...d.answer, revision: written.revision } : d.answer;
-            d.delivery.settle(answer, published || d.answer.outcome !== "applied" ? d.how : "keep", d.reason);
+            d.delivery.settle(answer, published || d.answer.outcome !== "applied" ? d.how : "keep", d.reason, d.detail);
           }
           this.countTerminated(decisions);
           return;
@@ -346,30 +369,100 @@ export class ActorCell {
         case "unavailable":
           await sleep(Math.min(25 * 2 ** attempt, 1_000));
           continue;
+        case "too_large":
+          // Refused before it was sent: nothing was written, the stored state is still `base`.
+          return this.tooLarge(batch, `${written.bytes} bytes with headers, above the server's max_payload of ${written.limit}`);
       }
     }
+  }
+
+  /** Applies each command as a batch of its own; one that faults alone is settled by `faulted`. */
+  private async applyEach(batch: Delivery[]): Promise<void> {
+    for (const delivery of batch) {
+      try {
+        await this.apply([delivery]);
+      } catch (err) {
+        this.cached = undefined;
+        this.faulted(delivery, err);
+      }
+    }
+  }
+
+  /**
+   * A command that faulted its actor alone. Kept (delivered again after a backoff) until the
+   * mailbox has delivered it `maxDeliveries` times; then dead-lettered (`poison`) and answered,
+   * so nothing is redelivered for ever. An in-process command is kept: its caller sends it
+   * through the mailbox, where it is counted.
+   */
+  private faulted(delivery: Delivery, err: unknown): void {
+    // A record written by a later deploy is not this command's fault: it waits for a node that reads it.
+    if (isFault(err) && err.code === "record_too_new") return delivery.settle(undefined, "keep", "fault");
+    if ((delivery.deliveries ?? 0) < this.env.maxDeliveries) return delivery.settle(undefined, "keep", "fault");
+    this.env.stats.terminated++;
+    const detail = err instanceof Error ? err.message : String(err);
+    this.env.logger.error("command dead-lettered: it faulted its actor on every delivery", {
+      actor: this.key,
+      command: delivery.id,
+      deliveries: delivery.deliveries,
+      error: detail,
+    });
+    delivery.settle({ outcome: "invalid_input", reason: DeadLetterReason.Poison }, "dead", DeadLetterReason.Poison, detail);
+  }
+
+  /**
+   * The actor's stored record cannot be read (not msgpack, another schema or version, a
+   * snapshot the machine cannot resolve). A command meeting it is kept until its N-th delivery
+   * (a record read N times the same way is not a glitch), then dead-lettered and answered
+   * `corrupt_record`; from then on every command for this actor is answered and dead-lettered
+   * at once, until the record changes (an operator repairs or deletes it).
+   */
+  private corrupt(batch: Delivery[], revision: number, detail: string): void {
+    const confirmed = this.corruptAt === revision || batch.some((d) => (d.deliveries ?? 0) >= this.env.maxDeliveries);
+    if (!confirmed) {
+      this.env.logger.error("actor record unreadable; its commands are kept", { actor: this.key, revision, detail });
+      for (const d of batch) d.settle(undefined, "keep", DeadLetterReason.CorruptRecord);
+      return;
+    }
+    if (this.corruptAt !== revision) this.env.logger.error("actor record unreadable; its commands are dead-lettered", { actor: this.key, revision, detail });
+    this.corruptAt = revision;
+    for (const d of batch) {
+      this.env.stats.terminated++;
+      d.settle({ outcome: "invalid_input", reason: DeadLetterReason.CorruptRecord }, "dead", DeadLetterReason.CorruptRecord, `revision ${revision}: ${detail}`);
+    }
+  }
+
+  /**
+   * The record a batch produced is larger than the server takes in one message. As for an
+   * unencodable one: applied again one command at a time, and the command whose own state is
+   * too large is refused `state_too_large` and dead-lettered; the actor keeps its state and
+   * goes on serving.
+   */
+  private async tooLarge(batch: Delivery[], detail: string): Promise<void> {
+    if (batch.length > 1) return this.applyEach(batch);
+    const delivery = batch[0]!;
+    this.env.stats.invalid++;
+    this.env.stats.terminated++;
+    this.env.logger.warn("command refused: its state is too large to store", { actor: this.key, command: delivery.id, detail });
+    delivery.settle({ outcome: "invalid_input", reason: DeadLetterReason.StateTooLarge }, "dead", DeadLetterReason.StateTooLarge, detail);
   }
 
   /**
    * The state a batch produced cannot be encoded (e.g. a value nested too deep for the
    * encoder's recursion). Its commands are applied again one at a time, so only the command
    * whose own transition cannot be stored is refused (`invalid_input`, `state_unencodable`,
-   * terminated); the others are stored as usual and the actor keeps serving.
+   * dead-lettered); the others are stored as usual and the actor keeps serving.
    */
   private async unencodable(batch: Delivery[], err: unknown): Promise<void> {
-    if (batch.length > 1) {
-      for (const delivery of batch) await this.apply([delivery]);
-      return;
-    }
+    if (batch.length > 1) return this.applyEach(batch);
     const delivery = batch[0]!;
     this.env.stats.invalid++;
     this.env.stats.terminated++;
     this.env.logger.warn("command refused: its state cannot be encoded", { actor: this.key, command: delivery.id, error: String(err) });
-    delivery.settle({ outcome: "invalid_input", reason: "state_unencodable" }, "term", "state_unencodable");
+    delivery.settle({ outcome: "invalid_input", reason: DeadLetterReason.StateUnencodable }, "dead", DeadLetterReason.StateUnencodable, String(err));
   }
 
   private countTerminated(decisions: { how: string }[]): void {
-    for (const d of decisions) if (d.how === "term") this.env.stats.terminated++;
+    for (const d of decisions) if (d.how === "term" || d.how === "dead") this.env.stats.terminated++;
   }
 }
 

@@ -192,7 +192,7 @@ export class EventSpool {
           if (o.outcome === "stored") this.stats.published++;
           else {
             this.stats.dropped.rejected++;
-            this.logger.warn("progress event refused by the server; dropped", {
+            this.logger.warn("progress event refused (by the server, or too large to send); dropped", {
               subject: event.subject,
               id: event.id,
               outcome: o.outcome,

@@ -4,10 +4,11 @@ import { systemClock, type Clock } from "../clock.js";
 import { RunwayFault } from "../errors.js";
 import { silentLogger, type Logger } from "../log.js";
 import { partitionOf } from "../partitions/hash.js";
-import type { PartitionLog } from "../store/partition-log.js";
-import { CMD_STREAM, mailboxFilter, partitionConsumer } from "../topology.js";
+import type { ActorLog, PartitionLog } from "../store/partition-log.js";
+import { CMD_STREAM, mailboxFilter, mailboxSubject, partitionConsumer } from "../topology.js";
 import { ID_PATTERN, type ActorAddress, type ActorDefinition } from "./define.js";
-import { ActorCell, type Delivery, type HostFaults, type HostStats } from "./cell.js";
+import { ActorCell, type Delivery, type HostStats } from "./cell.js";
+import { asDeadLetterReason, DeadLetterBox, DeadLetterReason } from "./dead-letters.js";
 import { EventSpool, type EventSpoolLimits } from "./event-spool.js";
 import { publishEvent, type OutboxContext } from "./outbox.js";
 import { answerCodec, APPLIED_WINDOW, commandCodec, HEADER_ID, HEADER_REPLY, type CommandAnswer } from "./wire.js";
@@ -18,7 +19,17 @@ export interface ActorHostConfig {
   actors: readonly ActorDefinition[];
   clock?: Clock;
   logger?: Logger;
-  faults?: HostFaults;
+  /** Ports wrapped before use (tests decorate them to inject faults); production passes none. */
+  decorate?: HostDecorators;
+  /** This node's name, on the dead letters it files (default `host`). */
+  node?: string;
+  /**
+   * A mailbox command that faults its actor on this many deliveries is dead-lettered
+   * (`poison`), as is one that meets an unreadable record this many times (default 5).
+   */
+  maxDeliveries?: number;
+  /** First wait before a kept command is delivered again; doubles per delivery, at most 30 s (default 500 ms). */
+  redeliveryBaseMs?: number;
   /** Commands applied in one write when they queue up for one actor. */
   maxBatch?: number;
   /** Idle actors kept in memory per partition before the least recently used are dropped. */
@@ -42,10 +53,20 @@ export interface ActorHostConfig {
   eventFlushMs?: number;
 }
 
+/** Wrappers of the host's ports, Orleans' FaultInjectionGrainStorage style: the code under test stays fault-free. */
+export interface HostDecorators {
+  /** The log a partition's actors read and write their records through. */
+  log?(log: ActorLog): ActorLog;
+}
+
+export const DEFAULT_MAX_DELIVERIES = 5;
+
 const OWNER_GROUP = "owner";
 
 interface OwnedPartition {
   log: PartitionLog;
+  /** What the partition's actors write through: `log`, or its decorator. */
+  store: ActorLog;
   cells: Map<string, ActorCell>;
   messages?: ConsumerMessages;
   consuming?: Promise<void>;
@@ -67,6 +88,8 @@ export class ActorHost {
   private readonly outbox: OutboxContext;
   /** Progress events of this node's actors, published in the background (see EventSpool). */
   readonly events: EventSpool;
+  /** Where commands and effects that cannot be applied or published go, counted (see DeadLetterBox). */
+  readonly deadLetters: DeadLetterBox;
   private jsm: JetStreamManager | undefined;
 
   constructor(private readonly config: ActorHostConfig) {
@@ -78,7 +101,15 @@ export class ActorHost {
       this.definitions.set(def.kind, def);
     }
     this.events = new EventSpool({ publish: (e) => publishEvent(config.nc, e), logger: this.logger, ...config.eventSpool });
-    this.outbox = { nc: config.nc, partitions: config.partitions, keyOf: (a) => this.keyOf(a), now: () => this.clock.now(), events: this.events };
+    this.deadLetters = new DeadLetterBox({ nc: config.nc, node: config.node ?? "host", now: () => this.clock.now(), logger: this.logger });
+    this.outbox = {
+      nc: config.nc,
+      partitions: config.partitions,
+      keyOf: (a) => this.keyOf(a),
+      now: () => this.clock.now(),
+      events: this.events,
+      deadLetters: this.deadLetters,
+    };
   }
 
   keyOf(address: ActorAddress): string {
@@ -108,7 +139,7 @@ export class ActorHost {
    */
   async serve(log: PartitionLog, options: { mailbox: boolean } = { mailbox: true }): Promise<void> {
     if (this.owned.has(log.partition)) throw new RunwayFault("already_served", `partition ${log.partition} is already served`);
-    const part: OwnedPartition = { log, cells: new Map(), stopping: false };
+    const part: OwnedPartition = { log, store: this.config.decorate?.log?.(log) ?? log, cells: new Map(), stopping: false };
     this.owned.set(log.partition, part);
     await this.config.onServe?.(log.partition, log);
     if (options.mailbox) await this.startMailbox(part);
@@ -134,7 +165,19 @@ export class ActorHost {
       this.enqueue(part, address, {
         id,
         event,
-        settle: (answer, how, reason) => resolve(answer ?? { outcome: "kept", reason: reason ?? how }),
+        settle: (answer, how, reason, detail) => {
+          // No mailbox message to file: the letter is the command as the mailbox would have carried it.
+          if (how === "dead")
+            void this.deadLetters.put({
+              ...this.letterFields(part.log.partition, address, reason, detail),
+              subject: mailboxSubject(part.log.partition, address.kind, address.id),
+              headers: { [HEADER_ID]: id },
+              data: encodeCommand(event),
+              deliveries: 0,
+              command: id,
+            });
+          resolve(answer ?? { outcome: "kept", reason: reason ?? how });
+        },
       });
     });
   }
@@ -160,12 +203,12 @@ export class ActorHost {
     const definition = this.definitions.get(address.kind)!;
     cell = new ActorCell(address, cellKey, {
       definition,
-      log: part.log,
+      log: part.store,
       outbox: this.outbox,
       clock: this.clock,
       logger: this.logger,
       maxBatch: Math.min(this.config.maxBatch ?? APPLIED_WINDOW, APPLIED_WINDOW),
-      faults: this.config.faults ?? {},
+      maxDeliveries: this.config.maxDeliveries ?? DEFAULT_MAX_DELIVERIES,
       stats: this.stats,
       onFenced: () => this.config.onFenced?.(part.log.partition),
       local: (channel, payload, from) => {
@@ -239,45 +282,108 @@ export class ActorHost {
 
   private route(part: OwnedPartition, msg: JsMsg): void {
     const reply = msg.headers?.get(HEADER_REPLY) || undefined;
-    const terminate = (reason: string, answer?: CommandAnswer) => {
-      this.stats.terminated++;
-      this.logger.warn("mailbox message terminated", { reason, subject: msg.subject, seq: msg.seq });
-      if (reply && answer) this.config.nc.publish(reply, answerCodec.encode(answer));
-      msg.term(reason);
-    };
     const tokens = msg.subject.split(".");
     const kind = tokens[3] ?? "";
     const id = tokens[4] ?? "";
+    const address = { kind, id };
+    // A message no actor here can ever read: answered, filed as a dead letter, never delivered again.
+    const undeliverable = (reason: DeadLetterReason, detail: string, answer: CommandAnswer) => {
+      this.stats.terminated++;
+      this.logger.warn("mailbox message dead-lettered", { reason, detail, subject: msg.subject, seq: msg.seq });
+      this.answer(reply, answer);
+      void this.bury(part, msg, address, reason, detail);
+    };
     if (tokens.length !== 5 || Number(tokens[2]) !== part.log.partition || !ID_PATTERN.test(id)) {
-      terminate("bad_subject", { outcome: "invalid_input", reason: "bad_subject" });
+      undeliverable(DeadLetterReason.BadSubject, "not rw.cmd.<this partition>.<kind>.<id>", { outcome: "invalid_input", reason: "bad_subject" });
       return;
     }
     if (!this.definitions.has(kind)) {
-      terminate(`unknown_kind: ${kind}`, { outcome: "unknown_kind", kind });
+      undeliverable(DeadLetterReason.UnknownKind, kind, { outcome: "unknown_kind", kind });
       return;
     }
-    const address = { kind, id };
     if (this.partitionOf(address) !== part.log.partition) {
-      terminate("wrong_partition", { outcome: "invalid_input", reason: "wrong_partition" });
+      undeliverable(DeadLetterReason.BadSubject, `${kind}.${id} belongs to partition ${this.partitionOf(address)}`, {
+        outcome: "invalid_input",
+        reason: "wrong_partition",
+      });
       return;
     }
     const decoded = commandCodec.decode(msg.data);
     if (!decoded.ok) {
-      terminate(`${decoded.reason}: ${decoded.detail}`, { outcome: "invalid_input", reason: decoded.reason });
+      undeliverable(DeadLetterReason.Undecodable, `${decoded.reason}: ${decoded.detail}`, { outcome: "invalid_input", reason: decoded.reason });
       return;
     }
     const commandId = msg.headers?.get(HEADER_ID) || msg.headers?.get("Nats-Msg-Id") || `seq-${msg.seq}`;
+    const deliveries = msg.info.deliveryCount;
     this.enqueue(part, address, {
       id: commandId,
       event: decoded.value.event,
-      settle: (answer, how, reason) => {
-        if (how === "keep") return;
-        if (reply && answer) this.config.nc.publish(reply, answerCodec.encode(answer));
-        if (how === "term") {
+      deliveries,
+      settle: (answer, how, reason, detail) => {
+        if (how === "keep") {
+          // Fenced: the partition's next owner takes it. Otherwise it comes back after a backoff.
+          if (reason !== "fenced") msg.nak(Math.min((this.config.redeliveryBaseMs ?? 500) * 2 ** (deliveries - 1), 30_000));
+          return;
+        }
+        this.answer(reply, answer);
+        if (how === "dead") void this.bury(part, msg, address, reason, detail);
+        else if (how === "term") {
           this.logger.warn("mailbox message terminated", { reason, subject: msg.subject, seq: msg.seq });
           msg.term(reason);
         } else msg.ack();
       },
     });
+  }
+
+  /** Sends a command's closed answer to its requester; an answer that cannot be sent is logged, never thrown into the actor's lane. */
+  private answer(reply: string | undefined, answer: CommandAnswer | undefined): void {
+    if (!reply || !answer) return;
+    try {
+      this.config.nc.publish(reply, answerCodec.encode(answer));
+    } catch (err) {
+      this.logger.warn("answer not sent", { reply, outcome: answer.outcome, error: String(err) });
+      try {
+        this.config.nc.publish(reply, answerCodec.encode({ outcome: "invalid_input", reason: "answer_unsendable" }));
+      } catch {
+        // The connection is closed: the requester times out.
+      }
+    }
+  }
+
+  /** Files `msg` as a dead letter, then terminates it; if the letter cannot be stored, the message comes back later. */
+  private async bury(part: OwnedPartition, msg: JsMsg, address: ActorAddress, reason: string | undefined, detail: string | undefined): Promise<void> {
+    const headers: Record<string, string> = {};
+    if (msg.headers) for (const [k, v] of msg.headers) headers[k] = v.join(", ");
+    const filed = await this.deadLetters.put({
+      ...this.letterFields(part.log.partition, address, reason, detail),
+      subject: msg.subject,
+      headers,
+      data: msg.data,
+      deliveries: msg.info.deliveryCount,
+      seq: msg.seq,
+      ...(msg.headers?.get(HEADER_ID) ? { command: msg.headers.get(HEADER_ID) } : {}),
+    });
+    if (filed) msg.term(reason ?? "dead_letter");
+    else msg.nak(5_000);
+  }
+
+  private letterFields(partition: number, address: ActorAddress, reason: string | undefined, detail: string | undefined) {
+    // The cell settles `dead` with a reason of the closed set; anything else would be a bug here, filed as poison with what it said.
+    const known = asDeadLetterReason(reason);
+    return {
+      reason: known ?? DeadLetterReason.Poison,
+      detail: known ? (detail ?? "") : `${reason ?? "no reason"}: ${detail ?? ""}`,
+      partition,
+      kind: address.kind,
+      id: address.id,
+    };
+  }
+}
+
+function encodeCommand(event: unknown): Uint8Array {
+  try {
+    return commandCodec.encode({ event: event as { type: string } });
+  } catch {
+    return new Uint8Array();
   }
 }

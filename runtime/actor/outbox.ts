@@ -2,6 +2,7 @@ import { headers as makeHeaders, type NatsConnection } from "@nats-io/transport-
 import { publish, withRetry, type PublishOutcome } from "../nats/jetstream.js";
 import { partitionOf } from "../partitions/hash.js";
 import { CMD_STREAM, mailboxSubject, timerSubject } from "../topology.js";
+import { DeadLetterReason, type DeadLetterBox } from "./dead-letters.js";
 import type { ActorAddress } from "./define.js";
 import type { EventSpool, SpooledEvent } from "./event-spool.js";
 import { commandCodec, HEADER_ID, type OutboxEntry } from "./wire.js";
@@ -17,6 +18,8 @@ export interface OutboxContext {
   now(): number;
   /** Where `runway.event` entries go: published in the background, never awaited here. */
   events: EventSpool;
+  /** Where a durable entry too large to publish is filed instead (it can never be published). */
+  deadLetters?: DeadLetterBox;
 }
 
 function retryable(o: PublishOutcome): boolean {
@@ -29,7 +32,9 @@ function retryable(o: PublishOutcome): boolean {
  * re-publish after a crash is dropped by the stream's duplicate window and, beyond it, by the
  * receiver's applied-command window. Returns false if some durable entry (a send, a timer, a
  * `runway.publish`) could not be published. `runway.event` entries are handed to the event
- * spool (in entry order, on the actor's lane) and never make this false or wait.
+ * spool (in entry order, on the actor's lane) and never make this false or wait. A durable
+ * entry larger than the server's max payload can never be published: it is filed as a dead
+ * letter (`effect_too_large`, the body left out) and counts as done, so the actor is not wedged.
  */
 export async function publishOutbox(ctx: OutboxContext, self: ActorAddress, entries: readonly OutboxEntry[]): Promise<boolean> {
   const durable: OutboxEntry[] = [];
@@ -39,8 +44,25 @@ export async function publishOutbox(ctx: OutboxContext, self: ActorAddress, entr
     else durable.push(entry);
   }
   if (durable.length === 0) return true;
-  const results = await Promise.all(durable.map((entry) => withRetry(() => publishEntry(ctx, self, entry), retryable, { deadlineMs: 10_000 })));
-  return results.every((r) => r.outcome === "stored");
+  const results = await Promise.all(
+    durable.map(async (entry) => {
+      const result = await withRetry(() => publishEntry(ctx, self, entry), retryable, { deadlineMs: 10_000 });
+      if (result.outcome !== "too_large" || !ctx.deadLetters) return result.outcome === "stored";
+      return ctx.deadLetters.put({
+        reason: DeadLetterReason.EffectTooLarge,
+        detail: `${entry.effect.type}: ${result.detail}`,
+        subject: entry.effect.type === "runway.send" ? subjectFor(ctx, entry.effect.to) : entry.effect.type === "runway.publish" ? entry.effect.subject : "",
+        headers: { [HEADER_ID]: entry.id },
+        data: new Uint8Array(),
+        partition: partitionOf(ctx.keyOf(self), ctx.partitions),
+        kind: self.kind,
+        id: self.id,
+        deliveries: 0,
+        command: entry.id,
+      });
+    }),
+  );
+  return results.every((stored) => stored);
 }
 
 /** Publishes one spooled event as `runway.publish` would: JSON body, `Rw-Id` and `Nats-Msg-Id` its entry id. */

@@ -15,7 +15,28 @@ export type PublishOutcome =
   /** The request timed out: the message may or may not have been stored. */
   | { outcome: "unknown"; detail: string }
   /** Refused for a reason retrying will not change (bad subject, limits, …). */
-  | { outcome: "rejected"; code: number; detail: string };
+  | { outcome: "rejected"; code: number; detail: string }
+  /**
+   * Refused here, before sending: body and headers exceed the server's `max_payload`. A local
+   * refusal, never a transport failure: retrying the same message cannot succeed.
+   */
+  | { outcome: "too_large"; bytes: number; limit: number; detail: string };
+
+/** What a server that does not say (no INFO yet) is assumed to accept: nats-server's default. */
+export const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
+/** The largest message (body and headers) the connected server accepts: its INFO `max_payload`. */
+export function payloadLimit(nc: NatsConnection): number {
+  return nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
+}
+
+/** The encoded size of a header block as the client sends it (`NATS/1.0` line, one line per value, blank line). */
+export function headerBytes(h: MsgHdrs | undefined): number {
+  if (!h) return 0;
+  let n = 12;
+  for (const [key, values] of h) for (const v of values) n += Buffer.byteLength(key) + Buffer.byteLength(v) + 4;
+  return n;
+}
 
 export const CONFLICT_CODES: ReadonlySet<number> = new Set([10071, 10164]);
 // 10163: expected-last-sequence temporarily unavailable; 10008: JetStream temporarily unavailable;
@@ -67,9 +88,17 @@ export async function publish(nc: NatsConnection, subject: string, data: Uint8Ar
   if (options.expectLastSequence !== undefined) h.set("Nats-Expected-Last-Sequence", String(options.expectLastSequence));
   if (options.expectLastSubjectSequence !== undefined) h.set("Nats-Expected-Last-Subject-Sequence", String(options.expectLastSubjectSequence));
   if (options.ttl !== undefined) h.set("Nats-TTL", options.ttl);
+  const limit = payloadLimit(nc);
+  // The client would refuse it too, but as an exception that reads like a closed connection.
+  const bytes = data.length + headerBytes(h);
+  if (bytes > limit) return tooLarge(subject, bytes, limit);
   const reply = await rawRequest(nc, subject, data, { headers: h, timeoutMs: options.timeoutMs ?? 2_000 });
-  if (!reply.ok) return failedReply(reply);
+  if (!reply.ok) return reply.reason === "too_large" ? tooLarge(subject, bytes, limit) : failedReply(reply);
   return parsePubAck(reply.msg.data);
+}
+
+function tooLarge(subject: string, bytes: number, limit: number): PublishOutcome {
+  return { outcome: "too_large", bytes, limit, detail: `${subject}: ${bytes} bytes with headers, above the server's max_payload of ${limit}` };
 }
 
 function failedReply(reply: Extract<RawReply, { ok: false }>): PublishOutcome {
@@ -82,12 +111,14 @@ export interface StoredMessage {
   seq: number;
   data: Uint8Array;
   headers: Record<string, string>;
+  /** When the stream stored it (RFC 3339), if the server said. */
+  time?: string;
 }
 
 export type ReadOutcome = { outcome: "found"; message: StoredMessage } | { outcome: "missing" } | { outcome: "unavailable"; detail: string };
 
 interface MsgGetJson {
-  message?: { subject: string; seq: number; hdrs?: string; data?: string };
+  message?: { subject: string; seq: number; hdrs?: string; data?: string; time?: string };
   error?: { code: number; err_code?: number; description?: string };
 }
 
@@ -107,16 +138,21 @@ function parseHeaderBlock(block: string | undefined): Record<string, string> {
  * owner that reloads after a conflict never sees a lagging replica's past.
  */
 export function readLast(nc: NatsConnection, stream: string, subject: string, timeoutMs = 2_000): Promise<ReadOutcome> {
-  return readOne(nc, stream, { last_by_subj: subject }, timeoutMs);
+  return messageGet(nc, stream, { last_by_subj: subject }, timeoutMs);
+}
+
+/** Reads the message at `seq` from the stream leader (`missing`: deleted, or never there). */
+export function readSequence(nc: NatsConnection, stream: string, seq: number, timeoutMs = 2_000): Promise<ReadOutcome> {
+  return messageGet(nc, stream, { seq }, timeoutMs);
 }
 
 /** The first message a subject holds, from the stream leader (a journal's first entry). */
 export function readFirst(nc: NatsConnection, stream: string, subject: string, timeoutMs = 2_000): Promise<ReadOutcome> {
-  return readOne(nc, stream, { seq: 1, next_by_subj: subject }, timeoutMs);
+  return messageGet(nc, stream, { seq: 1, next_by_subj: subject }, timeoutMs);
 }
 
-async function readOne(nc: NatsConnection, stream: string, query: Record<string, unknown>, timeoutMs: number): Promise<ReadOutcome> {
-  const reply = await rawRequest(nc, `$JS.API.STREAM.MSG.GET.${stream}`, JSON.stringify(query), { timeoutMs });
+async function messageGet(nc: NatsConnection, stream: string, request: object, timeoutMs: number): Promise<ReadOutcome> {
+  const reply = await rawRequest(nc, `$JS.API.STREAM.MSG.GET.${stream}`, JSON.stringify(request), { timeoutMs });
   if (!reply.ok) return { outcome: "unavailable", detail: reply.reason };
   try {
     const body = JSON.parse(new TextDecoder().decode(reply.msg.data)) as MsgGetJson;
@@ -134,6 +170,7 @@ async function readOne(nc: NatsConnection, stream: string, query: Record<string,
         seq: m.seq,
         data: m.data ? new Uint8Array(Buffer.from(m.data, "base64")) : new Uint8Array(),
         headers: parseHeaderBlock(m.hdrs),
+        ...(m.time ? { time: m.time } : {}),
       },
     };
   } catch (err) {

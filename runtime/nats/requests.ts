@@ -6,7 +6,7 @@ import { createInbox, type MsgHdrs, type Msg, type NatsConnection, type Subscrip
  * call; on the actor hot path, where every transition makes two or three requests, that was a
  * sixth of the CPU. Failures here are plain outcomes, not exceptions.
  */
-export type RawReply = { ok: true; msg: Msg } | { ok: false; reason: "timeout" | "no_responders" | "closed" };
+export type RawReply = { ok: true; msg: Msg } | { ok: false; reason: "timeout" | "no_responders" | "closed" | "too_large" };
 
 interface Pending {
   resolve(reply: RawReply): void;
@@ -37,14 +37,14 @@ class RequestMux {
   }
 
   /** Reserves a reply subject; the promise settles with the first message sent to it, or at the deadline. */
-  expect(timeoutMs: number): { subject: string; reply: Promise<RawReply>; cancel(): void } {
+  expect(timeoutMs: number): { subject: string; reply: Promise<RawReply>; cancel(reason?: "closed" | "too_large"): void } {
     const token = this.next++;
-    let cancel = () => undefined as void;
+    let cancel = (_reason?: "closed" | "too_large") => undefined as void;
     const reply = new Promise<RawReply>((resolve) => {
       if (this.nc.isClosed()) return resolve({ ok: false, reason: "closed" });
       this.pending.set(token, { resolve, deadline: performance.now() + timeoutMs });
-      cancel = () => {
-        if (this.pending.delete(token)) resolve({ ok: false, reason: "closed" });
+      cancel = (reason = "closed") => {
+        if (this.pending.delete(token)) resolve({ ok: false, reason });
       };
       this.ensureSweeper();
     });
@@ -55,8 +55,10 @@ class RequestMux {
     const expected = this.expect(timeoutMs);
     try {
       this.nc.publish(subject, data, { reply: expected.subject, ...(headers ? { headers } : {}) });
-    } catch {
-      expected.cancel();
+    } catch (err) {
+      // The client refuses a message over the server's max_payload before sending it: a local
+      // refusal, not a closed connection (retrying it cannot help).
+      expected.cancel(/max_payload/i.test(String((err as Error)?.message ?? err)) ? "too_large" : "closed");
     }
     return expected.reply;
   }

@@ -46,7 +46,24 @@ export type LogWriteOutcome =
   | { outcome: "stale" }
   /** Another owner holds the partition now; stop writing to it. */
   | { outcome: "fenced"; fence: FenceRecord | null }
-  | { outcome: "unavailable"; detail: string };
+  | { outcome: "unavailable"; detail: string }
+  /** Refused before sending: the record and its headers exceed the server's `max_payload`. Nothing was written. */
+  | { outcome: "too_large"; bytes: number; limit: number };
+
+/**
+ * The port an actor lane reads and writes its record through: a partition's fenced log
+ * ({@link PartitionLog}), or a decorator of one (tests wrap it to inject faults).
+ */
+export interface ActorLog {
+  readonly partition: number;
+  readonly authority: Authority;
+  readonly epoch: number;
+  /** Cached state read under an older generation is stale. */
+  readonly generation: number;
+  readonly fenced: boolean;
+  read(key: string): Promise<ReadOutcome>;
+  write(key: string, value: Uint8Array, headers?: Record<string, string>): Promise<LogWriteOutcome>;
+}
 
 const encoder = new TextEncoder();
 
@@ -71,7 +88,7 @@ export async function readFence(nc: NatsConnection, partition: number): Promise<
   }
 }
 
-export class PartitionLog {
+export class PartitionLog implements ActorLog {
   readonly partition: number;
   readonly bucket: string;
   readonly stream: string;
@@ -193,6 +210,8 @@ export class PartitionLog {
       case "unavailable":
         this.stats.unavailable++;
         return { outcome: "unavailable", detail: result.detail };
+      case "too_large":
+        return { outcome: "too_large", bytes: result.bytes, limit: result.limit };
       case "rejected":
         throw new RunwayFault("write_rejected", `write of ${key} in partition ${this.partition} rejected: ${result.code} ${result.detail}`);
     }

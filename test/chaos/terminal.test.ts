@@ -3,6 +3,7 @@ import { RunwayClient } from "../../cluster/client.js";
 import { CMD_STREAM, partitionOf, timerSubject } from "../../runtime/index.js";
 import { waitFor } from "../harness/index.js";
 import { workflowWorld, type RunAnswer } from "../integration/workflow-support.js";
+import { losingLocal, losingReports } from "../fixtures/faults.js";
 
 // Deterministic "randomness": every third offer to the scheduler and every fourth report is lost.
 // A short step's grant and result are one write, so a lost report is found by the recovery sweep
@@ -15,7 +16,10 @@ const world = workflowWorld({
   waitGraceMs: 500,
   sweepIntervalMs: 200,
   sweep: { lease_grace_ms: 500, reoffer_after_ms: 1_000 },
-  faults: { dropLocal: (channel) => channel === "step.ready" && ++handovers % 3 === 0, dropReport: () => ++reports % 4 === 0 },
+  decorate: {
+    local: losingLocal((channel) => channel === "step.ready" && ++handovers % 3 === 0),
+    report: losingReports((event) => event.type === "step.result" && ++reports % 4 === 0),
+  },
 });
 
 it("every accepted run reaches a terminal state when dispatches and reports are dropped, workers are killed and waits expire", async () => {

@@ -14,11 +14,12 @@ import {
   partitionOf,
   PartitionLog,
   silentLogger,
-  type HostFaults,
+  type HostDecorators,
 } from "../../runtime/index.js";
 import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
 import { testActors } from "../fixtures/counter-actor.js";
 import { readActor } from "../fixtures/read-actor.js";
+import { decorateLog } from "../fixtures/faults.js";
 
 const P = DEFAULT_TOPOLOGY.partitions;
 let server: NatsServerHandle;
@@ -30,7 +31,7 @@ async function conn(): Promise<NatsConnection> {
   return nc;
 }
 
-async function hostFor(partition: number, opts: { attach?: boolean; faults?: HostFaults; mailbox?: boolean; node?: string } = {}) {
+async function hostFor(partition: number, opts: { attach?: boolean; decorate?: HostDecorators; mailbox?: boolean; node?: string } = {}) {
   const nc = await conn();
   const node = opts.node ?? `host-${connections.length}`;
   const authority = { node, incarnation: node };
@@ -41,7 +42,7 @@ async function hostFor(partition: number, opts: { attach?: boolean; faults?: Hos
     if (claimed.outcome !== "claimed") throw new Error(`claim failed: ${claimed.outcome}`);
     log = claimed.log;
   }
-  const host = new ActorHost({ nc, partitions: P, actors: testActors, logger: silentLogger, ...(opts.faults ? { faults: opts.faults } : {}) });
+  const host = new ActorHost({ nc, partitions: P, actors: testActors, logger: silentLogger, ...(opts.decorate ? { decorate: opts.decorate } : {}) });
   await host.serve(log, { mailbox: opts.mailbox ?? false });
   return { nc, host, log, mailbox: new MailboxClient(nc, P) };
 }
@@ -96,14 +97,17 @@ describe("actor runtime on a real server", () => {
     let failNext = true;
     const h = await hostFor(p, {
       mailbox: true,
-      faults: {
-        afterWrite() {
-          // The write landed; losing the process here leaves the command unacknowledged.
-          if (failNext) {
-            failNext = false;
-            throw new Error("injected fault after write");
-          }
-        },
+      decorate: {
+        log: (log) =>
+          decorateLog(log, async (_key, _value, next) => {
+            const written = await next();
+            // The write landed; losing the process here leaves the command unacknowledged.
+            if (failNext) {
+              failNext = false;
+              throw new Error("injected fault after write");
+            }
+            return written;
+          }),
       },
     });
     const target = { kind: "counter", id };

@@ -77,6 +77,8 @@ function probes(v: string): { subject: string; body: unknown; expect: string[] }
     { subject: `${t}.tenant.put`, body: { settings: { project_max_concurrency: { [v]: 1 } } }, expect: ["invalid_input", "updated", "unchanged"] },
     { subject: "runway.v1.ops.tenants.list", body: { id: v }, expect: ["invalid_input"] },
     { subject: "runway.v1.ops.sweep", body: { id: v }, expect: ["invalid_input"] },
+    { subject: "runway.v1.ops.dead_letters", body: { limit: v }, expect: ["invalid_input"] },
+    { subject: "runway.v1.ops.dead_letters", body: { id: v }, expect: ["invalid_input"] },
     { subject: "runway.v1.ops.metrics", body: { id: v }, expect: ["ok"] },
   ];
 }
@@ -102,6 +104,7 @@ const OPS_SUBJECTS = [
   "runway.v1.ops.tenants.drain",
   "runway.v1.ops.tenants.resume",
   "runway.v1.ops.sweep",
+  "runway.v1.ops.dead_letters",
 ];
 
 async function normalStartSucceeds(tenant: string): Promise<void> {

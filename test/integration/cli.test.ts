@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, expect, it } from "vitest";
-import { RUNWAY_USER, spawnTsx } from "../harness/index.js";
+import { partitionOf } from "../../runtime/index.js";
+import { RUNWAY_USER, spawnTsx, waitFor } from "../harness/index.js";
 import { workflowWorld } from "./workflow-support.js";
 
 const world = workflowWorld();
@@ -57,4 +58,35 @@ it("the CLI refuses a tenant id the API would refuse as a usage error (exit 2), 
   const listed = await runway(["run", "list"], "*");
   expect(listed.code, listed.out).toBe(2);
   expect(listed.out).toContain("--tenant");
+});
+
+it("runway ops dead-letters lists the dead letters newest first (runway.v1.ops.dead_letters); the node's metrics count them by kind and reason", async () => {
+  // Two commands no run can read, straight into a mailbox of the node's partitions: dead-lettered at once.
+  const runId = "t1_0123456789abcdef0123456789abcdef";
+  const subject = `rw.cmd.${partitionOf(runId, 32)}.run.${runId}`;
+  for (const body of [[0xc1], [0xc1, 0x02]]) await world.nc.request(subject, new Uint8Array(body), { timeout: 5_000 });
+  const metrics = await waitFor(
+    async () => {
+      const m = (await world.client.call("runway.v1.ops.metrics", {})) as unknown as { metrics: { dead_letters?: Record<string, number> } };
+      return (m.metrics.dead_letters?.["kind=run,reason=undecodable"] ?? 0) >= 2 ? m : undefined;
+    },
+    { timeoutMs: 10_000, describe: "the node to count two dead letters" },
+  );
+  expect(metrics.metrics.dead_letters).toMatchObject({ "kind=run,reason=undecodable": 2 });
+  const listed = await runway(["ops", "dead-letters", "--limit", "1"]);
+  expect(listed.code, listed.out).toBe(0);
+  const answer = JSON.parse(listed.out) as { outcome: string; letters: { reason: string; kind: string; id: string; subject: string; data_base64: string }[] };
+  expect(answer.outcome).toBe("ok");
+  expect(answer.letters).toHaveLength(1);
+  expect(answer.letters[0]).toMatchObject({
+    reason: "undecodable",
+    kind: "run",
+    id: runId,
+    subject,
+    data_base64: Buffer.from([0xc1, 0x02]).toString("base64"),
+  });
+  const both = await world.client.deadLetters(10);
+  expect((both.letters as { id: string }[]).filter((l) => l.id === runId)).toHaveLength(2);
+  const bad = await runway(["ops", "dead-letters", "--limit", "zero"]);
+  expect(bad.code, bad.out).toBe(2);
 });

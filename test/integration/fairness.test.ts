@@ -66,11 +66,11 @@ describe("fair scheduling", () => {
     const floods: string[] = [];
     for (let r = 0; r < 20; r++) floods.push(((await a.startRun({ definition: "wide", input: items(100), lane: "batch" })).run as RunAnswer).id);
     await waitFor(() => (d.leasesByTenant.get("flood") ?? 0) > 50, { timeoutMs: 20_000, describe: "the flood to be running" });
-    const mark = d.recent.length;
+    const mark = d.decisionCount;
     const interactive: string[] = [];
     for (let r = 0; r < 20; r++) interactive.push(((await b.startRun({ definition: "one", lane: "interactive", source: "console" })).run as RunAnswer).id);
     await Promise.all(interactive.map((id) => settled(b, id)));
-    const after = d.recent.slice(mark);
+    const after = d.recentSince(mark);
     const inter = after.filter((x) => x.tenant === "inter");
     // Order, not time: between an interactive ticket's offer and its lease, no flood ticket was leased.
     const overtaken = inter.map((x) => after.filter((f) => f.tenant === "flood" && f.seq > x.offered_seq && f.seq < x.seq).length);

@@ -6,6 +6,7 @@ import { createLogger, partitionBucket, partitionOf, systemClock } from "../../r
 import { STEP_READY } from "../../machines/index.js";
 import { waitFor } from "../harness/index.js";
 import { settled, workflowWorld, type RunAnswer } from "./workflow-support.js";
+import { losingLocal } from "../fixtures/faults.js";
 
 /**
  * The recovery sweep on a real node (seed 004's reaper and lane contract tests that apply).
@@ -21,7 +22,7 @@ const world = workflowWorld({
   stepLeaseTtlMs: 20_000,
   // One worker slot: a parent waiting on its child must hold none, or a tree deadlocks.
   scheduler: { slots: 1, interactive_reserve: 0 },
-  faults: { dropLocal: (channel) => drops.delete(channel) },
+  decorate: { local: losingLocal((channel) => drops.delete(channel)) },
 });
 
 const HOUR = 3_600_000;

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { MAX_ERROR_MESSAGE } from "../../actors/index.js";
 import { natsCli, waitFor } from "../harness/index.js";
 import { settled, workflowWorld, type RunAnswer } from "./workflow-support.js";
 
@@ -142,6 +143,15 @@ describe("executing workflows", () => {
     const after = (await world.client.getRun(id)).run as RunAnswer;
     expect(after.status).toBe("cancelled");
     expect((await world.client.cancelRun(id)).outcome).toBe("not_cancellable");
+  });
+
+  it("a handler's error message is cut to 4 KiB: a 2 MB message fails its step at once instead of a report no run can store", async () => {
+    const done = await run({ name: "loud", nodes: [{ id: "l", kind: "code", handler: "fail_loud", input: { chars: 2_000_000 } }] });
+    expect(done.status).toBe("failed");
+    expect(done.nodes.l!.attempt).toBe(1);
+    const message = (done.nodes.l!.error as { code: string; message: string }).message;
+    expect(message.length).toBe(MAX_ERROR_MESSAGE + 1);
+    expect(message.endsWith("…")).toBe(true);
   });
 
   it("a result over 32 KiB is stored in the object store and recorded by reference", async () => {

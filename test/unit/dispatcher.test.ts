@@ -1,5 +1,6 @@
 import { afterEach, expect, it } from "vitest";
 import { Dispatcher } from "../../actors/index.js";
+import { Ring } from "../../actors/ring.js";
 import type { ReadyTicket, TenantPolicy } from "../../machines/index.js";
 import { createLogger } from "../../runtime/index.js";
 
@@ -13,7 +14,7 @@ afterEach(() => {
   for (const d of dispatchers.splice(0)) d.stop();
 });
 
-function world(policy: (tenant: string) => TenantPolicy | undefined) {
+function world(policy: (tenant: string) => TenantPolicy | undefined, bounds: { recentLimit?: number } = {}) {
   const grants: string[] = [];
   const d = new Dispatcher({
     execute: (request) => grants.push(request.node),
@@ -21,6 +22,7 @@ function world(policy: (tenant: string) => TenantPolicy | undefined) {
     logger: createLogger("dispatcher", "error"),
     config: { slots: 4, interactive_reserve: 0, migration_cap: 1, aging_ms: 10_000 },
     policy,
+    ...bounds,
   });
   dispatchers.push(d);
   return { d, grants };
@@ -74,4 +76,30 @@ it("a killed tenant's policy, once read, keeps its tickets waiting", async () =>
   await Promise.resolve();
   expect(grants).toEqual([]);
   expect(d.metrics(T0).queued).toBe(1);
+});
+
+it("the lease decisions a dispatcher keeps are bounded: after 50 grants with a bound of 8, the last 8, found by decision number", async () => {
+  const { d, grants } = world(() => ({ weight: 1, max_concurrency: 10 }), { recentLimit: 8 });
+  for (let i = 0; i < 50; i++) {
+    const t = ticket("t", `n${i}`);
+    d.offer(t);
+    await Promise.resolve();
+    d.done(t.id);
+  }
+  expect(grants).toHaveLength(50);
+  expect(d.decisionCount).toBe(50);
+  expect(d.recentSince(0).map((x) => x.seq)).toEqual([43, 44, 45, 46, 47, 48, 49, 50]);
+  expect(d.recentSince(47).map((x) => x.seq)).toEqual([48, 49, 50]);
+  expect(d.recentSince(50)).toEqual([]);
+});
+
+it("a ring keeps the last items pushed, oldest first, in fixed memory", () => {
+  const ring = new Ring<number>(3);
+  expect(ring.toArray()).toEqual([]);
+  for (let i = 1; i <= 2; i++) ring.push(i);
+  expect(ring.toArray()).toEqual([1, 2]);
+  for (let i = 3; i <= 7; i++) ring.push(i);
+  expect(ring.toArray()).toEqual([5, 6, 7]);
+  expect(ring.length).toBe(3);
+  expect(() => new Ring(0)).toThrow(RangeError);
 });
