@@ -212,7 +212,7 @@ export class ActorCell {
             decisions.push({ delivery, answer: { outcome: "applied", revision: base?.revision ?? 0, ...(answer ? { value: answer.value } : {}) }, how: "ack" });
             continue;
           }
-          effects.push(...produced);
+          effects.push(...produced, ...(definition.effects?.(this.address, snapshot, next) ?? []));
           snapshot = next;
         } catch (err) {
           // A machine that throws or emits nonsense is a bug; the command must not wedge the actor.
@@ -256,7 +256,9 @@ export class ActorCell {
       }
       await this.env.faults.beforeWrite?.(this.address);
       const generation = this.env.log.generation;
-      const written = await this.env.log.write(this.key, encoded);
+      const ttl = definition.ttl?.(snapshot!);
+      const headers = ttl === undefined ? undefined : { "Nats-TTL": `${Math.max(1, Math.ceil(ttl / 1_000))}s`, "Nats-Rollup": "sub" };
+      const written = await this.env.log.write(this.key, encoded, headers);
       switch (written.outcome) {
         case "written": {
           this.env.stats.writes++;

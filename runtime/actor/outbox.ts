@@ -2,7 +2,7 @@ import { headers as makeHeaders, type NatsConnection } from "@nats-io/transport-
 import { publish, withRetry, type PublishOutcome } from "../nats/jetstream.js";
 import { partitionOf } from "../partitions/hash.js";
 import { CMD_STREAM, mailboxSubject, timerSubject } from "../topology.js";
-import type { ActorAddress } from "./define.js";
+import type { ActorAddress, Effect } from "./define.js";
 import type { EventSpool, SpooledEvent } from "./event-spool.js";
 import { commandCodec, HEADER_ID, type OutboxEntry } from "./wire.js";
 
@@ -17,7 +17,11 @@ export interface OutboxContext {
   now(): number;
   /** Where `runway.event` entries go: published in the background, never awaited here. */
   events: EventSpool;
+  /** Applies a `runway.store` entry (see EffectSchema): the host writes it through the partition's fenced log. */
+  store(self: ActorAddress, effect: StoreEffect): Promise<PublishOutcome>;
 }
+
+export type StoreEffect = Extract<Effect, { type: "runway.store" }>;
 
 function retryable(o: PublishOutcome): boolean {
   return o.outcome === "unavailable" || o.outcome === "unknown";
@@ -33,14 +37,30 @@ function retryable(o: PublishOutcome): boolean {
  */
 export async function publishOutbox(ctx: OutboxContext, self: ActorAddress, entries: readonly OutboxEntry[]): Promise<boolean> {
   const durable: OutboxEntry[] = [];
+  const own: StoreEffect[] = [];
+  const indexes: StoreEffect[] = [];
   for (const entry of entries) {
     const effect = entry.effect;
     if (effect.type === "runway.event") ctx.events.offer(`${self.kind}.${self.id}`, { id: entry.id, subject: effect.subject, data: jsonBytes(effect.data) });
+    else if (effect.type === "runway.store") (effect.bucket ? indexes : own).push(effect);
     else durable.push(entry);
   }
-  if (durable.length === 0) return true;
-  const results = await Promise.all(durable.map((entry) => withRetry(() => publishEntry(ctx, self, entry), retryable, { deadlineMs: 10_000 })));
-  return results.every((r) => r.outcome === "stored");
+  // State kept beside the record first, in order (a later entry for a key must land last).
+  if (!(await storeInOrder(ctx, self, own))) return false;
+  if (durable.length > 0) {
+    const results = await Promise.all(durable.map((entry) => withRetry(() => publishEntry(ctx, self, entry), retryable, { deadlineMs: 10_000 })));
+    if (!results.every((r) => r.outcome === "stored")) return false;
+  }
+  // Index entries last: an index says a transition happened only once everything it published is out.
+  return storeInOrder(ctx, self, indexes);
+}
+
+async function storeInOrder(ctx: OutboxContext, self: ActorAddress, effects: readonly StoreEffect[]): Promise<boolean> {
+  for (const effect of effects) {
+    const stored = await withRetry(() => ctx.store(self, effect), retryable, { deadlineMs: 10_000 });
+    if (stored.outcome !== "stored") return false;
+  }
+  return true;
 }
 
 /** Publishes one spooled event as `runway.publish` would: JSON body, `Rw-Id` and `Nats-Msg-Id` its entry id. */
@@ -91,6 +111,8 @@ async function publishEntry(ctx: OutboxContext, self: ActorAddress, entry: Outbo
         return { outcome: "unknown", detail: String(err) };
       }
     }
+    case "runway.store":
+      return ctx.store(self, effect);
     case "runway.event":
     case "runway.answer":
     case "runway.local":
