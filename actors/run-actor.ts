@@ -1,7 +1,9 @@
 import type { AnyMachineSnapshot, EventObject } from "xstate";
-import { executionMachine, RunCommandSchema, type ExecutionContext, type ParentView } from "../machines/index.js";
+import { DEFAULT_ENDED_RETENTION_MS, executionMachine, RunCommandSchema, type ExecutionContext, type ParentView } from "../machines/index.js";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { defineActor, RunwayFault } from "../runtime/index.js";
+import { defineActor, RunwayFault, type ActorAddress, type Effect } from "../runtime/index.js";
+import type { LiveRunIndex } from "./live-runs.js";
+import { runCreatedEffect, runEndedEffect } from "./run-index.js";
 import { readSnapshot } from "./records.js";
 import type { CompiledPlan } from "./definitions.js";
 import { childStartKey, runIdFor } from "./ids.js";
@@ -16,18 +18,45 @@ export const RUN_KIND = "run";
  */
 export function runActor(
   plans: { planOf(digest: string): Promise<CompiledPlan>; parentOf(parentId: string, childId: string): Promise<ParentView | null> },
-  settings: { leaseTtlMs?: number; scheduled?: boolean; waitGraceMs?: number; expansionAdmission?: boolean } = {},
+  settings: {
+    leaseTtlMs?: number;
+    scheduled?: boolean;
+    waitGraceMs?: number;
+    expansionAdmission?: boolean;
+    /** The live-run index (made on first use: the actor is defined before the connection exists). */
+    live?: () => LiveRunIndex;
+    /** How long an ended run's record is kept before only its final summary is left (default 7 days). */
+    endedRunRetentionMs?: number;
+  } = {},
 ) {
+  const retention = settings.endedRunRetentionMs ?? DEFAULT_ENDED_RETENTION_MS;
   return defineActor({
     kind: RUN_KIND,
     machine: executionMachine,
     events: RunCommandSchema,
+    // The live index and the runs index follow the run's own transitions (see live-runs.ts, run-index.ts).
+    effects: (_address: ActorAddress, before: AnyMachineSnapshot, after: AnyMachineSnapshot): Effect[] => {
+      const was = (before.context as ExecutionContext).run;
+      const run = (after.context as ExecutionContext).run;
+      if (!run) return [];
+      const out: Effect[] = [];
+      if (!was) out.push(runCreatedEffect(run));
+      if (before.value !== "ended" && after.value === "ended") {
+        out.push(runEndedEffect(run));
+        if (settings.live) out.push(settings.live().removal(run.id));
+      }
+      return out;
+    },
+    // An ended run's record is compacted after the retention: its final summary stays in the runs index.
+    ttl: (snapshot: AnyMachineSnapshot) => (snapshot.value === "ended" ? retention : undefined),
     prepare: async (event: EventObject, current: AnyMachineSnapshot | undefined) => {
-      const e = event as EventObject & { run?: { id: string; tenant: string; parent_run_id?: string | null; definition: { digest: string } } };
+      const e = event as EventObject & { now?: number; run?: { id: string; tenant: string; parent_run_id?: string | null; definition: { digest: string } } };
       const creating = e.type === "run.create" && (current?.context as ExecutionContext | undefined)?.run == null;
       const run = e.type === "run.create" ? e.run : ((current?.context as ExecutionContext | undefined)?.run ?? undefined);
       // No run yet and not a create: the machine refuses it; no plan is needed for that.
       if (!run) return event;
+      // In the live index before the record exists, so recovery never misses a live run.
+      if (creating && settings.live) await settings.live().add(run.id, { tenant: run.tenant, at: e.now ?? 0 });
       // A child's create reads its parent once: the machine refuses a child of a cancelled or ended parent before it exists.
       const parent = creating && run.parent_run_id ? { parent: await plans.parentOf(run.parent_run_id, run.id) } : {};
       const compiled = await plans.planOf(run.definition.digest);

@@ -8,7 +8,7 @@
  *   runway tenant create <id>
  *   runway def put <file.json> [--draft]     runway def get <name> [--version N]     runway def list
  *   runway run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane batch] [--project P] [--priority 0-9]
- *   runway run get <id>   runway run list [--status S]   runway run watch <id>   runway run cancel <id> [--reason R]
+ *   runway run get <id>   runway run list [--status S] [--cursor C]   runway run watch <id>   runway run cancel <id> [--reason R]
  */
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -29,7 +29,7 @@ const USAGE = `usage: runway <command> [options]
   tenant create <id> [--settings JSON] | tenant get <id> | tenant put <id> --settings JSON | tenant kill|drain|resume <id> [--reason R]
   def put <file.json> [--draft] | def get <name> [--version N] | def list
   run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane interactive|batch|migration] [--source cli] [--project P] [--priority 0-9]
-  run get <id> | run list [--status S] [--limit N] | run watch <id> | run cancel <id> [--reason TEXT]
+  run get <id> | run list [--status S] [--limit N] [--cursor C] | run watch <id> | run cancel <id> [--reason TEXT]
   help | --help | -h
 common: --servers URL,… (env RUNWAY_SERVERS, default nats://127.0.0.1:4222)  --user U --pass P  --tenant T (env RUNWAY_TENANT, default demo)
 node and dev drain on SIGTERM or SIGINT, and when the npm that started them is gone`;
@@ -314,6 +314,7 @@ async function main(): Promise<void> {
           priority: { type: "string" },
           status: { type: "string" },
           limit: { type: "string" },
+          cursor: { type: "string" },
           reason: { type: "string" },
         },
       });
@@ -340,7 +341,11 @@ async function main(): Promise<void> {
       if (sub === "list")
         return print(
           await withClient(values, (c) =>
-            c.listRuns({ ...(values.status ? { status: values.status } : {}), ...(values.limit ? { limit: Number(values.limit) } : {}) }),
+            c.listRuns({
+              ...(values.status ? { status: values.status } : {}),
+              ...(values.limit ? { limit: Number(values.limit) } : {}),
+              ...(values.cursor ? { cursor: values.cursor } : {}),
+            }),
           ),
         );
       if (sub === "cancel" && id) return print(await withClient(values, (c) => c.cancelRun(id, values.reason)));

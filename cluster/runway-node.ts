@@ -3,6 +3,7 @@ import { createServer, type Server } from "node:http";
 import {
   DefinitionStore,
   DEFAULT_SCHEDULER,
+  LiveRunIndex,
   Dispatcher,
   type HeartbeatOutcome,
   QuotaGate,
@@ -73,6 +74,12 @@ export interface RunwayNodeConfig {
   /** Runs one sweep pass reads at most (default 5,000); the next pass goes on from there. */
   sweepMaxPerPass?: number;
   /**
+   * How long an ended run is kept whole (default 7 days): then its record is compacted (per-message
+   * TTL) and only its final summary in the runs index is left; its tenant forgets it then too (a
+   * duplicate admission of it is answered rather than counted until then).
+   */
+  endedRunRetentionMs?: number;
+  /**
    * Fault injection for tests: drop an in-process hand-over (`step.execute`, `step.ready`) or
    * a step report, as a lost message would be lost. Production passes none.
    */
@@ -132,6 +139,9 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
   let node!: () => RunwayNode;
   // The run actor is defined before the connection exists; the store is made on first use.
   const definitionsOf = () => (definitions ??= new DefinitionStore(node().nc, () => pool.handlerNames()));
+  let liveIndex: LiveRunIndex | undefined;
+  const live = () => (liveIndex ??= new LiveRunIndex(node().nc, node().topology.partitions));
+  const retention = config.endedRunRetentionMs !== undefined ? { endedRunRetentionMs: config.endedRunRetentionMs } : {};
 
   const started = await startNode({
     connection: config.connection,
@@ -144,9 +154,11 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
           scheduled,
           expansionAdmission: config.expansionAdmission !== false,
           ...(config.waitGraceMs !== undefined ? { waitGraceMs: config.waitGraceMs } : {}),
+          live,
+          ...retention,
         },
       ),
-      tenantActor,
+      tenantActor({ nc: () => node().nc, partitions: () => node().topology.partitions, ...retention }),
     ],
     topology: { replicas: config.replicas ?? 1 },
     ...(config.leaseTtlMs !== undefined ? { leaseTtlMs: config.leaseTtlMs } : {}),
@@ -168,7 +180,11 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
     },
     onServe: async (partition, log) => {
       // Not awaited: the mailbox starts while in-flight attempts are being recovered.
-      void recoverPartition({ nc: node().nc, host: node().host, logger, now: () => clock.now(), alive: (run) => executor?.alive(run) ?? [] }, partition, log)
+      void recoverPartition(
+        { nc: node().nc, host: node().host, logger, live: live(), now: () => clock.now(), alive: (run) => executor?.alive(run) ?? [] },
+        partition,
+        log,
+      )
         .then((n) => n > 0 && metrics.inc("recovered_runs", "runs whose in-flight attempts were recovered after a partition claim", {}, n))
         .catch((err) => logger.error("recovery failed", { partition, error: String(err) }));
     },
@@ -223,6 +239,8 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               clock,
               logger,
               ...(config.sweepMaxPerPass !== undefined ? { maxPerPass: config.sweepMaxPerPass } : {}),
+              live: live(),
+              members: (tenant) => tenants!.members(tenant),
               onAction: (action, tenant) => metrics.inc("sweep_actions", MACHINE_COUNTERS.sweep_actions!, { tenant, action }),
             });
             tenants.onLoaded(() => dispatcher?.policyChanged());
