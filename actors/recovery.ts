@@ -112,5 +112,7 @@ export async function buildLiveIndex(deps: { nc: NatsConnection; live: LiveRunIn
 async function readLiveMark(nc: NatsConnection, partition: number): Promise<boolean> {
   const read = await readLast(nc, `KV_${LIVE_BUCKET}`, kvSubject(LIVE_BUCKET, builtKey(partition)));
   if (read.outcome === "unavailable") throw new Error(`live index of partition ${partition}: ${read.detail}`);
-  return read.outcome === "found";
+  if (read.outcome === "missing") return false;
+  const op = read.message.headers["KV-Operation"];
+  return op !== "DEL" && op !== "PURGE";
 }

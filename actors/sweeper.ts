@@ -1,6 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { isTerminal, parentGone, sweepPlan, type RunContext } from "../machines/index.js";
 import type { ActorHost, Clock, Logger, MailboxClient } from "../runtime/index.js";
+import { tenantOfRun } from "./ids.js";
 import type { LiveRunIndex } from "./live-runs.js";
 import { actorIdsIn, readSnapshot } from "./records.js";
 import { RUN_KIND } from "./run-actor.js";
@@ -181,6 +182,7 @@ export class Sweeper {
     await this.deps.live.remove(id);
     this.unindexedSince.delete(id);
     report.actions[action] = (report.actions[action] ?? 0) + 1;
+    this.deps.onAction?.(action, tenantOfRun(id) ?? "");
   }
 
   /**

@@ -292,16 +292,17 @@ function decide(context: TenantContext, event: TenantEvent): Decision<TenantAnsw
   if (context.legacy) {
     const migrated = migrateChunk(context, io.store, io.retentionMs, event.now);
     const left = legacyLeft(migrated.legacy);
-    const go = left > 0 ? [{ type: "tenant.migrate" }] : [];
-    if (left > 0 && (ASKED_AGAIN.has(event.type) || SENT_AGAIN.has(event.type))) {
+    if (event.type === "tenant.migrate" || (left > 0 && (ASKED_AGAIN.has(event.type) || SENT_AGAIN.has(event.type)))) {
       const { now: _now, facts: _facts, retention_ms: _retention, ...command } = event;
-      const answer: MigratingAnswer = { outcome: "migrating", left };
-      return { context: migrated, answer, store: io.store, self: [...go, ...(SENT_AGAIN.has(event.type) ? [command] : [])] };
+      const again = left > 0 && SENT_AGAIN.has(event.type) ? [command] : [];
+      const answer: MigratingAnswer | PromoteAnswer = event.type === "tenant.migrate" ? { outcome: "migrated", left } : { outcome: "migrating", left };
+      return { context: migrated, answer, store: io.store, self: [...(left > 0 ? [{ type: "tenant.migrate" }] : []), ...again] };
     }
-    if (event.type === "tenant.migrate") return { context: migrated, answer: { outcome: "migrated", left }, store: io.store, self: go };
-    // The rest (create, kill, drain, and anything once the last chunk is out) is decided on the migrated context.
-    const d = decideMigrated(migrated, event, io);
-    return { ...d, context: d.context, store: io.store, self: [...go, ...(d.self ?? [])] };
+    // The last chunk is out (or the command reads no members: create, kill, drain): decided now,
+    // reading the keys this transition writes as written.
+    const written = new Map(io.store.map((op) => [op.key, op.value]));
+    const d = decideMigrated(migrated, event, { ...io, facts: new FactReader(event.facts, written) });
+    return { ...d, store: io.store, self: [...(left > 0 ? [{ type: "tenant.migrate" }] : []), ...(d.self ?? [])] };
   }
   const d = decideMigrated(context, event, io);
   return io.store.length > 0 ? { ...d, store: io.store } : d;

@@ -91,11 +91,23 @@ export class MissingFacts extends Error {
 
 /** Reads facts for a decision; a key not in `facts` throws {@link MissingFacts} (with `more`, read together). */
 export class FactReader {
-  constructor(private readonly facts: Facts | undefined) {}
+  /**
+   * `written`: keys this same transition writes (a migration chunk), read as written: the
+   * decision sees them though they reach the store only after the record.
+   */
+  constructor(
+    private readonly facts: Facts | undefined,
+    private readonly written: ReadonlyMap<string, unknown> = new Map(),
+  ) {}
+
+  private has(key: string): boolean {
+    return this.written.has(key) || (this.facts !== undefined && Object.hasOwn(this.facts, key));
+  }
 
   get<T>(key: string, more: readonly string[] = []): T | null {
-    if (!this.facts || !Object.hasOwn(this.facts, key)) throw new MissingFacts([key, ...more.filter((k) => !this.facts || !Object.hasOwn(this.facts, k))]);
-    return (this.facts[key] ?? null) as T | null;
+    if (this.written.has(key)) return (this.written.get(key) ?? null) as T | null;
+    if (!this.has(key)) throw new MissingFacts([key, ...more.filter((k) => !this.has(k))]);
+    return (this.facts![key] ?? null) as T | null;
   }
 
   member(run: string): Member | null {
