@@ -25,7 +25,7 @@ import { startRunwayNode } from "./runway-node.js";
 
 const USAGE = `usage: runway <command> [options]
   dev   [--handlers a.ts,b.ts] [--tenant demo] [--store DIR]     embedded nats-server + one node
-  node  --name N [--servers URL,…] [--handlers a.ts,…] [--threads 2] [--replicas 1] [--lease-ttl-ms 10000] [--metrics-port P]
+  node  --name N [--servers URL,…] [--handlers a.ts,…] [--threads 2] [--replicas 1] [--lease-ttl-ms 10000] [--metrics-port P] [--ended-run-retention-ms 604800000]
   tenant create <id> [--settings JSON] | tenant get <id> | tenant put <id> --settings JSON | tenant kill|drain|resume <id> [--reason R]
   def put <file.json> [--draft] | def get <name> [--version N] | def list
   run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane interactive|batch|migration] [--source cli] [--project P] [--priority 0-9]
@@ -94,9 +94,13 @@ async function node(argv: string[]): Promise<void> {
       replicas: { type: "string", default: "1" },
       "lease-ttl-ms": { type: "string", default: "10000" },
       "metrics-port": { type: "string" },
+      "ended-run-retention-ms": { type: "string" },
     },
   });
   if (!values.name) throw new UsageError("node needs --name");
+  const retention = values["ended-run-retention-ms"] === undefined ? undefined : Number(values["ended-run-retention-ms"]);
+  if (retention !== undefined && !(Number.isInteger(retention) && retention >= 1_000))
+    throw new UsageError("--ended-run-retention-ms: an integer of at least 1000");
   const logger = createLogger(`node:${values.name}`);
   const started = await startRunwayNode({
     connection: connection(values),
@@ -106,6 +110,7 @@ async function node(argv: string[]): Promise<void> {
     replicas: Number(values.replicas),
     leaseTtlMs: Number(values["lease-ttl-ms"]),
     ...(values["metrics-port"] ? { metricsPort: Number(values["metrics-port"]) } : {}),
+    ...(retention !== undefined ? { endedRunRetentionMs: retention } : {}),
     logger,
   });
   logger.info("node ready", { name: values.name, incarnation: started.node.incarnation, pid: process.pid });
