@@ -91,7 +91,7 @@ export class RunIndex {
       if (/message not found|no message found|404/i.test(String(err))) return { runs, next: null };
       throw new RunwayFault("store_unavailable", `runs index: ${String(err)}`, { kind: "retryable" });
     }
-    return { runs, next: runs.length === limit && pending > 0 ? last + 1 : null };
+    return { runs, next: pending > 0 ? last + 1 : null };
   }
 
   /** The final summary of an ended run whose record was compacted, if the index has one. */
