@@ -12,11 +12,13 @@ import {
   TENANT_TRANSITIONS,
   TenantCommandSchema,
   auditSubject,
+  gatherFacts,
   nextUtcDay,
   tenantMachine,
   tenantView,
   utcDay,
   type TenantCommand,
+  type MembershipReader,
   type TenantCommandType,
   type TenantSettingsPatch,
   type TenantState,
@@ -653,3 +655,44 @@ describe("a record stored before issue 9 (membership inside it) loads and is mig
 function newTenantV2() {
   return initialTransition(tenantMachine, { id: TENANT })[0].context;
 }
+
+describe("gathering a decision's facts (the actor's prepare)", () => {
+  /** The twin's keys behind a reader that counts its rounds and keys. */
+  const counting = (store: MemoryMembership, now: number) => {
+    const inner = store.reader(now);
+    const seen = { rounds: 0, keys: 0 };
+    const reader: MembershipReader = {
+      read: async (keys) => {
+        seen.rounds++;
+        seen.keys += keys.length;
+        return inner.read(keys);
+      },
+      runningByProject: () => inner.runningByProject(),
+    };
+    return { reader, seen };
+  };
+
+  it("an admission is one round of two keys, whatever the tenant holds; the facts decide exactly what the machine then decides", async () => {
+    const d = tenant({ max_concurrency: 10_000, project_max_concurrency: { held: 0 } });
+    for (let i = 0; i < 2_000; i++) d.admit(`r${i}`, i % 4 ? "p" : "held");
+    const { reader, seen } = counting(d.store, d.now);
+    const event = { type: "tenant.admit_run" as const, run_id: "fresh", project: "p", now: d.now };
+    const facts = await gatherFacts(d.ctx, event, reader);
+    expect(seen).toEqual({ rounds: 1, keys: 2 });
+    expect(Object.keys(facts).sort()).toEqual(["e.fresh", "m.fresh"]);
+    expect(facts).toEqual(d.store.facts(d.ctx, event));
+  });
+
+  it("a decision that starts many queued runs reads each lane's next slots in groups, not one round per run", async () => {
+    const d = tenant({ max_concurrency: 1 });
+    d.admit("a");
+    for (let i = 0; i < 40; i++) d.admit(`q${i}`);
+    // Raising the cap starts the 40 queued runs in one transition.
+    const { reader, seen } = counting(d.store, d.now);
+    const event = { type: "tenant.put" as const, settings: { max_concurrency: 100 }, now: d.now };
+    const facts = await gatherFacts(d.ctx, event, reader);
+    expect(seen.rounds).toBeLessThanOrEqual(4);
+    expect(d.send({ type: "tenant.put", settings: { max_concurrency: 100 } }).admitted).toHaveLength(40);
+    expect(Object.keys(facts).filter((k) => k.startsWith("q.")).length).toBeGreaterThanOrEqual(39);
+  });
+});
