@@ -55,6 +55,9 @@ export function runsStreamConfig(replicas: number) {
   };
 }
 
+/** A direct get that found nothing to return (404): an answer, not a fault. */
+const notFound = (err: unknown): boolean => (err as { code?: unknown }).code === 404 || /message not found|no message found/i.test(String(err));
+
 export interface IndexPage {
   /** Run ids in creation order. */
   runs: string[];
@@ -88,7 +91,7 @@ export class RunIndex {
       }
     } catch (err) {
       // No message at or after `from` for the tenant: the end of the index.
-      if (/message not found|no message found|404/i.test(String(err))) return { runs, next: null };
+      if (notFound(err)) return { runs, next: null };
       throw new RunwayFault("store_unavailable", `runs index: ${String(err)}`, { kind: "retryable" });
     }
     return { runs, next: pending > 0 ? last + 1 : null };
@@ -101,7 +104,7 @@ export class RunIndex {
       const m = await jsm.direct.getMessage(RUNS_STREAM, { last_by_subj: endedSubject(tenant, run) });
       return m ? (m.json() as RunSummaryEntry) : undefined;
     } catch (err) {
-      if (/message not found|no message found|404/i.test(String(err))) return undefined;
+      if (notFound(err)) return undefined;
       throw new RunwayFault("store_unavailable", `runs index: ${String(err)}`, { kind: "retryable" });
     }
   }

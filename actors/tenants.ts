@@ -109,13 +109,12 @@ export async function listMembers(nc: NatsConnection, partitions: number, tenant
   const prefix = tenantKey(tenant, MEMBER_PREFIX);
   const out: TenantMember[] = [];
   for (const v of await lastValues(nc, partitionBucket(partitionOf(tenant, partitions)), `${prefix}*`)) {
-    const member = decodeJson(v.data) as Member;
-    // The run id is not the key token when it had to be encoded; the queue slot names it, and running members are found by key.
-    out.push({ run: decodeToken(v.key.slice(prefix.length)), member });
+    out.push({ run: decodeToken(v.key.slice(prefix.length)), member: decodeJson(v.data) as Member });
   }
   return out;
 }
 
+/** The run id of a member key's token (the inverse of `keyToken`: `=` and base64url for an id that is not key-safe). */
 function decodeToken(token: string): string {
   if (!token.startsWith("=")) return token;
   return Buffer.from(token.slice(1), "base64url").toString("utf8");

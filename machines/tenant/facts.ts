@@ -1,6 +1,6 @@
 import type { TenantContext, TenantContextV1 } from "./context.js";
 import { applyTenantCommand, likelyFacts } from "./decide.js";
-import { MissingFacts, type Facts } from "./members.js";
+import { COUNT_FACT, MissingFacts, type Facts } from "./members.js";
 import type { TenantEvent } from "./events.js";
 
 /** Reads membership keys (relative to `tenant.<id>.`) by name; null for a key that holds nothing. */
@@ -20,9 +20,6 @@ export function missingFacts(context: TenantContext | TenantContextV1, event: Te
     throw err;
   }
 }
-
-/** Facts whose name starts with this are counts, not keys: `#running.<project>`. */
-export const COUNT_FACT = "#running.";
 
 /**
  * The facts `event`'s decision reads, gathered by deciding until nothing is missing: the likely

@@ -62,8 +62,10 @@ export const endedKey = (run: string): string => `e.${keyToken(run)}`;
 export const laneToken = (lane: string): string => (lane === SHARED_LANE ? "-" : keyToken(lane));
 export const entryKey = (lane: string, n: number): string => `q.${laneToken(lane)}.${n}`;
 export const reservationKey = (run: string, node: string): string => `x.${keyToken(run)}.${keyToken(node)}`;
+/** Facts whose name starts with this are counts, not keys: `#running.<project>`. */
+export const COUNT_FACT = "#running.";
 /** The fact a settings change asks for when a project gains a cap: how many of its runs are running. */
-export const runningCountFact = (project: string): string => `#running.${project}`;
+export const runningCountFact = (project: string): string => `${COUNT_FACT}${project}`;
 export const MEMBER_PREFIX = "m.";
 
 /** The full key of a tenant's membership key in its partition bucket. */
