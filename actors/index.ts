@@ -1,10 +1,22 @@
 export { ensureDomainTopology, eventsStreamConfig, eventSubject, EVENTS_STREAM, AUDIT_STREAM, DEFINITIONS_BUCKET, RESULTS_STORE } from "./topology.js";
-export { TenantService, tenantActor, TENANT_KIND, type TenantPolicyView } from "./tenants.js";
+export {
+  TenantService,
+  tenantActor,
+  listMembers,
+  membershipReader,
+  TENANT_KIND,
+  type TenantPolicyView,
+  type TenantActorOptions,
+  type TenantMember,
+} from "./tenants.js";
 export { DefinitionStore, type PutDefinitionResult, type ResolveResult, type DefinitionRef, type CompiledPlan } from "./definitions.js";
 export { readParent, runActor, RUN_KIND } from "./run-actor.js";
 export { RunMemories } from "./run-memory.js";
+export { EndedRunCompaction } from "./compaction.js";
 export { StepExecutor, RESULT_INLINE_LIMIT, MAX_ERROR_MESSAGE, type HeartbeatOutcome, type ReportOutcome, type StepReport } from "./executor.js";
-export { recoverPartition } from "./recovery.js";
+export { recoverPartition, buildLiveIndex } from "./recovery.js";
+export { LiveRunIndex, LIVE_BUCKET, type LiveEntry } from "./live-runs.js";
+export { RunIndex, RUNS_STREAM, type RunSummaryEntry, type IndexPage } from "./run-index.js";
 export { RunService, MAX_INPUT_BYTES, type StartRunRequest, type StartRunResult, type CancelRunResult, type RunView, type RunSummary } from "./runs.js";
 export { startKey, childStartKey, runIdFor, tenantOfRun } from "./ids.js";
 export { NodeMetrics, type MetricSource, type Labels } from "./metrics.js";

@@ -1,7 +1,9 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { RunContext } from "../machines/index.js";
-import { actorRecordCodec, type ActorHost, type Logger, type PartitionLog } from "../runtime/index.js";
+import { actorRecordCodec, kvSubject, publish, readLast, type ActorHost, type Logger, type PartitionLog } from "../runtime/index.js";
+import { LIVE_BUCKET, type LiveRunIndex } from "./live-runs.js";
 import { actorIdsIn } from "./records.js";
+import { createdSubject, endedSubject, summaryOf } from "./run-index.js";
 import { RUN_KIND } from "./run-actor.js";
 
 /**
@@ -10,42 +12,58 @@ import { RUN_KIND } from "./run-actor.js";
  */
 export const REPUBLISH_WINDOW_MS = 120_000;
 
+type StoredRun = { outcome: "live" | "ended"; run: RunContext | null; outbox: number } | { outcome: "missing" | "unreadable" };
+
+async function readRun(log: PartitionLog, id: string): Promise<StoredRun> {
+  const read = await log.read(`${RUN_KIND}.${id}`);
+  if (read.outcome === "unavailable") return { outcome: "unreadable" };
+  if (read.outcome === "missing") return { outcome: "missing" };
+  const op = read.message.headers["KV-Operation"];
+  if (op === "DEL" || op === "PURGE") return { outcome: "missing" };
+  const decoded = actorRecordCodec.decode(read.message.data);
+  if (!decoded.ok) return { outcome: "unreadable" };
+  const snapshot = decoded.value.snapshot as { value?: unknown; context?: { run?: RunContext | null } };
+  return { outcome: snapshot.value === "live" ? "live" : "ended", run: snapshot.context?.run ?? null, outbox: decoded.value.outbox.length };
+}
+
 /**
  * When this node starts serving a partition, the attempts its runs had leased lived in the
  * memory of whichever process served it before; that process is gone (or fenced). Every live
  * run of the partition gets `run.recover`: its leased and running attempts fail as
- * `worker_lost` and are retried at once. The scan reads each run record once; a run with
- * nothing in flight refuses the command without a write.
+ * `worker_lost` and are retried at once. The runs come from the live-run index
+ * (`live-runs.ts`): the cost follows the partition's live runs, not every run it stored. A run
+ * with nothing in flight refuses the command without a write.
  *
  * A run that ended just before its node died may not have published its last outbox (the word
- * to its tenant or its parent), and a command applied in-process leaves no mailbox message to
- * redeliver: nothing would load it again. Loading an actor publishes its stored outbox, so a run
- * ended within the duplicate window is touched too (refused without a write).
+ * to its tenant or its parent, and the removal of its own index entry, published last), and a
+ * command applied in-process leaves no mailbox message to redeliver: nothing would load it
+ * again. Loading an actor publishes its stored outbox, so a run ended within the duplicate
+ * window is touched too (refused without a write). An entry whose run ended earlier is removed.
  */
 export async function recoverPartition(
   deps: {
     nc: NatsConnection;
     host: ActorHost;
     logger: Logger;
+    live: LiveRunIndex;
     now(): number;
     alive(run: string): { node: string; item?: number; attempt: number; lease_epoch: number }[];
   },
   partition: number,
   log: PartitionLog,
 ): Promise<number> {
+  await buildLiveIndex(deps, partition, log);
   let recovered = 0;
   await Promise.all(
-    (await actorIdsIn(deps.nc, partition, RUN_KIND)).map(async (id) => {
-      const read = await log.read(`${RUN_KIND}.${id}`);
-      if (read.outcome !== "found") return;
-      const decoded = actorRecordCodec.decode(read.message.data);
-      if (!decoded.ok) return;
-      const snapshot = decoded.value.snapshot as { value?: unknown; context?: { run?: RunContext | null } };
-      if (snapshot.value !== "live") {
-        const ended = snapshot.context?.run?.lifecycle.ended_at;
-        if (decoded.value.outbox.length > 0 && ended != null && deps.now() - ended <= REPUBLISH_WINDOW_MS) {
+    (await deps.live.list(partition)).map(async (id) => {
+      const stored = await readRun(log, id);
+      // No record (yet): a create in flight, or one refused; the sweep removes a lasting one.
+      if (stored.outcome === "missing" || stored.outcome === "unreadable") return;
+      if (stored.outcome === "ended") {
+        const ended = stored.run?.lifecycle.ended_at;
+        if (stored.outbox > 0 && ended != null && deps.now() - ended <= REPUBLISH_WINDOW_MS) {
           await deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.recover", reason: "partition_claimed" }, `recover/${partition}/${log.epoch}/${id}`);
-        }
+        } else await deps.live.remove(id);
         return;
       }
       // A node that claims its own partition again (a lease it let lapse) still runs some attempts: those are not lost.
@@ -59,4 +77,42 @@ export async function recoverPartition(
   );
   if (recovered > 0) deps.logger.info("recovered in-flight attempts", { partition, runs: recovered });
   return recovered;
+}
+
+/** Marks a partition whose stored runs are all in the live-run index and the runs index. */
+const builtKey = (partition: number) => `built.p${partition}`;
+
+/**
+ * Runs stored before the live-run index existed have no entry in it (nor in the runs index):
+ * the first owner of each partition after the upgrade reads every run record of the partition
+ * once, adds the live ones to the index and each one's summary to the runs index, and then
+ * marks the partition built. A node that dies half way leaves no mark; the next owner does it
+ * again (every step is idempotent). Records stored before keep no retention: they stay.
+ */
+export async function buildLiveIndex(deps: { nc: NatsConnection; live: LiveRunIndex; logger: Logger }, partition: number, log: PartitionLog): Promise<void> {
+  const { nc } = deps;
+  if (await readLiveMark(nc, partition)) return;
+  let indexed = 0;
+  for (const id of await actorIdsIn(nc, partition, RUN_KIND)) {
+    const stored = await readRun(log, id);
+    if (stored.outcome !== "live" && stored.outcome !== "ended") continue;
+    const run = stored.run;
+    if (!run) continue;
+    if (stored.outcome === "live") await deps.live.add(id, { tenant: run.tenant, at: run.created_at });
+    const data = new TextEncoder().encode(JSON.stringify(summaryOf(run)));
+    await publish(nc, createdSubject(run.tenant, id), data, { msgId: `index-built/${id}/c` });
+    if (stored.outcome === "ended") await publish(nc, endedSubject(run.tenant, id), data, { msgId: `index-built/${id}/e` });
+    indexed++;
+  }
+  const done = await publish(nc, kvSubject(LIVE_BUCKET, builtKey(partition)), new TextEncoder().encode(JSON.stringify({ at: Date.now(), runs: indexed })));
+  if (done.outcome !== "stored") throw new Error(`live index of partition ${partition}: mark not stored (${done.outcome})`);
+  if (indexed > 0) deps.logger.info("indexed runs stored before the live-run index", { partition, runs: indexed });
+}
+
+async function readLiveMark(nc: NatsConnection, partition: number): Promise<boolean> {
+  const read = await readLast(nc, `KV_${LIVE_BUCKET}`, kvSubject(LIVE_BUCKET, builtKey(partition)));
+  if (read.outcome === "unavailable") throw new Error(`live index of partition ${partition}: ${read.detail}`);
+  if (read.outcome === "missing") return false;
+  const op = read.message.headers["KV-Operation"];
+  return op !== "DEL" && op !== "PURGE";
 }

@@ -10,7 +10,9 @@ import {
   type SweepSettings,
 } from "../machines/index.js";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { defineActor, RunwayFault } from "../runtime/index.js";
+import { defineActor, RunwayFault, type ActorAddress, type Effect } from "../runtime/index.js";
+import type { LiveRunIndex } from "./live-runs.js";
+import { runCreatedEffect, runEndedEffect } from "./run-index.js";
 import { readSnapshot } from "./records.js";
 import type { CompiledPlan } from "./definitions.js";
 import { childStartKey, runIdFor } from "./ids.js";
@@ -31,7 +33,14 @@ export function runActor(
     parentOf(parentId: string, childId: string): Promise<ParentView | null>;
     memories: Pick<RunMemories, "of" | "stored">;
   },
-  settings: { leaseTtlMs?: number; waitGraceMs?: number; expansionAdmission?: boolean; sweep?: SweepSettings } = {},
+  settings: {
+    leaseTtlMs?: number;
+    waitGraceMs?: number;
+    expansionAdmission?: boolean;
+    sweep?: SweepSettings;
+    /** The live-run index (made on first use: the actor is defined before the connection exists). */
+    live?: () => LiveRunIndex;
+  } = {},
 ) {
   return defineActor({
     kind: RUN_KIND,
@@ -42,6 +51,19 @@ export function runActor(
     version: 2,
     migrate: (_from, snapshot) => migrateRunSnapshot(snapshot),
     onJournal: (address, facts) => deps.memories.stored(address.id, facts),
+    // The live index and the runs index follow the run's own transitions (see live-runs.ts, run-index.ts).
+    effects: (_address: ActorAddress, before: AnyMachineSnapshot, after: AnyMachineSnapshot): Effect[] => {
+      const was = (before.context as ExecutionContext).run;
+      const run = (after.context as ExecutionContext).run;
+      if (!run) return [];
+      const out: Effect[] = [];
+      if (!was) out.push(runCreatedEffect(run));
+      if (before.value !== "ended" && after.value === "ended") {
+        out.push(runEndedEffect(run));
+        if (settings.live) out.push(settings.live().removal(run.id));
+      }
+      return out;
+    },
     prepare: async (event: EventObject, current: AnyMachineSnapshot | undefined, pending: readonly unknown[]) => {
       const e = event as EventObject & { run?: { id: string; tenant: string; parent_run_id?: string | null; definition: { digest: string } } };
       const stored = (current?.context as ExecutionContext | undefined)?.run ?? undefined;
@@ -49,6 +71,8 @@ export function runActor(
       const run = e.type === "run.create" ? e.run : stored;
       // No run yet and not a create: the machine refuses it; no plan is needed for that.
       if (!run) return event;
+      // In the live index before the record exists, so recovery never misses a live run.
+      if (creating && settings.live) await settings.live().add(run.id, { tenant: run.tenant, at: (e as { now?: number }).now ?? 0 });
       // A child's create reads its parent once: the machine refuses a child of a cancelled or ended parent before it exists.
       const parent = creating && run.parent_run_id ? { parent: await deps.parentOf(run.parent_run_id, run.id) } : {};
       const [compiled, memory] = await Promise.all([deps.planOf(run.definition.digest), stored ? deps.memories.of(stored, pending as RunFact[]) : undefined]);

@@ -2,7 +2,8 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { isHeadV1, laneFor, migrateHeadV1, runSummary, validateAgainstSchema, type RunContext, type RunFact } from "../machines/index.js";
 import { publish, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
 import { askActor } from "./ask.js";
-import { actorIdsIn, readFirstRecord, readSnapshot } from "./records.js";
+import { readFirstRecord, readSnapshot } from "./records.js";
+import { RunIndex, type RunSummaryEntry } from "./run-index.js";
 import type { DefinitionStore } from "./definitions.js";
 import { randomDeliveryId, runIdFor, startKey, tenantOfRun } from "./ids.js";
 import { RUN_KIND } from "./run-actor.js";
@@ -29,6 +30,8 @@ export interface StartRunRequest {
 }
 
 export type RunView = ReturnType<typeof runSummary> & {
+  /** Present (true) when the record was compacted after the ended-run retention: only the final summary is left. */
+  compacted?: true;
   lane: string;
   input: unknown;
   waiting: { on: string | null; ref: string | null; expires_at: number | null } | null;
@@ -83,11 +86,29 @@ function view(run: RunContext, input: unknown): RunView {
   };
 }
 
+function compactedView(s: RunSummaryEntry): RunView {
+  const { lane, project: _project, error, result_truncated, ...summary } = s;
+  return {
+    ...summary,
+    compacted: true,
+    lane,
+    input: null,
+    waiting: null,
+    result: null,
+    result_truncated,
+    error,
+    nodes: {},
+    cancel: null,
+  };
+}
+
 /**
  * Starting, reading and cancelling runs: what the API and the CLI call. Reads go to the run's
  * partition bucket; writes are commands to the run actor, answered after they are stored.
  */
 export class RunService {
+  private readonly index: RunIndex;
+
   constructor(
     private readonly deps: {
       nc: NatsConnection;
@@ -98,7 +119,9 @@ export class RunService {
       tenants: TenantService;
       now(): number;
     },
-  ) {}
+  ) {
+    this.index = new RunIndex(deps.nc);
+  }
 
   async start(tenant: string, request: StartRunRequest): Promise<StartRunResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
@@ -203,6 +226,10 @@ export class RunService {
     }
   }
 
+  /**
+   * A run as its record says; once the record was compacted (the ended-run retention), its final
+   * summary from the runs index (`compacted: true`: no input, nodes or result).
+   */
   async get(tenant: string, id: string): Promise<RunView | undefined> {
     if (tenantOfRun(id) !== tenant) return undefined;
     // The head, and the journal's first entry (the input), side by side.
@@ -212,7 +239,10 @@ export class RunService {
     ]);
     if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", read.detail, { kind: "retryable" });
     if (read.outcome === "corrupt") throw new RunwayFault("corrupt_record", `run ${id}: ${read.detail}`);
-    if (read.outcome === "missing") return undefined;
+    if (read.outcome === "missing") {
+      const summary = await this.index.summary(tenant, id);
+      return summary ? compactedView(summary) : undefined;
+    }
     const run = read.snapshot.context?.run;
     if (!run) return undefined;
     // A head stored before journals holds its input itself.
@@ -221,18 +251,19 @@ export class RunService {
     return view(run, input ?? {});
   }
 
-  /** Runs of a tenant, newest first. Scans the partition buckets' run keys (bounded by `limit`). */
-  async list(tenant: string, options: { status?: string; limit?: number } = {}): Promise<RunView[]> {
+  /**
+   * A page of a tenant's runs, in the order they were created (oldest first), from the runs
+   * index: `limit` (default 50, at most 500) index entries read from `cursor` on (a page costs
+   * its own size, whatever the tenant stored), each shown as `get` shows it; with `status`, those
+   * of them in that status (a page may then hold fewer than `limit`). `next_cursor` goes on
+   * after this page; null when the index has nothing more.
+   */
+  async list(tenant: string, options: { status?: string; limit?: number; cursor?: string } = {}): Promise<{ runs: RunView[]; next_cursor: string | null }> {
     const limit = Math.min(options.limit ?? 50, 500);
-    const ids: string[] = [];
-    for (let p = 0; p < this.deps.partitions; p++) {
-      for (const id of await actorIdsIn(this.deps.nc, p, RUN_KIND)) if (tenantOfRun(id) === tenant) ids.push(id);
-    }
-    const runs = (await Promise.all(ids.map((id) => this.get(tenant, id)))).filter((r): r is RunView => r !== undefined);
-    return runs
-      .filter((r) => !options.status || r.status === options.status)
-      .sort((a, b) => b.created_at - a.created_at)
-      .slice(0, limit);
+    const from = options.cursor ? Number(options.cursor) : 1;
+    const page = await this.index.page(tenant, from, limit);
+    const runs = (await Promise.all(page.runs.map((id) => this.get(tenant, id)))).filter((r): r is RunView => r !== undefined);
+    return { runs: runs.filter((r) => !options.status || r.status === options.status), next_cursor: page.next === null ? null : String(page.next) };
   }
 
   async cancel(tenant: string, id: string, reason: string, by: string): Promise<CancelRunResult> {

@@ -1,13 +1,16 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { isTerminal, parentGone, sweepPlan, type RunContext, isHeadV1, migrateHeadV1, type SweepSettings } from "../machines/index.js";
 import type { ActorHost, Clock, Logger, MailboxClient } from "../runtime/index.js";
+import { tenantOfRun } from "./ids.js";
+import type { LiveRunIndex } from "./live-runs.js";
 import { actorIdsIn, readSnapshot } from "./records.js";
+import type { EndedRunCompaction } from "./compaction.js";
 import { RUN_KIND } from "./run-actor.js";
 import { TENANT_KIND } from "./tenants.js";
 
 export interface SweepReport {
   at: number;
-  /** Run records read this pass. */
+  /** Live-index entries (and their run records) read this pass. */
   scanned: number;
   /** Of those, runs not ended. */
   live: number;
@@ -21,7 +24,8 @@ export interface SweepReport {
 
 /**
  * The recovery sweep (seed 004's reaper and wait sweep): a bounded, periodic pass over the live
- * runs of the partitions this node serves. It repairs what a lost clock or hand-over left behind —
+ * runs of the partitions this node serves, as the live-run index lists them (`live-runs.ts`), so
+ * a pass costs what is live, not what was ever stored. It repairs what a lost clock or hand-over left behind —
  * a queued run asks its tenant again (never failed for waiting), a lease past expiry is expired, a
  * lost offer is offered again, a wait past its deadline ends `wait_abandoned`, and a child whose
  * parent ended ends `parent_gone` — by sending each run a command its own machine decides; and a
@@ -35,6 +39,8 @@ export class Sweeper {
   private resumeFrom = 0;
   /** Runs a tenant counts that had no record: when first seen so. */
   private readonly missingSince = new Map<string, number>();
+  /** Live-index entries whose run had no record: when first seen so. */
+  private readonly unindexedSince = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<SweepReport> | undefined;
   /** Passes made and records skipped for errors, for the node's metrics. */
@@ -49,13 +55,19 @@ export class Sweeper {
       clock: Clock;
       logger: Logger;
       maxPerPass?: number;
-      /** A run a tenant counts (admitted or queued) with no record this long, over two passes, is released (default 60 s). */
+      /** The live-run index: the runs a pass reads. */
+      live: LiveRunIndex;
+      /** The runs a tenant counts (admitted or queued): its member keys (see TenantService.members). */
+      members(tenant: string): Promise<{ run: string; project: string }[]>;
+      /** A run a tenant counts (admitted or queued) with no record this long, over two passes, is released (default 60 s); so is a live-index entry with no record. */
       orphanAfterMs?: number;
       onAction?(action: string, tenant: string): void;
       /** How old a lost lease or offer must be before it is repaired (default DEFAULT_SWEEP; the run actor must use the same). */
       settings?: SweepSettings;
       /** Tickets of a run the node's scheduler holds (queued or running): its offers that are not lost. */
       held?(run: string): string[];
+      /** Ended runs past their retention, purged to their final summary (see compaction.ts). */
+      compaction?: EndedRunCompaction;
     },
   ) {}
 
@@ -94,7 +106,7 @@ export class Sweeper {
       }
       let keys: string[];
       try {
-        keys = await actorIdsIn(this.deps.nc, p, RUN_KIND);
+        keys = await this.deps.live.list(p);
       } catch (err) {
         report.errors++;
         this.deps.logger.warn("sweep: cannot list runs", { partition: p, error: String(err) });
@@ -123,6 +135,13 @@ export class Sweeper {
       if (report.truncated) break;
     }
     await this.sweepTenants(at, report, budget);
+    try {
+      const compacted = (await this.deps.compaction?.pass(at)) ?? 0;
+      if (compacted > 0) report.actions.compact_ended = (report.actions.compact_ended ?? 0) + compacted;
+    } catch (err) {
+      report.errors++;
+      this.deps.logger.warn("sweep: ended-run compaction failed", { error: String(err) });
+    }
     this.totals.passes++;
     this.totals.errors += report.errors;
     return report;
@@ -130,7 +149,19 @@ export class Sweeper {
 
   private async sweepRun(id: string, at: number, report: SweepReport): Promise<void> {
     const read = await this.readRun(id);
-    if (read.outcome !== "found" || !read.live || !read.run) return;
+    if (read.outcome === "unavailable") return;
+    if (read.outcome === "missing" || !read.run || !read.live) {
+      // An index entry is a hint: one whose run ended is removed; one with no record for two
+      // passes (a create that never landed) too.
+      if (read.outcome === "found" && read.run) await this.unindex(id, "unindex_ended", report);
+      else {
+        const since = this.unindexedSince.get(id);
+        if (since === undefined) this.unindexedSince.set(id, at);
+        else if (at - since >= (this.deps.orphanAfterMs ?? 60_000)) await this.unindex(id, "unindex_missing", report);
+      }
+      return;
+    }
+    this.unindexedSince.delete(id);
     const run = read.run;
     report.live++;
     const count = (action: string) => {
@@ -162,6 +193,13 @@ export class Sweeper {
     }
   }
 
+  private async unindex(id: string, action: string, report: SweepReport): Promise<void> {
+    await this.deps.live.remove(id);
+    this.unindexedSince.delete(id);
+    report.actions[action] = (report.actions[action] ?? 0) + 1;
+    this.deps.onAction?.(action, tenantOfRun(id) ?? "");
+  }
+
   /**
    * A tenant's slots: a run it counts (admitted or queued) whose record never appeared — the
    * start crashed between admission and create, and nobody retried — would hold its slot for
@@ -174,17 +212,9 @@ export class Sweeper {
     for (const p of this.deps.host.ownedPartitions()) {
       try {
         for (const id of await actorIdsIn(this.deps.nc, p, TENANT_KIND)) {
-          const read = await readSnapshot<{ id: string; running?: Record<string, string>; queue?: [string, string][] }>(
-            this.deps.nc,
-            this.deps.partitions,
-            TENANT_KIND,
-            id,
-          );
-          if (read.outcome === "corrupt") report.errors++;
-          const tenant = read.outcome === "found" ? read.snapshot.context : undefined;
-          if (!tenant) continue;
-          const counted: [string, string][] = [...Object.entries(tenant.running ?? {}), ...(tenant.queue ?? [])];
-          for (const [runId, project] of counted) {
+          const tenant = { id };
+          const counted = await this.deps.members(id);
+          for (const { run: runId, project } of counted) {
             // Tenant slots have a bound of their own, so a partition full of runs never starves them.
             if (checked >= budget) {
               report.truncated = true;

@@ -1,14 +1,124 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { isTenantId, tenantMachine, TenantCommandSchema, TenantIdSchema, tenantView, type TenantContext, type TenantView } from "../machines/index.js";
-import { defineActor, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
+import type { AnyMachineSnapshot, EventObject } from "xstate";
+import {
+  gatherFacts,
+  isTenantId,
+  MEMBER_PREFIX,
+  tenantKey,
+  tenantMachine,
+  TenantCommandSchema,
+  TenantIdSchema,
+  tenantView,
+  upgradeTenant,
+  type Member,
+  type MembershipReader,
+  type TenantContext,
+  type TenantContextV1,
+  type TenantEvent,
+  type TenantView,
+} from "../machines/index.js";
+import {
+  defineActor,
+  kvSubject,
+  partitionBucket,
+  partitionOf,
+  partitionStream,
+  readLast,
+  RunwayFault,
+  type ActorHost,
+  type MailboxClient,
+} from "../runtime/index.js";
 import { askActor } from "./ask.js";
-import { actorIdsIn, readSnapshot } from "./records.js";
+import { actorIdsIn, lastValues, readSnapshot } from "./records.js";
 import { randomDeliveryId } from "./ids.js";
 
 export const TENANT_KIND = "tenant";
 
-/** The tenant actor: settings, kill switch and drain, day cap and run concurrency admission. */
-export const tenantActor = defineActor({ kind: TENANT_KIND, machine: tenantMachine, events: TenantCommandSchema, input: (id: string) => ({ id }) });
+export interface TenantActorOptions {
+  /** The node's connection (the actor is defined before it exists). */
+  nc(): NatsConnection;
+  partitions(): number;
+  /** How long a tenant remembers an ended run, so a late duplicate admission is answered and not counted (default 7 days). */
+  endedRunRetentionMs?: number;
+}
+
+/**
+ * The tenant actor: settings, kill switch and drain, day cap, run concurrency admission and the
+ * queue, expansion admission. Its record holds counters; its members are keys beside it
+ * (`machines/tenant/members.ts`), read by `prepare` before each decision (the facts) and
+ * written after each write. One command per write (`maxBatch: 1`), so every decision reads
+ * keys that include all earlier ones.
+ */
+export function tenantActor(options: TenantActorOptions) {
+  return defineActor({
+    kind: TENANT_KIND,
+    machine: tenantMachine,
+    events: TenantCommandSchema,
+    input: (id: string) => ({ id }),
+    maxBatch: 1,
+    prepare: async (event: EventObject, current: AnyMachineSnapshot | undefined) => {
+      const context = current?.context as TenantContext | TenantContextV1 | undefined;
+      const withRetention = options.endedRunRetentionMs !== undefined ? { ...event, retention_ms: options.endedRunRetentionMs } : event;
+      // A tenant not created yet refuses everything but its create, which reads nothing.
+      if (!context || current?.value === "new") return withRetention;
+      const reader = membershipReader(options.nc(), options.partitions(), context.id);
+      const facts = await gatherFacts(context, withRetention as TenantEvent, reader);
+      return { ...withRetention, facts };
+    },
+  });
+}
+
+function decodeJson(data: Uint8Array): unknown {
+  return JSON.parse(new TextDecoder().decode(data)) as unknown;
+}
+
+/** The tenant's membership keys as its decisions read them: from the stream leader, so the owner sees its own last writes. */
+export function membershipReader(nc: NatsConnection, partitions: number, tenant: string): MembershipReader {
+  const p = partitionOf(tenant, partitions);
+  const stream = partitionStream(p);
+  const bucket = partitionBucket(p);
+  return {
+    read: async (keys) => {
+      const values = await Promise.all(
+        keys.map(async (key) => {
+          const read = await readLast(nc, stream, kvSubject(bucket, tenantKey(tenant, key)));
+          if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", `tenant ${tenant} ${key}: ${read.detail}`, { kind: "retryable" });
+          if (read.outcome === "missing") return [key, null] as const;
+          const op = read.message.headers["KV-Operation"];
+          return [key, op === "DEL" || op === "PURGE" ? null : decodeJson(read.message.data)] as const;
+        }),
+      );
+      return Object.fromEntries(values);
+    },
+    runningByProject: async () => {
+      const counts: Record<string, number> = {};
+      for (const m of await listMembers(nc, partitions, tenant)) if (m.member.s === "r") counts[m.member.p] = (counts[m.member.p] ?? 0) + 1;
+      return counts;
+    },
+  };
+}
+
+/** A run a tenant counts (admitted or queued), as its member key says. */
+export interface TenantMember {
+  run: string;
+  member: Member;
+}
+
+/** Every member key of `tenant` (one listing of `tenant.<id>.m.*`): its running and queued runs. */
+export async function listMembers(nc: NatsConnection, partitions: number, tenant: string): Promise<TenantMember[]> {
+  const prefix = tenantKey(tenant, MEMBER_PREFIX);
+  const out: TenantMember[] = [];
+  for (const v of await lastValues(nc, partitionBucket(partitionOf(tenant, partitions)), `${prefix}*`)) {
+    out.push({ run: decodeToken(v.key.slice(prefix.length)), member: decodeJson(v.data) as Member });
+  }
+  return out;
+}
+
+/** The run id of a member key's token (the inverse of `keyToken`: `=` and base64url for an id that is not key-safe). */
+function decodeToken(token: string): string {
+  if (!token.startsWith("=")) return token;
+  return Buffer.from(token.slice(1), "base64url").toString("utf8");
+}
 
 /** What the scheduler needs of a tenant, refreshed at most once a second. */
 export interface TenantPolicyView {
@@ -47,7 +157,13 @@ export class TenantService {
     commandId = `${event.type}/${id}/${randomDeliveryId()}`,
   ): Promise<Answer> {
     const answer = await askActor(this.deps, { kind: TENANT_KIND, id }, event, commandId, 10_000);
-    if (answer.outcome === "applied") return (answer.value as Answer | undefined) ?? { outcome: "ok" };
+    if (answer.outcome === "applied") {
+      const value = (answer.value as Answer | undefined) ?? { outcome: "ok" };
+      // A record stored before issue 9 is being moved out of itself for a moment: ask again.
+      if (value.outcome === "migrating")
+        throw new RunwayFault("tenant_migrating", `tenant ${id}: membership being migrated (${String(value.left)} left)`, { kind: "retryable" });
+      return value;
+    }
     if (answer.outcome === "refused") return { outcome: "tenant_not_found" };
     if (answer.outcome === "invalid_input") return { outcome: "invalid_input", reason: answer.reason };
     throw new RunwayFault("tenant_unavailable", `tenant ${id}: ${answer.outcome}`, { kind: "retryable" });
@@ -55,11 +171,11 @@ export class TenantService {
 
   async get(id: string): Promise<TenantView | undefined> {
     if (!isTenantId(id)) return undefined;
-    const read = await readSnapshot<TenantContext>(this.deps.nc, this.deps.partitions, TENANT_KIND, id);
+    const read = await readSnapshot<TenantContext | TenantContextV1>(this.deps.nc, this.deps.partitions, TENANT_KIND, id);
     if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", read.detail, { kind: "retryable" });
     if (read.outcome === "corrupt") throw new RunwayFault("corrupt_record", `tenant ${id}: ${read.detail}`);
     if (read.outcome === "missing") return undefined;
-    const snapshot = read.snapshot;
+    const snapshot = read.snapshot as { value: unknown; context: TenantContext | TenantContextV1 | undefined };
     if (!snapshot.context || snapshot.value === "new") return undefined;
     const view = tenantView(snapshot.context);
     const first = !this.known.has(id);
@@ -120,6 +236,18 @@ export class TenantService {
    */
   runEnded(id: string, runId: string, project: string): Promise<Answer> {
     return this.command(id, { type: "tenant.run_ended", run_id: runId, project }, `release/${runId}/not-created`);
+  }
+
+  /**
+   * Runs the tenant counts (admitted or queued): its member keys, and while a record stored
+   * before issue 9 is being migrated, the members still inside it. For the sweep.
+   */
+  async members(id: string): Promise<{ run: string; project: string }[]> {
+    const out = (await listMembers(this.deps.nc, this.deps.partitions, id)).map((m) => ({ run: m.run, project: m.member.p }));
+    const read = await readSnapshot<TenantContext | TenantContextV1>(this.deps.nc, this.deps.partitions, TENANT_KIND, id);
+    const legacy = read.outcome === "found" && read.snapshot.context ? upgradeTenant(read.snapshot.context).legacy : undefined;
+    if (legacy) for (const [run, project] of [...legacy.running, ...legacy.queue]) out.push({ run, project });
+    return out;
   }
 
   async list(): Promise<TenantView[]> {

@@ -2,6 +2,8 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager, RetentionPolicy, StorageType, type StreamConfig } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { Objm } from "@nats-io/obj";
+import { LIVE_BUCKET } from "./live-runs.js";
+import { runsStreamConfig } from "./run-index.js";
 
 /** JetStream resources of the workflow domain, beside the runtime's own. */
 export const EVENTS_STREAM = "RUNWAY_EVT";
@@ -61,7 +63,7 @@ export async function ensureDomainTopology(nc: NatsConnection, replicas: number)
     max_age: 10 * 60 * 1_000_000_000,
     allow_msg_counter: true,
   } as Partial<StreamConfig> & { name: string };
-  for (const config of [events, audit, quota]) {
+  for (const config of [events, audit, quota, runsStreamConfig(replicas) as Partial<StreamConfig> & { name: string }]) {
     try {
       await jsm.streams.info(config.name);
     } catch {
@@ -75,6 +77,16 @@ export async function ensureDomainTopology(nc: NatsConnection, replicas: number)
     storage: "file",
     description: "Runway workflow definitions: <tenant>.<name>.v<N>, .latest, .draft; plan.<digest>",
   });
+  await ensureBucket(kvm, LIVE_BUCKET, {
+    history: 1,
+    replicas,
+    storage: "file",
+    description: "Runway live-run index: p<partition>.<run> for every run that may be live",
+  });
+  // Per-message TTL lets a removed entry's purge marker expire (no delete markers: nothing watches it).
+  const live = await jsm.streams.info(`KV_${LIVE_BUCKET}`);
+  if (!(live.config as { allow_msg_ttl?: boolean }).allow_msg_ttl)
+    await jsm.streams.update(`KV_${LIVE_BUCKET}`, { ...live.config, allow_msg_ttl: true } as Partial<StreamConfig>);
   const objm = new Objm(nc);
   try {
     await objm.open(RESULTS_STORE);

@@ -8,7 +8,7 @@
  *   runway tenant create <id>
  *   runway def put <file.json> [--draft]     runway def get <name> [--version N]     runway def list
  *   runway run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane batch] [--project P] [--priority 0-9]
- *   runway run get <id>   runway run list [--status S]   runway run watch <id>   runway run cancel <id> [--reason R]
+ *   runway run get <id>   runway run list [--status S] [--cursor C]   runway run watch <id>   runway run cancel <id> [--reason R]
  *   runway ops dead-letters [--limit N]
  */
 import { mkdtempSync, readFileSync } from "node:fs";
@@ -26,11 +26,11 @@ import { startRunwayNode } from "./runway-node.js";
 
 const USAGE = `usage: runway <command> [options]
   dev   [--handlers a.ts,b.ts] [--tenant demo] [--store DIR]     embedded nats-server + one node
-  node  --name N [--servers URL,…] [--handlers a.ts,…] [--threads 2] [--replicas 1] [--lease-ttl-ms 10000] [--metrics-port P]
+  node  --name N [--servers URL,…] [--handlers a.ts,…] [--threads 2] [--replicas 1] [--lease-ttl-ms 10000] [--metrics-port P] [--ended-run-retention-ms 604800000]
   tenant create <id> [--settings JSON] | tenant get <id> | tenant put <id> --settings JSON | tenant kill|drain|resume <id> [--reason R]
   def put <file.json> [--draft] | def get <name> [--version N] | def list
   run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane interactive|batch|migration] [--source cli] [--project P] [--priority 0-9]
-  run get <id> | run list [--status S] [--limit N] | run watch <id> | run cancel <id> [--reason TEXT]
+  run get <id> | run list [--status S] [--limit N] [--cursor C] | run watch <id> | run cancel <id> [--reason TEXT]
   ops dead-letters [--limit N]                                  the newest dead letters first (default 50, at most 500)
   help | --help | -h
 common: --servers URL,… (env RUNWAY_SERVERS, default nats://127.0.0.1:4222)  --user U --pass P  --tenant T (env RUNWAY_TENANT, default demo)
@@ -96,9 +96,13 @@ async function node(argv: string[]): Promise<void> {
       replicas: { type: "string", default: "1" },
       "lease-ttl-ms": { type: "string", default: "10000" },
       "metrics-port": { type: "string" },
+      "ended-run-retention-ms": { type: "string" },
     },
   });
   if (!values.name) throw new UsageError("node needs --name");
+  const retention = values["ended-run-retention-ms"] === undefined ? undefined : Number(values["ended-run-retention-ms"]);
+  if (retention !== undefined && !(Number.isInteger(retention) && retention >= 1_000))
+    throw new UsageError("--ended-run-retention-ms: an integer of at least 1000");
   const logger = createLogger(`node:${values.name}`);
   const started = await startRunwayNode({
     connection: connection(values),
@@ -108,6 +112,7 @@ async function node(argv: string[]): Promise<void> {
     replicas: Number(values.replicas),
     leaseTtlMs: Number(values["lease-ttl-ms"]),
     ...(values["metrics-port"] ? { metricsPort: Number(values["metrics-port"]) } : {}),
+    ...(retention !== undefined ? { endedRunRetentionMs: retention } : {}),
     logger,
   });
   logger.info("node ready", { name: values.name, incarnation: started.node.incarnation, pid: process.pid });
@@ -316,6 +321,7 @@ async function main(): Promise<void> {
           priority: { type: "string" },
           status: { type: "string" },
           limit: { type: "string" },
+          cursor: { type: "string" },
           reason: { type: "string" },
         },
       });
@@ -342,7 +348,11 @@ async function main(): Promise<void> {
       if (sub === "list")
         return print(
           await withClient(values, (c) =>
-            c.listRuns({ ...(values.status ? { status: values.status } : {}), ...(values.limit ? { limit: Number(values.limit) } : {}) }),
+            c.listRuns({
+              ...(values.status ? { status: values.status } : {}),
+              ...(values.limit ? { limit: Number(values.limit) } : {}),
+              ...(values.cursor ? { cursor: values.cursor } : {}),
+            }),
           ),
         );
       if (sub === "cancel" && id) return print(await withClient(values, (c) => c.cancelRun(id, values.reason)));

@@ -69,7 +69,8 @@ export class RunwayClient {
   getRun(runId: string) {
     return this.t("runs.get", { run_id: runId });
   }
-  listRuns(options: { status?: string; limit?: number } = {}) {
+  /** A page of the tenant's runs in creation order; pass the answer's `next_cursor` as `cursor` for the next. */
+  listRuns(options: { status?: string; limit?: number; cursor?: string } = {}) {
     return this.t("runs.list", options);
   }
   cancelRun(runId: string, reason?: string) {

@@ -3,12 +3,14 @@ import { createServer, type Server } from "node:http";
 import {
   DefinitionStore,
   DEFAULT_SCHEDULER,
+  LiveRunIndex,
   Dispatcher,
   type HeartbeatOutcome,
   type StepReport,
   QuotaGate,
   ensureDomainTopology,
   NodeMetrics,
+  EndedRunCompaction,
   readParent,
   RunMemories,
   RUN_KIND,
@@ -78,6 +80,12 @@ export interface RunwayNodeConfig {
   sweep?: SweepSettings;
   /** Runs one sweep pass reads at most (default 5,000); the next pass goes on from there. */
   sweepMaxPerPass?: number;
+  /**
+   * How long an ended run is kept whole (default 7 days): then its record and journal are
+   * removed by the recovery sweep and only its final summary in the runs index is left; its
+   * tenant forgets it then too (a duplicate admission of it is answered rather than counted until then).
+   */
+  endedRunRetentionMs?: number;
   /**
    * Wrappers of the node's ports, applied before use: the log its actors write through, the
    * in-process receivers of `runway.local` effects (an attempt handed to the executor, a ticket
@@ -155,6 +163,9 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
   const definitionsOf = () => (definitions ??= new DefinitionStore(node().nc, () => pool.handlerNames()));
   let memories: RunMemories | undefined;
   const memoriesOf = () => (memories ??= new RunMemories({ nc: node().nc, partitions: node().topology.partitions, kind: RUN_KIND }));
+  let liveIndex: LiveRunIndex | undefined;
+  const live = () => (liveIndex ??= new LiveRunIndex(node().nc, node().topology.partitions));
+  const retention = config.endedRunRetentionMs !== undefined ? { endedRunRetentionMs: config.endedRunRetentionMs } : {};
 
   const started = await startNode({
     connection: config.connection,
@@ -171,9 +182,10 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
           expansionAdmission: config.expansionAdmission !== false,
           ...(config.sweep ? { sweep: config.sweep } : {}),
           ...(config.waitGraceMs !== undefined ? { waitGraceMs: config.waitGraceMs } : {}),
+          live,
         },
       ),
-      tenantActor,
+      tenantActor({ nc: () => node().nc, partitions: () => node().topology.partitions, ...retention }),
     ],
     topology: { replicas: config.replicas ?? 1 },
     ...(config.leaseTtlMs !== undefined ? { leaseTtlMs: config.leaseTtlMs } : {}),
@@ -209,6 +221,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
           nc: node().nc,
           host: node().host,
           logger,
+          live: live(),
           now: () => clock.now(),
           alive: (run) => [...(executor?.alive(run) ?? []), ...(dispatcher?.alive(run) ?? [])],
         },
@@ -272,6 +285,14 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               ...(config.sweepMaxPerPass !== undefined ? { maxPerPass: config.sweepMaxPerPass } : {}),
               held: (run) => dispatcher?.held(run) ?? [],
               ...(config.sweep ? { settings: config.sweep } : {}),
+              live: live(),
+              members: (tenant) => tenants!.members(tenant),
+              compaction: new EndedRunCompaction({
+                nc: self().nc,
+                partitions: self().topology.partitions,
+                owns: (p) => self().host.owns(p),
+                ...(config.endedRunRetentionMs !== undefined ? { retentionMs: config.endedRunRetentionMs } : {}),
+              }),
               onAction: (action, tenant) => metrics.inc("sweep_actions", MACHINE_COUNTERS.sweep_actions!, { tenant, action }),
             });
             tenants.onLoaded(() => dispatcher?.policyChanged());

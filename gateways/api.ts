@@ -37,6 +37,11 @@ const schemas = {
   runsList: z.strictObject({
     status: z.enum(["queued", "running", "waiting", "succeeded", "failed", "cancelled"]).optional(),
     limit: z.number().int().positive().max(500).optional(),
+    /** `next_cursor` of the previous page (a runs-index sequence). */
+    cursor: z
+      .string()
+      .regex(/^[1-9][0-9]{0,15}$/)
+      .optional(),
   }),
   runsCancel: z.strictObject({ run_id: RunId, reason: z.string().max(1_000).default("cancelled by request"), by: z.string().max(200).default("api") }),
   tenantsPut: z.strictObject({ id: TenantIdSchema, settings: z.unknown().optional() }),
@@ -119,7 +124,7 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
     const run = await services.runs.get(t, b.run_id);
     return run ? { outcome: "found", run } : { outcome: "run_not_found" };
   });
-  tenantEndpoint("runs_list", "runs.list", schemas.runsList, async (t, b) => ({ outcome: "ok", runs: await services.runs.list(t, b) }));
+  tenantEndpoint("runs_list", "runs.list", schemas.runsList, async (t, b) => ({ outcome: "ok", ...(await services.runs.list(t, b)) }));
   tenantEndpoint("runs_cancel", "runs.cancel", schemas.runsCancel, (t, b) => services.runs.cancel(t, b.run_id, b.reason, b.by));
   tenantEndpoint("tenant_get", "tenant.get", schemas.tenantGet, async (t) => ({ outcome: "found", tenant: await services.tenants.get(t) }));
   tenantEndpoint("tenant_put", "tenant.put", schemas.tenantPut, (t, b) => services.tenants.put(t, b.settings));

@@ -146,4 +146,15 @@ export async function ensureTopology(nc: NatsConnection, config: TopologyConfig)
     );
   }
   await Promise.all(pending);
+  // Per-message TTL (no delete markers: an expiry must not move a partition's last sequence, the
+  // fence every write names): actors keep keys beside their records that the server removes
+  // after a while (`runway.store` with `ttl_ms`, records with an actor definition's `ttl`).
+  // Turned on in place for buckets made before it was used.
+  await Promise.all(
+    Array.from({ length: config.partitions }, async (_, p) => {
+      const info = await jsm.streams.info(partitionStream(p));
+      if ((info.config as { allow_msg_ttl?: boolean }).allow_msg_ttl) return;
+      await jsm.streams.update(partitionStream(p), { ...info.config, allow_msg_ttl: true } as Partial<StreamConfig>);
+    }),
+  );
 }

@@ -1,11 +1,13 @@
 import {
   auditSubject,
+  DEFAULT_ENDED_RETENTION_MS,
   type AdmitAnswer,
   type ExpansionReply,
   type CreateAnswer,
   type LiveTenantState,
+  type MigratingAnswer,
+  type PromoteAnswer,
   type PutAnswer,
-  type QueueReason,
   type RecheckAnswer,
   type RunEndedAnswer,
   type TenantAnswer,
@@ -17,20 +19,15 @@ import {
 } from "./events.js";
 import { changedSettings, mergeSettings, TenantSettingsSchema } from "./settings.js";
 import { STATE_COMMANDS } from "./table.js";
-import type { Decision, TenantContext } from "./context.js";
+import type { Decision, TenantContext, TenantContextV1 } from "./context.js";
 import { admitExpansionDecision, releaseExpansionDecision } from "./expansion.js";
+import { endedKey, FactReader, memberKey, tenantKey, type StoreOp } from "./members.js";
+import { capOf, capReached, countRunning, dropSlot, enqueue, MAX_QUEUED, positionOf, promote } from "./queue.js";
+import { legacyLeft, migrateChunk, upgrade } from "./migrate.js";
 
-export type { Decision, TenantContext } from "./context.js";
+export type { Decision, TenantContext, TenantContextV1 } from "./context.js";
+export { MAX_QUEUED } from "./queue.js";
 
-/** How many ended run ids a tenant remembers, so a late duplicate admission is not counted twice. */
-export const RECENT_ENDED = 1_000;
-/**
- * How many runs may wait behind a tenant's concurrency caps; a start beyond it is refused
- * `queue_full`. The queue lives in the tenant's record, which must stay under NATS's 1 MiB
- * message limit with 10,000 running ids beside it: measured 893 KB (msgpack) at 10,000 running,
- * 5,000 queued and 1,000 recently ended ids.
- */
-export const MAX_QUEUED = 5_000;
 export const DAY_MS = 86_400_000;
 
 /** 'YYYY-MM-DD' of the UTC day containing `now` (ms since the epoch). */
@@ -43,10 +40,9 @@ export function nextUtcDay(now: number): number {
   return (Math.floor(now / DAY_MS) + 1) * DAY_MS;
 }
 
-const own = <T>(record: Record<string, T>, key: string): T | undefined => (Object.hasOwn(record, key) ? record[key] : undefined);
-
 export function newTenant(id: string): TenantContext {
   return {
+    v: 2,
     id,
     settings: TenantSettingsSchema.parse({}),
     state: "new",
@@ -55,17 +51,33 @@ export function newTenant(id: string): TenantContext {
     starts_today: 0,
     active_runs: 0,
     active_by_project: {},
-    running: {},
-    queue: [],
-    ended: [],
+    queued_runs: 0,
+    active_descendants: 0,
+    q_next: 0,
+    lanes: {},
     created_at: 0,
     updated_at: 0,
   };
 }
 
-export function tenantView(c: TenantContext): TenantView {
-  const { running: _running, ended: _ended, queue, descendants: _descendants, ...view } = c;
-  return { ...view, queued_runs: (queue ?? []).length, active_descendants: c.active_descendants ?? 0 };
+/** A tenant as answers show it, from its stored context (either form). */
+export function tenantView(stored: TenantContext | TenantContextV1): TenantView {
+  const c = upgrade(stored);
+  return {
+    id: c.id,
+    state: c.state,
+    state_reason: c.state_reason,
+    settings: c.settings,
+    day: c.day,
+    starts_today: c.starts_today,
+    active_runs: c.active_runs,
+    active_by_project: c.active_by_project,
+    queued_runs: c.queued_runs,
+    active_descendants: c.active_descendants,
+    migrating: legacyLeft(c.legacy),
+    created_at: c.created_at,
+    updated_at: c.updated_at,
+  };
 }
 
 /**
@@ -78,82 +90,47 @@ export function atDay(context: TenantContext, now: number): TenantContext {
   return today > context.day ? { ...context, day: today, starts_today: 0 } : context;
 }
 
-/** `context` with a new `running` map and the counters recomputed from it. */
-function withRunning(context: TenantContext, running: Record<string, string>): TenantContext {
-  const byProject = new Map<string, number>();
-  for (const project of Object.values(running)) byProject.set(project, (byProject.get(project) ?? 0) + 1);
-  return { ...context, running, active_runs: Object.keys(running).length, active_by_project: Object.fromEntries(byProject) };
-}
-
-function queueOf(context: TenantContext): [string, string][] {
-  return context.queue ?? [];
-}
-
-/** Which cap keeps a run of `project` from starting now, if any. */
-function capReached(context: TenantContext, project: string): { reason: QueueReason; active: number; limit: number } | undefined {
-  const s = context.settings;
-  if (context.active_runs >= s.max_concurrency) return { reason: "concurrency_cap_reached", active: context.active_runs, limit: s.max_concurrency };
-  const cap = own(s.project_max_concurrency, project);
-  const inProject = own(context.active_by_project, project) ?? 0;
-  if (cap !== undefined && inProject >= cap) return { reason: "project_cap_reached", active: inProject, limit: cap };
-  return undefined;
+/** Where a decision reads membership and what it writes back. */
+interface Io {
+  facts: FactReader;
+  store: StoreOp[];
+  retentionMs: number;
 }
 
 /**
- * Queued runs that fit under the caps now start, oldest first; a run held by its project's cap
- * does not hold back another project's. Only an active tenant starts queued runs (a draining or
- * killed one keeps them queued until it is resumed).
+ * Whether a run may start now. Checked in this order: a run id admitted before (running,
+ * queued, or ended within the ended-run retention: keys `m.<run>`, `e.<run>`) is answered again
+ * with `duplicate` and counted once; a new, killed or draining tenant refuses; the day cap
+ * refuses until the next UTC day (`resets_at`); the tenant's and then the project's concurrency
+ * cap answer `queued` (wait, do not fail): the run joins the queue and is told `run.admitted`
+ * when a slot frees. Reads two keys and writes the run's member key (and a queue slot): the
+ * same cost whatever the tenant's population. Every refusal returns the context it was given.
  */
-function promote(context: TenantContext, now: number): { context: TenantContext; admitted: string[] } {
-  const queue = queueOf(context);
-  if (context.state !== "active" || queue.length === 0) return { context, admitted: [] };
-  let next = context;
-  const admitted: string[] = [];
-  const left: [string, string][] = [];
-  for (const entry of queue) {
-    if (next.active_runs >= next.settings.max_concurrency || capReached(next, entry[1])) {
-      left.push(entry);
-      continue;
-    }
-    next = withRunning(next, { ...next.running, [entry[0]]: entry[1] });
-    admitted.push(entry[0]);
-  }
-  if (admitted.length === 0) return { context, admitted };
-  return { context: { ...next, queue: left, updated_at: now }, admitted };
-}
-
-/**
- * Whether a run may start now. Checked in this order: a run id admitted before (still running
- * or among the last {@link RECENT_ENDED} ended) is answered `admitted` again with `duplicate`
- * and counted once; a new, killed or draining tenant refuses; the day cap refuses until the next
- * UTC day (`resets_at`); the tenant's and then the project's concurrency cap answer `queued`
- * (wait, do not fail): the run joins the tenant's queue and is told `run.admitted` when a slot
- * frees. Admission and queueing change the context (starts_today, active counts, queue);
- * every refusal returns the context it was given.
- */
-export function admitDecision(context: TenantContext, run: { run_id: string; project: string }, now: number): Decision<AdmitAnswer> {
+export function admitDecision(context: TenantContext, run: { run_id: string; project: string }, now: number, io: Io): Decision<AdmitAnswer> {
   const { run_id, project } = run;
-  if (Object.hasOwn(context.running, run_id) || context.ended.includes(run_id)) {
-    return {
-      context,
-      answer: { outcome: "admitted", run_id, duplicate: true, starts_today: atDay(context, now).starts_today, active_runs: context.active_runs },
-    };
-  }
-  const waiting = queueOf(context).findIndex(([id]) => id === run_id);
-  if (waiting >= 0)
+  const member = io.facts.member(run_id);
+  if (member?.s === "q") {
+    const blocked = capReached(context, member.p);
     return {
       context,
       answer: {
         outcome: "queued",
         run_id,
-        reason: "concurrency_cap_reached",
-        project,
-        active: context.active_runs,
-        limit: context.settings.max_concurrency,
-        position: waiting,
+        reason: blocked?.reason ?? "concurrency_cap_reached",
+        project: member.p,
+        active: blocked?.active ?? context.active_runs,
+        limit: blocked?.limit ?? context.settings.max_concurrency,
+        position: positionOf(context, member.g),
         duplicate: true,
       },
     };
+  }
+  if (member?.s === "r" || io.facts.ended(run_id)) {
+    return {
+      context,
+      answer: { outcome: "admitted", run_id, duplicate: true, starts_today: atDay(context, now).starts_today, active_runs: context.active_runs },
+    };
+  }
   if (context.state !== "active") {
     const outcome = context.state === "killed" ? "tenant_killed" : context.state === "draining" ? "tenant_draining" : "tenant_not_found";
     return { context, answer: { outcome, run_id } };
@@ -165,10 +142,9 @@ export function admitDecision(context: TenantContext, run: { run_id: string; pro
   }
   const blocked = capReached(context, project);
   if (blocked) {
-    const queue = queueOf(context);
-    if (queue.length >= MAX_QUEUED) return { context, answer: { outcome: "queue_full", run_id, queued: queue.length, limit: MAX_QUEUED } };
+    if (context.queued_runs >= MAX_QUEUED) return { context, answer: { outcome: "queue_full", run_id, queued: context.queued_runs, limit: MAX_QUEUED } };
     // Accepted: it counts as a start today, and waits (never fails) for a slot.
-    const next: TenantContext = { ...rolled, starts_today: rolled.starts_today + 1, queue: [...queue, [run_id, project]], updated_at: now };
+    const next = enqueue({ ...rolled, starts_today: rolled.starts_today + 1, updated_at: now }, run_id, project, io.store);
     return {
       context: next,
       answer: {
@@ -178,50 +154,55 @@ export function admitDecision(context: TenantContext, run: { run_id: string; pro
         project,
         active: blocked.active,
         limit: blocked.limit,
-        position: queue.length,
+        position: context.queued_runs,
         duplicate: false,
       },
     };
   }
-  const next = withRunning({ ...rolled, starts_today: rolled.starts_today + 1, updated_at: now }, { ...context.running, [run_id]: project });
+  io.store.push({ key: memberKey(run_id), value: { s: "r", p: project } });
+  const next = countRunning({ ...rolled, starts_today: rolled.starts_today + 1, updated_at: now }, project, 1);
   return { context: next, answer: { outcome: "admitted", run_id, duplicate: false, starts_today: next.starts_today, active_runs: next.active_runs } };
 }
 
 /**
  * A run admitted here has ended: it stops counting (under the project it was admitted with,
- * whatever project the event names). Idempotent per run id; counts never go below 0, since only
- * a run in `running` is uncounted. Accepted in every live state (a killed tenant's runs end too).
+ * whatever project the event names), and its slot goes to the oldest queued run that fits. A
+ * queued run that ended (cancelled while it waited) gives up its place. Its mark is kept for the
+ * ended-run retention. Idempotent per run id: a run with no member key is answered
+ * `not_running` and changes nothing. Accepted in every live state (a killed tenant's runs end too).
  */
-export function runEndedDecision(context: TenantContext, run: { run_id: string }, now: number): Decision<RunEndedAnswer> {
+export function runEndedDecision(context: TenantContext, run: { run_id: string }, now: number, io: Io): Decision<RunEndedAnswer> {
   const { run_id } = run;
-  const queue = queueOf(context);
-  if (queue.some(([id]) => id === run_id)) {
-    // A queued run that ended (cancelled while it waited) gives up its place.
-    const next: TenantContext = {
-      ...atDay(context, now),
-      queue: queue.filter(([id]) => id !== run_id),
-      ended: [...context.ended, run_id].slice(-RECENT_ENDED),
-      updated_at: now,
-    };
+  const member = io.facts.member(run_id);
+  if (!member) return { context, answer: { outcome: "not_running", run_id } };
+  io.store.push({ key: memberKey(run_id), value: null }, { key: endedKey(run_id), value: { at: now }, ttl_ms: io.retentionMs });
+  if (member.s === "q") {
+    const next = dropSlot({ ...atDay(context, now), queued_runs: context.queued_runs - 1, updated_at: now }, member.l, member.n, io.facts, io.store);
     return { context: next, answer: { outcome: "ended", run_id, active_runs: next.active_runs } };
   }
-  if (!Object.hasOwn(context.running, run_id)) return { context, answer: { outcome: "not_running", run_id } };
-  const running = Object.fromEntries(Object.entries(context.running).filter(([id]) => id !== run_id));
-  const ended = [...context.ended, run_id].slice(-RECENT_ENDED);
-  const p = promote(withRunning({ ...atDay(context, now), ended, updated_at: now }, running), now);
-  return { context: p.context, answer: { outcome: "ended", run_id, active_runs: p.context.active_runs }, admitted: p.admitted };
+  const p = promote(countRunning({ ...atDay(context, now), updated_at: now }, member.p, -1), io.facts, io.store);
+  return { context: p.context, answer: { outcome: "ended", run_id, active_runs: p.context.active_runs }, admitted: p.admitted, ...more(p.more) };
 }
+
+const more = (go: boolean): Pick<Decision<unknown>, "self"> => (go ? { self: [{ type: "tenant.promote" }] } : {});
 
 /**
  * A queued run asks where it stands (its sweep, or its own create, which may have raced the
  * slot it was given). A run holding a slot is told `run.admitted` again; a queued one waits.
  */
-export function recheckDecision(context: TenantContext, run: { run_id: string }): Decision<RecheckAnswer> {
+export function recheckDecision(context: TenantContext, run: { run_id: string }, io: Io): Decision<RecheckAnswer> {
   const { run_id } = run;
-  if (Object.hasOwn(context.running, run_id)) return { context, answer: { outcome: "admitted", run_id }, admitted: [run_id] };
-  const position = queueOf(context).findIndex(([id]) => id === run_id);
-  if (position >= 0) return { context, answer: { outcome: "queued", run_id, position } };
+  const member = io.facts.member(run_id);
+  if (member?.s === "r") return { context, answer: { outcome: "admitted", run_id }, admitted: [run_id] };
+  if (member?.s === "q") return { context, answer: { outcome: "queued", run_id, position: positionOf(context, member.g) } };
   return { context, answer: { outcome: "unknown", run_id } };
+}
+
+/** Starts queued runs that fit (the tenant's own `tenant.promote`, after a transition that hit its batch). */
+export function promoteDecision(context: TenantContext, now: number, io: Io): Decision<PromoteAnswer> {
+  const p = promote(context, io.facts, io.store);
+  if (p.context === context) return { context, answer: { outcome: "promoted", admitted: 0 } };
+  return { context: { ...p.context, updated_at: now }, answer: { outcome: "promoted", admitted: p.admitted.length }, admitted: p.admitted, ...more(p.more) };
 }
 
 /** Creates the tenant (`new` → `active`); a tenant that exists answers `exists` and stays as it is. */
@@ -238,16 +219,25 @@ export function createDecision(context: TenantContext, settings: unknown, now: n
   };
 }
 
-/** Applies a settings patch; invalid input changes nothing. A patch that changes nothing is answered `updated` with `changed: []` and not audited. */
-export function settingsDecision(context: TenantContext, patch: unknown, now: number): Decision<PutAnswer> {
+/**
+ * Applies a settings patch; invalid input changes nothing. A patch that changes nothing is
+ * answered `updated` with `changed: []` and not audited. A project that gains a cap is counted
+ * from the tenant's member keys (one listing, the only decision whose reads grow with the
+ * tenant's population, and only when caps are added); raised caps start queued runs at once.
+ */
+export function settingsDecision(context: TenantContext, patch: unknown, now: number, io: Io): Decision<PutAnswer> {
   const merged = mergeSettings(context.settings, patch);
   if (!merged.ok) return { context, answer: { outcome: "invalid_input", reason: merged.reason } };
   const changed = changedSettings(context.settings, merged.settings);
   if (changed.length === 0) return { context, answer: { outcome: "updated", changed, tenant: tenantView(context) } };
-  // Raised caps start queued runs at once.
-  const p = promote({ ...atDay(context, now), settings: merged.settings, updated_at: now }, now);
+  const byProject: Record<string, number> = {};
+  for (const project of Object.keys(merged.settings.project_max_concurrency)) {
+    const n = capOf(context, project) !== undefined ? (context.active_by_project[project] ?? 0) : io.facts.runningIn(project);
+    if (n > 0) byProject[project] = n;
+  }
+  const p = promote({ ...atDay(context, now), settings: merged.settings, active_by_project: byProject, updated_at: now }, io.facts, io.store);
   const audit: TenantAudit = { type: "tenant.settings_updated", tenant: context.id, at: now, changed, previous: context.settings, settings: merged.settings };
-  return { context: p.context, answer: { outcome: "updated", changed, tenant: tenantView(p.context) }, audit, admitted: p.admitted };
+  return { context: p.context, answer: { outcome: "updated", changed, tenant: tenantView(p.context) }, audit, admitted: p.admitted, ...more(p.more) };
 }
 
 /**
@@ -255,11 +245,11 @@ export function settingsDecision(context: TenantContext, patch: unknown, now: nu
  * first reason stays) and is not audited. Running work is not touched here: a kill only stops
  * admissions; fencing running work is the engine's decision.
  */
-export function stateDecision(context: TenantContext, to: LiveTenantState, reason: string | undefined, now: number): Decision<StateAnswer> {
+export function stateDecision(context: TenantContext, to: LiveTenantState, reason: string | undefined, now: number, io: Io): Decision<StateAnswer> {
   const previous = context.state;
   if (previous === to) return { context, answer: { outcome: to, previous, changed: false, tenant: tenantView(context) } };
   // A resumed tenant starts the runs that queued meanwhile.
-  const p = promote({ ...atDay(context, now), state: to, state_reason: to === "active" ? null : (reason ?? null), updated_at: now }, now);
+  const p = promote({ ...atDay(context, now), state: to, state_reason: to === "active" ? null : (reason ?? null), updated_at: now }, io.facts, io.store);
   const next = p.context;
   const audit: TenantAudit = {
     type: "tenant.state_changed",
@@ -270,38 +260,84 @@ export function stateDecision(context: TenantContext, to: LiveTenantState, reaso
     reason: reason ?? null,
     active_runs: next.active_runs,
   };
-  return { context: next, answer: { outcome: to, previous, changed: true, tenant: tenantView(next) }, audit, admitted: p.admitted };
+  return { context: next, answer: { outcome: to, previous, changed: true, tenant: tenantView(next) }, audit, admitted: p.admitted, ...more(p.more) };
 }
 
-/** The whole decision for one event: the next context and the effects (the answer, then any audit record). */
-export function applyTenantCommand(context: TenantContext, event: TenantEvent): { context: TenantContext; effects: TenantEffect[] } {
-  const d = decide(context, event);
+/** Commands that wait while a record stored before issue 9 is moved out: the caller asks again. */
+const ASKED_AGAIN = new Set(["tenant.admit_run", "tenant.put", "tenant.resume"]);
+/** Commands that wait too, sent back to the tenant's own mailbox (their senders do not wait for an answer). */
+const SENT_AGAIN = new Set(["tenant.run_ended", "tenant.recheck", "tenant.admit_expansion", "tenant.release_expansion", "tenant.promote"]);
+
+/**
+ * The whole decision for one event: the next context and the effects — the answer, then any
+ * audit record, the membership keys to write (after the record), the runs told `run.admitted`,
+ * a reply to a run, and the commands the tenant sends itself. A record stored before issue 9 is
+ * upgraded first (`migrate.ts`).
+ */
+export function applyTenantCommand(stored: TenantContext | TenantContextV1, event: TenantEvent): { context: TenantContext; effects: TenantEffect[] } {
+  const d = decide(upgrade(stored), event);
+  const context = d.context === upgrade(stored) && !d.store?.length ? (stored as TenantContext) : d.context;
   const effects: TenantEffect[] = [{ type: "runway.answer", value: d.answer }];
   if (d.audit) effects.push({ type: "runway.publish", subject: auditSubject(context.id), data: d.audit });
+  for (const op of d.store ?? [])
+    effects.push({ type: "runway.store", key: tenantKey(context.id, op.key), value: op.value, ...(op.ttl_ms ? { ttl_ms: op.ttl_ms } : {}) });
   for (const run_id of d.admitted ?? []) effects.push({ type: "runway.send", to: { kind: "run", id: run_id }, event: { type: "run.admitted" } });
   if (d.reply) effects.push({ type: "runway.send", to: { kind: "run", id: d.reply.run }, event: d.reply.event as ExpansionReply });
-  return { context: d.context, effects };
+  for (const event of d.self ?? []) effects.push({ type: "runway.send", to: { kind: "tenant", id: context.id }, event });
+  return { context, effects };
 }
 
 function decide(context: TenantContext, event: TenantEvent): Decision<TenantAnswer> {
+  const io: Io = { facts: new FactReader(event.facts), store: [], retentionMs: event.retention_ms ?? DEFAULT_ENDED_RETENTION_MS };
+  if (context.legacy) {
+    const migrated = migrateChunk(context, io.store, io.retentionMs, event.now);
+    const left = legacyLeft(migrated.legacy);
+    if (event.type === "tenant.migrate" || (left > 0 && (ASKED_AGAIN.has(event.type) || SENT_AGAIN.has(event.type)))) {
+      const { now: _now, facts: _facts, retention_ms: _retention, ...command } = event;
+      const again = left > 0 && SENT_AGAIN.has(event.type) ? [command] : [];
+      const answer: MigratingAnswer | PromoteAnswer = event.type === "tenant.migrate" ? { outcome: "migrated", left } : { outcome: "migrating", left };
+      return { context: migrated, answer, store: io.store, self: [...(left > 0 ? [{ type: "tenant.migrate" }] : []), ...again] };
+    }
+    // The last chunk is out (or the command reads no members: create, kill, drain): decided now,
+    // reading the keys this transition writes as written.
+    const written = new Map(io.store.map((op) => [op.key, op.value]));
+    const d = decideMigrated(migrated, event, { ...io, facts: new FactReader(event.facts, written) });
+    return { ...d, store: io.store, self: [...(left > 0 ? [{ type: "tenant.migrate" }] : []), ...(d.self ?? [])] };
+  }
+  const d = decideMigrated(context, event, io);
+  return io.store.length > 0 ? { ...d, store: io.store } : d;
+}
+
+function decideMigrated(context: TenantContext, event: TenantEvent, io: Io): Decision<TenantAnswer> {
   switch (event.type) {
     case "tenant.create":
       return createDecision(context, event.settings, event.now);
     case "tenant.put":
-      return settingsDecision(context, event.settings, event.now);
+      return settingsDecision(context, event.settings, event.now, io);
     case "tenant.kill":
     case "tenant.drain":
     case "tenant.resume":
-      return stateDecision(context, STATE_COMMANDS[event.type], event.reason, event.now);
+      return stateDecision(context, STATE_COMMANDS[event.type], event.reason, event.now, io);
     case "tenant.admit_run":
-      return admitDecision(context, event, event.now);
+      return admitDecision(context, event, event.now, io);
     case "tenant.run_ended":
-      return runEndedDecision(context, event, event.now);
+      return runEndedDecision(context, event, event.now, io);
     case "tenant.recheck":
-      return recheckDecision(context, event);
+      return recheckDecision(context, event, io);
     case "tenant.admit_expansion":
-      return admitExpansionDecision(context, event, event.now);
+      return admitExpansionDecision(context, event, event.now, io);
     case "tenant.release_expansion":
-      return releaseExpansionDecision(context, event, event.now);
+      return releaseExpansionDecision(context, event, event.now, io);
+    case "tenant.promote":
+      return promoteDecision(context, event.now, io);
+    case "tenant.migrate":
+      return { context, answer: { outcome: "migrated", left: 0 } };
   }
+}
+
+/** Facts a command is likely to need, read before the first try of its decision (see `facts.ts`). */
+export function likelyFacts(event: { type: string; run_id?: string }): string[] {
+  if (event.run_id && (event.type === "tenant.admit_run" || event.type === "tenant.run_ended" || event.type === "tenant.recheck"))
+    return [memberKey(event.run_id), endedKey(event.run_id)];
+  return [];
 }

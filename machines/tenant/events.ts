@@ -33,13 +33,24 @@ export const TenantCommandSchema = z.discriminatedUnion("type", [
   }),
   /** The expansion's items are no longer active (the node settled, or the run ended). */
   z.object({ type: z.literal("tenant.release_expansion"), run_id: TokenSchema, node: z.string().min(1).max(200) }),
+  /** The tenant to itself: more queued runs may fit than one transition starts. */
+  z.object({ type: z.literal("tenant.promote") }),
+  /** The tenant to itself: a record stored before issue 9 still holds members to move out. */
+  z.object({ type: z.literal("tenant.migrate") }),
 ]);
 export type TenantCommand = z.infer<typeof TenantCommandSchema>;
 export type TenantCommandType = TenantCommand["type"];
 export const TENANT_COMMANDS = TenantCommandSchema.options.map((o) => o.shape.type.value) as readonly TenantCommandType[];
 
-/** A command as the machine sees it: the host adds `now` (wall-clock ms). */
-export type TenantEvent = TenantCommand & { now: number };
+/**
+ * A command as the machine sees it: the host adds `now` (wall-clock ms); the actor's `prepare`
+ * adds the membership keys the decision reads (`facts`, see `members.ts`) and how long an ended
+ * run's mark is kept (`retention_ms`, default {@link DEFAULT_ENDED_RETENTION_MS}).
+ */
+export type TenantEvent = TenantCommand & { now: number; facts?: Readonly<Record<string, unknown>>; retention_ms?: number };
+
+/** How long a tenant remembers an ended run (a late duplicate admission is answered, not counted): 7 days. */
+export const DEFAULT_ENDED_RETENTION_MS = 7 * 86_400_000;
 
 /** What the machine is created with: the actor's id (the host's `input(id)`). */
 export interface TenantInput {
@@ -55,9 +66,12 @@ export interface TenantView {
   day: string;
   starts_today: number;
   active_runs: number;
+  /** Active runs of each project that has a cap (`project_max_concurrency`). */
   active_by_project: Record<string, number>;
   /** Runs accepted and waiting for a slot. */
   queued_runs: number;
+  /** Members of a record stored before issue 9 not yet moved out of it (0 once migrated). */
+  migrating: number;
   /** Items of admitted expansions not yet released. */
   active_descendants: number;
   created_at: number;
@@ -96,13 +110,22 @@ export type ExpansionReply = { type: "expansion.admitted"; node: string } | { ty
 
 export type RecheckAnswer = { outcome: "admitted" | "queued" | "unknown"; run_id: string; position?: number };
 
+/**
+ * A record stored before issue 9 is still being moved out (a few transitions): an admission, a
+ * settings change or a resume is asked again later (retryable); a run's report (ended, recheck,
+ * expansion) is sent back to the tenant's own mailbox and applied once the move is done.
+ */
+export type MigratingAnswer = { outcome: "migrating"; left: number };
+export type PromoteAnswer = { outcome: "promoted"; admitted: number } | { outcome: "migrated"; left: number };
+
 export type InvalidAnswer = { outcome: "invalid_input"; reason: string };
 export type CreateAnswer = { outcome: "created" | "exists"; tenant: TenantView } | InvalidAnswer;
 export type PutAnswer = { outcome: "updated"; changed: string[]; tenant: TenantView } | InvalidAnswer;
 /** Kill, drain and resume answer with the state the tenant is in afterwards. */
 export type StateAnswer = { outcome: LiveTenantState; previous: TenantState; changed: boolean; tenant: TenantView };
 
-export type TenantAnswer = AdmitAnswer | RunEndedAnswer | RecheckAnswer | ExpansionAnswer | CreateAnswer | PutAnswer | StateAnswer;
+export type TenantAnswer =
+  AdmitAnswer | RunEndedAnswer | RecheckAnswer | ExpansionAnswer | CreateAnswer | PutAnswer | StateAnswer | MigratingAnswer | PromoteAnswer;
 
 /** Published to `rw.audit.<tenant>.tenant` for every decision that changed the tenant. */
 export type TenantAudit =
@@ -115,7 +138,11 @@ export type TenantEffect =
   | { type: "runway.answer"; value: TenantAnswer }
   | { type: "runway.publish"; subject: string; data: TenantAudit }
   /** A queued run got its slot, or a run's expansion was decided. */
-  | { type: "runway.send"; to: { kind: "run"; id: string }; event: { type: "run.admitted" } | ExpansionReply };
+  | { type: "runway.send"; to: { kind: "run"; id: string }; event: { type: "run.admitted" } | ExpansionReply }
+  /** The tenant to itself (see `tenant.promote`, `tenant.migrate`, {@link MigratingAnswer}). */
+  | { type: "runway.send"; to: { kind: "tenant"; id: string }; event: { type: string } & Record<string, unknown> }
+  /** A membership key (`tenant.<id>.<key>`, see `members.ts`), written after the record. */
+  | { type: "runway.store"; key: string; value: unknown; ttl_ms?: number };
 
 export function auditSubject(tenant: string): string {
   return `rw.audit.${tenant}.tenant`;

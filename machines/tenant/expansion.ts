@@ -2,13 +2,15 @@ import { admitExpansion, type AdmissionCode } from "../scheduler/index.js";
 import type { ExpansionAnswer } from "./events.js";
 import type { Decision, TenantContext } from "./context.js";
 import { TenantSettingsSchema } from "./settings.js";
+import { reservationKey, type FactReader, type Reservation, type StoreOp } from "./members.js";
 
 /**
  * Dynamic expansion (a map's fan-out) is admitted by the run's tenant before any item starts,
  * against the tenant's expansion limits: items per expansion, depth, steps and estimated cost
  * per run, and the items active across the whole tenant (its active-descendant quota). An
  * admitted expansion holds its items in the tenant's count until the run releases it (the map
- * settled, or the run ended). Both commands are idempotent per (run, node).
+ * settled, or the run ended). Both commands are idempotent per (run, node): the reservation's
+ * key says whether it is held.
  */
 export interface ExpansionAsk {
   run_id: string;
@@ -22,17 +24,24 @@ export interface ExpansionAsk {
 /** The limits of a tenant stored before expansion limits existed. */
 const DEFAULT_LIMITS = TenantSettingsSchema.parse({}).expansion_limits;
 
-const keyOf = (run_id: string, node: string) => `${run_id}/${node}`;
-const held = (c: TenantContext): Record<string, number> => c.descendants ?? {};
+interface Io {
+  facts: FactReader;
+  store: StoreOp[];
+}
 
-export function admitExpansionDecision(context: TenantContext, ask: ExpansionAsk, now: number): Decision<ExpansionAnswer> {
+/**
+ * Admits (or refuses) a run's expansion against the tenant's expansion limits. The reservation
+ * is the key `x.<run>.<node>` (its item count) beside the record; the record keeps only the sum,
+ * `active_descendants`. A reservation already held is answered again (`duplicate`).
+ */
+export function admitExpansionDecision(context: TenantContext, ask: ExpansionAsk, now: number, io: Io): Decision<ExpansionAnswer> {
   const { run_id, node } = ask;
-  const key = keyOf(run_id, node);
-  const active = context.active_descendants ?? 0;
-  if (Object.hasOwn(held(context), key)) {
+  const active = context.active_descendants;
+  const held = io.facts.get<Reservation>(reservationKey(run_id, node));
+  if (held) {
     return {
       context,
-      answer: { outcome: "expansion_admitted", run_id, node, children: held(context)[key]!, active_descendants: active, duplicate: true },
+      answer: { outcome: "expansion_admitted", run_id, node, children: held.c, active_descendants: active, duplicate: true },
       reply: { run: run_id, event: { type: "expansion.admitted", node } },
     };
   }
@@ -54,27 +63,23 @@ export function admitExpansionDecision(context: TenantContext, ask: ExpansionAsk
       reply: { run: run_id, event: { type: "expansion.refused", node, code: verdict.code, message } },
     };
   }
-  const next: TenantContext = {
-    ...context,
-    descendants: { ...held(context), [key]: ask.children },
-    active_descendants: active + ask.children,
-    updated_at: now,
-  };
+  io.store.push({ key: reservationKey(run_id, node), value: { c: ask.children } satisfies Reservation });
+  const next: TenantContext = { ...context, active_descendants: active + ask.children, updated_at: now };
   return {
     context: next,
-    answer: { outcome: "expansion_admitted", run_id, node, children: ask.children, active_descendants: next.active_descendants!, duplicate: false },
+    answer: { outcome: "expansion_admitted", run_id, node, children: ask.children, active_descendants: next.active_descendants, duplicate: false },
     reply: { run: run_id, event: { type: "expansion.admitted", node } },
   };
 }
 
-export function releaseExpansionDecision(context: TenantContext, ref: { run_id: string; node: string }, now: number): Decision<ExpansionAnswer> {
+export function releaseExpansionDecision(context: TenantContext, ref: { run_id: string; node: string }, now: number, io: Io): Decision<ExpansionAnswer> {
   const { run_id, node } = ref;
-  const key = keyOf(run_id, node);
-  if (!Object.hasOwn(held(context), key)) return { context, answer: { outcome: "not_held", run_id, node } };
-  const descendants = Object.fromEntries(Object.entries(held(context)).filter(([k]) => k !== key));
-  const active = Math.max(0, (context.active_descendants ?? 0) - held(context)[key]!);
+  const held = io.facts.get<Reservation>(reservationKey(run_id, node));
+  if (!held) return { context, answer: { outcome: "not_held", run_id, node } };
+  io.store.push({ key: reservationKey(run_id, node), value: null });
+  const active = Math.max(0, context.active_descendants - held.c);
   return {
-    context: { ...context, descendants, active_descendants: active, updated_at: now },
+    context: { ...context, active_descendants: active, updated_at: now },
     answer: { outcome: "expansion_released", run_id, node, active_descendants: active },
   };
 }

@@ -11,11 +11,31 @@ export {
   atDay,
   utcDay,
   nextUtcDay,
-  RECENT_ENDED,
+  MAX_QUEUED,
   DAY_MS,
   type TenantContext,
+  type TenantContextV1,
   type Decision,
 } from "./decide.js";
+export { PROMOTE_BATCH } from "./queue.js";
+export { MIGRATE_BATCH, upgrade as upgradeTenant } from "./migrate.js";
+export { gatherFacts, missingFacts, type MembershipReader } from "./facts.js";
+export {
+  SHARED_LANE,
+  MEMBER_PREFIX,
+  memberKey,
+  endedKey,
+  entryKey,
+  reservationKey,
+  tenantKey,
+  keyToken,
+  MissingFacts,
+  COUNT_FACT,
+  type Member,
+  type QueueEntry,
+  type Facts,
+  type StoreOp,
+} from "./members.js";
 export {
   TenantCommandSchema,
   TENANT_STATES,
@@ -29,6 +49,8 @@ export {
   type LiveTenantState,
   type TenantView,
   type TenantAnswer,
+  type MigratingAnswer,
+  DEFAULT_ENDED_RETENTION_MS,
   type AdmitAnswer,
   type AdmitRefusal,
   type QueueReason,

@@ -26,6 +26,16 @@ function statesFromTable(): Record<TenantState, StateConfig> {
 }
 
 /**
+ * XState merges an assignment into the context: a key the next context no longer has (the
+ * members a migrated record held, `legacy` once moved out) is assigned undefined to drop it.
+ */
+function replacing(before: object, after: TenantContext): TenantContext {
+  const dropped: Record<string, undefined> = {};
+  for (const key of Object.keys(before)) if (!Object.hasOwn(after, key)) dropped[key] = undefined;
+  return { ...dropped, ...after } as TenantContext;
+}
+
+/**
  * The tenant actor's machine (one actor per tenant): `new` until `tenant.create`, then
  * `active` | `draining` | `killed`, moved between by kill / drain / resume. Pure: use it with
  * `initialTransition(tenantMachine, { id })` and `transition()`; every event carries `now`.
@@ -46,7 +56,7 @@ export const tenantMachine = setup({
   actions: {
     apply: enqueueActions(({ context, event, enqueue }) => {
       const next = applyTenantCommand(context, event);
-      if (next.context !== context) enqueue.assign(() => next.context);
+      if (next.context !== context) enqueue.assign(() => replacing(context, next.context));
       for (const effect of next.effects) enqueue.emit(effect);
     }),
   },

@@ -14,6 +14,8 @@ function live(state: LiveTenantState): Partial<Record<TenantCommandType, TenantS
     "tenant.recheck": state,
     "tenant.admit_expansion": state,
     "tenant.release_expansion": state,
+    "tenant.promote": state,
+    "tenant.migrate": state,
     ...STATE_COMMANDS,
   };
 }

@@ -269,7 +269,7 @@ export class ActorCell {
             decisions.push({ delivery, answer: { outcome: "applied", revision: base?.revision ?? 0, ...(answer ? { value: answer.value } : {}) }, how: "ack" });
             continue;
           }
-          effects.push(...produced);
+          effects.push(...produced, ...(definition.effects?.(this.address, snapshot, next) ?? []));
           snapshot = next;
         } catch (err) {
           // A machine that throws or emits nonsense is a bug; the command must not wedge the actor.
@@ -327,8 +327,16 @@ export class ActorCell {
         return this.unencodable(batch, err);
       }
       const generation = this.env.log.generation;
-      // A journaled actor keeps every record in its key's history; any other keeps only the latest.
-      const written = await this.env.log.write(this.key, encoded, definition.history === "journal" ? undefined : ROLLUP);
+      // A journaled actor keeps every record in its key's history; any other keeps only the latest
+      // (and, with a `ttl`, the latest for that long).
+      const ttl = definition.history === "journal" ? undefined : definition.ttl?.(snapshot!);
+      const headers =
+        ttl === undefined
+          ? definition.history === "journal"
+            ? undefined
+            : ROLLUP
+          : { "Nats-TTL": `${Math.max(1, Math.ceil(ttl / 1_000))}s`, "Nats-Rollup": "sub" };
+      const written = await this.env.log.write(this.key, encoded, headers);
       switch (written.outcome) {
         case "written": {
           this.env.stats.writes++;

@@ -56,11 +56,35 @@ export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMach
    * deploy) is never decided on by this code: its commands stay unacknowledged for a newer node.
    */
   migrate?: (from: number, snapshot: unknown) => unknown;
+  /**
+   * Commands applied together in one write when they queue up (default: the host's `maxBatch`).
+   * 1 for a kind whose `prepare` reads keys its own earlier transitions write with
+   * `runway.store`: those are applied after each write, so a later command of the same batch
+   * would not see them.
+   */
+  maxBatch?: number;
+  /**
+   * Effects the kind adds to a stored transition, derived from its state before (the machine's
+   * initial state for an actor's first command) and after: e.g. index entries kept beside the record. Called only
+   * for a transition that is stored; stored in the outbox with the machine's own effects, so a
+   * crash after the write publishes them on the next load.
+   */
+  effects?: (address: ActorAddress, before: AnyMachineSnapshot, after: AnyMachineSnapshot) => Effect[];
+  /**
+   * How long (ms) a record in this state is kept once written: the write carries `Nats-TTL` and
+   * is a subject rollup, so no older revision outlives it, and after it the actor is gone (a
+   * load finds nothing). Undefined: kept until overwritten. Needs a bucket that allows
+   * per-message TTL (the partition buckets do).
+   */
+  ttl?: (snapshot: AnyMachineSnapshot) => number | undefined;
 }
 
 export const KIND_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
 /** Subject-token and KV-key safe: no dots, wildcards or spaces. */
 export const ID_PATTERN = /^[A-Za-z0-9_=-]{1,200}$/;
+/** A KV key a `runway.store` effect may name: dot-separated tokens of ID_PATTERN's characters. */
+export const STORE_KEY_PATTERN = /^[A-Za-z0-9_=-]+(\.[A-Za-z0-9_=-]+)*$/;
+const BucketName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/);
 
 export function defineActor<TMachine extends AnyStateMachine>(definition: ActorDefinition<TMachine>): ActorDefinition<TMachine> {
   if (!KIND_PATTERN.test(definition.kind)) throw new RunwayFault("invalid_kind", `actor kind ${JSON.stringify(definition.kind)} must match ${KIND_PATTERN}`);
@@ -96,6 +120,24 @@ export const EffectSchema = z.discriminatedUnion("type", [
   /** Wake this actor with `event` at `at` (ms); setting a name again replaces the earlier timer. */
   z.object({ type: z.literal("runway.timer.set"), name: TimerName, at: z.number(), event: EventSchema }),
   z.object({ type: z.literal("runway.timer.cancel"), name: TimerName }),
+  /**
+   * Write `value` (JSON) under `key` beside the actor's record, after the transition is stored.
+   * Without `bucket`: in the actor's own partition bucket, through the partition's fenced log,
+   * and `key` must start with `<kind>.<id>.` (state the actor keeps out of its record, e.g. a
+   * tenant's membership). With `bucket`: a plain put in that KV bucket, for indexes whose every
+   * write is idempotent. `null` removes the key (a purge: no older revision survives). With
+   * `ttl_ms` the server removes the value (or the purge marker, default 60 s) that long after.
+   * Applied in outbox order — own-partition entries first, one at a time, then the other durable
+   * effects, then `bucket` entries — and again whenever the record is loaded: the last entry for
+   * a key wins, so each must be idempotent.
+   */
+  z.object({
+    type: z.literal("runway.store"),
+    key: z.string().max(1_000).regex(STORE_KEY_PATTERN),
+    value: z.unknown(),
+    ttl_ms: z.number().int().positive().optional(),
+    bucket: BucketName.optional(),
+  }),
   /** The answer to the command that caused this transition, for a requester waiting on it. */
   z.object({ type: z.literal("runway.answer"), value: z.unknown() }),
   /**

@@ -1,16 +1,17 @@
-import type { NatsConnection } from "@nats-io/transport-node";
+import { headers as makeHeaders, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager, AckPolicy, DeliverPolicy, type ConsumerMessages, type JsMsg, type JetStreamManager } from "@nats-io/jetstream";
 import { systemClock, type Clock } from "../clock.js";
 import { RunwayFault } from "../errors.js";
 import { silentLogger, type Logger } from "../log.js";
 import { partitionOf } from "../partitions/hash.js";
 import type { ActorLog, PartitionLog } from "../store/partition-log.js";
-import { CMD_STREAM, mailboxFilter, mailboxSubject, partitionConsumer } from "../topology.js";
+import { publish, type PublishOutcome } from "../nats/jetstream.js";
+import { CMD_STREAM, kvSubject, mailboxFilter, mailboxSubject, partitionConsumer } from "../topology.js";
 import { ID_PATTERN, type ActorAddress, type ActorDefinition } from "./define.js";
 import { ActorCell, type Delivery, type HostStats } from "./cell.js";
 import { asDeadLetterReason, DeadLetterBox, DeadLetterReason } from "./dead-letters.js";
 import { EventSpool, type EventSpoolLimits } from "./event-spool.js";
-import { publishEvent, type OutboxContext } from "./outbox.js";
+import { publishEvent, type OutboxContext, type StoreEffect } from "./outbox.js";
 import { answerCodec, APPLIED_WINDOW, commandCodec, HEADER_ID, HEADER_REPLY, type CommandAnswer } from "./wire.js";
 
 export interface ActorHostConfig {
@@ -109,7 +110,48 @@ export class ActorHost {
       now: () => this.clock.now(),
       events: this.events,
       deadLetters: this.deadLetters,
+      store: (self, effect) => this.store(self, effect),
     };
+  }
+
+  /**
+   * A `runway.store` entry: in another bucket a plain put (or purge); in the actor's own
+   * partition bucket a write through the partition's fenced log, so it lands only while this
+   * node still holds the partition (a new owner re-applies it when it loads the record).
+   */
+  private async store(self: ActorAddress, effect: StoreEffect): Promise<PublishOutcome> {
+    const remove = effect.value === null || effect.value === undefined;
+    const headers: Record<string, string> = {};
+    if (remove) {
+      headers["KV-Operation"] = "PURGE";
+      headers["Nats-Rollup"] = "sub";
+    } else headers["Nats-Rollup"] = "sub";
+    if (remove || effect.ttl_ms !== undefined) headers["Nats-TTL"] = `${Math.max(1, Math.ceil((effect.ttl_ms ?? 60_000) / 1_000))}s`;
+    const body = remove ? new Uint8Array() : new TextEncoder().encode(JSON.stringify(effect.value));
+    if (effect.bucket) {
+      const h = makeHeaders();
+      for (const [k, v] of Object.entries(headers)) h.set(k, v);
+      return publish(this.config.nc, kvSubject(effect.bucket, effect.key), body, { headers: h });
+    }
+    if (!effect.key.startsWith(`${self.kind}.${self.id}.`)) {
+      this.logger.error("runway.store outside the actor's keys", { actor: `${self.kind}.${self.id}`, key: effect.key });
+      return { outcome: "rejected", code: 0, detail: `key ${effect.key} is not under ${self.kind}.${self.id}.` };
+    }
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const part = this.owned.get(this.partitionOf(self));
+      if (!part) return { outcome: "unavailable", detail: "partition not served here" };
+      try {
+        const written = await part.log.write(effect.key, body, headers);
+        if (written.outcome === "written") return { outcome: "stored", seq: written.revision, duplicate: false };
+        if (written.outcome === "fenced") return { outcome: "rejected", code: 0, detail: "fenced" };
+        if (written.outcome === "unavailable") return { outcome: "unavailable", detail: written.detail };
+      } catch (err) {
+        this.logger.error("runway.store refused", { actor: `${self.kind}.${self.id}`, key: effect.key, error: String(err) });
+        return { outcome: "rejected", code: 0, detail: String(err) };
+      }
+      // stale: something else landed in the partition; the log has caught up, write again.
+    }
+    return { outcome: "unavailable", detail: "partition busy" };
   }
 
   keyOf(address: ActorAddress): string {
@@ -207,7 +249,7 @@ export class ActorHost {
       outbox: this.outbox,
       clock: this.clock,
       logger: this.logger,
-      maxBatch: Math.min(this.config.maxBatch ?? APPLIED_WINDOW, APPLIED_WINDOW),
+      maxBatch: Math.min(definition.maxBatch ?? this.config.maxBatch ?? APPLIED_WINDOW, APPLIED_WINDOW),
       maxDeliveries: this.config.maxDeliveries ?? DEFAULT_MAX_DELIVERIES,
       stats: this.stats,
       onFenced: () => this.config.onFenced?.(part.log.partition),

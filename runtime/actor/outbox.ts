@@ -3,7 +3,7 @@ import { publish, withRetry, type PublishOutcome } from "../nats/jetstream.js";
 import { partitionOf } from "../partitions/hash.js";
 import { CMD_STREAM, mailboxSubject, timerSubject } from "../topology.js";
 import { DeadLetterReason, type DeadLetterBox } from "./dead-letters.js";
-import type { ActorAddress } from "./define.js";
+import type { ActorAddress, Effect } from "./define.js";
 import type { EventSpool, SpooledEvent } from "./event-spool.js";
 import { commandCodec, HEADER_ID, type OutboxEntry } from "./wire.js";
 
@@ -20,7 +20,11 @@ export interface OutboxContext {
   events: EventSpool;
   /** Where a durable entry too large to publish is filed instead (it can never be published). */
   deadLetters?: DeadLetterBox;
+  /** Applies a `runway.store` entry (see EffectSchema): the host writes it through the partition's fenced log. */
+  store(self: ActorAddress, effect: StoreEffect): Promise<PublishOutcome>;
 }
+
+export type StoreEffect = Extract<Effect, { type: "runway.store" }>;
 
 function retryable(o: PublishOutcome): boolean {
   return o.outcome === "unavailable" || o.outcome === "unknown";
@@ -38,31 +42,47 @@ function retryable(o: PublishOutcome): boolean {
  */
 export async function publishOutbox(ctx: OutboxContext, self: ActorAddress, entries: readonly OutboxEntry[]): Promise<boolean> {
   const durable: OutboxEntry[] = [];
+  const own: StoreEffect[] = [];
+  const indexes: StoreEffect[] = [];
   for (const entry of entries) {
     const effect = entry.effect;
     if (effect.type === "runway.event") ctx.events.offer(`${self.kind}.${self.id}`, { id: entry.id, subject: effect.subject, data: jsonBytes(effect.data) });
+    else if (effect.type === "runway.store") (effect.bucket ? indexes : own).push(effect);
     else durable.push(entry);
   }
-  if (durable.length === 0) return true;
-  const results = await Promise.all(
-    durable.map(async (entry) => {
-      const result = await withRetry(() => publishEntry(ctx, self, entry), retryable, { deadlineMs: 10_000 });
-      if (result.outcome !== "too_large" || !ctx.deadLetters) return result.outcome === "stored";
-      return ctx.deadLetters.put({
-        reason: DeadLetterReason.EffectTooLarge,
-        detail: `${entry.effect.type}: ${result.detail}`,
-        subject: entry.effect.type === "runway.send" ? subjectFor(ctx, entry.effect.to) : entry.effect.type === "runway.publish" ? entry.effect.subject : "",
-        headers: { [HEADER_ID]: entry.id },
-        data: new Uint8Array(),
-        partition: partitionOf(ctx.keyOf(self), ctx.partitions),
-        kind: self.kind,
-        id: self.id,
-        deliveries: 0,
-        command: entry.id,
-      });
-    }),
-  );
-  return results.every((stored) => stored);
+  // State kept beside the record first, in order (a later entry for a key must land last).
+  if (!(await storeInOrder(ctx, self, own))) return false;
+  if (durable.length > 0) {
+    const results = await Promise.all(
+      durable.map(async (entry) => {
+        const result = await withRetry(() => publishEntry(ctx, self, entry), retryable, { deadlineMs: 10_000 });
+        if (result.outcome !== "too_large" || !ctx.deadLetters) return result.outcome === "stored";
+        return ctx.deadLetters.put({
+          reason: DeadLetterReason.EffectTooLarge,
+          detail: `${entry.effect.type}: ${result.detail}`,
+          subject: entry.effect.type === "runway.send" ? subjectFor(ctx, entry.effect.to) : entry.effect.type === "runway.publish" ? entry.effect.subject : "",
+          headers: { [HEADER_ID]: entry.id },
+          data: new Uint8Array(),
+          partition: partitionOf(ctx.keyOf(self), ctx.partitions),
+          kind: self.kind,
+          id: self.id,
+          deliveries: 0,
+          command: entry.id,
+        });
+      }),
+    );
+    if (!results.every((stored) => stored)) return false;
+  }
+  // Index entries last: an index says a transition happened only once everything it published is out.
+  return storeInOrder(ctx, self, indexes);
+}
+
+async function storeInOrder(ctx: OutboxContext, self: ActorAddress, effects: readonly StoreEffect[]): Promise<boolean> {
+  for (const effect of effects) {
+    const stored = await withRetry(() => ctx.store(self, effect), retryable, { deadlineMs: 10_000 });
+    if (stored.outcome !== "stored") return false;
+  }
+  return true;
 }
 
 /** Publishes one spooled event as `runway.publish` would: JSON body, `Rw-Id` and `Nats-Msg-Id` its entry id. */
@@ -113,6 +133,8 @@ async function publishEntry(ctx: OutboxContext, self: ActorAddress, entry: Outbo
         return { outcome: "unknown", detail: String(err) };
       }
     }
+    case "runway.store":
+      return ctx.store(self, effect);
     case "runway.event":
     case "runway.answer":
     case "runway.local":

@@ -1,10 +1,11 @@
 /** `npm run bench -- <name>`: runs one benchmark and prints one JSON line on stdout. */
 import { killAll } from "../harness/index.js";
 import { actorBench } from "./actor.js";
+import { admission } from "./admission.js";
 import { heartbeats } from "./heartbeats.js";
 import { fairness, w1, w2, w3 } from "./workflow.js";
 
-const benches: Record<string, () => Promise<Record<string, unknown>>> = { actor: actorBench, w1, w2, w3, fairness, heartbeats };
+const benches: Record<string, () => Promise<Record<string, unknown>>> = { actor: actorBench, admission, w1, w2, w3, fairness, heartbeats };
 
 const name = process.argv[2];
 const bench = name ? benches[name] : undefined;

@@ -1,7 +1,7 @@
 import { expect, it } from "vitest";
 import { RunwayClient, type ApiAnswer } from "../../cluster/client.js";
 import { Kvm } from "@nats-io/kv";
-import { childStartKey, runIdFor, RUN_KIND, Sweeper } from "../../actors/index.js";
+import { childStartKey, LiveRunIndex, runIdFor, RUN_KIND, Sweeper } from "../../actors/index.js";
 import { createLogger, partitionBucket, partitionOf, systemClock } from "../../runtime/index.js";
 import { STEP_READY } from "../../machines/index.js";
 import { waitFor } from "../harness/index.js";
@@ -46,8 +46,13 @@ async function publish(client: RunwayClient, definition: object): Promise<void> 
   expect(put.outcome, JSON.stringify(put)).toBe("published");
 }
 
-/** A pass's repairs, less the benign re-release of a slot whose run ended just before the pass read its tenant. */
-const repairs = (report: { actions: Record<string, number> }) => Object.fromEntries(Object.entries(report.actions).filter(([k]) => k !== "release_ended_slot"));
+/**
+ * A pass's repairs, less the benign re-release of a slot whose run ended just before the pass
+ * read its tenant, and the live-run index's upkeep (an entry whose run ended, or never got a
+ * record, e.g. a create refused: removed).
+ */
+const repairs = (report: { actions: Record<string, number> }) =>
+  Object.fromEntries(Object.entries(report.actions).filter(([k]) => k !== "release_ended_slot" && !k.startsWith("unindex_")));
 
 const view = async (client: RunwayClient, id: string) => (await client.getRun(id)).run as View;
 const statusOf = async (client: RunwayClient, id: string) => (await view(client, id)).status;
@@ -227,8 +232,15 @@ it("the sweep's parent_gone is the backstop for a child whose parent vanished af
   expect(done.status).toBe("failed");
   expect(done.error).toMatchObject({ code: "parent_gone" });
   expect(done.error!.message).toMatch(/recovery sweep/);
-  // The purged root's tenant slot is an orphan now: released after two passes a minute apart.
-  expect(repairs(await world.node.sweeper.pass(Date.now() + 61_000))).toEqual({ release_orphan_slot: 1 });
+  // The purged root's tenant slot is an orphan now: released after two passes a minute apart;
+  // its live-run index entry (no record) goes too.
+  const live = new LiveRunIndex(world.nc, 32);
+  expect(await live.list(partitionOf(root.id, 32))).toContain(root.id);
+  const late = await world.node.sweeper.pass(Date.now() + 61_000);
+  expect(repairs(late)).toEqual({ release_orphan_slot: 1 });
+  expect(late.actions.unindex_missing).toBeGreaterThanOrEqual(1);
+  expect(await live.list(partitionOf(root.id, 32))).not.toContain(root.id);
+  expect(await live.list(partitionOf(leaf, 32))).not.toContain(leaf);
   expect((await client.getTenant()).tenant).toMatchObject({ active_runs: 0 });
 });
 
@@ -290,6 +302,8 @@ it("one unreadable record is counted and skipped, never aborting the pass; a pas
   const bad = runIdFor("b1", "garbage");
   const kv = await new Kvm(world.nc).open(partitionBucket(partitionOf(bad, 32)));
   await kv.put(`${RUN_KIND}.${bad}`, new Uint8Array([0xc1, 0xff, 0x00, 0x13]));
+  // The sweep reads the runs the live-run index lists: this one is listed as if it had been created.
+  await new LiveRunIndex(world.nc, 32).add(bad, { tenant: "b1", at: Date.now() });
   const deadline = Math.max(...(await Promise.all(runs.map(async (r) => (await view(client, r.id)).waiting!.expires_at))));
   const report = await world.node.sweeper.pass(deadline);
   expect(report.errors).toBe(1);
@@ -309,6 +323,8 @@ it("one unreadable record is counted and skipped, never aborting the pass; a pas
     clock: systemClock,
     logger: createLogger("bounded", "error"),
     maxPerPass: 2,
+    live: new LiveRunIndex(world.nc, 32),
+    members: (tenant) => world.node.tenants.members(tenant),
   });
   const at = Math.max(...(await Promise.all(more.map(async (r) => (await view(client, r.id)).waiting!.expires_at))));
   let abandoned = 0;

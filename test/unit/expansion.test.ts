@@ -1,7 +1,8 @@
-import { describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import { initialTransition, transition, type AnyMachineSnapshot } from "xstate";
 import { compileDefinition, executionMachine, type Plan, type RunContext, RunFacts, type RunFact } from "../../machines/index.js";
-import { admitExpansionDecision, releaseExpansionDecision } from "../../machines/tenant/expansion.js";
+import { admitExpansionDecision, releaseExpansionDecision, type ExpansionAsk } from "../../machines/tenant/expansion.js";
+import { FactReader, reservationKey, type StoreOp } from "../../machines/tenant/members.js";
 import { newTenant, TenantSettingsSchema, type TenantContext } from "../../machines/tenant/index.js";
 
 /** Admission of dynamic expansion: the tenant's decision, and the run machine that waits for it before any item. */
@@ -15,40 +16,64 @@ function tenant(): TenantContext {
 
 const ask = (over: Record<string, unknown> = {}) => ({ run_id: "t_1", node: "m", children: 10, depth: 1, total_steps: 12, estimated_cost: 12, ...over });
 
+/** The tenant's reservation keys (`x.<run>.<node>`), as its store holds them: read before, written after each decision. */
+const keys = new Map<string, unknown>();
+function io(run: string, node: string): { facts: FactReader; store: StoreOp[] } {
+  const key = reservationKey(run, node);
+  return { facts: new FactReader({ [key]: keys.get(key) ?? null }), store: [] };
+}
+function applied<D>(d: D, ops: StoreOp[]): D {
+  for (const op of ops)
+    if (op.value === null) keys.delete(op.key);
+    else keys.set(op.key, op.value);
+  return d;
+}
+const admit = (c: TenantContext, a: ExpansionAsk, at: number) => {
+  const x = io(a.run_id, a.node);
+  return applied(admitExpansionDecision(c, a, at, x), x.store);
+};
+const release = (c: TenantContext, r: { run_id: string; node: string }, at: number) => {
+  const x = io(r.run_id, r.node);
+  return applied(releaseExpansionDecision(c, r, at, x), x.store);
+};
+
 describe("the tenant's expansion decision", () => {
+  beforeEach(() => keys.clear());
+
   it("admits within every limit, counts the items against the tenant, and answers the same again for the same node", () => {
-    const a = admitExpansionDecision(tenant(), ask(), T0);
+    const a = admit(tenant(), ask(), T0);
     expect(a.answer).toEqual({ outcome: "expansion_admitted", run_id: "t_1", node: "m", children: 10, active_descendants: 10, duplicate: false });
     expect(a.reply).toEqual({ run: "t_1", event: { type: "expansion.admitted", node: "m" } });
-    const again = admitExpansionDecision(a.context, ask(), T0 + 1);
+    expect(keys.get(reservationKey("t_1", "m"))).toEqual({ c: 10 });
+    const again = admit(a.context, ask(), T0 + 1);
     expect(again.answer).toMatchObject({ outcome: "expansion_admitted", duplicate: true, active_descendants: 10 });
     expect(again.context).toBe(a.context);
   });
 
   it("refuses over the tenant's active-descendant quota, with the code and the figures, and changes nothing", () => {
-    const first = admitExpansionDecision(tenant(), ask({ children: 15 }), T0).context;
-    const refused = admitExpansionDecision(first, ask({ run_id: "t_2", children: 6 }), T0);
+    const first = admit(tenant(), ask({ children: 15 }), T0).context;
+    const refused = admit(first, ask({ run_id: "t_2", children: 6 }), T0);
     expect(refused.answer).toEqual({ outcome: "expansion_refused", run_id: "t_2", node: "m", code: "descendant_quota_exceeded", limit: 20, value: 21 });
     expect(refused.reply?.event).toMatchObject({ type: "expansion.refused", node: "m", code: "descendant_quota_exceeded" });
     expect(refused.context).toBe(first);
     // Exactly at the quota is admitted.
-    expect(admitExpansionDecision(first, ask({ run_id: "t_2", children: 5 }), T0).answer.outcome).toBe("expansion_admitted");
+    expect(admit(first, ask({ run_id: "t_2", children: 5 }), T0).answer.outcome).toBe("expansion_admitted");
   });
 
   it("refuses each other limit with its own code", () => {
     const t = tenant();
-    expect(admitExpansionDecision(t, ask({ children: 51 }), T0).answer).toMatchObject({ code: "too_many_children", value: 51, limit: 50 });
-    expect(admitExpansionDecision(t, ask({ depth: 4 }), T0).answer).toMatchObject({ code: "depth_exceeded" });
-    expect(admitExpansionDecision(t, ask({ total_steps: 101 }), T0).answer).toMatchObject({ code: "too_many_steps" });
-    expect(admitExpansionDecision(t, ask({ estimated_cost: 81 }), T0).answer).toMatchObject({ code: "budget_exceeded" });
+    expect(admit(t, ask({ children: 51 }), T0).answer).toMatchObject({ code: "too_many_children", value: 51, limit: 50 });
+    expect(admit(t, ask({ depth: 4 }), T0).answer).toMatchObject({ code: "depth_exceeded" });
+    expect(admit(t, ask({ total_steps: 101 }), T0).answer).toMatchObject({ code: "too_many_steps" });
+    expect(admit(t, ask({ estimated_cost: 81 }), T0).answer).toMatchObject({ code: "budget_exceeded" });
   });
 
   it("release gives the items back once; an unknown release changes nothing", () => {
-    const held = admitExpansionDecision(tenant(), ask(), T0).context;
-    const released = releaseExpansionDecision(held, { run_id: "t_1", node: "m" }, T0);
+    const held = admit(tenant(), ask(), T0).context;
+    const released = release(held, { run_id: "t_1", node: "m" }, T0);
     expect(released.answer).toEqual({ outcome: "expansion_released", run_id: "t_1", node: "m", active_descendants: 0 });
-    expect(released.context.descendants).toEqual({});
-    const twice = releaseExpansionDecision(released.context, { run_id: "t_1", node: "m" }, T0);
+    expect(keys.size).toBe(0);
+    const twice = release(released.context, { run_id: "t_1", node: "m" }, T0);
     expect(twice.answer.outcome).toBe("not_held");
     expect(twice.context).toBe(released.context);
   });

@@ -1,85 +1,48 @@
+import { readFileSync } from "node:fs";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { initialTransition, transition, type SnapshotFrom } from "xstate";
+import { initialTransition, type SnapshotFrom } from "xstate";
 import {
   DAY_MS,
-  RECENT_ENDED,
+  DEFAULT_ENDED_RETENTION_MS,
+  MAX_QUEUED,
+  PROMOTE_BATCH,
   TENANT_COMMANDS,
   TENANT_STATES,
   TENANT_TRANSITIONS,
   TenantCommandSchema,
-  admitDecision,
   auditSubject,
-  newTenant,
+  gatherFacts,
   nextUtcDay,
-  runEndedDecision,
   tenantMachine,
+  tenantView,
   utcDay,
   type TenantCommand,
+  type MembershipReader,
   type TenantCommandType,
-  type TenantEffect,
   type TenantSettingsPatch,
   type TenantState,
 } from "../../machines/tenant/index.js";
+import { actorRecordCodec } from "../../runtime/index.js";
+import { deliver, MemoryMembership, tenantDriver } from "./tenant-twin.js";
 
 type Snap = SnapshotFrom<typeof tenantMachine>;
-type Answer = { outcome: string; [k: string]: unknown };
 
 const T0 = Date.UTC(2025, 0, 15, 12);
 const TENANT = "acme";
 
-const emitted = (actions: readonly { type: string }[]): TenantEffect[] =>
-  actions.filter((a) => a.type === "xstate.emit").map((a) => (a as unknown as { params: { event: TenantEffect } }).params.event);
+/** A tenant driven through its twin store (`tenant-twin.ts`); `null`: not created. */
+const tenant = (settings?: TenantSettingsPatch | null) =>
+  tenantDriver(TENANT, T0, settings === undefined ? undefined : (settings as Record<string, unknown> | null));
 
-/** What the host does with one command: refuse it when the machine has no transition, else transition and collect effects. */
-function deliver(snap: Snap, command: TenantCommand, now: number) {
-  const event = { ...command, now };
-  if (!snap.can(event))
-    return { snap, refused: true, answer: { outcome: "refused", state: snap.value } as Answer, audits: [] as TenantEffect[], effects: [] as TenantEffect[] };
-  const [next, actions] = transition(tenantMachine, snap, event);
-  const effects = emitted(actions);
-  const answers = effects.filter((e) => e.type === "runway.answer");
-  expect(answers).toHaveLength(1);
-  expect(effects[0]?.type).toBe("runway.answer");
-  return { snap: next, refused: false, answer: answers[0]!.value as Answer, audits: effects.filter((e) => e.type === "runway.publish"), effects };
-}
-
-/** A small driver: a snapshot plus a clock that the test moves. */
-/** `null`: not created. */
-function tenant(settings?: TenantSettingsPatch | null) {
-  let [snap] = initialTransition(tenantMachine, { id: TENANT });
-  let now = T0;
-  const d = {
-    get snap() {
-      return snap;
-    },
-    get ctx() {
-      return snap.context;
-    },
-    at(t: number) {
-      now = t;
-      return d;
-    },
-    send(command: TenantCommand) {
-      const r = deliver(snap, command, now);
-      snap = r.snap;
-      return r;
-    },
-    admit: (run_id: string, project = "p") => d.send({ type: "tenant.admit_run", run_id, project }).answer,
-    end: (run_id: string, project = "p") => d.send({ type: "tenant.run_ended", run_id, project }).answer,
-  };
-  if (settings !== null) d.send({ type: "tenant.create", ...(settings ? { settings } : {}) });
-  return d;
-}
-
-/** A tenant in `state` with one run (`r0`) admitted while it was active. */
-function tenantIn(state: TenantState): Snap {
+/** A tenant in `state` with one run (`r0`) admitted while it was active, and its store. */
+function tenantIn(state: TenantState): { snap: Snap; store: MemoryMembership } {
   const d = tenant(state === "new" ? null : undefined);
   if (state !== "new") d.admit("r0");
   if (state === "killed") d.send({ type: "tenant.kill", reason: "abuse" });
   if (state === "draining") d.send({ type: "tenant.drain", reason: "migration" });
   expect(d.snap.value).toBe(state);
-  return d.snap;
+  return { snap: d.snap, store: d.store };
 }
 
 const SAMPLE: Record<TenantCommandType, TenantCommand> = {
@@ -93,6 +56,8 @@ const SAMPLE: Record<TenantCommandType, TenantCommand> = {
   "tenant.recheck": { type: "tenant.recheck", run_id: "r0" },
   "tenant.admit_expansion": { type: "tenant.admit_expansion", run_id: "r0", node: "m", children: 10, depth: 1, total_steps: 11, estimated_cost: 11 },
   "tenant.release_expansion": { type: "tenant.release_expansion", run_id: "r0", node: "m" },
+  "tenant.promote": { type: "tenant.promote" },
+  "tenant.migrate": { type: "tenant.migrate" },
 };
 
 /** The rules, written out independently of the machine's table: the answer each cell gives. */
@@ -107,6 +72,8 @@ const live = (admit: string) => ({
   "tenant.recheck": "admitted",
   "tenant.admit_expansion": "expansion_admitted",
   "tenant.release_expansion": "not_held",
+  "tenant.promote": "promoted",
+  "tenant.migrate": "migrated",
 });
 const OUTCOME: Record<TenantState, Partial<Record<TenantCommandType, string>>> = {
   new: { "tenant.create": "created" },
@@ -123,8 +90,8 @@ describe("the tenant actor's machine: every (state × command) cell", () => {
       it(`${state} × ${command} → ${to ? `${to} (${expected})` : "refused by the host"}`, () => {
         expect(TenantCommandSchema.safeParse(SAMPLE[command]).success).toBe(true);
         expect(to === undefined).toBe(expected === undefined);
-        const before = tenantIn(state);
-        const r = deliver(before, SAMPLE[command], T0 + 1_000);
+        const { snap: before, store } = tenantIn(state);
+        const r = deliver(before, SAMPLE[command], T0 + 1_000, store, false);
         if (to === undefined) {
           expect(r.refused).toBe(true);
           expect(r.answer).toEqual({ outcome: "refused", state });
@@ -160,7 +127,7 @@ describe("kill, drain and resume", () => {
   });
 
   it("a draining tenant refuses with tenant_draining while run_ended still decrements", () => {
-    const d = tenant();
+    const d = tenant({ project_max_concurrency: { p: 5, q: 5 } });
     d.admit("a");
     d.admit("b", "q");
     d.send({ type: "tenant.drain", reason: "deploy" });
@@ -216,8 +183,6 @@ describe("the day cap", () => {
 });
 
 describe("concurrency caps queue instead of refusing", () => {
-  const admittedBy = (r: { effects: TenantEffect[] }) => r.effects.flatMap((e) => (e.type === "runway.send" ? [e.to.id] : []));
-
   it("the tenant cap queues the run (a start today), and the run that ends hands its slot to the oldest queued run", () => {
     const d = tenant({ max_concurrency: 2 });
     d.admit("a");
@@ -238,10 +203,10 @@ describe("concurrency caps queue instead of refusing", () => {
     expect(d.admit("c")).toMatchObject({ outcome: "queued", position: 0, duplicate: true });
     expect(d.ctx).toBe(before);
     const ended = d.send({ type: "tenant.run_ended", run_id: "b", project: "q" });
-    expect(admittedBy(ended)).toEqual(["c"]);
+    expect(ended.admitted).toEqual(["c"]);
     expect(ended.effects).toContainEqual({ type: "runway.send", to: { kind: "run", id: "c" }, event: { type: "run.admitted" } });
-    expect(d.ctx.running).toEqual({ a: "p", c: "p" });
-    expect(d.ctx.queue).toEqual([["e", "p"]]);
+    expect(d.running()).toEqual({ a: "p", c: "p" });
+    expect(d.queued()).toEqual([["e", "p"]]);
     expect(d.admit("c")).toMatchObject({ outcome: "admitted", duplicate: true, active_runs: 2 });
     expect(d.ctx.starts_today).toBe(4);
   });
@@ -260,19 +225,54 @@ describe("concurrency caps queue instead of refusing", () => {
       duplicate: false,
     });
     expect(d.admit("c", "q").outcome).toBe("admitted");
-    expect(admittedBy(d.send({ type: "tenant.run_ended", run_id: "a", project: "p" }))).toEqual(["b"]);
-    expect(d.ctx.active_by_project).toEqual({ p: 1, q: 1 });
+    expect(d.send({ type: "tenant.run_ended", run_id: "a", project: "p" }).admitted).toEqual(["b"]);
+    expect(d.ctx.active_by_project).toEqual({ p: 1 });
+    expect(d.running()).toEqual({ b: "p", c: "q" });
   });
 
-  it("a queued run that ends (cancelled while waiting) leaves the queue and frees nothing", () => {
+  it("the oldest queued run that fits starts first, across projects; one held by its project's cap waits without holding back the rest", () => {
+    const d = tenant({ max_concurrency: 2, project_max_concurrency: { p: 1 } });
+    d.admit("a", "p");
+    d.admit("b", "q");
+    for (const [run, project] of [
+      ["c", "p"],
+      ["e", "q"],
+      ["f", "z"],
+      ["g", "p"],
+    ] as const)
+      expect(d.admit(run, project).outcome).toBe("queued");
+    // b's slot: c is older but p is at its cap; e is the oldest that fits.
+    expect(d.send({ type: "tenant.run_ended", run_id: "b", project: "q" }).admitted).toEqual(["e"]);
+    // a's slot frees p: c, then nothing else fits under max_concurrency 2.
+    expect(d.send({ type: "tenant.run_ended", run_id: "a", project: "p" }).admitted).toEqual(["c"]);
+    expect(d.queued()).toEqual([
+      ["f", "z"],
+      ["g", "p"],
+    ]);
+    expect(d.send({ type: "tenant.run_ended", run_id: "c", project: "p" }).admitted).toEqual(["f"]);
+    expect(d.send({ type: "tenant.run_ended", run_id: "e", project: "q" }).admitted).toEqual(["g"]);
+    expect(d.ctx).toMatchObject({ active_runs: 2, queued_runs: 0, lanes: {} });
+    expect(d.store.slots()).toEqual({});
+  });
+
+  it("a queued run that ends (cancelled while waiting) leaves the queue and frees nothing; the head skips the hole it left", () => {
     const d = tenant({ max_concurrency: 1 });
     d.admit("a");
     d.admit("b");
-    const r = d.send({ type: "tenant.run_ended", run_id: "b", project: "p" });
+    d.admit("c");
+    d.admit("e");
+    const r = d.send({ type: "tenant.run_ended", run_id: "c", project: "p" });
     expect(r.answer).toMatchObject({ outcome: "ended", active_runs: 1 });
-    expect(admittedBy(r)).toEqual([]);
-    expect(d.ctx.queue).toEqual([]);
-    expect(d.admit("b")).toMatchObject({ outcome: "admitted", duplicate: true });
+    expect(r.admitted).toEqual([]);
+    expect(d.queued()).toEqual([
+      ["b", "p"],
+      ["e", "p"],
+    ]);
+    expect(d.admit("c")).toMatchObject({ outcome: "admitted", duplicate: true });
+    expect(d.send({ type: "tenant.run_ended", run_id: "b", project: "p" }).admitted).toEqual([]);
+    expect(d.send({ type: "tenant.run_ended", run_id: "a", project: "p" }).admitted).toEqual(["e"]);
+    expect(d.queued()).toEqual([]);
+    expect(d.ctx.queued_runs).toBe(0);
   });
 
   it("raising the cap or resuming starts queued runs; a draining tenant keeps them queued", () => {
@@ -280,11 +280,50 @@ describe("concurrency caps queue instead of refusing", () => {
     d.admit("a");
     d.admit("b");
     d.admit("c");
-    expect(admittedBy(d.send({ type: "tenant.put", settings: { max_concurrency: 2 } }))).toEqual(["b"]);
+    expect(d.send({ type: "tenant.put", settings: { max_concurrency: 2 } }).admitted).toEqual(["b"]);
     d.send({ type: "tenant.drain", reason: "maintenance" });
-    expect(admittedBy(d.send({ type: "tenant.run_ended", run_id: "a", project: "p" }))).toEqual([]);
-    expect(d.ctx.queue).toEqual([["c", "p"]]);
-    expect(admittedBy(d.send({ type: "tenant.resume" }))).toEqual(["c"]);
+    expect(d.send({ type: "tenant.run_ended", run_id: "a", project: "p" }).admitted).toEqual([]);
+    expect(d.queued()).toEqual([["c", "p"]]);
+    expect(d.send({ type: "tenant.resume" }).admitted).toEqual(["c"]);
+  });
+
+  it(`one transition starts at most ${PROMOTE_BATCH} queued runs and asks itself (tenant.promote) to start the rest`, () => {
+    const d = tenant({ max_concurrency: 1 });
+    d.admit("a");
+    for (let i = 0; i < 100; i++) d.admit(`q${i}`);
+    const raised = d.send({ type: "tenant.put", settings: { max_concurrency: 1_000 } }, false);
+    expect(raised.admitted).toHaveLength(PROMOTE_BATCH);
+    expect(raised.effects).toContainEqual({ type: "runway.send", to: { kind: "tenant", id: TENANT }, event: { type: "tenant.promote" } });
+    const more = d.send({ type: "tenant.promote" });
+    expect(more.admitted).toEqual(Array.from({ length: 100 - PROMOTE_BATCH }, (_, i) => `q${i + PROMOTE_BATCH}`));
+    expect(d.ctx).toMatchObject({ active_runs: 101, queued_runs: 0 });
+  });
+
+  it(`the queue holds ${MAX_QUEUED} runs; one more is refused queue_full and stores nothing`, () => {
+    const d = tenant({ max_concurrency: 1 });
+    d.admit("a");
+    for (let i = 0; i < MAX_QUEUED; i++) expect(d.admit(`q${i}`).outcome).toBe("queued");
+    const before = d.ctx;
+    expect(d.admit("over")).toEqual({ outcome: "queue_full", run_id: "over", queued: MAX_QUEUED, limit: MAX_QUEUED });
+    expect(d.ctx).toBe(before);
+    expect(d.store.running()).toEqual({ a: "p" });
+  });
+
+  it("a project that gains a cap is counted from its member keys; a shared-queue run it holds moves to the project's lane", () => {
+    const d = tenant({ max_concurrency: 3 });
+    d.admit("a", "p");
+    d.admit("b", "p");
+    d.admit("c", "q");
+    d.admit("w1", "p");
+    d.admit("w2", "q");
+    const put = d.send({ type: "tenant.put", settings: { project_max_concurrency: { p: 2 } } });
+    expect(put.answer).toMatchObject({ outcome: "updated", tenant: { active_by_project: { p: 2 } } });
+    // c ends: w1 (p) is the oldest but p is at its cap: it moves to p's lane, and w2 starts.
+    expect(d.send({ type: "tenant.run_ended", run_id: "c", project: "q" }).admitted).toEqual(["w2"]);
+    expect(d.queued()).toEqual([["w1", "p"]]);
+    expect(Object.keys(d.ctx.lanes)).toEqual(["p"]);
+    expect(d.send({ type: "tenant.run_ended", run_id: "a", project: "p" }).admitted).toEqual(["w1"]);
+    expect(d.ctx.active_by_project).toEqual({ p: 2 });
   });
 
   it("recheck: a run holding a slot is told again; a queued one waits; an unknown one is answered unknown", () => {
@@ -293,20 +332,24 @@ describe("concurrency caps queue instead of refusing", () => {
     d.admit("b");
     const held = d.send({ type: "tenant.recheck", run_id: "a" });
     expect(held.answer).toEqual({ outcome: "admitted", run_id: "a" });
-    expect(admittedBy(held)).toEqual(["a"]);
+    expect(held.admitted).toEqual(["a"]);
     const before = d.ctx;
     expect(d.send({ type: "tenant.recheck", run_id: "b" }).answer).toEqual({ outcome: "queued", run_id: "b", position: 0 });
     expect(d.send({ type: "tenant.recheck", run_id: "zz" }).answer).toEqual({ outcome: "unknown", run_id: "zz" });
     expect(d.ctx).toBe(before);
   });
 
-  it("run ids and projects named like Object.prototype members are counted like any other", () => {
+  it("run ids and projects named like Object.prototype members, or with dots and colons, are counted like any other", () => {
     const d = tenant({ project_max_concurrency: { constructor: 1 } });
     expect(d.admit("toString", "constructor").outcome).toBe("admitted");
     expect(d.admit("hasOwnProperty", "constructor").outcome).toBe("queued");
     expect(d.end("valueOf")).toMatchObject({ outcome: "not_running" });
     expect(d.ctx.active_by_project).toEqual({ constructor: 1 });
     expect(TenantCommandSchema.safeParse({ type: "tenant.admit_run", run_id: "__proto__", project: "p" }).success).toBe(false);
+    expect(d.admit("a.b:c", "x.y").outcome).toBe("admitted");
+    expect(d.admit("a.b:c", "x.y")).toMatchObject({ outcome: "admitted", duplicate: true });
+    expect(d.running()).toMatchObject({ toString: "constructor" });
+    for (const key of d.store.keys.keys()) expect(key).toMatch(/^tenant\.acme(\.[A-Za-z0-9_=-]+)+$/);
   });
 });
 
@@ -324,15 +367,26 @@ describe("idempotence per run id", () => {
     expect(d.ctx.active_runs).toBe(0);
   });
 
-  it(`remembers the last ${RECENT_ENDED} ended runs, no more`, () => {
-    let c = { ...newTenant(TENANT), state: "active" as const, day: utcDay(T0) };
-    for (let i = 0; i <= RECENT_ENDED; i++) {
-      c = admitDecision(c, { run_id: `r${i}`, project: "p" }, T0).context as typeof c;
-      c = runEndedDecision(c, { run_id: `r${i}` }, T0).context as typeof c;
-    }
-    expect(c.ended).toHaveLength(RECENT_ENDED);
-    expect(c.ended[0]).toBe("r1");
-    expect(admitDecision(c, { run_id: "r1", project: "p" }, T0).answer).toMatchObject({ duplicate: true });
+  it("remembers an ended run for the ended-run retention (its mark's TTL), then forgets it", () => {
+    const d = tenant();
+    d.admit("r");
+    const ended = d.send({ type: "tenant.run_ended", run_id: "r", project: "p" });
+    expect(ended.effects).toContainEqual({ type: "runway.store", key: "tenant.acme.e.r", value: { at: T0 }, ttl_ms: DEFAULT_ENDED_RETENTION_MS });
+    d.at(T0 + DEFAULT_ENDED_RETENTION_MS - 1);
+    expect(d.admit("r")).toMatchObject({ outcome: "admitted", duplicate: true });
+    d.at(T0 + DEFAULT_ENDED_RETENTION_MS);
+    expect(d.admit("r")).toMatchObject({ outcome: "admitted", duplicate: false });
+  });
+
+  it("a write costs the same whatever the population: the record stays the same size with 3,000 runs as with 3", () => {
+    const size = (n: number) => {
+      const d = tenant({ max_concurrency: 10_000, project_max_concurrency: { held: 0 } });
+      for (let i = 0; i < n; i++) d.admit(`run-${i}`, i % 2 ? "held" : `p${i % 7}`);
+      return JSON.stringify(tenantMachine.getPersistedSnapshot(d.snap)).length;
+    };
+    const small = size(3);
+    const big = size(3_000);
+    expect(big).toBeLessThan(small + 64);
   });
 });
 
@@ -388,7 +442,9 @@ describe("settings", () => {
     d.admit("a");
     const restored = tenantMachine.resolveState(JSON.parse(JSON.stringify(tenantMachine.getPersistedSnapshot(d.snap))));
     const cmd: TenantCommand = { type: "tenant.admit_run", run_id: "b", project: "p" };
-    expect(deliver(restored, cmd, T0 + 5).answer).toEqual(deliver(d.snap, cmd, T0 + 5).answer);
+    const copy = new MemoryMembership(TENANT);
+    for (const [k, v] of d.store.keys) copy.keys.set(k, v);
+    expect(deliver(restored, cmd, T0 + 5, copy).answer).toEqual(deliver(d.snap, cmd, T0 + 5, d.store).answer);
   });
 });
 
@@ -430,22 +486,25 @@ describe("property: counts follow admissions and ends", () => {
     "draining",
     "created",
     "refused",
+    "promoted",
   ]);
 
   it("counts follow admissions, promotions and ends; queued runs start whenever a slot fits, and only then", () => {
     fc.assert(
       fc.property(fc.boolean(), fc.array(step, { maxLength: 80 }), (createFirst, steps) => {
         let [snap] = initialTransition(tenantMachine, { id: TENANT });
+        const store = new MemoryMembership(TENANT);
         let now = T0;
         const holding = new Set<string>();
-        if (createFirst) snap = deliver(snap, { type: "tenant.create" }, now).snap;
+        if (createFirst) snap = deliver(snap, { type: "tenant.create" }, now, store).snap;
         for (const s of steps) {
           if (s.type === "tick") {
             now += s.ms;
             continue;
           }
           const before = snap;
-          const r = deliver(snap, s, now);
+          // Settled: the commands the tenant sends itself (tenant.promote) are delivered too, as its mailbox would.
+          const r = deliver(snap, s, now, store);
           snap = r.snap;
           const a = r.answer;
           expect(OUTCOMES.has(a.outcome)).toBe(true);
@@ -455,20 +514,30 @@ describe("property: counts follow admissions and ends", () => {
             holding.add(a.run_id as string);
           }
           if (a.outcome === "ended") holding.delete(a.run_id as string);
-          for (const e of r.effects) if (e.type === "runway.send") holding.add(e.to.id);
+          for (const id of r.admitted) holding.add(id);
           if (["day_cap_reached", "tenant_killed", "tenant_draining", "not_running", "refused", "exists"].includes(a.outcome) || a.duplicate === true)
             expect(snap.context).toBe(before.context);
           const c = snap.context;
-          expect(new Set(Object.keys(c.running))).toEqual(holding);
+          const running = store.running(now);
+          expect(new Set(Object.keys(running))).toEqual(holding);
           expect(c.active_runs).toBe(holding.size);
-          expect(Object.values(c.active_by_project).reduce((x, y) => x + y, 0)).toBe(c.active_runs);
-          expect(Object.values(c.active_by_project).every((n) => n > 0)).toBe(true);
-          const queued = c.queue.map(([id]) => id);
-          expect(new Set(queued).size).toBe(queued.length);
-          for (const id of queued) expect(Object.hasOwn(c.running, id)).toBe(false);
+          // Counted per project for every project with a cap, and only those.
+          const byProject: Record<string, number> = {};
+          for (const p of Object.values(running)) if (Object.hasOwn(c.settings.project_max_concurrency, p)) byProject[p] = (byProject[p] ?? 0) + 1;
+          expect(c.active_by_project).toEqual(byProject);
+          const queued = store.queued(now);
+          expect(c.queued_runs).toBe(queued.length);
+          expect(Object.values(c.lanes).reduce((n, l) => n + l.count, 0)).toBe(queued.length);
+          for (const [id] of queued) expect(Object.hasOwn(running, id)).toBe(false);
+          // Every queued run holds exactly one slot, and each lane's head is its oldest slot.
+          expect(
+            Object.values(store.slots())
+              .map((e) => e.r)
+              .sort(),
+          ).toEqual(queued.map(([id]) => id).sort());
           // Work-conserving: an active tenant leaves no queued run that its caps would let start.
           if (c.state === "active") {
-            for (const [, project] of c.queue) {
+            for (const [, project] of queued) {
               const cap = c.settings.project_max_concurrency[project];
               const blocked = c.active_runs >= c.settings.max_concurrency || (cap !== undefined && (c.active_by_project[project] ?? 0) >= cap);
               expect(blocked).toBe(true);
@@ -479,5 +548,151 @@ describe("property: counts follow admissions and ends", () => {
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+describe("a record stored before issue 9 (membership inside it) loads and is migrated", () => {
+  const fixture = JSON.parse(readFileSync(new URL("../fixtures/records/tenant-v1-membership-in-record.json", import.meta.url), "utf8")) as {
+    record_msgpack_base64: string;
+  };
+  const stored = () => {
+    const decoded = actorRecordCodec.decode(new Uint8Array(Buffer.from(fixture.record_msgpack_base64, "base64")));
+    if (!decoded.ok) throw new Error(decoded.detail);
+    return tenantMachine.resolveState(decoded.value.snapshot as never);
+  };
+
+  it("the stored fixture (commit 3109b83) is read as it was: its view counts what the record held", () => {
+    const snap = stored();
+    expect(snap.value).toBe("active");
+    expect(tenantView(snap.context)).toMatchObject({
+      id: "legacy",
+      active_runs: 3,
+      active_by_project: { p: 1 },
+      queued_runs: 3,
+      active_descendants: 4,
+      migrating: 3 + 3 + 1 + 1,
+    });
+  });
+
+  it("its first command moves every member into keys (queue order kept), and the tenant then decides as before", () => {
+    const store = new MemoryMembership("legacy");
+    let snap = stored();
+    const send = (command: TenantCommand) => {
+      const r = deliver(snap, command, T0 + 100, store);
+      snap = r.snap;
+      return r;
+    };
+    expect(send({ type: "tenant.migrate" }).answer).toEqual({ outcome: "migrated", left: 0 });
+    const c = snap.context;
+    expect(c).toMatchObject({ v: 2, active_runs: 3, queued_runs: 3, active_descendants: 4 });
+    expect(c.legacy).toBeUndefined();
+    expect((c as { running?: unknown }).running).toBeUndefined();
+    expect(store.running()).toEqual({ legacy_a: "p", legacy_b: "q", legacy_d: "q" });
+    expect(store.queued()).toEqual([
+      ["legacy_c", "p"],
+      ["legacy_e", "q"],
+      ["legacy_f", "p"],
+    ]);
+    // z ended before the upgrade: still a duplicate.
+    expect(send({ type: "tenant.admit_run", run_id: "legacy_z", project: "q" }).answer).toMatchObject({ outcome: "admitted", duplicate: true });
+    // b's slot: c is older but p is at its cap (a runs); e is the oldest that fits.
+    expect(send({ type: "tenant.run_ended", run_id: "legacy_b", project: "q" }).admitted).toEqual(["legacy_e"]);
+    expect(send({ type: "tenant.run_ended", run_id: "legacy_a", project: "p" }).admitted).toEqual(["legacy_c"]);
+    expect(send({ type: "tenant.release_expansion", run_id: "legacy_a", node: "m" }).answer).toEqual({
+      outcome: "expansion_released",
+      run_id: "legacy_a",
+      node: "m",
+      active_descendants: 0,
+    });
+    expect(tenantView(snap.context)).toMatchObject({ active_runs: 3, queued_runs: 1, active_by_project: { p: 1 }, migrating: 0 });
+  });
+
+  it("a large one moves out a chunk per transition; meanwhile admissions are asked again and run reports wait in the tenant's mailbox, so nothing is lost or counted twice", () => {
+    const running = Object.fromEntries(Array.from({ length: 10_000 }, (_, i) => [`r${i}`, i % 2 ? "p" : "q"]));
+    const queue = Array.from({ length: 5_000 }, (_, i) => [`w${i}`, "p"] as [string, string]);
+    const old = {
+      ...tenantView(newTenantV2()),
+      settings: { ...newTenantV2().settings, max_concurrency: 10_000 },
+      state: "active",
+      day: utcDay(T0),
+      running,
+      queue,
+      ended: Array.from({ length: 1_000 }, (_, i) => `x${i}`),
+      descendants: {},
+      active_descendants: 0,
+    };
+    delete (old as { migrating?: number }).migrating;
+    delete (old as { queued_runs?: number }).queued_runs;
+    let snap = tenantMachine.resolveState({ value: "active", context: old } as never);
+    const store = new MemoryMembership(TENANT);
+    // Not settled: the tenant's own tenant.migrate and re-sent reports queue up as in its mailbox.
+    const mailbox: TenantCommand[] = [];
+    const send = (command: TenantCommand) => {
+      const r = deliver(snap, command, T0 + 1, store, false);
+      snap = r.snap;
+      for (const e of r.effects) if (e.type === "runway.send" && e.to.kind === "tenant") mailbox.push(e.event as TenantCommand);
+      return r;
+    };
+    expect(send({ type: "tenant.admit_run", run_id: "n1", project: "q" }).answer).toMatchObject({ outcome: "migrating" });
+    expect(send({ type: "tenant.run_ended", run_id: "r1", project: "p" }).answer).toMatchObject({ outcome: "migrating" });
+    let transitions = 2;
+    while (mailbox.length > 0) {
+      send(mailbox.shift()!);
+      transitions++;
+    }
+    expect(transitions).toBeLessThan(80);
+    expect(snap.context.legacy).toBeUndefined();
+    // r1's end was applied once the move was done: its slot went to the oldest queued run.
+    expect(snap.context).toMatchObject({ active_runs: 10_000, queued_runs: 4_999 });
+    expect(store.running(T0 + 1)).not.toHaveProperty("r1");
+    expect(store.running(T0 + 1)).toHaveProperty("w0", "p");
+    expect(store.queued(T0 + 1)[0]).toEqual(["w1", "p"]);
+    expect(send({ type: "tenant.admit_run", run_id: "x7", project: "q" }).answer).toMatchObject({ outcome: "admitted", duplicate: true });
+    expect(JSON.stringify(tenantMachine.getPersistedSnapshot(snap)).length).toBeLessThan(2_000);
+  });
+});
+
+function newTenantV2() {
+  return initialTransition(tenantMachine, { id: TENANT })[0].context;
+}
+
+describe("gathering a decision's facts (the actor's prepare)", () => {
+  /** The twin's keys behind a reader that counts its rounds and keys. */
+  const counting = (store: MemoryMembership, now: number) => {
+    const inner = store.reader(now);
+    const seen = { rounds: 0, keys: 0 };
+    const reader: MembershipReader = {
+      read: async (keys) => {
+        seen.rounds++;
+        seen.keys += keys.length;
+        return inner.read(keys);
+      },
+      runningByProject: () => inner.runningByProject(),
+    };
+    return { reader, seen };
+  };
+
+  it("an admission is one round of two keys, whatever the tenant holds; the facts decide exactly what the machine then decides", async () => {
+    const d = tenant({ max_concurrency: 10_000, project_max_concurrency: { held: 0 } });
+    for (let i = 0; i < 2_000; i++) d.admit(`r${i}`, i % 4 ? "p" : "held");
+    const { reader, seen } = counting(d.store, d.now);
+    const event = { type: "tenant.admit_run" as const, run_id: "fresh", project: "p", now: d.now };
+    const facts = await gatherFacts(d.ctx, event, reader);
+    expect(seen).toEqual({ rounds: 1, keys: 2 });
+    expect(Object.keys(facts).sort()).toEqual(["e.fresh", "m.fresh"]);
+    expect(facts).toEqual(d.store.facts(d.ctx, event));
+  });
+
+  it("a decision that starts many queued runs reads each lane's next slots in groups, not one round per run", async () => {
+    const d = tenant({ max_concurrency: 1 });
+    d.admit("a");
+    for (let i = 0; i < 40; i++) d.admit(`q${i}`);
+    // Raising the cap starts the 40 queued runs in one transition.
+    const { reader, seen } = counting(d.store, d.now);
+    const event = { type: "tenant.put" as const, settings: { max_concurrency: 100 }, now: d.now };
+    const facts = await gatherFacts(d.ctx, event, reader);
+    expect(seen.rounds).toBeLessThanOrEqual(4);
+    expect(d.send({ type: "tenant.put", settings: { max_concurrency: 100 } }).admitted).toHaveLength(40);
+    expect(Object.keys(facts).filter((k) => k.startsWith("q.")).length).toBeGreaterThanOrEqual(39);
   });
 });

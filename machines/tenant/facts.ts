@@ -1,0 +1,45 @@
+import type { TenantContext, TenantContextV1 } from "./context.js";
+import { applyTenantCommand, likelyFacts } from "./decide.js";
+import { COUNT_FACT, MissingFacts, type Facts } from "./members.js";
+import type { TenantEvent } from "./events.js";
+
+/** Reads membership keys (relative to `tenant.<id>.`) by name; null for a key that holds nothing. */
+export interface MembershipReader {
+  read(keys: readonly string[]): Promise<Record<string, unknown>>;
+  /** Running runs per project, counted over every `m.<run>` key (asked only when a project gains a cap). */
+  runningByProject(): Promise<Record<string, number>>;
+}
+
+/** The facts `event`'s decision still lacks given `facts` (null: none, it can be decided). */
+export function missingFacts(context: TenantContext | TenantContextV1, event: TenantEvent, facts: Facts): readonly string[] | null {
+  try {
+    applyTenantCommand(context, { ...event, facts });
+    return null;
+  } catch (err) {
+    if (err instanceof MissingFacts) return err.keys;
+    throw err;
+  }
+}
+
+/**
+ * The facts `event`'s decision reads, gathered by deciding until nothing is missing: the likely
+ * keys first, together, then whatever a try asked for (a lane's next slots come in groups). The
+ * decision is pure, so the machine, given these facts, decides exactly what the last try did.
+ * Most commands need one round of reads; a run's end that starts queued runs, about one more per
+ * sixteen runs started.
+ */
+export async function gatherFacts(context: TenantContext | TenantContextV1, event: TenantEvent, reader: MembershipReader): Promise<Facts> {
+  const facts: Record<string, unknown> = {};
+  const first = likelyFacts(event as { type: string; run_id?: string });
+  if (first.length > 0) Object.assign(facts, await reader.read(first));
+  let counts: Record<string, number> | undefined;
+  for (let missing = missingFacts(context, event, facts); missing !== null; missing = missingFacts(context, event, facts)) {
+    const keys = missing.filter((k) => !k.startsWith(COUNT_FACT));
+    if (keys.length > 0) Object.assign(facts, await reader.read(keys));
+    for (const key of missing.filter((k) => k.startsWith(COUNT_FACT))) {
+      counts ??= await reader.runningByProject();
+      facts[key] = counts[key.slice(COUNT_FACT.length)] ?? 0;
+    }
+  }
+  return facts;
+}

@@ -1,0 +1,122 @@
+import { expect, it } from "vitest";
+import { headers } from "@nats-io/transport-node";
+import { buildLiveIndex, LIVE_BUCKET, LiveRunIndex, RUN_KIND, RUNS_STREAM } from "../../actors/index.js";
+import { readSnapshot } from "../../actors/records.js";
+import { RunwayClient } from "../../cluster/client.js";
+import { createLogger, kvSubject, partitionOf, publish, readJournal } from "../../runtime/index.js";
+import { waitFor } from "../harness/index.js";
+import { settled, workflowWorld, type RunAnswer } from "./workflow-support.js";
+
+/**
+ * Issue 9: scans bounded by live work. runs.list pages through the runs index with a cursor;
+ * the sweep (and recovery at claim) read the live-run index, not every stored run; an ended run
+ * is compacted to its final summary after the ended-run retention (short here: 2 s).
+ */
+const RETENTION_MS = 2_000;
+const world = workflowWorld({ name: "index-node", sweepIntervalMs: false, endedRunRetentionMs: RETENTION_MS });
+
+async function tenantWith(id: string): Promise<RunwayClient> {
+  const client = new RunwayClient(world.nc, id);
+  expect((await client.createTenant(id)).outcome).toMatch(/created|exists/);
+  expect((await client.putDefinition({ name: "one", nodes: [{ id: "a", kind: "code", handler: "noop" }] })).outcome).toMatch(/published|unchanged/);
+  expect((await client.putDefinition({ name: "nap", nodes: [{ id: "s", kind: "sleep", duration_ms: 3_600_000 }] })).outcome).toMatch(/published|unchanged/);
+  return client;
+}
+
+const started = async (client: RunwayClient, definition: string, extra: Record<string, unknown> = {}) => {
+  const answer = await client.startRun({ definition, ...extra });
+  expect(answer.outcome, JSON.stringify(answer)).toBe("started");
+  return (answer.run as RunAnswer).id;
+};
+
+type Page = { outcome: string; runs: RunAnswer[]; next_cursor: string | null };
+
+it("runs.list pages through a tenant's runs in the order they were created, with a cursor; another tenant's runs never show; a status filter keeps a page's matches", async () => {
+  const a = await tenantWith("la");
+  const b = await tenantWith("lb");
+  const ids: string[] = [];
+  for (let i = 0; i < 7; i++) {
+    ids.push(await started(a, "one"));
+    if (i % 3 === 0) await started(b, "one");
+  }
+  for (const id of ids) await settled(a, id);
+  const seen: string[] = [];
+  let cursor: string | null = null;
+  let pages = 0;
+  do {
+    const page = (await a.listRuns({ limit: 3, ...(cursor ? { cursor } : {}) })) as unknown as Page;
+    expect(page.outcome).toBe("ok");
+    expect(page.runs.length).toBeLessThanOrEqual(3);
+    seen.push(...page.runs.map((r) => r.id));
+    cursor = page.next_cursor;
+    pages++;
+  } while (cursor !== null && pages < 10);
+  expect(seen).toEqual(ids);
+  expect(pages).toBe(3);
+  const succeeded = (await a.listRuns({ status: "succeeded", limit: 500 })) as unknown as Page;
+  expect(succeeded.runs.map((r) => r.id)).toEqual(ids);
+  expect(((await a.listRuns({ status: "running" })) as unknown as Page).runs).toEqual([]);
+  expect(((await b.listRuns()) as unknown as Page).runs).toHaveLength(3);
+  // A cursor is a sequence number: anything else is invalid_input.
+  expect((await a.listRuns({ cursor: "abc" })).outcome).toBe("invalid_input");
+});
+
+it("an ended run (head and journal) is compacted to its final summary after the retention: runs.get answers the summary, runs.list still lists it, and its start key still answers duplicate", async () => {
+  const client = await tenantWith("rt");
+  const key = { source: "queue", delivery_id: "m-1" };
+  const id = await started(client, "one", { start_key: key });
+  expect((await settled(client, id)).status).toBe("succeeded");
+  // Its journal is kept whole for the retention; then the sweep purges its key (head and journal).
+  const journal = await readJournal(world.nc, 32, RUN_KIND, id);
+  expect(journal.outcome === "read" && journal.entries.length).toBeGreaterThan(1);
+  await waitFor(async () => (await world.node.sweeper.pass(), (await readSnapshot(world.nc, 32, RUN_KIND, id)).outcome === "missing") || undefined, {
+    timeoutMs: 20_000,
+    describe: `run ${id}'s record to be compacted`,
+  });
+  const got = await client.getRun(id);
+  expect(got).toMatchObject({ outcome: "found", run: { id, status: "succeeded", compacted: true, definition: { name: "one" }, nodes: {}, result: null } });
+  const listed = (await client.listRuns()) as unknown as Page;
+  expect(listed.runs.map((r) => r.id)).toContain(id);
+  const again = await client.startRun({ definition: "one", start_key: key });
+  expect(again).toMatchObject({ outcome: "duplicate", run: { id, status: "succeeded", compacted: true } });
+  expect((await client.getTenant()).tenant).toMatchObject({ active_runs: 0, queued_runs: 0 });
+});
+
+it("the sweep reads the live runs only: with 20 runs ended and 2 waiting, a pass reads 2 entries", async () => {
+  const client = await tenantWith("lv");
+  const live = new LiveRunIndex(world.nc, 32);
+  const total = async () => (await Promise.all(Array.from({ length: 32 }, (_, p) => live.list(p)))).flat();
+  const done: string[] = [];
+  for (let i = 0; i < 20; i++) done.push(await started(client, "one"));
+  for (const id of done) await settled(client, id);
+  const naps = [await started(client, "nap"), await started(client, "nap")];
+  // An ended run's entry goes with the last of its outbox: wait for the index, not for time.
+  await waitFor(async () => ((await total()).sort().join() === [...naps].sort().join() ? true : undefined), {
+    timeoutMs: 10_000,
+    describe: "the live-run index to hold the two waiting runs only",
+  });
+  const report = await world.node.sweeper.pass();
+  expect(report).toMatchObject({ scanned: 2, live: 2, errors: 0 });
+  for (const id of naps) expect((await client.cancelRun(id)).outcome).toBe("cancelled");
+  await waitFor(async () => ((await total()).length === 0 ? true : undefined), { timeoutMs: 10_000, describe: "the index to empty" });
+});
+
+it("runs stored before the live-run index existed are indexed once by their partition's owner: the live ones listed, each one in the runs index", async () => {
+  const client = await tenantWith("old");
+  const id = await started(client, "nap");
+  const p = partitionOf(id, 32);
+  // As before the upgrade: no index entry, no mark that the partition was indexed, nothing in the runs index.
+  const purge = headers();
+  purge.set("KV-Operation", "PURGE");
+  purge.set("Nats-Rollup", "sub");
+  for (const key of [`p${p}.${id}`, `built.p${p}`]) await publish(world.nc, kvSubject(LIVE_BUCKET, key), new Uint8Array(), { headers: purge });
+  const jsm = await (await import("@nats-io/jetstream")).jetstreamManager(world.nc);
+  await jsm.streams.purge(RUNS_STREAM, { filter: `rw.runs.old.>` });
+  const live = new LiveRunIndex(world.nc, 32);
+  expect(await live.list(p)).not.toContain(id);
+  expect(((await client.listRuns()) as unknown as Page).runs).toEqual([]);
+  await buildLiveIndex({ nc: world.nc, live, logger: createLogger("test", "error") }, p, world.node.node.host.logOf(p)!);
+  expect(await live.list(p)).toContain(id);
+  expect(((await client.listRuns()) as unknown as Page).runs.map((r) => r.id)).toEqual([id]);
+  expect((await client.cancelRun(id)).outcome).toBe("cancelled");
+});

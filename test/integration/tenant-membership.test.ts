@@ -1,0 +1,67 @@
+import { readFileSync } from "node:fs";
+import { expect, it } from "vitest";
+import { listMembers, TENANT_KIND } from "../../actors/index.js";
+import { actorRecordCodec, kvSubject, partitionBucket, partitionOf, partitionStream, publish, readLast } from "../../runtime/index.js";
+import { workflowWorld } from "./workflow-support.js";
+
+/**
+ * Issue 9: a tenant's members are keys beside its record, written after the record through the
+ * partition's fenced log and again whenever the record is loaded; a record stored before keeps
+ * loading and is migrated. Commands go to the tenant actor on a real node (TenantService).
+ */
+const world = workflowWorld({ name: "members-node", sweepIntervalMs: false });
+
+async function storedRecord(tenant: string): Promise<Uint8Array | undefined> {
+  const p = partitionOf(tenant, 32);
+  const read = await readLast(world.nc, partitionStream(p), kvSubject(partitionBucket(p), `${TENANT_KIND}.${tenant}`));
+  return read.outcome === "found" ? read.message.data : undefined;
+}
+
+async function putRecord(tenant: string, bytes: Uint8Array): Promise<void> {
+  const p = partitionOf(tenant, 32);
+  const stored = await publish(world.nc, kvSubject(partitionBucket(p), `${TENANT_KIND}.${tenant}`), bytes);
+  expect(stored.outcome).toBe("stored");
+}
+
+const members = async (tenant: string) =>
+  Object.fromEntries((await listMembers(world.nc, 32, tenant)).map((m) => [m.run, m.member.s === "r" ? "running" : `queued ${m.member.g}`]));
+
+it("a tenant record stored before issue 9 (fixture from 3109b83) loads on a node and its first command moves its members out: queue order kept, slots counted once, the record small", async () => {
+  const fixture = JSON.parse(readFileSync(new URL("../fixtures/records/tenant-v1-membership-in-record.json", import.meta.url), "utf8")) as {
+    record_msgpack_base64: string;
+  };
+  const old = new Uint8Array(Buffer.from(fixture.record_msgpack_base64, "base64"));
+  await putRecord("legacy", old);
+  const tenants = world.node.tenants;
+  expect(await tenants.get("legacy")).toMatchObject({ active_runs: 3, queued_runs: 3, active_by_project: { p: 1 }, active_descendants: 4, migrating: 8 });
+  // The sweep sees the members still inside the record.
+  expect((await tenants.members("legacy")).map((m) => m.run).sort()).toEqual(["legacy_a", "legacy_b", "legacy_c", "legacy_d", "legacy_e", "legacy_f"]);
+  // b ends: the record is migrated, then b's slot goes to e (c is older, but p is at its cap).
+  expect(await tenants.runEnded("legacy", "legacy_b", "q")).toEqual({ outcome: "ended", run_id: "legacy_b", active_runs: 3 });
+  expect(await members("legacy")).toEqual({ legacy_a: "running", legacy_d: "running", legacy_e: "running", legacy_c: "queued 0", legacy_f: "queued 2" });
+  expect(await tenants.get("legacy")).toMatchObject({ active_runs: 3, queued_runs: 2, migrating: 0, active_descendants: 4 });
+  expect(await tenants.admit("legacy", "legacy_z", "q")).toMatchObject({ outcome: "admitted", duplicate: true });
+  const now = await storedRecord("legacy");
+  expect(now!.length).toBeLessThan(old.length + 2_048);
+  const decoded = actorRecordCodec.decode(now!);
+  expect(decoded.ok && (decoded.value.snapshot as { context: Record<string, unknown> }).context).toMatchObject({ v: 2 });
+  expect(decoded.ok && (decoded.value.snapshot as { context: Record<string, unknown> }).context.running).toBeUndefined();
+});
+
+it("a crash after the record was written and before its member keys: the next load writes them before anything is decided, so a run is never counted twice", async () => {
+  const tenants = world.node.tenants;
+  expect((await tenants.create("crash-a", { max_concurrency: 5 })).outcome).toBe("created");
+  expect(await tenants.admit("crash-a", "r1", "p")).toMatchObject({ outcome: "admitted", duplicate: false, active_runs: 1 });
+  // The record as it was stored by that admission: counters plus, in its outbox, r1's member key.
+  const decoded = actorRecordCodec.decode((await storedRecord("crash-a"))!);
+  if (!decoded.ok) throw new Error(decoded.detail);
+  expect(decoded.value.outbox.map((e) => e.effect)).toContainEqual({ type: "runway.store", key: "tenant.crash-a.m.r1", value: { s: "r", p: "p" } });
+  // The same record for a tenant no node has loaded yet, whose member key was never written: a process that died between the two writes.
+  const copy = JSON.parse(JSON.stringify(decoded.value).replaceAll("crash-a", "crash-b")) as typeof decoded.value;
+  await putRecord("crash-b", actorRecordCodec.encode(copy));
+  expect(await listMembers(world.nc, 32, "crash-b")).toEqual([]);
+  expect(await tenants.admit("crash-b", "r1", "p")).toMatchObject({ outcome: "admitted", duplicate: true, active_runs: 1 });
+  expect(await members("crash-b")).toEqual({ r1: "running" });
+  expect(await tenants.runEnded("crash-b", "r1", "p")).toEqual({ outcome: "ended", run_id: "r1", active_runs: 0 });
+  expect(await tenants.get("crash-b")).toMatchObject({ active_runs: 0, queued_runs: 0 });
+});
