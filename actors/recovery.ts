@@ -1,5 +1,5 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import type { RunContext } from "../machines/index.js";
+import { isTerminal, type RunContext } from "../machines/index.js";
 import { actorRecordCodec, kvSubject, publish, readLast, type ActorHost, type Logger, type PartitionLog } from "../runtime/index.js";
 import { LIVE_BUCKET, type LiveRunIndex } from "./live-runs.js";
 import { actorIdsIn } from "./records.js";
@@ -23,7 +23,9 @@ async function readRun(log: PartitionLog, id: string): Promise<StoredRun> {
   const decoded = actorRecordCodec.decode(read.message.data);
   if (!decoded.ok) return { outcome: "unreadable" };
   const snapshot = decoded.value.snapshot as { value?: unknown; context?: { run?: RunContext | null } };
-  return { outcome: snapshot.value === "live" ? "live" : "ended", run: snapshot.context?.run ?? null, outbox: decoded.value.outbox.length };
+  const run = snapshot.context?.run ?? null;
+  // Any version of the run's record holds its lifecycle: live until its status is terminal.
+  return { outcome: run && !isTerminal(run.lifecycle.status) ? "live" : "ended", run, outbox: decoded.value.outbox.length };
 }
 
 /**

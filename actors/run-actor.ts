@@ -4,6 +4,9 @@ import {
   isHeadV1,
   migrateHeadV1,
   RunCommandSchema,
+  TERMINAL,
+  type RunContext,
+  type RunStatus,
   type ExecutionContext,
   type ParentView,
   type RunFact,
@@ -47,8 +50,9 @@ export function runActor(
     machine: executionMachine,
     events: RunCommandSchema,
     history: "journal",
-    // Version 2: the bounded head with a journal (version 1 held its input and outputs itself).
-    version: 2,
+    // Version 3: the machine's states are the run's statuses (2: `new`/`live`/`ended`); version 2
+    // made the head bounded, with a journal (1 held its input and outputs itself).
+    version: 3,
     migrate: (_from, snapshot) => migrateRunSnapshot(snapshot),
     onJournal: (address, facts) => deps.memories.stored(address.id, facts),
     // The live index and the runs index follow the run's own transitions (see live-runs.ts, run-index.ts).
@@ -58,7 +62,7 @@ export function runActor(
       if (!run) return [];
       const out: Effect[] = [];
       if (!was) out.push(runCreatedEffect(run));
-      if (before.value !== "ended" && after.value === "ended") {
+      if (!isEnded(before.value) && isEnded(after.value)) {
         out.push(runEndedEffect(run));
         if (settings.live) out.push(settings.live().removal(run.id));
       }
@@ -98,12 +102,21 @@ function childIdsOf(run: { id: string; tenant: string }, compiled: CompiledPlan)
   return ids;
 }
 
-/** A run stored before journals (head version 1) is brought to version 2 when it is loaded. */
+/**
+ * A run stored by an earlier version, brought up to date when it is loaded: a head stored before
+ * journals (1) becomes bounded, and the machine's state (`live`/`ended` before 3) its status.
+ */
 function migrateRunSnapshot(persisted: unknown): unknown {
-  const p = persisted as { context?: { run?: unknown } } | undefined;
-  const run = p?.context?.run;
-  if (!run || !isHeadV1(run)) return persisted;
-  return { ...p, context: { ...p.context, run: migrateHeadV1(run as never) } };
+  const p = persisted as { value?: unknown; context?: { run?: unknown } } | undefined;
+  const stored = p?.context?.run;
+  const run = stored && isHeadV1(stored) ? migrateHeadV1(stored as never) : (stored as RunContext | null | undefined);
+  const value = p?.value === "live" || p?.value === "ended" ? (run?.lifecycle.status ?? "new") : p?.value;
+  return { ...p, value, context: { ...p?.context, run: run ?? null } };
+}
+
+/** A run machine state (a stored snapshot's value) that is terminal. */
+export function isEnded(value: unknown): boolean {
+  return typeof value === "string" && TERMINAL.has(value as RunStatus);
 }
 
 /**

@@ -264,6 +264,6 @@ export class Sweeper {
     if (read.outcome === "missing") return read;
     const run = read.snapshot.context?.run ?? null;
     // A head stored before journals is judged in today's form.
-    return { outcome: "found", run: run && isHeadV1(run) ? migrateHeadV1(run as never) : run, live: read.snapshot.value === "live" };
+    return { outcome: "found", run: run && isHeadV1(run) ? migrateHeadV1(run as never) : run, live: run !== null && !isTerminal(run.lifecycle.status) };
   }
 }

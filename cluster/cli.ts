@@ -19,7 +19,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream, DeliverPolicy, type ConsumerMessages } from "@nats-io/jetstream";
 import { EVENTS_STREAM } from "../actors/index.js";
 import { createLogger, ID_PATTERN, type Logger } from "../runtime/index.js";
-import { TenantIdSchema } from "../machines/index.js";
+import { machineDiagrams, TenantIdSchema } from "../machines/index.js";
 import { ApiFault, RunwayClient } from "./client.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
@@ -32,6 +32,7 @@ const USAGE = `usage: runway <command> [options]
   run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane interactive|batch|migration] [--source cli] [--project P] [--priority 0-9]
   run get <id> | run list [--status S] [--limit N] [--cursor C] | run watch <id> | run cancel <id> [--reason TEXT]
   ops dead-letters [--limit N]                                  the newest dead letters first (default 50, at most 500)
+  machines                                                      the production state machines as Mermaid diagrams; needs no server
   help | --help | -h
 common: --servers URL,… (env RUNWAY_SERVERS, default nats://127.0.0.1:4222)  --user U --pass P  --tenant T (env RUNWAY_TENANT, default demo)
 node and dev drain on SIGTERM or SIGINT, and when the npm that started them is gone`;
@@ -276,6 +277,8 @@ async function main(): Promise<void> {
     case "--help":
     case "-h":
       return void process.stdout.write(`${USAGE}\n`);
+    case "machines":
+      return void process.stdout.write(machineDiagrams());
     case "dev":
       return dev([sub, ...rest].filter((x): x is string => x !== undefined));
     case "node":

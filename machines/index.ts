@@ -8,14 +8,14 @@ export {
   applyRunOp,
   queuedLifecycle,
   runShapeViolations,
-  runLifecycleMachine,
   type RunStatus,
   type RunOp,
   type RunLifecycle,
   type RunOpEvent,
 } from "./run/index.js";
-export { applyStepOp, pendingStep, retryDelay, stepMachine, type StepState, type StepStatus, type RetryPolicy } from "./step/index.js";
+export { applyStepOp, pendingStep, retryDelay, type StepState, type StepStatus, type RetryPolicy } from "./step/index.js";
 export { bound, isDropped } from "./bound.js";
+export { machineDiagrams, mermaidOf, PRODUCTION_MACHINES } from "./diagram.js";
 export {
   canonicalJson,
   compileDefinition,
@@ -35,7 +35,8 @@ export {
 } from "./workflow/index.js";
 export {
   executionMachine,
-  reduce,
+  reachableFrom,
+  decisions,
   runSummary,
   RunCommandSchema,
   RunSeedSchema,

@@ -1,8 +1,9 @@
-export { executionMachine } from "./machine.js";
+export { executionMachine, reachableFrom } from "./machine.js";
 export { createRefusal, type CreateRefusal } from "./create.js";
 export { sweepPlan, parentGone, DEFAULT_SWEEP, type SweepAction, type SweepSettings } from "./sweep.js";
 export {
-  reduce,
+  decisions,
+  type Decided,
   runSummary,
   MAX_DEPTH,
   WAIT_GRACE_MS,

@@ -1,9 +1,10 @@
 import { emit, enqueueActions, setup } from "xstate";
-import { TERMINAL } from "../run/index.js";
+import { LEGAL_FROM, RUN_OP_TARGET, RUN_OPS, RUN_STATUSES, TERMINAL, type RunStatus } from "../run/index.js";
 import { holderOf, isAlive, isLeased, isOffered } from "./attempts.js";
 import { holdersOf, liveAttempts } from "./draft.js";
 import { createRefusal } from "./create.js";
-import { reduce } from "./reduce.js";
+import { decisions, type Decided } from "./reduce.js";
+import type { Effect } from "./draft.js";
 import { sweepPlan } from "./sweep.js";
 import type { ExecutionContext, ExecutionEvent, NodeRun } from "./types.js";
 
@@ -17,18 +18,63 @@ function isCurrentAttempt(n: NodeRun | undefined, item: number | undefined, atte
   return isLeased(h, attempt, leaseEpoch) || isOffered(h, attempt, leaseEpoch);
 }
 
+/** Live statuses: a run in one takes events; a terminal one only answers late reports. */
+const LIVE = ["queued", "running", "waiting"] as const satisfies readonly RunStatus[];
+
 /**
- * The run actor's machine: `new` until created, `live` while queued, running or waiting, and
- * `ended` (absorbing: only late reports are answered there, and nothing changes) once the run is terminal. Guards keep stale inputs out — a result
- * from an attempt or lease epoch that is no longer current, a timer for a node that moved on, a
- * child that is not the node's — so they are refused with a closed answer and cost no write.
+ * The statuses a run can reach from `from` by ops of the run table (`LEGAL_FROM`, `RUN_OP_TARGET`),
+ * directly or through others (one event may claim a run and settle it).
+ */
+export function reachableFrom(from: RunStatus): RunStatus[] {
+  const seen = new Set<RunStatus>();
+  const visit = (s: RunStatus) => {
+    for (const op of RUN_OPS) {
+      const to = RUN_OP_TARGET[op];
+      if (!LEGAL_FROM[op].has(s) || to === null || to === s || seen.has(to)) continue;
+      seen.add(to);
+      visit(to);
+    }
+  };
+  visit(from);
+  seen.delete(from);
+  return RUN_STATUSES.filter((s) => seen.has(s));
+}
+
+/** The named action that applies one decision (`reduce.ts`): the next context, and its effects emitted. */
+function decision<T extends ExecutionEvent["type"]>(type: T, decide: (c: ExecutionContext, e: Extract<ExecutionEvent, { type: T }>) => Decided) {
+  return enqueueActions<ExecutionContext, ExecutionEvent, undefined, ExecutionEvent, never, never, never, never, Effect>(({ context, event, enqueue }) => {
+    if (event.type !== type) return;
+    const next = decide(context, event as Extract<ExecutionEvent, { type: T }>);
+    enqueue.assign(() => next.context);
+    for (const effect of next.effects) enqueue.emit(effect);
+  });
+}
+
+/** Absorbing: nothing changes an ended run. A late report from one of its attempts is still answered with a closed code (the worker learns why), at no write. */
+const endedState = {
+  on: {
+    "step.result": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
+    "step.heartbeat": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
+  },
+} as const;
+
+/**
+ * The run actor's machine. Its states are the run's lifecycle statuses, generated from the run
+ * table: `new` until created; `queued`, `running`, `waiting` while live, each moving (eventless,
+ * guard `lifecycleIs`) only to the statuses the table lets it reach; `succeeded`, `failed`,
+ * `cancelled` absorbing (only late reports are answered there, and nothing changes). Every event
+ * a live run takes is a named action (`reduce.ts` holds its pure decision); guards keep stale
+ * inputs out — a result from an attempt or lease epoch that is no longer current, a timer for a
+ * node that moved on, a child that is not the node's — so they are refused with a closed answer
+ * and cost no write.
  */
 export const executionMachine = setup({
-  types: { context: {} as ExecutionContext, events: {} as ExecutionEvent },
+  types: { context: {} as ExecutionContext, events: {} as ExecutionEvent, emitted: {} as Effect },
   guards: {
     /** The seed breaks the tree shape, or (a child) its parent was cancelled, ended or stopped waiting on it: nothing is created. */
     createRefused: ({ event }) => event.type === "run.create" && createRefusal(event.run, event.parent) !== null,
-    terminal: ({ context }) => context.run !== null && TERMINAL.has(context.run.lifecycle.status),
+    /** The run's lifecycle (moved by the table's ops inside a decision) is at `status`. */
+    lifecycleIs: ({ context }, params: { status: RunStatus }) => context.run?.lifecycle.status === params.status,
     resultIsCurrent: ({ context, event }) =>
       event.type === "step.result" && isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch),
     timerIsCurrent: ({ context, event }) => {
@@ -57,7 +103,6 @@ export const executionMachine = setup({
         ([id, n]) => n.s === "active" && liveAttempts(id, holdersOf(n)).some((a) => !isAlive(alive, id, a.item, a)),
       );
     },
-    queued: ({ context }) => context.run?.lifecycle.status === "queued",
     expansionPending: ({ context, event }) =>
       (event.type === "expansion.admitted" || event.type === "expansion.refused") &&
       context.run?.nodes[event.node]?.s === "active" &&
@@ -68,16 +113,23 @@ export const executionMachine = setup({
     isChild: ({ context }) => context.run?.parent_run_id !== null && context.run?.parent_run_id !== undefined,
   },
   actions: {
-    answerStale: emit({ type: "runway.answer", value: { outcome: "stale_lease" } } as never),
-    answerStaleCancel: emit({ type: "runway.answer", value: { outcome: "stale_cancel_epoch" } } as never),
+    answerStale: emit({ type: "runway.answer", value: { outcome: "stale_lease" } }),
+    answerStaleCancel: emit({ type: "runway.answer", value: { outcome: "stale_cancel_epoch" } }),
     answerCreateRefused: enqueueActions(({ event, enqueue }) => {
-      if (event.type === "run.create") enqueue.emit({ type: "runway.answer", value: createRefusal(event.run, event.parent) } as never);
+      if (event.type === "run.create") enqueue.emit({ type: "runway.answer", value: createRefusal(event.run, event.parent) });
     }),
-    reduce: enqueueActions(({ context, event, enqueue }) => {
-      const next = reduce(context, event);
-      enqueue.assign(() => next.context);
-      for (const effect of next.effects) enqueue.emit(effect as never);
-    }),
+    create: decision("run.create", decisions.create),
+    applyResult: decision("step.result", decisions.result),
+    applyHeartbeat: decision("step.heartbeat", decisions.heartbeat),
+    applyTimer: decision("timer.fired", decisions.timer),
+    settleChild: decision("child.settled", decisions.child),
+    cancel: decision("run.cancel", decisions.cancel),
+    recover: decision("run.recover", decisions.recover),
+    admit: decision("run.admitted", decisions.admitted),
+    sweep: decision("run.sweep", decisions.sweep),
+    parentGone: decision("run.parent_gone", decisions.parentGone),
+    admitExpansion: decision("expansion.admitted", decisions.expansionAdmitted),
+    refuseExpansion: decision("expansion.refused", decisions.expansionRefused),
   },
 }).createMachine({
   id: "run",
@@ -88,42 +140,41 @@ export const executionMachine = setup({
       on: {
         "run.create": [
           { guard: "createRefused", actions: "answerCreateRefused" },
-          { target: "live", actions: "reduce" },
+          { target: "queued", actions: "create" },
         ],
       },
     },
-    live: {
-      always: { guard: "terminal", target: "ended" },
-      on: {
-        // A report from an attempt that is no longer current is answered, never applied.
-        "step.result": [
-          { guard: "cancelEpochStale", actions: "answerStaleCancel" },
-          { guard: "resultIsCurrent", actions: "reduce" },
-          { actions: "answerStale" },
-        ],
-        "step.heartbeat": [
-          { guard: "cancelEpochStale", actions: "answerStaleCancel" },
-          { guard: "heartbeatIsCurrent", actions: "reduce" },
-          { actions: "answerStale" },
-        ],
-        "timer.fired": { guard: "timerIsCurrent", actions: "reduce" },
-        "child.settled": { guard: "childIsCurrent", actions: "reduce" },
-        "run.cancel": { actions: "reduce" },
-        "run.recover": { guard: "recoverable", actions: "reduce" },
-        "run.admitted": { guard: "queued", actions: "reduce" },
-        "run.sweep": { guard: "sweepRepairs", actions: "reduce" },
-        "run.parent_gone": { guard: "isChild", actions: "reduce" },
-        "expansion.admitted": { guard: "expansionPending", actions: "reduce" },
-        "expansion.refused": { guard: "expansionPending", actions: "reduce" },
-      },
-    },
-    // Absorbing: nothing changes an ended run. A late report from one of its attempts is still
-    // answered with a closed code (the worker learns why), at no write.
-    ended: {
-      on: {
-        "step.result": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
-        "step.heartbeat": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
-      },
-    },
+    ...Object.fromEntries(LIVE.map((status) => [status, liveState(status)])),
+    ...Object.fromEntries([...TERMINAL].map((status) => [status, endedState])),
   },
 });
+
+/** A live status: the events a live run takes, and eventless moves to the statuses the table lets it reach. */
+function liveState(status: RunStatus) {
+  return {
+    always: reachableFrom(status).map((to) => ({ guard: { type: "lifecycleIs" as const, params: { status: to } }, target: to })),
+    on: {
+      // A report from an attempt that is no longer current is answered, never applied.
+      "step.result": [
+        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
+        { guard: "resultIsCurrent", actions: "applyResult" },
+        { actions: "answerStale" },
+      ],
+      "step.heartbeat": [
+        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
+        { guard: "heartbeatIsCurrent", actions: "applyHeartbeat" },
+        { actions: "answerStale" },
+      ],
+      "timer.fired": { guard: "timerIsCurrent", actions: "applyTimer" },
+      "child.settled": { guard: "childIsCurrent", actions: "settleChild" },
+      "run.cancel": { actions: "cancel" },
+      "run.recover": { guard: "recoverable", actions: "recover" },
+      "run.sweep": { guard: "sweepRepairs", actions: "sweep" },
+      "run.parent_gone": { guard: "isChild", actions: "parentGone" },
+      "expansion.admitted": { guard: "expansionPending", actions: "admitExpansion" },
+      "expansion.refused": { guard: "expansionPending", actions: "refuseExpansion" },
+      // Only a queued run is admitted by its tenant.
+      ...(status === "queued" ? { "run.admitted": { actions: "admit" } } : {}),
+    },
+  } as const;
+}

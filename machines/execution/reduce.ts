@@ -38,12 +38,16 @@ export { LEASE_GRACE_MS, LEASE_AFTER_MS } from "./attempts.js";
 
 const NO_OUTPUTS = { output: () => undefined, item: () => undefined };
 
+/** What one decision produced: the run's next state and the effects to perform once it is stored. */
+export type Decided = { context: ExecutionContext; effects: Effect[] };
+
 /**
- * The run's decision function: given its state and one event (with `now`, the pinned plan and
- * the run's input and outputs), the next state and the effects to perform after it is stored.
- * Pure; the XState machine in `machine.ts` calls it, the actor host does the I/O.
+ * The pure decisions of the run machine's named actions (see `machine.ts`): each takes the run
+ * as it is and one event (with `now`, the pinned plan and the run's input and outputs) and gives
+ * the next state and its effects; the actor host does the I/O. The lifecycle moves they make
+ * go through the run table (`applyRunOp`), and the machine's states follow them.
  */
-export function reduce(context: ExecutionContext, event: ExecutionEvent): { context: ExecutionContext; effects: Effect[] } {
+function decide(context: ExecutionContext, event: ExecutionEvent, apply: (d: Draft) => void): Decided {
   const run = event.type === "run.create" ? create(event) : copyForWrite(context.run!);
   const memory: RunMemory = event.type === "run.create" ? { input: event.run.input ?? {}, ...NO_OUTPUTS } : (event.memory ?? { input: {}, ...NO_OUTPUTS });
   const d: Draft = {
@@ -56,49 +60,36 @@ export function reduce(context: ExecutionContext, event: ExecutionEvent): { cont
     memory,
     fresh: new Map(),
   };
-  switch (event.type) {
-    case "run.create":
-      onCreate(d);
-      break;
-    case "step.result":
-      onResult(d, event);
-      break;
-    case "timer.fired":
-      onTimer(d, event);
-      break;
-    case "child.settled":
-      onChild(d, event);
-      break;
-    case "run.cancel":
-      onCancel(d, event.reason, event.by);
-      break;
-    case "run.recover":
-      onRecover(d, event.alive ?? []);
-      break;
-    case "step.heartbeat":
-      onHeartbeat(d, event);
-      break;
-    case "run.admitted":
-      begin(d);
-      break;
-    case "run.sweep":
-      onSweep(d, event.at, event.held ?? []);
-      break;
-    case "run.parent_gone":
-      onParentGone(d, event.parent_status);
-      break;
-    case "expansion.admitted":
-      admitItems(d, event.node);
-      advance(d);
-      break;
-    case "expansion.refused":
-      fail(d, event.node, { code: event.code, message: event.message });
-      advance(d);
-      break;
-  }
+  apply(d);
   releaseExpansions(d);
   return { context: { run: d.run }, effects: d.effects };
 }
+
+type On<T extends ExecutionEvent["type"]> = Extract<ExecutionEvent, { type: T }>;
+
+/** The decisions, one per event the run takes (the machine names each as an action). */
+export const decisions = {
+  create: (c: ExecutionContext, e: On<"run.create">) => decide(c, e, onCreate),
+  result: (c: ExecutionContext, e: On<"step.result">) => decide(c, e, (d) => onResult(d, e)),
+  heartbeat: (c: ExecutionContext, e: On<"step.heartbeat">) => decide(c, e, (d) => onHeartbeat(d, e)),
+  timer: (c: ExecutionContext, e: On<"timer.fired">) => decide(c, e, (d) => onTimer(d, e)),
+  child: (c: ExecutionContext, e: On<"child.settled">) => decide(c, e, (d) => onChild(d, e)),
+  cancel: (c: ExecutionContext, e: On<"run.cancel">) => decide(c, e, (d) => onCancel(d, e.reason, e.by)),
+  recover: (c: ExecutionContext, e: On<"run.recover">) => decide(c, e, (d) => onRecover(d, e.alive ?? [])),
+  admitted: (c: ExecutionContext, e: On<"run.admitted">) => decide(c, e, begin),
+  sweep: (c: ExecutionContext, e: On<"run.sweep">) => decide(c, e, (d) => onSweep(d, e.at, e.held ?? [])),
+  parentGone: (c: ExecutionContext, e: On<"run.parent_gone">) => decide(c, e, (d) => onParentGone(d, e.parent_status)),
+  expansionAdmitted: (c: ExecutionContext, e: On<"expansion.admitted">) =>
+    decide(c, e, (d) => {
+      admitItems(d, e.node);
+      advance(d);
+    }),
+  expansionRefused: (c: ExecutionContext, e: On<"expansion.refused">) =>
+    decide(c, e, (d) => {
+      fail(d, e.node, { code: e.code, message: e.message });
+      advance(d);
+    }),
+};
 
 /**
  * A copy the reducer may change without touching the previous snapshot: the reducer only ever

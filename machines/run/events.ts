@@ -27,10 +27,6 @@ type Fields<K extends RunOp> = keyof (typeof OP_FIELDS)[K] extends never ? unkno
 
 /** A lifecycle write, as {@link applyRunOp} takes it. */
 export type RunOpEvent = { [K in RunOp]: { op: K; now: number } & Fields<K> }[RunOp];
-/** The same write as an XState event (`run.<op>`), as the host delivers it (with `now`). */
-export type RunMachineEvent = { [K in RunOp]: { type: `run.${K}`; now: number } & Fields<K> }[RunOp];
-/** What a sender puts in a run actor's mailbox: a machine event before the host adds `now`. */
-export type RunLifecycleCommand = { [K in RunOp]: { type: `run.${K}` } & Fields<K> }[RunOp];
 
 function union<T>(key: string, build: (op: RunOp) => z.ZodObject): z.ZodType<T> {
   const members = RUN_OPS.map(build) as unknown as [z.ZodObject, z.ZodObject, ...z.ZodObject[]];
@@ -38,11 +34,3 @@ function union<T>(key: string, build: (op: RunOp) => z.ZodObject): z.ZodType<T> 
 }
 
 export const RunOpEventSchema: z.ZodType<RunOpEvent> = union("op", (op) => z.object({ op: z.literal(op), now: Ms, ...OP_FIELDS[op] }));
-export const RunMachineEventSchema: z.ZodType<RunMachineEvent> = union("type", (op) => z.object({ type: z.literal(`run.${op}`), now: Ms, ...OP_FIELDS[op] }));
-export const RunLifecycleCommandSchema: z.ZodType<RunLifecycleCommand> = union("type", (op) => z.object({ type: z.literal(`run.${op}`), ...OP_FIELDS[op] }));
-
-/** A machine event as the op event {@link applyRunOp} takes. */
-export function toRunOpEvent(event: RunMachineEvent): RunOpEvent {
-  const { type, ...rest } = event;
-  return { ...rest, op: type.slice(4) } as RunOpEvent;
-}

@@ -12,15 +12,6 @@ export {
   type RunOp,
   type WaitingOn,
 } from "./table.js";
-export {
-  RunOpEventSchema,
-  RunMachineEventSchema,
-  RunLifecycleCommandSchema,
-  toRunOpEvent,
-  type RunOpEvent,
-  type RunMachineEvent,
-  type RunLifecycleCommand,
-} from "./events.js";
+export { RunOpEventSchema, type RunOpEvent } from "./events.js";
 export { applyRunOp, queuedLifecycle, type RunLifecycle, type RunOpResult } from "./apply.js";
 export { runShapeViolations, type RunShape, type RunShapeViolation } from "./shape.js";
-export { runLifecycleMachine, type RunLifecycleMachine } from "./machine.js";

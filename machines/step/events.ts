@@ -26,10 +26,6 @@ type Fields<K extends StepOp> = keyof (typeof OP_FIELDS)[K] extends never ? unkn
 
 /** A step write, as {@link applyStepOp} takes it. */
 export type StepOpEvent = { [K in StepOp]: { op: K; now: number } & Fields<K> }[StepOp];
-/** The same write as an XState event (`step.<op>`), as the host delivers it (with `now`). */
-export type StepMachineEvent = { [K in StepOp]: { type: `step.${K}`; now: number } & Fields<K> }[StepOp];
-/** What a sender puts in a step actor's mailbox: a machine event before the host adds `now`. */
-export type StepCommand = { [K in StepOp]: { type: `step.${K}` } & Fields<K> }[StepOp];
 
 function union<T>(key: string, build: (op: StepOp) => z.ZodObject): z.ZodType<T> {
   const members = STEP_OPS.map(build) as unknown as [z.ZodObject, z.ZodObject, ...z.ZodObject[]];
@@ -38,13 +34,3 @@ function union<T>(key: string, build: (op: StepOp) => z.ZodObject): z.ZodType<T>
 
 /** Parsing fills the retry policy's defaults. */
 export const StepOpEventSchema: z.ZodType<StepOpEvent> = union("op", (op) => z.object({ op: z.literal(op), now: Ms, ...OP_FIELDS[op] }));
-export const StepMachineEventSchema: z.ZodType<StepMachineEvent> = union("type", (op) =>
-  z.object({ type: z.literal(`step.${op}`), now: Ms, ...OP_FIELDS[op] }),
-);
-export const StepCommandSchema: z.ZodType<StepCommand> = union("type", (op) => z.object({ type: z.literal(`step.${op}`), ...OP_FIELDS[op] }));
-
-/** A machine event as the op event {@link applyStepOp} takes. */
-export function toStepOpEvent(event: StepMachineEvent): StepOpEvent {
-  const { type, ...rest } = event;
-  return { ...rest, op: type.slice(5) } as StepOpEvent;
-}

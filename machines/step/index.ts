@@ -12,16 +12,5 @@ export {
   type StepOp,
 } from "./table.js";
 export { RetryPolicySchema, DEFAULT_RETRY_POLICY, retryDelay, type RetryPolicy } from "./retry.js";
-export {
-  StepErrorSchema,
-  StepOpEventSchema,
-  StepMachineEventSchema,
-  StepCommandSchema,
-  toStepOpEvent,
-  type StepError,
-  type StepOpEvent,
-  type StepMachineEvent,
-  type StepCommand,
-} from "./events.js";
+export { StepErrorSchema, StepOpEventSchema, type StepError, type StepOpEvent } from "./events.js";
 export { applyStepOp, pendingStep, stepShapeViolations, type StepState, type StepOpResult, type StepShapeViolation } from "./apply.js";
-export { stepMachine, type StepMachine } from "./machine.js";

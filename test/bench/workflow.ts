@@ -9,7 +9,7 @@ import { percentiles, progress, windowed } from "./stats.js";
 
 const handlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
 
-interface World {
+export interface World {
   server: NatsServerHandle;
   node: RunwayWorkflowNode;
   nc: NatsConnection;
@@ -19,8 +19,9 @@ interface World {
   close(): Promise<void>;
 }
 
-async function world(): Promise<World> {
-  const server = await startServer();
+/** A server (fsyncing every write when `RW_SYNC=always`), one node, and a client of tenant `bench`. */
+export async function world(): Promise<World> {
+  const server = await startServer(process.env.RW_SYNC === "always" ? { syncAlways: true } : {});
   const node = await startRunwayNode({ connection: server.connectOptions(), name: "bench", handlers: [handlers], logger: createLogger("bench", "warn") });
   await waitFor(() => node.node.host.ownedPartitions().length === 32, { timeoutMs: 30_000, describe: "partitions" });
   const nc = await connect(server.connectOptions());
@@ -122,6 +123,7 @@ export async function w1(): Promise<Record<string, unknown>> {
     const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
     return {
       bench: "w1",
+      sync: process.env.RW_SYNC === "always" ? "always" : "default",
       runs,
       steps_per_run: 10,
       in_flight: 32,
@@ -151,7 +153,10 @@ export async function w2(): Promise<Record<string, unknown>> {
     await startAndFinish(w, "wide", { items });
     const times: number[] = [];
     for (let i = 0; i < 10; i++) times.push(await startAndFinish(w, "wide", { items }));
-    return { bench: "w2", width: 200, runs: times.length, wall_ms: percentiles(times) };
+    const thousand = Array.from({ length: 1_000 }, (_, i) => i);
+    const wide: number[] = [];
+    for (let i = 0; i < 3; i++) wide.push(await startAndFinish(w, "wide", { items: thousand }));
+    return { bench: "w2", width: 200, runs: times.length, wall_ms: percentiles(times), width_1000_wall_ms: percentiles(wide) };
   } finally {
     await w.close();
   }

@@ -32,6 +32,8 @@ export interface StartServerOptions {
   /** jetstream block limits, nats-server syntax (e.g. "1GB"). */
   maxMemoryStore?: string;
   maxFileStore?: string;
+  /** fsync every write (`sync_interval: always`), as the peer engines do by default. */
+  syncAlways?: boolean;
   /** Run with -D (debug log lines in logPath). */
   debug?: boolean;
 }
@@ -116,6 +118,7 @@ export interface ServerSpec {
   extraConfig?: string;
   maxMemoryStore?: string;
   maxFileStore?: string;
+  syncAlways?: boolean;
   debug?: boolean;
 }
 
@@ -130,6 +133,7 @@ function renderConfig(spec: ServerSpec, storeDir: string): string {
     // explicit limits: the defaults (75% of RAM/disk) differ per machine and per node
     `  max_memory_store: ${spec.maxMemoryStore ?? "1GB"}`,
     `  max_file_store: ${spec.maxFileStore ?? "10GB"}`,
+    ...(spec.syncAlways ? [`  sync_interval: always`] : []),
     `}`,
     `accounts {`,
     `  RUNWAY {`,
@@ -410,6 +414,7 @@ export async function startServer(opts: StartServerOptions = {}): Promise<NatsSe
         extraConfig: opts.extraConfig,
         maxMemoryStore: opts.maxMemoryStore,
         maxFileStore: opts.maxFileStore,
+        ...(opts.syncAlways ? { syncAlways: true } : {}),
         debug: opts.debug,
       },
       "jetstream",

@@ -63,7 +63,7 @@ describe("the run actor's machine", () => {
     const one = drive(p, (xs) => xs);
     const two = drive(p, (xs) => xs);
     expect(JSON.stringify(two.trace)).toBe(JSON.stringify(one.trace));
-    expect(one.snap.value).toBe("ended");
+    expect(one.snap.value).toBe("succeeded");
   });
 
   it("a map keeps input order whatever order its items complete in", () => {

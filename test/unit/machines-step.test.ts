@@ -1,5 +1,4 @@
 import fc from "fast-check";
-import { initialTransition, transition } from "xstate";
 import { describe, expect, it } from "vitest";
 import {
   DEFAULT_RETRY_POLICY,
@@ -11,17 +10,13 @@ import {
   STEP_OP_TARGETS,
   STEP_STATUSES,
   STEP_TERMINAL,
-  StepCommandSchema,
-  StepMachineEventSchema,
   StepOpEventSchema,
   applyStepOp,
   isStepTerminal,
   pendingStep,
   retryDelay,
-  stepMachine,
   stepShapeViolations,
   type RetryPolicy,
-  type StepMachineEvent,
   type StepOp,
   type StepOpEvent,
   type StepState,
@@ -63,15 +58,6 @@ function opEvent(op: StepOp, state: StepState, now: number, error = transient): 
   }
 }
 
-function machineEvent(e: StepOpEvent): StepMachineEvent {
-  const { op, ...rest } = e;
-  return { ...rest, type: `step.${op}` } as StepMachineEvent;
-}
-
-function snapshotIn(state: StepState) {
-  return stepMachine.resolveState({ value: state.status, context: state });
-}
-
 const cells = STEP_STATUSES.flatMap((status) => STEP_OPS.map((op) => ({ status, op, legal: STEP_LEGAL_FROM[op].has(status) })));
 
 describe("the step table", () => {
@@ -109,14 +95,6 @@ describe.each(cells)("$status × $op", ({ status, op, legal }) => {
       if (op === "fail") expect(result).toMatchObject({ retried: true, state: { status: "ready", not_before: now + 200, last_error: transient } });
     });
 
-    it("is enabled in the machine, which lands in the same state", () => {
-      const snap = snapshotIn(before);
-      expect(snap.can(machineEvent(event))).toBe(true);
-      const [next] = transition(stepMachine, snap, machineEvent(event));
-      expect(next.value).toBe(result.outcome === "moved" ? result.state.status : undefined);
-      expect(next.context).toEqual(result.outcome === "moved" ? result.state : undefined);
-    });
-
     if (FENCED_STEP_OPS.has(op)) {
       it("is refused stale_lease with another attempt or lease epoch", () => {
         for (const stale of [
@@ -125,7 +103,6 @@ describe.each(cells)("$status × $op", ({ status, op, legal }) => {
         ]) {
           const zombie = { ...event, ...stale } as StepOpEvent;
           expect(applyStepOp(before, zombie)).toEqual({ outcome: "refused", code: "stale_lease", from: status, op, current: { attempt: 1, lease_epoch: 1 } });
-          expect(snapshotIn(before).can(machineEvent(zombie))).toBe(false);
         }
       });
     }
@@ -133,14 +110,6 @@ describe.each(cells)("$status × $op", ({ status, op, legal }) => {
     it("is refused with illegal_transition and changes nothing", () => {
       expect(result).toEqual({ outcome: "refused", code: "illegal_transition", from: status, op });
       expect(before).toEqual(stepIn(status));
-    });
-
-    it("is not enabled in the machine, and transition() leaves the snapshot unchanged", () => {
-      const snap = snapshotIn(before);
-      expect(snap.can(machineEvent(event))).toBe(false);
-      const [next] = transition(stepMachine, snap, machineEvent(event));
-      expect(next.value).toBe(status);
-      expect(next.context).toEqual(stepIn(status));
     });
   }
 });
@@ -169,8 +138,7 @@ describe("attempts, leases and retries", () => {
       op: "lease",
       not_before: T0 + 210,
     });
-    expect(snapshotIn(failed.state).can({ type: "step.lease", now: T0 + 209 })).toBe(false);
-    expect(snapshotIn(failed.state).can({ type: "step.lease", now: T0 + 210 })).toBe(true);
+    expect(applyStepOp(failed.state, { op: "lease", now: T0 + 209 }).outcome).toBe("refused");
     const again = moved(failed.state, { op: "lease", now: T0 + 210 });
     expect(again).toMatchObject({ status: "leased", attempt: 2, lease_epoch: 2, not_before: null, started_at: T0 });
     // The first attempt's holder is now a zombie.
@@ -201,35 +169,11 @@ describe("attempts, leases and retries", () => {
     });
   });
 
-  it("the machine takes the retry branch or the terminal branch of fail", () => {
-    const leased = snapshotIn(stepIn("leased"));
-    const [retry] = transition(stepMachine, leased, { type: "step.fail", now: T0 + 5, attempt: 1, lease_epoch: 1, error: transient, policy });
-    expect(retry.value).toBe("ready");
-    expect(retry.context.not_before).toBe(T0 + 205);
-    const [dead] = transition(stepMachine, leased, { type: "step.fail", now: T0 + 5, attempt: 1, lease_epoch: 1, error: permanent, policy });
-    expect(dead.value).toBe("failed");
-    expect(dead.status).toBe("done");
-  });
-
-  it("terminal states absorb, through applyStepOp and the machine", () => {
+  it("terminal states absorb", () => {
     for (const status of STEP_TERMINAL) {
       const state = stepIn(status);
-      for (const op of STEP_OPS) {
-        const e = opEvent(op, state, T0 + 5);
-        expect(applyStepOp(state, e).outcome).toBe("refused");
-        const snap = snapshotIn(state);
-        expect(snap.can(machineEvent(e))).toBe(false);
-        const [next] = transition(stepMachine, snap, machineEvent(e));
-        expect(next.value).toBe(status);
-        expect(next.context).toEqual(state);
-      }
+      for (const op of STEP_OPS) expect(applyStepOp(state, opEvent(op, state, T0 + 5)).outcome).toBe("refused");
     }
-  });
-
-  it("the machine starts pending", () => {
-    const [snap] = initialTransition(stepMachine);
-    expect(snap.value).toBe("pending");
-    expect(snap.context).toEqual(pendingStep());
   });
 });
 
@@ -253,13 +197,10 @@ describe("retry policy", () => {
     for (const op of STEP_OPS) {
       const e = opEvent(op, stepIn("running"), T0);
       expect(StepOpEventSchema.parse(e)).toEqual(e);
-      expect(StepMachineEventSchema.parse(machineEvent(e))).toEqual(machineEvent(e));
-      const { now: _now, ...command } = machineEvent(e);
-      expect(StepCommandSchema.parse(command)).toEqual(command);
     }
-    const parsed = StepCommandSchema.parse({ type: "step.fail", attempt: 1, lease_epoch: 1, error: transient, policy: {} });
+    const parsed = StepOpEventSchema.parse({ op: "fail", now: T0, attempt: 1, lease_epoch: 1, error: transient, policy: {} });
     expect(parsed).toMatchObject({ policy: DEFAULT_RETRY_POLICY });
-    expect(StepCommandSchema.safeParse({ type: "step.succeed" }).success).toBe(false);
+    expect(StepOpEventSchema.safeParse({ op: "succeed", now: T0 }).success).toBe(false);
   });
 });
 
@@ -277,7 +218,6 @@ describe("property", () => {
       fc.property(fc.integer({ min: 1, max: 4 }), fc.array(opArb, { maxLength: 60 }), (maxAttempts, ops) => {
         const p: RetryPolicy = { max_attempts: maxAttempts, backoff_ms: 100, max_backoff_ms: 1_000 };
         let state = pendingStep();
-        let snap = initialTransition(stepMachine)[0];
         let now = T0;
         for (const { op, dt, staleness, retryable } of ops) {
           now += dt;
@@ -289,8 +229,6 @@ describe("property", () => {
                 ? { op, now, ...fence, policy: p, error: { ...transient, retryable } }
                 : ({ op, now } as StepOpEvent);
           const result = applyStepOp(state, event);
-          expect(snap.can(machineEvent(event))).toBe(result.outcome === "moved");
-          snap = transition(stepMachine, snap, machineEvent(event))[0];
           if (staleness > 0 && FENCED_STEP_OPS.has(op)) expect(result.outcome).toBe("refused");
           if (STEP_TERMINAL.has(state.status)) expect(result.outcome).toBe("refused");
           const next = result.outcome === "moved" ? result.state : state;
@@ -298,8 +236,6 @@ describe("property", () => {
           expect(next.attempt).toBeLessThanOrEqual(maxAttempts);
           expect(stepShapeViolations(next)).toEqual([]);
           state = next;
-          expect(snap.context).toEqual(state);
-          expect(snap.value).toBe(state.status);
         }
       }),
       { numRuns: 500 },

@@ -121,7 +121,7 @@ describe("the wait sweep", () => {
       expect(r.can({ type: "run.sweep", at })).toBe(false);
     }
     const effects = r.send({ type: "run.sweep", at: T0 + HOUR + 10_000 });
-    expect(r.snap.value).toBe("ended");
+    expect(r.snap.value).toBe("failed");
     expect(r.run.lifecycle.status).toBe("failed");
     expect(r.run.error).toMatchObject({ code: "wait_abandoned" });
     expect(r.run.error!.message).toMatch(/recovery sweep/);

@@ -32,5 +32,5 @@ it("a waiting run past its deadline plus the grace window is ended wait_abandone
   const [after] = transition(executionMachine, snap, { ...early, now: deadline } as never);
   expect(after.context.run?.lifecycle.status).toBe("failed");
   expect(after.context.run?.error?.code).toBe("wait_abandoned");
-  expect(after.value).toBe("ended");
+  expect(after.value).toBe("failed");
 });

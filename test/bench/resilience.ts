@@ -1,0 +1,177 @@
+import { readFileSync, mkdtempSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { connect } from "@nats-io/transport-node";
+import { RunwayClient } from "../../cluster/client.js";
+import { RUN_KIND } from "../../actors/index.js";
+import { RUNWAY_USER, spawnTsx, startServer, waitFor, type ChildHandle } from "../harness/index.js";
+import { progress, windowed } from "./stats.js";
+import { world } from "./workflow.js";
+
+const cli = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
+const handlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
+
+function heapMb(): number {
+  (globalThis as { gc?: () => void }).gc?.();
+  return process.memoryUsage().heapUsed / 1024 / 1024;
+}
+
+/**
+ * w4: 10,000 runs parked on a one-hour sleep (the node's heap before and after: what a parked
+ * run costs in memory; no worker is held), then 1,000 of them woken at once (their sleep timers
+ * fired as the server's schedules would) and each runs one step: time until all 1,000 are done.
+ */
+export async function w4(): Promise<Record<string, unknown>> {
+  const w = await world();
+  try {
+    await w.client.putDefinition({
+      name: "nap",
+      nodes: [
+        { id: "nap", kind: "sleep", duration_ms: 3_600_000 },
+        { id: "after", kind: "code", needs: ["nap"], handler: "noop" },
+      ],
+    });
+    const parked = Number(process.env.W4_PARKED ?? 10_000);
+    const woken = Number(process.env.W4_WOKEN ?? 1_000);
+    const before = heapMb();
+    const ids: string[] = [];
+    progress(`w4: parking ${parked} runs`);
+    await windowed(parked, 64, async () => {
+      const a = await w.client.startRun({ definition: "nap" });
+      if (a.outcome !== "started") throw new Error(a.outcome);
+      ids.push((a.run as { id: string }).id);
+    });
+    await waitFor(
+      async () =>
+        ((await w.client.getRun(ids[ids.length - 1]!)).run && ((await w.client.getRun(ids[ids.length - 1]!)).run as { status: string }).status === "waiting") ||
+        undefined,
+      { timeoutMs: 60_000, describe: "the last run parked" },
+    );
+    const after = heapMb();
+    const busy = w.node.executor.inFlight;
+    progress(`w4: waking ${woken}`);
+    const chosen = ids.slice(0, woken);
+    const done = chosen.map((id) => w.finished(id));
+    const t0 = performance.now();
+    await Promise.all(chosen.map((id) => w.node.node.host.dispatch({ kind: RUN_KIND, id }, { type: "timer.fired", kind: "sleep", node: "nap" }, `wake/${id}`)));
+    await Promise.all(done);
+    const wakeMs = performance.now() - t0;
+    return {
+      bench: "w4",
+      parked,
+      heap_before_mb: Math.round(before),
+      heap_after_parking_mb: Math.round(after),
+      heap_delta_mb: Math.round((after - before) * 10) / 10,
+      workers_held_while_parked: busy,
+      woken,
+      woken_all_done_ms: Math.round(wakeMs),
+    };
+  } finally {
+    await w.close();
+  }
+}
+
+async function startNode(server: string, ledger: string): Promise<ChildHandle> {
+  const child = spawnTsx(
+    cli,
+    [
+      "node",
+      "--servers",
+      server,
+      "--user",
+      RUNWAY_USER.user,
+      "--pass",
+      RUNWAY_USER.pass,
+      "--name",
+      "w5-node",
+      "--handlers",
+      handlers,
+      "--lease-ttl-ms",
+      "3000",
+    ],
+    {
+      name: "w5-node",
+      env: { RUNWAY_LOG: "error", W5_LEDGER: ledger },
+    },
+  );
+  await child.waitForLine(/^READY /, { timeoutMs: 60_000 });
+  return child;
+}
+
+/**
+ * w5: the node is SIGKILLed while w1's workload runs (200 runs × 10 steps, 32 in flight; each
+ * step appends to a ledger), then started again: time from the restart until every run is done,
+ * steps committed before the kill that ran again (must be 0), and attempts in flight at the kill
+ * that ran twice.
+ */
+export async function w5(): Promise<Record<string, unknown>> {
+  const server = await startServer();
+  const dir = mkdtempSync(join(tmpdir(), "runway-w5-"));
+  const ledger = join(dir, "ledger.txt");
+  let node = await startNode(server.url, ledger);
+  const nc = await connect(server.connectOptions());
+  try {
+    const client = new RunwayClient(nc, "w5", 60_000);
+    await client.createTenant("w5", { max_concurrency: 10_000 });
+    await client.putDefinition({
+      name: "seq10",
+      nodes: Array.from({ length: 10 }, (_, i) => ({
+        id: `s${i}`,
+        kind: "code",
+        handler: "count_invocations",
+        input: { file: ledger, value: i },
+        ...(i > 0 ? { needs: [`s${i - 1}`] } : {}),
+      })),
+    });
+    const runs: string[] = [];
+    progress("w5: 200 runs x 10 steps, 32 in flight, then SIGKILL");
+    for (let i = 0; i < 200; i++) runs.push(((await client.startRun({ definition: "seq10" })).run as { id: string }).id);
+    await waitFor(() => (existsSync(ledger) ? readFileSync(ledger, "utf8").split("\n").length > 600 || undefined : undefined), {
+      timeoutMs: 60_000,
+      intervalMs: 5,
+      describe: "a third of the steps to run",
+    });
+    // What each run had committed at the kill: its nodes that succeeded.
+    await node.kill("SIGKILL");
+    const committed = new Set<string>();
+    for (const id of runs) {
+      const v = (await client.getRun(id)).run as { nodes: Record<string, { status: string }> };
+      for (const [step, n] of Object.entries(v.nodes)) if (n.status === "succeeded") committed.add(`${id} ${step}`);
+    }
+    const t0 = performance.now();
+    node = await startNode(server.url, ledger);
+    const restartedMs = performance.now() - t0;
+    await waitFor(
+      async () => {
+        const views = await Promise.all(runs.map(async (id) => ((await client.getRun(id)).run as { status: string }).status));
+        return views.every((s) => s === "succeeded") || undefined;
+      },
+      { timeoutMs: 120_000, intervalMs: 20, describe: "every run to finish after the restart" },
+    );
+    const doneMs = performance.now() - t0;
+    const per = new Map<string, string[]>();
+    for (const line of readFileSync(ledger, "utf8").trim().split("\n")) {
+      const [run, step, attempt] = line.split(" ");
+      per.set(`${run} ${step}`, [...(per.get(`${run} ${step}`) ?? []), attempt!]);
+    }
+    let committedRerun = 0;
+    for (const key of committed) if ((per.get(key)?.length ?? 0) > 1) committedRerun++;
+    let inFlightTwice = 0;
+    for (const [key, attempts] of per) if (!committed.has(key) && attempts.length > 1) inFlightTwice++;
+    return {
+      bench: "w5",
+      runs: runs.length,
+      steps_committed_at_kill: committed.size,
+      node_restart_ms: Math.round(restartedMs),
+      restart_to_all_done_ms: Math.round(doneMs),
+      restart_to_all_done_after_ready_ms: Math.round(doneMs - restartedMs),
+      committed_steps_run_again: committedRerun,
+      in_flight_steps_run_twice: inFlightTwice,
+    };
+  } finally {
+    await node.kill("SIGKILL").catch(() => undefined);
+    await nc.close();
+    await server.dispose();
+  }
+}
