@@ -189,7 +189,8 @@ export class StepExecutor {
   }
 
   private async report(address: { kind: string; id: string }, event: Record<string, unknown>, id: string): Promise<ReportOutcome> {
-    const local = await this.deps.host.dispatch(address, event, id);
+    // Built here from what the pool returned (its closed codes, plain JSON output): validated once, not again by the run.
+    const local = await this.deps.host.dispatch(address, event, id, { trusted: true });
     // Refused with a closed code: the attempt is no longer the current one (a newer lease:
     // stale_lease; the run or its tree was cancelled since the attempt began: stale_cancel_epoch).
     const code =

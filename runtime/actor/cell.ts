@@ -21,6 +21,8 @@ export interface Delivery {
   event: unknown;
   /** How many times the mailbox has delivered it, this time included; absent for an in-process dispatch. */
   deliveries?: number;
+  /** Built in this process by code that already holds it to the kind's schema (validated once, at its edge): not parsed again. */
+  trusted?: boolean;
   /**
    * Settles the command: `ack` (done, answer it), `term` (never deliver again), `dead` (never
    * deliver again, and file a copy in the dead-letter stream: `reason` is a
@@ -224,7 +226,7 @@ export class ActorCell {
           decisions.push({ delivery, answer: { outcome: "duplicate" }, how: "ack" });
           continue;
         }
-        const parsed = definition.events.safeParse(delivery.event);
+        const parsed = delivery.trusted ? { success: true as const, data: delivery.event } : definition.events.safeParse(delivery.event);
         if (!parsed.success) {
           this.env.stats.invalid++;
           const reason = parsed.error.issues.map((i) => `${i.path.join(".") || "event"}: ${i.message}`).join("; ");

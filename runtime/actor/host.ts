@@ -200,13 +200,19 @@ export class ActorHost {
   }
 
   /** Applies a command in this process (the partition must be served here), bypassing the mailbox. */
-  dispatch(address: ActorAddress, event: unknown, id: string): Promise<CommandAnswer | { outcome: "not_served" } | { outcome: "kept"; reason: string }> {
+  dispatch(
+    address: ActorAddress,
+    event: unknown,
+    id: string,
+    options: { trusted?: boolean } = {},
+  ): Promise<CommandAnswer | { outcome: "not_served" } | { outcome: "kept"; reason: string }> {
     const part = this.owned.get(this.partitionOf(address));
     if (!part || part.stopping) return Promise.resolve({ outcome: "not_served" });
     return new Promise((resolve) => {
       this.enqueue(part, address, {
         id,
         event,
+        ...(options.trusted ? { trusted: true } : {}),
         settle: (answer, how, reason, detail) => {
           // No mailbox message to file: the letter is the command as the mailbox would have carried it.
           if (how === "dead")

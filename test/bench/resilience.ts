@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { connect } from "@nats-io/transport-node";
 import { RunwayClient } from "../../cluster/client.js";
 import { RUN_KIND } from "../../actors/index.js";
+import { readSnapshot } from "../../actors/records.js";
 import { RUNWAY_USER, spawnTsx, startServer, waitFor, type ChildHandle } from "../harness/index.js";
 import { progress, windowed } from "./stats.js";
 import { world } from "./workflow.js";
@@ -100,12 +101,14 @@ async function startNode(server: string, ledger: string): Promise<ChildHandle> {
 }
 
 /**
- * w5: the node is SIGKILLed while w1's workload runs (200 runs × 10 steps, 32 in flight; each
- * step appends to a ledger), then started again: time from the restart until every run is done,
+ * w5: the node is SIGKILLed while w1's workload runs (200 runs × 10 steps, all started at once,
+ * the node's 16 worker slots running them; each step appends to a ledger and takes W5_STEP_MS,
+ * default 20 ms, so that the kill lands with most steps still to run), then started again: time from the restart until every run is done,
  * steps committed before the kill that ran again (must be 0), and attempts in flight at the kill
  * that ran twice.
  */
 export async function w5(): Promise<Record<string, unknown>> {
+  const STEP_MS = Number(process.env.W5_STEP_MS ?? 20);
   const server = await startServer();
   const dir = mkdtempSync(join(tmpdir(), "runway-w5-"));
   const ledger = join(dir, "ledger.txt");
@@ -119,25 +122,27 @@ export async function w5(): Promise<Record<string, unknown>> {
       nodes: Array.from({ length: 10 }, (_, i) => ({
         id: `s${i}`,
         kind: "code",
-        handler: "count_invocations",
-        input: { file: ledger, value: i },
+        handler: "count_slow",
+        input: { file: ledger, value: i, ms: STEP_MS },
         ...(i > 0 ? { needs: [`s${i - 1}`] } : {}),
       })),
     });
     const runs: string[] = [];
-    progress("w5: 200 runs x 10 steps, 32 in flight, then SIGKILL");
-    for (let i = 0; i < 200; i++) runs.push(((await client.startRun({ definition: "seq10" })).run as { id: string }).id);
-    await waitFor(() => (existsSync(ledger) ? readFileSync(ledger, "utf8").split("\n").length > 600 || undefined : undefined), {
+    progress("w5: 200 runs x 10 steps, then SIGKILL");
+    await windowed(200, 200, async () => void runs.push(((await client.startRun({ definition: "seq10" })).run as { id: string }).id));
+    await waitFor(() => (existsSync(ledger) ? readFileSync(ledger, "utf8").split("\n").length > 500 || undefined : undefined), {
       timeoutMs: 60_000,
       intervalMs: 5,
       describe: "a third of the steps to run",
     });
     // What each run had committed at the kill: its nodes that succeeded.
     await node.kill("SIGKILL");
+    // Read from the store itself: the API went down with the node.
     const committed = new Set<string>();
     for (const id of runs) {
-      const v = (await client.getRun(id)).run as { nodes: Record<string, { status: string }> };
-      for (const [step, n] of Object.entries(v.nodes)) if (n.status === "succeeded") committed.add(`${id} ${step}`);
+      const read = await readSnapshot<{ run?: { nodes: Record<string, { s: string }> } }>(nc, 32, RUN_KIND, id);
+      const nodes = read.outcome === "found" ? (read.snapshot.context?.run?.nodes ?? {}) : {};
+      for (const [step, n] of Object.entries(nodes)) if (n.s === "succeeded") committed.add(`${id} ${step}`);
     }
     const t0 = performance.now();
     node = await startNode(server.url, ledger);
@@ -162,6 +167,7 @@ export async function w5(): Promise<Record<string, unknown>> {
     return {
       bench: "w5",
       runs: runs.length,
+      step_ms: STEP_MS,
       steps_committed_at_kill: committed.size,
       node_restart_ms: Math.round(restartedMs),
       restart_to_all_done_ms: Math.round(doneMs),
