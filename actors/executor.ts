@@ -100,9 +100,10 @@ export class StepExecutor {
   }
 
   /**
-   * `step_started`, when the attempt starts on this node's workers: published from here, best
-   * effort on the run's own event lane (in order with its other events), because the grant that
-   * starts it is not a transition of the run.
+   * `step_started`, when the attempt starts on this node's workers: published live from here,
+   * after the run's own events that led to it, because the grant that starts it is not a
+   * transition of the run. So it has no id and is not in the journal: the attempt's start is
+   * stored with its heartbeat or its result.
    */
   private started(r: ExecuteRequest): void {
     const data = {
@@ -114,11 +115,7 @@ export class StepExecutor {
       ...(r.item !== undefined ? { item: r.item } : {}),
       attempt: r.attempt,
     };
-    this.deps.host.events.offer(`${RUN_KIND}.${r.run}`, {
-      id: `started/${r.ticket}`,
-      subject: `rw.evt.${r.tenant}.${r.root}.${r.run}.step_started`,
-      data: new TextEncoder().encode(JSON.stringify(data)),
-    });
+    this.deps.host.events.publish(`rw.evt.${r.tenant}.${r.root}.${r.run}.step_started`, data);
   }
 
   /**

@@ -1,4 +1,5 @@
-export { ensureDomainTopology, eventsStreamConfig, eventSubject, EVENTS_STREAM, AUDIT_STREAM, DEFINITIONS_BUCKET, RESULTS_STORE } from "./topology.js";
+export { ensureDomainTopology, eventSubject, AUDIT_STREAM, DEFINITIONS_BUCKET, RESULTS_STORE } from "./topology.js";
+export { readRunEvents, eventsOf, MAX_EVENTS_BYTES, type RunEvent, type RunEventsPage } from "./run-events.js";
 export {
   TenantService,
   tenantActor,
@@ -17,7 +18,16 @@ export { StepExecutor, RESULT_INLINE_LIMIT, MAX_ERROR_MESSAGE, type HeartbeatOut
 export { recoverPartition, buildLiveIndex } from "./recovery.js";
 export { LiveRunIndex, LIVE_BUCKET, type LiveEntry } from "./live-runs.js";
 export { RunIndex, RUNS_STREAM, type RunSummaryEntry, type IndexPage } from "./run-index.js";
-export { RunService, MAX_INPUT_BYTES, type StartRunRequest, type StartRunResult, type CancelRunResult, type RunView, type RunSummary } from "./runs.js";
+export {
+  RunService,
+  MAX_INPUT_BYTES,
+  type StartRunRequest,
+  type StartRunResult,
+  type CancelRunResult,
+  type RunEventsResult,
+  type RunView,
+  type RunSummary,
+} from "./runs.js";
 export { startKey, childStartKey, runIdFor, tenantOfRun } from "./ids.js";
 export { NodeMetrics, type MetricSource, type Labels } from "./metrics.js";
 export { Dispatcher, DEFAULT_SCHEDULER, type LeaseDecision, type QuotaGrant } from "./dispatcher.js";

@@ -1,8 +1,9 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { isHeadV1, laneFor, migrateHeadV1, runSummary, validateAgainstSchema, type RunContext, type RunFact } from "../machines/index.js";
-import { publish, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
+import { parseEventId, publish, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
 import { askActor } from "./ask.js";
 import { readFirstRecord, readSnapshot } from "./records.js";
+import { readRunEvents, type RunEvent } from "./run-events.js";
 import { RunIndex, type RunSummaryEntry } from "./run-index.js";
 import type { DefinitionStore } from "./definitions.js";
 import { randomDeliveryId, runIdFor, startKey, tenantOfRun } from "./ids.js";
@@ -58,6 +59,20 @@ export type StartRunResult =
   | { outcome: "lane_not_allowed"; reason: string }
   /** The tenant's kill switch is on, it is draining, its day cap is spent, or its queue is full: no run is created. */
   | { outcome: "tenant_killed" | "tenant_draining" | "day_cap_reached" | "queue_full"; detail?: unknown };
+
+/** A page of a run's progress events (see RunService.events). */
+export type RunEventsResult =
+  | {
+      outcome: "events";
+      events: RunEvent[];
+      /** The id to ask `after` next: the last event's, or the `after` given when none came. */
+      last: string | null;
+      /** The page stopped at its bound: more events are stored after `last`. */
+      more: boolean;
+      /** The run's record was compacted after the ended-run retention: its events are gone. */
+      compacted?: true;
+    }
+  | { outcome: "run_not_found" };
 
 export type CancelRunResult =
   { outcome: "cancelled"; run: RunView } | { outcome: "not_cancellable"; run: RunView } | { outcome: "run_not_found" } | { outcome: "tenant_not_found" };
@@ -264,6 +279,28 @@ export class RunService {
     const page = await this.index.page(tenant, from, limit);
     const runs = (await Promise.all(page.runs.map((id) => this.get(tenant, id)))).filter((r): r is RunView => r !== undefined);
     return { runs: runs.filter((r) => !options.status || r.status === options.status), next_cursor: page.next === null ? null : String(page.next) };
+  }
+
+  /**
+   * A page of a run's progress events after the event `after` (an id as published; none: from
+   * its first), read back from the run's journal (see readRunEvents): what a watcher that
+   * missed some of them live reads to catch up, with the same ids. At most `limit` (default
+   * 500) events and about 256 KiB.
+   */
+  async events(tenant: string, id: string, options: { after?: string; limit?: number } = {}): Promise<RunEventsResult> {
+    if (tenantOfRun(id) !== tenant) return { outcome: "run_not_found" };
+    const after = options.after === undefined ? undefined : parseEventId(options.after);
+    if (options.after !== undefined && !after) throw new RunwayFault("invalid_event_id", `not an event id: ${options.after}`);
+    const read = await readRunEvents(this.deps.nc, this.deps.partitions, id, { ...(after ? { after } : {}), limit: options.limit ?? 500 });
+    if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", read.detail, { kind: "retryable" });
+    if (read.outcome === "corrupt") throw new RunwayFault("corrupt_record", `run ${id}: ${read.detail}`);
+    if (read.empty) {
+      // Nothing stored from `after` on: a run that is not there, or whose record was compacted.
+      const run = await this.get(tenant, id);
+      if (!run) return { outcome: "run_not_found" };
+      if (run.compacted) return { outcome: "events", events: [], last: read.last, more: false, compacted: true };
+    }
+    return { outcome: "events", events: read.events, last: read.last, more: read.more };
   }
 
   async cancel(tenant: string, id: string, reason: string, by: string): Promise<CancelRunResult> {

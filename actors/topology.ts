@@ -6,12 +6,14 @@ import { LIVE_BUCKET } from "./live-runs.js";
 import { runsStreamConfig } from "./run-index.js";
 
 /** JetStream resources of the workflow domain, beside the runtime's own. */
-export const EVENTS_STREAM = "RUNWAY_EVT";
 export const DEFINITIONS_BUCKET = "rw_defs";
 export const AUDIT_STREAM = "RUNWAY_AUDIT";
 export const RESULTS_STORE = "rw-results";
 
-/** `rw.evt.<tenant>.<root>.<run>.<type>`: a client follows a run, or a whole tree, from any sequence. */
+/**
+ * `rw.evt.<tenant>.<root>.<run>.<type>`: live progress events (plain publishes; each run's are
+ * read back from its journal, `runs.events`). A client follows a run or a whole tree by subject.
+ */
 export function eventSubject(tenant: string, root: string, run: string, type: string): string {
   return `rw.evt.${tenant}.${root}.${run}.${type}`;
 }
@@ -24,26 +26,8 @@ async function ensureBucket(kvm: Kvm, name: string, options: Record<string, unkn
   }
 }
 
-/**
- * The progress-events stream as every node creates it; an operator (or a test) that lost it
- * re-adds this config and the nodes' spooled events flow into it.
- */
-export function eventsStreamConfig(replicas: number): Partial<StreamConfig> & { name: string } {
-  return {
-    name: EVENTS_STREAM,
-    description: "Runway progress events: rw.evt.<tenant>.<root>.<run>.<type>",
-    subjects: ["rw.evt.>"],
-    retention: RetentionPolicy.Limits,
-    storage: StorageType.File,
-    num_replicas: replicas,
-    max_age: 7 * 24 * 3600 * 1_000_000_000,
-    duplicate_window: 120_000_000_000,
-  };
-}
-
 export async function ensureDomainTopology(nc: NatsConnection, replicas: number): Promise<void> {
   const jsm = await jetstreamManager(nc, { timeout: 10_000 });
-  const events = eventsStreamConfig(replicas);
   const audit: Partial<StreamConfig> & { name: string } = {
     name: AUDIT_STREAM,
     description: "Runway consequential decisions and effects: rw.audit.<tenant>.<kind> (long retention)",
@@ -63,7 +47,7 @@ export async function ensureDomainTopology(nc: NatsConnection, replicas: number)
     max_age: 10 * 60 * 1_000_000_000,
     allow_msg_counter: true,
   } as Partial<StreamConfig> & { name: string };
-  for (const config of [events, audit, quota, runsStreamConfig(replicas) as Partial<StreamConfig> & { name: string }]) {
+  for (const config of [audit, quota, runsStreamConfig(replicas) as Partial<StreamConfig> & { name: string }]) {
     try {
       await jsm.streams.info(config.name);
     } catch {

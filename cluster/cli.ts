@@ -8,7 +8,8 @@
  *   runway tenant create <id>
  *   runway def put <file.json> [--draft]     runway def get <name> [--version N]     runway def list
  *   runway run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane batch] [--project P] [--priority 0-9]
- *   runway run get <id>   runway run list [--status S] [--cursor C]   runway run watch <id>   runway run cancel <id> [--reason R]
+ *   runway run get <id>   runway run list [--status S] [--cursor C]   runway run events <id> [--after ID]   runway run watch <id>
+ *   runway run cancel <id> [--reason R]
  *   runway ops dead-letters [--limit N]
  */
 import { mkdtempSync, readFileSync } from "node:fs";
@@ -16,11 +17,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { jetstream, DeliverPolicy, type ConsumerMessages } from "@nats-io/jetstream";
-import { EVENTS_STREAM } from "../actors/index.js";
 import { createLogger, ID_PATTERN, type Logger } from "../runtime/index.js";
 import { machineDiagrams, TenantIdSchema } from "../machines/index.js";
 import { ApiFault, RunwayClient } from "./client.js";
+import { followRun } from "./follow.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
 
@@ -30,7 +30,8 @@ const USAGE = `usage: runway <command> [options]
   tenant create <id> [--settings JSON] | tenant get <id> | tenant put <id> --settings JSON | tenant kill|drain|resume <id> [--reason R]
   def put <file.json> [--draft] | def get <name> [--version N] | def list
   run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane interactive|batch|migration] [--source cli] [--project P] [--priority 0-9]
-  run get <id> | run list [--status S] [--limit N] [--cursor C] | run watch <id> | run cancel <id> [--reason TEXT]
+  run get <id> | run list [--status S] [--limit N] [--cursor C] | run events <id> [--after ID] [--limit N]
+  run watch <id> | run cancel <id> [--reason TEXT]
   ops dead-letters [--limit N]                                  the newest dead letters first (default 50, at most 500)
   machines                                                      the production state machines as Mermaid diagrams; needs no server
   help | --help | -h
@@ -206,68 +207,30 @@ async function withClient<T>(
   }
 }
 
-const TERMINAL_EVENTS: Record<string, string> = { succeeded: "run_succeeded", failed: "run_failed", cancelled: "run_cancelled" };
-
 /**
- * Follows a run's progress events from the start of its history until it ends. Events are best
- * effort (late, or lost in an events outage), and the run's record wins: it is read every
- * `pollMs`, and once it is terminal the events get one more interval to catch up before the
- * watch ends on the record's word.
+ * Prints a run's progress events from the start of its history until it ends: what its journal
+ * holds, then live events as they come (see followRun). Exits 1 if there is no such run.
  */
-async function watch(client: RunwayClient, nc: NatsConnection, tenant: string, runId: string, pollMs = 2_000): Promise<void> {
-  let ended = false;
-  let following = true;
-  let messages: ConsumerMessages | undefined;
-  const follow = (async () => {
-    try {
-      const consumer = await jetstream(nc).consumers.get(EVENTS_STREAM, {
-        filter_subjects: [`rw.evt.${tenant}.*.${runId}.*`],
-        deliver_policy: DeliverPolicy.All,
-      });
-      if (ended) return;
-      messages = await consumer.consume();
-      for await (const m of messages) {
-        const e = m.json<{ type: string; at: number; node?: string; item?: number; attempt?: number; error?: { code: string; message: string } }>();
-        const what = [
-          e.node,
-          e.item !== undefined ? `[${e.item}]` : "",
-          e.attempt ? ` attempt ${e.attempt}` : "",
-          e.error ? ` ${e.error.code}: ${e.error.message}` : "",
-        ].join("");
-        process.stdout.write(`${new Date(e.at).toISOString()}  #${m.seq}  ${e.type.padEnd(15)} ${what}\n`);
-        if (e.type === "run_succeeded" || e.type === "run_failed" || e.type === "run_cancelled") {
-          ended = true;
-          break;
-        }
-      }
-    } catch {
-      // The events stream is unavailable: the run's record still says when the run ends.
-    } finally {
-      following = false;
-    }
-  })();
-  let terminalPolls = 0;
-  while (!ended) {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const tick = new Promise<void>((r) => (timer = setTimeout(r, pollMs)));
-    await (following ? Promise.race([follow, tick]) : tick);
-    clearTimeout(timer);
-    if (ended) break;
-    const answer = await client.getRun(runId).catch(() => undefined);
-    if (answer?.outcome === "run_not_found") {
-      print(answer);
-      break;
-    }
-    const run = answer?.run as { status: string; ended_at?: number | null } | undefined;
-    const type = run ? TERMINAL_EVENTS[run.status] : undefined;
-    if (!type || terminalPolls++ === 0) continue;
-    process.stdout.write(
-      `${new Date(run?.ended_at ?? Date.now()).toISOString()}  record  ${type.padEnd(15)} (from the run's record: its progress events did not arrive)\n`,
-    );
-    ended = true;
+async function watch(client: RunwayClient, nc: NatsConnection, tenant: string, runId: string): Promise<boolean> {
+  const first = await client.runEvents(runId, { limit: 1 });
+  if (first.outcome !== "events") {
+    print(first);
+    return false;
   }
-  await messages?.close();
-  await follow;
+  if (first.compacted) {
+    process.stdout.write(`${runId}: its record was compacted after the ended-run retention; runs.get shows its final summary\n`);
+    return true;
+  }
+  for await (const e of followRun(nc, client, tenant, runId)) {
+    const what = [
+      e.node ?? "",
+      e.item !== undefined ? `[${String(e.item)}]` : "",
+      e.attempt ? ` attempt ${String(e.attempt)}` : "",
+      e.error ? ` ${(e.error as { code: string }).code}: ${(e.error as { message: string }).message}` : "",
+    ].join("");
+    process.stdout.write(`${new Date(e.at).toISOString()}  ${(e.id ?? "live").padEnd(10)}  ${e.type.padEnd(15)} ${what}\n`);
+  }
+  return true;
 }
 
 async function main(): Promise<void> {
@@ -325,6 +288,7 @@ async function main(): Promise<void> {
           status: { type: "string" },
           limit: { type: "string" },
           cursor: { type: "string" },
+          after: { type: "string" },
           reason: { type: "string" },
         },
       });
@@ -362,9 +326,19 @@ async function main(): Promise<void> {
       if (sub === "watch" && id) {
         // The id goes into a subject filter: a wildcard would follow other runs.
         if (!ID_PATTERN.test(id)) throw new UsageError(`run id ${JSON.stringify(id)}: expected 1-200 characters of [A-Za-z0-9_=-]`);
-        return withClient(values, (c, nc) => watch(c, nc, values.tenant!, id));
+        if (!(await withClient(values, (c, nc) => watch(c, nc, values.tenant!, id)))) process.exitCode = 1;
+        return;
       }
-      throw new UsageError("run start|get|list|watch|cancel");
+      if (sub === "events" && id)
+        return print(
+          await withClient(values, (c) =>
+            c.runEvents(id, {
+              ...(values.after ? { after: values.after } : {}),
+              ...(values.limit ? { limit: Number(values.limit) } : {}),
+            }),
+          ),
+        );
+      throw new UsageError("run start|get|list|events|watch|cancel");
     }
     case "ops": {
       const { values } = parseArgs({ args: rest, options: { ...common, limit: { type: "string" } } });

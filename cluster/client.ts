@@ -73,6 +73,10 @@ export class RunwayClient {
   listRuns(options: { status?: string; limit?: number; cursor?: string } = {}) {
     return this.t("runs.list", options);
   }
+  /** A page of a run's stored progress events after the event id `after` (none: from the first); go on from the answer's `last` while `more`. */
+  runEvents(runId: string, options: { after?: string; limit?: number } = {}) {
+    return this.t("runs.events", { run_id: runId, ...options });
+  }
   cancelRun(runId: string, reason?: string) {
     return this.t("runs.cancel", { run_id: runId, ...(reason ? { reason } : {}) });
   }

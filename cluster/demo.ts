@@ -10,9 +10,8 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { connect } from "@nats-io/transport-node";
-import { DeliverPolicy, jetstream } from "@nats-io/jetstream";
-import { EVENTS_STREAM } from "../actors/index.js";
 import { RunwayClient } from "./client.js";
+import { followRun } from "./follow.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { notifyWorkflow, orderWorkflow } from "./demo/workflows.js";
 
@@ -75,12 +74,11 @@ try {
 
   let killed = false;
   let completedBeforeKill: string[] = [];
-  const consumer = await jetstream(nc).consumers.get(EVENTS_STREAM, { filter_subjects: [`rw.evt.demo.${run.id}.>`], deliver_policy: DeliverPolicy.All });
-  const events = await consumer.consume();
-  for await (const m of events) {
-    const e = m.json<{ type: string; run: string; node?: string; item?: number; attempt?: number; error?: { message: string } }>();
+  // The run's stored events from its first, then live ones (its children's too), each once.
+  for await (const e of followRun(nc, client, "demo", run.id, { tree: true, pollMs: 500 })) {
     const who = e.run === run.id ? "" : " (child)";
-    const detail = `${e.node ?? ""}${e.item !== undefined ? `[${e.item}]` : ""}${e.attempt ? ` #${e.attempt}` : ""}${e.error ? ` — ${e.error.message}` : ""}`;
+    const error = e.error as { message: string } | undefined;
+    const detail = `${String(e.node ?? "")}${e.item !== undefined ? `[${String(e.item)}]` : ""}${e.attempt ? ` #${String(e.attempt)}` : ""}${error ? ` — ${error.message}` : ""}`;
     say(`  ${((Date.now() - began) / 1000).toFixed(1).padStart(5)}s  ${e.type.padEnd(15)} ${detail}${who}`);
     if (!killed && e.type === "step_succeeded" && e.node === "price" && e.run === run.id) {
       // Mid-run: the map is done, the flaky payment step is about to start.
@@ -94,9 +92,7 @@ try {
       node = await startNodeProcess(nats.url);
       say("  ▶ node restarted; the run continues from its durable state");
     }
-    if (e.run === run.id && (e.type === "run_succeeded" || e.type === "run_failed" || e.type === "run_cancelled")) break;
   }
-  await events.close();
 
   const final = (await client.getRun(run.id)).run as { status: string; result: unknown; nodes: Record<string, { status: string; attempt?: number }> };
   const lines = existsSync(ledger) ? readFileSync(ledger, "utf8").trim().split("\n") : [];

@@ -42,7 +42,6 @@ import {
   type Clock,
   type ConnectionConfig,
   type HostDecorators,
-  type EventSpoolLimits,
   type Logger,
   type MicroService,
   type RunwayNode,
@@ -95,8 +94,6 @@ export interface RunwayNodeConfig {
   decorate?: NodeDecorators;
   /** Deliveries after which a command that faults its actor is dead-lettered (default 5). */
   maxDeliveries?: number;
-  /** Bounds of the node's progress-event spool (default 100,000 events, 64 MiB). */
-  eventSpool?: EventSpoolLimits;
   /** Observes each heartbeat renewal: ms from dispatch to the run's stored answer (the `heartbeats` benchmark). */
   onHeartbeatSettled?(ms: number, outcome: HeartbeatOutcome): void;
 }
@@ -189,7 +186,6 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
     ],
     topology: { replicas: config.replicas ?? 1 },
     ...(config.leaseTtlMs !== undefined ? { leaseTtlMs: config.leaseTtlMs } : {}),
-    ...(config.eventSpool ? { eventSpool: config.eventSpool } : {}),
     ...(config.decorate?.log ? { decorate: { log: config.decorate.log } } : {}),
     ...(config.maxDeliveries !== undefined ? { maxDeliveries: config.maxDeliveries } : {}),
     clock,
@@ -411,15 +407,12 @@ function collectNodeMetrics(node: RunwayNode, executor: StepExecutor, pool: Step
     c("handler_timeouts", "handlers stopped at their timeout", p.timeouts),
     g("attempts_in_flight", "attempts executing on this node", executor.inFlight),
     g("partitions_owned", "partitions this node serves", node.host.ownedPartitions().length),
-    c("events_published", "progress events the events stream stored", node.host.events.stats.published),
-    g("events_spooled", "progress events held by this node's spool, waiting for the events stream", node.host.events.spooled),
-    ...Object.entries(node.host.events.stats.dropped).map(([reason, value]) => ({
-      name: "events_dropped",
-      help: "progress events given up, by reason (full: the spool's bound; rejected: refused by the server; stopped: unpublished at shutdown)",
-      type: "counter" as const,
-      value,
-      labels: { reason },
-    })),
+    c("events_published", "progress events published live (each is also in its run's journal)", node.host.events.stats.published),
+    c(
+      "events_dropped",
+      "progress events not published live (larger than the server's max payload, or the connection closed); the journal keeps them",
+      node.host.events.stats.dropped,
+    ),
   ];
 }
 

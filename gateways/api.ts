@@ -43,6 +43,15 @@ const schemas = {
       .regex(/^[1-9][0-9]{0,15}$/)
       .optional(),
   }),
+  runsEvents: z.strictObject({
+    run_id: RunId,
+    /** The last event id the caller has (`<revision>.<index>`, as published); absent: from the run's first event. */
+    after: z
+      .string()
+      .regex(/^[1-9][0-9]{0,15}\.(0|[1-9][0-9]{0,5})$/, "an event id is <revision>.<index>, as events carry it")
+      .optional(),
+    limit: z.number().int().positive().max(1_000).optional(),
+  }),
   runsCancel: z.strictObject({ run_id: RunId, reason: z.string().max(1_000).default("cancelled by request"), by: z.string().max(200).default("api") }),
   tenantsPut: z.strictObject({ id: TenantIdSchema, settings: z.unknown().optional() }),
   tenantsList: z.strictObject({}),
@@ -76,7 +85,7 @@ const DEFINITION_TOO_DEEP: Answer = { outcome: "invalid_definition", errors: [{ 
 
 /**
  * The `runway` NATS micro service: `runway.v1.<tenant>.definitions.put|get|list`,
- * `runway.v1.<tenant>.runs.start|get|list|cancel`, `runway.v1.ops.tenants.put|list` and the
+ * `runway.v1.<tenant>.runs.start|get|list|events|cancel`, `runway.v1.ops.tenants.put|list` and the
  * operators' `runway.v1.ops.*` (metrics, sweep, dead letters).
  * Every request and reply is JSON; requests are validated by zod (unknown fields refused) and
  * every business answer is a closed `{ outcome, … }`. Only faults use the
@@ -125,6 +134,7 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
     return run ? { outcome: "found", run } : { outcome: "run_not_found" };
   });
   tenantEndpoint("runs_list", "runs.list", schemas.runsList, async (t, b) => ({ outcome: "ok", ...(await services.runs.list(t, b)) }));
+  tenantEndpoint("runs_events", "runs.events", schemas.runsEvents, (t, b) => services.runs.events(t, b.run_id, b));
   tenantEndpoint("runs_cancel", "runs.cancel", schemas.runsCancel, (t, b) => services.runs.cancel(t, b.run_id, b.reason, b.by));
   tenantEndpoint("tenant_get", "tenant.get", schemas.tenantGet, async (t) => ({ outcome: "found", tenant: await services.tenants.get(t) }));
   tenantEndpoint("tenant_put", "tenant.put", schemas.tenantPut, (t, b) => services.tenants.put(t, b.settings));

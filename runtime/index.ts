@@ -49,16 +49,8 @@ export { currentSnapshot, snapshotVersion } from "./actor/migrate.js";
 export { defineActor, EffectSchema, AddressSchema, ID_PATTERN, KIND_PATTERN, type ActorDefinition, type ActorAddress, type Effect } from "./actor/define.js";
 export { ActorHost, DEFAULT_MAX_DELIVERIES, type ActorHostConfig, type HostDecorators } from "./actor/host.js";
 export { DeadLetterBox, DeadLetterReason, listDeadLetters, type DeadLetter, type DeadLetterView } from "./actor/dead-letters.js";
-export {
-  EventSpool,
-  DEFAULT_SPOOL_MAX_EVENTS,
-  DEFAULT_SPOOL_MAX_BYTES,
-  type EventSpoolLimits,
-  type EventSpoolOptions,
-  type EventSpoolStats,
-  type SpooledEvent,
-  type DropReason,
-} from "./actor/event-spool.js";
+export { LiveEvents, eventId, parseEventId, type LiveEventStats } from "./actor/live-events.js";
+export { eventBody } from "./actor/outbox.js";
 export type { HostStats } from "./actor/cell.js";
 export { MailboxClient } from "./actor/mailbox.js";
 export { actorRecordCodec, commandCodec, answerCodec, HEADER_ID, HEADER_REPLY, type ActorRecord, type CommandAnswer } from "./actor/wire.js";

@@ -30,8 +30,6 @@ export interface NodeConfig {
   local?: ActorHostConfig["local"];
   /** Recovery when this node starts serving a partition (see ActorHostConfig.onServe). */
   onServe?: ActorHostConfig["onServe"];
-  /** Bounds of the node's event spool (progress events held while their stream is unavailable). */
-  eventSpool?: ActorHostConfig["eventSpool"];
   /** Stages the domain adds between the host and membership (e.g. executors, the API). */
   stages?: (node: () => RunwayNode) => Stage[];
 }
@@ -86,7 +84,6 @@ export async function startNode(config: NodeConfig): Promise<RunwayNode> {
         node: config.name,
         ...(config.decorate ? { decorate: config.decorate } : {}),
         ...(config.maxDeliveries !== undefined ? { maxDeliveries: config.maxDeliveries } : {}),
-        ...(config.eventSpool ? { eventSpool: config.eventSpool } : {}),
         ...(config.local ? { local: config.local } : {}),
         ...(config.onServe ? { onServe: config.onServe } : {}),
         onFenced: () => parts.ownership?.poke(),

@@ -314,6 +314,15 @@ function onRecover(d: Draft, alive: readonly AliveAttempt[]): void {
       if (r.outcome !== "moved") continue;
       holder.step = r.state;
       delete holder.lease_expires_at;
+      // Stored with the recovery, so the journal says why the step runs again.
+      if (r.state.status === "ready")
+        publish(d, "step_retrying", {
+          node: node.id,
+          ...(item !== undefined ? { item } : {}),
+          attempt: s.attempt,
+          error: lost,
+          not_before: r.state.not_before,
+        });
       if (node.kind !== "map") retryOrFail(d, node, undefined, lost);
       else settleItem(d, node, item!, undefined);
     }

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { initialTransition, transition, type AnyMachineSnapshot, type AnyStateMachine, type EventObject } from "xstate";
+import type { AnyMachineSnapshot, AnyStateMachine, EventObject } from "xstate";
 import type { Clock } from "../clock.js";
 import { packMsgpack } from "../codec.js";
 import { isFault } from "../errors.js";
@@ -9,6 +9,7 @@ import { DeadLetterReason } from "./dead-letters.js";
 import { EffectSchema, type ActorAddress, type ActorDefinition, type Effect } from "./define.js";
 import { currentSnapshot, snapshotVersion } from "./migrate.js";
 import { publishOutbox, type OutboxContext } from "./outbox.js";
+import { persistedSnapshot, pureMachine } from "./pure.js";
 import { actorRecordCodec, APPLIED_WINDOW, type ActorRecord, type CommandAnswer, type OutboxEntry } from "./wire.js";
 
 /** How a command is settled (see {@link Delivery.settle}). */
@@ -181,7 +182,7 @@ export class ActorCell {
     // The writer of this record may have died before publishing its outbox: publish it again
     // (idempotent by entry id) before anything new is decided.
     if (decoded.value.outbox.length > 0) {
-      const ok = await publishOutbox(this.env.outbox, this.address, decoded.value.outbox);
+      const ok = await publishOutbox(this.env.outbox, this.address, decoded.value.outbox, read.message.seq);
       if (!ok) return { outcome: "unavailable" };
     }
     this.cached = { record: decoded.value, revision: read.message.seq, generation, snapshot };
@@ -191,6 +192,7 @@ export class ActorCell {
   private async apply(batch: Delivery[]): Promise<void> {
     const { definition, clock } = this.env;
     const machine = definition.machine as AnyStateMachine;
+    const pure = pureMachine(machine);
     for (let attempt = 0; ; attempt++) {
       if (this.env.log.fenced) {
         for (const d of batch) d.settle(undefined, "keep", "fenced");
@@ -236,7 +238,7 @@ export class ActorCell {
         const now = clock.now();
         const effects: Effect[] = [];
         if (!snapshot) {
-          const [initial, actions] = initialTransition(machine, definition.input?.(this.address.id));
+          const [initial, actions] = pure.initial(definition.input?.(this.address.id));
           snapshot = initial;
           effects.push(...collectEffects(actions));
         }
@@ -263,7 +265,7 @@ export class ActorCell {
             decisions.push({ delivery, answer: { outcome: "refused", state: snapshot.value }, how: "ack" });
             continue;
           }
-          const [next, actions] = transition(machine, snapshot, event);
+          const [next, actions] = pure.transition(snapshot, event);
           const produced = collectEffects(actions);
           if (next.context === snapshot.context && next.value === snapshot.value && produced.every((e) => e.type === "runway.answer")) {
             // Answered without a change (e.g. a stale report): nothing to store, nothing to fence.
@@ -309,11 +311,11 @@ export class ActorCell {
       let record: ActorRecord;
       let encoded: Uint8Array;
       try {
-        // Both walk the whole state recursively (XState's persisted copy, then msgpack).
+        // Encoding walks the whole state recursively (msgpack, with the codec's depth check).
         record = {
           kind: this.address.kind,
           id: this.address.id,
-          snapshot: machine.getPersistedSnapshot(snapshot!),
+          snapshot: persistedSnapshot(machine, snapshot!),
           applied: applied.slice(-APPLIED_WINDOW),
           outbox,
           ...(journal.length > 0 ? { journal } : {}),
@@ -345,10 +347,10 @@ export class ActorCell {
           this.env.stats.transitions += changed;
           this.cached = { record, revision: written.revision, generation, snapshot: snapshot! };
           if (journal.length > 0) definition.onJournal?.(this.address, journal);
-          // The outbox's events are spooled at once (before anything a hand-over publishes), its
-          // commands published meanwhile; local hand-overs (a step to this node's executor) need
-          // nothing from it and go now.
-          const publishing = publishOutbox(this.env.outbox, this.address, outbox);
+          // The outbox's events go out at once (before anything a hand-over publishes), its
+          // commands are published meanwhile; local hand-overs (a step to this node's executor)
+          // need nothing from it and go now.
+          const publishing = publishOutbox(this.env.outbox, this.address, outbox, written.revision);
           for (const e of local) this.env.local(e.channel, e.payload, this.address);
           const published = await publishing;
           // Unpublished entries are published again by whoever loads the record next.

@@ -111,10 +111,10 @@ export const EffectSchema = z.discriminatedUnion("type", [
    */
   z.object({ type: z.literal("runway.publish"), subject: z.string().min(1), data: z.unknown() }),
   /**
-   * Publish `data` (JSON) to a subject captured by a stream, best effort (progress events): kept
-   * in the stored outbox like every effect, but handed to the node's event spool, so an events
-   * outage never holds the command's acknowledgement or the actor's next transition. Published
-   * in order per actor once the stream answers again, unless the spool's bound dropped it.
+   * A progress event: `data` (JSON) published live on `subject` after the transition is stored,
+   * as a plain NATS message, never awaited. It is durable as an entry of the stored record (a
+   * journaled actor's history keeps it), published with the id `<revision>.<index>`, and read
+   * back from the journal with that id (see LiveEvents).
    */
   z.object({ type: z.literal("runway.event"), subject: z.string().min(1), data: z.unknown() }),
   /** Wake this actor with `event` at `at` (ms); setting a name again replaces the earlier timer. */

@@ -10,8 +10,8 @@ import { CMD_STREAM, kvSubject, mailboxFilter, mailboxSubject, partitionConsumer
 import { ID_PATTERN, type ActorAddress, type ActorDefinition } from "./define.js";
 import { ActorCell, type Delivery, type HostStats } from "./cell.js";
 import { asDeadLetterReason, DeadLetterBox, DeadLetterReason } from "./dead-letters.js";
-import { EventSpool, type EventSpoolLimits } from "./event-spool.js";
-import { publishEvent, type OutboxContext, type StoreEffect } from "./outbox.js";
+import { LiveEvents } from "./live-events.js";
+import type { OutboxContext, StoreEffect } from "./outbox.js";
 import { answerCodec, APPLIED_WINDOW, commandCodec, HEADER_ID, HEADER_REPLY, type CommandAnswer } from "./wire.js";
 
 export interface ActorHostConfig {
@@ -48,10 +48,6 @@ export interface ActorHostConfig {
    * place for the domain to recover work that lived only in the previous owner's memory.
    */
   onServe?(partition: number, log: PartitionLog): Promise<void>;
-  /** Bounds of the node's event spool (best-effort `runway.event` effects). */
-  eventSpool?: EventSpoolLimits;
-  /** How long `stop()` waits for spooled events to be published before dropping them (default 5 s). */
-  eventFlushMs?: number;
 }
 
 /** Wrappers of the host's ports, Orleans' FaultInjectionGrainStorage style: the code under test stays fault-free. */
@@ -87,8 +83,8 @@ export class ActorHost {
   private readonly clock: Clock;
   private readonly logger: Logger;
   private readonly outbox: OutboxContext;
-  /** Progress events of this node's actors, published in the background (see EventSpool). */
-  readonly events: EventSpool;
+  /** Live progress events of this node's actors (see LiveEvents). */
+  readonly events: LiveEvents;
   /** Where commands and effects that cannot be applied or published go, counted (see DeadLetterBox). */
   readonly deadLetters: DeadLetterBox;
   private jsm: JetStreamManager | undefined;
@@ -101,7 +97,7 @@ export class ActorHost {
       if (this.definitions.has(def.kind)) throw new RunwayFault("duplicate_kind", `actor kind ${def.kind} defined twice`);
       this.definitions.set(def.kind, def);
     }
-    this.events = new EventSpool({ publish: (e) => publishEvent(config.nc, e), logger: this.logger, ...config.eventSpool });
+    this.events = new LiveEvents(config.nc, this.logger);
     this.deadLetters = new DeadLetterBox({ nc: config.nc, node: config.node ?? "host", now: () => this.clock.now(), logger: this.logger });
     this.outbox = {
       nc: config.nc,
@@ -230,13 +226,9 @@ export class ActorHost {
     });
   }
 
-  /** Releases every partition, then gives spooled events a last chance to be published. */
+  /** Releases every partition. */
   async stop(): Promise<void> {
-    try {
-      await Promise.all(this.ownedPartitions().map((p) => this.release(p)));
-    } finally {
-      await this.events.close(this.config.eventFlushMs ?? 5_000);
-    }
+    await Promise.all(this.ownedPartitions().map((p) => this.release(p)));
   }
 
   private cellFor(part: OwnedPartition, address: ActorAddress): ActorCell {

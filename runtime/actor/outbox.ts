@@ -4,7 +4,7 @@ import { partitionOf } from "../partitions/hash.js";
 import { CMD_STREAM, mailboxSubject, timerSubject } from "../topology.js";
 import { DeadLetterReason, type DeadLetterBox } from "./dead-letters.js";
 import type { ActorAddress, Effect } from "./define.js";
-import type { EventSpool, SpooledEvent } from "./event-spool.js";
+import { eventId, type LiveEvents } from "./live-events.js";
 import { commandCodec, HEADER_ID, type OutboxEntry } from "./wire.js";
 
 /** Timers due this soon are delivered straight to the mailbox instead of being scheduled. */
@@ -16,8 +16,8 @@ export interface OutboxContext {
   /** Partition key of an address (the actor definition's `key`, or the id). */
   keyOf(address: ActorAddress): string;
   now(): number;
-  /** Where `runway.event` entries go: published in the background, never awaited here. */
-  events: EventSpool;
+  /** Where `runway.event` entries go: published live, never stored again nor awaited (see LiveEvents). */
+  events: LiveEvents;
   /** Where a durable entry too large to publish is filed instead (it can never be published). */
   deadLetters?: DeadLetterBox;
   /** Applies a `runway.store` entry (see EffectSchema): the host writes it through the partition's fenced log. */
@@ -35,18 +35,20 @@ function retryable(o: PublishOutcome): boolean {
  * id and the effect's position), used as `Nats-Msg-Id` and as the receiver's `Rw-Id`, so a
  * re-publish after a crash is dropped by the stream's duplicate window and, beyond it, by the
  * receiver's applied-command window. Returns false if some durable entry (a send, a timer, a
- * `runway.publish`) could not be published. `runway.event` entries are handed to the event
- * spool (in entry order, on the actor's lane) and never make this false or wait. A durable
+ * `runway.publish`) could not be published. `runway.event` entries are published live at once,
+ * in entry order, each with its id (`revision`, the stored record's, and its place among the
+ * record's events), and never make this false or wait. A durable
  * entry larger than the server's max payload can never be published: it is filed as a dead
  * letter (`effect_too_large`, the body left out) and counts as done, so the actor is not wedged.
  */
-export async function publishOutbox(ctx: OutboxContext, self: ActorAddress, entries: readonly OutboxEntry[]): Promise<boolean> {
+export async function publishOutbox(ctx: OutboxContext, self: ActorAddress, entries: readonly OutboxEntry[], revision: number): Promise<boolean> {
   const durable: OutboxEntry[] = [];
   const own: StoreEffect[] = [];
   const indexes: StoreEffect[] = [];
+  let events = 0;
   for (const entry of entries) {
     const effect = entry.effect;
-    if (effect.type === "runway.event") ctx.events.offer(`${self.kind}.${self.id}`, { id: entry.id, subject: effect.subject, data: jsonBytes(effect.data) });
+    if (effect.type === "runway.event") ctx.events.publish(effect.subject, eventBody(eventId(revision, events++), effect.data));
     else if (effect.type === "runway.store") (effect.bucket ? indexes : own).push(effect);
     else durable.push(entry);
   }
@@ -85,11 +87,9 @@ async function storeInOrder(ctx: OutboxContext, self: ActorAddress, effects: rea
   return true;
 }
 
-/** Publishes one spooled event as `runway.publish` would: JSON body, `Rw-Id` and `Nats-Msg-Id` its entry id. */
-export function publishEvent(nc: NatsConnection, event: SpooledEvent): Promise<PublishOutcome> {
-  const h = makeHeaders();
-  h.set(HEADER_ID, event.id);
-  return publish(nc, event.subject, event.data, { headers: h, msgId: event.id });
+/** An event as published and as read back from the journal: its id first, then what the machine said. */
+export function eventBody(id: string, data: unknown): Record<string, unknown> {
+  return { id, ...(data && typeof data === "object" ? data : { data }) };
 }
 
 function jsonBytes(data: unknown): Uint8Array {

@@ -41,6 +41,8 @@ export async function connectNats(config: ConnectionConfig): Promise<NatsConnect
     reconnectTimeWait: 250,
     maxReconnectAttempts: -1,
     pingInterval: 5_000,
+    // The client's own request() would capture a stack trace per call; ours never throw on the hot path.
+    noAsyncTraces: true,
   });
   const version = nc.info?.version ?? "0.0.0";
   if (compareVersions(version, MIN_SERVER_VERSION) < 0) {

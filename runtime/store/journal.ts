@@ -11,19 +11,30 @@ export interface JournalEntry {
 }
 
 export type JournalRead =
-  { outcome: "read"; entries: JournalEntry[] } | { outcome: "unavailable"; detail: string } | { outcome: "corrupt"; seq: number; detail: string };
+  /** `more`: the read stopped at its `limit`, and the journal may hold records after the last one read. */
+  | { outcome: "read"; entries: JournalEntry[]; more: boolean }
+  | { outcome: "unavailable"; detail: string }
+  | { outcome: "corrupt"; seq: number; detail: string };
 
 const managers = new WeakMap<NatsConnection, Promise<JetStreamManager>>();
 const BATCH = 512;
 
 /**
  * Reads the journal of actor `<kind>.<id>` (an actor with `history: "journal"`): every record
- * its key holds, oldest first, from stream sequence `from` on, in batched direct reads (one
- * request per `BATCH` records). A direct read may be served by a replica behind the leader, so a
+ * its key holds, oldest first, from stream sequence `from` on (at most `limit` of them), in
+ * batched direct reads (one request per `BATCH` records). A direct read may be served by a replica behind the leader, so a
  * reader that must see a write it knows of checks what it read against the actor's current
  * record (read from the leader) and reads again when it is behind.
  */
-export async function readJournal(nc: NatsConnection, partitions: number, kind: string, id: string, key = id, from = 1): Promise<JournalRead> {
+export async function readJournal(
+  nc: NatsConnection,
+  partitions: number,
+  kind: string,
+  id: string,
+  key = id,
+  from = 1,
+  limit = Number.POSITIVE_INFINITY,
+): Promise<JournalRead> {
   const p = partitionOf(key, partitions);
   const stream = partitionStream(p);
   const subject = kvSubject(partitionBucket(p), `${kind}.${id}`);
@@ -39,8 +50,9 @@ export async function readJournal(nc: NatsConnection, partitions: number, kind: 
   const entries: JournalEntry[] = [];
   for (let seq = from; ;) {
     let got = 0;
+    const want = Math.min(BATCH, limit - entries.length);
     try {
-      const batch = await jsm.direct.getBatch(stream, { seq, next_by_subj: subject, batch: BATCH });
+      const batch = await jsm.direct.getBatch(stream, { seq, next_by_subj: subject, batch: want });
       for await (const m of batch) {
         got++;
         seq = m.seq + 1;
@@ -55,9 +67,10 @@ export async function readJournal(nc: NatsConnection, partitions: number, kind: 
       }
     } catch (err) {
       // No message at or after `seq` is an empty read, not a fault.
-      if (/no message|not found|404/i.test(String((err as Error).message ?? err))) return { outcome: "read", entries };
+      if (/no message|not found|404/i.test(String((err as Error).message ?? err))) return { outcome: "read", entries, more: false };
       return { outcome: "unavailable", detail: String(err) };
     }
-    if (got < BATCH) return { outcome: "read", entries };
+    if (got < want) return { outcome: "read", entries, more: false };
+    if (entries.length >= limit) return { outcome: "read", entries, more: true };
   }
 }

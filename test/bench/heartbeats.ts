@@ -1,5 +1,3 @@
-import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { availableParallelism, loadavg } from "node:os";
 import { monitorEventLoopDelay, performance, PerformanceObserver } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
@@ -11,7 +9,7 @@ import { startRunwayNode } from "../../cluster/runway-node.js";
 import { createLogger } from "../../runtime/index.js";
 import { HB_STOP_CHANNEL } from "../fixtures/heartbeat-handlers.js";
 import { startServer, waitFor } from "../harness/index.js";
-import { percentiles, progress, windowed } from "./stats.js";
+import { clockTicks, machineCpuSeconds, percentiles, procCpuSeconds, progress, windowed } from "./stats.js";
 
 const handlers = fileURLToPath(new URL("../fixtures/heartbeat-handlers.ts", import.meta.url));
 
@@ -21,40 +19,6 @@ function envInt(name: string, fallback: number): number {
   const n = Number(raw);
   if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got ${raw}`);
   return n;
-}
-
-/** utime + stime of a process in seconds, from /proc (Linux), or undefined elsewhere. */
-function procCpuSeconds(pid: number, ticks: number): number | undefined {
-  try {
-    // Fields after the command name (which may hold spaces) start at the closing parenthesis.
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(fields[11]) + Number(fields[12])) / ticks;
-  } catch {
-    return undefined;
-  }
-}
-
-/** Busy and total CPU seconds of the whole machine (all cores), from /proc/stat (Linux). */
-function machineCpuSeconds(ticks: number): { busy: number; total: number } | undefined {
-  try {
-    const line = readFileSync("/proc/stat", "utf8").split("\n")[0]!;
-    const v = line.trim().split(/\s+/).slice(1).map(Number);
-    // user nice system idle iowait irq softirq steal (guest time is already in user)
-    const total = v.slice(0, 8).reduce((a, b) => a + b, 0);
-    const idle = (v[3] ?? 0) + (v[4] ?? 0);
-    return { busy: (total - idle) / ticks, total: total / ticks };
-  } catch {
-    return undefined;
-  }
-}
-
-function clockTicks(): number {
-  try {
-    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
-  } catch {
-    return 100;
-  }
 }
 
 const round = (x: number, digits = 1) => Math.round(x * 10 ** digits) / 10 ** digits;

@@ -1,3 +1,6 @@
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+
 /** Percentiles over recorded samples (milliseconds), rounded for a JSON line. */
 export function percentiles(samples: number[]): { p50: number; p95: number; p99: number; mean: number } {
   const sorted = [...samples].sort((a, b) => a - b);
@@ -19,4 +22,38 @@ export async function windowed(total: number, window: number, task: (i: number) 
 
 export function progress(message: string): void {
   process.stderr.write(`bench: ${message}\n`);
+}
+
+/** utime + stime of a process in seconds, from /proc (Linux), or undefined elsewhere. */
+export function procCpuSeconds(pid: number, ticks: number): number | undefined {
+  try {
+    // Fields after the command name (which may hold spaces) start at the closing parenthesis.
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / ticks;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Busy and total CPU seconds of the whole machine (all cores), from /proc/stat (Linux). */
+export function machineCpuSeconds(ticks: number): { busy: number; total: number } | undefined {
+  try {
+    const line = readFileSync("/proc/stat", "utf8").split("\n")[0]!;
+    const v = line.trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal (guest time is already in user)
+    const total = v.slice(0, 8).reduce((a, b) => a + b, 0);
+    const idle = (v[3] ?? 0) + (v[4] ?? 0);
+    return { busy: (total - idle) / ticks, total: total / ticks };
+  } catch {
+    return undefined;
+  }
+}
+
+export function clockTicks(): number {
+  try {
+    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+  } catch {
+    return 100;
+  }
 }

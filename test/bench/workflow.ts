@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
@@ -5,7 +6,7 @@ import { RunwayClient } from "../../cluster/client.js";
 import { startRunwayNode, type RunwayWorkflowNode } from "../../cluster/runway-node.js";
 import { createLogger } from "../../runtime/index.js";
 import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
-import { percentiles, progress, windowed } from "./stats.js";
+import { clockTicks, percentiles, procCpuSeconds, progress, windowed } from "./stats.js";
 
 const handlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
 
@@ -21,25 +22,28 @@ export interface World {
 
 /** A server (fsyncing every write when `RW_SYNC=always`), one node, and a client of tenant `bench`. */
 export async function world(): Promise<World> {
-  const server = await startServer(process.env.RW_SYNC === "always" ? { syncAlways: true } : {});
+  // RW_SERVER_CONFIG: nats-server config lines to add (e.g. `prof_port: 6065` to profile the server).
+  const server = await startServer({
+    ...(process.env.RW_SYNC === "always" ? { syncAlways: true } : {}),
+    ...(process.env.RW_SERVER_CONFIG ? { extraConfig: process.env.RW_SERVER_CONFIG } : {}),
+  });
   const node = await startRunwayNode({ connection: server.connectOptions(), name: "bench", handlers: [handlers], logger: createLogger("bench", "warn") });
   await waitFor(() => node.node.host.ownedPartitions().length === 32, { timeoutMs: 30_000, describe: "partitions" });
-  const nc = await connect(server.connectOptions());
+  const nc = await connect({ ...server.connectOptions(), noAsyncTraces: true });
   const client = new RunwayClient(nc, "bench", 60_000);
   await client.createTenant("bench", { max_concurrency: 10_000, interactive_sources: ["bench"] });
   const waiters = new Map<string, (type: string) => void>();
   const early = new Map<string, string>();
-  // Progress events are plain subjects too: a core subscription sees every completion.
-  nc.subscribe("rw.evt.bench.*.*.*", {
-    callback: (_err, msg) => {
-      const type = msg.subject.split(".").pop()!;
-      if (type !== "run_succeeded" && type !== "run_failed") return;
-      const run = msg.subject.split(".")[4]!;
-      const w = waiters.get(run);
-      if (w) w(type);
-      else early.set(run, type);
-    },
-  });
+  // Progress events are plain subjects: a subscription to the ends sees every completion.
+  for (const type of ["run_succeeded", "run_failed"])
+    nc.subscribe(`rw.evt.bench.*.*.${type}`, {
+      callback: (_err, msg) => {
+        const run = msg.subject.split(".")[4]!;
+        const w = waiters.get(run);
+        if (w) w(type);
+        else early.set(run, type);
+      },
+    });
   await nc.flush();
   return {
     server,
@@ -76,6 +80,19 @@ async function storedMessages(nc: NatsConnection): Promise<{ total: number; byKi
   return { total, byKind };
 }
 
+function syscalls(pid: number): { r: number; w: number } | undefined {
+  try {
+    const io = readFileSync(`/proc/${pid}/io`, "utf8");
+    return { r: Number(/syscr: (\d+)/.exec(io)?.[1]), w: Number(/syscw: (\d+)/.exec(io)?.[1]) };
+  } catch {
+    return undefined;
+  }
+}
+
+function perStep(a: { r: number; w: number } | undefined, b: { r: number; w: number } | undefined, steps: number) {
+  return a && b ? { read: Math.round(((b.r - a.r) / steps) * 10) / 10, write: Math.round(((b.w - a.w) / steps) * 10) / 10 } : null;
+}
+
 async function startAndFinish(w: World, definition: string, input: unknown = {}): Promise<number> {
   const t0 = performance.now();
   const started = await w.client.startRun({ definition, input });
@@ -98,16 +115,23 @@ export async function w1(): Promise<Record<string, unknown>> {
     progress("w1 warm-up");
     await windowed(32, 32, async () => void (await startAndFinish(w, "seq10")));
     progress("w1: 200 runs x 10 steps, 32 in flight");
-    const runs = 200;
+    const runs = Number(process.env.W1_RUNS ?? 200);
     const latencies: number[] = [];
     const writesBefore = w.node.node.host.stats.writes;
     const storedBefore = await storedMessages(w.nc);
+    const ticks = clockTicks();
+    const serverCpu0 = procCpuSeconds(w.server.pid, ticks);
+    const cpu0 = process.cpuUsage();
+    const io0 = syscalls(process.pid);
+    const serverIo0 = syscalls(w.server.pid);
     const t0 = performance.now();
     await windowed(runs, 32, async () => void latencies.push(await startAndFinish(w, "seq10")));
     const seconds = (performance.now() - t0) / 1000;
+    const cpu = process.cpuUsage(cpu0);
+    const io1 = syscalls(process.pid);
+    const serverIo1 = syscalls(w.server.pid);
+    const serverCpu1 = procCpuSeconds(w.server.pid, ticks);
     const writes = w.node.node.host.stats.writes - writesBefore;
-    // Spooled events may trail the last run's end by a moment: count once they are out.
-    await waitFor(() => w.node.node.host.events.spooled === 0 || undefined, { timeoutMs: 10_000, describe: "spooled events" });
     const after = await storedMessages(w.nc);
     const stored = {
       total: after.total - storedBefore.total,
@@ -130,6 +154,16 @@ export async function w1(): Promise<Record<string, unknown>> {
       runs_per_s: Math.round((runs / seconds) * 10) / 10,
       steps_per_s: Math.round((runs * 10) / seconds),
       run_latency_ms: percentiles(latencies),
+      // CPU per step in microseconds: this process (the node, its pool threads and the client) and nats-server.
+      cpu_us_per_step: {
+        process: Math.round((cpu.user + cpu.system) / (runs * 10)),
+        nats_server: serverCpu0 === undefined || serverCpu1 === undefined ? null : Math.round(((serverCpu1 - serverCpu0) * 1e6) / (runs * 10)),
+      },
+      // Read and write syscalls per step (/proc/<pid>/io): socket round trips, mostly.
+      syscalls_per_step: {
+        process: perStep(io0, io1, runs * 10),
+        nats_server: perStep(serverIo0, serverIo1, runs * 10),
+      },
       actor_writes_per_step: Math.round((writes / (runs * 10)) * 100) / 100,
       server_ops_per_step: Math.round((stored.total / (runs * 10)) * 100) / 100,
       server_ops_by_stream_per_step: Object.fromEntries(Object.entries(stored.byKind).map(([k, v]) => [k, Math.round((v / (runs * 10)) * 100) / 100])),
