@@ -1,9 +1,11 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Objm, type ObjectStore } from "@nats-io/obj";
-import { nestingDepth, type AbortRequest, type ExecuteRequest } from "../machines/index.js";
-import type { ActorHost, Logger, MailboxClient, StepPool } from "../runtime/index.js";
+import { nestingDepth, type AbortRequest, type ExecuteRequest, type Receipt } from "../machines/index.js";
+import type { ActorHost, Logger, MailboxClient, StepPool, TaskRef } from "../runtime/index.js";
 import { RUN_KIND } from "./run-actor.js";
 import { RESULTS_STORE } from "./topology.js";
+import type { ToolPort } from "./tool-calls.js";
+import { callThroughJournal, fenceOf, type ToolAnswer, type ToolCall } from "./tool-step.js";
 
 /** What became of a heartbeat renewal (see `StepExecutor`'s `onHeartbeatSettled`). */
 export type HeartbeatOutcome = "renewed" | "stale" | "mailbox";
@@ -62,6 +64,8 @@ export class StepExecutor {
        * for benchmarks and metrics; it costs one timestamp per renewal.
        */
       onHeartbeatSettled?(ms: number, outcome: HeartbeatOutcome): void;
+      /** The tool gateway tool nodes call through (absent: they fail `tool_gateway_unavailable`). */
+      tools?: ToolPort;
       /** Wraps the report path (see {@link StepReport}); production passes none. */
       decorateReport?(report: StepReport): StepReport;
     },
@@ -220,6 +224,71 @@ export class StepExecutor {
   }
 
   private async run(request: ExecuteRequest, key: string): Promise<void> {
+    const event = request.tool ? await this.runTool(request, key) : await this.runHandler(request, key);
+    if (!event) return;
+    if (request.item !== undefined) event.item = request.item;
+    event.cancellation_epoch = request.cancellation_epoch;
+    this.lastBeat.delete(key);
+    await this.send({ kind: RUN_KIND, id: request.run }, event, `result/${key}`);
+    this.stats.reported++;
+  }
+
+  /** A tool node's attempt (intent, call through the gateway, receipt): its result, or none when the run refused or held it. */
+  private async runTool(request: ExecuteRequest, key: string): Promise<Record<string, unknown> | undefined> {
+    const fence = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch };
+    const { answer, receipt } = await this.callTool(request, key, { ...request.tool!, arguments: request.input });
+    if (answer.outcome === "stopped") return undefined;
+    return { ...fence, ...answer, ...(receipt ? { receipts: [receipt] } : {}) };
+  }
+
+  /**
+   * A handler's `ctx.tools.call`: the same intent, call and receipt as a tool node's, the receipt
+   * stored on its own (the handler goes on). An attempt the run refused or held is stopped.
+   */
+  async toolCallOf(ref: TaskRef, call: ToolCall): Promise<ToolAnswer> {
+    const key = `${ref.runId}/${ref.stepId}/${ref.attempt}/${ref.leaseEpoch}`;
+    const request = this.running.get(key);
+    if (!request) return { outcome: "stopped", reason: "attempt_not_running" };
+    const { answer, receipt } = await this.callTool(request, key, call);
+    let out = answer;
+    if (receipt) {
+      const local = await this.deps.host.dispatch(
+        { kind: RUN_KIND, id: request.run },
+        { type: "effect.receipt", ...fenceOf(request), receipt },
+        `receipt/${receipt.key}/${request.attempt}/${request.lease_epoch}`,
+        { trusted: true },
+      );
+      const stored = local.outcome === "applied" && (local.value as { outcome?: string } | undefined)?.outcome === "recorded";
+      // The attempt became a zombie during the call: what it learnt is not its to record.
+      if (!stored) out = { outcome: "stopped", reason: "receipt_refused" };
+    }
+    if (out.outcome === "stopped") this.abortKey(key, out.reason);
+    return out;
+  }
+
+  private callTool(request: ExecuteRequest, key: string, call: ToolCall): Promise<{ answer: ToolAnswer; receipt?: Receipt }> {
+    const tools = this.deps.tools;
+    if (!tools)
+      return Promise.resolve({
+        answer: { outcome: "failed", error: { code: "tool_gateway_unavailable", message: "this node has no tool gateway", retryable: true } },
+      });
+    return callThroughJournal(
+      {
+        tools,
+        ask: async (r, event, id) => {
+          const local = await this.deps.host.dispatch({ kind: RUN_KIND, id: r.run }, event, id, { trusted: true });
+          return local.outcome === "applied" ? (local.value as { outcome: string; value?: unknown } | undefined) : undefined;
+        },
+        bounded: (r, value) => this.bounded(r, value),
+        now: () => this.deps.now?.() ?? Date.now(),
+      },
+      request,
+      call,
+      this.controllers.get(key)?.signal ?? AbortSignal.abort(),
+    );
+  }
+
+  private async runHandler(request: ExecuteRequest, key: string): Promise<Record<string, unknown>> {
     const result = await this.deps.pool.run(
       {
         handler: request.handler,
@@ -252,11 +321,7 @@ export class StepExecutor {
         result.error.message.length > MAX_ERROR_MESSAGE ? { ...result.error, message: `${result.error.message.slice(0, MAX_ERROR_MESSAGE)}…` } : result.error;
       event = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, outcome: "failed", error };
     }
-    if (request.item !== undefined) event.item = request.item;
-    event.cancellation_epoch = request.cancellation_epoch;
-    this.lastBeat.delete(key);
-    await this.send({ kind: RUN_KIND, id: request.run }, event, `result/${key}`);
-    this.stats.reported++;
+    return event;
   }
 
   /** Keeps a result within the inline bound; a larger one goes to the object store by reference. */

@@ -24,6 +24,7 @@ export {
   type StartRunRequest,
   type StartRunResult,
   type CancelRunResult,
+  type ReconcileResult,
   type RunEventsResult,
   type RunView,
   type RunSummary,
@@ -33,3 +34,6 @@ export { NodeMetrics, type MetricSource, type Labels } from "./metrics.js";
 export { Dispatcher, DEFAULT_SCHEDULER, type LeaseDecision, type QuotaGrant } from "./dispatcher.js";
 export { QuotaGate, QUOTA_STREAM, type QuotaTake, type QuotaLimits } from "./quota.js";
 export { Sweeper, type SweepReport } from "./sweeper.js";
+export { effectKey, EFFECT_KEY_META, type ToolPort, type ToolLookup, type ToolCallOutcome, type ToolCallRequest } from "./tool-calls.js";
+export { MAX_TOOL_OUTPUT } from "./tool-step.js";
+export { listReconciliations, RECONCILE_BUCKET, type ReconcileItem } from "./reconciliations.js";

@@ -16,6 +16,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { defineActor, RunwayFault, type ActorAddress, type Effect } from "../runtime/index.js";
 import type { LiveRunIndex } from "./live-runs.js";
 import { runCreatedEffect, runEndedEffect } from "./run-index.js";
+import { reconcileIndexEffects } from "./reconciliations.js";
 import { readSnapshot } from "./records.js";
 import type { CompiledPlan } from "./definitions.js";
 import { childStartKey, runIdFor } from "./ids.js";
@@ -55,12 +56,12 @@ export function runActor(
     version: 3,
     migrate: (_from, snapshot) => migrateRunSnapshot(snapshot),
     onJournal: (address, facts) => deps.memories.stored(address.id, facts),
-    // The live index and the runs index follow the run's own transitions (see live-runs.ts, run-index.ts).
+    // The live index, the runs index and the reconciliation items follow the run's own transitions (live-runs.ts, run-index.ts, reconciliations.ts).
     effects: (_address: ActorAddress, before: AnyMachineSnapshot, after: AnyMachineSnapshot): Effect[] => {
       const was = (before.context as ExecutionContext).run;
       const run = (after.context as ExecutionContext).run;
       if (!run) return [];
-      const out: Effect[] = [];
+      const out: Effect[] = reconcileIndexEffects(was, run);
       if (!was) out.push(runCreatedEffect(run));
       if (!isEnded(before.value) && isEnded(after.value)) {
         out.push(runEndedEffect(run));

@@ -39,7 +39,10 @@ export type RunView = ReturnType<typeof runSummary> & {
   result: unknown;
   result_truncated: boolean;
   error: unknown;
-  nodes: Record<string, { status: string; attempt?: number; error?: unknown; items?: number }>;
+  nodes: Record<
+    string,
+    { status: string; attempt?: number; error?: unknown; items?: number; reconcile?: { key: string; server: string; tool: string; since: number } }
+  >;
   cancel: unknown;
 };
 
@@ -74,6 +77,13 @@ export type RunEventsResult =
     }
   | { outcome: "run_not_found" };
 
+/** The answers of `reconcile`: settled, or why not. */
+export type ReconcileResult =
+  | { outcome: "settled"; decision: "done" | "retry" | "abandon"; node: string; item?: number }
+  | { outcome: "not_reconciling" }
+  | { outcome: "run_not_found" }
+  | { outcome: "tenant_not_found" };
+
 export type CancelRunResult =
   { outcome: "cancelled"; run: RunView } | { outcome: "not_cancellable"; run: RunView } | { outcome: "run_not_found" } | { outcome: "tenant_not_found" };
 
@@ -85,6 +95,7 @@ function view(run: RunContext, input: unknown): RunView {
       ...(n.step ? { attempt: n.step.attempt } : {}),
       ...(n.error ? { error: n.error } : {}),
       ...(n.map ? { items: n.map.total } : {}),
+      ...(n.reconcile ? { reconcile: n.reconcile } : {}),
     };
   }
   const lc = run.lifecycle;
@@ -301,6 +312,24 @@ export class RunService {
       if (run.compacted) return { outcome: "events", events: [], last: read.last, more: false, compacted: true };
     }
     return { outcome: "events", events: read.events, last: read.last, more: read.more };
+  }
+
+  /** A person settles a step held on an intent whose outcome is unknown (see `machines/execution/intents.ts`). */
+  async reconcile(
+    tenant: string,
+    id: string,
+    settle: { key: string; decision: "done" | "retry" | "abandon"; result?: unknown; by: string },
+  ): Promise<ReconcileResult> {
+    if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
+    if (!(await this.get(tenant, id))) return { outcome: "run_not_found" };
+    const event = { type: "effect.settle", ...settle };
+    const answer = await askActor(this.deps, { kind: RUN_KIND, id }, event, `settle/${id}/${randomDeliveryId()}`, 10_000);
+    if (answer.outcome === "applied") {
+      const value = answer.value as ReconcileResult | undefined;
+      return value?.outcome === "settled" ? value : { outcome: "not_reconciling" };
+    }
+    if (answer.outcome === "refused") return { outcome: "not_reconciling" };
+    throw new RunwayFault("reconcile_unavailable", `settling ${settle.key} of ${id} not confirmed: ${answer.outcome}`, { kind: "retryable" });
   }
 
   async cancel(tenant: string, id: string, reason: string, by: string): Promise<CancelRunResult> {

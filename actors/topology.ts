@@ -3,6 +3,7 @@ import { jetstreamManager, RetentionPolicy, StorageType, type StreamConfig } fro
 import { Kvm } from "@nats-io/kv";
 import { Objm } from "@nats-io/obj";
 import { LIVE_BUCKET } from "./live-runs.js";
+import { RECONCILE_BUCKET } from "./reconciliations.js";
 import { runsStreamConfig } from "./run-index.js";
 
 /** JetStream resources of the workflow domain, beside the runtime's own. */
@@ -67,10 +68,18 @@ export async function ensureDomainTopology(nc: NatsConnection, replicas: number)
     storage: "file",
     description: "Runway live-run index: p<partition>.<run> for every run that may be live",
   });
+  await ensureBucket(kvm, RECONCILE_BUCKET, {
+    history: 1,
+    replicas,
+    storage: "file",
+    description: "Runway steps held for reconciliation: <tenant>.<run>.<effect key hash>",
+  });
   // Per-message TTL lets a removed entry's purge marker expire (no delete markers: nothing watches it).
-  const live = await jsm.streams.info(`KV_${LIVE_BUCKET}`);
-  if (!(live.config as { allow_msg_ttl?: boolean }).allow_msg_ttl)
-    await jsm.streams.update(`KV_${LIVE_BUCKET}`, { ...live.config, allow_msg_ttl: true } as Partial<StreamConfig>);
+  for (const bucket of [LIVE_BUCKET, RECONCILE_BUCKET]) {
+    const info = await jsm.streams.info(`KV_${bucket}`);
+    if (!(info.config as { allow_msg_ttl?: boolean }).allow_msg_ttl)
+      await jsm.streams.update(`KV_${bucket}`, { ...info.config, allow_msg_ttl: true } as Partial<StreamConfig>);
+  }
   const objm = new Objm(nc);
   try {
     await objm.open(RESULTS_STORE);

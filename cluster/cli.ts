@@ -10,6 +10,8 @@
  *   runway run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane batch] [--project P] [--priority 0-9]
  *   runway run get <id>   runway run list [--status S] [--cursor C]   runway run events <id> [--after ID]   runway run watch <id>
  *   runway run cancel <id> [--reason R]
+ *   runway run held [<id>]   runway run reconcile <id> --key K --decision done|retry|abandon [--result JSON]
+ *   runway tools servers put|get|ls|rm …   runway tools ls   runway tools call <server> <tool> [--args JSON]
  *   runway ops dead-letters [--limit N]
  */
 import { mkdtempSync, readFileSync } from "node:fs";
@@ -21,6 +23,7 @@ import { createLogger, ID_PATTERN, type Logger } from "../runtime/index.js";
 import { machineDiagrams, TenantIdSchema } from "../machines/index.js";
 import { ApiFault, RunwayClient } from "./client.js";
 import { followRun } from "./follow.js";
+import { toolsCommand, ToolsUsageError, TOOLS_USAGE } from "./cli-tools.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
 
@@ -32,6 +35,9 @@ const USAGE = `usage: runway <command> [options]
   run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane interactive|batch|migration] [--source cli] [--project P] [--priority 0-9]
   run get <id> | run list [--status S] [--limit N] [--cursor C] | run events <id> [--after ID] [--limit N]
   run watch <id> | run cancel <id> [--reason TEXT]
+  run held [<id>]                                               steps held for reconciliation (of one run), oldest first
+  run reconcile <id> --key K --decision done|retry|abandon [--result JSON] [--by NAME]
+${TOOLS_USAGE}
   ops dead-letters [--limit N]                                  the newest dead letters first (default 50, at most 500)
   machines                                                      the production state machines as Mermaid diagrams; needs no server
   help | --help | -h
@@ -290,6 +296,9 @@ async function main(): Promise<void> {
           cursor: { type: "string" },
           after: { type: "string" },
           reason: { type: "string" },
+          decision: { type: "string" },
+          result: { type: "string" },
+          by: { type: "string" },
         },
       });
       const id = positionals[0];
@@ -323,6 +332,18 @@ async function main(): Promise<void> {
           ),
         );
       if (sub === "cancel" && id) return print(await withClient(values, (c) => c.cancelRun(id, values.reason)));
+      if (sub === "held") return print(await withClient(values, (c) => c.reconciliations(id)));
+      if (sub === "reconcile" && id) {
+        const decision = values.decision;
+        if (!values.key || (decision !== "done" && decision !== "retry" && decision !== "abandon"))
+          throw new UsageError("run reconcile <id> --key K --decision done|retry|abandon [--result JSON]");
+        const result = values.result === undefined ? undefined : (JSON.parse(values.result) as unknown);
+        const answer = await withClient(values, (c) =>
+          c.reconcile(id, values.key!, decision, { ...(result !== undefined ? { result } : {}), by: values.by ?? "cli" }),
+        );
+        if (answer.outcome !== "settled") process.exitCode = 1;
+        return print(answer);
+      }
       if (sub === "watch" && id) {
         // The id goes into a subject filter: a wildcard would follow other runs.
         if (!ID_PATTERN.test(id)) throw new UsageError(`run id ${JSON.stringify(id)}: expected 1-200 characters of [A-Za-z0-9_=-]`);
@@ -338,7 +359,19 @@ async function main(): Promise<void> {
             }),
           ),
         );
-      throw new UsageError("run start|get|list|events|watch|cancel");
+      throw new UsageError("run start|get|list|events|watch|cancel|held|reconcile");
+    }
+    case "tools": {
+      const { values, positionals } = parseArgs({
+        args: rest,
+        allowPositionals: true,
+        options: { ...common, server: { type: "string" }, args: { type: "string" }, "timeout-ms": { type: "string" } },
+      });
+      const done = await withClient(values, (c) => toolsCommand(c, sub, positionals, values)).catch((err: unknown) => {
+        throw err instanceof ToolsUsageError ? new UsageError(err.message) : err;
+      });
+      if (done.failed) process.exitCode = 1;
+      return print(done.print);
     }
     case "ops": {
       const { values } = parseArgs({ args: rest, options: { ...common, limit: { type: "string" } } });

@@ -80,6 +80,30 @@ export class RunwayClient {
   cancelRun(runId: string, reason?: string) {
     return this.t("runs.cancel", { run_id: runId, ...(reason ? { reason } : {}) });
   }
+  /** Settles a step held on an intent whose outcome is unknown: `done` (with the call's `result`), `retry` or `abandon`. */
+  reconcile(runId: string, key: string, decision: "done" | "retry" | "abandon", options: { result?: unknown; by?: string } = {}) {
+    return this.t("runs.reconcile", { run_id: runId, key, decision, ...options });
+  }
+  /** The tenant's steps held for reconciliation (of one run, if given), oldest first. */
+  reconciliations(runId?: string) {
+    return this.t("runs.reconciliations", runId ? { run_id: runId } : {});
+  }
+  putToolServer(server: Record<string, unknown>) {
+    return this.t("tools.servers.put", { server });
+  }
+  getToolServer(name: string) {
+    return this.t("tools.servers.get", { name });
+  }
+  listToolServers() {
+    return this.t("tools.servers.list");
+  }
+  deleteToolServer(name: string) {
+    return this.t("tools.servers.delete", { name });
+  }
+  /** Every tool of the tenant's servers (or of one) with its effective class. */
+  listTools(server?: string) {
+    return this.t("tools.list", server ? { server } : {});
+  }
   /** The newest dead letters first (`runway.v1.ops.dead_letters`). */
   deadLetters(limit?: number) {
     return this.call("runway.v1.ops.dead_letters", limit !== undefined ? { limit } : {});

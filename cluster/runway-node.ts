@@ -22,7 +22,7 @@ import {
   tenantActor,
   TenantService,
 } from "../actors/index.js";
-import { startApi } from "../gateways/index.js";
+import { ensureToolsBucket, startApi, ToolConnections, ToolGateway, ToolRegistry } from "../gateways/index.js";
 import {
   METRICS_CHANNEL,
   STEP_ABORT,
@@ -144,9 +144,12 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
     threads: config.threads ?? 2,
     tasksPerThread,
     onHeartbeat: (ref) => executor?.heartbeat(ref),
+    onToolCall: (ref, call) => (executor ? executor.toolCallOf(ref, call) : Promise.resolve({ outcome: "stopped" as const, reason: "node_starting" })),
   });
   let definitions: DefinitionStore | undefined;
   let executor: StepExecutor | undefined;
+  const toolConnections = new ToolConnections();
+  let tools: { registry: ToolRegistry; gateway: ToolGateway } | undefined;
   let tenants: TenantService | undefined;
   let runs: RunService | undefined;
   let api: MicroService | undefined;
@@ -230,7 +233,22 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
     stages: (self) => {
       node = self;
       return [
-        { name: "domain-topology", start: () => ensureDomainTopology(self().nc, config.replicas ?? 1) },
+        {
+          name: "domain-topology",
+          start: async () => {
+            await ensureDomainTopology(self().nc, config.replicas ?? 1);
+            await ensureToolsBucket(self().nc, config.replicas ?? 1);
+          },
+        },
+        {
+          name: "tool-gateway",
+          start: () => {
+            const registry = new ToolRegistry(self().nc);
+            tools = { registry, gateway: new ToolGateway(registry, toolConnections) };
+          },
+          // Stdio tool servers are this node's children: they go with it.
+          stop: () => toolConnections.close(),
+        },
         { name: "step-pool", start: () => pool.start(), stop: () => pool.destroy() },
         {
           name: "services",
@@ -250,6 +268,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               logger,
               onDone: (r) => dispatcher?.done(r.ticket),
               now: () => clock.now(),
+              tools: tools!.gateway,
               ...(config.decorate?.report ? { decorateReport: config.decorate.report } : {}),
               ...(config.onHeartbeatSettled ? { onHeartbeatSettled: config.onHeartbeatSettled } : {}),
             });
@@ -350,6 +369,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               runs: runs!,
               metrics,
               sweeper: sweeper!,
+              tools: tools!,
               now: () => clock.now(),
             });
           },

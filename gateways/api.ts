@@ -1,7 +1,9 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z, type ZodType } from "zod";
 import type { DefinitionStore, NodeMetrics, RunService, Sweeper, TenantService } from "../actors/index.js";
-import { isTenantId, MAX_JSON_DEPTH, nestingDepth, TenantIdSchema, TokenSchema, WorkflowNameSchema } from "../machines/index.js";
+import { listReconciliations } from "../actors/index.js";
+import { isTenantId, MAX_JSON_DEPTH, nestingDepth, TenantIdSchema, TokenSchema, ToolServerNameSchema, WorkflowNameSchema } from "../machines/index.js";
+import { redacted, ToolServerSpecSchema, type ToolGateway, type ToolRegistry } from "./tools/index.js";
 import { ID_PATTERN, isFault, listDeadLetters, MicroService, StoreUnavailable, type MicroRequest } from "../runtime/index.js";
 
 export const API_VERSION = "0.2.0";
@@ -60,6 +62,19 @@ const schemas = {
   sweep: z.strictObject({}),
   deadLetters: z.strictObject({ limit: z.number().int().positive().max(500).default(50) }),
   tenantPut: z.strictObject({ settings: z.unknown() }),
+  runsReconcile: z.strictObject({
+    run_id: RunId,
+    key: z.string().min(1).max(600),
+    decision: z.enum(["done", "retry", "abandon"]),
+    /** `done`: the call's result as the person found it (what the step gets instead of calling). */
+    result: z.unknown().optional(),
+    by: z.string().min(1).max(200).default("api"),
+  }),
+  runsReconciliations: z.strictObject({ run_id: RunId.optional() }),
+  toolServersPut: z.strictObject({ server: z.unknown() }),
+  toolServerName: z.strictObject({ name: ToolServerNameSchema }),
+  toolServersList: z.strictObject({}),
+  toolsList: z.strictObject({ server: ToolServerNameSchema.optional() }),
 };
 
 export interface ApiServices {
@@ -69,6 +84,8 @@ export interface ApiServices {
   metrics: NodeMetrics;
   /** This node's recovery sweep (an operator may run a pass now). */
   sweeper?: Sweeper;
+  /** The tool gateway: the tenant's MCP server registry and the tools behind it. */
+  tools?: { registry: ToolRegistry; gateway: ToolGateway };
   now(): number;
 }
 
@@ -85,7 +102,9 @@ const DEFINITION_TOO_DEEP: Answer = { outcome: "invalid_definition", errors: [{ 
 
 /**
  * The `runway` NATS micro service: `runway.v1.<tenant>.definitions.put|get|list`,
- * `runway.v1.<tenant>.runs.start|get|list|events|cancel`, `runway.v1.ops.tenants.put|list` and the
+ * `runway.v1.<tenant>.runs.start|get|list|events|cancel|reconcile|reconciliations`,
+ * `runway.v1.<tenant>.tools.servers.put|get|list|delete`, `runway.v1.<tenant>.tools.list`,
+ * `runway.v1.ops.tenants.put|list` and the
  * operators' `runway.v1.ops.*` (metrics, sweep, dead letters).
  * Every request and reply is JSON; requests are validated by zod (unknown fields refused) and
  * every business answer is a closed `{ outcome, … }`. Only faults use the
@@ -136,6 +155,34 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
   tenantEndpoint("runs_list", "runs.list", schemas.runsList, async (t, b) => ({ outcome: "ok", ...(await services.runs.list(t, b)) }));
   tenantEndpoint("runs_events", "runs.events", schemas.runsEvents, (t, b) => services.runs.events(t, b.run_id, b));
   tenantEndpoint("runs_cancel", "runs.cancel", schemas.runsCancel, (t, b) => services.runs.cancel(t, b.run_id, b.reason, b.by));
+  tenantEndpoint("runs_reconcile", "runs.reconcile", schemas.runsReconcile, (t, b) => {
+    const { run_id, ...settle } = b;
+    return services.runs.reconcile(t, run_id, settle);
+  });
+  tenantEndpoint("runs_reconciliations", "runs.reconciliations", schemas.runsReconciliations, async (t, b) => ({
+    outcome: "ok",
+    items: await listReconciliations(nc, t, b.run_id),
+  }));
+  const tools = services.tools;
+  if (tools) {
+    tenantEndpoint("tool_servers_put", "tools.servers.put", schemas.toolServersPut, async (t, b) => {
+      const spec = ToolServerSpecSchema.safeParse(b.server);
+      if (!spec.success) return { outcome: "invalid_input", reason: spec.error.issues.map((i) => `server.${i.path.join(".")}: ${i.message}`).join("; ") };
+      return { outcome: "saved", server: redacted(await tools.registry.put(t, spec.data, services.now())) };
+    });
+    tenantEndpoint("tool_servers_get", "tools.servers.get", schemas.toolServerName, async (t, b) => {
+      const record = await tools.registry.get(t, b.name);
+      return record ? { outcome: "found", server: redacted(record) } : { outcome: "server_not_found" };
+    });
+    tenantEndpoint("tool_servers_list", "tools.servers.list", schemas.toolServersList, async (t) => ({
+      outcome: "ok",
+      servers: (await tools.registry.list(t)).map(redacted),
+    }));
+    tenantEndpoint("tool_servers_delete", "tools.servers.delete", schemas.toolServerName, async (t, b) =>
+      (await tools.registry.delete(t, b.name)) ? { outcome: "deleted" } : { outcome: "server_not_found" },
+    );
+    tenantEndpoint("tools_list", "tools.list", schemas.toolsList, (t, b) => tools.gateway.list(t, b.server));
+  }
   tenantEndpoint("tenant_get", "tenant.get", schemas.tenantGet, async (t) => ({ outcome: "found", tenant: await services.tenants.get(t) }));
   tenantEndpoint("tenant_put", "tenant.put", schemas.tenantPut, (t, b) => services.tenants.put(t, b.settings));
   service.addEndpoint("tenants_put", {

@@ -22,6 +22,7 @@ export {
   nestingDepth,
   MAX_JSON_DEPTH,
   WorkflowNameSchema,
+  ToolServerNameSchema,
   validateAgainstSchema,
   PlanSchema,
   DEFAULT_LIMITS,
@@ -60,6 +61,10 @@ export {
   type RunError,
   type ExecutionContext,
   type ExecuteRequest,
+  type Receipt,
+  type PendingIntent,
+  type IntentFact,
+  type ItemRun,
   type ReadyTicket,
   type DefinitionRef,
   type Lane,
@@ -113,3 +118,4 @@ export {
   type Ticket,
   type TokenBucket,
 } from "./scheduler/index.js";
+export { effectiveClass, safeToCallAgain, type ToolHints, type ClassSource, type ToolClass } from "./tools/index.js";

@@ -15,7 +15,7 @@ import {
   succeed,
   type Draft,
 } from "./draft.js";
-import type { ExecuteRequest, ExecutionEvent, ItemRun, MapRun, NodeRun, ReadyTicket, RunContext } from "./types.js";
+import type { ExecuteRequest, ItemRun, MapRun, NodeRun, ReadyTicket, RunContext } from "./types.js";
 
 /**
  * Attempts: how a ready step gets a worker, its lease and heartbeats, lease expiry, retries, and
@@ -99,7 +99,8 @@ function inputOf(d: Draft, node: PlanNode, item: number | undefined): { ok: true
  */
 export function offer(d: Draft, node: PlanNode, holder: Holder, item: number | undefined): void {
   const step = holder.step!;
-  if (step.status !== "ready" || (node.kind !== "code" && node.kind !== "map")) return;
+  // A step held for reconciliation is offered to nobody until a person settles its intent.
+  if (step.status !== "ready" || holder.reconcile || (node.kind !== "code" && node.kind !== "map")) return;
   if (step.not_before !== null && step.not_before > d.now) {
     d.effects.push({
       type: "runway.timer.set",
@@ -128,6 +129,7 @@ export function offer(d: Draft, node: PlanNode, holder: Holder, item: number | u
     lease_epoch: step.lease_epoch + 1,
     handler: node.handler,
     input: input.value,
+    ...(node.kind === "code" && node.tool ? { tool: node.tool } : {}),
     timeout_ms: node.timeout_ms,
     cancellation_epoch: r.cancellation_epoch,
     ticket: id,
@@ -178,15 +180,21 @@ export function takeOffer(d: Draft, holder: Holder): void {
 
 /**
  * A heartbeat. From an offered attempt (a long one, or one whose handler beats): it is leased
- * durably now, RUNNING with a lease the heartbeats renew. From a leased one: its lease is renewed.
+ * (`durable`: with a lease its heartbeats renew) now, RUNNING with a lease the heartbeats renew. From a leased one: its lease is renewed.
  */
-export function onHeartbeat(d: Draft, e: Extract<ExecutionEvent, { type: "step.heartbeat" }>): void {
+export function onHeartbeat(
+  d: Draft,
+  e: { node: string; item?: number; attempt: number; lease_epoch: number },
+  { durable }: { durable: boolean } = { durable: true },
+): void {
   const node = d.byId.get(e.node)!;
   const holder = holderOf(d.run.nodes[e.node]!, e.item)!;
   if (holder.step!.status === "ready") {
     takeOffer(d, holder);
     publish(d, "step_started", { node: node.id, ...(e.item !== undefined ? { item: e.item } : {}), attempt: holder.step!.attempt });
   }
+  // Not durable (an intent's write): the attempt holds its lease as a short one does, fenced by the partition's epoch.
+  if (!durable) return;
   holder.lease_expires_at = d.now + leaseTtl(d, node);
   if (holder.step!.status === "leased") {
     const r = applyStepOp(holder.step!, { op: "start", now: d.now, attempt: e.attempt, lease_epoch: e.lease_epoch });

@@ -6,6 +6,7 @@ import { createRefusal } from "./create.js";
 import { decisions, type Decided } from "./reduce.js";
 import type { Effect } from "./draft.js";
 import { sweepPlan } from "./sweep.js";
+import { completedClaim, intentInFlight, reconciling } from "./intents.js";
 import type { ExecutionContext, ExecutionEvent, NodeRun } from "./types.js";
 
 function activeHolder(n: NodeRun | undefined, item: number | undefined) {
@@ -55,6 +56,9 @@ const endedState = {
   on: {
     "step.result": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
     "step.heartbeat": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
+    "effect.intent": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
+    "effect.receipt": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
+    "effect.settle": { actions: "answerNotReconciling" },
   },
 } as const;
 
@@ -88,9 +92,19 @@ export const executionMachine = setup({
     },
     heartbeatIsCurrent: ({ context, event }) =>
       event.type === "step.heartbeat" && isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch),
+    /** An intent or receipt from the attempt the holder runs now. */
+    effectIsCurrent: ({ context, event }) =>
+      (event.type === "effect.intent" || event.type === "effect.receipt") &&
+      isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch),
+    /** The journal holds an `observed` receipt for the intent's key: the claim is complete. */
+    claimCompleted: ({ event }) => completedClaim(event) !== undefined,
+    /** This attempt recorded the same intent already: its one call is in flight. */
+    intentInFlight: ({ context, event }) => intentInFlight(context.run, event),
+    /** A person may settle the key: a step of the run is held on it. */
+    reconcileOpen: ({ context, event }) => event.type === "effect.settle" && reconciling(context.run, event.key) !== undefined,
     /** The report was dispatched before the run's last cancellation (of the run, or of its tree): fenced by the cancellation epoch. */
     cancelEpochStale: ({ context, event }) =>
-      (event.type === "step.result" || event.type === "step.heartbeat") &&
+      (event.type === "step.result" || event.type === "step.heartbeat" || event.type === "effect.intent" || event.type === "effect.receipt") &&
       event.cancellation_epoch !== undefined &&
       !!context.run &&
       event.cancellation_epoch < context.run.cancellation_epoch,
@@ -115,6 +129,12 @@ export const executionMachine = setup({
   actions: {
     answerStale: emit({ type: "runway.answer", value: { outcome: "stale_lease" } }),
     answerStaleCancel: emit({ type: "runway.answer", value: { outcome: "stale_cancel_epoch" } }),
+    answerClaim: enqueueActions(({ event, enqueue }) => {
+      const claim = completedClaim(event);
+      if (claim) enqueue.emit({ type: "runway.answer", value: { outcome: "observed", value: claim.value } });
+    }),
+    answerInFlight: emit({ type: "runway.answer", value: { outcome: "in_flight" } }),
+    answerNotReconciling: emit({ type: "runway.answer", value: { outcome: "not_reconciling" } }),
     answerCreateRefused: enqueueActions(({ event, enqueue }) => {
       if (event.type === "run.create") enqueue.emit({ type: "runway.answer", value: createRefusal(event.run, event.parent) });
     }),
@@ -128,6 +148,9 @@ export const executionMachine = setup({
     admit: decision("run.admitted", decisions.admitted),
     sweep: decision("run.sweep", decisions.sweep),
     parentGone: decision("run.parent_gone", decisions.parentGone),
+    recordIntent: decision("effect.intent", decisions.intent),
+    recordReceipt: decision("effect.receipt", decisions.receipt),
+    settleEffect: decision("effect.settle", decisions.settle),
     admitExpansion: decision("expansion.admitted", decisions.expansionAdmitted),
     refuseExpansion: decision("expansion.refused", decisions.expansionRefused),
   },
@@ -165,6 +188,20 @@ function liveState(status: RunStatus) {
         { guard: "heartbeatIsCurrent", actions: "applyHeartbeat" },
         { actions: "answerStale" },
       ],
+      // A zombie (stale lease or cancellation epoch) records neither an intent nor a receipt.
+      "effect.intent": [
+        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
+        { guard: "claimCompleted", actions: "answerClaim" },
+        { guard: "intentInFlight", actions: "answerInFlight" },
+        { guard: "effectIsCurrent", actions: "recordIntent" },
+        { actions: "answerStale" },
+      ],
+      "effect.receipt": [
+        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
+        { guard: "effectIsCurrent", actions: "recordReceipt" },
+        { actions: "answerStale" },
+      ],
+      "effect.settle": [{ guard: "reconcileOpen", actions: "settleEffect" }, { actions: "answerNotReconciling" }],
       "timer.fired": { guard: "timerIsCurrent", actions: "applyTimer" },
       "child.settled": { guard: "childIsCurrent", actions: "settleChild" },
       "run.cancel": { actions: "cancel" },

@@ -1,5 +1,5 @@
 import type { StepState } from "../step/index.js";
-import { RUN_CONTEXT_VERSION, type ItemRun, type MapRun, type NodeRun, type RunContext, type RunFact, type RunMemory } from "./types.js";
+import { RUN_CONTEXT_VERSION, type ItemRun, type MapRun, type NodeRun, type Receipt, type RunContext, type RunFact, type RunMemory } from "./types.js";
 
 /**
  * A run's input and outputs, folded from its journal's facts in the order they were stored. The
@@ -11,11 +11,18 @@ export class RunFacts implements RunMemory {
   private readonly outputs = new Map<string, unknown>();
   private readonly items = new Map<string, unknown>();
   private readonly itemsOf = new Map<string, number>();
+  private readonly receipts = new Map<string, Receipt>();
+  private receiptFacts = 0;
 
   add(fact: RunFact): void {
     if (fact.t === "input") this.input = fact.value;
     else if (fact.t === "output") this.outputs.set(fact.node, fact.value);
-    else {
+    else if (fact.t === "intent") return;
+    else if (fact.t === "receipt") {
+      const { t: _t, ...receipt } = fact;
+      this.receipts.set(fact.key, receipt);
+      this.receiptFacts++;
+    } else {
       const key = `${fact.node}[${fact.i}]`;
       if (!this.items.has(key)) this.itemsOf.set(fact.node, (this.itemsOf.get(fact.node) ?? 0) + 1);
       this.items.set(key, fact.value);
@@ -28,6 +35,10 @@ export class RunFacts implements RunMemory {
 
   item(node: string, i: number): unknown {
     return this.items.get(`${node}[${i}]`);
+  }
+
+  receipt(key: string): Receipt | undefined {
+    return this.receipts.get(key);
   }
 
   /** Whether this holds every output `run`'s head says its journal has (a reader behind the leader holds fewer). */
@@ -51,11 +62,13 @@ export class RunFacts implements RunMemory {
         const key = `${node}[${i}]`;
         return extra.items.has(key) ? extra.items.get(key) : this.items.get(key);
       },
+      receipt: (key) => extra.receipts.get(key) ?? this.receipts.get(key),
       covers: (run) => this.coversWith(run, extra),
     };
   }
 
   private coversWith(run: RunContext, extra: RunFacts | undefined): boolean {
+    if (this.receiptFacts + (extra?.receiptFacts ?? 0) < (run.receipts ?? 0)) return false;
     for (const [id, n] of Object.entries(run.nodes)) {
       if (n.out && !this.outputs.has(id) && !extra?.outputs.has(id)) return false;
       if (n.map && (this.itemsOf.get(id) ?? 0) + (extra?.itemsOf.get(id) ?? 0) < n.map.succeeded) return false;

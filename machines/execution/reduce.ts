@@ -1,3 +1,4 @@
+import { onIntent, onReceipt, onSettle, recordReceipt } from "./intents.js";
 import { queuedLifecycle } from "../run/index.js";
 import { applyStepOp, type StepError } from "../step/index.js";
 import { isPlatformStop, validateAgainstSchema } from "../workflow/index.js";
@@ -36,7 +37,7 @@ export {
 } from "./draft.js";
 export { LEASE_GRACE_MS, LEASE_AFTER_MS } from "./attempts.js";
 
-const NO_OUTPUTS = { output: () => undefined, item: () => undefined };
+const NO_OUTPUTS = { output: () => undefined, item: () => undefined, receipt: () => undefined };
 
 /** What one decision produced: the run's next state and the effects to perform once it is stored. */
 export type Decided = { context: ExecutionContext; effects: Effect[] };
@@ -79,6 +80,9 @@ export const decisions = {
   admitted: (c: ExecutionContext, e: On<"run.admitted">) => decide(c, e, begin),
   sweep: (c: ExecutionContext, e: On<"run.sweep">) => decide(c, e, (d) => onSweep(d, e.at, e.held ?? [])),
   parentGone: (c: ExecutionContext, e: On<"run.parent_gone">) => decide(c, e, (d) => onParentGone(d, e.parent_status)),
+  intent: (c: ExecutionContext, e: On<"effect.intent">) => decide(c, e, (d) => onIntent(d, e)),
+  receipt: (c: ExecutionContext, e: On<"effect.receipt">) => decide(c, e, (d) => onReceipt(d, e)),
+  settle: (c: ExecutionContext, e: On<"effect.settle">) => decide(c, e, (d) => onSettle(d, e)),
   expansionAdmitted: (c: ExecutionContext, e: On<"expansion.admitted">) =>
     decide(c, e, (d) => {
       admitItems(d, e.node);
@@ -161,6 +165,7 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
   const n = d.run.nodes[e.node]!;
   const holder = holderOf(n, e.item)!;
   if (holder.step!.status === "ready") takeOffer(d, holder);
+  for (const receipt of e.receipts ?? []) recordReceipt(d, e.node, e.item, holder, receipt);
   const step = holder.step!;
   const error: StepError = e.error ?? { code: "handler_error", message: "failed", retryable: true };
   const r =

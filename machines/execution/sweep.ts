@@ -48,7 +48,7 @@ function holderActions(
   // An offer the node's scheduler still holds (queued behind others, or granted and running) is not lost, whatever its age.
   if (h.offered !== undefined && held.has(ticketId(runId, node, item, h.offered))) return [];
   if (live(step.status) && h.lease_expires_at !== undefined && at >= h.lease_expires_at + s.lease_grace_ms) return [{ action: "expire_lease", ...where }];
-  if (step.status !== "ready" || (step.not_before !== null && step.not_before > at)) return [];
+  if (step.status !== "ready" || h.reconcile || (step.not_before !== null && step.not_before > at)) return [];
   // A map item never offered is the map's own pacing (its concurrency), not a lost hand-over.
   if (item !== undefined && h.offered === undefined) return [];
   const since = h.offered_at ?? step.not_before ?? 0;

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { TokenSchema } from "../tenant/index.js";
+import type { ToolClass } from "../tools/index.js";
 import type { RunLifecycle } from "../run/index.js";
 import type { StepError, StepState } from "../step/index.js";
 import type { NodeStatus, Plan } from "../workflow/index.js";
@@ -37,7 +38,32 @@ export interface ItemRun {
   offered_at?: number;
   /** The sweep offered this attempt again; lost a second time, it fails `dispatch_lost`. */
   reoffered?: boolean;
+  /**
+   * Effect intents recorded by this holder's attempts and not yet answered by a receipt, by
+   * effect key: the head's pending effects (their receipts are journal facts).
+   */
+  intents?: Record<string, PendingIntent>;
+  /**
+   * An intent whose outcome nobody knows (its attempt was lost before its receipt) on a tool that
+   * must not be called twice: the step is held, offered to nobody, until a person settles it.
+   */
+  reconcile?: { key: string; server: string; tool: string; since: number };
 }
+
+/** An effect intent waiting for its receipt (in the head while it waits). */
+export interface PendingIntent {
+  server: string;
+  tool: string;
+  class: ToolClass;
+  /** The attempt that recorded it (or last reconciled it by calling again). */
+  attempt: number;
+  at: number;
+}
+
+/** What a receipt says: the call's response is known (`observed`), or it is known that it had no effect (`failed`). */
+export type Receipt =
+  | { key: string; state: "observed"; value: unknown; at: number; by?: string }
+  | { key: string; state: "failed"; error: { code: string; message: string }; at: number; by?: string };
 
 /** A map's items: those in flight (or waiting to retry) by index, and counters for the rest. */
 export interface MapRun {
@@ -78,13 +104,34 @@ export interface NodeRun extends Omit<ItemRun, "step"> {
  * them in memory (`RunMemory`) and hands them to every transition; `journalFact` effects add
  * to them.
  */
-export type RunFact = { t: "input"; value: unknown } | { t: "output"; node: string; value: unknown } | { t: "item"; node: string; i: number; value: unknown };
+export type RunFact =
+  | { t: "input"; value: unknown }
+  | { t: "output"; node: string; value: unknown }
+  | { t: "item"; node: string; i: number; value: unknown }
+  | IntentFact
+  | ({ t: "receipt" } & Receipt);
+
+/** An effect intent as the journal keeps it: who asked for which call, with which arguments (for the trajectory and replay). */
+export interface IntentFact {
+  t: "intent";
+  key: string;
+  node: string;
+  item?: number;
+  attempt: number;
+  server: string;
+  tool: string;
+  class: ToolClass;
+  arguments: unknown;
+  at: number;
+}
 
 /** The run's input and outputs, as the journal holds them (read-only for the machine). */
 export interface RunMemory {
   readonly input: unknown;
   output(node: string): unknown;
   item(node: string, i: number): unknown;
+  /** The receipt stored for an effect key: the claim's outcome. */
+  receipt(key: string): Receipt | undefined;
 }
 
 /** How old a lost clock or hand-over must be before the recovery sweep repairs it (see `sweep.ts`). */
@@ -130,6 +177,8 @@ export interface RunContext {
   result_truncated: boolean;
   error: RunError | null;
   cancel: { reason: string; by: string; at: number } | null;
+  /** Receipts in the run's journal (a memory holding fewer is behind the head). */
+  receipts?: number;
   /** The schema of this head ({@link RUN_CONTEXT_VERSION}); a head without one is version 1. */
   v: number;
 }
@@ -161,6 +210,29 @@ export type RunSeed = z.infer<typeof RunSeedSchema>;
 
 const StepErrorShape = z.object({ code: z.string(), message: z.string(), retryable: z.boolean() });
 
+/** `<run>:<step path>:<hash of the canonical arguments>` */
+const EffectKey = z.string().min(1).max(600);
+
+const ReceiptSchema = z.discriminatedUnion("state", [
+  z.object({ key: EffectKey, state: z.literal("observed"), value: z.unknown(), at: z.number(), by: z.string().max(200).optional() }),
+  z.object({
+    key: EffectKey,
+    state: z.literal("failed"),
+    error: z.object({ code: z.string().max(100), message: z.string().max(4_096) }),
+    at: z.number(),
+    by: z.string().max(200).optional(),
+  }),
+]);
+
+/** The attempt a report comes from: fenced by its lease and the run's cancellation epoch. */
+const AttemptFence = {
+  node: z.string(),
+  item: z.number().int().nonnegative().optional(),
+  attempt: z.number().int().positive(),
+  lease_epoch: z.number().int().positive(),
+  cancellation_epoch: z.number().int().nonnegative(),
+};
+
 /** Commands a run actor accepts (before the host adds `now` and `prepare` adds the plan). */
 export const RunCommandSchema = z.discriminatedUnion("type", [
   z.object({ type: z.literal("run.create"), run: RunSeedSchema }),
@@ -175,6 +247,28 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     error: StepErrorShape.optional(),
     /** The run's cancellation epoch when the attempt was dispatched. */
     cancellation_epoch: z.number().int().nonnegative().optional(),
+    /** Receipts of the attempt's calls still without one (a tool node's call: its result and receipt are one write). */
+    receipts: z.array(ReceiptSchema).max(64).optional(),
+  }),
+  /** Before a call that may change the world: its intent, under the attempt's lease and the run's cancellation epoch. */
+  z.object({
+    type: z.literal("effect.intent"),
+    ...AttemptFence,
+    key: EffectKey,
+    server: z.string().min(1).max(200),
+    tool: z.string().min(1).max(200),
+    class: z.enum(["read_only", "idempotent", "non_idempotent"]),
+    arguments: z.unknown(),
+  }),
+  /** The call's outcome, from the attempt that recorded its intent. */
+  z.object({ type: z.literal("effect.receipt"), ...AttemptFence, receipt: ReceiptSchema }),
+  /** A person settles an intent whose outcome is unknown: `done` with the call's result, `retry` (call again), `abandon` (the step fails). */
+  z.object({
+    type: z.literal("effect.settle"),
+    key: EffectKey,
+    decision: z.enum(["done", "retry", "abandon"]),
+    result: z.unknown().optional(),
+    by: z.string().max(200),
   }),
   z.object({
     type: z.literal("timer.fired"),
@@ -305,6 +399,8 @@ export interface ExecuteRequest {
   lease_epoch: number;
   handler: string;
   input: unknown;
+  /** A tool node: the call the gateway makes (with `input` as its arguments) instead of a handler. */
+  tool?: { server: string; tool: string };
   timeout_ms: number;
   cancellation_epoch: number;
   /** The ticket the attempt runs under (its scheduler slot). */

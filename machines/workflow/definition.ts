@@ -66,7 +66,9 @@ export type MapNode = Common & {
 };
 export type SubworkflowNode = Common & { kind: "subworkflow"; workflow: string; input?: Template };
 export type SleepNode = Common & { kind: "sleep"; duration_ms: number };
-export type DefinitionNode = CodeNode | ParallelNode | BranchNode | MapNode | SubworkflowNode | SleepNode;
+/** One call of a tool of a server the tenant registered, through the tool gateway (intent before, receipt after). */
+export type ToolNode = Common & { kind: "tool"; server: string; tool: string; arguments?: Template; retry?: Retry; timeout_ms?: number; cost?: number };
+export type DefinitionNode = CodeNode | ParallelNode | BranchNode | MapNode | SubworkflowNode | SleepNode | ToolNode;
 
 export type Definition = {
   name: string;
@@ -126,6 +128,8 @@ const Timeout = z.number().int().min(1).max(MAX_TIMEOUT_MS);
  * compiler compares it with the configured limit (code `fanout_too_large`).
  */
 const Cost = z.number().positive().max(1_000_000);
+/** A tool server's name in its tenant's registry. */
+export const ToolServerNameSchema = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "a server name is 1-64 letters, digits, '_' or '-'");
 const Provider = z.string().regex(/^[A-Za-z0-9_.-]{1,64}\/[A-Za-z0-9_.:-]{1,128}$/, "a provider is provider/model");
 
 export const NodeSchema: z.ZodType<DefinitionNode> = z.lazy(() =>
@@ -157,6 +161,16 @@ export const NodeSchema: z.ZodType<DefinitionNode> = z.lazy(() =>
     }),
     z.strictObject({ ...common, kind: z.literal("subworkflow"), workflow: WorkflowNameSchema, input: JsonSchema.optional() }),
     z.strictObject({ ...common, kind: z.literal("sleep"), duration_ms: Ms.max(MAX_SLEEP_MS) }),
+    z.strictObject({
+      ...common,
+      kind: z.literal("tool"),
+      server: ToolServerNameSchema,
+      tool: z.string().min(1).max(128),
+      arguments: JsonSchema.optional(),
+      retry: RetrySchema.optional(),
+      timeout_ms: Timeout.optional(),
+      cost: Cost.optional(),
+    }),
   ]),
 );
 

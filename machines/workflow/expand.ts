@@ -142,6 +142,22 @@ export function expand(nodes: DefinitionNode[], ctx: ExpandContext): Expansion {
           myRank,
         );
         return;
+      case "tool":
+        emit(
+          {
+            ...base,
+            kind: "code",
+            handler: `tool:${n.server}/${n.tool}`,
+            ...(n.arguments !== undefined && { input: n.arguments }),
+            retry: planRetry(n.retry),
+            timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS,
+            ...(n.cost !== undefined && { cost: n.cost }),
+            tool: { server: n.server, tool: n.tool },
+          },
+          path,
+          myRank,
+        );
+        return;
       case "map":
         checkHandler(n.handler);
         if (n.max_fanout > ctx.limits.max_fanout)

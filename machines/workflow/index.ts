@@ -11,6 +11,7 @@ export {
   MAX_TIMEOUT_MS,
   NODE_ID,
   WorkflowNameSchema,
+  ToolServerNameSchema,
   type BranchNode,
   type CodeNode,
   type CompareOp,

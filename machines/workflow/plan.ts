@@ -29,7 +29,20 @@ type Base = {
   /** The id of the enclosing parallel or branch node; null at top level. */
   parent: string | null;
 };
-export type PlanCode = Base & { kind: "code"; handler: string; input?: Json; retry: PlanRetry; timeout_ms: number; provider?: string; cost?: number };
+/**
+ * A step that runs once per attempt: a handler, or (a `tool` node) one call through the tool
+ * gateway, `tool`, with `input` as its arguments (its `handler` then only names it, `tool:<server>/<tool>`).
+ */
+export type PlanCode = Base & {
+  kind: "code";
+  handler: string;
+  input?: Json;
+  retry: PlanRetry;
+  timeout_ms: number;
+  provider?: string;
+  cost?: number;
+  tool?: { server: string; tool: string };
+};
 export type PlanMap = Base & {
   kind: "map";
   items: string;
@@ -99,6 +112,7 @@ export const PlanNodeSchema = z.discriminatedUnion("kind", [
     timeout_ms: z.number().int().positive(),
     provider: z.string().optional(),
     cost: z.number().positive().optional(),
+    tool: z.strictObject({ server: z.string(), tool: z.string() }).optional(),
   }),
   z.strictObject({
     ...base,

@@ -23,6 +23,15 @@ export interface StepContext {
   heartbeat(): void;
   /** Report progress; `data` must be structured-cloneable (plain JSON data is best). */
   progress(data: unknown): void;
+  /**
+   * Tools of the tenant's MCP servers, through the node's tool gateway (the handler never sees
+   * the servers' credentials). Every call is journaled: an intent before, a receipt after, so a
+   * retried attempt that makes the same call gets the stored result and calls nothing.
+   */
+  readonly tools: {
+    /** The tool's output (its structured content, else `{ content }`); throws a {@link ToolError} when the call failed. */
+    call(server: string, tool: string, args?: Record<string, unknown>): Promise<unknown>;
+  };
 }
 
 /** Returns the step's output: plain JSON data (null, boolean, finite number, string, array,
@@ -56,6 +65,24 @@ export class RetryableError extends StepError {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = "RetryableError";
+  }
+}
+
+/**
+ * A tool call that failed (`code`: `tool_error`, `tool_timeout`, `tool_server_crashed`, …, or
+ * `stopped`: the run no longer wants this attempt). Uncaught, it fails the step, retryable or not
+ * as the failure is.
+ */
+export class ToolError extends StepError {
+  readonly kind: StepErrorKind;
+  constructor(
+    readonly code: string,
+    message: string,
+    retryable: boolean,
+  ) {
+    super(`${code}: ${message}`);
+    this.name = "ToolError";
+    this.kind = retryable ? "retryable" : "terminal";
   }
 }
 

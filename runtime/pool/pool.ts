@@ -28,6 +28,9 @@ import {
   type StartedMessage,
   type RunMessage,
   type WorkerConfig,
+  type ToolAnswerMessage,
+  type ToolCallAnswer,
+  type ToolCallMessage,
 } from "./wire.js";
 
 /**
@@ -88,6 +91,8 @@ export interface StepPoolOptions {
   startTimeoutMs?: number;
   onHeartbeat?(ref: TaskRef): void;
   onProgress?(ref: TaskRef, data: unknown): void;
+  /** A handler's `ctx.tools.call` (absent: every call fails `tool_gateway_unavailable`). */
+  onToolCall?(ref: TaskRef, call: { server: string; tool: string; arguments: unknown }): Promise<ToolCallAnswer>;
 }
 
 export interface StepPoolStats {
@@ -399,6 +404,22 @@ export class StepPool {
     return result;
   }
 
+  #toolCall(m: ToolCallMessage): void {
+    const p = this.#running.get(m.seq);
+    const reply = (answer: ToolCallAnswer) =>
+      this.#channel?.postMessage({ t: "tool_answer", v: WIRE_VERSION, seq: m.seq, id: m.id, answer } satisfies ToolAnswerMessage);
+    const handle = this.#options.onToolCall;
+    if (!p) return reply({ outcome: "stopped", reason: "attempt_not_running" });
+    if (!handle) return reply({ outcome: "failed", error: { code: "tool_gateway_unavailable", message: "this pool has no tool gateway", retryable: true } });
+    const t = p.task;
+    handle(
+      { handler: t.handler, runId: t.runId, stepId: t.stepId, attempt: t.attempt, leaseEpoch: t.leaseEpoch },
+      { server: m.server, tool: m.tool, arguments: m.arguments },
+    ).then(reply, (err: unknown) =>
+      reply({ outcome: "failed", error: { code: "tool_gateway_error", message: err instanceof Error ? err.message : String(err), retryable: true } }),
+    );
+  }
+
   /** Terminates a thread (Piscina fails its tasks and replaces it): the only way to stop a handler that ignores its signal. */
   #terminate(thread: number): void {
     const worker = this.#piscina?.threads.find((w) => w.threadId === thread);
@@ -415,6 +436,7 @@ export class StepPool {
       if (p.killOnStart) this.#terminate(m.thread);
       return;
     }
+    if (isWire<ToolCallMessage>(m, "tool_call")) return this.#toolCall(m);
     if (!isWire<EventMessage>(m, "heartbeat", "progress")) return;
     const p = this.#running.get(m.seq);
     if (!p) return;

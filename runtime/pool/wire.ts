@@ -6,7 +6,9 @@
  *   worker → main (Piscina result)    ResultMessage | ReadyMessage
  *   worker → main (parentPort)        EventMessage  (heartbeat / progress, while running)
  *   worker → main (parentPort)        StartedMessage (the thread a step runs on)
+ *   worker → main (parentPort)        ToolCallMessage (a handler's ctx.tools.call)
  *   main → workers (BroadcastChannel) CancelMessage (cooperative cancel before termination)
+ *   main → workers (BroadcastChannel) ToolAnswerMessage (the answer to a ToolCallMessage)
  */
 import { pathToFileURL } from "node:url";
 import { isAbsolute } from "node:path";
@@ -69,6 +71,31 @@ export interface StartedMessage {
   v: typeof WIRE_VERSION;
   seq: number;
   thread: number;
+}
+
+/** A handler asks for a tool call (its `id` is unique within its task). */
+export interface ToolCallMessage {
+  t: "tool_call";
+  v: typeof WIRE_VERSION;
+  seq: number;
+  id: number;
+  server: string;
+  tool: string;
+  arguments: unknown;
+}
+
+/** What a tool call gave: the tool's output, its failure, or `stopped` (the run no longer wants this attempt). */
+export type ToolCallAnswer =
+  | { outcome: "succeeded"; output: unknown }
+  | { outcome: "failed"; error: { code: string; message: string; retryable: boolean } }
+  | { outcome: "stopped"; reason: string };
+
+export interface ToolAnswerMessage {
+  t: "tool_answer";
+  v: typeof WIRE_VERSION;
+  seq: number;
+  id: number;
+  answer: ToolCallAnswer;
 }
 
 export interface CancelMessage {

@@ -5,7 +5,7 @@
  * rejection always means the thread itself failed.
  */
 import { BroadcastChannel, parentPort, threadId, workerData } from "node:worker_threads";
-import { isStepError, type Handler, type StepContext } from "./handler-api.js";
+import { isStepError, ToolError, type Handler, type StepContext } from "./handler-api.js";
 import {
   WIRE_VERSION,
   isWire,
@@ -20,6 +20,9 @@ import {
   type RunMessage,
   type StartedMessage,
   type TaskMessage,
+  type ToolAnswerMessage,
+  type ToolCallAnswer,
+  type ToolCallMessage,
   type WorkerConfig,
 } from "./wire.js";
 
@@ -39,9 +42,19 @@ interface Running {
 }
 const running = new Map<number, Running>();
 
+/** Tool calls waiting for their answer, by `<seq>/<id>`. */
+const toolCalls = new Map<string, (answer: ToolCallAnswer) => void>();
+let nextToolCall = 0;
+
 const control = new BroadcastChannel(config.channel);
 control.onmessage = (event: unknown) => {
   const msg = (event as { data?: unknown }).data;
+  if (isWire<ToolAnswerMessage>(msg, "tool_answer")) {
+    const key = `${msg.seq}/${msg.id}`;
+    toolCalls.get(key)?.(msg.answer);
+    toolCalls.delete(key);
+    return;
+  }
   if (!isWire<CancelMessage>(msg, "cancel")) return;
   const r = running.get(msg.seq);
   if (!r || r.reason) return;
@@ -107,6 +120,18 @@ async function runStep(msg: RunMessage): Promise<ResultMessage> {
     },
     heartbeat: () => post({ t: "heartbeat", v: WIRE_VERSION, seq: msg.seq }),
     progress: (data: unknown) => post({ t: "progress", v: WIRE_VERSION, seq: msg.seq, data }),
+    tools: {
+      call: async (server, tool, args = {}) => {
+        if (done) throw new ToolError("stopped", "the step has ended", false);
+        const id = nextToolCall++;
+        const answer = new Promise<ToolCallAnswer>((resolve) => toolCalls.set(`${msg.seq}/${id}`, resolve));
+        port.postMessage({ t: "tool_call", v: WIRE_VERSION, seq: msg.seq, id, server, tool, arguments: args } satisfies ToolCallMessage);
+        const a = await answer;
+        if (a.outcome === "succeeded") return a.output;
+        if (a.outcome === "stopped") throw new ToolError("stopped", `the run no longer wants this attempt (${a.reason})`, false);
+        throw new ToolError(a.error.code, a.error.message, a.error.retryable);
+      },
+    },
   };
 
   try {

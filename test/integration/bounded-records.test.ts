@@ -35,7 +35,7 @@ async function largestRecords(): Promise<{ stream: string; bytes: number }[]> {
   const jsm = await jetstreamManager(world.nc);
   const out: { stream: string; bytes: number }[] = [];
   for await (const si of jsm.streams.list()) {
-    if (!si.config.name.startsWith("KV_")) continue;
+    if (!si.config.name.startsWith("KV_") || si.state.messages === 0) continue;
     let largest = 0;
     for (let seq = si.state.first_seq; seq <= si.state.last_seq;) {
       let got = 0;

@@ -1,0 +1,49 @@
+import type { ToolClass } from "../machines/index.js";
+import { sha256Hex } from "./ids.js";
+import { canonicalJson } from "../machines/index.js";
+
+/** The `_meta` key an effect key travels in, so a server can deduplicate. */
+export const EFFECT_KEY_META = "io.runway/effect-key";
+
+/**
+ * `<run>:<step path>:<sha256 of the canonical call>` (the call: server, tool and arguments, so the
+ * key's scope is the tool): the same call of the same step is one effect, however often its
+ * step runs. Two effects need two nodes (or different arguments).
+ */
+export function effectKey(run: string, node: string, item: number | undefined, call: { server: string; tool: string; arguments: unknown }): string {
+  const hash = sha256Hex(canonicalJson({ server: call.server, tool: call.tool, arguments: call.arguments ?? null }));
+  return `${run}:${node}${item !== undefined ? `[${item}]` : ""}:${hash}`;
+}
+
+/** What the gateway knows of a tool before a call. */
+export type ToolLookup =
+  | { outcome: "found"; class: ToolClass }
+  | { outcome: "server_not_found" | "tool_not_found"; message: string }
+  | { outcome: "unavailable"; code: string; message: string };
+
+/**
+ * How a call ended, as far as the world is concerned:
+ * - `ok`: the tool answered (`result` is MCP's CallToolResult; `isError` in it is the tool's own failure);
+ * - `refused`: it is known that nothing happened (the server refused the request or was never reached);
+ * - `unknown`: it may have happened (timeout, the server died mid-call): only reconciliation can tell.
+ */
+export type ToolCallOutcome =
+  | { outcome: "ok"; result: { content?: unknown[]; structuredContent?: unknown; isError?: boolean } & Record<string, unknown>; bytes: number }
+  | { outcome: "refused"; code: string; message: string; retryable: boolean }
+  | { outcome: "unknown"; code: string; message: string };
+
+export interface ToolCallRequest {
+  tenant: string;
+  server: string;
+  tool: string;
+  arguments: unknown;
+  key: string;
+  timeoutMs: number;
+  signal: AbortSignal;
+}
+
+/** The tool gateway as the executor sees it (the MCP gateway in `gateways/tools` implements it). */
+export interface ToolPort {
+  lookup(tenant: string, server: string, tool: string): Promise<ToolLookup>;
+  call(request: ToolCallRequest): Promise<ToolCallOutcome>;
+}

@@ -1,0 +1,99 @@
+import type { ExecuteRequest, Receipt } from "../machines/index.js";
+import { effectKey, type ToolPort } from "./tool-calls.js";
+
+/** A tool's answer larger than this (JSON) fails `tool_output_too_large`; up to it, one over the inline bound is stored by reference. */
+export const MAX_TOOL_OUTPUT = 4 * 1024 * 1024;
+
+/** A tool's own failure, as its receipt keeps it (so a later attempt that meets the claim fails the same way, without a call). */
+const TOOL_ERROR = "$tool_error";
+
+/** What a call through the journal gives its step: the tool's output, a failure, or `stopped` (the run refused the attempt or held the step). */
+export type ToolAnswer =
+  | { outcome: "succeeded"; output: unknown }
+  | { outcome: "failed"; error: { code: string; message: string; retryable: boolean } }
+  | { outcome: "stopped"; reason: string };
+
+export interface ToolCall {
+  server: string;
+  tool: string;
+  arguments: unknown;
+}
+
+export interface ToolStepDeps {
+  tools: ToolPort;
+  /** Sends an effect command to the run on this node: its closed answer, or undefined when this node does not decide for the run now. */
+  ask(request: ExecuteRequest, event: Record<string, unknown>, id: string): Promise<{ outcome: string; value?: unknown } | undefined>;
+  /** Keeps a value within the inline bound (a larger one goes to the object store by reference). */
+  bounded(request: ExecuteRequest, value: unknown): Promise<unknown>;
+  now(): number;
+}
+
+/** The fence an attempt's effect commands carry. */
+export function fenceOf(request: ExecuteRequest) {
+  return {
+    node: request.node,
+    ...(request.item !== undefined ? { item: request.item } : {}),
+    attempt: request.attempt,
+    lease_epoch: request.lease_epoch,
+    cancellation_epoch: request.cancellation_epoch,
+  };
+}
+
+/**
+ * One call that may change the world, made by an attempt: intent, call, receipt. The intent is
+ * recorded in the run (under the attempt's lease and the run's cancellation epoch) before the
+ * call; the run answers from its journal — a completed claim gives its stored response and no
+ * call is made; an intent of a lost attempt is called again (same key) only when the tool is
+ * safe to call again, otherwise the step is held for a person (`stopped`). The receipt is
+ * returned for the caller to store: with the step's result (a tool node, one write) or on its own
+ * (`ctx.tools.call`, the handler goes on).
+ */
+export async function callThroughJournal(
+  deps: ToolStepDeps,
+  request: ExecuteRequest,
+  call: ToolCall,
+  signal: AbortSignal,
+): Promise<{ answer: ToolAnswer; receipt?: Receipt }> {
+  const { server, tool } = call;
+  const found = await deps.tools.lookup(request.tenant, server, tool);
+  if (found.outcome === "unavailable") return { answer: { outcome: "failed", error: { code: found.code, message: found.message, retryable: true } } };
+  if (found.outcome !== "found") return { answer: { outcome: "failed", error: { code: `tool_${found.outcome}`, message: found.message, retryable: false } } };
+  const key = effectKey(request.run, request.node, request.item, call);
+  const asked = await deps.ask(
+    request,
+    { type: "effect.intent", ...fenceOf(request), key, server, tool, class: found.class, arguments: call.arguments ?? null },
+    `intent/${key}/${request.attempt}/${request.lease_epoch}`,
+  );
+  if (asked?.outcome === "observed") return { answer: fromClaim(asked.value) };
+  if (asked?.outcome !== "recorded" && asked?.outcome !== "reconcile") return { answer: { outcome: "stopped", reason: asked?.outcome ?? "not_decided_here" } };
+  const called = await deps.tools.call({ tenant: request.tenant, server, tool, arguments: call.arguments ?? null, key, timeoutMs: request.timeout_ms, signal });
+  const at = deps.now();
+  if (called.outcome === "unknown") return { answer: { outcome: "failed", error: { code: called.code, message: called.message, retryable: true } } };
+  if (called.outcome === "refused") {
+    const error = { code: called.code, message: called.message };
+    return { answer: { outcome: "failed", error: { ...error, retryable: called.retryable } }, receipt: { key, state: "failed", error, at } };
+  }
+  const value =
+    called.bytes > MAX_TOOL_OUTPUT
+      ? { [TOOL_ERROR]: { code: "tool_output_too_large", message: `${server}/${tool} answered ${called.bytes} bytes (at most ${MAX_TOOL_OUTPUT})` } }
+      : called.result.isError
+        ? { [TOOL_ERROR]: { code: "tool_error", message: textOf(called.result.content).slice(0, 4_096) || `${server}/${tool} reported an error` } }
+        : await deps.bounded(request, called.result.structuredContent ?? { content: called.result.content ?? [] });
+  return { answer: fromClaim(value), receipt: { key, state: "observed", value, at } };
+}
+
+/** The step's outcome from a stored response: the tool's own failure fails the step (calling again would meet the same claim). */
+function fromClaim(value: unknown): ToolAnswer {
+  const failure = typeof value === "object" && value !== null ? (value as Record<string, unknown>)[TOOL_ERROR] : undefined;
+  if (failure && typeof failure === "object") {
+    const f = failure as { code?: unknown; message?: unknown };
+    return { outcome: "failed", error: { code: String(f.code ?? "tool_error"), message: String(f.message ?? ""), retryable: false } };
+  }
+  return { outcome: "succeeded", output: value ?? null };
+}
+
+function textOf(content: unknown[] | undefined): string {
+  return (content ?? [])
+    .map((c) => (typeof c === "object" && c !== null && (c as { type?: unknown }).type === "text" ? String((c as { text?: unknown }).text ?? "") : ""))
+    .join("\n");
+}

@@ -1,0 +1,107 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { Kvm, type KV } from "@nats-io/kv";
+import { z } from "zod";
+import { ToolServerNameSchema } from "../../machines/index.js";
+
+export const TOOLS_BUCKET = "rw_tools";
+
+const ClassSchema = z.enum(["read_only", "idempotent", "non_idempotent"]);
+const EnvSchema = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/), z.string().max(8_192));
+const HeadersSchema = z.record(z.string().regex(/^[A-Za-z0-9-]{1,128}$/), z.string().max(8_192));
+
+/**
+ * A tenant's MCP server as an operator registers it. Credentials (`secret_env` for a stdio
+ * server, `secret_headers` for an HTTP one) stay with the gateway: no read of the registry, no
+ * handler and no model ever sees them.
+ */
+export const ToolServerSpecSchema = z.strictObject({
+  name: ToolServerNameSchema,
+  transport: z.discriminatedUnion("type", [
+    z.strictObject({
+      type: z.literal("stdio"),
+      command: z.string().min(1).max(1_024),
+      args: z.array(z.string().max(4_096)).max(64).default([]),
+      env: EnvSchema.optional(),
+      secret_env: EnvSchema.optional(),
+    }),
+    z.strictObject({
+      type: z.literal("http"),
+      url: z.url({ protocol: /^https?$/ }).max(2_048),
+      secret_headers: HeadersSchema.optional(),
+    }),
+  ]),
+  /** Annotations count only for a trusted server (see `effectiveClass`). */
+  trusted: z.boolean().default(false),
+  /** The operator's class per tool: wins over annotations. */
+  overrides: z.record(z.string().min(1).max(128), ClassSchema).default({}),
+  /** A call that has not answered in this long fails `tool_timeout` (a step's own timeout may be shorter). */
+  call_timeout_ms: z.number().int().min(100).max(3_600_000).default(60_000),
+});
+export type ToolServerSpec = z.infer<typeof ToolServerSpecSchema>;
+
+export interface ToolServerRecord {
+  tenant: string;
+  spec: ToolServerSpec;
+  updated_at: number;
+}
+
+/** What the registry shows: the spec without its secrets (their names only). */
+export function redacted(record: ToolServerRecord): Record<string, unknown> {
+  const { spec } = record;
+  const t = spec.transport;
+  const transport =
+    t.type === "stdio"
+      ? { type: t.type, command: t.command, args: t.args, ...(t.env ? { env: t.env } : {}), ...(t.secret_env ? { secret_env: Object.keys(t.secret_env) } : {}) }
+      : { type: t.type, url: t.url, ...(t.secret_headers ? { secret_headers: Object.keys(t.secret_headers) } : {}) };
+  return { ...spec, transport, updated_at: record.updated_at };
+}
+
+/** Per-tenant MCP server registry: bucket `rw_tools`, key `<tenant>.<server>`. */
+export class ToolRegistry {
+  private kv: KV | undefined;
+
+  constructor(private readonly nc: NatsConnection) {}
+
+  private async bucket(): Promise<KV> {
+    this.kv ??= await new Kvm(this.nc).open(TOOLS_BUCKET);
+    return this.kv;
+  }
+
+  async put(tenant: string, spec: ToolServerSpec, now: number): Promise<ToolServerRecord> {
+    const record: ToolServerRecord = { tenant, spec, updated_at: now };
+    await (await this.bucket()).put(`${tenant}.${spec.name}`, JSON.stringify(record));
+    return record;
+  }
+
+  async get(tenant: string, name: string): Promise<ToolServerRecord | undefined> {
+    const e = await (await this.bucket()).get(`${tenant}.${name}`);
+    if (!e || e.operation !== "PUT") return undefined;
+    return e.json<ToolServerRecord>();
+  }
+
+  async list(tenant: string): Promise<ToolServerRecord[]> {
+    const kv = await this.bucket();
+    const out: ToolServerRecord[] = [];
+    for await (const key of await kv.keys(`${tenant}.*`)) {
+      const record = await this.get(tenant, key.slice(tenant.length + 1));
+      if (record) out.push(record);
+    }
+    return out.sort((a, b) => a.spec.name.localeCompare(b.spec.name));
+  }
+
+  async delete(tenant: string, name: string): Promise<boolean> {
+    const kv = await this.bucket();
+    const e = await kv.get(`${tenant}.${name}`);
+    if (!e || e.operation !== "PUT") return false;
+    await kv.purge(`${tenant}.${name}`);
+    return true;
+  }
+}
+
+export async function ensureToolsBucket(nc: NatsConnection, replicas: number): Promise<void> {
+  try {
+    await new Kvm(nc).create(TOOLS_BUCKET, { history: 1, replicas, storage: "file", description: "Runway MCP tool servers per tenant: <tenant>.<server>" });
+  } catch (err) {
+    if (!/already in use|exists/i.test(String((err as Error).message))) throw err;
+  }
+}

@@ -1,0 +1,177 @@
+import { applyStepOp, type StepError } from "../step/index.js";
+import { holderOf, offer, onHeartbeat, policyOf, pumpMap, retryOrFail, takeOffer, type Holder } from "./attempts.js";
+import { publish, type Draft } from "./draft.js";
+import { advance } from "./progression.js";
+import type { ExecutionEvent, PendingIntent, Receipt, RunContext } from "./types.js";
+
+/**
+ * Effect intents and receipts: the run's journal is the authority on every call that may change
+ * the world. Before such a call its attempt records an intent (keyed `<run>:<step path>:<args
+ * hash>`, fenced by the attempt's lease and the run's cancellation epoch); the call's receipt
+ * answers it. The head keeps only the intents still waiting (`holder.intents`), the journal
+ * both. A later attempt that asks again for the same key is answered from the journal:
+ *
+ * - a stored `observed` receipt: the claim is complete; the caller gets the stored response and
+ *   makes no call (answered by the machine's guard, at no write);
+ * - an intent with no receipt, recorded by an earlier attempt (lost with its node): its outcome
+ *   is unknown. A read-only or idempotent tool is called again with the same key
+ *   (`reconcile`); any other is never called blindly: the step is held (`holder.reconcile`)
+ *   until a person settles it (`effect.settle`: done, retry or abandon).
+ */
+
+type On<T extends ExecutionEvent["type"]> = Extract<ExecutionEvent, { type: T }>;
+
+/** An effect key's open reconciliation in the run, if any: the holder that waits on it. */
+export function reconciling(run: RunContext | null | undefined, key: string): { node: string; item?: number; holder: Holder } | undefined {
+  for (const [id, n] of Object.entries(run?.nodes ?? {})) {
+    if (n.s !== "active") continue;
+    if (n.reconcile?.key === key) return { node: id, holder: n };
+    for (const [i, it] of Object.entries(n.map?.live ?? {})) if (it.reconcile?.key === key) return { node: id, item: Number(i), holder: it };
+  }
+  return undefined;
+}
+
+/** The stored receipt that completes the claim an intent asks for (the caller gets its response). */
+export function completedClaim(e: ExecutionEvent): Extract<Receipt, { state: "observed" }> | undefined {
+  if (e.type !== "effect.intent") return undefined;
+  const r = e.memory?.receipt(e.key);
+  return r?.state === "observed" ? r : undefined;
+}
+
+/** The intent was already recorded by this same attempt: its call is in flight (one effect, asked twice). */
+export function intentInFlight(run: RunContext | null | undefined, e: ExecutionEvent): boolean {
+  if (e.type !== "effect.intent") return false;
+  const n = run?.nodes[e.node];
+  const pending = n ? holderOf(n, e.item)?.intents?.[e.key] : undefined;
+  return pending?.attempt === e.attempt;
+}
+
+export function onIntent(d: Draft, e: On<"effect.intent">): void {
+  const holder = holderOf(d.run.nodes[e.node]!, e.item)!;
+  const pending = holder.intents?.[e.key];
+  if (pending && pending.class === "non_idempotent") return park(d, e, holder, pending);
+  // The attempt now holds a lease (the intent is its first write), so a lost node's attempt is recovered as lost.
+  if (holder.step!.status === "ready") onHeartbeat(d, e, { durable: false });
+  const intent: PendingIntent = { server: e.server, tool: e.tool, class: e.class, attempt: e.attempt, at: d.now };
+  holder.intents = { ...holder.intents, [e.key]: intent };
+  const where = { node: e.node, ...(e.item !== undefined ? { item: e.item } : {}) };
+  if (pending) {
+    // Safe to call again: the same key goes with the call, so a server that deduplicates sees one effect.
+    publish(d, "effect_reconciling", { ...where, attempt: e.attempt, key: e.key, server: e.server, tool: e.tool, class: e.class });
+    d.effects.push({ type: "runway.answer", value: { outcome: "reconcile" } });
+    return;
+  }
+  d.effects.push({
+    type: "runway.journal",
+    data: { t: "intent", key: e.key, ...where, attempt: e.attempt, server: e.server, tool: e.tool, class: e.class, arguments: e.arguments ?? null, at: d.now },
+  });
+  publish(d, "effect_intent", { ...where, attempt: e.attempt, key: e.key, server: e.server, tool: e.tool, class: e.class });
+  d.effects.push({ type: "runway.answer", value: { outcome: "recorded" } });
+}
+
+/**
+ * An intent of a lost attempt on a tool that must not be called twice: the asking attempt ends
+ * (its step goes back to ready, not counted against its retries) and the step is held until a
+ * person settles the intent. Nothing is called.
+ */
+function park(d: Draft, e: On<"effect.intent">, holder: Holder, pending: PendingIntent): void {
+  const node = d.byId.get(e.node)!;
+  if (holder.step!.status === "ready") takeOffer(d, holder);
+  const s = holder.step!;
+  const error: StepError = {
+    code: "needs_reconciliation",
+    message: `the outcome of ${pending.server}/${pending.tool} (${e.key}) is unknown and the tool is not safe to call again: a person must settle it`,
+    retryable: true,
+  };
+  const r = applyStepOp(s, {
+    op: "fail",
+    now: d.now,
+    attempt: s.attempt,
+    lease_epoch: s.lease_epoch,
+    error,
+    policy: { ...policyOf(node), backoff_ms: 0, max_attempts: s.attempt + 1 },
+  });
+  if (r.outcome === "moved") holder.step = r.state;
+  delete holder.lease_expires_at;
+  holder.reconcile = { key: e.key, server: pending.server, tool: pending.tool, since: d.now };
+  publish(d, "step_needs_reconciliation", {
+    node: e.node,
+    ...(e.item !== undefined ? { item: e.item } : {}),
+    attempt: s.attempt,
+    key: e.key,
+    server: pending.server,
+    tool: pending.tool,
+  });
+  d.effects.push({ type: "runway.answer", value: { outcome: "parked" } });
+}
+
+/** Stores a receipt for one of the holder's waiting intents (a receipt for no waiting intent is dropped: it was settled). */
+export function recordReceipt(d: Draft, node: string, item: number | undefined, holder: Holder, receipt: Receipt): void {
+  const pending = holder.intents?.[receipt.key];
+  if (!pending) return;
+  const { [receipt.key]: _done, ...rest } = holder.intents!;
+  if (Object.keys(rest).length > 0) holder.intents = rest;
+  else delete holder.intents;
+  d.effects.push({ type: "runway.journal", data: { t: "receipt", ...receipt } });
+  d.run.receipts = (d.run.receipts ?? 0) + 1;
+  publish(d, receipt.state === "observed" ? "effect_observed" : "effect_failed", {
+    node,
+    ...(item !== undefined ? { item } : {}),
+    key: receipt.key,
+    server: pending.server,
+    tool: pending.tool,
+    ...(receipt.state === "failed" ? { error: receipt.error } : {}),
+    ...(receipt.by !== undefined ? { by: receipt.by } : {}),
+  });
+}
+
+export function onReceipt(d: Draft, e: On<"effect.receipt">): void {
+  const holder = holderOf(d.run.nodes[e.node]!, e.item)!;
+  recordReceipt(d, e.node, e.item, holder, e.receipt);
+  d.effects.push({ type: "runway.answer", value: { outcome: "recorded" } });
+}
+
+/**
+ * A person settles an intent whose outcome was unknown. `done`: the call happened and returned
+ * `result` (stored as its receipt; the step's next attempt gets it without a call). `retry`: it
+ * did not happen (the step's next attempt calls again). `abandon`: the step fails
+ * `effect_abandoned`, whatever its retries.
+ */
+export function onSettle(d: Draft, e: On<"effect.settle">): void {
+  const found = reconciling(d.run, e.key)!;
+  const { node: id, item, holder } = found;
+  const node = d.byId.get(id)!;
+  delete holder.reconcile;
+  const at = d.now;
+  if (e.decision === "done") recordReceipt(d, id, item, holder, { key: e.key, state: "observed", value: e.result ?? null, at, by: e.by });
+  else
+    recordReceipt(d, id, item, holder, {
+      key: e.key,
+      state: "failed",
+      error:
+        e.decision === "retry"
+          ? { code: "settled_not_done", message: `${e.by} settled it as not done: the call is made again` }
+          : { code: "effect_abandoned", message: `${e.by} abandoned it` },
+      at,
+      by: e.by,
+    });
+  d.effects.push({ type: "runway.answer", value: { outcome: "settled", decision: e.decision, node: id, ...(item !== undefined ? { item } : {}) } });
+  if (e.decision === "abandon") {
+    const minted = applyStepOp(holder.step!, { op: "lease", now: d.now });
+    if (minted.outcome === "moved") {
+      const error: StepError = { code: "effect_abandoned", message: `the intent ${e.key} was abandoned by ${e.by}`, retryable: false };
+      const r = applyStepOp(minted.state, {
+        op: "fail",
+        now: d.now,
+        attempt: minted.state.attempt,
+        lease_epoch: minted.state.lease_epoch,
+        error,
+        policy: policyOf(node),
+      });
+      if (r.outcome === "moved") holder.step = r.state;
+      retryOrFail(d, node, item, error);
+    }
+  } else if (node.kind === "map") pumpMap(d, node);
+  else offer(d, node, holder, undefined);
+  advance(d);
+}

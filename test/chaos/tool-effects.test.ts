@@ -1,0 +1,113 @@
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { RunwayClient } from "../../cluster/client.js";
+import { RUNWAY_USER, spawnTsx, waitFor, type ChildHandle } from "../harness/index.js";
+import { startEffectsServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
+import { singleServerWorld } from "./node-process.js";
+import type { RunAnswer } from "../integration/workflow-support.js";
+
+/**
+ * SIGKILL of the node between a tool call's intent and its receipt. The tool server is its own
+ * process (Streamable HTTP) and applies each effect before it answers (after `delay_ms`), so the
+ * kill lands after the effect happened and before the node learnt it: the outcome is unknown.
+ */
+const world = singleServerWorld();
+const cli = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
+const handlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
+let tools: EffectsServerHandle;
+
+beforeAll(async () => {
+  tools = await startEffectsServer({ http: true });
+}, 30_000);
+afterAll(async () => {
+  await tools?.stop();
+});
+
+async function startNode(): Promise<ChildHandle> {
+  const child = spawnTsx(
+    cli,
+    ["node", "--servers", world.server.url, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--name", "tool-node", "--handlers", handlers],
+    { name: "tool-node", env: { RUNWAY_LOG: "warn" } },
+  );
+  world.children.push(child);
+  await child.waitForLine(/^READY /, { timeoutMs: 30_000 });
+  return child;
+}
+
+async function startOneToolRun(client: RunwayClient, name: string, tool: string, args: Record<string, unknown>): Promise<string> {
+  const def = { name, nodes: [{ id: "call", kind: "tool", server: "fx", tool, arguments: args }] };
+  expect((await client.putDefinition(def)).outcome).toBe("published");
+  const started = await client.startRun({ definition: name });
+  expect(started.outcome).toBe("started");
+  return (started.run as RunAnswer).id;
+}
+
+it("G6 SIGKILL between intent and receipt on an idempotent tool: the retry reconciles by calling again with the same key; the server's counter shows one effect", async () => {
+  let node = await startNode();
+  const client = new RunwayClient(world.nc, "e1");
+  await client.createTenant("e1");
+  // Trusted: set_value's idempotentHint counts.
+  expect((await client.putToolServer({ name: "fx", transport: { type: "http", url: tools.url }, trusted: true })).outcome).toBe("saved");
+  const run = await startOneToolRun(client, "set-once", "set_value", { key: "colour", value: "teal", delay_ms: 4_000 });
+  await waitFor(() => (tools.counts().effects.set_value ?? 0) >= 1 || undefined, { timeoutMs: 30_000, describe: "the effect to be applied" });
+  await node.kill("SIGKILL");
+  node = await startNode();
+  const done = await waitFor(
+    async () => {
+      const r = (await client.getRun(run)).run as RunAnswer;
+      return r.status === "succeeded" || r.status === "failed" ? r : undefined;
+    },
+    { timeoutMs: 60_000, describe: "the run to finish after the restart" },
+  );
+  expect(done.status).toBe("succeeded");
+  expect(done.result).toMatchObject({ call: { key: "colour", value: "teal" } });
+  const counts = tools.counts();
+  expect(counts.calls.set_value).toBe(2);
+  expect(counts.effects.set_value).toBe(1);
+  expect(counts.keys.filter((k) => k.startsWith(`${run}:`))).toHaveLength(1);
+  const events = ((await client.runEvents(run)).events as { type: string }[]).map((e) => e.type);
+  expect(events).toContain("effect_reconciling");
+  await node.kill("SIGTERM");
+});
+
+it("G6 SIGKILL between intent and receipt on a non-idempotent tool with no lookup: the step parks in needs_reconciliation, nothing is called again, the item is listed, and settling it done continues the run with the given result", async () => {
+  let node = await startNode();
+  const client = new RunwayClient(world.nc, "e2");
+  await client.createTenant("e2");
+  expect((await client.putToolServer({ name: "fx", transport: { type: "http", url: tools.url } })).outcome).toBe("saved");
+  const before = tools.counts().calls.charge ?? 0;
+  const run = await startOneToolRun(client, "charge-once", "charge", { account: "acme", amount: 42, delay_ms: 4_000 });
+  await waitFor(() => (tools.counts().effects.charge ?? 0) > before || undefined, { timeoutMs: 30_000, describe: "the charge to be applied" });
+  await node.kill("SIGKILL");
+  node = await startNode();
+  const items = await waitFor(
+    async () => {
+      const listed = (await client.reconciliations()).items as { run: string; key: string; node: string; tool: string }[];
+      return listed.length > 0 ? listed : undefined;
+    },
+    { timeoutMs: 60_000, describe: "the step to be held for reconciliation" },
+  );
+  expect(items).toHaveLength(1);
+  expect(items[0]).toMatchObject({ run, node: "call", server: "fx", tool: "charge" });
+  const held = (await client.getRun(run)).run as RunAnswer & { nodes: Record<string, { reconcile?: { key: string } }> };
+  expect(held.status).toBe("running");
+  expect(held.nodes.call!.reconcile?.key).toBe(items[0]!.key);
+  // Nothing was called again.
+  expect(tools.counts().calls.charge).toBe(before + 1);
+  // The operator looked at the payment system: the charge went through.
+  const settled = await client.reconcile(run, items[0]!.key, "done", { result: { account: "acme", amount: 42, charge_no: "found-by-hand" }, by: "ops@acme" });
+  expect(settled).toMatchObject({ outcome: "settled", decision: "done", node: "call" });
+  expect((await client.reconcile(run, items[0]!.key, "done")).outcome).toBe("not_reconciling");
+  const done = await waitFor(
+    async () => {
+      const r = (await client.getRun(run)).run as RunAnswer;
+      return r.status === "succeeded" || r.status === "failed" ? r : undefined;
+    },
+    { timeoutMs: 30_000, describe: "the run to finish once settled" },
+  );
+  expect(done.status).toBe("succeeded");
+  expect(done.result).toMatchObject({ call: { charge_no: "found-by-hand" } });
+  expect(tools.counts().calls.charge).toBe(before + 1);
+  expect((await client.reconciliations()).items).toEqual([]);
+  await node.kill("SIGTERM");
+});

@@ -1,0 +1,217 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { effectKey } from "../../actors/index.js";
+import { waitFor } from "../harness/index.js";
+import { everythingServer, startEffectsServer, startEverythingHttp, type EffectsServerHandle } from "../fixtures/mcp/start.js";
+import { workflowWorld, type RunAnswer } from "./workflow-support.js";
+
+const world = workflowWorld({ name: "tools-node" });
+let http: EffectsServerHandle;
+let stdio: EffectsServerHandle;
+
+beforeAll(async () => {
+  http = await startEffectsServer({ http: true });
+  stdio = await startEffectsServer({});
+  const c = world.client;
+  expect((await c.putToolServer({ name: "fx-http", transport: { type: "http", url: http.url } })).outcome).toBe("saved");
+  const cmd = stdio.command!;
+  expect(
+    (
+      await c.putToolServer({
+        name: "fx-stdio",
+        transport: { type: "stdio", command: cmd.command, args: cmd.args, env: cmd.env, secret_env: { FIXTURE_TOKEN: "s3cret" } },
+        call_timeout_ms: 20_000,
+      })
+    ).outcome,
+  ).toBe("saved");
+}, 60_000);
+afterAll(async () => {
+  await http?.stop();
+});
+
+async function runTool(name: string, server: string, tool: string, args: unknown, extra: Record<string, unknown> = {}): Promise<RunAnswer> {
+  const def = { name, nodes: [{ id: "call", kind: "tool", server, tool, arguments: args, ...extra }] };
+  expect((await world.client.putDefinition(def)).outcome).toMatch(/published|unchanged/);
+  const started = await world.client.startRun({ definition: name });
+  expect(started.outcome).toBe("started");
+  return world.settled((started.run as RunAnswer).id);
+}
+
+describe("tool server registry", () => {
+  it("keeps credentials with the gateway: get and list show secret names only", async () => {
+    const got = await world.client.getToolServer("fx-stdio");
+    expect(got.outcome).toBe("found");
+    expect(JSON.stringify(got)).not.toContain("s3cret");
+    expect((got.server as { transport: { secret_env: string[] } }).transport.secret_env).toEqual(["FIXTURE_TOKEN"]);
+    const listed = await world.client.listToolServers();
+    expect((listed.servers as { name: string }[]).map((s) => s.name)).toEqual(["fx-http", "fx-stdio"]);
+    expect(JSON.stringify(listed)).not.toContain("s3cret");
+  });
+
+  it("bad input gets closed answers", async () => {
+    expect((await world.client.putToolServer({ name: "bad name!", transport: { type: "http", url: "http://x" } })).outcome).toBe("invalid_input");
+    expect((await world.client.putToolServer({ name: "ok", transport: { type: "ftp", url: "ftp://x" } })).outcome).toBe("invalid_input");
+    expect((await world.client.putToolServer({ name: "ok", transport: { type: "http", url: "file:///etc/passwd" } })).outcome).toBe("invalid_input");
+    expect((await world.client.getToolServer("nope")).outcome).toBe("server_not_found");
+    expect((await world.client.deleteToolServer("nope")).outcome).toBe("server_not_found");
+    expect((await world.client.reconcile("t1_nope", "k", "done")).outcome).toBe("run_not_found");
+  });
+});
+
+describe("tool classes", () => {
+  it("untrusted annotations claiming read-only do not make a tool read-only; trusted ones do; an operator override wins", async () => {
+    const untrusted = await world.client.listTools("fx-http");
+    const classOf = (answer: typeof untrusted, tool: string) =>
+      (answer.tools as { name: string; class: string; class_source: string }[]).find((t) => t.name === tool);
+    expect(classOf(untrusted, "lying_reader")).toMatchObject({ class: "non_idempotent", class_source: "default" });
+    expect(classOf(untrusted, "get_value")).toMatchObject({ class: "non_idempotent" });
+    expect(
+      (await world.client.putToolServer({ name: "fx-trusted", transport: { type: "http", url: http.url }, trusted: true, overrides: { charge: "idempotent" } }))
+        .outcome,
+    ).toBe("saved");
+    const trusted = await world.client.listTools("fx-trusted");
+    expect(classOf(trusted, "lying_reader")).toMatchObject({ class: "read_only", class_source: "annotations" });
+    expect(classOf(trusted, "set_value")).toMatchObject({ class: "idempotent", class_source: "annotations" });
+    expect(classOf(trusted, "charge")).toMatchObject({ class: "idempotent", class_source: "override" });
+    expect(classOf(trusted, "fail")).toMatchObject({ class: "non_idempotent", class_source: "default" });
+  });
+});
+
+describe.each([
+  ["stdio", "fx-stdio", () => stdio],
+  ["Streamable HTTP", "fx-http", () => http],
+])("tool nodes over %s", (_label, server, fixture) => {
+  it("a tool node records its intent, calls once with the effect key in _meta, and stores the receipt", async () => {
+    const before = fixture().counts().effects.charge ?? 0;
+    const run = await runTool(`charge-${server}`, server, "charge", { account: "acme", amount: 7 });
+    expect(run.status).toBe("succeeded");
+    expect(run.result).toMatchObject({ call: { account: "acme", amount: 7 } });
+    const counts = fixture().counts();
+    expect(counts.effects.charge).toBe(before + 1);
+    expect(counts.keys).toContain(effectKey(run.id, "call", undefined, { server, tool: "charge", arguments: { account: "acme", amount: 7 } }));
+    const events = (await world.client.runEvents(run.id)).events as { type: string; key?: string }[];
+    const types = events.map((e) => e.type);
+    expect(types.indexOf("effect_intent")).toBeGreaterThan(-1);
+    expect(types.indexOf("effect_observed")).toBeGreaterThan(types.indexOf("effect_intent"));
+  });
+
+  it("a tool that reports an error fails the step tool_error", async () => {
+    const run = await runTool(`fail-${server}`, server, "fail", {});
+    expect(run.status).toBe("failed");
+    expect(run.nodes.call!.error?.code).toBe("tool_error");
+  });
+});
+
+describe("a tool server that misbehaves fails the call with a typed code in bounded time, and no worker is stuck", () => {
+  // One attempt each: a call whose outcome is unknown is never retried blindly (a retry would hold the step for a person; see the chaos tests).
+  const once = { retry: { max_attempts: 1, backoff_ms: 0, max_backoff_ms: 0 } };
+
+  it("hangs: tool_timeout at the node's timeout", async () => {
+    const run = await runTool("hang", "fx-http", "hang", {}, { timeout_ms: 1_500, ...once });
+    expect(run.status).toBe("failed");
+    expect(run.nodes.call!.error?.code).toBe("tool_timeout");
+  });
+
+  it("crashes mid-call: tool_server_crashed (stdio), and the next call restarts the server", async () => {
+    const run = await runTool("crash", "fx-stdio", "crash", {}, once);
+    expect(run.status).toBe("failed");
+    expect(run.nodes.call!.error?.code).toBe("tool_server_crashed");
+    const after = await runTool("after-crash", "fx-stdio", "get_value", { key: "k" });
+    expect(after.status).toBe("succeeded");
+  });
+
+  it("answers 5 MB: tool_output_too_large; the receipt is stored, so a retry does not call again", async () => {
+    const before = http.counts().calls.big ?? 0;
+    const run = await runTool("big", "fx-http", "big", {}, { retry: { max_attempts: 2, backoff_ms: 10, max_backoff_ms: 10 } });
+    expect(run.status).toBe("failed");
+    expect(run.nodes.call!.error?.code).toBe("tool_output_too_large");
+    expect(http.counts().calls.big).toBe(before + 1);
+  });
+
+  it("an unknown server or tool fails at once, not retried", async () => {
+    expect((await runTool("no-server", "nope", "x", {})).nodes.call!.error?.code).toBe("tool_server_not_found");
+    expect((await runTool("no-tool", "fx-http", "nope", {})).nodes.call!.error?.code).toBe("tool_tool_not_found");
+  });
+
+  it("after all that, the node still runs tool steps at once", async () => {
+    const runs = await Promise.all([1, 2, 3, 4].map((i) => runTool(`again-${i}`, "fx-http", "get_value", { key: `k${i}` })));
+    expect(runs.map((r) => r.status)).toEqual(["succeeded", "succeeded", "succeeded", "succeeded"]);
+  });
+});
+
+describe("zombies", () => {
+  it("G2 G5 an attempt with a stale lease or a stale cancellation epoch can record neither an intent nor a receipt", async () => {
+    const def = { name: "zombie-target", nodes: [{ id: "work", kind: "code", handler: "slow", input: { ms: 20_000 } }] };
+    expect((await world.client.putDefinition(def)).outcome).toMatch(/published|unchanged/);
+    const run = ((await world.client.startRun({ definition: "zombie-target" })).run as RunAnswer).id;
+    await waitFor(async () => ((await world.client.getRun(run)).run as RunAnswer).status === "running" || undefined, {
+      timeoutMs: 10_000,
+      describe: "the run to start",
+    });
+    const host = world.node.node.host;
+    const ask = (event: Record<string, unknown>, id: string) => host.dispatch({ kind: "run", id: run }, event, id);
+    const intent = { type: "effect.intent", node: "work", key: `${run}:work:x`, server: "fx-http", tool: "charge", class: "non_idempotent", arguments: {} };
+    expect(await ask({ ...intent, attempt: 1, lease_epoch: 7, cancellation_epoch: 0 }, "z1")).toMatchObject({ value: { outcome: "stale_lease" } });
+    expect(await ask({ ...intent, attempt: 3, lease_epoch: 1, cancellation_epoch: 0 }, "z2")).toMatchObject({ value: { outcome: "stale_lease" } });
+    const receipt = { type: "effect.receipt", node: "work", receipt: { key: `${run}:work:x`, state: "observed", value: 1, at: 1 } };
+    expect(await ask({ ...receipt, attempt: 1, lease_epoch: 7, cancellation_epoch: 0 }, "z3")).toMatchObject({ value: { outcome: "stale_lease" } });
+    expect((await world.client.cancelRun(run)).outcome).toBe("cancelled");
+    expect(await ask({ ...intent, attempt: 1, lease_epoch: 1, cancellation_epoch: 0 }, "z4")).toMatchObject({ value: { outcome: "stale_cancel_epoch" } });
+    expect(await ask({ ...receipt, attempt: 1, lease_epoch: 1, cancellation_epoch: 0 }, "z5")).toMatchObject({ value: { outcome: "stale_cancel_epoch" } });
+    const events = (await world.client.runEvents(run)).events as { type: string }[];
+    expect(events.map((e) => e.type)).not.toContain("effect_intent");
+  });
+});
+
+describe("ctx.tools.call from a handler: the same gateway and journal", () => {
+  it("C093 a retried attempt whose call has a completed journal entry gets the stored result; the tool is not called again", async () => {
+    const before = http.counts().calls.charge ?? 0;
+    const def = {
+      name: "handler-tool",
+      nodes: [
+        {
+          id: "work",
+          kind: "code",
+          handler: "tool_then_fail",
+          input: { server: "fx-http", tool: "charge", args: { account: "retry", amount: 3 }, until: 3 },
+          retry: { max_attempts: 3, backoff_ms: 10, max_backoff_ms: 10 },
+        },
+      ],
+    };
+    expect((await world.client.putDefinition(def)).outcome).toMatch(/published|unchanged/);
+    const run = await world.settled(((await world.client.startRun({ definition: "handler-tool" })).run as RunAnswer).id);
+    expect(run.status).toBe("succeeded");
+    expect(run.result).toMatchObject({ work: { attempt: 3, answer: { account: "retry", amount: 3, charge_no: before + 1 } } });
+    expect(http.counts().calls.charge).toBe(before + 1);
+  });
+
+  it("several calls in one handler: each journaled, a tool's error is a ToolError with its code", async () => {
+    const def = { name: "handler-two", nodes: [{ id: "work", kind: "code", handler: "two_tools", input: { server: "fx-http" } }] };
+    expect((await world.client.putDefinition(def)).outcome).toMatch(/published|unchanged/);
+    const run = await world.settled(((await world.client.startRun({ definition: "handler-two" })).run as RunAnswer).id);
+    expect(run.status).toBe("succeeded");
+    expect(run.result).toMatchObject({ work: { second: { key: "k2", value: "v2" }, failed: "tool_error" } });
+    const events = ((await world.client.runEvents(run.id)).events as { type: string }[]).map((e) => e.type);
+    expect(events.filter((t) => t === "effect_intent")).toHaveLength(3);
+    expect(events.filter((t) => t === "effect_observed")).toHaveLength(3);
+  });
+});
+
+describe("@modelcontextprotocol/server-everything through the gateway", () => {
+  it("its echo tool answers a tool node over stdio and Streamable HTTP", async () => {
+    const cmd = everythingServer();
+    const everyHttp = await startEverythingHttp();
+    try {
+      expect((await world.client.putToolServer({ name: "every-stdio", transport: { type: "stdio", command: cmd.command, args: cmd.args } })).outcome).toBe(
+        "saved",
+      );
+      expect((await world.client.putToolServer({ name: "every-http", transport: { type: "http", url: everyHttp.url } })).outcome).toBe("saved");
+      for (const server of ["every-stdio", "every-http"]) {
+        const run = await runTool(`echo-${server}`, server, "echo", { message: "hello" });
+        expect(run.status, server).toBe("succeeded");
+        expect(JSON.stringify(run.result)).toContain("hello");
+      }
+    } finally {
+      await everyHttp.stop();
+    }
+  });
+});
