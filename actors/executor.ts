@@ -1,11 +1,13 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Objm, type ObjectStore } from "@nats-io/obj";
-import { nestingDepth, type AbortRequest, type ExecuteRequest, type Receipt } from "../machines/index.js";
+import { nestingDepth, type AbortRequest, type ExecuteRequest, type Receipt, type TaskPoll } from "../machines/index.js";
+import { tenantOfRun } from "./ids.js";
 import type { ActorHost, Logger, MailboxClient, StepPool, TaskRef } from "../runtime/index.js";
 import { RUN_KIND } from "./run-actor.js";
 import { RESULTS_STORE } from "./topology.js";
 import type { ToolPort } from "./tool-calls.js";
-import { callThroughJournal, fenceOf, type ToolAnswer, type ToolCall } from "./tool-step.js";
+import type { ReplayTools } from "./replay.js";
+import { callThroughJournal, fenceOf, settleCall, type BoundedRef, type ToolAnswer, type ToolCall } from "./tool-step.js";
 
 /** What became of a heartbeat renewal (see `StepExecutor`'s `onHeartbeatSettled`). */
 export type HeartbeatOutcome = "renewed" | "stale" | "mailbox";
@@ -66,6 +68,8 @@ export class StepExecutor {
       onHeartbeatSettled?(ms: number, outcome: HeartbeatOutcome): void;
       /** The tool gateway tool nodes call through (absent: they fail `tool_gateway_unavailable`). */
       tools?: ToolPort;
+      /** Answers a replay's calls from its original run's receipts (absent: a replay's calls fail). */
+      replay?: ReplayTools;
       /** Wraps the report path (see {@link StepReport}); production passes none. */
       decorateReport?(report: StepReport): StepReport;
     },
@@ -130,6 +134,8 @@ export class StepExecutor {
    */
   abort(request: AbortRequest): void {
     for (const a of request.attempts) {
+      // An attempt waiting on an MCP task runs on the tool server: ask it to stop.
+      if (a.task) void this.deps.tools?.cancelTask(tenantOfRun(request.run) ?? "", a.task.server, a.task.id, a.task.wire).catch(() => undefined);
       const key = `${request.run}/${stepIdOf({ node: a.node, ...(a.item !== undefined ? { item: a.item } : {}) })}/${a.attempt}/${a.lease_epoch}`;
       this.abortKey(key, request.reason);
     }
@@ -242,6 +248,38 @@ export class StepExecutor {
   }
 
   /**
+   * A task poll is due (the run's durable timer fired): asks the server, and when the task ended
+   * reports its result as the attempt's (fenced by its attempt and lease epoch, with the receipt).
+   * A task still working, or a server that cannot be asked now, costs nothing: the next timer
+   * asks again.
+   */
+  async pollTask(p: TaskPoll): Promise<void> {
+    const tools = this.deps.tools;
+    if (!tools) return;
+    const polled = await tools.pollTask(p.tenant, p.task.server, p.task.id, p.task.wire);
+    if (polled.outcome === "working" || polled.outcome === "unknown") return;
+    const ref = { run: p.run, node: p.node, ...(p.item !== undefined ? { item: p.item } : {}), attempt: p.attempt };
+    const { answer, receipt } = await settleCall(
+      { bounded: (r, v) => this.bounded(r, v), now: () => this.deps.now?.() ?? Date.now() },
+      ref,
+      { server: p.task.server, tool: p.task.tool, key: p.task.key },
+      polled,
+    );
+    if (answer.outcome === "stopped") return;
+    const event: Record<string, unknown> = {
+      type: "step.result",
+      node: p.node,
+      ...(p.item !== undefined ? { item: p.item } : {}),
+      attempt: p.attempt,
+      lease_epoch: p.lease_epoch,
+      cancellation_epoch: p.cancellation_epoch,
+      ...answer,
+      ...(receipt ? { receipts: [receipt] } : {}),
+    };
+    await this.send({ kind: RUN_KIND, id: p.run }, event, `task/${p.task.id}/${p.attempt}/${p.lease_epoch}`);
+  }
+
+  /**
    * A handler's `ctx.tools.call`: the same intent, call and receipt as a tool node's, the receipt
    * stored on its own (the handler goes on). An attempt the run refused or held is stopped.
    */
@@ -267,7 +305,7 @@ export class StepExecutor {
   }
 
   private callTool(request: ExecuteRequest, key: string, call: ToolCall): Promise<{ answer: ToolAnswer; receipt?: Receipt }> {
-    const tools = this.deps.tools;
+    const tools = request.replay_of ? this.deps.replay?.of(request.replay_of, request.run) : this.deps.tools;
     if (!tools)
       return Promise.resolve({
         answer: { outcome: "failed", error: { code: "tool_gateway_unavailable", message: "this node has no tool gateway", retryable: true } },
@@ -325,7 +363,7 @@ export class StepExecutor {
   }
 
   /** Keeps a result within the inline bound; a larger one goes to the object store by reference. */
-  private async bounded(request: ExecuteRequest, output: unknown): Promise<unknown> {
+  private async bounded(request: BoundedRef, output: unknown): Promise<unknown> {
     const text = JSON.stringify(output ?? null);
     if (Buffer.byteLength(text) <= RESULT_INLINE_LIMIT) return output ?? null;
     this.objects ??= new Objm(this.deps.nc).open(RESULTS_STORE);

@@ -34,6 +34,18 @@ export { NodeMetrics, type MetricSource, type Labels } from "./metrics.js";
 export { Dispatcher, DEFAULT_SCHEDULER, type LeaseDecision, type QuotaGrant } from "./dispatcher.js";
 export { QuotaGate, QUOTA_STREAM, type QuotaTake, type QuotaLimits } from "./quota.js";
 export { Sweeper, type SweepReport } from "./sweeper.js";
-export { effectKey, EFFECT_KEY_META, type ToolPort, type ToolLookup, type ToolCallOutcome, type ToolCallRequest } from "./tool-calls.js";
+export {
+  effectKey,
+  EFFECT_KEY_META,
+  type ToolPort,
+  type ToolLookup,
+  type ToolCallOutcome,
+  type ToolCallRequest,
+  type TaskPollOutcome,
+  type ToolResultOutcome,
+} from "./tool-calls.js";
 export { MAX_TOOL_OUTPUT } from "./tool-step.js";
 export { listReconciliations, RECONCILE_BUCKET, type ReconcileItem } from "./reconciliations.js";
+export { RunReplays, type ReplayResult, type TrajectoryResult } from "./run-replay.js";
+export { ReplayTools } from "./replay.js";
+export { readTrajectory, compareTrajectories, type TrajectoryLine } from "./trajectory.js";

@@ -28,6 +28,8 @@ export interface StartRunRequest {
   priority?: number;
   /** Its attempts should be leased within this many ms of the start (earlier deadlines first at equal priority). */
   deadline_ms?: number;
+  /** A replay of this run (see `replay`): not offered by the API's runs.start. */
+  replay_of?: string;
 }
 
 export type RunView = ReturnType<typeof runSummary> & {
@@ -202,6 +204,7 @@ export class RunService {
       ...(request.project ? { project } : {}),
       ...(request.priority !== undefined ? { priority: request.priority } : {}),
       ...(request.deadline_ms !== undefined ? { deadline: this.deps.now() + request.deadline_ms } : {}),
+      ...(request.replay_of ? { replay_of: request.replay_of } : {}),
       input,
     };
     const answer = await askActor(this.deps, { kind: RUN_KIND, id }, { type: "run.create", run: seed }, `create/${id}`, 10_000);

@@ -28,9 +28,18 @@ export type ToolLookup =
  * - `unknown`: it may have happened (timeout, the server died mid-call): only reconciliation can tell.
  */
 export type ToolCallOutcome =
+  | ToolResultOutcome
+  /** The server runs the call as an MCP task: poll it (the call is not made again). */
+  | { outcome: "task"; taskId: string; pollMs: number; wire: string };
+
+/** A call's (or a task's) end as the world saw it. */
+export type ToolResultOutcome =
   | { outcome: "ok"; result: { content?: unknown[]; structuredContent?: unknown; isError?: boolean } & Record<string, unknown>; bytes: number }
   | { outcome: "refused"; code: string; message: string; retryable: boolean }
   | { outcome: "unknown"; code: string; message: string };
+
+/** How a task is doing: still working (ask again), ended (its result, or why not), or not known now (the server could not be asked). */
+export type TaskPollOutcome = { outcome: "working"; pollMs?: number } | ToolResultOutcome;
 
 export interface ToolCallRequest {
   tenant: string;
@@ -40,10 +49,15 @@ export interface ToolCallRequest {
   key: string;
   timeoutMs: number;
   signal: AbortSignal;
+  /** The caller can wait on an MCP task (a tool node can; a handler's call cannot). */
+  allowTask: boolean;
 }
 
 /** The tool gateway as the executor sees it (the MCP gateway in `gateways/tools` implements it). */
 export interface ToolPort {
   lookup(tenant: string, server: string, tool: string): Promise<ToolLookup>;
   call(request: ToolCallRequest): Promise<ToolCallOutcome>;
+  pollTask(tenant: string, server: string, taskId: string, wire: string): Promise<TaskPollOutcome>;
+  /** Best effort: a task the run no longer wants (`tasks/cancel`). */
+  cancelTask(tenant: string, server: string, taskId: string, wire: string): Promise<void>;
 }

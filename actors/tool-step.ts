@@ -1,5 +1,8 @@
 import type { ExecuteRequest, Receipt } from "../machines/index.js";
-import { effectKey, type ToolPort } from "./tool-calls.js";
+import { effectKey, type ToolPort, type ToolResultOutcome } from "./tool-calls.js";
+
+/** Names a stored large value: whose attempt produced it. */
+export type BoundedRef = Pick<ExecuteRequest, "run" | "node" | "item" | "attempt">;
 
 /** A tool's answer larger than this (JSON) fails `tool_output_too_large`; up to it, one over the inline bound is stored by reference. */
 export const MAX_TOOL_OUTPUT = 4 * 1024 * 1024;
@@ -24,7 +27,7 @@ export interface ToolStepDeps {
   /** Sends an effect command to the run on this node: its closed answer, or undefined when this node does not decide for the run now. */
   ask(request: ExecuteRequest, event: Record<string, unknown>, id: string): Promise<{ outcome: string; value?: unknown } | undefined>;
   /** Keeps a value within the inline bound (a larger one goes to the object store by reference). */
-  bounded(request: ExecuteRequest, value: unknown): Promise<unknown>;
+  bounded(request: BoundedRef, value: unknown): Promise<unknown>;
   now(): number;
 }
 
@@ -66,7 +69,36 @@ export async function callThroughJournal(
   );
   if (asked?.outcome === "observed") return { answer: fromClaim(asked.value) };
   if (asked?.outcome !== "recorded" && asked?.outcome !== "reconcile") return { answer: { outcome: "stopped", reason: asked?.outcome ?? "not_decided_here" } };
-  const called = await deps.tools.call({ tenant: request.tenant, server, tool, arguments: call.arguments ?? null, key, timeoutMs: request.timeout_ms, signal });
+  const called = await deps.tools.call({
+    tenant: request.tenant,
+    server,
+    tool,
+    arguments: call.arguments ?? null,
+    key,
+    timeoutMs: request.timeout_ms,
+    signal,
+    allowTask: request.tool !== undefined,
+  });
+  if (called.outcome === "task") {
+    const waiting = await deps.ask(
+      request,
+      { type: "effect.task", ...fenceOf(request), key, task_id: called.taskId, server, tool, wire: called.wire, poll_ms: called.pollMs },
+      `task/${key}/${request.attempt}/${request.lease_epoch}`,
+    );
+    // Refused (the attempt became a zombie meanwhile): nobody will wait on this task.
+    if (waiting?.outcome !== "waiting") await deps.tools.cancelTask(request.tenant, server, called.taskId, called.wire);
+    return { answer: { outcome: "stopped", reason: waiting?.outcome === "waiting" ? "task" : (waiting?.outcome ?? "not_decided_here") } };
+  }
+  return settleCall(deps, request, { server, tool, key }, called);
+}
+
+/** The answer and receipt of a call (or a task) that ended: what the world saw, bounded. */
+export async function settleCall(
+  deps: Pick<ToolStepDeps, "bounded" | "now">,
+  request: BoundedRef,
+  { server, tool, key }: { server: string; tool: string; key: string },
+  called: ToolResultOutcome,
+): Promise<{ answer: ToolAnswer; receipt?: Receipt }> {
   const at = deps.now();
   if (called.outcome === "unknown") return { answer: { outcome: "failed", error: { code: called.code, message: called.message, retryable: true } } };
   if (called.outcome === "refused") {

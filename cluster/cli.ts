@@ -10,6 +10,7 @@
  *   runway run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane batch] [--project P] [--priority 0-9]
  *   runway run get <id>   runway run list [--status S] [--cursor C]   runway run events <id> [--after ID]   runway run watch <id>
  *   runway run cancel <id> [--reason R]
+ *   runway run trajectory <id>   runway run replay <id>
  *   runway run held [<id>]   runway run reconcile <id> --key K --decision done|retry|abandon [--result JSON]
  *   runway tools servers put|get|ls|rm …   runway tools ls   runway tools call <server> <tool> [--args JSON]
  *   runway ops dead-letters [--limit N]
@@ -36,6 +37,8 @@ const USAGE = `usage: runway <command> [options]
   run get <id> | run list [--status S] [--limit N] [--cursor C] | run events <id> [--after ID] [--limit N]
   run watch <id> | run cancel <id> [--reason TEXT]
   run held [<id>]                                               steps held for reconciliation (of one run), oldest first
+  run trajectory <id>                                           its steps, tool calls and outcome as JSON lines
+  run replay <id> [--wait-ms 30000]                             re-executes it with every tool call answered from its receipts; exit 1 unless identical
   run reconcile <id> --key K --decision done|retry|abandon [--result JSON] [--by NAME]
 ${TOOLS_USAGE}
   ops dead-letters [--limit N]                                  the newest dead letters first (default 50, at most 500)
@@ -297,6 +300,7 @@ async function main(): Promise<void> {
           after: { type: "string" },
           reason: { type: "string" },
           decision: { type: "string" },
+          "wait-ms": { type: "string" },
           result: { type: "string" },
           by: { type: "string" },
         },
@@ -333,6 +337,21 @@ async function main(): Promise<void> {
         );
       if (sub === "cancel" && id) return print(await withClient(values, (c) => c.cancelRun(id, values.reason)));
       if (sub === "held") return print(await withClient(values, (c) => c.reconciliations(id)));
+      if (sub === "trajectory" && id) {
+        // JSON lines, one per step, item, tool call and outcome: ready for an evaluation pipeline.
+        const answer = await withClient(values, (c) => c.trajectory(id));
+        if (answer.outcome !== "trajectory") {
+          process.exitCode = 1;
+          return print(answer);
+        }
+        for (const line of answer.lines as unknown[]) process.stdout.write(`${JSON.stringify(line)}\n`);
+        return;
+      }
+      if (sub === "replay" && id) {
+        const answer = await withClient(values, (c) => c.replay(id, values["wait-ms"] ? Number(values["wait-ms"]) : undefined));
+        if (answer.outcome !== "replayed" || answer.identical !== true) process.exitCode = 1;
+        return print(answer);
+      }
       if (sub === "reconcile" && id) {
         const decision = values.decision;
         if (!values.key || (decision !== "done" && decision !== "retry" && decision !== "abandon"))
@@ -359,7 +378,7 @@ async function main(): Promise<void> {
             }),
           ),
         );
-      throw new UsageError("run start|get|list|events|watch|cancel|held|reconcile");
+      throw new UsageError("run start|get|list|events|watch|cancel|held|reconcile|trajectory|replay");
     }
     case "tools": {
       const { values, positionals } = parseArgs({

@@ -88,6 +88,14 @@ export class RunwayClient {
   reconciliations(runId?: string) {
     return this.t("runs.reconciliations", runId ? { run_id: runId } : {});
   }
+  /** The run's steps, tool calls and outcome as its journal holds them. */
+  trajectory(runId: string) {
+    return this.t("runs.trajectory", { run_id: runId });
+  }
+  /** Re-executes a finished run with every tool call answered from its receipts, and compares the trajectories. */
+  replay(runId: string, waitMs?: number) {
+    return this.t("runs.replay", { run_id: runId, ...(waitMs !== undefined ? { wait_ms: waitMs } : {}) });
+  }
   putToolServer(server: Record<string, unknown>) {
     return this.t("tools.servers.put", { server });
   }

@@ -16,6 +16,8 @@ import {
   RUN_KIND,
   recoverPartition,
   runActor,
+  ReplayTools,
+  RunReplays,
   RunService,
   StepExecutor,
   Sweeper,
@@ -26,6 +28,8 @@ import { ensureToolsBucket, startApi, ToolConnections, ToolGateway, ToolRegistry
 import {
   METRICS_CHANNEL,
   STEP_ABORT,
+  TASK_POLL,
+  type TaskPoll,
   STEP_LAPSED,
   STEP_READY,
   type AbortRequest,
@@ -205,6 +209,8 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
         dispatcher?.drop(payload as AbortRequest);
         executor?.abort(payload as AbortRequest);
       },
+      // A task a step waits on is due a poll: asked from here, off the actor's lane.
+      [TASK_POLL]: (payload) => void executor?.pollTask(payload as TaskPoll).catch((err: unknown) => logger.warn("task poll failed", { error: String(err) })),
       [METRICS_CHANNEL]: (payload) => {
         const p = payload as { counter: string; tenant?: string; action?: string };
         metrics.inc(p.counter, MACHINE_COUNTERS[p.counter] ?? p.counter, {
@@ -247,7 +253,10 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
             tools = { registry, gateway: new ToolGateway(registry, toolConnections) };
           },
           // Stdio tool servers are this node's children: they go with it.
-          stop: () => toolConnections.close(),
+          stop: async () => {
+            await tools?.registry.close();
+            await toolConnections.close();
+          },
         },
         { name: "step-pool", start: () => pool.start(), stop: () => pool.destroy() },
         {
@@ -269,6 +278,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               onDone: (r) => dispatcher?.done(r.ticket),
               now: () => clock.now(),
               tools: tools!.gateway,
+              replay: new ReplayTools(self().nc, self().topology.partitions),
               ...(config.decorate?.report ? { decorateReport: config.decorate.report } : {}),
               ...(config.onHeartbeatSettled ? { onHeartbeatSettled: config.onHeartbeatSettled } : {}),
             });
@@ -370,6 +380,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               metrics,
               sweeper: sweeper!,
               tools: tools!,
+              replays: new RunReplays({ nc: self().nc, partitions: self().topology.partitions, runs: runs! }),
               now: () => clock.now(),
             });
           },

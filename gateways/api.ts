@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z, type ZodType } from "zod";
-import type { DefinitionStore, NodeMetrics, RunService, Sweeper, TenantService } from "../actors/index.js";
+import type { DefinitionStore, NodeMetrics, RunReplays, RunService, Sweeper, TenantService } from "../actors/index.js";
 import { listReconciliations } from "../actors/index.js";
 import { isTenantId, MAX_JSON_DEPTH, nestingDepth, TenantIdSchema, TokenSchema, ToolServerNameSchema, WorkflowNameSchema } from "../machines/index.js";
 import { redacted, ToolServerSpecSchema, type ToolGateway, type ToolRegistry } from "./tools/index.js";
@@ -71,6 +71,8 @@ const schemas = {
     by: z.string().min(1).max(200).default("api"),
   }),
   runsReconciliations: z.strictObject({ run_id: RunId.optional() }),
+  runsTrajectory: z.strictObject({ run_id: RunId }),
+  runsReplay: z.strictObject({ run_id: RunId, wait_ms: z.number().int().min(0).max(60_000).default(30_000) }),
   toolServersPut: z.strictObject({ server: z.unknown() }),
   toolServerName: z.strictObject({ name: ToolServerNameSchema }),
   toolServersList: z.strictObject({}),
@@ -84,6 +86,8 @@ export interface ApiServices {
   metrics: NodeMetrics;
   /** This node's recovery sweep (an operator may run a pass now). */
   sweeper?: Sweeper;
+  /** Trajectories and replays of finished runs. */
+  replays?: RunReplays;
   /** The tool gateway: the tenant's MCP server registry and the tools behind it. */
   tools?: { registry: ToolRegistry; gateway: ToolGateway };
   now(): number;
@@ -102,7 +106,7 @@ const DEFINITION_TOO_DEEP: Answer = { outcome: "invalid_definition", errors: [{ 
 
 /**
  * The `runway` NATS micro service: `runway.v1.<tenant>.definitions.put|get|list`,
- * `runway.v1.<tenant>.runs.start|get|list|events|cancel|reconcile|reconciliations`,
+ * `runway.v1.<tenant>.runs.start|get|list|events|cancel|reconcile|reconciliations|trajectory|replay`,
  * `runway.v1.<tenant>.tools.servers.put|get|list|delete`, `runway.v1.<tenant>.tools.list`,
  * `runway.v1.ops.tenants.put|list` and the
  * operators' `runway.v1.ops.*` (metrics, sweep, dead letters).
@@ -163,6 +167,11 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
     outcome: "ok",
     items: await listReconciliations(nc, t, b.run_id),
   }));
+  const replays = services.replays;
+  if (replays) {
+    tenantEndpoint("runs_trajectory", "runs.trajectory", schemas.runsTrajectory, (t, b) => replays.trajectory(t, b.run_id));
+    tenantEndpoint("runs_replay", "runs.replay", schemas.runsReplay, (t, b) => replays.replay(t, b.run_id, { waitMs: b.wait_ms }));
+  }
   const tools = services.tools;
   if (tools) {
     tenantEndpoint("tool_servers_put", "tools.servers.put", schemas.toolServersPut, async (t, b) => {

@@ -3,18 +3,21 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { CreateMessageRequestSchema, ElicitRequestSchema, ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { ToolServerRecord } from "./registry.js";
+import { ModernMcpClient } from "./mcp-2026.js";
 
 /** How long connecting (spawn or HTTP, plus the handshake and the tool list) may take. */
 const CONNECT_TIMEOUT_MS = 15_000;
 
-/** A live MCP session with one registered server, and the tools it listed. */
-export interface Connection {
-  client: Client;
-  tools: Map<string, Tool>;
+/** A tool as a server listed it (either revision). */
+export type ListedTool = Pick<Tool, "name" | "description" | "inputSchema" | "annotations"> & { execution?: { taskSupport?: string } };
+
+/** A live session with one registered server (an SDK session, or a stateless 2026-07-28 client) and the tools it listed. */
+export type Connection = {
+  tools: Map<string, ListedTool>;
   /** The registry record it was opened with (a changed record opens a new one). */
   updatedAt: number;
   closed: boolean;
-}
+} & ({ wire: "2025-11-25"; client: Client; tasks: boolean } | { wire: "2026-07-28"; client: ModernMcpClient; tasks: boolean });
 
 /**
  * MCP client sessions, pooled per node: one per (tenant, server), opened on first use and
@@ -44,7 +47,7 @@ export class ToolConnections {
   }
 
   private replace(key: string, record: ToolServerRecord, old: Connection | undefined): Promise<Connection> {
-    if (old && !old.closed) void old.client.close().catch(() => undefined);
+    if (old && !old.closed && old.wire === "2025-11-25") void old.client.close().catch(() => undefined);
     return this.start(key, record);
   }
 
@@ -53,6 +56,7 @@ export class ToolConnections {
     this.open.set(key, opening);
     opening.then(
       (c) => {
+        if (c.wire !== "2025-11-25") return;
         c.client.onclose = () => {
           c.closed = true;
           if (this.open.get(key) === opening) this.open.delete(key);
@@ -70,10 +74,19 @@ export class ToolConnections {
     const key = `${record.tenant}.${record.spec.name}`;
     const opening = this.open.get(key);
     this.open.delete(key);
-    void opening?.then((c) => c.client.close()).catch(() => undefined);
+    void opening?.then((c) => (c.wire === "2025-11-25" ? c.client.close() : undefined)).catch(() => undefined);
   }
 
   private async connect(record: ToolServerRecord): Promise<Connection> {
+    const t0 = record.spec.transport;
+    if (record.spec.protocol === "2026-07-28" && t0.type === "http") {
+      // Stateless: nothing to open or close, only what it serves to learn.
+      const client = new ModernMcpClient(t0.url, { headers: { ...t0.secret_headers }, clientInfo: this.clientInfo });
+      const discovered = await client.discover({ timeoutMs: CONNECT_TIMEOUT_MS });
+      const tools = new Map<string, ListedTool>();
+      for (const tool of await client.listTools({ timeoutMs: CONNECT_TIMEOUT_MS })) tools.set(tool.name, tool as ListedTool);
+      return { wire: "2026-07-28", client, tools, tasks: discovered.tasks, updatedAt: record.updated_at, closed: false };
+    }
     const client = new Client(this.clientInfo, { capabilities: { elicitation: {}, sampling: {} } });
     client.setRequestHandler(ElicitRequestSchema, () => {
       throw new McpError(ErrorCode.InvalidRequest, "Runway does not route elicitation to a person yet: the request is refused");
@@ -94,14 +107,15 @@ export class ToolConnections {
     const timer = AbortSignal.timeout(CONNECT_TIMEOUT_MS);
     try {
       await client.connect(transport, { timeout: CONNECT_TIMEOUT_MS, signal: timer });
-      const tools = new Map<string, Tool>();
+      const tools = new Map<string, ListedTool>();
       let cursor: string | undefined;
       do {
         const page = await client.listTools(cursor ? { cursor } : {}, { timeout: CONNECT_TIMEOUT_MS, signal: timer });
         for (const tool of page.tools) tools.set(tool.name, tool);
         cursor = page.nextCursor;
       } while (cursor);
-      return { client, tools, updatedAt: record.updated_at, closed: false };
+      const tasks = !!client.getServerCapabilities()?.tasks?.requests?.tools?.call;
+      return { wire: "2025-11-25", client, tools, tasks, updatedAt: record.updated_at, closed: false };
     } catch (err) {
       await client.close().catch(() => undefined);
       throw err;
@@ -111,7 +125,7 @@ export class ToolConnections {
   async close(): Promise<void> {
     const all = [...this.open.values()];
     this.open.clear();
-    await Promise.all(all.map((p) => p.then((c) => c.client.close()).catch(() => undefined)));
+    await Promise.all(all.map((p) => p.then((c) => (c.wire === "2025-11-25" ? c.client.close() : undefined)).catch(() => undefined)));
   }
 }
 

@@ -1,8 +1,20 @@
-import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
-import { EFFECT_KEY_META, type ToolCallOutcome, type ToolCallRequest, type ToolLookup, type ToolPort } from "../../actors/index.js";
+import { CallToolResultSchema, CreateTaskResultSchema, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
+import { EFFECT_KEY_META, type TaskPollOutcome, type ToolCallOutcome, type ToolCallRequest, type ToolLookup, type ToolPort } from "../../actors/index.js";
+import { ModernMcpError } from "./mcp-2026.js";
 import { effectiveClass, type ClassSource, type ToolClass } from "../../machines/index.js";
-import type { ToolConnections } from "./connections.js";
+import type { Connection, ToolConnections } from "./connections.js";
 import type { ToolRegistry, ToolServerRecord } from "./registry.js";
+
+/** How often to poll a task whose server names no interval. */
+const DEFAULT_POLL_MS = 1_000;
+/** How long a task may live on its server (asked of a 2025-11-25 server; the step's own timeout does not bound a task). */
+const TASK_TTL_MS = 24 * 3_600_000;
+/** A poll or a cancel that has not answered in this long is tried again at the next poll. */
+const POLL_TIMEOUT_MS = 15_000;
+
+function ok(result: Extract<ToolCallOutcome, { outcome: "ok" }>["result"]): ToolCallOutcome & { outcome: "ok" } {
+  return { outcome: "ok", result, bytes: Buffer.byteLength(JSON.stringify(result)) };
+}
 
 /** One tool as `tools.list` shows it. */
 export interface ToolListing {
@@ -44,38 +56,116 @@ export class ToolGateway implements ToolPort {
   }
 
   async call(req: ToolCallRequest): Promise<ToolCallOutcome> {
-    const record = await this.registry.get(req.tenant, req.server);
-    if (!record) return { outcome: "refused", code: "tool_server_not_found", message: `no tool server named '${req.server}' is registered`, retryable: false };
-    let connection;
-    try {
-      connection = await this.connections.get(record);
-    } catch (err) {
-      return { outcome: "refused", code: "tool_server_unavailable", message: `${req.server}: ${describe(err)}`, retryable: true };
-    }
+    const opened = await this.open(req.tenant, req.server);
+    if ("outcome" in opened) return opened;
+    const { record, connection } = opened;
     const timeout = Math.min(req.timeoutMs, record.spec.call_timeout_ms);
+    const meta = { [EFFECT_KEY_META]: req.key };
+    const args = (req.arguments ?? {}) as Record<string, unknown>;
     try {
-      const result = await connection.client.callTool(
-        { name: req.tool, arguments: (req.arguments ?? {}) as Record<string, unknown>, _meta: { [EFFECT_KEY_META]: req.key } },
-        undefined,
-        { timeout, signal: req.signal },
-      );
-      return { outcome: "ok", result: result as Extract<ToolCallOutcome, { outcome: "ok" }>["result"], bytes: Buffer.byteLength(JSON.stringify(result)) };
+      if (connection.wire === "2026-07-28") {
+        const answered = await connection.client.callTool(req.tool, args, meta, { timeoutMs: timeout, signal: req.signal });
+        if (answered.kind === "result") return ok(answered.result);
+        if (req.allowTask) return { outcome: "task", taskId: answered.taskId, pollMs: answered.pollIntervalMs ?? DEFAULT_POLL_MS, wire: connection.wire };
+        // The server chose a task for a caller that cannot wait on one (a handler's call): stop it.
+        await connection.client.cancelTask(answered.taskId).catch(() => undefined);
+        return {
+          outcome: "refused",
+          code: "tool_requires_task",
+          message: `${req.server}/${req.tool} runs as a task: call it from a tool node`,
+          retryable: false,
+        };
+      }
+      const support = connection.tools.get(req.tool)?.execution?.taskSupport;
+      if (connection.tasks && (support === "required" || support === "optional") && req.allowTask) {
+        const created = await connection.client.request(
+          { method: "tools/call", params: { name: req.tool, arguments: args, _meta: meta } },
+          CreateTaskResultSchema,
+          { task: { ttl: TASK_TTL_MS }, timeout, signal: req.signal },
+        );
+        return { outcome: "task", taskId: created.task.taskId, pollMs: created.task.pollInterval ?? DEFAULT_POLL_MS, wire: connection.wire };
+      }
+      if (support === "required")
+        return {
+          outcome: "refused",
+          code: "tool_requires_task",
+          message: `${req.server}/${req.tool} runs only as a task: call it from a tool node`,
+          retryable: false,
+        };
+      const result = await connection.client.callTool({ name: req.tool, arguments: args, _meta: meta }, undefined, { timeout, signal: req.signal });
+      return ok(result as Extract<ToolCallOutcome, { outcome: "ok" }>["result"]);
     } catch (err) {
       return this.failure(record, err, req, timeout);
+    }
+  }
+
+  async pollTask(tenant: string, server: string, taskId: string, wire: string): Promise<TaskPollOutcome> {
+    const opened = await this.open(tenant, server);
+    if ("outcome" in opened) return { outcome: "unknown", code: opened.code, message: opened.message };
+    const { connection } = opened;
+    const where = `${server} task ${taskId}`;
+    try {
+      if (connection.wire !== wire) return { outcome: "unknown", code: "tool_server_changed", message: `${server} no longer speaks ${wire}` };
+      if (connection.wire === "2026-07-28") {
+        const state = await connection.client.getTask(taskId, { timeoutMs: POLL_TIMEOUT_MS });
+        if (state.status === "completed") return ok(state.result);
+        if (state.status === "failed") return { outcome: "refused", code: "tool_task_failed", message: `${where}: ${state.error.message}`, retryable: false };
+        if (state.status === "cancelled") return { outcome: "refused", code: "tool_task_cancelled", message: `${where} was cancelled`, retryable: false };
+        return { outcome: "working", ...(state.pollIntervalMs !== undefined ? { pollMs: state.pollIntervalMs } : {}) };
+      }
+      const task = await connection.client.experimental.tasks.getTask(taskId, { timeout: POLL_TIMEOUT_MS });
+      if (task.status === "completed") {
+        const result = await connection.client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema, { timeout: POLL_TIMEOUT_MS });
+        return ok(result as Extract<ToolCallOutcome, { outcome: "ok" }>["result"]);
+      }
+      if (task.status === "failed")
+        return { outcome: "refused", code: "tool_task_failed", message: `${where}: ${task.statusMessage ?? "failed"}`, retryable: false };
+      if (task.status === "cancelled") return { outcome: "refused", code: "tool_task_cancelled", message: `${where} was cancelled`, retryable: false };
+      return { outcome: "working", ...(task.pollInterval ? { pollMs: task.pollInterval } : {}) };
+    } catch (err) {
+      // A task the server no longer knows (expired, or lost with the server) ended without a result anyone can know.
+      if ((err instanceof McpError || err instanceof ModernMcpError) && err.code === ErrorCode.InvalidParams)
+        return { outcome: "refused", code: "tool_task_lost", message: `${where}: ${err.message}`, retryable: false };
+      return { outcome: "unknown", code: "tool_server_unavailable", message: `${where}: ${describe(err)}` };
+    }
+  }
+
+  async cancelTask(tenant: string, server: string, taskId: string, wire: string): Promise<void> {
+    const opened = await this.open(tenant, server);
+    if ("outcome" in opened || opened.connection.wire !== wire) return;
+    const { connection } = opened;
+    try {
+      if (connection.wire === "2026-07-28") await connection.client.cancelTask(taskId, { timeoutMs: POLL_TIMEOUT_MS });
+      else await connection.client.experimental.tasks.cancelTask(taskId, { timeout: POLL_TIMEOUT_MS });
+    } catch {
+      // Best effort: a task already ended, or a server gone, has nothing to stop.
+    }
+  }
+
+  private async open(
+    tenant: string,
+    server: string,
+  ): Promise<{ record: ToolServerRecord; connection: Connection } | { outcome: "refused"; code: string; message: string; retryable: boolean }> {
+    const record = await this.registry.get(tenant, server);
+    if (!record) return { outcome: "refused", code: "tool_server_not_found", message: `no tool server named '${server}' is registered`, retryable: false };
+    try {
+      return { record, connection: await this.connections.get(record) };
+    } catch (err) {
+      return { outcome: "refused", code: "tool_server_unavailable", message: `${server}: ${describe(err)}`, retryable: true };
     }
   }
 
   private failure(record: ToolServerRecord, err: unknown, req: ToolCallRequest, timeout: number): ToolCallOutcome {
     const where = `${req.server}/${req.tool}`;
     if (req.signal.aborted) return { outcome: "unknown", code: "tool_call_aborted", message: `${where}: the attempt was stopped during the call` };
-    if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) {
+    if ((err instanceof McpError && err.code === ErrorCode.RequestTimeout) || (err instanceof Error && err.name === "TimeoutError")) {
       // A session that let a request hang may be wedged: the next call opens a new one.
       this.connections.discard(record);
       return { outcome: "unknown", code: "tool_timeout", message: `${where} did not answer within ${timeout} ms` };
     }
     if (err instanceof McpError && err.code === ErrorCode.ConnectionClosed)
       return { outcome: "unknown", code: "tool_server_crashed", message: `${where}: the server closed the connection during the call` };
-    if (err instanceof McpError) {
+    if (err instanceof McpError || err instanceof ModernMcpError) {
       // The server answered the request with a JSON-RPC error: it did not run the tool.
       const retryable = err.code === ErrorCode.InternalError;
       return { outcome: "refused", code: "tool_call_refused", message: `${where}: ${err.message}`.slice(0, 4_096), retryable };

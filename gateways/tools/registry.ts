@@ -14,29 +14,39 @@ const HeadersSchema = z.record(z.string().regex(/^[A-Za-z0-9-]{1,128}$/), z.stri
  * server, `secret_headers` for an HTTP one) stay with the gateway: no read of the registry, no
  * handler and no model ever sees them.
  */
-export const ToolServerSpecSchema = z.strictObject({
-  name: ToolServerNameSchema,
-  transport: z.discriminatedUnion("type", [
-    z.strictObject({
-      type: z.literal("stdio"),
-      command: z.string().min(1).max(1_024),
-      args: z.array(z.string().max(4_096)).max(64).default([]),
-      env: EnvSchema.optional(),
-      secret_env: EnvSchema.optional(),
-    }),
-    z.strictObject({
-      type: z.literal("http"),
-      url: z.url({ protocol: /^https?$/ }).max(2_048),
-      secret_headers: HeadersSchema.optional(),
-    }),
-  ]),
-  /** Annotations count only for a trusted server (see `effectiveClass`). */
-  trusted: z.boolean().default(false),
-  /** The operator's class per tool: wins over annotations. */
-  overrides: z.record(z.string().min(1).max(128), ClassSchema).default({}),
-  /** A call that has not answered in this long fails `tool_timeout` (a step's own timeout may be shorter). */
-  call_timeout_ms: z.number().int().min(100).max(3_600_000).default(60_000),
-});
+export const ToolServerSpecSchema = z
+  .strictObject({
+    name: ToolServerNameSchema,
+    transport: z.discriminatedUnion("type", [
+      z.strictObject({
+        type: z.literal("stdio"),
+        command: z.string().min(1).max(1_024),
+        args: z.array(z.string().max(4_096)).max(64).default([]),
+        env: EnvSchema.optional(),
+        secret_env: EnvSchema.optional(),
+      }),
+      z.strictObject({
+        type: z.literal("http"),
+        url: z.url({ protocol: /^https?$/ }).max(2_048),
+        secret_headers: HeadersSchema.optional(),
+      }),
+    ]),
+    /**
+     * The MCP revision the server speaks: `2025-11-25` (the SDK's, with its `initialize` handshake
+     * and core tasks) or `2026-07-28` (stateless, Streamable HTTP only, tasks extension).
+     */
+    protocol: z.enum(["2025-11-25", "2026-07-28"]).default("2025-11-25"),
+    /** Annotations count only for a trusted server (see `effectiveClass`). */
+    trusted: z.boolean().default(false),
+    /** The operator's class per tool: wins over annotations. */
+    overrides: z.record(z.string().min(1).max(128), ClassSchema).default({}),
+    /** A call that has not answered in this long fails `tool_timeout` (a step's own timeout may be shorter). */
+    call_timeout_ms: z.number().int().min(100).max(3_600_000).default(60_000),
+  })
+  .refine((s) => s.protocol !== "2026-07-28" || s.transport.type === "http", {
+    message: "MCP 2026-07-28 servers are reached over Streamable HTTP",
+    path: ["protocol"],
+  });
 export type ToolServerSpec = z.infer<typeof ToolServerSpecSchema>;
 
 export interface ToolServerRecord {
@@ -56,9 +66,16 @@ export function redacted(record: ToolServerRecord): Record<string, unknown> {
   return { ...spec, transport, updated_at: record.updated_at };
 }
 
-/** Per-tenant MCP server registry: bucket `rw_tools`, key `<tenant>.<server>`. */
+/**
+ * Per-tenant MCP server registry: bucket `rw_tools`, key `<tenant>.<server>`. Every tool call
+ * reads its server's record, so reads are served from memory, kept current by a watch of the
+ * bucket (a put replaces, a delete forgets); a key not yet seen is read from the bucket. Each
+ * entry keeps its revision, so an older read never overwrites a newer watched value.
+ */
 export class ToolRegistry {
   private kv: KV | undefined;
+  private readonly cache = new Map<string, { revision: number; record: ToolServerRecord | null }>();
+  private watcher: Promise<{ stop(): void }> | undefined;
 
   constructor(private readonly nc: NatsConnection) {}
 
@@ -69,14 +86,54 @@ export class ToolRegistry {
 
   async put(tenant: string, spec: ToolServerSpec, now: number): Promise<ToolServerRecord> {
     const record: ToolServerRecord = { tenant, spec, updated_at: now };
-    await (await this.bucket()).put(`${tenant}.${spec.name}`, JSON.stringify(record));
+    const key = `${tenant}.${spec.name}`;
+    this.remember(key, await (await this.bucket()).put(key, JSON.stringify(record)), record);
     return record;
   }
 
   async get(tenant: string, name: string): Promise<ToolServerRecord | undefined> {
-    const e = await (await this.bucket()).get(`${tenant}.${name}`);
-    if (!e || e.operation !== "PUT") return undefined;
-    return e.json<ToolServerRecord>();
+    this.watch();
+    const key = `${tenant}.${name}`;
+    const cached = this.cache.get(key);
+    if (cached) return cached.record ?? undefined;
+    const e = await (await this.bucket()).get(key);
+    if (!e) return undefined;
+    this.remember(key, e.revision, e.operation === "PUT" ? e.json<ToolServerRecord>() : null);
+    return this.cache.get(key)?.record ?? undefined;
+  }
+
+  private remember(key: string, revision: number, record: ToolServerRecord | null): void {
+    const known = this.cache.get(key);
+    if (!known || known.revision <= revision) this.cache.set(key, { revision, record });
+  }
+
+  private watch(): void {
+    if (this.watcher) return;
+    const watching = (async () => {
+      const iterator = await (await this.bucket()).watch({ key: ">" });
+      void (async () => {
+        for await (const e of iterator) this.remember(e.key, e.revision, e.operation === "PUT" ? e.json<ToolServerRecord>() : null);
+      })()
+        .catch(() => undefined)
+        .finally(() => {
+          // A watch that ended (connection lost, stopped) leaves nothing stale behind: the next read starts another.
+          if (this.watcher === watching) this.watcher = undefined;
+          this.cache.clear();
+        });
+      return iterator;
+    })();
+    this.watcher = watching;
+    watching.catch(() => {
+      if (this.watcher === watching) this.watcher = undefined;
+    });
+  }
+
+  /** Stops the watch (the node is stopping). */
+  async close(): Promise<void> {
+    const w = this.watcher;
+    this.watcher = undefined;
+    (await w?.catch(() => undefined))?.stop();
+    this.cache.clear();
   }
 
   async list(tenant: string): Promise<ToolServerRecord[]> {
@@ -94,6 +151,7 @@ export class ToolRegistry {
     const e = await kv.get(`${tenant}.${name}`);
     if (!e || e.operation !== "PUT") return false;
     await kv.purge(`${tenant}.${name}`);
+    this.cache.delete(`${tenant}.${name}`);
     return true;
   }
 }

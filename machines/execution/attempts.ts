@@ -130,6 +130,7 @@ export function offer(d: Draft, node: PlanNode, holder: Holder, item: number | u
     handler: node.handler,
     input: input.value,
     ...(node.kind === "code" && node.tool ? { tool: node.tool } : {}),
+    ...(r.replay_of ? { replay_of: r.replay_of } : {}),
     timeout_ms: node.timeout_ms,
     cancellation_epoch: r.cancellation_epoch,
     ticket: id,

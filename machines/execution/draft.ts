@@ -1,6 +1,6 @@
 import { applyRunOp, type RunOpEvent } from "../run/index.js";
 import { isPlatformStop, type NodeState, type Plan, type PlanNode, type Scope } from "../workflow/index.js";
-import type { ExecutionEvent, ItemRun, NodeRun, RunContext, RunError, RunFact, RunMemory } from "./types.js";
+import type { ExecuteRequest, ExecutionEvent, ItemRun, NodeRun, RunContext, RunError, RunFact, RunMemory, TaskRef } from "./types.js";
 
 /**
  * The working state of one reduction (the run being changed, its plan, the event, the
@@ -22,9 +22,15 @@ export const STEP_READY = "step.ready";
  */
 export const STEP_ABORT = "step.abort";
 
+/** Local effect channel: ask the MCP server how a task a step waits on is doing. Payload {@link TaskPoll}. */
+export const TASK_POLL = "task.poll";
+
+export type TaskPoll = Pick<ExecuteRequest, "run" | "root" | "tenant" | "node" | "item" | "attempt" | "lease_epoch" | "cancellation_epoch"> & { task: TaskRef };
+
 export interface AbortRequest {
   run: string;
-  attempts: { node: string; item?: number; attempt: number; lease_epoch: number }[];
+  /** `task`: the attempt waits on an MCP task (nothing runs here): stopping it cancels the task. */
+  attempts: { node: string; item?: number; attempt: number; lease_epoch: number; task?: { server: string; id: string; wire: string } }[];
   reason: string;
 }
 
@@ -38,7 +44,8 @@ export function liveAttempts(node: string, holders: Iterable<[number | undefined
     const step = h.step;
     if (!step) continue;
     const at = item !== undefined ? { item } : {};
-    if (step.status === "leased" || step.status === "running") out.push({ node, ...at, attempt: step.attempt, lease_epoch: step.lease_epoch });
+    const task = h.task ? { task: { server: h.task.server, id: h.task.id, wire: h.task.wire } } : {};
+    if (step.status === "leased" || step.status === "running") out.push({ node, ...at, attempt: step.attempt, lease_epoch: step.lease_epoch, ...task });
     else if (step.status === "ready" && h.offered !== undefined) out.push({ node, ...at, attempt: h.offered, lease_epoch: step.lease_epoch + 1 });
   }
   return out;

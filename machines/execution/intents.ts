@@ -1,6 +1,6 @@
 import { applyStepOp, type StepError } from "../step/index.js";
 import { holderOf, offer, onHeartbeat, policyOf, pumpMap, retryOrFail, takeOffer, type Holder } from "./attempts.js";
-import { publish, type Draft } from "./draft.js";
+import { publish, TASK_POLL, type Draft, type TaskPoll } from "./draft.js";
 import { advance } from "./progression.js";
 import type { ExecutionEvent, PendingIntent, Receipt, RunContext } from "./types.js";
 
@@ -122,6 +122,66 @@ export function recordReceipt(d: Draft, node: string, item: number | undefined, 
     tool: pending.tool,
     ...(receipt.state === "failed" ? { error: receipt.error } : {}),
     ...(receipt.by !== undefined ? { by: receipt.by } : {}),
+  });
+}
+
+/**
+ * The call became an MCP task: its id is journaled, the attempt's worker is free (the executor
+ * ends the attempt), and a durable timer polls the task at the server's interval. The attempt
+ * keeps its lease: the task's result is its result, fenced like any other.
+ */
+export function onTask(d: Draft, e: On<"effect.task">): void {
+  const holder = holderOf(d.run.nodes[e.node]!, e.item)!;
+  if (holder.step!.status === "ready") onHeartbeat(d, e, { durable: false });
+  holder.task = { key: e.key, id: e.task_id, server: e.server, tool: e.tool, wire: e.wire, poll_ms: e.poll_ms, since: d.now };
+  d.effects.push({ type: "runway.journal", data: { t: "task", key: e.key, id: e.task_id, server: e.server, tool: e.tool, wire: e.wire, at: d.now } });
+  publish(d, "tool_task_started", {
+    node: e.node,
+    ...(e.item !== undefined ? { item: e.item } : {}),
+    attempt: e.attempt,
+    key: e.key,
+    task: e.task_id,
+    server: e.server,
+    tool: e.tool,
+  });
+  taskTimer(d, e.node, e.item, holder);
+  d.effects.push({ type: "runway.answer", value: { outcome: "waiting" } });
+}
+
+function taskTimer(d: Draft, node: string, item: number | undefined, holder: Holder): void {
+  const s = holder.step!;
+  d.effects.push({
+    type: "runway.timer.set",
+    name: `task-${node}-${item ?? "x"}`,
+    at: d.now + holder.task!.poll_ms,
+    event: { type: "timer.fired", kind: "task", node, ...(item !== undefined ? { item } : {}), attempt: s.attempt, lease_epoch: s.lease_epoch },
+  });
+}
+
+/**
+ * A task's poll is due: this node's executor asks the server (a local hand-over) and reports
+ * the task's result when it ended. The next poll is armed now, so a poll lost with its node is
+ * made again by whoever serves the run next.
+ */
+export function pollTask(d: Draft, node: string, item: number | undefined): void {
+  const holder = holderOf(d.run.nodes[node]!, item)!;
+  const s = holder.step!;
+  taskTimer(d, node, item, holder);
+  const r = d.run;
+  d.effects.push({
+    type: "runway.local",
+    channel: TASK_POLL,
+    payload: <TaskPoll>{
+      run: r.id,
+      root: r.root_run_id,
+      tenant: r.tenant,
+      node,
+      ...(item !== undefined ? { item } : {}),
+      attempt: s.attempt,
+      lease_epoch: s.lease_epoch,
+      cancellation_epoch: r.cancellation_epoch,
+      task: holder.task!,
+    },
   });
 }
 

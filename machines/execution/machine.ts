@@ -58,6 +58,7 @@ const endedState = {
     "step.heartbeat": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
     "effect.intent": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
     "effect.receipt": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
+    "effect.task": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
     "effect.settle": { actions: "answerNotReconciling" },
   },
 } as const;
@@ -88,13 +89,14 @@ export const executionMachine = setup({
       if (!n || n.s !== "active") return false;
       if (event.kind === "sleep") return n.wake_at !== undefined;
       if (event.kind === "lease") return isLeased(holderOf(n, event.item), event.attempt ?? 0, event.lease_epoch ?? 0);
+      if (event.kind === "task") return !!holderOf(n, event.item)?.task && isLeased(holderOf(n, event.item), event.attempt ?? 0, event.lease_epoch ?? 0);
       return holdersOf(n).some(([, h]) => h.step?.status === "ready");
     },
     heartbeatIsCurrent: ({ context, event }) =>
       event.type === "step.heartbeat" && isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch),
     /** An intent or receipt from the attempt the holder runs now. */
     effectIsCurrent: ({ context, event }) =>
-      (event.type === "effect.intent" || event.type === "effect.receipt") &&
+      (event.type === "effect.intent" || event.type === "effect.receipt" || event.type === "effect.task") &&
       isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch),
     /** The journal holds an `observed` receipt for the intent's key: the claim is complete. */
     claimCompleted: ({ event }) => completedClaim(event) !== undefined,
@@ -104,7 +106,11 @@ export const executionMachine = setup({
     reconcileOpen: ({ context, event }) => event.type === "effect.settle" && reconciling(context.run, event.key) !== undefined,
     /** The report was dispatched before the run's last cancellation (of the run, or of its tree): fenced by the cancellation epoch. */
     cancelEpochStale: ({ context, event }) =>
-      (event.type === "step.result" || event.type === "step.heartbeat" || event.type === "effect.intent" || event.type === "effect.receipt") &&
+      (event.type === "step.result" ||
+        event.type === "step.heartbeat" ||
+        event.type === "effect.intent" ||
+        event.type === "effect.receipt" ||
+        event.type === "effect.task") &&
       event.cancellation_epoch !== undefined &&
       !!context.run &&
       event.cancellation_epoch < context.run.cancellation_epoch,
@@ -151,6 +157,7 @@ export const executionMachine = setup({
     recordIntent: decision("effect.intent", decisions.intent),
     recordReceipt: decision("effect.receipt", decisions.receipt),
     settleEffect: decision("effect.settle", decisions.settle),
+    recordTask: decision("effect.task", decisions.task),
     admitExpansion: decision("expansion.admitted", decisions.expansionAdmitted),
     refuseExpansion: decision("expansion.refused", decisions.expansionRefused),
   },
@@ -199,6 +206,11 @@ function liveState(status: RunStatus) {
       "effect.receipt": [
         { guard: "cancelEpochStale", actions: "answerStaleCancel" },
         { guard: "effectIsCurrent", actions: "recordReceipt" },
+        { actions: "answerStale" },
+      ],
+      "effect.task": [
+        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
+        { guard: "effectIsCurrent", actions: "recordTask" },
         { actions: "answerStale" },
       ],
       "effect.settle": [{ guard: "reconcileOpen", actions: "settleEffect" }, { actions: "answerNotReconciling" }],

@@ -1,4 +1,4 @@
-import { onIntent, onReceipt, onSettle, recordReceipt } from "./intents.js";
+import { onIntent, onReceipt, onSettle, onTask, pollTask, recordReceipt } from "./intents.js";
 import { queuedLifecycle } from "../run/index.js";
 import { applyStepOp, type StepError } from "../step/index.js";
 import { isPlatformStop, validateAgainstSchema } from "../workflow/index.js";
@@ -27,6 +27,8 @@ export {
   MAP_OUTPUT_LIMIT,
   WAIT_GRACE_MS,
   STEP_ABORT,
+  TASK_POLL,
+  type TaskPoll,
   STEP_READY,
   STEP_LAPSED,
   type AbortRequest,
@@ -83,6 +85,7 @@ export const decisions = {
   intent: (c: ExecutionContext, e: On<"effect.intent">) => decide(c, e, (d) => onIntent(d, e)),
   receipt: (c: ExecutionContext, e: On<"effect.receipt">) => decide(c, e, (d) => onReceipt(d, e)),
   settle: (c: ExecutionContext, e: On<"effect.settle">) => decide(c, e, (d) => onSettle(d, e)),
+  task: (c: ExecutionContext, e: On<"effect.task">) => decide(c, e, (d) => onTask(d, e)),
   expansionAdmitted: (c: ExecutionContext, e: On<"expansion.admitted">) =>
     decide(c, e, (d) => {
       admitItems(d, e.node);
@@ -166,6 +169,7 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
   const holder = holderOf(n, e.item)!;
   if (holder.step!.status === "ready") takeOffer(d, holder);
   for (const receipt of e.receipts ?? []) recordReceipt(d, e.node, e.item, holder, receipt);
+  delete holder.task;
   const step = holder.step!;
   const error: StepError = e.error ?? { code: "handler_error", message: "failed", retryable: true };
   const r =
@@ -208,6 +212,7 @@ function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>):
     return;
   }
   if (!node || !n) return;
+  if (e.kind === "task") return pollTask(d, e.node, e.item);
   if (e.kind === "sleep") {
     succeed(d, e.node);
   } else if (e.kind === "lease") {
@@ -307,6 +312,8 @@ function onRecover(d: Draft, alive: readonly AliveAttempt[]): void {
     const own = policyOf(node);
     const policy = { ...own, backoff_ms: 0, max_attempts: own.max_attempts + PLATFORM_RETRIES };
     for (const [item, holder] of holdersOf(n)) {
+      // An attempt waiting on an MCP task runs nowhere: its durable timer goes on polling the same task.
+      if (holder.task) continue;
       if (holder.step!.status === "ready" && holder.offered !== undefined) {
         if (isAlive(alive, node.id, item, { attempt: holder.offered, lease_epoch: holder.step!.lease_epoch + 1 })) continue;
         // It may have run in the lost process (or still run there, cut off): it is that attempt's

@@ -48,6 +48,23 @@ export interface ItemRun {
    * must not be called twice: the step is held, offered to nobody, until a person settles it.
    */
   reconcile?: { key: string; server: string; tool: string; since: number };
+  /**
+   * A long tool call running as an MCP task: its attempt ended (no worker held) and the run polls
+   * the task from a durable timer until it ends; its result is then the attempt's result.
+   */
+  task?: TaskRef;
+}
+
+/** An MCP task a step waits on: which call it is, where, and how often to ask. */
+export interface TaskRef {
+  key: string;
+  id: string;
+  server: string;
+  tool: string;
+  /** The MCP revision it was created under: `2025-11-25` (core tasks) or `2026-07-28` (the tasks extension). */
+  wire: string;
+  poll_ms: number;
+  since: number;
 }
 
 /** An effect intent waiting for its receipt (in the head while it waits). */
@@ -109,7 +126,8 @@ export type RunFact =
   | { t: "output"; node: string; value: unknown }
   | { t: "item"; node: string; i: number; value: unknown }
   | IntentFact
-  | ({ t: "receipt" } & Receipt);
+  | ({ t: "receipt" } & Receipt)
+  | { t: "task"; key: string; id: string; server: string; tool: string; wire: string; at: number };
 
 /** An effect intent as the journal keeps it: who asked for which call, with which arguments (for the trajectory and replay). */
 export interface IntentFact {
@@ -169,6 +187,8 @@ export interface RunContext {
   priority?: number;
   /** Its attempts should be leased before this instant (ms); earlier deadlines go first at equal priority. */
   deadline?: number | null;
+  /** A replay of this run: its effects are answered from that run's receipts. */
+  replay_of?: string;
   lifecycle: RunLifecycle;
   created_at: number;
   cancellation_epoch: number;
@@ -204,6 +224,8 @@ export const RunSeedSchema = z.object({
   project: TokenSchema.optional(),
   priority: z.number().int().min(0).max(9).optional(),
   deadline: z.number().int().nonnegative().nullable().optional(),
+  /** A replay: the run whose journal answers every effect of this one (no call leaves the node). */
+  replay_of: z.string().min(1).max(200).optional(),
   input: z.unknown(),
 });
 export type RunSeed = z.infer<typeof RunSeedSchema>;
@@ -260,6 +282,17 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     class: z.enum(["read_only", "idempotent", "non_idempotent"]),
     arguments: z.unknown(),
   }),
+  /** The call became an MCP task: its id is journaled before the step waits on it (no worker held). */
+  z.object({
+    type: z.literal("effect.task"),
+    ...AttemptFence,
+    key: EffectKey,
+    task_id: z.string().min(1).max(500),
+    server: z.string().min(1).max(200),
+    tool: z.string().min(1).max(200),
+    wire: z.string().min(1).max(40),
+    poll_ms: z.number().int().min(10).max(3_600_000),
+  }),
   /** The call's outcome, from the attempt that recorded its intent. */
   z.object({ type: z.literal("effect.receipt"), ...AttemptFence, receipt: ReceiptSchema }),
   /** A person settles an intent whose outcome is unknown: `done` with the call's result, `retry` (call again), `abandon` (the step fails). */
@@ -272,7 +305,7 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
   }),
   z.object({
     type: z.literal("timer.fired"),
-    kind: z.enum(["retry", "sleep", "lease", "wait"]),
+    kind: z.enum(["retry", "sleep", "lease", "wait", "task"]),
     node: z.string(),
     item: z.number().int().nonnegative().optional(),
     attempt: z.number().int().positive().optional(),
@@ -401,6 +434,8 @@ export interface ExecuteRequest {
   input: unknown;
   /** A tool node: the call the gateway makes (with `input` as its arguments) instead of a handler. */
   tool?: { server: string; tool: string };
+  /** The run is a replay of this one: its tool calls are answered from that run's receipts. */
+  replay_of?: string;
   timeout_ms: number;
   cancellation_epoch: number;
   /** The ticket the attempt runs under (its scheduler slot). */

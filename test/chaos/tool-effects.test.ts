@@ -2,7 +2,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { RunwayClient } from "../../cluster/client.js";
 import { RUNWAY_USER, spawnTsx, waitFor, type ChildHandle } from "../harness/index.js";
-import { startEffectsServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
+import { startEffectsServer, startModernServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
 import { singleServerWorld } from "./node-process.js";
 import type { RunAnswer } from "../integration/workflow-support.js";
 
@@ -34,6 +34,17 @@ async function startNode(): Promise<ChildHandle> {
   return child;
 }
 
+/** Waits until the run ended (succeeded or failed). */
+function finished(client: RunwayClient, run: string): Promise<RunAnswer> {
+  return waitFor(
+    async () => {
+      const r = (await client.getRun(run)).run as RunAnswer;
+      return r.status === "succeeded" || r.status === "failed" ? r : undefined;
+    },
+    { timeoutMs: 60_000, describe: `run ${run} to finish` },
+  );
+}
+
 async function startOneToolRun(client: RunwayClient, name: string, tool: string, args: Record<string, unknown>): Promise<string> {
   const def = { name, nodes: [{ id: "call", kind: "tool", server: "fx", tool, arguments: args }] };
   expect((await client.putDefinition(def)).outcome).toBe("published");
@@ -52,13 +63,7 @@ it("G6 SIGKILL between intent and receipt on an idempotent tool: the retry recon
   await waitFor(() => (tools.counts().effects.set_value ?? 0) >= 1 || undefined, { timeoutMs: 30_000, describe: "the effect to be applied" });
   await node.kill("SIGKILL");
   node = await startNode();
-  const done = await waitFor(
-    async () => {
-      const r = (await client.getRun(run)).run as RunAnswer;
-      return r.status === "succeeded" || r.status === "failed" ? r : undefined;
-    },
-    { timeoutMs: 60_000, describe: "the run to finish after the restart" },
-  );
+  const done = await finished(client, run);
   expect(done.status).toBe("succeeded");
   expect(done.result).toMatchObject({ call: { key: "colour", value: "teal" } });
   const counts = tools.counts();
@@ -98,16 +103,46 @@ it("G6 SIGKILL between intent and receipt on a non-idempotent tool with no looku
   const settled = await client.reconcile(run, items[0]!.key, "done", { result: { account: "acme", amount: 42, charge_no: "found-by-hand" }, by: "ops@acme" });
   expect(settled).toMatchObject({ outcome: "settled", decision: "done", node: "call" });
   expect((await client.reconcile(run, items[0]!.key, "done")).outcome).toBe("not_reconciling");
-  const done = await waitFor(
-    async () => {
-      const r = (await client.getRun(run)).run as RunAnswer;
-      return r.status === "succeeded" || r.status === "failed" ? r : undefined;
-    },
-    { timeoutMs: 30_000, describe: "the run to finish once settled" },
-  );
+  const done = await finished(client, run);
   expect(done.status).toBe("succeeded");
   expect(done.result).toMatchObject({ call: { charge_no: "found-by-hand" } });
   expect(tools.counts().calls.charge).toBe(before + 1);
   expect((await client.reconciliations()).items).toEqual([]);
   await node.kill("SIGTERM");
 });
+
+it.each([
+  ["2025-11-25 (core tasks)", "2025-11-25"],
+  ["2026-07-28 (tasks extension)", "2026-07-28"],
+] as const)(
+  "%s: SIGKILL of the node while the task works; after the restart the run resumes polling the same task id and completes; tools/call was sent once",
+  async (_label, protocol) => {
+    const server = protocol === "2026-07-28" ? await startModernServer() : tools;
+    try {
+      let node = await startNode();
+      const tenant = protocol === "2026-07-28" ? "e4" : "e3";
+      const client = new RunwayClient(world.nc, tenant);
+      await client.createTenant(tenant);
+      expect((await client.putToolServer({ name: "fx", protocol, transport: { type: "http", url: server.url } })).outcome).toBe("saved");
+      const before = server.counts().calls.slow_task ?? 0;
+      const run = await startOneToolRun(client, "long-task", "slow_task", { ms: 5_000 });
+      const started = await waitFor(
+        async () => ((await client.runEvents(run)).events as { type: string; task?: string }[]).find((e) => e.type === "tool_task_started"),
+        { timeoutMs: 30_000, describe: "the task id to be journaled" },
+      );
+      await node.kill("SIGKILL");
+      node = await startNode();
+      const done = await finished(client, run);
+      expect(done.status).toBe("succeeded");
+      expect(done.result).toMatchObject({ call: { done: true, ms: 5_000 } });
+      expect(server.counts().calls.slow_task).toBe(before + 1);
+      const lines = (await client.trajectory(run)).lines as { kind: string; state?: string }[];
+      expect(lines.filter((l) => l.kind === "tool_call")).toEqual([expect.objectContaining({ state: "observed" })]);
+      const events = ((await client.runEvents(run)).events as { type: string; task?: string }[]).filter((e) => e.type === "tool_task_started");
+      expect(events.map((e) => e.task)).toEqual([started.task]);
+      await node.kill("SIGTERM");
+    } finally {
+      if (server !== tools) await server.stop();
+    }
+  },
+);

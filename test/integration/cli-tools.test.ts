@@ -52,3 +52,26 @@ it("runway tools: register a server from a file, list its tools with their class
   expect(settle.code, settle.out).toBe(1);
   expect(settle.out).toContain("run_not_found");
 });
+
+it("runway run trajectory prints JSON lines; runway run replay exits 0 for an identical replay", async () => {
+  const file = join(dir, "fx2.json");
+  writeFileSync(file, JSON.stringify({ name: "fx2", transport: { type: "http", url: fx.url } }));
+  expect((await runway(["tools", "servers", "put", file])).code).toBe(0);
+  const def = join(dir, "traj.json");
+  writeFileSync(def, JSON.stringify({ name: "traj", nodes: [{ id: "v", kind: "tool", server: "fx2", tool: "get_value", arguments: { key: "x" } }] }));
+  expect((await runway(["def", "put", def])).code).toBe(0);
+  const started = await runway(["run", "start", "traj"]);
+  const id = /"id": "([^"]+)"/.exec(started.out)![1]!;
+  await world.settled(id);
+  const trajectory = await runway(["run", "trajectory", id]);
+  expect(trajectory.code, trajectory.out).toBe(0);
+  const lines = trajectory.out
+    .split("\n")
+    .filter((l) => l.startsWith("{"))
+    .map((l) => JSON.parse(l) as { kind: string });
+  expect(lines.map((l) => l.kind)).toEqual(expect.arrayContaining(["step", "tool_call"]));
+  expect(lines.at(-1)?.kind).toBe("run");
+  const replayed = await runway(["run", "replay", id]);
+  expect(replayed.code, replayed.out).toBe(0);
+  expect(replayed.out).toContain('"identical": true');
+});

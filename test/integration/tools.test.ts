@@ -1,7 +1,10 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { effectKey } from "../../actors/index.js";
 import { waitFor } from "../harness/index.js";
-import { everythingServer, startEffectsServer, startEverythingHttp, type EffectsServerHandle } from "../fixtures/mcp/start.js";
+import { everythingServer, startEffectsServer, startEverythingHttp, startModernServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
 import { workflowWorld, type RunAnswer } from "./workflow-support.js";
 
 const world = workflowWorld({ name: "tools-node" });
@@ -213,5 +216,131 @@ describe("@modelcontextprotocol/server-everything through the gateway", () => {
     } finally {
       await everyHttp.stop();
     }
+  });
+});
+
+describe("replay and trajectory", () => {
+  it("the trajectory lists steps, tool calls (arguments, class, result, duration) and the outcome; a replay makes zero calls and yields an identical trajectory", async () => {
+    const def = {
+      name: "replayable",
+      nodes: [
+        { id: "charge", kind: "tool", server: "fx-http", tool: "charge", arguments: { account: "replay", amount: "${input.amount}" } },
+        {
+          id: "lookup",
+          kind: "code",
+          needs: ["charge"],
+          handler: "tool_then_fail",
+          input: { server: "fx-http", tool: "get_value", args: { key: "colour" }, until: 1 },
+        },
+        { id: "fan", kind: "map", needs: ["lookup"], items: "${input.items}", handler: "echo", input: "${item}", max_fanout: 10 },
+      ],
+    };
+    expect((await world.client.putDefinition(def)).outcome).toMatch(/published|unchanged/);
+    const original = await world.settled(
+      ((await world.client.startRun({ definition: "replayable", input: { amount: 5, items: [1, 2, 3] } })).run as RunAnswer).id,
+    );
+    expect(original.status).toBe("succeeded");
+    const trajectory = await world.client.trajectory(original.id);
+    expect(trajectory.outcome).toBe("trajectory");
+    const lines = trajectory.lines as {
+      kind: string;
+      node?: string;
+      tool?: string;
+      class?: string;
+      arguments?: unknown;
+      state?: string;
+      duration_ms?: number;
+    }[];
+    const calls = lines.filter((l) => l.kind === "tool_call");
+    expect(calls.map((c) => [c.node, c.tool, c.class, c.state])).toEqual([
+      ["charge", "charge", "non_idempotent", "observed"],
+      ["lookup", "get_value", "non_idempotent", "observed"],
+    ]);
+    expect(calls[0]!.arguments).toEqual({ account: "replay", amount: 5 });
+    expect(calls[0]!.duration_ms).toBeGreaterThanOrEqual(0);
+    expect(lines.filter((l) => l.kind === "item")).toHaveLength(3);
+    expect(lines.at(-1)).toMatchObject({ kind: "run", status: "succeeded" });
+
+    const before = JSON.stringify(http.counts().calls);
+    const replayed = await world.client.replay(original.id);
+    expect(replayed).toMatchObject({ outcome: "replayed", original: original.id, status: "succeeded", identical: true });
+    expect(JSON.stringify(http.counts().calls)).toBe(before);
+    const again = await world.client.trajectory(String(replayed.replay));
+    expect((again.lines as { kind: string }[]).filter((l) => l.kind === "tool_call")).toHaveLength(2);
+  });
+
+  it("a replay whose logic meets another world is reported at the first step that differs", async () => {
+    const file = join(mkdtempSync(join(tmpdir(), "runway-replay-")), "value.txt");
+    writeFileSync(file, "before");
+    const def = {
+      name: "world-dependent",
+      nodes: [
+        { id: "read", kind: "code", handler: "file_value", input: { file } },
+        { id: "after", kind: "code", needs: ["read"], handler: "echo", input: "${steps.read.output}" },
+      ],
+    };
+    expect((await world.client.putDefinition(def)).outcome).toMatch(/published|unchanged/);
+    const original = await world.settled(((await world.client.startRun({ definition: "world-dependent" })).run as RunAnswer).id);
+    expect(original.status).toBe("succeeded");
+    writeFileSync(file, "after");
+    const replayed = await world.client.replay(original.id);
+    expect(replayed).toMatchObject({ outcome: "replayed", identical: false, divergence: { original: { node: "read" }, replay: { node: "read" } } });
+    expect(replayed.divergence).toMatchObject({ original: { output: "before" }, replay: { output: "after" } });
+  });
+
+  it("bad input: an unknown run, a run still running", async () => {
+    expect((await world.client.replay("t1_nope")).outcome).toBe("run_not_found");
+    expect((await world.client.trajectory("t2_nope")).outcome).toBe("run_not_found");
+    const def = { name: "still-running", nodes: [{ id: "w", kind: "code", handler: "slow", input: { ms: 5_000 } }] };
+    expect((await world.client.putDefinition(def)).outcome).toMatch(/published|unchanged/);
+    const id = ((await world.client.startRun({ definition: "still-running" })).run as RunAnswer).id;
+    expect((await world.client.replay(id)).outcome).toBe("run_not_ended");
+    await world.client.cancelRun(id);
+  });
+});
+
+describe("long tools over MCP Tasks", () => {
+  let modern: EffectsServerHandle;
+  beforeAll(async () => {
+    modern = await startModernServer();
+    expect((await world.client.putToolServer({ name: "fx-modern", protocol: "2026-07-28", transport: { type: "http", url: modern.url } })).outcome).toBe(
+      "saved",
+    );
+  }, 30_000);
+  afterAll(async () => {
+    await modern?.stop();
+  });
+
+  const wires = [
+    ["2025-11-25 (core tasks)", "fx-http", () => http],
+    ["2026-07-28 (tasks extension)", "fx-modern", () => modern],
+  ] as const;
+
+  it.each(wires)("%s: the task id is journaled, no worker is held while it works, and its result is the step's", async (_label, server, fixture) => {
+    const calls = fixture().counts().calls.slow_task ?? 0;
+    const def = { name: `task-${server}`, nodes: [{ id: "call", kind: "tool", server, tool: "slow_task", arguments: { ms: 1_500 } }] };
+    expect((await world.client.putDefinition(def)).outcome).toMatch(/published|unchanged/);
+    const id = ((await world.client.startRun({ definition: def.name })).run as RunAnswer).id;
+    await waitFor(async () => ((await world.client.runEvents(id)).events as { type: string }[]).some((e) => e.type === "tool_task_started") || undefined, {
+      timeoutMs: 15_000,
+      describe: "the task to start",
+    });
+    expect(world.node.executor.inFlight).toBe(0);
+    const run = await world.settled(id);
+    expect(run.status).toBe("succeeded");
+    expect(run.result).toMatchObject({ call: { done: true, ms: 1_500 } });
+    expect(fixture().counts().calls.slow_task).toBe(calls + 1);
+  });
+
+  it.each(wires)("%s: cancelling the run sends tasks/cancel", async (_label, server, fixture) => {
+    const def = { name: `task-cancel-${server}`, nodes: [{ id: "call", kind: "tool", server, tool: "slow_task", arguments: { ms: 60_000 } }] };
+    expect((await world.client.putDefinition(def)).outcome).toMatch(/published|unchanged/);
+    const id = ((await world.client.startRun({ definition: def.name })).run as RunAnswer).id;
+    const started = await waitFor(
+      async () => ((await world.client.runEvents(id)).events as { type: string; task?: string }[]).find((e) => e.type === "tool_task_started"),
+      { timeoutMs: 15_000, describe: "the task to start" },
+    );
+    expect((await world.client.cancelRun(id)).outcome).toBe("cancelled");
+    await waitFor(() => fixture().counts().cancelled.includes(started.task!) || undefined, { timeoutMs: 15_000, describe: "tasks/cancel to reach the server" });
   });
 });

@@ -1,0 +1,451 @@
+// A minimal client for MCP protocol revision 2026-07-28 (stateless core, Streamable HTTP only) and
+// its Tasks extension `io.modelcontextprotocol/tasks`. The npm SDK 1.x stops at 2025-11-25, so
+// this is hand-rolled on the Node 20 global fetch. No sessions and no handshake: every request is
+// one POST that carries the protocol version and the client's capabilities in `params._meta`, and
+// mirrors the method (and the tool name or task id) into HTTP headers.
+//
+// Sources checked (stored copies of modelcontextprotocol/modelcontextprotocol, commit b0f60ba5, and
+// modelcontextprotocol/ext-tasks, commits fb36f400 / fb610842):
+// - schema/2026-07-28/schema.ts: RequestMetaObject (`io.modelcontextprotocol/protocolVersion`,
+//   `…/clientInfo`, `…/clientCapabilities`), Result.resultType ("complete" | "input_required" |
+//   string; absent = "complete"), DiscoverResult.supportedVersions, error codes -32020/-32021/-32022.
+// - docs/specification/2026-07-28/basic/transports/streamable-http.mdx: Accept both JSON and SSE,
+//   `MCP-Protocol-Version` equal to the body's version, `Mcp-Method` on every request, `Mcp-Name`
+//   for tools/call, the `=?base64?…?=` encoding of unsafe header values, `x-mcp-header` parameter
+//   mirroring into `Mcp-Param-{Name}`, 400/404 statuses carrying JSON-RPC error bodies.
+// - ext-tasks specification/2026-07-28/tasks.md: `resultType: "task"` with a flat Task
+//   (taskId, status, ttlMs, pollIntervalMs…), tasks/get returning a DetailedTask with inline
+//   `result` / `error`, tasks/cancel an empty ack, `Mcp-Name: <taskId>` on tasks/* requests.
+// Not implemented: MRTR (`input_required` results are refused with an error), tasks/update,
+// subscriptions/listen and notifications/tasks, result caching (ttlMs/cacheScope are ignored).
+
+export const MODERN_PROTOCOL = "2026-07-28";
+export const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";
+
+const META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion";
+const META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities";
+const META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo";
+
+/** Used when the caller gives no timeout. */
+const DEFAULT_TIMEOUT_MS = 60_000;
+/** A tools/list that pages on past this many pages is refused (a server looping on cursors). */
+const MAX_LIST_PAGES = 1000;
+
+/** A JSON-RPC error answered by the server. */
+export class ModernMcpError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: unknown,
+  ) {
+    super(message);
+    this.name = "ModernMcpError";
+  }
+}
+
+/** The server answered with an HTTP error status and no JSON-RPC error in the body. */
+export class ModernMcpHttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = "ModernMcpHttpError";
+  }
+}
+
+export interface ModernTool {
+  name: string;
+  description?: string;
+  inputSchema?: unknown;
+  annotations?: Record<string, unknown>;
+}
+
+type ToolResult = { content?: unknown[]; structuredContent?: unknown; isError?: boolean } & Record<string, unknown>;
+
+export type ModernCallResult =
+  { kind: "result"; result: ToolResult } | { kind: "task"; taskId: string; status: string; pollIntervalMs?: number; ttlMs?: number | null };
+
+export type ModernTaskState =
+  | { status: "working" | "input_required"; pollIntervalMs?: number; statusMessage?: string }
+  | { status: "completed"; result: ToolResult }
+  | { status: "failed"; error: { code: number; message: string } }
+  | { status: "cancelled" };
+
+export interface ModernRequestOptions {
+  /** Whole request, response body included (default 60 s). Expiry throws an Error named "TimeoutError". */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface ModernMcpClientOptions {
+  /** Extra HTTP headers on every request (e.g. Authorization). */
+  headers?: Record<string, string>;
+  clientInfo?: { name: string; version: string };
+  /** Declare the tasks extension in every request's client capabilities (default true). */
+  declareTasks?: boolean;
+}
+
+/** One `x-mcp-header` annotation of a tool's inputSchema: the argument path and the header name part. */
+interface ParamHeader {
+  path: string[];
+  name: string;
+}
+
+type JsonObject = Record<string, unknown>;
+
+const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+
+export class ModernMcpClient {
+  private nextId = 1;
+  private readonly headers: Record<string, string>;
+  private readonly clientInfo: { name: string; version: string };
+  private readonly declareTasks: boolean;
+  /** `x-mcp-header` annotations per tool, from the last tools/list of this instance. */
+  private readonly paramHeaders = new Map<string, ParamHeader[]>();
+
+  constructor(
+    readonly url: string,
+    options: ModernMcpClientOptions = {},
+  ) {
+    this.headers = { ...(options.headers ?? {}) };
+    this.clientInfo = options.clientInfo ?? { name: "runway", version: "0.1.0" };
+    this.declareTasks = options.declareTasks ?? true;
+  }
+
+  /** server/discover: protocol versions, capabilities (extensions), server info. */
+  async discover(opts: ModernRequestOptions = {}): Promise<{ protocolVersions: string[]; tasks: boolean; raw: unknown }> {
+    const result = await this.request("server/discover", {}, undefined, opts);
+    // The spec field is `supportedVersions` (schema.ts DiscoverResult); `protocolVersions` is
+    // accepted too in case a server follows older drafts.
+    const versions = Array.isArray(result.supportedVersions) ? result.supportedVersions : Array.isArray(result.protocolVersions) ? result.protocolVersions : [];
+    const capabilities = isObject(result.capabilities) ? result.capabilities : {};
+    const extensions = isObject(capabilities.extensions) ? capabilities.extensions : {};
+    return {
+      protocolVersions: versions.filter((v): v is string => typeof v === "string"),
+      tasks: isObject(extensions[TASKS_EXTENSION]),
+      raw: result,
+    };
+  }
+
+  /** tools/list, following nextCursor. Tools with an invalid `x-mcp-header` annotation are left
+   *  out, as the Streamable HTTP spec requires of clients. */
+  async listTools(opts: ModernRequestOptions = {}): Promise<ModernTool[]> {
+    const tools: ModernTool[] = [];
+    const headers = new Map<string, ParamHeader[]>();
+    const seen = new Set<string>();
+    let cursor: string | undefined;
+    for (let page = 0; ; page++) {
+      if (page >= MAX_LIST_PAGES) throw new Error(`MCP tools/list: more than ${MAX_LIST_PAGES} pages`);
+      const result = await this.request("tools/list", cursor === undefined ? {} : { cursor }, undefined, opts);
+      if (!Array.isArray(result.tools)) throw new Error("MCP tools/list: result has no tools array");
+      for (const raw of result.tools) {
+        if (!isObject(raw) || typeof raw.name !== "string") continue;
+        const params = paramHeadersOf(raw.inputSchema);
+        if (typeof params === "string") {
+          process.emitWarning(`MCP tool ${raw.name} at ${this.url} left out: ${params}`, "ModernMcpWarning");
+          continue;
+        }
+        headers.set(raw.name, params);
+        const tool: ModernTool = { name: raw.name };
+        if (typeof raw.description === "string") tool.description = raw.description;
+        if (raw.inputSchema !== undefined) tool.inputSchema = raw.inputSchema;
+        if (isObject(raw.annotations)) tool.annotations = raw.annotations;
+        tools.push(tool);
+      }
+      const next = result.nextCursor;
+      if (typeof next !== "string" || next === "") break;
+      if (seen.has(next)) throw new Error("MCP tools/list: the server repeated a cursor");
+      seen.add(next);
+      cursor = next;
+    }
+    this.paramHeaders.clear();
+    for (const [name, params] of headers) this.paramHeaders.set(name, params);
+    return tools;
+  }
+
+  /**
+   * tools/call. `meta` is merged into `params._meta` (the protocol's own keys win). The server
+   * decides whether to answer with the result or with a task (only if the tasks extension is
+   * declared, which it is unless the client was built with `declareTasks: false`).
+   *
+   * Tool arguments annotated `x-mcp-header` are mirrored into `Mcp-Param-*` headers for tools
+   * this instance has listed. If the server refuses the call with HeaderMismatch (-32020), which
+   * it does before running anything, the tool list is fetched again and the call retried once
+   * when that changes the headers.
+   */
+  async callTool(name: string, args: unknown, meta: Record<string, unknown>, opts: ModernRequestOptions = {}): Promise<ModernCallResult> {
+    const params: JsonObject = { name };
+    if (args !== undefined) params.arguments = args;
+    const sent = this.toolHeaders(name, args);
+    let result: JsonObject;
+    try {
+      result = await this.request("tools/call", params, meta, opts, name, sent);
+    } catch (err) {
+      if (!(err instanceof ModernMcpError) || err.code !== -32020) throw err;
+      await this.listTools(opts).catch(() => {
+        throw err;
+      });
+      const again = this.toolHeaders(name, args);
+      if (sameHeaders(sent, again)) throw err;
+      result = await this.request("tools/call", params, meta, opts, name, again);
+    }
+    if (result.resultType === "task") {
+      if (typeof result.taskId !== "string" || result.taskId === "") throw new Error("MCP tools/call: task result without a taskId");
+      if (typeof result.status !== "string") throw new Error("MCP tools/call: task result without a status");
+      const task: ModernCallResult = { kind: "task", taskId: result.taskId, status: result.status };
+      if (typeof result.pollIntervalMs === "number") task.pollIntervalMs = result.pollIntervalMs;
+      if (typeof result.ttlMs === "number" || result.ttlMs === null) task.ttlMs = result.ttlMs;
+      return task;
+    }
+    return { kind: "result", result: result as ToolResult };
+  }
+
+  /** tasks/get: the task's DetailedTask, reduced to its status and payload. */
+  async getTask(taskId: string, opts: ModernRequestOptions = {}): Promise<ModernTaskState> {
+    const task = await this.request("tasks/get", { taskId }, undefined, opts, taskId);
+    switch (task.status) {
+      case "working":
+      case "input_required": {
+        const state: ModernTaskState = { status: task.status };
+        if (typeof task.pollIntervalMs === "number") state.pollIntervalMs = task.pollIntervalMs;
+        if (typeof task.statusMessage === "string") state.statusMessage = task.statusMessage;
+        return state;
+      }
+      case "completed":
+        if (!isObject(task.result)) throw new Error(`MCP tasks/get: completed task ${taskId} has no result`);
+        return { status: "completed", result: task.result as ToolResult };
+      case "failed": {
+        const error = isObject(task.error) ? task.error : {};
+        const fallback = typeof task.statusMessage === "string" ? task.statusMessage : "task failed";
+        return {
+          status: "failed",
+          error: { code: typeof error.code === "number" ? error.code : -32603, message: typeof error.message === "string" ? error.message : fallback },
+        };
+      }
+      case "cancelled":
+        return { status: "cancelled" };
+      default:
+        throw new Error(`MCP tasks/get: task ${taskId} has an unknown status ${JSON.stringify(task.status)}`);
+    }
+  }
+
+  /** tasks/cancel: an acknowledgement only; cancellation is cooperative and eventually consistent. */
+  async cancelTask(taskId: string, opts: ModernRequestOptions = {}): Promise<void> {
+    await this.request("tasks/cancel", { taskId }, undefined, opts, taskId);
+  }
+
+  // ---- transport ---------------------------------------------------------------------------------
+
+  private toolHeaders(name: string, args: unknown): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const { path, name: header } of this.paramHeaders.get(name) ?? []) {
+      let value: unknown = args;
+      for (const key of path) value = isObject(value) ? value[key] : undefined;
+      let text: string | undefined;
+      if (typeof value === "string") text = value;
+      else if (typeof value === "boolean") text = String(value);
+      else if (typeof value === "number" && Number.isSafeInteger(value)) text = String(value);
+      if (text !== undefined) out[`Mcp-Param-${header}`] = encodeHeaderValue(text);
+    }
+    return out;
+  }
+
+  /** One JSON-RPC request; resolves with its result object or throws. */
+  private async request(
+    method: string,
+    params: JsonObject,
+    meta: Record<string, unknown> | undefined,
+    opts: ModernRequestOptions,
+    mcpName?: string,
+    extraHeaders: Record<string, string> = {},
+  ): Promise<JsonObject> {
+    const id = this.nextId++;
+    const capabilities: JsonObject = this.declareTasks ? { extensions: { [TASKS_EXTENSION]: {} } } : {};
+    const body = {
+      jsonrpc: "2.0",
+      id,
+      method,
+      params: {
+        ...params,
+        _meta: {
+          ...(meta ?? {}),
+          [META_PROTOCOL_VERSION]: MODERN_PROTOCOL,
+          [META_CLIENT_CAPABILITIES]: capabilities,
+          [META_CLIENT_INFO]: this.clientInfo,
+        },
+      },
+    };
+    const headers: Record<string, string> = {
+      ...this.headers,
+      ...extraHeaders,
+      "Content-Type": "application/json",
+      Accept: "application/json, text/event-stream",
+      "MCP-Protocol-Version": MODERN_PROTOCOL,
+      "Mcp-Method": method,
+    };
+    if (mcpName !== undefined) headers["Mcp-Name"] = encodeHeaderValue(mcpName);
+
+    const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const signal = opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout;
+    try {
+      const res = await fetch(this.url, { method: "POST", headers, body: JSON.stringify(body), signal });
+      const message = await readResponse(res, id, method);
+      if (message === undefined) {
+        throw new ModernMcpHttpError(res.status, `MCP ${method}: HTTP ${res.status} without a JSON-RPC response`);
+      }
+      if (isObject(message.error)) {
+        const e = message.error;
+        throw new ModernMcpError(typeof e.code === "number" ? e.code : -32603, typeof e.message === "string" ? e.message : "error", e.data);
+      }
+      if (!res.ok) throw new ModernMcpHttpError(res.status, `MCP ${method}: HTTP ${res.status}`);
+      if (!isObject(message.result)) throw new Error(`MCP ${method}: response has neither result nor error`);
+      const result = message.result;
+      if (result.resultType === "input_required") throw new ModernMcpError(-32603, "input_required is not supported yet", result);
+      if (result.resultType === "task" && method !== "tools/call") throw new Error(`MCP ${method}: a task result is not valid for this method`);
+      return result;
+    } catch (err) {
+      if (timeout.aborted && !opts.signal?.aborted) {
+        const timedOut = new Error(`MCP ${method} to ${this.url} timed out after ${timeoutMs} ms`, { cause: err });
+        timedOut.name = "TimeoutError";
+        throw timedOut;
+      }
+      if (opts.signal?.aborted && err !== opts.signal.reason) throw opts.signal.reason ?? err;
+      throw err;
+    }
+  }
+}
+
+/** True when the server at url answers server/discover with 2026-07-28 (false on any HTTP/JSON-RPC failure). */
+export async function speaksModern(url: string, headers?: Record<string, string>, timeoutMs = 10_000): Promise<boolean> {
+  try {
+    const found = await new ModernMcpClient(url, headers ? { headers } : {}).discover({ timeoutMs });
+    return found.protocolVersions.includes(MODERN_PROTOCOL);
+  } catch {
+    return false;
+  }
+}
+
+// ---- responses -------------------------------------------------------------------------------------
+
+/** The JSON-RPC response for `id` in an HTTP response (JSON body or SSE stream), or undefined
+ *  when there is none (empty or non-JSON body). An SSE stream is read only up to that response. */
+async function readResponse(res: Response, id: number, method: string): Promise<JsonObject | undefined> {
+  const type = (res.headers.get("content-type") ?? "").toLowerCase();
+  if (type.includes("text/event-stream") && res.body) return readSse(res.body, id, method);
+  const text = await res.text();
+  if (text.trim() === "") return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    if (!res.ok) return undefined;
+    throw new Error(`MCP ${method}: response body is not JSON`);
+  }
+  if (!isObject(parsed) || !("result" in parsed || "error" in parsed)) {
+    if (!res.ok) return undefined;
+    throw new Error(`MCP ${method}: response body is not a JSON-RPC response`);
+  }
+  // error responses may carry id null (e.g. the server could not read the request)
+  if (parsed.id !== id && !(parsed.id == null && "error" in parsed)) throw new Error(`MCP ${method}: response id ${JSON.stringify(parsed.id)} is not ${id}`);
+  return parsed;
+}
+
+async function readSse(stream: ReadableStream<Uint8Array>, id: number, method: string): Promise<JsonObject | undefined> {
+  const reader = stream.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  let data: string[] = [];
+  const dispatch = (): JsonObject | undefined => {
+    const payload = data.join("\n");
+    data = [];
+    if (payload === "") return undefined;
+    let message: unknown;
+    try {
+      message = JSON.parse(payload);
+    } catch {
+      throw new Error(`MCP ${method}: SSE event data is not JSON`);
+    }
+    // notifications (progress, log messages) come before the response: skip them
+    if (isObject(message) && ("result" in message || "error" in message) && (message.id === id || (message.id == null && "error" in message))) return message;
+    return undefined;
+  };
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      buffer += done ? decoder.decode() : decoder.decode(value, { stream: true });
+      let nl: number;
+      while ((nl = buffer.search(/\r\n|\r|\n/)) >= 0) {
+        const line = buffer.slice(0, nl);
+        buffer = buffer.slice(nl + (buffer.startsWith("\r\n", nl) ? 2 : 1));
+        if (line === "") {
+          const found = dispatch();
+          if (found) return found;
+        } else if (line.startsWith("data:")) {
+          data.push(line.slice(line.startsWith("data: ") ? 6 : 5));
+        }
+        // comments (":…"), event:, id:, retry: carry nothing we need
+      }
+      if (done) {
+        if (buffer.startsWith("data:")) data.push(buffer.slice(buffer.startsWith("data: ") ? 6 : 5));
+        return dispatch();
+      }
+    }
+  } finally {
+    // the server SHOULD end the stream after the response; do not wait for it to
+    reader.cancel().catch(() => {});
+  }
+}
+
+// ---- headers -----------------------------------------------------------------------------------------
+
+const SENTINEL = /^=\?base64\?.*\?=$/s;
+
+/** A header value as the Streamable HTTP "Value Encoding" rules want it: plain when it is visible
+ *  ASCII, space or tab without leading/trailing whitespace, else `=?base64?<utf-8 base64>?=`. */
+function encodeHeaderValue(value: string): string {
+  const safe = /^[\x21-\x7e]([\x20-\x7e\t]*[\x21-\x7e])?$/.test(value) && !SENTINEL.test(value);
+  return safe ? value : `=?base64?${Buffer.from(value, "utf8").toString("base64")}?=`;
+}
+
+function sameHeaders(a: Record<string, string>, b: Record<string, string>): boolean {
+  const ka = Object.keys(a);
+  return ka.length === Object.keys(b).length && ka.every((k) => a[k] === b[k]);
+}
+
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/** The `x-mcp-header` annotations of an inputSchema, or why the tool definition is invalid. An
+ *  annotation must sit on a property reached from the root through `properties` keys only, name a
+ *  unique HTTP token, and annotate a string, integer or boolean parameter. */
+function paramHeadersOf(schema: unknown): ParamHeader[] | string {
+  const found: ParamHeader[] = [];
+  const names = new Set<string>();
+  let problem: string | undefined;
+  const walk = (node: unknown, path: string[]): void => {
+    if (problem !== undefined) return;
+    if (Array.isArray(node)) {
+      node.forEach((item, i) => walk(item, [...path, String(i)]));
+      return;
+    }
+    if (!isObject(node)) return;
+    if ("x-mcp-header" in node) {
+      const name = node["x-mcp-header"];
+      const argPath = path.filter((_, i) => i % 2 === 1);
+      const reachable = path.length > 0 && path.length % 2 === 0 && path.every((seg, i) => i % 2 === 1 || seg === "properties");
+      if (!reachable) problem = `x-mcp-header at /${path.join("/")} is not on a property reachable through properties`;
+      else if (typeof name !== "string" || !TOKEN.test(name)) problem = `x-mcp-header ${JSON.stringify(name)} is not an HTTP token`;
+      else if (names.has(name.toLowerCase())) problem = `x-mcp-header ${name} is used twice`;
+      else if (!["string", "integer", "boolean"].includes(node.type as string))
+        problem = `x-mcp-header ${name} is on a parameter of type ${JSON.stringify(node.type)}`;
+      else {
+        names.add(name.toLowerCase());
+        found.push({ path: argPath, name });
+      }
+    }
+    for (const [key, value] of Object.entries(node)) if (key !== "x-mcp-header") walk(value, [...path, key]);
+  };
+  walk(schema, []);
+  return problem ?? found;
+}
