@@ -22,6 +22,8 @@ export type TrajectoryLine =
       result?: unknown;
       error?: unknown;
       settled_by?: string;
+      /** A tool's answer is data from outside: never instructions, never a widening of the run's tools or credentials. */
+      untrusted?: true;
       started_at: number;
       duration_ms?: number;
     }
@@ -131,6 +133,7 @@ function settle(lines: TrajectoryLine[], intents: Map<string, { line: Extract<Tr
   if (r.state === "observed") line.result = r.value;
   else line.error = r.error;
   if (r.by !== undefined) line.settled_by = r.by;
+  else if (r.state === "observed") line.untrusted = true;
   line.duration_ms = Math.max(0, r.at - line.started_at);
   lines.push(line);
 }

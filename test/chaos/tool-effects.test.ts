@@ -146,3 +146,51 @@ it.each([
     }
   },
 );
+
+it("C094 SIGKILL in the middle of a handler's calls: after the restart the completed call is answered from the journal, the interrupted one is reconciled under the new lease, the next one is claimed fresh", async () => {
+  let node = await startNode();
+  const client = new RunwayClient(world.nc, "e5");
+  await client.createTenant("e5");
+  expect((await client.putToolServer({ name: "fx", transport: { type: "http", url: tools.url }, trusted: true })).outcome).toBe("saved");
+  const before = tools.counts();
+  const def = {
+    name: "three-calls",
+    nodes: [
+      {
+        id: "work",
+        kind: "code",
+        handler: "calls_in_order",
+        input: {
+          server: "fx",
+          calls: [
+            { tool: "set_value", args: { key: "c094-a", value: "1" } },
+            { tool: "set_value", args: { key: "c094-b", value: "2", delay_ms: 4_000 } },
+            { tool: "get_value", args: { key: "c094-a" } },
+          ],
+        },
+      },
+    ],
+  };
+  expect((await client.putDefinition(def)).outcome).toBe("published");
+  const run = ((await client.startRun({ definition: "three-calls" })).run as RunAnswer).id;
+  await waitFor(() => tools.counts().values["c094-b"] === "2" || undefined, { timeoutMs: 30_000, describe: "the second call's effect" });
+  await node.kill("SIGKILL");
+  node = await startNode();
+  const done = await finished(client, run);
+  expect(done.status).toBe("succeeded");
+  expect(done.result).toMatchObject({
+    work: [
+      { key: "c094-a", value: "1" },
+      { key: "c094-b", value: "2" },
+      { key: "c094-a", value: "1" },
+    ],
+  });
+  const after = tools.counts();
+  // a: called once (the retry got the stored answer); b: called twice with one key, one effect; get_value: once.
+  expect(after.calls.set_value! - (before.calls.set_value ?? 0)).toBe(3);
+  expect(after.effects.set_value! - (before.effects.set_value ?? 0)).toBe(2);
+  expect(after.calls.get_value! - (before.calls.get_value ?? 0)).toBe(1);
+  const events = ((await client.runEvents(run)).events as { type: string }[]).map((e) => e.type);
+  expect(events.filter((t) => t === "effect_reconciling")).toHaveLength(1);
+  await node.kill("SIGTERM");
+});

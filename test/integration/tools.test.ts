@@ -344,3 +344,24 @@ describe("long tools over MCP Tasks", () => {
     await waitFor(() => fixture().counts().cancelled.includes(started.task!) || undefined, { timeoutMs: 15_000, describe: "tasks/cancel to reach the server" });
   });
 });
+
+describe("requests a server makes of the gateway", () => {
+  it("elicitation/create and sampling/createMessage are refused with a clear MCP error until approvals and the model gateway route them", async () => {
+    const asked = await runTool("ask-user", "fx-stdio", "ask_user", {}, { retry: { max_attempts: 1, backoff_ms: 0, max_backoff_ms: 0 } });
+    expect(asked.status).toBe("failed");
+    expect(asked.nodes.call!.error).toMatchObject({ code: "tool_error" });
+    expect(JSON.stringify(asked.nodes.call!.error)).toContain("does not route elicitation");
+    const sampled = await runTool("sample", "fx-stdio", "sample", {}, { retry: { max_attempts: 1, backoff_ms: 0, max_backoff_ms: 0 } });
+    expect(JSON.stringify(sampled.nodes.call!.error)).toContain("does not route sampling");
+  });
+
+  it("C057 a tool node runs as one step of its run: no child run is created", async () => {
+    const run = await runTool("width-one", "fx-http", "get_value", { key: "w" });
+    expect(run.status).toBe("succeeded");
+    const listed = (await world.client.listRuns({ limit: 500 })).runs as { id: string; parent_run_id: string | null }[];
+    expect(listed.filter((r) => r.parent_run_id === run.id)).toEqual([]);
+    const events = ((await world.client.runEvents(run.id)).events as { type: string }[]).map((e) => e.type);
+    expect(events.filter((t) => t === "step_succeeded")).toHaveLength(1);
+    expect(events).not.toContain("child_started");
+  });
+});
