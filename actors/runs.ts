@@ -87,7 +87,10 @@ export type ReconcileResult =
   | { outcome: "tenant_not_found" };
 
 export type CancelRunResult =
-  { outcome: "cancelled"; run: RunView } | { outcome: "not_cancellable"; run: RunView } | { outcome: "run_not_found" } | { outcome: "tenant_not_found" };
+  | { outcome: "cancelled" | "cancel_requested"; run: RunView }
+  | { outcome: "not_cancellable"; run: RunView }
+  | { outcome: "run_not_found" }
+  | { outcome: "tenant_not_found" };
 
 function view(run: RunContext, input: unknown): RunView {
   const nodes: RunView["nodes"] = {};
@@ -341,7 +344,9 @@ export class RunService {
     if (!before) return { outcome: "run_not_found" };
     const answer = await askActor(this.deps, { kind: RUN_KIND, id }, { type: "run.cancel", reason, by }, `cancel/${id}/${randomDeliveryId()}`, 10_000);
     const after = (await this.get(tenant, id)) ?? before;
-    if (answer.outcome === "applied") return { outcome: "cancelled", run: after };
+    // Requested: calls it let finish are still in flight; the run is cancelled once they are settled.
+    if (answer.outcome === "applied")
+      return { outcome: (answer.value as { outcome?: string } | undefined)?.outcome === "cancel_requested" ? "cancel_requested" : "cancelled", run: after };
     if (answer.outcome === "refused") return { outcome: "not_cancellable", run: after };
     throw new RunwayFault("cancel_unavailable", `cancel of ${id} not confirmed: ${answer.outcome}`, { kind: "retryable" });
   }

@@ -17,7 +17,8 @@ export function effectKey(run: string, node: string, item: number | undefined, c
 
 /** What the gateway knows of a tool before a call. */
 export type ToolLookup =
-  | { outcome: "found"; class: ToolClass }
+  /** `lookup`: a read-only tool of the same server that tells whether a call of this one happened (by effect key). */
+  | { outcome: "found"; class: ToolClass; lookup?: string }
   | { outcome: "server_not_found" | "tool_not_found"; message: string }
   | { outcome: "unavailable"; code: string; message: string };
 

@@ -64,11 +64,27 @@ export async function callThroughJournal(
   const key = effectKey(request.run, request.node, request.item, call);
   const asked = await deps.ask(
     request,
-    { type: "effect.intent", ...fenceOf(request), key, server, tool, class: found.class, arguments: call.arguments ?? null },
+    {
+      type: "effect.intent",
+      ...fenceOf(request),
+      key,
+      server,
+      tool,
+      class: found.class,
+      ...(found.lookup ? { lookup: found.lookup } : {}),
+      arguments: call.arguments ?? null,
+    },
     `intent/${key}/${request.attempt}/${request.lease_epoch}`,
   );
   if (asked?.outcome === "observed") return { answer: fromClaim(asked.value) };
-  if (asked?.outcome !== "recorded" && asked?.outcome !== "reconcile") return { answer: { outcome: "stopped", reason: asked?.outcome ?? "not_decided_here" } };
+  if (asked?.outcome === "lookup") {
+    // An earlier attempt's call of a non-idempotent tool, outcome unknown: the server's lookup says whether it happened.
+    const looked = await lookUp(deps, request, { server, tool, key, lookup: String((asked as { tool?: unknown }).tool) }, call.arguments, signal);
+    if (looked.outcome === "found")
+      return settleCall(deps, request, { server, tool, key }, { outcome: "ok", result: { structuredContent: looked.result }, bytes: 0 });
+    if (looked.outcome === "failed") return { answer: { outcome: "failed", error: looked.error } };
+  } else if (asked?.outcome !== "recorded" && asked?.outcome !== "reconcile")
+    return { answer: { outcome: "stopped", reason: asked?.outcome ?? "not_decided_here" } };
   const called = await deps.tools.call({
     tenant: request.tenant,
     server,
@@ -90,6 +106,42 @@ export async function callThroughJournal(
     return { answer: { outcome: "stopped", reason: waiting?.outcome === "waiting" ? "task" : (waiting?.outcome ?? "not_decided_here") } };
   }
   return settleCall(deps, request, { server, tool, key }, called);
+}
+
+/**
+ * Asks a server's lookup tool whether the call keyed `key` happened. Its contract: arguments
+ * `{effect_key, tool, arguments}`, structured answer `{found: boolean, result?}`. Anything else
+ * (it failed, it answered something else) leaves the outcome unknown: the attempt fails
+ * retryable and the next one asks again.
+ */
+async function lookUp(
+  deps: ToolStepDeps,
+  request: ExecuteRequest,
+  c: { server: string; tool: string; key: string; lookup: string },
+  args: unknown,
+  signal: AbortSignal,
+): Promise<
+  { outcome: "found"; result: unknown } | { outcome: "not_found" } | { outcome: "failed"; error: { code: string; message: string; retryable: boolean } }
+> {
+  const asked = await deps.tools.call({
+    tenant: request.tenant,
+    server: c.server,
+    tool: c.lookup,
+    arguments: { effect_key: c.key, tool: c.tool, arguments: args ?? null },
+    key: `${c.key}:lookup`,
+    timeoutMs: request.timeout_ms,
+    signal,
+    allowTask: false,
+  });
+  const answer =
+    asked.outcome === "ok" && !asked.result.isError ? (asked.result.structuredContent as { found?: unknown; result?: unknown } | undefined) : undefined;
+  if (answer?.found === true) return { outcome: "found", result: answer.result ?? null };
+  if (answer?.found === false) return { outcome: "not_found" };
+  const why = asked.outcome === "ok" ? "it answered no {found}" : asked.outcome === "task" ? "it answered a task" : `${asked.code}: ${asked.message}`;
+  return {
+    outcome: "failed",
+    error: { code: "tool_lookup_failed", message: `${c.server}/${c.lookup} could not tell whether ${c.tool} happened (${why})`, retryable: true },
+  };
 }
 
 /** The answer and receipt of a call (or a task) that ended: what the world saw, bounded. */

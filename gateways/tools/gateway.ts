@@ -52,7 +52,8 @@ export class ToolGateway implements ToolPort {
     }
     const found = tools.get(tool);
     if (!found) return { outcome: "tool_not_found", message: `server '${server}' has no tool named '${tool}'` };
-    return { outcome: "found", class: effectiveClass(found.annotations, record.spec, tool).class };
+    const lookup = record.spec.lookups[tool];
+    return { outcome: "found", class: effectiveClass(found.annotations, record.spec, tool).class, ...(lookup ? { lookup } : {}) };
   }
 
   async call(req: ToolCallRequest): Promise<ToolCallOutcome> {

@@ -38,6 +38,12 @@ export const ToolServerSpecSchema = z
     protocol: z.enum(["2025-11-25", "2026-07-28"]).default("2025-11-25"),
     /** Annotations count only for a trusted server (see `effectiveClass`). */
     trusted: z.boolean().default(false),
+    /**
+     * Per non-idempotent tool, a read-only tool of the same server that tells whether a call
+     * happened: called with `{effect_key, tool, arguments}`, it answers `{found, result?}`. With one,
+     * a call whose outcome is unknown is looked up instead of held for a person.
+     */
+    lookups: z.record(z.string().min(1).max(128), z.string().min(1).max(128)).default({}),
     /** The operator's class per tool: wins over annotations. */
     overrides: z.record(z.string().min(1).max(128), ClassSchema).default({}),
     /** A call that has not answered in this long fails `tool_timeout` (a step's own timeout may be shorter). */

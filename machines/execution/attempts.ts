@@ -100,7 +100,7 @@ function inputOf(d: Draft, node: PlanNode, item: number | undefined): { ok: true
 export function offer(d: Draft, node: PlanNode, holder: Holder, item: number | undefined): void {
   const step = holder.step!;
   // A step held for reconciliation is offered to nobody until a person settles its intent.
-  if (step.status !== "ready" || holder.reconcile || (node.kind !== "code" && node.kind !== "map")) return;
+  if (step.status !== "ready" || holder.reconcile || d.run.cancel || (node.kind !== "code" && node.kind !== "map")) return;
   if (step.not_before !== null && step.not_before > d.now) {
     d.effects.push({
       type: "runway.timer.set",

@@ -15,8 +15,9 @@ import type { ExecutionEvent, PendingIntent, Receipt, RunContext } from "./types
  *   makes no call (answered by the machine's guard, at no write);
  * - an intent with no receipt, recorded by an earlier attempt (lost with its node): its outcome
  *   is unknown. A read-only or idempotent tool is called again with the same key
- *   (`reconcile`); any other is never called blindly: the step is held (`holder.reconcile`)
- *   until a person settles it (`effect.settle`: done, retry or abandon).
+ *   (`reconcile`); a tool whose server offers a lookup is looked up first (`lookup`: found, its
+ *   result is the receipt; not found, it is called); any other is never called blindly: the step
+ *   is held (`holder.reconcile`) until a person settles it (`effect.settle`: done, retry or abandon).
  */
 
 type On<T extends ExecutionEvent["type"]> = Extract<ExecutionEvent, { type: T }>;
@@ -49,16 +50,27 @@ export function intentInFlight(run: RunContext | null | undefined, e: ExecutionE
 export function onIntent(d: Draft, e: On<"effect.intent">): void {
   const holder = holderOf(d.run.nodes[e.node]!, e.item)!;
   const pending = holder.intents?.[e.key];
-  if (pending && pending.class === "non_idempotent") return park(d, e, holder, pending);
+  const lookup = e.lookup ?? pending?.lookup;
+  if (pending && pending.class === "non_idempotent" && !lookup) return park(d, e, holder, pending);
   // The attempt now holds a lease (the intent is its first write), so a lost node's attempt is recovered as lost.
   if (holder.step!.status === "ready") onHeartbeat(d, e, { durable: false });
-  const intent: PendingIntent = { server: e.server, tool: e.tool, class: e.class, attempt: e.attempt, at: d.now };
+  const intent: PendingIntent = { server: e.server, tool: e.tool, class: e.class, ...(lookup ? { lookup } : {}), attempt: e.attempt, at: d.now };
   holder.intents = { ...holder.intents, [e.key]: intent };
   const where = { node: e.node, ...(e.item !== undefined ? { item: e.item } : {}) };
   if (pending) {
-    // Safe to call again: the same key goes with the call, so a server that deduplicates sees one effect.
-    publish(d, "effect_reconciling", { ...where, attempt: e.attempt, key: e.key, server: e.server, tool: e.tool, class: e.class });
-    d.effects.push({ type: "runway.answer", value: { outcome: "reconcile" } });
+    // Safe to call again (the same key goes with the call, so a server that deduplicates sees one
+    // effect), or the server can tell whether it happened: ask it first.
+    const asks = pending.class === "non_idempotent" ? lookup : undefined;
+    publish(d, "effect_reconciling", {
+      ...where,
+      attempt: e.attempt,
+      key: e.key,
+      server: e.server,
+      tool: e.tool,
+      class: e.class,
+      ...(asks ? { lookup: asks } : {}),
+    });
+    d.effects.push({ type: "runway.answer", value: asks ? { outcome: "lookup", tool: asks } : { outcome: "reconcile" } });
     return;
   }
   d.effects.push({

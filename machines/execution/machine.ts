@@ -7,6 +7,7 @@ import { decisions, type Decided } from "./reduce.js";
 import type { Effect } from "./draft.js";
 import { sweepPlan } from "./sweep.js";
 import { completedClaim, intentInFlight, reconciling } from "./intents.js";
+import { cancelRequested, isLateReceipt } from "./cancel.js";
 import type { ExecutionContext, ExecutionEvent, NodeRun } from "./types.js";
 
 function activeHolder(n: NodeRun | undefined, item: number | undefined) {
@@ -102,6 +103,11 @@ export const executionMachine = setup({
     claimCompleted: ({ event }) => completedClaim(event) !== undefined,
     /** This attempt recorded the same intent already: its one call is in flight. */
     intentInFlight: ({ context, event }) => intentInFlight(context.run, event),
+    /** A receipt for an intent a requested cancel let finish: recorded whatever the attempt's cancellation epoch. */
+    lateReceipt: ({ context, event }) => isLateReceipt(context.run, event),
+    /** A heartbeat of an attempt a requested cancel lets finish: it goes on (nothing is written). */
+    letsFinish: ({ context, event }) =>
+      event.type === "step.heartbeat" && cancelRequested(context.run) && !!holderOf(context.run!.nodes[event.node] ?? { s: "pending" }, event.item)?.intents,
     /** A person may settle the key: a step of the run is held on it. */
     reconcileOpen: ({ context, event }) => event.type === "effect.settle" && reconciling(context.run, event.key) !== undefined,
     /** The report was dispatched before the run's last cancellation (of the run, or of its tree): fenced by the cancellation epoch. */
@@ -140,6 +146,7 @@ export const executionMachine = setup({
       if (claim) enqueue.emit({ type: "runway.answer", value: { outcome: "observed", value: claim.value } });
     }),
     answerInFlight: emit({ type: "runway.answer", value: { outcome: "in_flight" } }),
+    answerLetFinish: emit({ type: "runway.answer", value: { outcome: "let_finish" } }),
     answerNotReconciling: emit({ type: "runway.answer", value: { outcome: "not_reconciling" } }),
     answerCreateRefused: enqueueActions(({ event, enqueue }) => {
       if (event.type === "run.create") enqueue.emit({ type: "runway.answer", value: createRefusal(event.run, event.parent) });
@@ -158,6 +165,8 @@ export const executionMachine = setup({
     recordReceipt: decision("effect.receipt", decisions.receipt),
     settleEffect: decision("effect.settle", decisions.settle),
     recordTask: decision("effect.task", decisions.task),
+    applyLateResult: decision("step.result", decisions.lateResult),
+    recordLateReceipt: decision("effect.receipt", decisions.lateReceipt),
     admitExpansion: decision("expansion.admitted", decisions.expansionAdmitted),
     refuseExpansion: decision("expansion.refused", decisions.expansionRefused),
   },
@@ -186,11 +195,13 @@ function liveState(status: RunStatus) {
     on: {
       // A report from an attempt that is no longer current is answered, never applied.
       "step.result": [
+        { guard: "lateReceipt", actions: "applyLateResult" },
         { guard: "cancelEpochStale", actions: "answerStaleCancel" },
         { guard: "resultIsCurrent", actions: "applyResult" },
         { actions: "answerStale" },
       ],
       "step.heartbeat": [
+        { guard: "letsFinish", actions: "answerLetFinish" },
         { guard: "cancelEpochStale", actions: "answerStaleCancel" },
         { guard: "heartbeatIsCurrent", actions: "applyHeartbeat" },
         { actions: "answerStale" },
@@ -204,6 +215,7 @@ function liveState(status: RunStatus) {
         { actions: "answerStale" },
       ],
       "effect.receipt": [
+        { guard: "lateReceipt", actions: "recordLateReceipt" },
         { guard: "cancelEpochStale", actions: "answerStaleCancel" },
         { guard: "effectIsCurrent", actions: "recordReceipt" },
         { actions: "answerStale" },

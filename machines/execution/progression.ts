@@ -6,7 +6,7 @@ import { childPriority } from "../scheduler/index.js";
 import { DEFAULT_PRIORITY, newMap, offer, pumpMap, ready } from "./attempts.js";
 import { abortAttempts, fail, holdersOf, liveAttempts, MAX_DEPTH, move, publish, scopeOf, states, succeed, WAIT_GRACE_MS, type Draft } from "./draft.js";
 import { askExpansion } from "./expansion.js";
-import type { RunError } from "./types.js";
+import type { ItemRun, NodeRun, RunError } from "./types.js";
 
 /**
  * How a run moves forward and ends: the walk (start what became ready, skip what never will,
@@ -133,15 +133,29 @@ export function start(d: Draft, node: PlanNode): void {
   }
 }
 
-/** Nothing more is scheduled: pending and active nodes are cancelled, running attempts fenced by a new cancellation epoch, children told. */
-export function stopNodes(d: Draft, childReason: string): void {
+/**
+ * Nothing more is scheduled: pending and active nodes are cancelled, running attempts fenced by a
+ * new cancellation epoch, children told. Holders `spare` names (a call in flight that a cancel
+ * lets finish) keep running, and their node stays active.
+ */
+export function stopNodes(d: Draft, childReason: string, spare: (h: ItemRun | NodeRun) => boolean = () => false): void {
   d.run.cancellation_epoch++;
-  const live = Object.entries(d.run.nodes).flatMap(([id, n]) => (n.s === "active" ? liveAttempts(id, holdersOf(n)) : []));
+  // A spared attempt waiting on an MCP task is still told: its task is asked to stop (it then ends cancelled, its receipt says so).
+  const live = Object.entries(d.run.nodes).flatMap(([id, n]) =>
+    n.s === "active"
+      ? liveAttempts(
+          id,
+          holdersOf(n).filter(([, h]) => !spare(h) || h.task),
+        )
+      : [],
+  );
   abortAttempts(d, live, childReason);
   for (const n of Object.values(d.run.nodes)) {
     if (n.s !== "pending" && n.s !== "active") continue;
-    n.s = "cancelled";
+    const spared = holdersOf(n).some(([, h]) => spare(h));
+    if (!spared) n.s = "cancelled";
     for (const [, holder] of holdersOf(n)) {
+      if (spare(holder)) continue;
       const r = applyStepOp(holder.step!, { op: "cancel", now: d.now });
       if (r.outcome === "moved") holder.step = r.state;
       delete holder.offered;

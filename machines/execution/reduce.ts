@@ -1,4 +1,5 @@
 import { onIntent, onReceipt, onSettle, onTask, pollTask, recordReceipt } from "./intents.js";
+import { cancelRequested, holdUnknown, onCancel, onLateReceipt, onLateResult, settleUnderCancel } from "./cancel.js";
 import { queuedLifecycle } from "../run/index.js";
 import { applyStepOp, type StepError } from "../step/index.js";
 import { isPlatformStop, validateAgainstSchema } from "../workflow/index.js";
@@ -18,7 +19,7 @@ import {
 } from "./attempts.js";
 import { fail, holdersOf, METRICS_CHANNEL, move, PLATFORM_RETRIES, publish, runSummary, succeed, type Draft, type Effect } from "./draft.js";
 import { admitItems, askExpansion, releaseExpansions } from "./expansion.js";
-import { advance, finish, notifyParent, stopNodes } from "./progression.js";
+import { advance, finish, stopNodes } from "./progression.js";
 import { sweepPlan } from "./sweep.js";
 import { RUN_CONTEXT_VERSION, type ExecutionContext, type ExecutionEvent, type ItemRun, type NodeRun, type RunContext, type RunMemory } from "./types.js";
 
@@ -84,8 +85,10 @@ export const decisions = {
   parentGone: (c: ExecutionContext, e: On<"run.parent_gone">) => decide(c, e, (d) => onParentGone(d, e.parent_status)),
   intent: (c: ExecutionContext, e: On<"effect.intent">) => decide(c, e, (d) => onIntent(d, e)),
   receipt: (c: ExecutionContext, e: On<"effect.receipt">) => decide(c, e, (d) => onReceipt(d, e)),
-  settle: (c: ExecutionContext, e: On<"effect.settle">) => decide(c, e, (d) => onSettle(d, e)),
+  settle: (c: ExecutionContext, e: On<"effect.settle">) => decide(c, e, (d) => (cancelRequested(d.run) ? settleUnderCancel(d, e) : onSettle(d, e))),
   task: (c: ExecutionContext, e: On<"effect.task">) => decide(c, e, (d) => onTask(d, e)),
+  lateResult: (c: ExecutionContext, e: On<"step.result">) => decide(c, e, (d) => onLateResult(d, e)),
+  lateReceipt: (c: ExecutionContext, e: On<"effect.receipt">) => decide(c, e, (d) => onLateReceipt(d, e)),
   expansionAdmitted: (c: ExecutionContext, e: On<"expansion.admitted">) =>
     decide(c, e, (d) => {
       admitItems(d, e.node);
@@ -215,6 +218,9 @@ function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>):
   if (e.kind === "task") return pollTask(d, e.node, e.item);
   if (e.kind === "sleep") {
     succeed(d, e.node);
+  } else if (e.kind === "lease" && cancelRequested(d.run)) {
+    const holder = holderOf(n, e.item);
+    if (holder) holdUnknown(d, holder);
   } else if (e.kind === "lease") {
     expireLease(d, node, e.item);
   } else if (node.kind === "map") {
@@ -236,15 +242,6 @@ function onChild(d: Draft, e: Extract<ExecutionEvent, { type: "child.settled" }>
       message: e.error?.message ?? `child run ${e.child} ${e.status}`,
     });
   advance(d);
-}
-
-/** Cancellation: the status first, then no further scheduling; active children are cancelled too. */
-function onCancel(d: Draft, reason: string, by: string): void {
-  if (!move(d, "cancel")) return;
-  d.run.cancel = { reason, by, at: d.now };
-  stopNodes(d, "parent_cancelled");
-  publish(d, "run_cancelled", { reason, by });
-  notifyParent(d);
 }
 
 /**
@@ -303,6 +300,12 @@ function onParentGone(d: Draft, parentStatus: string): void {
  * as a new attempt. Attempts still executing in the claiming process are left alone.
  */
 function onRecover(d: Draft, alive: readonly AliveAttempt[]): void {
+  if (cancelRequested(d.run)) {
+    // Under a requested cancel nothing runs again: a call it let finish, lost with its node, is a person's to settle.
+    for (const [id, n] of Object.entries(d.run.nodes))
+      if (n.s === "active") for (const [item, h] of holdersOf(n)) if (h.step && !isAlive(alive, id, item, h.step)) holdUnknown(d, h);
+    return;
+  }
   const lost: StepError = { code: "worker_lost", message: "the node running this attempt stopped", retryable: true };
   for (const node of d.plan.nodes) {
     const n = d.run.nodes[node.id]!;

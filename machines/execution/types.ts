@@ -72,6 +72,8 @@ export interface PendingIntent {
   server: string;
   tool: string;
   class: ToolClass;
+  /** A tool of the same server that tells whether this call happened (asked before calling a non-idempotent tool again). */
+  lookup?: string;
   /** The attempt that recorded it (or last reconciled it by calling again). */
   attempt: number;
   at: number;
@@ -196,7 +198,11 @@ export interface RunContext {
   result: unknown;
   result_truncated: boolean;
   error: RunError | null;
-  cancel: { reason: string; by: string; at: number } | null;
+  /**
+   * Set by the first cancel. `enforced_at` null: requested, waiting on calls it let finish (the run
+   * is not `cancelled` yet); absent in records stored before it (enforced at `at`).
+   */
+  cancel: { reason: string; by: string; at: number; enforced_at?: number | null } | null;
   /** Receipts in the run's journal (a memory holding fewer is behind the head). */
   receipts?: number;
   /** The schema of this head ({@link RUN_CONTEXT_VERSION}); a head without one is version 1. */
@@ -280,6 +286,8 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     server: z.string().min(1).max(200),
     tool: z.string().min(1).max(200),
     class: z.enum(["read_only", "idempotent", "non_idempotent"]),
+    /** The tool the server offers to look this call up by its key (declared by the operator). */
+    lookup: z.string().min(1).max(200).optional(),
     arguments: z.unknown(),
   }),
   /** The call became an MCP task: its id is journaled before the step waits on it (no worker held). */

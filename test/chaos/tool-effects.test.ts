@@ -194,3 +194,26 @@ it("C094 SIGKILL in the middle of a handler's calls: after the restart the compl
   expect(events.filter((t) => t === "effect_reconciling")).toHaveLength(1);
   await node.kill("SIGTERM");
 });
+
+it("G6 SIGKILL between intent and receipt on a non-idempotent tool whose server offers a lookup: the retry asks it, finds the charge, and the run completes with its result; nothing is charged twice", async () => {
+  let node = await startNode();
+  const client = new RunwayClient(world.nc, "e6");
+  await client.createTenant("e6");
+  expect((await client.putToolServer({ name: "fx", transport: { type: "http", url: tools.url }, lookups: { charge: "find_charge" } })).outcome).toBe("saved");
+  const before = tools.counts();
+  const run = await startOneToolRun(client, "charge-looked-up", "charge", { account: "lookup", amount: 11, delay_ms: 4_000 });
+  await waitFor(() => (tools.counts().effects.charge ?? 0) > (before.effects.charge ?? 0) || undefined, {
+    timeoutMs: 30_000,
+    describe: "the charge to be applied",
+  });
+  await node.kill("SIGKILL");
+  node = await startNode();
+  const done = await finished(client, run);
+  expect(done.status).toBe("succeeded");
+  expect(done.result).toMatchObject({ call: { account: "lookup", amount: 11, charge_no: (before.effects.charge ?? 0) + 1 } });
+  const after = tools.counts();
+  expect(after.calls.charge).toBe((before.calls.charge ?? 0) + 1);
+  expect(after.calls.find_charge).toBe((before.calls.find_charge ?? 0) + 1);
+  expect((await client.reconciliations()).items).toEqual([]);
+  await node.kill("SIGTERM");
+});

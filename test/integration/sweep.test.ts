@@ -87,7 +87,14 @@ it("C133 a run queued behind its tenant's concurrency cap is not reaped at any a
   // The slot frees: the queued run is told by its tenant and runs to the end.
   expect((await client.cancelRun(holder.id)).outcome).toBe("cancelled");
   expect((await settled(client, queued.id)).status).toBe("succeeded");
-  expect((await client.getTenant()).tenant).toMatchObject({ active_runs: 0, queued_runs: 0 });
+  // The run's end reaches its tenant from the run's outbox, after the run's own write.
+  await waitFor(
+    async () => {
+      const t = (await client.getTenant()).tenant as { active_runs: number; queued_runs: number };
+      return t.active_runs === 0 && t.queued_runs === 0 ? t : undefined;
+    },
+    { timeoutMs: 10_000, describe: "the tenant to count the slot free" },
+  );
 });
 
 it("a waiting run past its deadline plus grace is ended wait_abandoned by the sweep, and its record says why", async () => {
@@ -289,7 +296,14 @@ it("a tenant slot held by a run that was admitted but never created (the start c
   expect(repairs(await world.node.sweeper.pass(now + 30_000))).toEqual({ recheck_admission: 1 });
   expect(repairs(await world.node.sweeper.pass(now + 60_000))).toEqual({ recheck_admission: 1, release_orphan_slot: 1 });
   expect((await settled(client, queued.id)).status).toBe("succeeded");
-  expect((await client.getTenant()).tenant).toMatchObject({ active_runs: 0, queued_runs: 0 });
+  // The run's end reaches its tenant from the run's outbox, after the run's own write.
+  await waitFor(
+    async () => {
+      const t = (await client.getTenant()).tenant as { active_runs: number; queued_runs: number };
+      return t.active_runs === 0 && t.queued_runs === 0 ? t : undefined;
+    },
+    { timeoutMs: 10_000, describe: "the tenant to count the slot free" },
+  );
 });
 
 it("one unreadable record is counted and skipped, never aborting the pass; a pass reads at most its bound and the next goes on from there", async () => {

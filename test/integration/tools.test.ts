@@ -340,8 +340,10 @@ describe("long tools over MCP Tasks", () => {
       async () => ((await world.client.runEvents(id)).events as { type: string; task?: string }[]).find((e) => e.type === "tool_task_started"),
       { timeoutMs: 15_000, describe: "the task to start" },
     );
-    expect((await world.client.cancelRun(id)).outcome).toBe("cancelled");
+    // The task's intent is let finish: the cancel is enforced once the server says the task ended (cancelled).
+    expect((await world.client.cancelRun(id)).outcome).toBe("cancel_requested");
     await waitFor(() => fixture().counts().cancelled.includes(started.task!) || undefined, { timeoutMs: 15_000, describe: "tasks/cancel to reach the server" });
+    expect((await world.settled(id)).status).toBe("cancelled");
   });
 });
 
@@ -363,5 +365,62 @@ describe("requests a server makes of the gateway", () => {
     const events = ((await world.client.runEvents(run.id)).events as { type: string }[]).map((e) => e.type);
     expect(events.filter((t) => t === "step_succeeded")).toHaveLength(1);
     expect(events).not.toContain("child_started");
+  });
+});
+
+describe("cancel with calls in flight", () => {
+  it("a non-idempotent call in flight is let finish: the cancel is requested, the receipt is recorded, then the run is cancelled; the tool ran once", async () => {
+    const before = http.counts().effects.charge ?? 0;
+    const def = {
+      name: "cancel-charge",
+      nodes: [{ id: "call", kind: "tool", server: "fx-http", tool: "charge", arguments: { account: "c", amount: 9, delay_ms: 1_500 } }],
+    };
+    expect((await world.client.putDefinition(def)).outcome).toMatch(/published|unchanged/);
+    const id = ((await world.client.startRun({ definition: def.name })).run as RunAnswer).id;
+    await waitFor(() => (http.counts().effects.charge ?? 0) > before || undefined, { timeoutMs: 15_000, describe: "the charge to be applied" });
+    const cancel = await world.client.cancelRun(id, "changed my mind");
+    expect(cancel.outcome).toBe("cancel_requested");
+    expect((cancel.run as { status: string; cancel: { enforced_at: number | null } }).cancel.enforced_at).toBeNull();
+    const run = await world.settled(id);
+    expect(run.status).toBe("cancelled");
+    expect((run as unknown as { cancel: { enforced_at: number } }).cancel.enforced_at).toBeGreaterThan(0);
+    const calls = ((await world.client.trajectory(id)).lines as { kind: string; state?: string }[]).filter((l) => l.kind === "tool_call");
+    expect(calls).toEqual([expect.objectContaining({ state: "observed" })]);
+    expect(http.counts().effects.charge).toBe(before + 1);
+    const events = ((await world.client.runEvents(id)).events as { type: string }[]).map((e) => e.type);
+    expect(events.indexOf("run_cancel_requested")).toBeLessThan(events.indexOf("effect_observed"));
+    expect(events.indexOf("effect_observed")).toBeLessThan(events.indexOf("run_cancelled"));
+  });
+
+  it("an idempotent call in flight is aborted and the run cancelled at once; the handler's next call is refused (the server never sees it)", async () => {
+    await world.client.putToolServer({ name: "fx-trusted", transport: { type: "http", url: http.url }, trusted: true, overrides: { charge: "idempotent" } });
+    const before = http.counts().calls.charge ?? 0;
+    const def = {
+      name: "cancel-handler",
+      nodes: [
+        {
+          id: "work",
+          kind: "code",
+          handler: "calls_in_order",
+          input: {
+            server: "fx-trusted",
+            calls: [
+              { tool: "set_value", args: { key: "cancel-h", value: "1", delay_ms: 10_000 } },
+              { tool: "charge", args: { account: "never", amount: 1 } },
+            ],
+          },
+        },
+      ],
+    };
+    expect((await world.client.putDefinition(def)).outcome).toMatch(/published|unchanged/);
+    const id = ((await world.client.startRun({ definition: def.name })).run as RunAnswer).id;
+    await waitFor(() => http.counts().values["cancel-h"] === "1" || undefined, { timeoutMs: 15_000, describe: "the first call to be made" });
+    expect((await world.client.cancelRun(id)).outcome).toBe("cancelled");
+    await waitFor(() => world.node.executor.inFlight === 0 || undefined, { timeoutMs: 15_000, describe: "the handler to stop" });
+    expect(http.counts().calls.charge ?? 0).toBe(before);
+    const calls = ((await world.client.trajectory(id)).lines as { kind: string; state?: string; error?: { code: string } }[]).filter(
+      (l) => l.kind === "tool_call",
+    );
+    expect(calls).toEqual([expect.objectContaining({ state: "failed", error: expect.objectContaining({ code: "abandoned_by_cancel" }) })]);
   });
 });

@@ -1,0 +1,128 @@
+import { applyStepOp } from "../step/index.js";
+import { holderOf, type Holder } from "./attempts.js";
+import { holdersOf, move, publish, type Draft } from "./draft.js";
+import { reconciling, recordReceipt } from "./intents.js";
+import { notifyParent, stopNodes } from "./progression.js";
+import type { ExecutionEvent, Receipt, RunContext } from "./types.js";
+
+/**
+ * Cancellation with effects in flight. A cancel bumps the run's cancellation epoch (every later
+ * intent, result or heartbeat of its attempts is refused), schedules nothing more, aborts live
+ * work and cancels its children — in one write, whose outbox re-sends the children's cancels
+ * after a crash. What it cannot undo is a call already made:
+ *
+ * - an intent of a read-only or idempotent tool still waiting for its receipt is settled at once
+ *   (`abandoned_by_cancel`: nothing depends on knowing its outcome), and its call aborted;
+ * - an intent of a non-idempotent tool is let finish: its attempt is not aborted, its receipt is
+ *   still accepted (nothing else of that attempt is), and the run stays `cancel requested`
+ *   (`cancel.enforced_at` null) until every such intent is terminal. An attempt that ends, or is
+ *   lost, without its receipt holds its step for a person (`needs_reconciliation`); settling it
+ *   lets the cancel complete.
+ *
+ * Only then is the run `cancelled` (enforced): a cancelled run has no effect in flight.
+ */
+
+type On<T extends ExecutionEvent["type"]> = Extract<ExecutionEvent, { type: T }>;
+
+/** A cancel is requested and waits on intents it let finish. */
+export function cancelRequested(run: RunContext | null | undefined): boolean {
+  return !!run?.cancel && run.cancel.enforced_at === null;
+}
+
+function letsFinish(h: Holder): boolean {
+  return Object.values(h.intents ?? {}).some((i) => i.class === "non_idempotent");
+}
+
+export function onCancel(d: Draft, reason: string, by: string): void {
+  const again = cancelRequested(d.run);
+  if (!again) {
+    if (d.run.lifecycle.status === "cancelled") return;
+    d.run.cancel = { reason, by, at: d.now, enforced_at: null };
+    // Intents safe to leave unknown are settled now: their calls are aborted with the rest.
+    for (const [id, n] of Object.entries(d.run.nodes)) {
+      if (n.s !== "active") continue;
+      for (const [item, h] of holdersOf(n))
+        for (const [key, intent] of Object.entries(h.intents ?? {}))
+          if (intent.class !== "non_idempotent")
+            recordReceipt(d, id, item, h, {
+              key,
+              state: "failed",
+              error: { code: "abandoned_by_cancel", message: `the run was cancelled by ${by}` },
+              at: d.now,
+              by,
+            });
+    }
+    publish(d, "run_cancel_requested", { reason, by });
+  }
+  // A repeated cancel places again what the first one asked (aborts, children's cancels): each is idempotent.
+  stopNodes(d, "parent_cancelled", letsFinish);
+  enforceWhenSettled(d);
+  const waiting = cancelRequested(d.run);
+  d.effects.push({ type: "runway.answer", value: { outcome: waiting ? "cancel_requested" : "cancelled" } });
+}
+
+/**
+ * A report from an attempt a cancel let finish: its receipts are recorded, nothing else of it is
+ * applied. An intent it ends without a receipt holds its step for a person.
+ */
+export function onLateResult(d: Draft, e: On<"step.result">): void {
+  const holder = holderOf(d.run.nodes[e.node]!, e.item);
+  if (!holder) return;
+  for (const receipt of e.receipts ?? []) recordReceipt(d, e.node, e.item, holder, receipt);
+  holdUnknown(d, holder);
+  enforceWhenSettled(d);
+}
+
+export function onLateReceipt(d: Draft, e: On<"effect.receipt">): void {
+  const holder = holderOf(d.run.nodes[e.node]!, e.item);
+  if (holder) recordReceipt(d, e.node, e.item, holder, e.receipt);
+  d.effects.push({ type: "runway.answer", value: { outcome: "recorded" } });
+  enforceWhenSettled(d);
+}
+
+/** A receipt for an intent a requested cancel waits on (whatever the attempt's cancellation epoch: the intent predates the cancel). */
+export function isLateReceipt(run: RunContext | null | undefined, e: ExecutionEvent): boolean {
+  if (!cancelRequested(run) || (e.type !== "step.result" && e.type !== "effect.receipt")) return false;
+  const n = run!.nodes[e.node];
+  return !!n && n.s === "active" && !!holderOf(n, e.item)?.intents;
+}
+
+/** The attempt that made the call is gone without its receipt: a person settles the intent. */
+export function holdUnknown(d: Draft, holder: Holder): void {
+  const [key, intent] = Object.entries(holder.intents ?? {})[0] ?? [];
+  if (!key || !intent || holder.reconcile) return;
+  holder.reconcile = { key, server: intent.server, tool: intent.tool, since: d.now };
+  delete holder.task;
+}
+
+/** Once no intent is in flight, the cancel is enforced: the run is `cancelled`. */
+export function enforceWhenSettled(d: Draft): void {
+  if (!cancelRequested(d.run)) return;
+  for (const n of Object.values(d.run.nodes)) if (n.s === "active" && holdersOf(n).some(([, h]) => h.intents)) return;
+  for (const n of Object.values(d.run.nodes)) {
+    if (n.s !== "active" && n.s !== "pending") continue;
+    n.s = "cancelled";
+    for (const [, h] of holdersOf(n)) {
+      const r = applyStepOp(h.step!, { op: "cancel", now: d.now });
+      if (r.outcome === "moved") h.step = r.state;
+      delete h.reconcile;
+    }
+  }
+  if (!move(d, "cancel")) return;
+  d.run.cancel = { ...d.run.cancel!, enforced_at: d.now };
+  publish(d, "run_cancelled", { reason: d.run.cancel.reason, by: d.run.cancel.by });
+  notifyParent(d);
+}
+
+/** Settling an intent of a cancelled run: `done` is its receipt, anything else abandons it (nothing is called again under a cancel). */
+export function settleUnderCancel(d: Draft, e: On<"effect.settle">): void {
+  const { node, item, holder } = reconciling(d.run, e.key)!;
+  const receipt: Receipt =
+    e.decision === "done"
+      ? { key: e.key, state: "observed", value: e.result ?? null, at: d.now, by: e.by }
+      : { key: e.key, state: "failed", error: { code: "abandoned_by_cancel", message: `${e.by} settled it under the run's cancel` }, at: d.now, by: e.by };
+  recordReceipt(d, node, item, holder, receipt);
+  delete holder.reconcile;
+  d.effects.push({ type: "runway.answer", value: { outcome: "settled", decision: e.decision, node, ...(item !== undefined ? { item } : {}) } });
+  enforceWhenSettled(d);
+}
