@@ -25,6 +25,7 @@ export {
   type StartRunResult,
   type CancelRunResult,
   type ReconcileResult,
+  type SignalResult,
   type RunEventsResult,
   type RunView,
   type RunSummary,

@@ -79,6 +79,14 @@ export type RunEventsResult =
     }
   | { outcome: "run_not_found" };
 
+/** The answers of `signal`. */
+export type SignalResult =
+  | { outcome: "delivered"; nodes: string[] }
+  | { outcome: "run_not_waiting" }
+  | { outcome: "invalid_input"; reason?: string }
+  | { outcome: "run_not_found" }
+  | { outcome: "tenant_not_found" };
+
 /** The answers of `reconcile`: settled, or why not. */
 export type ReconcileResult =
   | { outcome: "settled"; decision: "done" | "retry" | "abandon"; node: string; item?: number }
@@ -318,6 +326,17 @@ export class RunService {
       if (run.compacted) return { outcome: "events", events: [], last: read.last, more: false, compacted: true };
     }
     return { outcome: "events", events: read.events, last: read.last, more: read.more };
+  }
+
+  /** Delivers a named signal to the run's `wait` nodes: `delivered` (with the nodes it woke), `run_not_waiting`, or `invalid_input` (the data does not fit a node's schema; nothing written). */
+  async signal(tenant: string, id: string, signal: { name: string; data?: unknown; by: string }): Promise<SignalResult> {
+    if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
+    if (!(await this.get(tenant, id))) return { outcome: "run_not_found" };
+    const answer = await askActor(this.deps, { kind: RUN_KIND, id }, { type: "run.signal", ...signal }, `signal/${id}/${randomDeliveryId()}`, 10_000);
+    if (answer.outcome === "applied") return (answer.value as SignalResult | undefined) ?? { outcome: "run_not_waiting" };
+    if (answer.outcome === "refused") return { outcome: "run_not_waiting" };
+    if (answer.outcome === "invalid_input") return { outcome: "invalid_input", reason: answer.reason };
+    throw new RunwayFault("signal_unavailable", `signal ${signal.name} to ${id} not confirmed: ${answer.outcome}`, { kind: "retryable" });
   }
 
   /** A person settles a step held on an intent whose outcome is unknown (see `machines/execution/intents.ts`). */

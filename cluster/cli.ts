@@ -36,6 +36,7 @@ const USAGE = `usage: runway <command> [options]
   run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane interactive|batch|migration] [--source cli] [--project P] [--priority 0-9]
   run get <id> | run list [--status S] [--limit N] [--cursor C] | run events <id> [--after ID] [--limit N]
   run watch <id> | run cancel <id> [--reason TEXT]
+  run signal <id> <name> [--data JSON]                          a signal for the run's wait nodes; exit 1 unless delivered
   run held [<id>]                                               steps held for reconciliation (of one run), oldest first
   run trajectory <id>                                           its steps, tool calls and outcome as JSON lines
   run replay <id> [--wait-ms 30000]                             re-executes it with every tool call answered from its receipts; exit 1 unless identical
@@ -301,6 +302,7 @@ async function main(): Promise<void> {
           reason: { type: "string" },
           decision: { type: "string" },
           "wait-ms": { type: "string" },
+          data: { type: "string" },
           result: { type: "string" },
           by: { type: "string" },
         },
@@ -337,6 +339,12 @@ async function main(): Promise<void> {
         );
       if (sub === "cancel" && id) return print(await withClient(values, (c) => c.cancelRun(id, values.reason)));
       if (sub === "held") return print(await withClient(values, (c) => c.reconciliations(id)));
+      if (sub === "signal" && id && positionals[1]) {
+        const data = values.data === undefined ? undefined : (JSON.parse(values.data) as unknown);
+        const answer = await withClient(values, (c) => c.signal(id, positionals[1]!, data));
+        if (answer.outcome !== "delivered") process.exitCode = 1;
+        return print(answer);
+      }
       if (sub === "trajectory" && id) {
         // JSON lines, one per step, item, tool call and outcome: ready for an evaluation pipeline.
         const answer = await withClient(values, (c) => c.trajectory(id));
@@ -378,7 +386,7 @@ async function main(): Promise<void> {
             }),
           ),
         );
-      throw new UsageError("run start|get|list|events|watch|cancel|held|reconcile|trajectory|replay");
+      throw new UsageError("run start|get|list|events|watch|cancel|signal|held|reconcile|trajectory|replay");
     }
     case "tools": {
       const { values, positionals } = parseArgs({

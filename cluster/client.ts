@@ -80,6 +80,10 @@ export class RunwayClient {
   cancelRun(runId: string, reason?: string) {
     return this.t("runs.cancel", { run_id: runId, ...(reason ? { reason } : {}) });
   }
+  /** A named signal for the run's `wait` nodes (`data`: what they output). */
+  signal(runId: string, name: string, data?: unknown) {
+    return this.t("runs.signal", { run_id: runId, name, ...(data !== undefined ? { data } : {}) });
+  }
   /** Settles a step held on an intent whose outcome is unknown: `done` (with the call's `result`), `retry` or `abandon`. */
   reconcile(runId: string, key: string, decision: "done" | "retry" | "abandon", options: { result?: unknown; by?: string } = {}) {
     return this.t("runs.reconcile", { run_id: runId, key, decision, ...options });

@@ -2,7 +2,16 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { z, type ZodType } from "zod";
 import type { DefinitionStore, NodeMetrics, RunReplays, RunService, Sweeper, TenantService } from "../actors/index.js";
 import { listReconciliations } from "../actors/index.js";
-import { isTenantId, MAX_JSON_DEPTH, nestingDepth, TenantIdSchema, TokenSchema, ToolServerNameSchema, WorkflowNameSchema } from "../machines/index.js";
+import {
+  isTenantId,
+  MAX_JSON_DEPTH,
+  nestingDepth,
+  SignalNameSchema,
+  TenantIdSchema,
+  TokenSchema,
+  ToolServerNameSchema,
+  WorkflowNameSchema,
+} from "../machines/index.js";
 import { redacted, ToolServerSpecSchema, type ToolGateway, type ToolRegistry } from "./tools/index.js";
 import { ID_PATTERN, isFault, listDeadLetters, MicroService, StoreUnavailable, type MicroRequest } from "../runtime/index.js";
 
@@ -72,6 +81,7 @@ const schemas = {
   }),
   runsReconciliations: z.strictObject({ run_id: RunId.optional() }),
   runsTrajectory: z.strictObject({ run_id: RunId }),
+  runsSignal: z.strictObject({ run_id: RunId, name: SignalNameSchema, data: z.unknown().optional(), by: z.string().min(1).max(200).default("api") }),
   runsReplay: z.strictObject({ run_id: RunId, wait_ms: z.number().int().min(0).max(60_000).default(30_000) }),
   toolServersPut: z.strictObject({ server: z.unknown() }),
   toolServerName: z.strictObject({ name: ToolServerNameSchema }),
@@ -106,7 +116,7 @@ const DEFINITION_TOO_DEEP: Answer = { outcome: "invalid_definition", errors: [{ 
 
 /**
  * The `runway` NATS micro service: `runway.v1.<tenant>.definitions.put|get|list`,
- * `runway.v1.<tenant>.runs.start|get|list|events|cancel|reconcile|reconciliations|trajectory|replay`,
+ * `runway.v1.<tenant>.runs.start|get|list|events|cancel|signal|reconcile|reconciliations|trajectory|replay`,
  * `runway.v1.<tenant>.tools.servers.put|get|list|delete`, `runway.v1.<tenant>.tools.list`,
  * `runway.v1.ops.tenants.put|list` and the
  * operators' `runway.v1.ops.*` (metrics, sweep, dead letters).
@@ -159,6 +169,10 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
   tenantEndpoint("runs_list", "runs.list", schemas.runsList, async (t, b) => ({ outcome: "ok", ...(await services.runs.list(t, b)) }));
   tenantEndpoint("runs_events", "runs.events", schemas.runsEvents, (t, b) => services.runs.events(t, b.run_id, b));
   tenantEndpoint("runs_cancel", "runs.cancel", schemas.runsCancel, (t, b) => services.runs.cancel(t, b.run_id, b.reason, b.by));
+  tenantEndpoint("runs_signal", "runs.signal", schemas.runsSignal, (t, b) => {
+    const { run_id, ...signal } = b;
+    return services.runs.signal(t, run_id, signal);
+  });
   tenantEndpoint("runs_reconcile", "runs.reconcile", schemas.runsReconcile, (t, b) => {
     const { run_id, ...settle } = b;
     return services.runs.reconcile(t, run_id, settle);

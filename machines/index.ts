@@ -23,6 +23,7 @@ export {
   MAX_JSON_DEPTH,
   WorkflowNameSchema,
   ToolServerNameSchema,
+  SignalNameSchema,
   validateAgainstSchema,
   PlanSchema,
   DEFAULT_LIMITS,

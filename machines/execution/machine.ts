@@ -8,6 +8,7 @@ import type { Effect } from "./draft.js";
 import { sweepPlan } from "./sweep.js";
 import { completedClaim, intentInFlight, reconciling } from "./intents.js";
 import { cancelRequested, isLateReceipt } from "./cancel.js";
+import { signalProblem, waitingFor } from "./signals.js";
 import type { ExecutionContext, ExecutionEvent, NodeRun } from "./types.js";
 
 function activeHolder(n: NodeRun | undefined, item: number | undefined) {
@@ -61,6 +62,7 @@ const endedState = {
     "effect.receipt": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
     "effect.task": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
     "effect.settle": { actions: "answerNotReconciling" },
+    "run.signal": { actions: "answerNotWaiting" },
   },
 } as const;
 
@@ -88,7 +90,7 @@ export const executionMachine = setup({
       if (event.kind === "wait") return context.run?.lifecycle.status === "waiting";
       const n = context.run?.nodes[event.node];
       if (!n || n.s !== "active") return false;
-      if (event.kind === "sleep") return n.wake_at !== undefined;
+      if (event.kind === "sleep" || event.kind === "signal") return n.wake_at !== undefined;
       if (event.kind === "lease") return isLeased(holderOf(n, event.item), event.attempt ?? 0, event.lease_epoch ?? 0);
       if (event.kind === "task") return !!holderOf(n, event.item)?.task && isLeased(holderOf(n, event.item), event.attempt ?? 0, event.lease_epoch ?? 0);
       return holdersOf(n).some(([, h]) => h.step?.status === "ready");
@@ -108,6 +110,10 @@ export const executionMachine = setup({
     /** A heartbeat of an attempt a requested cancel lets finish: it goes on (nothing is written). */
     letsFinish: ({ context, event }) =>
       event.type === "step.heartbeat" && cancelRequested(context.run) && !!holderOf(context.run!.nodes[event.node] ?? { s: "pending" }, event.item)?.intents,
+    /** A node of the run waits for this signal. */
+    signalWaited: ({ context, event }) => event.type === "run.signal" && waitingFor(context.run, event, event.name).length > 0,
+    /** The signal's data does not fit a waiting node's schema: refused before anything is written. */
+    signalInvalid: ({ context, event }) => signalProblem(context.run, event) !== undefined,
     /** A person may settle the key: a step of the run is held on it. */
     reconcileOpen: ({ context, event }) => event.type === "effect.settle" && reconciling(context.run, event.key) !== undefined,
     /** The report was dispatched before the run's last cancellation (of the run, or of its tree): fenced by the cancellation epoch. */
@@ -147,6 +153,10 @@ export const executionMachine = setup({
     }),
     answerInFlight: emit({ type: "runway.answer", value: { outcome: "in_flight" } }),
     answerLetFinish: emit({ type: "runway.answer", value: { outcome: "let_finish" } }),
+    answerNotWaiting: emit({ type: "runway.answer", value: { outcome: "run_not_waiting" } }),
+    answerSignalInvalid: enqueueActions(({ context, event, enqueue }) => {
+      enqueue.emit({ type: "runway.answer", value: { outcome: "invalid_input", reason: signalProblem(context.run, event) } });
+    }),
     answerNotReconciling: emit({ type: "runway.answer", value: { outcome: "not_reconciling" } }),
     answerCreateRefused: enqueueActions(({ event, enqueue }) => {
       if (event.type === "run.create") enqueue.emit({ type: "runway.answer", value: createRefusal(event.run, event.parent) });
@@ -165,6 +175,7 @@ export const executionMachine = setup({
     recordReceipt: decision("effect.receipt", decisions.receipt),
     settleEffect: decision("effect.settle", decisions.settle),
     recordTask: decision("effect.task", decisions.task),
+    deliverSignal: decision("run.signal", decisions.signal),
     applyLateResult: decision("step.result", decisions.lateResult),
     recordLateReceipt: decision("effect.receipt", decisions.lateReceipt),
     admitExpansion: decision("expansion.admitted", decisions.expansionAdmitted),
@@ -226,6 +237,11 @@ function liveState(status: RunStatus) {
         { actions: "answerStale" },
       ],
       "effect.settle": [{ guard: "reconcileOpen", actions: "settleEffect" }, { actions: "answerNotReconciling" }],
+      "run.signal": [
+        { guard: "signalInvalid", actions: "answerSignalInvalid" },
+        { guard: "signalWaited", actions: "deliverSignal" },
+        { actions: "answerNotWaiting" },
+      ],
       "timer.fired": { guard: "timerIsCurrent", actions: "applyTimer" },
       "child.settled": { guard: "childIsCurrent", actions: "settleChild" },
       "run.cancel": { actions: "cancel" },

@@ -127,6 +127,13 @@ export function start(d: Draft, node: PlanNode): void {
       publish(d, "step_started", { node: node.id, wake_at: n.wake_at });
       return;
     }
+    case "wait": {
+      n.s = "active";
+      n.wake_at = d.now + node.timeout_ms;
+      d.effects.push({ type: "runway.timer.set", name: `wait-${node.id}`, at: n.wake_at, event: { type: "timer.fired", kind: "signal", node: node.id } });
+      publish(d, "step_started", { node: node.id, signal: node.signal, until: n.wake_at });
+      return;
+    }
     // Structural nodes (branch, parallel, branch_end) are settled by the walk, never started.
     default:
       return;
@@ -189,15 +196,19 @@ export function settleRun(d: Draft): void {
 /** A run whose only pending work is timers holds no worker: it is `waiting` on a delay. */
 export function parkOrRun(d: Draft): void {
   const active = d.plan.nodes.filter((n) => d.run.nodes[n.id]!.s === "active");
-  const sleeping = active.filter((n) => n.kind === "sleep");
+  const sleeping = active.filter((n) => n.kind === "sleep" || n.kind === "wait");
   const lc = d.run.lifecycle;
   if (active.length > 0 && sleeping.length === active.length) {
     const grace = d.event.wait_grace_ms ?? WAIT_GRACE_MS;
     const expires = Math.max(...sleeping.map((n) => d.run.nodes[n.id]!.wake_at ?? d.now)) + grace;
-    if (lc.status !== "waiting" || lc.waiting_expires_at !== expires) {
-      move(d, "mark_waiting", { on: "delay", ref: sleeping[0]!.id, expires_at: expires } as Partial<RunOpEvent>);
-      d.effects.push({ type: "runway.timer.set", name: "wait-deadline", at: expires, event: { type: "timer.fired", kind: "wait", node: sleeping[0]!.id } });
-      publish(d, "run_waiting", { on: "delay", until: expires - grace });
+    // On a signal when any node waits for one (a person or a system will send it), else on a delay.
+    const signal = sleeping.find((n) => n.kind === "wait");
+    const on = signal ? "event" : "delay";
+    const ref = (signal ?? sleeping[0]!).id;
+    if (lc.status !== "waiting" || lc.waiting_expires_at !== expires || lc.waiting_on !== on) {
+      move(d, "mark_waiting", { on, ref, expires_at: expires } as Partial<RunOpEvent>);
+      d.effects.push({ type: "runway.timer.set", name: "wait-deadline", at: expires, event: { type: "timer.fired", kind: "wait", node: ref } });
+      publish(d, "run_waiting", { on, until: expires - grace, ...(signal?.kind === "wait" ? { signal: signal.signal } : {}) });
     }
   } else if (lc.status === "waiting") {
     move(d, "resume");

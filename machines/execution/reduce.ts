@@ -1,4 +1,5 @@
 import { onIntent, onReceipt, onSettle, onTask, pollTask, recordReceipt } from "./intents.js";
+import { onSignal, onSignalTimeout } from "./signals.js";
 import { cancelRequested, holdUnknown, onCancel, onLateReceipt, onLateResult, settleUnderCancel } from "./cancel.js";
 import { queuedLifecycle } from "../run/index.js";
 import { applyStepOp, type StepError } from "../step/index.js";
@@ -87,6 +88,7 @@ export const decisions = {
   receipt: (c: ExecutionContext, e: On<"effect.receipt">) => decide(c, e, (d) => onReceipt(d, e)),
   settle: (c: ExecutionContext, e: On<"effect.settle">) => decide(c, e, (d) => (cancelRequested(d.run) ? settleUnderCancel(d, e) : onSettle(d, e))),
   task: (c: ExecutionContext, e: On<"effect.task">) => decide(c, e, (d) => onTask(d, e)),
+  signal: (c: ExecutionContext, e: On<"run.signal">) => decide(c, e, (d) => onSignal(d, e)),
   lateResult: (c: ExecutionContext, e: On<"step.result">) => decide(c, e, (d) => onLateResult(d, e)),
   lateReceipt: (c: ExecutionContext, e: On<"effect.receipt">) => decide(c, e, (d) => onLateReceipt(d, e)),
   expansionAdmitted: (c: ExecutionContext, e: On<"expansion.admitted">) =>
@@ -216,7 +218,8 @@ function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>):
   }
   if (!node || !n) return;
   if (e.kind === "task") return pollTask(d, e.node, e.item);
-  if (e.kind === "sleep") {
+  if (e.kind === "signal") onSignalTimeout(d, e.node);
+  else if (e.kind === "sleep") {
     succeed(d, e.node);
   } else if (e.kind === "lease" && cancelRequested(d.run)) {
     const holder = holderOf(n, e.item);

@@ -313,7 +313,7 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
   }),
   z.object({
     type: z.literal("timer.fired"),
-    kind: z.enum(["retry", "sleep", "lease", "wait", "task"]),
+    kind: z.enum(["retry", "sleep", "lease", "wait", "task", "signal"]),
     node: z.string(),
     item: z.number().int().nonnegative().optional(),
     attempt: z.number().int().positive().optional(),
@@ -352,6 +352,8 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
       .max(10_000)
       .optional(),
   }),
+  /** A named signal for the run's `wait` nodes (`runs.signal`): its data is what they output. */
+  z.object({ type: z.literal("run.signal"), name: z.string().min(1).max(64), data: z.unknown().optional(), by: z.string().max(200) }),
   /** The tenant gave a queued run its slot. */
   z.object({ type: z.literal("run.admitted") }),
   /** A recovery sweep pass at `at` (the sweeper's clock): repairs what a lost clock or hand-over left (see `sweep.ts`). */

@@ -66,9 +66,11 @@ export type MapNode = Common & {
 };
 export type SubworkflowNode = Common & { kind: "subworkflow"; workflow: string; input?: Template };
 export type SleepNode = Common & { kind: "sleep"; duration_ms: number };
+/** Waits for a named signal (`runs.signal`), its data checked against `schema`; fails `wait_timeout` after `timeout_ms` (default 7 days). */
+export type WaitNode = Common & { kind: "wait"; signal: string; schema?: { [key: string]: Json }; timeout_ms?: number };
 /** One call of a tool of a server the tenant registered, through the tool gateway (intent before, receipt after). */
 export type ToolNode = Common & { kind: "tool"; server: string; tool: string; arguments?: Template; retry?: Retry; timeout_ms?: number; cost?: number };
-export type DefinitionNode = CodeNode | ParallelNode | BranchNode | MapNode | SubworkflowNode | SleepNode | ToolNode;
+export type DefinitionNode = CodeNode | ParallelNode | BranchNode | MapNode | SubworkflowNode | SleepNode | ToolNode | WaitNode;
 
 export type Definition = {
   name: string;
@@ -128,6 +130,10 @@ const Timeout = z.number().int().min(1).max(MAX_TIMEOUT_MS);
  * compiler compares it with the configured limit (code `fanout_too_large`).
  */
 const Cost = z.number().positive().max(1_000_000);
+/** A signal's name (what `runs.signal` names and a `wait` node waits for). */
+export const SignalNameSchema = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, "a signal name is 1-64 letters, digits, '_', '.' or '-'");
+/** How long a `wait` node waits when it names no `timeout_ms`. */
+export const DEFAULT_WAIT_TIMEOUT_MS = 7 * 24 * 3_600_000;
 /** A tool server's name in its tenant's registry. */
 export const ToolServerNameSchema = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "a server name is 1-64 letters, digits, '_' or '-'");
 const Provider = z.string().regex(/^[A-Za-z0-9_.-]{1,64}\/[A-Za-z0-9_.:-]{1,128}$/, "a provider is provider/model");
@@ -161,6 +167,13 @@ export const NodeSchema: z.ZodType<DefinitionNode> = z.lazy(() =>
     }),
     z.strictObject({ ...common, kind: z.literal("subworkflow"), workflow: WorkflowNameSchema, input: JsonSchema.optional() }),
     z.strictObject({ ...common, kind: z.literal("sleep"), duration_ms: Ms.max(MAX_SLEEP_MS) }),
+    z.strictObject({
+      ...common,
+      kind: z.literal("wait"),
+      signal: SignalNameSchema,
+      schema: z.record(z.string(), JsonSchema).optional(),
+      timeout_ms: Ms.min(1).max(MAX_SLEEP_MS).optional(),
+    }),
     z.strictObject({
       ...common,
       kind: z.literal("tool"),

@@ -5,7 +5,8 @@
  * nesting) are made on the way. Ordering and graph-wide checks are in compile.ts.
  */
 import type { DefinitionNode, Need, Retry } from "./definition.js";
-import { DEFAULT_TIMEOUT_MS } from "./definition.js";
+import { DEFAULT_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT_MS } from "./definition.js";
+import { checkSchemaSubset } from "./json-schema.js";
 import { formatPath } from "./canonical.js";
 import type { PlanNeed, PlanNode, PlanRetry } from "./plan.js";
 
@@ -184,6 +185,14 @@ export function expand(nodes: DefinitionNode[], ctx: ExpandContext): Expansion {
         if (ctx.workflowExists && !ctx.workflowExists(n.workflow))
           err("unknown_workflow", [...path, "workflow"], `no published workflow named '${n.workflow}'`);
         emit({ ...base, kind: "subworkflow", workflow: n.workflow, ...(n.input !== undefined && { input: n.input }) }, path, myRank);
+        return;
+      case "wait":
+        for (const issue of checkSchemaSubset(n.schema ?? {}, [...path, "schema"])) errors.push({ code: "invalid_input_schema", ...issue });
+        emit(
+          { ...base, kind: "wait", signal: n.signal, ...(n.schema !== undefined && { schema: n.schema }), timeout_ms: n.timeout_ms ?? DEFAULT_WAIT_TIMEOUT_MS },
+          path,
+          myRank,
+        );
         return;
       case "sleep":
         emit({ ...base, kind: "sleep", duration_ms: n.duration_ms }, path, myRank);

@@ -12,6 +12,7 @@ export {
   NODE_ID,
   WorkflowNameSchema,
   ToolServerNameSchema,
+  SignalNameSchema,
   type BranchNode,
   type CodeNode,
   type CompareOp,

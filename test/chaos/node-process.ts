@@ -51,3 +51,18 @@ export function singleServerWorld(): { readonly server: NatsServerHandle; readon
   });
   return world;
 }
+
+const cliPath = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
+const fixtureHandlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
+
+/** A workflow node (`runway node`, the fixture handlers) in its own process on `world`'s server; killed with the world. */
+export async function startWorkflowNode(world: { readonly server: NatsServerHandle; readonly children: ChildHandle[] }, name: string): Promise<ChildHandle> {
+  const child = spawnTsx(
+    cliPath,
+    ["node", "--servers", world.server.url, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--name", name, "--handlers", fixtureHandlers],
+    { name, env: { RUNWAY_LOG: "warn" } },
+  );
+  world.children.push(child);
+  await child.waitForLine(/^READY /, { timeoutMs: 30_000 });
+  return child;
+}

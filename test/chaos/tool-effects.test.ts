@@ -1,9 +1,8 @@
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { RunwayClient } from "../../cluster/client.js";
-import { RUNWAY_USER, spawnTsx, waitFor, type ChildHandle } from "../harness/index.js";
+import { waitFor, type ChildHandle } from "../harness/index.js";
 import { startEffectsServer, startModernServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
-import { singleServerWorld } from "./node-process.js";
+import { singleServerWorld, startWorkflowNode } from "./node-process.js";
 import type { RunAnswer } from "../integration/workflow-support.js";
 
 /**
@@ -12,8 +11,6 @@ import type { RunAnswer } from "../integration/workflow-support.js";
  * kill lands after the effect happened and before the node learnt it: the outcome is unknown.
  */
 const world = singleServerWorld();
-const cli = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
-const handlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
 let tools: EffectsServerHandle;
 
 beforeAll(async () => {
@@ -23,15 +20,8 @@ afterAll(async () => {
   await tools?.stop();
 });
 
-async function startNode(): Promise<ChildHandle> {
-  const child = spawnTsx(
-    cli,
-    ["node", "--servers", world.server.url, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--name", "tool-node", "--handlers", handlers],
-    { name: "tool-node", env: { RUNWAY_LOG: "warn" } },
-  );
-  world.children.push(child);
-  await child.waitForLine(/^READY /, { timeoutMs: 30_000 });
-  return child;
+function startNode(): Promise<ChildHandle> {
+  return startWorkflowNode(world, "tool-node");
 }
 
 /** Waits until the run ended (succeeded or failed). */
