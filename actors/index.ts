@@ -26,6 +26,7 @@ export {
   type CancelRunResult,
   type ReconcileResult,
   type SignalResult,
+  type DecideResult,
   type RunEventsResult,
   type RunView,
   type RunSummary,
@@ -50,3 +51,4 @@ export { listReconciliations, RECONCILE_BUCKET, type ReconcileItem } from "./rec
 export { RunReplays, type ReplayResult, type TrajectoryResult } from "./run-replay.js";
 export { ReplayTools } from "./replay.js";
 export { readTrajectory, compareTrajectories, type TrajectoryLine } from "./trajectory.js";
+export { listInbox, getInboxItem, APPROVALS_BUCKET, type InboxItem } from "./approvals.js";

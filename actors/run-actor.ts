@@ -17,6 +17,7 @@ import { defineActor, RunwayFault, type ActorAddress, type Effect } from "../run
 import type { LiveRunIndex } from "./live-runs.js";
 import { runCreatedEffect, runEndedEffect } from "./run-index.js";
 import { reconcileIndexEffects } from "./reconciliations.js";
+import { inboxEffects } from "./approvals.js";
 import { readSnapshot } from "./records.js";
 import type { CompiledPlan } from "./definitions.js";
 import { childStartKey, runIdFor } from "./ids.js";
@@ -61,7 +62,7 @@ export function runActor(
       const was = (before.context as ExecutionContext).run;
       const run = (after.context as ExecutionContext).run;
       if (!run) return [];
-      const out: Effect[] = reconcileIndexEffects(was, run);
+      const out: Effect[] = [...reconcileIndexEffects(was, run), ...inboxEffects(was, run)];
       if (!was) out.push(runCreatedEffect(run));
       if (!isEnded(before.value) && isEnded(after.value)) {
         out.push(runEndedEffect(run));

@@ -79,6 +79,11 @@ export type RunEventsResult =
     }
   | { outcome: "run_not_found" };
 
+/** The answers of `decide`. */
+export type DecideResult =
+  | { outcome: "decided"; approval: string; decision: "approved" | "edited" | "rejected" }
+  | { outcome: "approval_not_found" | "run_not_waiting" | "approval_expired" | "already_decided" };
+
 /** The answers of `signal`. */
 export type SignalResult =
   | { outcome: "delivered"; nodes: string[] }
@@ -337,6 +342,28 @@ export class RunService {
     if (answer.outcome === "refused") return { outcome: "run_not_waiting" };
     if (answer.outcome === "invalid_input") return { outcome: "invalid_input", reason: answer.reason };
     throw new RunwayFault("signal_unavailable", `signal ${signal.name} to ${id} not confirmed: ${answer.outcome}`, { kind: "retryable" });
+  }
+
+  /** A person decides an approval (`<run>:<node>`): `decided`, or `approval_not_found`, `run_not_waiting`, `approval_expired`, `already_decided`. */
+  async decide(
+    tenant: string,
+    approval: string,
+    decision: { decision: "approve" | "reject" | "edit"; payload?: unknown; reason?: string; by: string },
+  ): Promise<DecideResult> {
+    const cut = approval.indexOf(":");
+    const id = cut > 0 ? approval.slice(0, cut) : "";
+    const node = approval.slice(cut + 1);
+    if (!id || !node || tenantOfRun(id) !== tenant || !(await this.get(tenant, id))) return { outcome: "approval_not_found" };
+    const answer = await askActor(
+      this.deps,
+      { kind: RUN_KIND, id },
+      { type: "approval.decide", node, ...decision },
+      `decide/${approval}/${randomDeliveryId()}`,
+      10_000,
+    );
+    if (answer.outcome === "applied") return (answer.value as DecideResult | undefined) ?? { outcome: "run_not_waiting" };
+    if (answer.outcome === "refused") return { outcome: "run_not_waiting" };
+    throw new RunwayFault("decide_unavailable", `decision on ${approval} not confirmed: ${answer.outcome}`, { kind: "retryable" });
   }
 
   /** A person settles a step held on an intent whose outcome is unknown (see `machines/execution/intents.ts`). */

@@ -4,6 +4,7 @@ import { Kvm } from "@nats-io/kv";
 import { Objm } from "@nats-io/obj";
 import { LIVE_BUCKET } from "./live-runs.js";
 import { RECONCILE_BUCKET } from "./reconciliations.js";
+import { APPROVALS_BUCKET } from "./approvals.js";
 import { runsStreamConfig } from "./run-index.js";
 
 /** JetStream resources of the workflow domain, beside the runtime's own. */
@@ -68,6 +69,12 @@ export async function ensureDomainTopology(nc: NatsConnection, replicas: number)
     storage: "file",
     description: "Runway live-run index: p<partition>.<run> for every run that may be live",
   });
+  await ensureBucket(kvm, APPROVALS_BUCKET, {
+    history: 1,
+    replicas,
+    storage: "file",
+    description: "Runway reviewers' inbox: <tenant>.<approval id hash> for every pending approval",
+  });
   await ensureBucket(kvm, RECONCILE_BUCKET, {
     history: 1,
     replicas,
@@ -75,7 +82,7 @@ export async function ensureDomainTopology(nc: NatsConnection, replicas: number)
     description: "Runway steps held for reconciliation: <tenant>.<run>.<effect key hash>",
   });
   // Per-message TTL lets a removed entry's purge marker expire (no delete markers: nothing watches it).
-  for (const bucket of [LIVE_BUCKET, RECONCILE_BUCKET]) {
+  for (const bucket of [LIVE_BUCKET, RECONCILE_BUCKET, APPROVALS_BUCKET]) {
     const info = await jsm.streams.info(`KV_${bucket}`);
     if (!(info.config as { allow_msg_ttl?: boolean }).allow_msg_ttl)
       await jsm.streams.update(`KV_${bucket}`, { ...info.config, allow_msg_ttl: true } as Partial<StreamConfig>);

@@ -12,6 +12,7 @@
  *   runway run cancel <id> [--reason R]
  *   runway run trajectory <id>   runway run replay <id>
  *   runway run held [<id>]   runway run reconcile <id> --key K --decision done|retry|abandon [--result JSON]
+ *   runway approvals ls|show|approve|reject|edit …
  *   runway tools servers put|get|ls|rm …   runway tools ls   runway tools call <server> <tool> [--args JSON]
  *   runway ops dead-letters [--limit N]
  */
@@ -25,6 +26,7 @@ import { machineDiagrams, TenantIdSchema } from "../machines/index.js";
 import { ApiFault, RunwayClient } from "./client.js";
 import { followRun } from "./follow.js";
 import { toolsCommand, ToolsUsageError, TOOLS_USAGE } from "./cli-tools.js";
+import { approvalsCommand, ApprovalsUsageError, APPROVALS_USAGE } from "./cli-approvals.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
 
@@ -42,6 +44,7 @@ const USAGE = `usage: runway <command> [options]
   run replay <id> [--wait-ms 30000]                             re-executes it with every tool call answered from its receipts; exit 1 unless identical
   run reconcile <id> --key K --decision done|retry|abandon [--result JSON] [--by NAME]
 ${TOOLS_USAGE}
+${APPROVALS_USAGE}
   ops dead-letters [--limit N]                                  the newest dead letters first (default 50, at most 500)
   machines                                                      the production state machines as Mermaid diagrams; needs no server
   help | --help | -h
@@ -387,6 +390,25 @@ async function main(): Promise<void> {
           ),
         );
       throw new UsageError("run start|get|list|events|watch|cancel|signal|held|reconcile|trajectory|replay");
+    }
+    case "approvals": {
+      const { values, positionals } = parseArgs({
+        args: rest,
+        allowPositionals: true,
+        options: {
+          ...common,
+          group: { type: "string" },
+          run: { type: "string" },
+          reason: { type: "string" },
+          payload: { type: "string" },
+          by: { type: "string" },
+        },
+      });
+      const done = await withClient(values, (c) => approvalsCommand(c, sub, positionals[0], values)).catch((err: unknown) => {
+        throw err instanceof ApprovalsUsageError ? new UsageError(err.message) : err;
+      });
+      if (done.failed) process.exitCode = 1;
+      return print(done.print);
     }
     case "tools": {
       const { values, positionals } = parseArgs({

@@ -80,6 +80,16 @@ export class RunwayClient {
   cancelRun(runId: string, reason?: string) {
     return this.t("runs.cancel", { run_id: runId, ...(reason ? { reason } : {}) });
   }
+  /** The tenant's pending approvals, soonest deadline first. */
+  approvals(filter: { group?: string; run_id?: string; expires_before?: number } = {}) {
+    return this.t("approvals.list", filter);
+  }
+  approval(id: string) {
+    return this.t("approvals.get", { id });
+  }
+  decide(id: string, decision: "approve" | "reject" | "edit", options: { payload?: unknown; reason?: string; by?: string } = {}) {
+    return this.t("approvals.decide", { id, decision, ...options });
+  }
   /** A named signal for the run's `wait` nodes (`data`: what they output). */
   signal(runId: string, name: string, data?: unknown) {
     return this.t("runs.signal", { run_id: runId, name, ...(data !== undefined ? { data } : {}) });

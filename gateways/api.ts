@@ -1,7 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z, type ZodType } from "zod";
 import type { DefinitionStore, NodeMetrics, RunReplays, RunService, Sweeper, TenantService } from "../actors/index.js";
-import { listReconciliations } from "../actors/index.js";
+import { getInboxItem, listInbox, listReconciliations } from "../actors/index.js";
 import {
   isTenantId,
   MAX_JSON_DEPTH,
@@ -81,6 +81,16 @@ const schemas = {
   }),
   runsReconciliations: z.strictObject({ run_id: RunId.optional() }),
   runsTrajectory: z.strictObject({ run_id: RunId }),
+  approvalsList: z.strictObject({ group: z.string().max(64).optional(), run_id: RunId.optional(), expires_before: z.number().int().nonnegative().optional() }),
+  approvalsGet: z.strictObject({ id: z.string().min(3).max(500) }),
+  approvalsDecide: z.strictObject({
+    id: z.string().min(3).max(500),
+    decision: z.enum(["approve", "reject", "edit"]),
+    /** `edit`: what the run goes on with instead of the request's payload. */
+    payload: z.unknown().optional(),
+    reason: z.string().max(4_096).optional(),
+    by: z.string().min(1).max(200).default("api"),
+  }),
   runsSignal: z.strictObject({ run_id: RunId, name: SignalNameSchema, data: z.unknown().optional(), by: z.string().min(1).max(200).default("api") }),
   runsReplay: z.strictObject({ run_id: RunId, wait_ms: z.number().int().min(0).max(60_000).default(30_000) }),
   toolServersPut: z.strictObject({ server: z.unknown() }),
@@ -118,6 +128,7 @@ const DEFINITION_TOO_DEEP: Answer = { outcome: "invalid_definition", errors: [{ 
  * The `runway` NATS micro service: `runway.v1.<tenant>.definitions.put|get|list`,
  * `runway.v1.<tenant>.runs.start|get|list|events|cancel|signal|reconcile|reconciliations|trajectory|replay`,
  * `runway.v1.<tenant>.tools.servers.put|get|list|delete`, `runway.v1.<tenant>.tools.list`,
+ * `runway.v1.<tenant>.approvals.list|get|decide`,
  * `runway.v1.ops.tenants.put|list` and the
  * operators' `runway.v1.ops.*` (metrics, sweep, dead letters).
  * Every request and reply is JSON; requests are validated by zod (unknown fields refused) and
@@ -169,6 +180,24 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
   tenantEndpoint("runs_list", "runs.list", schemas.runsList, async (t, b) => ({ outcome: "ok", ...(await services.runs.list(t, b)) }));
   tenantEndpoint("runs_events", "runs.events", schemas.runsEvents, (t, b) => services.runs.events(t, b.run_id, b));
   tenantEndpoint("runs_cancel", "runs.cancel", schemas.runsCancel, (t, b) => services.runs.cancel(t, b.run_id, b.reason, b.by));
+  tenantEndpoint("approvals_list", "approvals.list", schemas.approvalsList, async (t, b) => ({
+    outcome: "ok",
+    approvals: await listInbox(nc, t, {
+      ...(b.group ? { group: b.group } : {}),
+      ...(b.run_id ? { run: b.run_id } : {}),
+      ...(b.expires_before !== undefined ? { expires_before: b.expires_before } : {}),
+    }),
+  }));
+  tenantEndpoint("approvals_get", "approvals.get", schemas.approvalsGet, async (t, b) => {
+    const approval = await getInboxItem(nc, t, b.id);
+    return approval ? { outcome: "found", approval } : { outcome: "approval_not_found" };
+  });
+  tenantEndpoint("approvals_decide", "approvals.decide", schemas.approvalsDecide, (t, b) => {
+    const { id, ...decision } = b;
+    if (decision.decision === "edit" && decision.payload === undefined)
+      return Promise.resolve({ outcome: "invalid_input", reason: "an edit carries the payload the run goes on with" });
+    return services.runs.decide(t, id, decision);
+  });
   tenantEndpoint("runs_signal", "runs.signal", schemas.runsSignal, (t, b) => {
     const { run_id, ...signal } = b;
     return services.runs.signal(t, run_id, signal);

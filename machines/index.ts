@@ -69,6 +69,7 @@ export {
   type IntentFact,
   type TaskRef,
   type ItemRun,
+  type ApprovalState,
   type ReadyTicket,
   type DefinitionRef,
   type Lane,

@@ -30,6 +30,7 @@ export {
   type RunContext,
   type NodeRun,
   type ItemRun,
+  type ApprovalState,
   type RunError,
   type ExecutionContext,
   type ExecutionEvent,

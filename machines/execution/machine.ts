@@ -9,6 +9,7 @@ import { sweepPlan } from "./sweep.js";
 import { completedClaim, intentInFlight, reconciling } from "./intents.js";
 import { cancelRequested, isLateReceipt } from "./cancel.js";
 import { signalProblem, waitingFor } from "./signals.js";
+import { decisionRefusal } from "./approvals.js";
 import type { ExecutionContext, ExecutionEvent, NodeRun } from "./types.js";
 
 function activeHolder(n: NodeRun | undefined, item: number | undefined) {
@@ -63,6 +64,7 @@ const endedState = {
     "effect.task": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
     "effect.settle": { actions: "answerNotReconciling" },
     "run.signal": { actions: "answerNotWaiting" },
+    "approval.decide": { actions: "answerDecisionRefused" },
   },
 } as const;
 
@@ -91,6 +93,7 @@ export const executionMachine = setup({
       const n = context.run?.nodes[event.node];
       if (!n || n.s !== "active") return false;
       if (event.kind === "sleep" || event.kind === "signal") return n.wake_at !== undefined;
+      if (event.kind === "approval") return n.approval?.state === "pending";
       if (event.kind === "lease") return isLeased(holderOf(n, event.item), event.attempt ?? 0, event.lease_epoch ?? 0);
       if (event.kind === "task") return !!holderOf(n, event.item)?.task && isLeased(holderOf(n, event.item), event.attempt ?? 0, event.lease_epoch ?? 0);
       return holdersOf(n).some(([, h]) => h.step?.status === "ready");
@@ -110,6 +113,8 @@ export const executionMachine = setup({
     /** A heartbeat of an attempt a requested cancel lets finish: it goes on (nothing is written). */
     letsFinish: ({ context, event }) =>
       event.type === "step.heartbeat" && cancelRequested(context.run) && !!holderOf(context.run!.nodes[event.node] ?? { s: "pending" }, event.item)?.intents,
+    /** The decision can be taken: its approval is pending and in time. */
+    decisionRefused: ({ context, event }) => event.type === "approval.decide" && decisionRefusal(context.run, event) !== undefined,
     /** A node of the run waits for this signal. */
     signalWaited: ({ context, event }) => event.type === "run.signal" && waitingFor(context.run, event, event.name).length > 0,
     /** The signal's data does not fit a waiting node's schema: refused before anything is written. */
@@ -154,6 +159,9 @@ export const executionMachine = setup({
     answerInFlight: emit({ type: "runway.answer", value: { outcome: "in_flight" } }),
     answerLetFinish: emit({ type: "runway.answer", value: { outcome: "let_finish" } }),
     answerNotWaiting: emit({ type: "runway.answer", value: { outcome: "run_not_waiting" } }),
+    answerDecisionRefused: enqueueActions(({ context, event, enqueue }) => {
+      enqueue.emit({ type: "runway.answer", value: { outcome: decisionRefusal(context.run, event) } });
+    }),
     answerSignalInvalid: enqueueActions(({ context, event, enqueue }) => {
       enqueue.emit({ type: "runway.answer", value: { outcome: "invalid_input", reason: signalProblem(context.run, event) } });
     }),
@@ -176,6 +184,7 @@ export const executionMachine = setup({
     settleEffect: decision("effect.settle", decisions.settle),
     recordTask: decision("effect.task", decisions.task),
     deliverSignal: decision("run.signal", decisions.signal),
+    decideApproval: decision("approval.decide", decisions.approve),
     applyLateResult: decision("step.result", decisions.lateResult),
     recordLateReceipt: decision("effect.receipt", decisions.lateReceipt),
     admitExpansion: decision("expansion.admitted", decisions.expansionAdmitted),
@@ -237,6 +246,7 @@ function liveState(status: RunStatus) {
         { actions: "answerStale" },
       ],
       "effect.settle": [{ guard: "reconcileOpen", actions: "settleEffect" }, { actions: "answerNotReconciling" }],
+      "approval.decide": [{ guard: "decisionRefused", actions: "answerDecisionRefused" }, { actions: "decideApproval" }],
       "run.signal": [
         { guard: "signalInvalid", actions: "answerSignalInvalid" },
         { guard: "signalWaited", actions: "deliverSignal" },

@@ -17,7 +17,7 @@ export class RunFacts implements RunMemory {
   add(fact: RunFact): void {
     if (fact.t === "input") this.input = fact.value;
     else if (fact.t === "output") this.outputs.set(fact.node, fact.value);
-    else if (fact.t === "intent" || fact.t === "task") return;
+    else if (fact.t === "intent" || fact.t === "task" || fact.t === "approval" || fact.t === "decision") return;
     else if (fact.t === "receipt") {
       const { t: _t, ...receipt } = fact;
       this.receipts.set(fact.key, receipt);

@@ -6,6 +6,7 @@ import { childPriority } from "../scheduler/index.js";
 import { DEFAULT_PRIORITY, newMap, offer, pumpMap, ready } from "./attempts.js";
 import { abortAttempts, fail, holdersOf, liveAttempts, MAX_DEPTH, move, publish, scopeOf, states, succeed, WAIT_GRACE_MS, type Draft } from "./draft.js";
 import { askExpansion } from "./expansion.js";
+import { startApproval } from "./approvals.js";
 import type { ItemRun, NodeRun, RunError } from "./types.js";
 
 /**
@@ -127,6 +128,8 @@ export function start(d: Draft, node: PlanNode): void {
       publish(d, "step_started", { node: node.id, wake_at: n.wake_at });
       return;
     }
+    case "approval":
+      return startApproval(d, node);
     case "wait": {
       n.s = "active";
       n.wake_at = d.now + node.timeout_ms;
@@ -161,6 +164,8 @@ export function stopNodes(d: Draft, childReason: string, spare: (h: ItemRun | No
     if (n.s !== "pending" && n.s !== "active") continue;
     const spared = holdersOf(n).some(([, h]) => spare(h));
     if (!spared) n.s = "cancelled";
+    // A pending approval leaves the reviewers' inbox: nobody can decide a stopped node.
+    if (n.approval?.state === "pending") n.approval = { id: n.approval.id, state: "cancelled", by: null, at: d.now };
     for (const [, holder] of holdersOf(n)) {
       if (spare(holder)) continue;
       const r = applyStepOp(holder.step!, { op: "cancel", now: d.now });
@@ -196,15 +201,16 @@ export function settleRun(d: Draft): void {
 /** A run whose only pending work is timers holds no worker: it is `waiting` on a delay. */
 export function parkOrRun(d: Draft): void {
   const active = d.plan.nodes.filter((n) => d.run.nodes[n.id]!.s === "active");
-  const sleeping = active.filter((n) => n.kind === "sleep" || n.kind === "wait");
+  const sleeping = active.filter((n) => n.kind === "sleep" || n.kind === "wait" || n.kind === "approval");
   const lc = d.run.lifecycle;
   if (active.length > 0 && sleeping.length === active.length) {
     const grace = d.event.wait_grace_ms ?? WAIT_GRACE_MS;
     const expires = Math.max(...sleeping.map((n) => d.run.nodes[n.id]!.wake_at ?? d.now)) + grace;
-    // On a signal when any node waits for one (a person or a system will send it), else on a delay.
+    // On a person's decision first, then on a signal (someone will send it), else on a delay.
+    const approval = sleeping.find((n) => n.kind === "approval");
     const signal = sleeping.find((n) => n.kind === "wait");
-    const on = signal ? "event" : "delay";
-    const ref = (signal ?? sleeping[0]!).id;
+    const on = approval ? "approval" : signal ? "event" : "delay";
+    const ref = approval ? d.run.nodes[approval.id]!.approval!.id : (signal ?? sleeping[0]!).id;
     if (lc.status !== "waiting" || lc.waiting_expires_at !== expires || lc.waiting_on !== on) {
       move(d, "mark_waiting", { on, ref, expires_at: expires } as Partial<RunOpEvent>);
       d.effects.push({ type: "runway.timer.set", name: "wait-deadline", at: expires, event: { type: "timer.fired", kind: "wait", node: ref } });

@@ -1,5 +1,6 @@
 import { onIntent, onReceipt, onSettle, onTask, pollTask, recordReceipt } from "./intents.js";
 import { onSignal, onSignalTimeout } from "./signals.js";
+import { expireApproval, onDecide } from "./approvals.js";
 import { cancelRequested, holdUnknown, onCancel, onLateReceipt, onLateResult, settleUnderCancel } from "./cancel.js";
 import { queuedLifecycle } from "../run/index.js";
 import { applyStepOp, type StepError } from "../step/index.js";
@@ -89,6 +90,11 @@ export const decisions = {
   settle: (c: ExecutionContext, e: On<"effect.settle">) => decide(c, e, (d) => (cancelRequested(d.run) ? settleUnderCancel(d, e) : onSettle(d, e))),
   task: (c: ExecutionContext, e: On<"effect.task">) => decide(c, e, (d) => onTask(d, e)),
   signal: (c: ExecutionContext, e: On<"run.signal">) => decide(c, e, (d) => onSignal(d, e)),
+  approve: (c: ExecutionContext, e: On<"approval.decide">) =>
+    decide(c, e, (d) => {
+      onDecide(d, e);
+      advance(d);
+    }),
   lateResult: (c: ExecutionContext, e: On<"step.result">) => decide(c, e, (d) => onLateResult(d, e)),
   lateReceipt: (c: ExecutionContext, e: On<"effect.receipt">) => decide(c, e, (d) => onLateReceipt(d, e)),
   expansionAdmitted: (c: ExecutionContext, e: On<"expansion.admitted">) =>
@@ -218,7 +224,8 @@ function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>):
   }
   if (!node || !n) return;
   if (e.kind === "task") return pollTask(d, e.node, e.item);
-  if (e.kind === "signal") onSignalTimeout(d, e.node);
+  if (e.kind === "approval") expireApproval(d, e.node);
+  else if (e.kind === "signal") onSignalTimeout(d, e.node);
   else if (e.kind === "sleep") {
     succeed(d, e.node);
   } else if (e.kind === "lease" && cancelRequested(d.run)) {

@@ -55,6 +55,20 @@ export interface ItemRun {
   task?: TaskRef;
 }
 
+/** An approval node's request (`<run>:<node>`): pending until a person decides or its clock runs out. */
+export type ApprovalState =
+  | {
+      id: string;
+      state: "pending";
+      prompt: string;
+      payload: unknown;
+      group: string | null;
+      escalation_group: string | null;
+      requested_at: number;
+      expires_at: number;
+    }
+  | { id: string; state: "approved" | "edited" | "rejected" | "expired" | "cancelled"; by: string | null; at: number };
+
 /** An MCP task a step waits on: which call it is, where, and how often to ask. */
 export interface TaskRef {
   key: string;
@@ -111,6 +125,8 @@ export interface NodeRun extends Omit<ItemRun, "step"> {
   child?: string;
   wake_at?: number;
   error?: RunError;
+  /** An approval node: its request while a person decides, then how it was decided. */
+  approval?: ApprovalState;
   /**
    * Map nodes under expansion admission: asked of the tenant (`pending`), admitted (its items
    * count against the tenant's active descendants); given back (and forgotten) once the node settled.
@@ -129,7 +145,18 @@ export type RunFact =
   | { t: "item"; node: string; i: number; value: unknown }
   | IntentFact
   | ({ t: "receipt" } & Receipt)
-  | { t: "task"; key: string; id: string; server: string; tool: string; wire: string; at: number };
+  | { t: "task"; key: string; id: string; server: string; tool: string; wire: string; at: number }
+  | { t: "approval"; id: string; node: string; prompt: string; payload: unknown; group: string | null; requested_at: number; expires_at: number }
+  | {
+      t: "decision";
+      id: string;
+      node: string;
+      decision: "approved" | "edited" | "rejected" | "expired";
+      by: string | null;
+      payload?: unknown;
+      reason?: string;
+      at: number;
+    };
 
 /** An effect intent as the journal keeps it: who asked for which call, with which arguments (for the trajectory and replay). */
 export interface IntentFact {
@@ -313,7 +340,7 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
   }),
   z.object({
     type: z.literal("timer.fired"),
-    kind: z.enum(["retry", "sleep", "lease", "wait", "task", "signal"]),
+    kind: z.enum(["retry", "sleep", "lease", "wait", "task", "signal", "approval"]),
     node: z.string(),
     item: z.number().int().nonnegative().optional(),
     attempt: z.number().int().positive().optional(),
@@ -351,6 +378,15 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
       )
       .max(10_000)
       .optional(),
+  }),
+  /** A person decides an approval node: approve (its payload goes on), edit (theirs does), reject. */
+  z.object({
+    type: z.literal("approval.decide"),
+    node: z.string().min(1).max(200),
+    decision: z.enum(["approve", "reject", "edit"]),
+    payload: z.unknown().optional(),
+    reason: z.string().max(4_096).optional(),
+    by: z.string().min(1).max(200),
   }),
   /** A named signal for the run's `wait` nodes (`runs.signal`): its data is what they output. */
   z.object({ type: z.literal("run.signal"), name: z.string().min(1).max(64), data: z.unknown().optional(), by: z.string().max(200) }),

@@ -115,6 +115,8 @@ function nodeRefs(n: PlanNode): { sites: RefSite[]; itemScope: boolean }[] {
     case "code":
     case "subworkflow":
       return [{ sites: templateRefs(n.input, ["input"]), itemScope: false }];
+    case "approval":
+      return [{ sites: templateRefs(n.payload, ["payload"]), itemScope: false }];
     case "map":
       return [
         { sites: templateRefs(n.items, ["items"]), itemScope: false },

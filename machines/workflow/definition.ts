@@ -68,9 +68,16 @@ export type SubworkflowNode = Common & { kind: "subworkflow"; workflow: string; 
 export type SleepNode = Common & { kind: "sleep"; duration_ms: number };
 /** Waits for a named signal (`runs.signal`), its data checked against `schema`; fails `wait_timeout` after `timeout_ms` (default 7 days). */
 export type WaitNode = Common & { kind: "wait"; signal: string; schema?: { [key: string]: Json }; timeout_ms?: number };
+/**
+ * A person decides before the run goes on: `prompt` and `payload` (resolved when the node starts)
+ * are shown to the reviewers of `group`; approve (the node outputs the payload), edit (it outputs
+ * the reviewer's payload) or reject (it fails `approval_rejected`); past `timeout_ms` (default 7
+ * days) it fails `approval_expired`.
+ */
+export type ApprovalNode = Common & { kind: "approval"; prompt: string; payload?: Template; group?: string; escalation_group?: string; timeout_ms?: number };
 /** One call of a tool of a server the tenant registered, through the tool gateway (intent before, receipt after). */
 export type ToolNode = Common & { kind: "tool"; server: string; tool: string; arguments?: Template; retry?: Retry; timeout_ms?: number; cost?: number };
-export type DefinitionNode = CodeNode | ParallelNode | BranchNode | MapNode | SubworkflowNode | SleepNode | ToolNode | WaitNode;
+export type DefinitionNode = CodeNode | ParallelNode | BranchNode | MapNode | SubworkflowNode | SleepNode | ToolNode | WaitNode | ApprovalNode;
 
 export type Definition = {
   name: string;
@@ -132,6 +139,8 @@ const Timeout = z.number().int().min(1).max(MAX_TIMEOUT_MS);
 const Cost = z.number().positive().max(1_000_000);
 /** A signal's name (what `runs.signal` names and a `wait` node waits for). */
 export const SignalNameSchema = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, "a signal name is 1-64 letters, digits, '_', '.' or '-'");
+/** A reviewer group an approval is for. */
+export const ReviewerGroupSchema = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, "a reviewer group is 1-64 letters, digits, '_', '.' or '-'");
 /** How long a `wait` node waits when it names no `timeout_ms`. */
 export const DEFAULT_WAIT_TIMEOUT_MS = 7 * 24 * 3_600_000;
 /** A tool server's name in its tenant's registry. */
@@ -167,6 +176,15 @@ export const NodeSchema: z.ZodType<DefinitionNode> = z.lazy(() =>
     }),
     z.strictObject({ ...common, kind: z.literal("subworkflow"), workflow: WorkflowNameSchema, input: JsonSchema.optional() }),
     z.strictObject({ ...common, kind: z.literal("sleep"), duration_ms: Ms.max(MAX_SLEEP_MS) }),
+    z.strictObject({
+      ...common,
+      kind: z.literal("approval"),
+      prompt: z.string().min(1).max(4_096),
+      payload: JsonSchema.optional(),
+      group: ReviewerGroupSchema.optional(),
+      escalation_group: ReviewerGroupSchema.optional(),
+      timeout_ms: Ms.min(1).max(MAX_SLEEP_MS).optional(),
+    }),
     z.strictObject({
       ...common,
       kind: z.literal("wait"),

@@ -186,6 +186,21 @@ export function expand(nodes: DefinitionNode[], ctx: ExpandContext): Expansion {
           err("unknown_workflow", [...path, "workflow"], `no published workflow named '${n.workflow}'`);
         emit({ ...base, kind: "subworkflow", workflow: n.workflow, ...(n.input !== undefined && { input: n.input }) }, path, myRank);
         return;
+      case "approval":
+        emit(
+          {
+            ...base,
+            kind: "approval",
+            prompt: n.prompt,
+            ...(n.payload !== undefined && { payload: n.payload }),
+            ...(n.group !== undefined && { group: n.group }),
+            ...(n.escalation_group !== undefined && { escalation_group: n.escalation_group }),
+            timeout_ms: n.timeout_ms ?? DEFAULT_WAIT_TIMEOUT_MS,
+          },
+          path,
+          myRank,
+        );
+        return;
       case "wait":
         for (const issue of checkSchemaSubset(n.schema ?? {}, [...path, "schema"])) errors.push({ code: "invalid_input_schema", ...issue });
         emit(

@@ -57,6 +57,8 @@ export type PlanMap = Base & {
 };
 export type PlanSubworkflow = Base & { kind: "subworkflow"; workflow: string; input?: Json };
 export type PlanSleep = Base & { kind: "sleep"; duration_ms: number };
+/** A person's decision: `payload` is a template resolved when it starts. */
+export type PlanApproval = Base & { kind: "approval"; prompt: string; payload?: Json; group?: string; escalation_group?: string; timeout_ms: number };
 /** Waits for the signal `signal` (its data checked against `schema`), at most `timeout_ms`. */
 export type PlanWait = Base & { kind: "wait"; signal: string; schema?: Json; timeout_ms: number };
 /** The join of a parallel node (same id as the definition node); it executes nothing. */
@@ -65,7 +67,7 @@ export type PlanParallel = Base & { kind: "parallel"; members: string[]; branche
 export type PlanBranch = Base & { kind: "branch"; condition: Condition; then_members: string[]; else_members: string[]; end: string };
 /** The completion of a branch (`<branchId>:end`); downstream needs on the branch point here. */
 export type PlanBranchEnd = Base & { kind: "branch_end"; branch: string; members: string[] };
-export type PlanNode = PlanCode | PlanMap | PlanSubworkflow | PlanSleep | PlanWait | PlanParallel | PlanBranch | PlanBranchEnd;
+export type PlanNode = PlanCode | PlanMap | PlanSubworkflow | PlanSleep | PlanWait | PlanApproval | PlanParallel | PlanBranch | PlanBranchEnd;
 
 export type Plan = {
   plan_version: number;
@@ -131,6 +133,15 @@ export const PlanNodeSchema = z.discriminatedUnion("kind", [
   }),
   z.strictObject({ ...base, kind: z.literal("subworkflow"), workflow: Id, input: JsonValue.optional() }),
   z.strictObject({ ...base, kind: z.literal("sleep"), duration_ms: z.number().int().nonnegative() }),
+  z.strictObject({
+    ...base,
+    kind: z.literal("approval"),
+    prompt: z.string(),
+    payload: JsonValue.optional(),
+    group: z.string().optional(),
+    escalation_group: z.string().optional(),
+    timeout_ms: z.number().int().positive(),
+  }),
   z.strictObject({ ...base, kind: z.literal("wait"), signal: z.string(), schema: JsonValue.optional(), timeout_ms: z.number().int().positive() }),
   z.strictObject({ ...base, kind: z.literal("parallel"), members: z.array(Id), branches: z.array(z.array(Id)) }),
   z.strictObject({ ...base, kind: z.literal("branch"), condition: ConditionSchema, then_members: z.array(Id), else_members: z.array(Id), end: Id }),

@@ -2,7 +2,9 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { readFence } from "../../runtime/index.js";
-import { RUNWAY_USER, spawnTsx, startServer, type ChildHandle, type NatsServerHandle } from "../harness/index.js";
+import { RUNWAY_USER, spawnTsx, startServer, waitFor, type ChildHandle, type NatsServerHandle } from "../harness/index.js";
+import type { RunwayClient } from "../../cluster/client.js";
+import type { RunAnswer } from "../integration/workflow-support.js";
 
 const fixture = fileURLToPath(new URL("../fixtures/node-process.ts", import.meta.url));
 
@@ -65,4 +67,15 @@ export async function startWorkflowNode(world: { readonly server: NatsServerHand
   world.children.push(child);
   await child.waitForLine(/^READY /, { timeoutMs: 30_000 });
   return child;
+}
+
+/** Waits until the run ended (succeeded or failed). */
+export function finished(client: RunwayClient, run: string): Promise<RunAnswer> {
+  return waitFor(
+    async () => {
+      const r = (await client.getRun(run)).run as RunAnswer;
+      return r.status === "succeeded" || r.status === "failed" ? r : undefined;
+    },
+    { timeoutMs: 60_000, describe: `run ${run} to finish` },
+  );
 }

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { RunwayClient } from "../../cluster/client.js";
 import { waitFor, type ChildHandle } from "../harness/index.js";
 import { startEffectsServer, startModernServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
-import { singleServerWorld, startWorkflowNode } from "./node-process.js";
+import { finished, singleServerWorld, startWorkflowNode } from "./node-process.js";
 import type { RunAnswer } from "../integration/workflow-support.js";
 
 /**
@@ -22,17 +22,6 @@ afterAll(async () => {
 
 function startNode(): Promise<ChildHandle> {
   return startWorkflowNode(world, "tool-node");
-}
-
-/** Waits until the run ended (succeeded or failed). */
-function finished(client: RunwayClient, run: string): Promise<RunAnswer> {
-  return waitFor(
-    async () => {
-      const r = (await client.getRun(run)).run as RunAnswer;
-      return r.status === "succeeded" || r.status === "failed" ? r : undefined;
-    },
-    { timeoutMs: 60_000, describe: `run ${run} to finish` },
-  );
 }
 
 async function startOneToolRun(client: RunwayClient, name: string, tool: string, args: Record<string, unknown>): Promise<string> {

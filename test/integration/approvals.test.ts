@@ -1,0 +1,126 @@
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { RUNWAY_USER, spawnTsx, waitFor } from "../harness/index.js";
+import { startEffectsServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
+import { workflowWorld, type RunAnswer } from "./workflow-support.js";
+
+/** The node's clock, moved forward by the test (a three-day wait without waiting three days). */
+let offset = 0;
+const world = workflowWorld({ name: "approvals-node", clock: { now: () => Date.now() + offset, monotonic: () => performance.now() } });
+const cli = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
+const DAY = 24 * 3_600_000;
+let fx: EffectsServerHandle;
+
+beforeAll(async () => {
+  fx = await startEffectsServer({ http: true });
+  expect((await world.client.putToolServer({ name: "pay", transport: { type: "http", url: fx.url } })).outcome).toBe("saved");
+  const def = {
+    name: "refund",
+    nodes: [
+      {
+        id: "gate",
+        kind: "approval",
+        prompt: "Refund this order?",
+        payload: { account: "${input.account}", amount: "${input.amount}" },
+        group: "finance",
+        escalation_group: "cfo",
+        timeout_ms: 7 * DAY,
+      },
+      { id: "pay", kind: "tool", needs: ["gate"], server: "pay", tool: "charge", arguments: "${steps.gate.output.payload}" },
+    ],
+  };
+  expect((await world.client.putDefinition(def)).outcome).toMatch(/published|unchanged/);
+}, 30_000);
+afterAll(async () => {
+  await fx?.stop();
+});
+
+async function waitingRun(input: Record<string, unknown>): Promise<{ id: string; approval: string }> {
+  const id = ((await world.client.startRun({ definition: "refund", input })).run as RunAnswer).id;
+  const run = await waitFor(
+    async () => {
+      const r = (await world.client.getRun(id)).run as RunAnswer & { waiting: { on: string; ref: string } | null };
+      return r.status === "waiting" ? r : undefined;
+    },
+    { timeoutMs: 10_000, describe: "the run to wait for its approval" },
+  );
+  expect(run.waiting).toMatchObject({ on: "approval", ref: `${id}:gate` });
+  return { id, approval: `${id}:gate` };
+}
+
+it("an approval waits three days holding no worker, is listed for its group (and its escalation group), and the approved call executes once with the approved arguments", async () => {
+  const before = fx.counts().effects.charge ?? 0;
+  const { id, approval } = await waitingRun({ account: "acme", amount: 30 });
+  expect(world.node.executor.inFlight).toBe(0);
+  const listed = (await world.client.approvals({ group: "finance" })).approvals as { id: string; prompt: string; payload: unknown }[];
+  expect(listed.find((a) => a.id === approval)).toMatchObject({ prompt: "Refund this order?", payload: { account: "acme", amount: 30 } });
+  expect(((await world.client.approvals({ group: "cfo" })).approvals as { id: string }[]).map((a) => a.id)).toContain(approval);
+  expect(((await world.client.approvals({ group: "legal" })).approvals as { id: string }[]).map((a) => a.id)).not.toContain(approval);
+  offset = 3 * DAY;
+  try {
+    expect(await world.client.decide(approval, "approve", { by: "alice" })).toEqual({ outcome: "decided", approval, decision: "approved" });
+  } finally {
+    offset = 0;
+  }
+  const done = await world.settled(id);
+  expect(done.status).toBe("succeeded");
+  expect(done.result).toMatchObject({ gate: { decision: "approved", by: "alice" }, pay: { account: "acme", amount: 30 } });
+  expect(fx.counts().effects.charge).toBe(before + 1);
+  expect(await world.client.decide(approval, "approve", { by: "bob" })).toEqual({ outcome: "already_decided" });
+  expect(((await world.client.approvals()).approvals as { id: string }[]).map((a) => a.id)).not.toContain(approval);
+});
+
+it("an edit's changed arguments are what the tool receives; a rejection fails the node and nothing is called", async () => {
+  const { id, approval } = await waitingRun({ account: "acme", amount: 500 });
+  expect(await world.client.decide(approval, "edit", { payload: { account: "acme", amount: 50 }, by: "alice" })).toMatchObject({
+    outcome: "decided",
+    decision: "edited",
+  });
+  const edited = await world.settled(id);
+  expect(edited.result).toMatchObject({ pay: { account: "acme", amount: 50 } });
+
+  const calls = fx.counts().calls.charge ?? 0;
+  const rejected = await waitingRun({ account: "evil", amount: 1_000_000 });
+  expect(await world.client.decide(rejected.approval, "reject", { reason: "no", by: "alice" })).toMatchObject({ outcome: "decided", decision: "rejected" });
+  const run = await world.settled(rejected.id);
+  expect(run.status).toBe("failed");
+  expect(run.nodes.gate!.error?.code).toBe("approval_rejected");
+  expect(fx.counts().calls.charge ?? 0).toBe(calls);
+});
+
+it("past its deadline an approval is expired by its run's clock; a decision then answers approval_expired; bad input gets closed answers", async () => {
+  const { approval } = await waitingRun({ account: "late", amount: 1 });
+  offset = 8 * DAY;
+  try {
+    expect(await world.client.decide(approval, "approve", { by: "alice" })).toEqual({ outcome: "approval_expired" });
+  } finally {
+    offset = 0;
+  }
+  expect(await world.client.decide("t1_nope:gate", "approve")).toEqual({ outcome: "approval_not_found" });
+  expect(await world.client.decide("no-colon", "approve")).toEqual({ outcome: "approval_not_found" });
+  expect((await world.client.decide(approval, "edit")).outcome).toBe("invalid_input");
+  expect((await world.client.approval("t1_nope:gate")).outcome).toBe("approval_not_found");
+  const short = { name: "short-gate", nodes: [{ id: "g", kind: "approval", prompt: "quick?", timeout_ms: 300 }] };
+  expect((await world.client.putDefinition(short)).outcome).toMatch(/published|unchanged/);
+  const expired = await world.settled(((await world.client.startRun({ definition: "short-gate" })).run as RunAnswer).id);
+  expect(expired.nodes.g!.error?.code).toBe("approval_expired");
+});
+
+it("runway approvals ls / show / approve from the command line", async () => {
+  const { id, approval } = await waitingRun({ account: "cli", amount: 2 });
+  const runway = async (args: string[]) => {
+    const child = spawnTsx(cli, [...args, "--servers", world.server.url, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--tenant", "t1"], {
+      name: "runway approvals",
+    });
+    const exit = await child.exited;
+    return { code: exit.code, out: child.lines.join("\n") };
+  };
+  expect((await runway(["approvals", "ls", "--group", "finance"])).out).toContain(approval);
+  expect((await runway(["approvals", "show", approval])).out).toContain("Refund this order?");
+  const approved = await runway(["approvals", "approve", approval, "--by", "carol"]);
+  expect(approved.code, approved.out).toBe(0);
+  expect((await world.settled(id)).status).toBe("succeeded");
+  const again = await runway(["approvals", "approve", approval]);
+  expect(again.code).toBe(1);
+  expect(again.out).toContain("already_decided");
+});
