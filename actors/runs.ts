@@ -124,6 +124,8 @@ function view(run: RunContext, input: unknown): RunView {
     waiting: lc.status === "waiting" ? { on: lc.waiting_on, ref: lc.waiting_ref, expires_at: lc.waiting_expires_at } : null,
     result: run.result,
     result_truncated: run.result_truncated,
+    ...(run.partial_reason ? { partial_reason: run.partial_reason } : {}),
+    ...(run.usage ? { usage: run.usage } : {}),
     error: run.error,
     nodes,
     cancel: run.cancel,

@@ -1,7 +1,7 @@
 import { applyStepOp, type StepError } from "../step/index.js";
 import { holderOf, offer, onHeartbeat, policyOf, pumpMap, retryOrFail, takeOffer, type Holder } from "./attempts.js";
 import { publish, TASK_POLL, type Draft, type TaskPoll } from "./draft.js";
-import { advance } from "./progression.js";
+import { advance, ceilingStop } from "./progression.js";
 import type { ExecutionEvent, PendingIntent, Receipt, RunContext } from "./types.js";
 
 /**
@@ -52,6 +52,14 @@ export function onIntent(d: Draft, e: On<"effect.intent">): void {
   const pending = holder.intents?.[e.key];
   const lookup = e.lookup ?? pending?.lookup;
   if (pending && pending.class === "non_idempotent" && !lookup) return park(d, e, holder, pending);
+  const limit = d.plan.limits?.max_tool_calls;
+  const usage = d.run.usage ?? { steps: 0, tool_calls: 0 };
+  if (!pending && limit !== undefined && usage.tool_calls >= limit) {
+    // A call beyond the ceiling is never made: the run stops here.
+    d.effects.push({ type: "runway.answer", value: { outcome: "limit_reached" } });
+    return ceilingStop(d, `max_tool_calls (${limit})`);
+  }
+  if (!pending) d.run.usage = { ...usage, tool_calls: usage.tool_calls + 1 };
   // The attempt now holds a lease (the intent is its first write), so a lost node's attempt is recovered as lost.
   if (holder.step!.status === "ready") onHeartbeat(d, e, { durable: false });
   const intent: PendingIntent = { server: e.server, tool: e.tool, class: e.class, ...(lookup ? { lookup } : {}), attempt: e.attempt, at: d.now };

@@ -90,6 +90,7 @@ export const executionMachine = setup({
     timerIsCurrent: ({ context, event }) => {
       if (event.type !== "timer.fired") return false;
       if (event.kind === "wait") return context.run?.lifecycle.status === "waiting";
+      if (event.kind === "ceiling") return !!context.run;
       const n = context.run?.nodes[event.node];
       if (!n || n.s !== "active") return false;
       if (event.kind === "sleep" || event.kind === "signal") return n.wake_at !== undefined;

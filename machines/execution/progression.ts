@@ -46,6 +46,8 @@ export function advance(d: Draft): void {
     if (d.stop) return stopRun(d);
     if (step.ready.length === 0) break;
     for (const id of step.ready) {
+      const hit = ceilingHit(d);
+      if (hit) return ceilingStop(d, hit);
       start(d, d.byId.get(id)!);
       if (d.stop) return stopRun(d);
     }
@@ -61,8 +63,38 @@ function stopRun(d: Draft): void {
   finish(d, "failed", { code: error.code, message: `${node}: ${error.message}`, nodes: [node] });
 }
 
+/** Which of the run's ceilings it reached (undefined: none): its steps or its wall clock (from its start; waits count). */
+export function ceilingHit(d: Draft): string | undefined {
+  const limits = d.plan.limits;
+  if (!limits) return undefined;
+  if (limits.max_steps !== undefined && (d.run.usage?.steps ?? 0) >= limits.max_steps) return `max_steps (${limits.max_steps})`;
+  const started = d.run.lifecycle.started_at;
+  if (limits.max_wall_ms !== undefined && started !== null && d.now - started >= limits.max_wall_ms) return `max_wall_ms (${limits.max_wall_ms})`;
+  return undefined;
+}
+
+/**
+ * A ceiling stops the run: nothing more starts, live work is stopped. The one status rule: after
+ * work (a node succeeded) the run succeeds with what it has, `partial_reason: limit_reached`;
+ * before any work it fails `limit_reached`.
+ */
+export function ceilingStop(d: Draft, which: string): void {
+  if (isTerminal(d.run.lifecycle.status)) return;
+  stopNodes(d, "limit_reached");
+  publish(d, "ceiling_reached", { ceiling: which });
+  const worked = d.plan.nodes.some((n) => n.kind !== "branch" && n.kind !== "parallel" && n.kind !== "branch_end" && d.run.nodes[n.id]?.s === "succeeded");
+  if (worked) {
+    d.run.partial_reason = "limit_reached";
+    finish(d, "succeeded");
+  } else finish(d, "failed", { code: "limit_reached", message: `the run reached its ${which} before any work` });
+}
+
 export function start(d: Draft, node: PlanNode): void {
   const n = d.run.nodes[node.id]!;
+  if (node.kind !== "branch" && node.kind !== "parallel" && node.kind !== "branch_end") {
+    const usage = d.run.usage ?? { steps: 0, tool_calls: 0 };
+    d.run.usage = { ...usage, steps: usage.steps + 1 };
+  }
   switch (node.kind) {
     case "code": {
       n.s = "active";
@@ -231,7 +263,10 @@ export function finish(d: Draft, status: "succeeded" | "failed", error?: RunErro
     d.run.result_truncated = b.truncated;
   }
   d.run.error = error ?? null;
-  publish(d, status === "succeeded" ? "run_succeeded" : "run_failed", error ? { error } : {});
+  publish(d, status === "succeeded" ? "run_succeeded" : "run_failed", {
+    ...(error ? { error } : {}),
+    ...(d.run.partial_reason ? { partial_reason: d.run.partial_reason } : {}),
+  });
   notifyParent(d);
 }
 

@@ -21,7 +21,7 @@ import {
 } from "./attempts.js";
 import { fail, holdersOf, METRICS_CHANNEL, move, PLATFORM_RETRIES, publish, runSummary, succeed, type Draft, type Effect } from "./draft.js";
 import { admitItems, askExpansion, releaseExpansions } from "./expansion.js";
-import { advance, finish, stopNodes } from "./progression.js";
+import { advance, ceilingHit, ceilingStop, finish, stopNodes } from "./progression.js";
 import { sweepPlan } from "./sweep.js";
 import { RUN_CONTEXT_VERSION, type ExecutionContext, type ExecutionEvent, type ItemRun, type NodeRun, type RunContext, type RunMemory } from "./types.js";
 
@@ -169,6 +169,9 @@ function begin(d: Draft): void {
   if (!checked.ok) {
     finish(d, "failed", { code: "invalid_input", message: checked.errors.map((e) => `${e.path}: ${e.message}`).join("; ") });
   } else {
+    const wall = d.plan.limits?.max_wall_ms;
+    if (wall !== undefined)
+      d.effects.push({ type: "runway.timer.set", name: "ceiling-wall", at: d.now + wall, event: { type: "timer.fired", kind: "ceiling", node: "(run)" } });
     advance(d);
   }
 }
@@ -214,6 +217,11 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
 function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>): void {
   const node = d.byId.get(e.node);
   const n = d.run.nodes[e.node];
+  if (e.kind === "ceiling") {
+    const hit = ceilingHit(d);
+    if (hit) ceilingStop(d, hit);
+    return;
+  }
   if (e.kind === "wait") {
     // One expiry clock per wait: a run still parked past its deadline and grace is abandoned.
     const lc = d.run.lifecycle;

@@ -230,6 +230,10 @@ export interface RunContext {
    * is not `cancelled` yet); absent in records stored before it (enforced at `at`).
    */
   cancel: { reason: string; by: string; at: number; enforced_at?: number | null } | null;
+  /** What the run used of its ceilings (`limits` of its definition). */
+  usage?: { steps: number; tool_calls: number };
+  /** Set when a ceiling stopped the run after it did work: it succeeded with what it had (`limit_reached`). */
+  partial_reason?: string;
   /** Receipts in the run's journal (a memory holding fewer is behind the head). */
   receipts?: number;
   /** The schema of this head ({@link RUN_CONTEXT_VERSION}); a head without one is version 1. */
@@ -340,7 +344,7 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
   }),
   z.object({
     type: z.literal("timer.fired"),
-    kind: z.enum(["retry", "sleep", "lease", "wait", "task", "signal", "approval"]),
+    kind: z.enum(["retry", "sleep", "lease", "wait", "task", "signal", "approval", "ceiling"]),
     node: z.string(),
     item: z.number().int().nonnegative().optional(),
     attempt: z.number().int().positive().optional(),

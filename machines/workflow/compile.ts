@@ -208,6 +208,7 @@ export function compileDefinition(raw: unknown, ctx: CompileContext): CompileRes
     ...(def.description !== undefined && { description: def.description }),
     ...(def.input_schema !== undefined && { input_schema: def.input_schema }),
     ...(def.result !== undefined && { result: def.result }),
+    ...(def.limits !== undefined && { limits: def.limits }),
     nodes: sorted.map((e) => e.node),
   };
   const text = canonicalJson(body);

@@ -79,12 +79,16 @@ export type ApprovalNode = Common & { kind: "approval"; prompt: string; payload?
 export type ToolNode = Common & { kind: "tool"; server: string; tool: string; arguments?: Template; retry?: Retry; timeout_ms?: number; cost?: number };
 export type DefinitionNode = CodeNode | ParallelNode | BranchNode | MapNode | SubworkflowNode | SleepNode | ToolNode | WaitNode | ApprovalNode;
 
+/** A run's ceilings: reaching one stops the run (after work: a success with `partial_reason: limit_reached`; before any: a failure `limit_reached`). */
+export type RunLimits = { max_steps?: number; max_tool_calls?: number; max_wall_ms?: number };
+
 export type Definition = {
   name: string;
   description?: string;
   input_schema?: { [key: string]: Json };
   nodes: DefinitionNode[];
   result?: Template;
+  limits?: RunLimits;
 };
 
 const JsonSchema = z.custom<Json>((v) => isJson(v), "expected a JSON value");
@@ -212,4 +216,11 @@ export const DefinitionSchema: z.ZodType<Definition> = z.strictObject({
   input_schema: z.record(z.string(), JsonSchema).optional(),
   nodes: z.array(NodeSchema).min(1),
   result: JsonSchema.optional(),
+  limits: z
+    .strictObject({
+      max_steps: z.number().int().min(1).max(1_000_000).optional(),
+      max_tool_calls: z.number().int().min(1).max(1_000_000).optional(),
+      max_wall_ms: Ms.min(1).max(MAX_SLEEP_MS).optional(),
+    })
+    .optional(),
 });

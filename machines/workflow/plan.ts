@@ -75,6 +75,8 @@ export type Plan = {
   description?: string;
   input_schema?: { [key: string]: Json };
   result?: Json;
+  /** The run's ceilings (see `RunLimits`). */
+  limits?: { max_steps?: number; max_tool_calls?: number; max_wall_ms?: number };
   nodes: PlanNode[];
   /** Canonical JSON of the plan without this field: hash it to get the version's digest. */
   definition_digest_input: string;
@@ -154,6 +156,7 @@ export const PlanSchema = z.strictObject({
   description: z.string().optional(),
   input_schema: z.record(z.string(), JsonValue).optional(),
   result: JsonValue.optional(),
+  limits: z.strictObject({ max_steps: z.number().optional(), max_tool_calls: z.number().optional(), max_wall_ms: z.number().optional() }).optional(),
   nodes: z.array(PlanNodeSchema),
   definition_digest_input: z.string(),
 });

@@ -70,8 +70,9 @@ it("cluster leader kill: with R3 buckets, killing the partition's stream leader 
   console.log(
     `cluster leader kill: killed ${killed}, ${acknowledged.size} of ${total} commands answered "applied" (the rest were answered by a stored duplicate)`,
   );
-  // Every command, acknowledged or not, is applied exactly once.
-  await waitFor(async () => (await readActor(nc, actor.kind, actor.id))?.context.count === total, { timeoutMs: 30_000, describe: `counter to reach ${total}` });
+  // Every command, acknowledged or not, is applied exactly once. One whose delivery the kill cut
+  // off comes again after the mailbox's ack wait (30 s): the deadline is past it.
+  await waitFor(async () => (await readActor(nc, actor.kind, actor.id))?.context.count === total, { timeoutMs: 60_000, describe: `counter to reach ${total}` });
   const record = await readActor(nc, actor.kind, actor.id);
   expect(record?.transitions).toBe(total);
   expect(acknowledged.size).toBeGreaterThan(0);
