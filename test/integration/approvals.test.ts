@@ -6,7 +6,9 @@ import { workflowWorld, type RunAnswer } from "./workflow-support.js";
 
 /** The node's clock, moved forward by the test (a three-day wait without waiting three days). */
 let offset = 0;
-const world = workflowWorld({ name: "approvals-node", clock: { now: () => Date.now() + offset, monotonic: () => performance.now() } });
+/** When set, the node's clock stands still at this instant. */
+let frozen: number | undefined;
+const world = workflowWorld({ name: "approvals-node", clock: { now: () => frozen ?? Date.now() + offset, monotonic: () => performance.now() } });
 const cli = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
 const DAY = 24 * 3_600_000;
 let fx: EffectsServerHandle;
@@ -123,4 +125,55 @@ it("runway approvals ls / show / approve from the command line", async () => {
   const again = await runway(["approvals", "approve", approval]);
   expect(again.code).toBe(1);
   expect(again.out).toContain("already_decided");
+});
+
+it("an approval decided in the same instant as its timeout has exactly one outcome: the decision (its timer then finds nothing to expire)", async () => {
+  const { id, approval } = await waitingRun({ account: "edge", amount: 3 });
+  const item = (await world.client.approval(approval)).approval as { expires_at: number };
+  frozen = item.expires_at;
+  try {
+    expect(await world.client.decide(approval, "approve", { by: "alice" })).toMatchObject({ outcome: "decided", decision: "approved" });
+    // The expiry timer, late or not, meets a decided approval: no second outcome.
+    await world.node.node.host.dispatch({ kind: "run", id }, { type: "timer.fired", kind: "approval", node: "gate" }, `late-timer/${id}`);
+  } finally {
+    frozen = undefined;
+  }
+  const run = await world.settled(id);
+  expect(run.status).toBe("succeeded");
+  const events = ((await world.client.runEvents(id)).events as { type: string }[]).map((e) => e.type);
+  expect(events.filter((t) => t === "approval_decided")).toHaveLength(1);
+  expect(events).not.toContain("approval_expired");
+});
+
+it("two approvals in one parallel node resolve in either order; the run waits while either is pending", async () => {
+  const def = {
+    name: "two-gates",
+    nodes: [
+      {
+        id: "both",
+        kind: "parallel",
+        branches: [
+          [{ id: "legal", kind: "approval", prompt: "legal?", group: "legal" }],
+          [{ id: "finance", kind: "approval", prompt: "finance?", group: "finance" }],
+        ],
+      },
+    ],
+  };
+  expect((await world.client.putDefinition(def)).outcome).toMatch(/published|unchanged/);
+  for (const order of [
+    ["legal", "finance"],
+    ["finance", "legal"],
+  ]) {
+    const id = ((await world.client.startRun({ definition: "two-gates" })).run as RunAnswer).id;
+    await waitFor(async () => ((await world.client.approvals({ run_id: id })).approvals as unknown[]).length === 2 || undefined, {
+      timeoutMs: 10_000,
+      describe: "both approvals to be listed",
+    });
+    expect(await world.client.decide(`${id}:${order[0]}`, "approve", { by: "alice" })).toMatchObject({ outcome: "decided" });
+    expect(((await world.client.getRun(id)).run as RunAnswer).status).toBe("waiting");
+    expect(await world.client.decide(`${id}:${order[1]}`, "approve", { by: "bob" })).toMatchObject({ outcome: "decided" });
+    const run = await world.settled(id);
+    expect(run.status, order.join(" then ")).toBe("succeeded");
+    expect(run.result).toMatchObject({ legal: { decision: "approved" }, finance: { decision: "approved" } });
+  }
 });
