@@ -23,8 +23,6 @@ export {
 export { RunFacts, factsOfHeadV1, isHeadV1, migrateHeadV1 } from "./memory.js";
 export { ticketId } from "./attempts.js";
 export {
-  RunCommandSchema,
-  RunSeedSchema,
   type RunCommand,
   type RunSeed,
   type RunContext,
@@ -49,3 +47,4 @@ export {
   type RunMemory,
   RUN_CONTEXT_VERSION,
 } from "./types.js";
+export { RunCommandSchema, RunSeedSchema } from "./commands.js";

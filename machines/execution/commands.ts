@@ -1,0 +1,172 @@
+import { z } from "zod";
+import { TokenSchema } from "../tenant/index.js";
+
+/** The commands a run actor accepts (validated at its mailbox), with the schemas their parts share. */
+
+/** What a run needs to be created; validated at the actor's mailbox. */
+export const RunSeedSchema = z.object({
+  id: z.string().min(1),
+  tenant: z.string().min(1),
+  root_run_id: z.string().min(1),
+  parent_run_id: z.string().nullable(),
+  parent_node: z.string().nullable(),
+  depth: z.number().int().nonnegative(),
+  definition: z.object({ name: z.string(), version: z.number().int().positive(), digest: z.string() }),
+  source: z.string(),
+  start_key: z.string(),
+  /** A seed that names no lane is batch: a value nobody wrote never reads as interactive. */
+  lane: z.enum(["interactive", "batch", "migration"]).default("batch"),
+  admission: z.enum(["admitted", "queued"]).optional(),
+  project: TokenSchema.optional(),
+  priority: z.number().int().min(0).max(9).optional(),
+  deadline: z.number().int().nonnegative().nullable().optional(),
+  /** A replay: the run whose journal answers every effect of this one (no call leaves the node). */
+  replay_of: z.string().min(1).max(200).optional(),
+  input: z.unknown(),
+});
+export type RunSeed = z.infer<typeof RunSeedSchema>;
+
+const StepErrorShape = z.object({ code: z.string(), message: z.string(), retryable: z.boolean() });
+
+/** `<run>:<step path>:<hash of the canonical arguments>` */
+const EffectKey = z.string().min(1).max(600);
+
+const ReceiptSchema = z.discriminatedUnion("state", [
+  z.object({ key: EffectKey, state: z.literal("observed"), value: z.unknown(), at: z.number(), by: z.string().max(200).optional() }),
+  z.object({
+    key: EffectKey,
+    state: z.literal("failed"),
+    error: z.object({ code: z.string().max(100), message: z.string().max(4_096) }),
+    at: z.number(),
+    by: z.string().max(200).optional(),
+  }),
+]);
+
+/** The attempt a report comes from: fenced by its lease and the run's cancellation epoch. */
+const AttemptFence = {
+  node: z.string(),
+  item: z.number().int().nonnegative().optional(),
+  attempt: z.number().int().positive(),
+  lease_epoch: z.number().int().positive(),
+  cancellation_epoch: z.number().int().nonnegative(),
+};
+
+/** Commands a run actor accepts (before the host adds `now` and `prepare` adds the plan). */
+export const RunCommandSchema = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("run.create"), run: RunSeedSchema }),
+  z.object({
+    type: z.literal("step.result"),
+    node: z.string(),
+    item: z.number().int().nonnegative().optional(),
+    attempt: z.number().int().positive(),
+    lease_epoch: z.number().int().positive(),
+    outcome: z.enum(["succeeded", "failed"]),
+    output: z.unknown().optional(),
+    error: StepErrorShape.optional(),
+    /** The run's cancellation epoch when the attempt was dispatched. */
+    cancellation_epoch: z.number().int().nonnegative().optional(),
+    /** Receipts of the attempt's calls still without one (a tool node's call: its result and receipt are one write). */
+    receipts: z.array(ReceiptSchema).max(64).optional(),
+  }),
+  /** Before a call that may change the world: its intent, under the attempt's lease and the run's cancellation epoch. */
+  z.object({
+    type: z.literal("effect.intent"),
+    ...AttemptFence,
+    key: EffectKey,
+    server: z.string().min(1).max(200),
+    tool: z.string().min(1).max(200),
+    class: z.enum(["read_only", "idempotent", "non_idempotent"]),
+    /** The tool the server offers to look this call up by its key (declared by the operator). */
+    lookup: z.string().min(1).max(200).optional(),
+    arguments: z.unknown(),
+  }),
+  /** The call became an MCP task: its id is journaled before the step waits on it (no worker held). */
+  z.object({
+    type: z.literal("effect.task"),
+    ...AttemptFence,
+    key: EffectKey,
+    task_id: z.string().min(1).max(500),
+    server: z.string().min(1).max(200),
+    tool: z.string().min(1).max(200),
+    wire: z.string().min(1).max(40),
+    poll_ms: z.number().int().min(10).max(3_600_000),
+  }),
+  /** The call's outcome, from the attempt that recorded its intent. */
+  z.object({ type: z.literal("effect.receipt"), ...AttemptFence, receipt: ReceiptSchema }),
+  /** A person settles an intent whose outcome is unknown: `done` with the call's result, `retry` (call again), `abandon` (the step fails). */
+  z.object({
+    type: z.literal("effect.settle"),
+    key: EffectKey,
+    decision: z.enum(["done", "retry", "abandon"]),
+    result: z.unknown().optional(),
+    by: z.string().max(200),
+  }),
+  z.object({
+    type: z.literal("timer.fired"),
+    kind: z.enum(["retry", "sleep", "lease", "wait", "task", "signal", "approval", "ceiling"]),
+    node: z.string(),
+    item: z.number().int().nonnegative().optional(),
+    attempt: z.number().int().positive().optional(),
+    lease_epoch: z.number().int().positive().optional(),
+  }),
+  z.object({
+    type: z.literal("step.heartbeat"),
+    node: z.string(),
+    item: z.number().int().nonnegative().optional(),
+    attempt: z.number().int().positive(),
+    lease_epoch: z.number().int().positive(),
+    cancellation_epoch: z.number().int().nonnegative().optional(),
+  }),
+  z.object({
+    type: z.literal("child.settled"),
+    node: z.string(),
+    child: z.string(),
+    status: z.enum(["succeeded", "failed", "cancelled"]),
+    result: z.unknown().optional(),
+    error: z.object({ code: z.string(), message: z.string() }).passthrough().optional(),
+  }),
+  z.object({ type: z.literal("run.cancel"), reason: z.string().max(1_000), by: z.string().max(200) }),
+  z.object({
+    type: z.literal("run.recover"),
+    reason: z.string().max(200),
+    /** Attempts still executing in the claiming process (it claimed its own partition again): not lost. */
+    alive: z
+      .array(
+        z.object({
+          node: z.string(),
+          item: z.number().int().nonnegative().optional(),
+          attempt: z.number().int().positive(),
+          lease_epoch: z.number().int().positive(),
+        }),
+      )
+      .max(10_000)
+      .optional(),
+  }),
+  /** A person decides an approval node: approve (its payload goes on), edit (theirs does), reject. */
+  z.object({
+    type: z.literal("approval.decide"),
+    node: z.string().min(1).max(200),
+    decision: z.enum(["approve", "reject", "edit"]),
+    payload: z.unknown().optional(),
+    reason: z.string().max(4_096).optional(),
+    by: z.string().min(1).max(200),
+  }),
+  /** A named signal for the run's `wait` nodes (`runs.signal`): its data is what they output. */
+  z.object({ type: z.literal("run.signal"), name: z.string().min(1).max(64), data: z.unknown().optional(), by: z.string().max(200) }),
+  /** The tenant gave a queued run its slot. */
+  z.object({ type: z.literal("run.admitted") }),
+  /** A recovery sweep pass at `at` (the sweeper's clock): repairs what a lost clock or hand-over left (see `sweep.ts`). */
+  z.object({
+    type: z.literal("run.sweep"),
+    at: z.number().int().nonnegative(),
+    /** Tickets of this run the node's scheduler still holds (queued or running): not lost, whatever their age. */
+    held: z.array(z.string().max(300)).max(10_000).optional(),
+  }),
+  /** The tenant admitted a map's expansion: its items may start. */
+  z.object({ type: z.literal("expansion.admitted"), node: z.string() }),
+  /** The tenant refused a map's expansion: the node fails with the code, before any item started. */
+  z.object({ type: z.literal("expansion.refused"), node: z.string(), code: z.string().max(100), message: z.string().max(1_000) }),
+  /** The sweep found this child's parent ended (or no longer waiting on it): it ends `parent_gone`. */
+  z.object({ type: z.literal("run.parent_gone"), parent_status: z.string().max(40) }),
+]);
+export type RunCommand = z.infer<typeof RunCommandSchema>;
