@@ -7,6 +7,7 @@ import { RUN_KIND } from "./run-actor.js";
 import { RESULTS_STORE } from "./topology.js";
 import type { ToolPort } from "./tool-calls.js";
 import type { ReplayTools } from "./replay.js";
+import type { UsageMeter } from "./meter.js";
 import { callThroughJournal, fenceOf, settleCall, type BoundedRef, type ToolAnswer, type ToolCall } from "./tool-step.js";
 
 /** What became of a heartbeat renewal (see `StepExecutor`'s `onHeartbeatSettled`). */
@@ -70,6 +71,8 @@ export class StepExecutor {
       tools?: ToolPort;
       /** Answers a replay's calls from its original run's receipts (absent: a replay's calls fail). */
       replay?: ReplayTools;
+      /** Charges priced tool calls (absent: a priced call fails `metering_unavailable`). */
+      meter?: UsageMeter;
       /** Wraps the report path (see {@link StepReport}); production passes none. */
       decorateReport?(report: StepReport): StepReport;
     },
@@ -318,6 +321,7 @@ export class StepExecutor {
           return local.outcome === "applied" ? (local.value as { outcome: string; value?: unknown } | undefined) : undefined;
         },
         bounded: (r, value) => this.bounded(r, value),
+        ...(this.deps.meter ? { meter: this.deps.meter } : {}),
         now: () => this.deps.now?.() ?? Date.now(),
       },
       request,

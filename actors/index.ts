@@ -35,6 +35,7 @@ export { startKey, childStartKey, runIdFor, tenantOfRun } from "./ids.js";
 export { NodeMetrics, type MetricSource, type Labels } from "./metrics.js";
 export { Dispatcher, DEFAULT_SCHEDULER, type LeaseDecision, type QuotaGrant } from "./dispatcher.js";
 export { QuotaGate, QUOTA_STREAM, type QuotaTake, type QuotaLimits } from "./quota.js";
+export { UsageMeter, METER_STREAM, type Charge, type ChargeRequest } from "./meter.js";
 export { Sweeper, type SweepReport } from "./sweeper.js";
 export {
   effectKey,

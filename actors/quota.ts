@@ -1,6 +1,5 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { headers } from "@nats-io/transport-node";
-import { rawRequest } from "../runtime/index.js";
+import { incrementCounter } from "../runtime/index.js";
 
 export const QUOTA_STREAM = "RUNWAY_QUOTA";
 
@@ -33,23 +32,12 @@ export class QuotaGate {
     const next = (window + 1) * this.windowMs;
     const base = `rw.quota.${tenant}.${provider.replace(/[^A-Za-z0-9_-]/g, "_")}.${window}`;
     const [requests, tokens] = await Promise.all([
-      this.incr(`${base}.requests`, 1),
-      limits.tokens === undefined ? Promise.resolve(0) : this.incr(`${base}.tokens`, Math.max(1, Math.ceil(cost))),
+      incrementCounter(this.nc, `${base}.requests`, 1),
+      limits.tokens === undefined ? Promise.resolve(0) : incrementCounter(this.nc, `${base}.tokens`, Math.max(1, Math.ceil(cost))),
     ]);
     if (typeof requests === "string") return { ok: false, unavailable: requests, retry_at: now + 250 };
     if (typeof tokens === "string") return { ok: false, unavailable: tokens, retry_at: now + 250 };
     const ok = requests <= limits.requests && (limits.tokens === undefined || tokens <= limits.tokens);
     return ok ? { ok: true, count: requests, tokens, window } : { ok: false, count: requests, tokens, retry_at: next };
-  }
-
-  /** The counter's new total, or why it is unavailable. */
-  private async incr(subject: string, by: number): Promise<number | string> {
-    const h = headers();
-    h.set("Nats-Incr", String(by));
-    const reply = await rawRequest(this.nc, subject, "", { headers: h, timeoutMs: 2_000 });
-    if (!reply.ok) return reply.reason;
-    const ack = JSON.parse(reply.msg.string()) as { val?: string; error?: { description?: string } };
-    if (ack.error || ack.val === undefined) return ack.error?.description ?? "no counter value";
-    return Number(ack.val);
   }
 }

@@ -62,8 +62,8 @@ export type StartRunResult =
   | { outcome: "invalid_input"; reason: string }
   /** The request named the interactive lane from a source the tenant does not allow it. */
   | { outcome: "lane_not_allowed"; reason: string }
-  /** The tenant's kill switch is on, it is draining, its day cap is spent, or its queue is full: no run is created. */
-  | { outcome: "tenant_killed" | "tenant_draining" | "day_cap_reached" | "queue_full"; detail?: unknown };
+  /** The tenant's kill switch is on, it is draining, its day cap or day budget is spent, or its queue is full: no run is created. */
+  | { outcome: "tenant_killed" | "tenant_draining" | "day_cap_reached" | "budget_exhausted" | "queue_full"; detail?: unknown };
 
 /** A page of a run's progress events (see RunService.events). */
 export type RunEventsResult =
@@ -192,13 +192,15 @@ export class RunService {
     const source = request.source ?? request.start_key?.source ?? "api";
     const lane = laneFor(request.lane, source, this.deps.tenants.policy(tenant)?.interactive_sources);
     if (!lane.ok) return { outcome: "lane_not_allowed", reason: lane.reason };
-    // Admission by the tenant actor: kill switch, drain, day cap, run concurrency.
+    // Admission by the tenant actor: kill switch, drain, day cap, day budget, run concurrency.
     const project = request.project ?? "default";
-    const admitted = await this.deps.tenants.admit(tenant, id, project);
+    const ceiling = resolved.plan.limits?.max_cost_cents;
+    const admitted = await this.deps.tenants.admit(tenant, id, project, ceiling);
     if (
       admitted.outcome === "tenant_killed" ||
       admitted.outcome === "tenant_draining" ||
       admitted.outcome === "day_cap_reached" ||
+      admitted.outcome === "budget_exhausted" ||
       admitted.outcome === "queue_full"
     ) {
       await this.auditRefusal(tenant, admitted.outcome, { source, definition: resolved.ref, start_key: key });
@@ -223,6 +225,7 @@ export class RunService {
       ...(request.priority !== undefined ? { priority: request.priority } : {}),
       ...(request.deadline_ms !== undefined ? { deadline: this.deps.now() + request.deadline_ms } : {}),
       ...(request.replay_of ? { replay_of: request.replay_of } : {}),
+      ...(ceiling !== undefined ? { cost_ceiling_cents: ceiling } : {}),
       input,
     };
     const answer = await askActor(this.deps, { kind: RUN_KIND, id }, { type: "run.create", run: seed }, `create/${id}`, 10_000);

@@ -28,6 +28,7 @@ import {
   type ActorHost,
   type MailboxClient,
 } from "../runtime/index.js";
+import { UsageMeter } from "./meter.js";
 import { askActor } from "./ask.js";
 import { actorIdsIn, lastValues, readSnapshot } from "./records.js";
 import { randomDeliveryId } from "./ids.js";
@@ -77,6 +78,7 @@ export function membershipReader(nc: NatsConnection, partitions: number, tenant:
   const p = partitionOf(tenant, partitions);
   const stream = partitionStream(p);
   const bucket = partitionBucket(p);
+  const meter = new UsageMeter(nc);
   return {
     read: async (keys) => {
       const values = await Promise.all(
@@ -90,6 +92,7 @@ export function membershipReader(nc: NatsConnection, partitions: number, tenant:
       );
       return Object.fromEntries(values);
     },
+    spentOn: (day) => meter.spentOn(tenant, day),
     runningByProject: async () => {
       const counts: Record<string, number> = {};
       for (const m of await listMembers(nc, partitions, tenant)) if (m.member.s === "r") counts[m.member.p] = (counts[m.member.p] ?? 0) + 1;
@@ -225,9 +228,10 @@ export class TenantService {
     return answer;
   }
 
-  admit(id: string, runId: string, project: string): Promise<Answer> {
+  /** `reserveCents`: what the run reserves of a day budget (its definition's `max_cost_cents`; absent: the tenant's default). */
+  admit(id: string, runId: string, project: string, reserveCents?: number): Promise<Answer> {
     // A fresh command id each time: the tenant itself counts a run id once, and each caller needs its own answer.
-    return this.command(id, { type: "tenant.admit_run", run_id: runId, project });
+    return this.command(id, { type: "tenant.admit_run", run_id: runId, project, ...(reserveCents !== undefined ? { reserve_cents: reserveCents } : {}) });
   }
 
   /**

@@ -17,8 +17,11 @@ export function effectKey(run: string, node: string, item: number | undefined, c
 
 /** What the gateway knows of a tool before a call. */
 export type ToolLookup =
-  /** `lookup`: a read-only tool of the same server that tells whether a call of this one happened (by effect key). */
-  | { outcome: "found"; class: ToolClass; lookup?: string }
+  /**
+   * `lookup`: a read-only tool of the same server that tells whether a call of this one happened
+   * (by effect key); `cost_cents`: the operator's price of one call (metered before it is made).
+   */
+  | { outcome: "found"; class: ToolClass; lookup?: string; cost_cents?: number }
   | { outcome: "server_not_found" | "tool_not_found"; message: string }
   | { outcome: "unavailable"; code: string; message: string };
 

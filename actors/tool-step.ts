@@ -1,5 +1,6 @@
 import type { ExecuteRequest, Receipt } from "../machines/index.js";
 import { effectKey, type ToolPort, type ToolResultOutcome } from "./tool-calls.js";
+import type { Charge, ChargeRequest } from "./meter.js";
 
 /** Names a stored large value: whose attempt produced it. */
 export type BoundedRef = Pick<ExecuteRequest, "run" | "node" | "item" | "attempt">;
@@ -28,6 +29,8 @@ export interface ToolStepDeps {
   ask(request: ExecuteRequest, event: Record<string, unknown>, id: string): Promise<{ outcome: string; value?: unknown } | undefined>;
   /** Keeps a value within the inline bound (a larger one goes to the object store by reference). */
   bounded(request: BoundedRef, value: unknown): Promise<unknown>;
+  /** Charges a priced call to its tree and tenant before it is made (absent: priced calls cannot be made). */
+  meter?: { charge(c: ChargeRequest): Promise<Charge> };
   now(): number;
 }
 
@@ -62,6 +65,9 @@ export async function callThroughJournal(
   if (found.outcome === "unavailable") return { answer: { outcome: "failed", error: { code: found.code, message: found.message, retryable: true } } };
   if (found.outcome !== "found") return { answer: { outcome: "failed", error: { code: `tool_${found.outcome}`, message: found.message, retryable: false } } };
   const key = effectKey(request.run, request.node, request.item, call);
+  const charged = await chargeFor(deps, request, found.cost_cents ?? 0);
+  if (charged.outcome === "unavailable")
+    return { answer: { outcome: "failed", error: { code: "metering_unavailable", message: charged.detail, retryable: true } } };
   const asked = await deps.ask(
     request,
     {
@@ -73,6 +79,8 @@ export async function callThroughJournal(
       class: found.class,
       ...(found.lookup ? { lookup: found.lookup } : {}),
       arguments: call.arguments ?? null,
+      ...(charged.outcome === "charged" && found.cost_cents ? { cost_cents: found.cost_cents } : {}),
+      ...(charged.outcome === "budget_exhausted" ? { budget_exhausted: `${charged.spent_cents} of ${charged.ceiling_cents} cents spent` } : {}),
     },
     `intent/${key}/${request.attempt}/${request.lease_epoch}`,
   );
@@ -106,6 +114,25 @@ export async function callThroughJournal(
     return { answer: { outcome: "stopped", reason: waiting?.outcome === "waiting" ? "task" : (waiting?.outcome ?? "not_decided_here") } };
   }
   return settleCall(deps, request, { server, tool, key }, called);
+}
+
+/**
+ * A priced call is charged to its run tree (against the root's money ceiling) and its tenant's
+ * day before its intent: a refusal goes to the run with the intent, which stops the run
+ * `budget_exhausted` and records no call. The meter not answering is a fault, never a spent budget.
+ */
+async function chargeFor(deps: ToolStepDeps, request: ExecuteRequest, cents: number): Promise<Charge> {
+  if (cents <= 0) return { outcome: "charged" };
+  if (!deps.meter) return { outcome: "unavailable", detail: "this node has no usage meter for a priced call" };
+  return deps.meter
+    .charge({
+      tenant: request.tenant,
+      root: request.root,
+      ...(request.cost_ceiling_cents !== undefined ? { ceiling_cents: request.cost_ceiling_cents } : {}),
+      cents,
+      now: deps.now(),
+    })
+    .catch((err: unknown) => ({ outcome: "unavailable" as const, detail: String((err as Error).message ?? err) }));
 }
 
 /**

@@ -6,6 +6,7 @@ import { LIVE_BUCKET } from "./live-runs.js";
 import { RECONCILE_BUCKET } from "./reconciliations.js";
 import { APPROVALS_BUCKET } from "./approvals.js";
 import { runsStreamConfig } from "./run-index.js";
+import { meterStreamConfig } from "./meter.js";
 
 /** JetStream resources of the workflow domain, beside the runtime's own. */
 export const DEFINITIONS_BUCKET = "rw_defs";
@@ -49,7 +50,8 @@ export async function ensureDomainTopology(nc: NatsConnection, replicas: number)
     max_age: 10 * 60 * 1_000_000_000,
     allow_msg_counter: true,
   } as Partial<StreamConfig> & { name: string };
-  for (const config of [audit, quota, runsStreamConfig(replicas) as Partial<StreamConfig> & { name: string }]) {
+  const meter = { ...meterStreamConfig(replicas), storage: StorageType.File, retention: RetentionPolicy.Limits } as Partial<StreamConfig> & { name: string };
+  for (const config of [audit, quota, meter, runsStreamConfig(replicas) as Partial<StreamConfig> & { name: string }]) {
     try {
       await jsm.streams.info(config.name);
     } catch {

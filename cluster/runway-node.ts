@@ -8,6 +8,7 @@ import {
   type HeartbeatOutcome,
   type StepReport,
   QuotaGate,
+  UsageMeter,
   ensureDomainTopology,
   NodeMetrics,
   EndedRunCompaction,
@@ -279,6 +280,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               now: () => clock.now(),
               tools: tools!.gateway,
               replay: new ReplayTools(self().nc, self().topology.partitions),
+              meter: new UsageMeter(self().nc),
               ...(config.decorate?.report ? { decorateReport: config.decorate.report } : {}),
               ...(config.onHeartbeatSettled ? { onHeartbeatSettled: config.onHeartbeatSettled } : {}),
             });

@@ -97,6 +97,7 @@ export {
   keyToken,
   MEMBER_PREFIX,
   DEFAULT_ENDED_RETENTION_MS,
+  utcDay,
   type Member,
   type MembershipReader,
   type TenantContext,

@@ -7,6 +7,7 @@ export {
   publish,
   readFirst,
   readLast,
+  incrementCounter,
   streamLastSequence,
   payloadLimit,
   DEFAULT_MAX_PAYLOAD,

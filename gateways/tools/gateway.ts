@@ -3,7 +3,7 @@ import { EFFECT_KEY_META, type TaskPollOutcome, type ToolCallOutcome, type ToolC
 import { ModernMcpError } from "./mcp-2026.js";
 import { effectiveClass, type ClassSource, type ToolClass } from "../../machines/index.js";
 import type { Connection, ToolConnections } from "./connections.js";
-import type { ToolRegistry, ToolServerRecord } from "./registry.js";
+import type { ToolRegistry, ToolServerRecord, ToolServerSpec } from "./registry.js";
 
 /** How often to poll a task whose server names no interval. */
 const DEFAULT_POLL_MS = 1_000;
@@ -53,7 +53,14 @@ export class ToolGateway implements ToolPort {
     const found = tools.get(tool);
     if (!found) return { outcome: "tool_not_found", message: `server '${server}' has no tool named '${tool}'` };
     const lookup = record.spec.lookups[tool];
-    return { outcome: "found", class: effectiveClass(found.annotations, record.spec, tool).class, ...(lookup ? { lookup } : {}) };
+    // A record stored before prices existed has none.
+    const price = (record.spec.prices as ToolServerSpec["prices"] | undefined)?.[tool];
+    return {
+      outcome: "found",
+      class: effectiveClass(found.annotations, record.spec, tool).class,
+      ...(lookup ? { lookup } : {}),
+      ...(price ? { cost_cents: price } : {}),
+    };
   }
 
   async call(req: ToolCallRequest): Promise<ToolCallOutcome> {

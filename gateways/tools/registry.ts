@@ -46,6 +46,11 @@ export const ToolServerSpecSchema = z
     lookups: z.record(z.string().min(1).max(128), z.string().min(1).max(128)).default({}),
     /** The operator's class per tool: wins over annotations. */
     overrides: z.record(z.string().min(1).max(128), ClassSchema).default({}),
+    /**
+     * Per tool, what one call costs in cents: a priced call is metered against its run tree's
+     * `max_cost_cents` and its tenant's day budget before it is made. Unpriced tools cost nothing.
+     */
+    prices: z.record(z.string().min(1).max(128), z.number().int().min(0).max(1_000_000_000)).default({}),
     /** A call that has not answered in this long fails `tool_timeout` (a step's own timeout may be shorter). */
     call_timeout_ms: z.number().int().min(100).max(3_600_000).default(60_000),
   })

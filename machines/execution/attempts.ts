@@ -131,6 +131,7 @@ export function offer(d: Draft, node: PlanNode, holder: Holder, item: number | u
     input: input.value,
     ...(node.kind === "code" && node.tool ? { tool: node.tool } : {}),
     ...(r.replay_of ? { replay_of: r.replay_of } : {}),
+    ...(r.cost_ceiling_cents !== undefined ? { cost_ceiling_cents: r.cost_ceiling_cents } : {}),
     timeout_ms: node.timeout_ms,
     cancellation_epoch: r.cancellation_epoch,
     ticket: id,

@@ -22,6 +22,8 @@ export const RunSeedSchema = z.object({
   deadline: z.number().int().nonnegative().nullable().optional(),
   /** A replay: the run whose journal answers every effect of this one (no call leaves the node). */
   replay_of: z.string().min(1).max(200).optional(),
+  /** The tree's money ceiling: its root's `limits.max_cost_cents`, which every child carries (and ignores its own). */
+  cost_ceiling_cents: z.number().int().min(0).max(1e12).optional(),
   input: z.unknown(),
 });
 export type RunSeed = z.infer<typeof RunSeedSchema>;
@@ -79,6 +81,10 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     /** The tool the server offers to look this call up by its key (declared by the operator). */
     lookup: z.string().min(1).max(200).optional(),
     arguments: z.unknown(),
+    /** A priced call: what the meter charged the tree for it. */
+    cost_cents: z.number().int().min(0).max(1e12).optional(),
+    /** The meter refused the call on the tree's money ceiling (what it said): the call is not made and the run stops. */
+    budget_exhausted: z.string().max(500).optional(),
   }),
   /** The call became an MCP task: its id is journaled before the step waits on it (no worker held). */
   z.object({

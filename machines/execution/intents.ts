@@ -59,7 +59,18 @@ export function onIntent(d: Draft, e: On<"effect.intent">): void {
     d.effects.push({ type: "runway.answer", value: { outcome: "limit_reached" } });
     return ceilingStop(d, `max_tool_calls (${limit})`);
   }
-  if (!pending) d.run.usage = { ...usage, tool_calls: usage.tool_calls + 1 };
+  if (e.budget_exhausted !== undefined) {
+    // The meter refused the call on the tree's money ceiling: it is not made, and the run stops.
+    d.effects.push({ type: "runway.answer", value: { outcome: "budget_exhausted" } });
+    return ceilingStop(d, `max_cost_cents (${e.budget_exhausted})`, "budget_exhausted");
+  }
+  const cost = e.cost_cents ?? 0;
+  if (!pending || cost > 0)
+    d.run.usage = {
+      ...usage,
+      tool_calls: usage.tool_calls + (pending ? 0 : 1),
+      ...(cost > 0 || usage.cost_cents ? { cost_cents: (usage.cost_cents ?? 0) + cost } : {}),
+    };
   // The attempt now holds a lease (the intent is its first write), so a lost node's attempt is recovered as lost.
   if (holder.step!.status === "ready") onHeartbeat(d, e, { durable: false });
   const intent: PendingIntent = { server: e.server, tool: e.tool, class: e.class, ...(lookup ? { lookup } : {}), attempt: e.attempt, at: d.now };

@@ -75,18 +75,18 @@ export function ceilingHit(d: Draft): string | undefined {
 
 /**
  * A ceiling stops the run: nothing more starts, live work is stopped. The one status rule: after
- * work (a node succeeded) the run succeeds with what it has, `partial_reason: limit_reached`;
- * before any work it fails `limit_reached`.
+ * work (a node succeeded) the run succeeds with what it has and `partial_reason` (`limit_reached`,
+ * or `budget_exhausted` for money); before any work it fails with that code.
  */
-export function ceilingStop(d: Draft, which: string): void {
+export function ceilingStop(d: Draft, which: string, reason: "limit_reached" | "budget_exhausted" = "limit_reached"): void {
   if (isTerminal(d.run.lifecycle.status)) return;
-  stopNodes(d, "limit_reached");
-  publish(d, "ceiling_reached", { ceiling: which });
+  stopNodes(d, reason);
+  publish(d, "ceiling_reached", { ceiling: which, reason });
   const worked = d.plan.nodes.some((n) => n.kind !== "branch" && n.kind !== "parallel" && n.kind !== "branch_end" && d.run.nodes[n.id]?.s === "succeeded");
   if (worked) {
-    d.run.partial_reason = "limit_reached";
+    d.run.partial_reason = reason;
     finish(d, "succeeded");
-  } else finish(d, "failed", { code: "limit_reached", message: `the run reached its ${which} before any work` });
+  } else finish(d, "failed", { code: reason, message: `the run reached its ${which} before any work` });
 }
 
 export function start(d: Draft, node: PlanNode): void {
@@ -146,6 +146,8 @@ export function start(d: Draft, node: PlanNode): void {
             ...(r.project ? { project: r.project } : {}),
             priority: childPriority(r.priority ?? DEFAULT_PRIORITY),
             ...(r.deadline != null ? { deadline: r.deadline } : {}),
+            // Money is one bill: the child spends its root's ceiling, whatever its own definition says.
+            ...(r.cost_ceiling_cents !== undefined ? { cost_ceiling_cents: r.cost_ceiling_cents } : {}),
             input: input.value,
           },
         },

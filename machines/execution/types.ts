@@ -219,6 +219,8 @@ export interface RunContext {
   deadline?: number | null;
   /** A replay of this run: its effects are answered from that run's receipts. */
   replay_of?: string;
+  /** The tree's money ceiling (its root's `limits.max_cost_cents`), metered at every priced call. */
+  cost_ceiling_cents?: number;
   lifecycle: RunLifecycle;
   created_at: number;
   cancellation_epoch: number;
@@ -232,8 +234,8 @@ export interface RunContext {
    */
   cancel: { reason: string; by: string; at: number; enforced_at?: number | null } | null;
   /** What the run used of its ceilings (`limits` of its definition). */
-  usage?: { steps: number; tool_calls: number };
-  /** Set when a ceiling stopped the run after it did work: it succeeded with what it had (`limit_reached`). */
+  usage?: { steps: number; tool_calls: number; cost_cents?: number };
+  /** Set when a ceiling stopped the run after it did work: it succeeded with what it had (`limit_reached`, `budget_exhausted`). */
   partial_reason?: string;
   /** Receipts in the run's journal (a memory holding fewer is behind the head). */
   receipts?: number;
@@ -319,6 +321,8 @@ export interface ExecuteRequest {
   tool?: { server: string; tool: string };
   /** The run is a replay of this one: its tool calls are answered from that run's receipts. */
   replay_of?: string;
+  /** The tree's money ceiling: a priced call is charged against it before it is made. */
+  cost_ceiling_cents?: number;
   timeout_ms: number;
   cancellation_epoch: number;
   /** The ticket the attempt runs under (its scheduler slot). */

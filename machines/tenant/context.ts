@@ -38,6 +38,11 @@ export interface TenantContext {
   /** 'YYYY-MM-DD' (UTC) of the day cap window `starts_today` counts in; never moves backwards. */
   day: string;
   starts_today: number;
+  /**
+   * Cents reserved today by runs admitted under a day budget and not ended (each has `b.<run>`);
+   * absent in records stored before budgets (0).
+   */
+  reserved_cents?: number;
   /** Runs admitted and not ended (each has `m.<run>` with `s: "r"`). */
   active_runs: number;
   /** Of those, per project that has a cap (projects at 0 are absent). */

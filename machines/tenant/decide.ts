@@ -21,7 +21,7 @@ import { changedSettings, mergeSettings, TenantSettingsSchema } from "./settings
 import { STATE_COMMANDS } from "./table.js";
 import type { Decision, TenantContext, TenantContextV1 } from "./context.js";
 import { admitExpansionDecision, releaseExpansionDecision } from "./expansion.js";
-import { endedKey, FactReader, memberKey, tenantKey, type StoreOp } from "./members.js";
+import { budgetKey, endedKey, FactReader, memberKey, tenantKey, type BudgetReservation, type StoreOp } from "./members.js";
 import { capOf, capReached, countRunning, dropSlot, enqueue, MAX_QUEUED, positionOf, promote } from "./queue.js";
 import { legacyLeft, migrateChunk, upgrade } from "./migrate.js";
 
@@ -70,6 +70,7 @@ export function tenantView(stored: TenantContext | TenantContextV1): TenantView 
     settings: c.settings,
     day: c.day,
     starts_today: c.starts_today,
+    reserved_cents: c.reserved_cents ?? 0,
     active_runs: c.active_runs,
     active_by_project: c.active_by_project,
     queued_runs: c.queued_runs,
@@ -82,12 +83,13 @@ export function tenantView(stored: TenantContext | TenantContextV1): TenantView 
 
 /**
  * `context` seen at `now`: when `now` falls in a later UTC day than `context.day`, the window
- * rolls over and `starts_today` restarts at 0. An earlier `now` (another node's clock) never
+ * rolls over and `starts_today` and `reserved_cents` restart at 0 (a reservation counts on the
+ * day it was made). An earlier `now` (another node's clock) never
  * moves the window back. Returns the same object when nothing rolls.
  */
 export function atDay(context: TenantContext, now: number): TenantContext {
   const today = utcDay(now);
-  return today > context.day ? { ...context, day: today, starts_today: 0 } : context;
+  return today > context.day ? { ...context, day: today, starts_today: 0, reserved_cents: 0 } : context;
 }
 
 /** Where a decision reads membership and what it writes back. */
@@ -101,12 +103,19 @@ interface Io {
  * Whether a run may start now. Checked in this order: a run id admitted before (running,
  * queued, or ended within the ended-run retention: keys `m.<run>`, `e.<run>`) is answered again
  * with `duplicate` and counted once; a new, killed or draining tenant refuses; the day cap
- * refuses until the next UTC day (`resets_at`); the tenant's and then the project's concurrency
+ * refuses until the next UTC day (`resets_at`), and so does the day budget (money: spent today,
+ * read from the meter, plus live reservations plus this run's; the run's reservation is then
+ * held until it ends, key `b.<run>`); the tenant's and then the project's concurrency
  * cap answer `queued` (wait, do not fail): the run joins the queue and is told `run.admitted`
  * when a slot frees. Reads two keys and writes the run's member key (and a queue slot): the
  * same cost whatever the tenant's population. Every refusal returns the context it was given.
  */
-export function admitDecision(context: TenantContext, run: { run_id: string; project: string }, now: number, io: Io): Decision<AdmitAnswer> {
+export function admitDecision(
+  context: TenantContext,
+  run: { run_id: string; project: string; reserve_cents?: number },
+  now: number,
+  io: Io,
+): Decision<AdmitAnswer> {
   const { run_id, project } = run;
   const member = io.facts.member(run_id);
   if (member?.s === "q") {
@@ -140,11 +149,23 @@ export function admitDecision(context: TenantContext, run: { run_id: string; pro
   if (rolled.starts_today >= s.day_cap) {
     return { context, answer: { outcome: "day_cap_reached", run_id, day: rolled.day, day_cap: s.day_cap, resets_at: nextUtcDay(now) } };
   }
+  const reserve = s.day_budget_cents == null ? 0 : (run.reserve_cents ?? s.run_reservation_cents);
+  if (s.day_budget_cents != null) {
+    const spent = io.facts.spentOn(rolled.day);
+    const reserved = rolled.reserved_cents ?? 0;
+    if (spent >= s.day_budget_cents || spent + reserved + reserve > s.day_budget_cents) {
+      const answer = { outcome: "budget_exhausted" as const, run_id, day: rolled.day, day_budget_cents: s.day_budget_cents, resets_at: nextUtcDay(now) };
+      return { context, answer: { ...answer, spent_cents: spent, reserved_cents: reserved, reserve_cents: reserve } };
+    }
+  }
   const blocked = capReached(context, project);
+  if (blocked && context.queued_runs >= MAX_QUEUED)
+    return { context, answer: { outcome: "queue_full", run_id, queued: context.queued_runs, limit: MAX_QUEUED } };
+  if (reserve > 0) io.store.push({ key: budgetKey(run_id), value: { c: reserve, d: rolled.day } satisfies BudgetReservation });
+  const counted = { ...rolled, starts_today: rolled.starts_today + 1, reserved_cents: (rolled.reserved_cents ?? 0) + reserve, updated_at: now };
   if (blocked) {
-    if (context.queued_runs >= MAX_QUEUED) return { context, answer: { outcome: "queue_full", run_id, queued: context.queued_runs, limit: MAX_QUEUED } };
     // Accepted: it counts as a start today, and waits (never fails) for a slot.
-    const next = enqueue({ ...rolled, starts_today: rolled.starts_today + 1, updated_at: now }, run_id, project, io.store);
+    const next = enqueue(counted, run_id, project, io.store);
     return {
       context: next,
       answer: {
@@ -160,7 +181,7 @@ export function admitDecision(context: TenantContext, run: { run_id: string; pro
     };
   }
   io.store.push({ key: memberKey(run_id), value: { s: "r", p: project } });
-  const next = countRunning({ ...rolled, starts_today: rolled.starts_today + 1, updated_at: now }, project, 1);
+  const next = countRunning(counted, project, 1);
   return { context: next, answer: { outcome: "admitted", run_id, duplicate: false, starts_today: next.starts_today, active_runs: next.active_runs } };
 }
 
@@ -176,12 +197,25 @@ export function runEndedDecision(context: TenantContext, run: { run_id: string }
   const member = io.facts.member(run_id);
   if (!member) return { context, answer: { outcome: "not_running", run_id } };
   io.store.push({ key: memberKey(run_id), value: null }, { key: endedKey(run_id), value: { at: now }, ttl_ms: io.retentionMs });
+  const released = releaseBudget(atDay(context, now), run_id, io);
   if (member.s === "q") {
-    const next = dropSlot({ ...atDay(context, now), queued_runs: context.queued_runs - 1, updated_at: now }, member.l, member.n, io.facts, io.store);
+    const next = dropSlot({ ...released, queued_runs: context.queued_runs - 1, updated_at: now }, member.l, member.n, io.facts, io.store);
     return { context: next, answer: { outcome: "ended", run_id, active_runs: next.active_runs } };
   }
-  const p = promote(countRunning({ ...atDay(context, now), updated_at: now }, member.p, -1), io.facts, io.store);
+  const p = promote(countRunning({ ...released, updated_at: now }, member.p, -1), io.facts, io.store);
   return { context: p.context, answer: { outcome: "ended", run_id, active_runs: p.context.active_runs }, admitted: p.admitted, ...more(p.more) };
+}
+
+/**
+ * A run that ends gives back what it reserved of the day budget (settled: what it spent is on the
+ * meter already). A reservation of an earlier day was dropped when the day rolled over.
+ */
+function releaseBudget(context: TenantContext, run_id: string, io: Io): TenantContext {
+  if (!context.reserved_cents && context.settings.day_budget_cents == null) return context;
+  const held = io.facts.get<BudgetReservation>(budgetKey(run_id));
+  if (!held) return context;
+  io.store.push({ key: budgetKey(run_id), value: null });
+  return held.d === context.day ? { ...context, reserved_cents: Math.max(0, (context.reserved_cents ?? 0) - held.c) } : context;
 }
 
 const more = (go: boolean): Pick<Decision<unknown>, "self"> => (go ? { self: [{ type: "tenant.promote" }] } : {});

@@ -17,7 +17,8 @@ export const TenantCommandSchema = z.discriminatedUnion("type", [
   z.object({ type: z.literal("tenant.kill"), reason: Reason }),
   z.object({ type: z.literal("tenant.drain"), reason: Reason }),
   z.object({ type: z.literal("tenant.resume"), reason: Reason.optional() }),
-  z.object({ type: z.literal("tenant.admit_run"), ...RunRef }),
+  /** `reserve_cents`: what the run reserves of a day budget (its definition's `max_cost_cents`; absent: the tenant's default). */
+  z.object({ type: z.literal("tenant.admit_run"), ...RunRef, reserve_cents: z.number().int().min(0).max(1e12).optional() }),
   z.object({ type: z.literal("tenant.run_ended"), ...RunRef }),
   /** A queued run asks whether it holds a slot yet (its sweep, or its own create). */
   z.object({ type: z.literal("tenant.recheck"), run_id: TokenSchema }),
@@ -65,6 +66,8 @@ export interface TenantView {
   settings: TenantSettings;
   day: string;
   starts_today: number;
+  /** Cents reserved today of the day budget by runs not ended. */
+  reserved_cents: number;
   active_runs: number;
   /** Active runs of each project that has a cap (`project_max_concurrency`). */
   active_by_project: Record<string, number>;
@@ -79,7 +82,7 @@ export interface TenantView {
 }
 
 /** Admission refusals: the run must not start (today, or until the tenant is resumed). */
-export type AdmitRefusal = "tenant_not_found" | "tenant_killed" | "tenant_draining" | "day_cap_reached";
+export type AdmitRefusal = "tenant_not_found" | "tenant_killed" | "tenant_draining" | "day_cap_reached" | "budget_exhausted";
 /** Reasons to queue: the run waits for capacity and is never failed for waiting. */
 export type QueueReason = "concurrency_cap_reached" | "project_cap_reached";
 
@@ -91,7 +94,18 @@ export type AdmitAnswer =
   /** The tenant's queue is full: no run is created. */
   | { outcome: "queue_full"; run_id: string; queued: number; limit: number }
   | { outcome: "day_cap_reached"; run_id: string; day: string; day_cap: number; resets_at: number }
-  | { outcome: Exclude<AdmitRefusal, "day_cap_reached">; run_id: string };
+  /** The day budget would be passed: spent today + reserved by live runs + this run's reservation. */
+  | {
+      outcome: "budget_exhausted";
+      run_id: string;
+      day: string;
+      day_budget_cents: number;
+      spent_cents: number;
+      reserved_cents: number;
+      reserve_cents: number;
+      resets_at: number;
+    }
+  | { outcome: Exclude<AdmitRefusal, "day_cap_reached" | "budget_exhausted">; run_id: string };
 
 export type RunEndedAnswer =
   /** Uncounted now. */

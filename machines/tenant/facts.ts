@@ -1,6 +1,6 @@
 import type { TenantContext, TenantContextV1 } from "./context.js";
 import { applyTenantCommand, likelyFacts } from "./decide.js";
-import { COUNT_FACT, MissingFacts, type Facts } from "./members.js";
+import { COUNT_FACT, MissingFacts, SPENT_FACT, type Facts } from "./members.js";
 import type { TenantEvent } from "./events.js";
 
 /** Reads membership keys (relative to `tenant.<id>.`) by name; null for a key that holds nothing. */
@@ -8,6 +8,8 @@ export interface MembershipReader {
   read(keys: readonly string[]): Promise<Record<string, unknown>>;
   /** Running runs per project, counted over every `m.<run>` key (asked only when a project gains a cap). */
   runningByProject(): Promise<Record<string, number>>;
+  /** Cents the tenant's runs spent on UTC day `day`, from the meter (asked only under a day budget). */
+  spentOn(day: string): Promise<number>;
 }
 
 /** The facts `event`'s decision still lacks given `facts` (null: none, it can be decided). */
@@ -34,8 +36,9 @@ export async function gatherFacts(context: TenantContext | TenantContextV1, even
   if (first.length > 0) Object.assign(facts, await reader.read(first));
   let counts: Record<string, number> | undefined;
   for (let missing = missingFacts(context, event, facts); missing !== null; missing = missingFacts(context, event, facts)) {
-    const keys = missing.filter((k) => !k.startsWith(COUNT_FACT));
+    const keys = missing.filter((k) => !k.startsWith(COUNT_FACT) && !k.startsWith(SPENT_FACT));
     if (keys.length > 0) Object.assign(facts, await reader.read(keys));
+    for (const key of missing.filter((k) => k.startsWith(SPENT_FACT))) facts[key] = await reader.spentOn(key.slice(SPENT_FACT.length));
     for (const key of missing.filter((k) => k.startsWith(COUNT_FACT))) {
       counts ??= await reader.runningByProject();
       facts[key] = counts[key.slice(COUNT_FACT.length)] ?? 0;

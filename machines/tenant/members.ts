@@ -10,6 +10,7 @@
  * | `e.<run>` | {@link EndedMark} | ended, for the ended-run retention (per-message TTL) |
  * | `q.<lane>.<n>` | {@link QueueEntry} | queued at slot `n` of `lane` |
  * | `x.<run>.<node>` | {@link Reservation} | an admitted expansion not yet released |
+ * | `b.<run>` | {@link BudgetReservation} | admitted under a day budget and not ended |
  *
  * A decision reads the keys it needs as *facts* (gathered before the transition by the actor's
  * `prepare`, see `facts.ts`) and writes keys with `runway.store` effects, which the host applies
@@ -32,6 +33,11 @@ export interface QueueEntry {
 }
 export interface Reservation {
   c: number;
+}
+/** Cents a run reserved of its tenant's day budget, on UTC day `d`. */
+export interface BudgetReservation {
+  c: number;
+  d: string;
 }
 
 const RAW_TOKEN = /^[A-Za-z0-9_][A-Za-z0-9_=-]*$/;
@@ -62,10 +68,14 @@ export const endedKey = (run: string): string => `e.${keyToken(run)}`;
 export const laneToken = (lane: string): string => (lane === SHARED_LANE ? "-" : keyToken(lane));
 export const entryKey = (lane: string, n: number): string => `q.${laneToken(lane)}.${n}`;
 export const reservationKey = (run: string, node: string): string => `x.${keyToken(run)}.${keyToken(node)}`;
+export const budgetKey = (run: string): string => `b.${keyToken(run)}`;
 /** Facts whose name starts with this are counts, not keys: `#running.<project>`. */
 export const COUNT_FACT = "#running.";
 /** The fact a settings change asks for when a project gains a cap: how many of its runs are running. */
 export const runningCountFact = (project: string): string => `${COUNT_FACT}${project}`;
+/** The fact a start under a day budget asks for: cents the tenant's runs spent on a UTC day (read from the meter, not a key). */
+export const SPENT_FACT = "#spent.";
+export const spentFact = (day: string): string => `${SPENT_FACT}${day}`;
 export const MEMBER_PREFIX = "m.";
 
 /** The full key of a tenant's membership key in its partition bucket. */
@@ -125,6 +135,10 @@ export class FactReader {
     const more: string[] = [];
     for (let i = n + 1; i < Math.min(end, n + 16); i++) more.push(entryKey(lane, i));
     return this.get<QueueEntry>(entryKey(lane, n), more);
+  }
+
+  spentOn(day: string): number {
+    return this.get<number>(spentFact(day)) ?? 0;
   }
 
   runningIn(project: string): number {

@@ -68,6 +68,14 @@ const ExpansionLimits = z.strictObject({
   max_active_descendants: z.number().int().min(0).max(10_000_000).default(10_000),
 });
 export type TenantExpansionLimits = z.output<typeof ExpansionLimits>;
+const Cents = z.number().int().min(0).max(1e12);
+/**
+ * The money a tenant's runs may spend in a UTC day, in cents (null or absent: no budget). A start
+ * is refused `budget_exhausted` before any run exists when what was spent today, plus what live
+ * runs reserved, plus its own reservation would pass it. A run reserves its definition's
+ * `limits.max_cost_cents`, or `run_reservation_cents` when the definition sets none.
+ */
+const DayBudget = Cents.nullable();
 /** The callers (a start's `source`) that may start interactive runs; the CLI's person at a terminal by default. */
 const InteractiveSources = z.array(TokenSchema).max(100);
 export const DEFAULT_INTERACTIVE_SOURCES: readonly string[] = Object.freeze(["cli"]);
@@ -87,6 +95,8 @@ export const TenantSettingsSchema = z.strictObject({
   provider_quotas: ProviderQuotas.default(() => ({})),
   expansion_limits: ExpansionLimits.default(() => ExpansionLimits.parse({})),
   interactive_sources: InteractiveSources.default(() => [...DEFAULT_INTERACTIVE_SOURCES]),
+  day_budget_cents: DayBudget.optional(),
+  run_reservation_cents: Cents.default(0),
 });
 export type TenantSettings = z.output<typeof TenantSettingsSchema>;
 
@@ -104,6 +114,8 @@ export const TenantSettingsPatchSchema = z.strictObject({
   provider_quotas: ProviderQuotas.optional(),
   expansion_limits: ExpansionLimits.optional(),
   interactive_sources: InteractiveSources.optional(),
+  day_budget_cents: DayBudget.optional(),
+  run_reservation_cents: Cents.optional(),
 });
 export type TenantSettingsPatch = z.output<typeof TenantSettingsPatchSchema>;
 

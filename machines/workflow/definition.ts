@@ -79,8 +79,13 @@ export type ApprovalNode = Common & { kind: "approval"; prompt: string; payload?
 export type ToolNode = Common & { kind: "tool"; server: string; tool: string; arguments?: Template; retry?: Retry; timeout_ms?: number; cost?: number };
 export type DefinitionNode = CodeNode | ParallelNode | BranchNode | MapNode | SubworkflowNode | SleepNode | ToolNode | WaitNode | ApprovalNode;
 
-/** A run's ceilings: reaching one stops the run (after work: a success with `partial_reason: limit_reached`; before any: a failure `limit_reached`). */
-export type RunLimits = { max_steps?: number; max_tool_calls?: number; max_wall_ms?: number };
+/**
+ * A run's ceilings: reaching one stops the run (after work: a success with `partial_reason:
+ * limit_reached`, or `budget_exhausted` for money; before any: a failure with that code). Steps,
+ * tool calls and wall clock are the run's own; `max_cost_cents` is the tree's: a child spends its
+ * root's and ignores its own.
+ */
+export type RunLimits = { max_steps?: number; max_tool_calls?: number; max_wall_ms?: number; max_cost_cents?: number };
 
 export type Definition = {
   name: string;
@@ -221,6 +226,7 @@ export const DefinitionSchema: z.ZodType<Definition> = z.strictObject({
       max_steps: z.number().int().min(1).max(1_000_000).optional(),
       max_tool_calls: z.number().int().min(1).max(1_000_000).optional(),
       max_wall_ms: Ms.min(1).max(MAX_SLEEP_MS).optional(),
+      max_cost_cents: z.number().int().min(0).max(1e12).optional(),
     })
     .optional(),
 });

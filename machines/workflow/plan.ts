@@ -76,7 +76,7 @@ export type Plan = {
   input_schema?: { [key: string]: Json };
   result?: Json;
   /** The run's ceilings (see `RunLimits`). */
-  limits?: { max_steps?: number; max_tool_calls?: number; max_wall_ms?: number };
+  limits?: { max_steps?: number; max_tool_calls?: number; max_wall_ms?: number; max_cost_cents?: number };
   nodes: PlanNode[];
   /** Canonical JSON of the plan without this field: hash it to get the version's digest. */
   definition_digest_input: string;
@@ -156,7 +156,14 @@ export const PlanSchema = z.strictObject({
   description: z.string().optional(),
   input_schema: z.record(z.string(), JsonValue).optional(),
   result: JsonValue.optional(),
-  limits: z.strictObject({ max_steps: z.number().optional(), max_tool_calls: z.number().optional(), max_wall_ms: z.number().optional() }).optional(),
+  limits: z
+    .strictObject({
+      max_steps: z.number().optional(),
+      max_tool_calls: z.number().optional(),
+      max_wall_ms: z.number().optional(),
+      max_cost_cents: z.number().optional(),
+    })
+    .optional(),
   nodes: z.array(PlanNodeSchema),
   definition_digest_input: z.string(),
 });

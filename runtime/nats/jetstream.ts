@@ -205,3 +205,17 @@ export async function withRetry<T>(
     delay = Math.min(delay * 2, options.maxMs ?? 1_000);
   }
 }
+
+/**
+ * Adds `by` to a JetStream counter subject (a stream with `allow_msg_counter`, `Nats-Incr`):
+ * the counter's new total, or why it is unavailable. One round trip; every caller sees one total.
+ */
+export async function incrementCounter(nc: NatsConnection, subject: string, by: number, timeoutMs = 2_000): Promise<number | string> {
+  const h = makeHeaders();
+  h.set("Nats-Incr", String(by));
+  const reply = await rawRequest(nc, subject, "", { headers: h, timeoutMs });
+  if (!reply.ok) return reply.reason;
+  const ack = JSON.parse(reply.msg.string()) as { val?: string; error?: { description?: string } };
+  if (ack.error || ack.val === undefined) return ack.error?.description ?? "no counter value";
+  return Number(ack.val);
+}

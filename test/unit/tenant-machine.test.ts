@@ -182,6 +182,64 @@ describe("the day cap", () => {
   });
 });
 
+describe("the day budget (money) is checked at start, before any run exists", () => {
+  const admitWith = (d: ReturnType<typeof tenant>, run_id: string, reserve_cents?: number) =>
+    d.send({ type: "tenant.admit_run", run_id, project: "p", ...(reserve_cents !== undefined ? { reserve_cents } : {}) }).answer;
+
+  it("spent today plus live reservations plus this run's reservation must fit; an ended run gives its reservation back; a queued run holds one too", () => {
+    const d = tenant({ day_budget_cents: 100, run_reservation_cents: 10, max_concurrency: 1 });
+    expect(admitWith(d, "a", 60)).toMatchObject({ outcome: "admitted" });
+    expect(d.ctx.reserved_cents).toBe(60);
+    const before = d.ctx;
+    expect(admitWith(d, "b", 50)).toEqual({
+      outcome: "budget_exhausted",
+      run_id: "b",
+      day: "2025-01-15",
+      day_budget_cents: 100,
+      spent_cents: 0,
+      reserved_cents: 60,
+      reserve_cents: 50,
+      resets_at: Date.UTC(2025, 0, 16),
+    });
+    expect(d.ctx).toBe(before);
+    // No ceiling of its own: the tenant's default reservation; queued behind the cap, it still holds it.
+    expect(admitWith(d, "c")).toMatchObject({ outcome: "queued" });
+    expect(d.ctx.reserved_cents).toBe(70);
+    // A retried admission is the same run: no second reservation.
+    expect(admitWith(d, "a", 60)).toMatchObject({ outcome: "admitted", duplicate: true });
+    expect(d.ctx.reserved_cents).toBe(70);
+    d.end("a");
+    expect(d.ctx.reserved_cents).toBe(10);
+    d.end("a");
+    expect(d.ctx.reserved_cents).toBe(10);
+    d.end("c");
+    expect(d.ctx.reserved_cents).toBe(0);
+  });
+
+  it("what the meter says was spent today counts; a spent budget refuses even a run that reserves nothing; the next UTC day starts afresh", () => {
+    const d = tenant({ day_budget_cents: 100 });
+    d.store.spent.set("2025-01-15", 100);
+    expect(admitWith(d, "a", 0)).toMatchObject({ outcome: "budget_exhausted", spent_cents: 100 });
+    d.store.spent.set("2025-01-15", 40);
+    expect(admitWith(d, "a", 60)).toMatchObject({ outcome: "admitted" });
+    expect(d.store.keys.has("tenant.acme.b.a")).toBe(true);
+    // A reservation counts on the day it was made: ending after midnight gives nothing back to the new day.
+    d.at(Date.UTC(2025, 0, 16, 0, 0, 1));
+    expect(admitWith(d, "b", 100)).toMatchObject({ outcome: "admitted" });
+    d.end("a");
+    expect(d.ctx.reserved_cents).toBe(100);
+    expect(d.store.keys.has("tenant.acme.b.a")).toBe(false);
+  });
+
+  it("a tenant without a day budget reads no meter and writes no reservation", () => {
+    const d = tenant({});
+    d.store.spent.set("2025-01-15", 1e9);
+    expect(admitWith(d, "a", 60)).toMatchObject({ outcome: "admitted" });
+    expect(d.ctx.reserved_cents ?? 0).toBe(0);
+    expect([...d.store.keys.keys()].some((k) => k.includes(".b."))).toBe(false);
+  });
+});
+
 describe("concurrency caps queue instead of refusing", () => {
   it("the tenant cap queues the run (a start today), and the run that ends hands its slot to the oldest queued run", () => {
     const d = tenant({ max_concurrency: 2 });
@@ -668,6 +726,7 @@ describe("gathering a decision's facts (the actor's prepare)", () => {
         return inner.read(keys);
       },
       runningByProject: () => inner.runningByProject(),
+      spentOn: (day) => inner.spentOn(day),
     };
     return { reader, seen };
   };

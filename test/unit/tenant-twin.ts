@@ -2,6 +2,7 @@ import { initialTransition, transition, type SnapshotFrom } from "xstate";
 import {
   COUNT_FACT,
   missingFacts,
+  SPENT_FACT,
   tenantKey,
   tenantMachine,
   type Member,
@@ -22,6 +23,8 @@ type Snap = SnapshotFrom<typeof tenantMachine>;
  */
 export class MemoryMembership {
   readonly keys = new Map<string, { value: unknown; expires?: number }>();
+  /** What the meter says the tenant spent, in cents, per UTC day. */
+  readonly spent = new Map<string, number>();
   reads = 0;
 
   constructor(readonly tenant: string) {}
@@ -44,7 +47,9 @@ export class MemoryMembership {
         this.reads++;
         facts[key] = key.startsWith(COUNT_FACT)
           ? (this.runningByProject(event.now)[key.slice(COUNT_FACT.length)] ?? 0)
-          : this.value(tenantKey(this.tenant, key), event.now);
+          : key.startsWith(SPENT_FACT)
+            ? (this.spent.get(key.slice(SPENT_FACT.length)) ?? 0)
+            : this.value(tenantKey(this.tenant, key), event.now);
       }
     }
     return facts;
@@ -55,6 +60,7 @@ export class MemoryMembership {
     return {
       read: async (keys) => Object.fromEntries(keys.map((k) => [k, this.value(tenantKey(this.tenant, k), now)])),
       runningByProject: async () => this.runningByProject(now),
+      spentOn: async (day) => this.spent.get(day) ?? 0,
     };
   }
 
