@@ -21,10 +21,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { createLogger, ID_PATTERN, type Logger } from "../runtime/index.js";
+import { createLogger, type Logger } from "../runtime/index.js";
 import { machineDiagrams, TenantIdSchema } from "../machines/index.js";
 import { ApiFault, RunwayClient } from "./client.js";
-import { followRun } from "./follow.js";
+import { runCommand, RunsUsageError, RUN_OPTIONS } from "./cli-runs.js";
 import { toolsCommand, ToolsUsageError, TOOLS_USAGE } from "./cli-tools.js";
 import { approvalsCommand, ApprovalsUsageError, APPROVALS_USAGE } from "./cli-approvals.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
@@ -220,32 +220,6 @@ async function withClient<T>(
   }
 }
 
-/**
- * Prints a run's progress events from the start of its history until it ends: what its journal
- * holds, then live events as they come (see followRun). Exits 1 if there is no such run.
- */
-async function watch(client: RunwayClient, nc: NatsConnection, tenant: string, runId: string): Promise<boolean> {
-  const first = await client.runEvents(runId, { limit: 1 });
-  if (first.outcome !== "events") {
-    print(first);
-    return false;
-  }
-  if (first.compacted) {
-    process.stdout.write(`${runId}: its record was compacted after the ended-run retention; runs.get shows its final summary\n`);
-    return true;
-  }
-  for await (const e of followRun(nc, client, tenant, runId)) {
-    const what = [
-      e.node ?? "",
-      e.item !== undefined ? `[${String(e.item)}]` : "",
-      e.attempt ? ` attempt ${String(e.attempt)}` : "",
-      e.error ? ` ${(e.error as { code: string }).code}: ${(e.error as { message: string }).message}` : "",
-    ].join("");
-    process.stdout.write(`${new Date(e.at).toISOString()}  ${(e.id ?? "live").padEnd(10)}  ${e.type.padEnd(15)} ${what}\n`);
-  }
-  return true;
-}
-
 async function main(): Promise<void> {
   const [command, sub, ...rest] = process.argv.slice(2);
   switch (command) {
@@ -287,109 +261,14 @@ async function main(): Promise<void> {
       throw new UsageError("def put <file> | def get <name> | def list");
     }
     case "run": {
-      const { values, positionals } = parseArgs({
-        args: rest,
-        allowPositionals: true,
-        options: {
-          ...common,
-          input: { type: "string" },
-          key: { type: "string" },
-          lane: { type: "string" },
-          source: { type: "string", default: "cli" },
-          project: { type: "string" },
-          priority: { type: "string" },
-          status: { type: "string" },
-          limit: { type: "string" },
-          cursor: { type: "string" },
-          after: { type: "string" },
-          reason: { type: "string" },
-          decision: { type: "string" },
-          "wait-ms": { type: "string" },
-          data: { type: "string" },
-          result: { type: "string" },
-          by: { type: "string" },
-        },
+      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...common, ...RUN_OPTIONS } });
+      const tenant = tenantId(values.tenant ?? "demo", "--tenant");
+      const done = await withClient(values, (c, nc) => runCommand(c, nc, tenant, sub, positionals, values)).catch((err: unknown) => {
+        throw err instanceof RunsUsageError ? new UsageError(err.message) : err;
       });
-      const id = positionals[0];
-      if (sub === "start" && id) {
-        const key = values.key?.split(":");
-        return print(
-          await withClient(values, (c) =>
-            c.startRun({
-              definition: id,
-              input: values.input ? JSON.parse(values.input) : {},
-              ...(key && key.length >= 2 ? { start_key: { source: key[0]!, delivery_id: key.slice(1).join(":") } } : {}),
-              ...(values.lane === "batch" || values.lane === "interactive" || values.lane === "migration" ? { lane: values.lane } : {}),
-              // Who asks decides the default lane: a person at the CLI is interactive where the tenant allows `cli`.
-              source: values.source,
-              ...(values.project ? { project: values.project } : {}),
-              // Passed as given: the API answers invalid_input for anything but an integer 0–9.
-              ...(values.priority !== undefined ? { priority: Number(values.priority) } : {}),
-            }),
-          ),
-        );
-      }
-      if (sub === "get" && id) return print(await withClient(values, (c) => c.getRun(id)));
-      if (sub === "list")
-        return print(
-          await withClient(values, (c) =>
-            c.listRuns({
-              ...(values.status ? { status: values.status } : {}),
-              ...(values.limit ? { limit: Number(values.limit) } : {}),
-              ...(values.cursor ? { cursor: values.cursor } : {}),
-            }),
-          ),
-        );
-      if (sub === "cancel" && id) return print(await withClient(values, (c) => c.cancelRun(id, values.reason)));
-      if (sub === "held") return print(await withClient(values, (c) => c.reconciliations(id)));
-      if (sub === "signal" && id && positionals[1]) {
-        const data = values.data === undefined ? undefined : (JSON.parse(values.data) as unknown);
-        const answer = await withClient(values, (c) => c.signal(id, positionals[1]!, data));
-        if (answer.outcome !== "delivered") process.exitCode = 1;
-        return print(answer);
-      }
-      if (sub === "trajectory" && id) {
-        // JSON lines, one per step, item, tool call and outcome: ready for an evaluation pipeline.
-        const answer = await withClient(values, (c) => c.trajectory(id));
-        if (answer.outcome !== "trajectory") {
-          process.exitCode = 1;
-          return print(answer);
-        }
-        for (const line of answer.lines as unknown[]) process.stdout.write(`${JSON.stringify(line)}\n`);
-        return;
-      }
-      if (sub === "replay" && id) {
-        const answer = await withClient(values, (c) => c.replay(id, values["wait-ms"] ? Number(values["wait-ms"]) : undefined));
-        if (answer.outcome !== "replayed" || answer.identical !== true) process.exitCode = 1;
-        return print(answer);
-      }
-      if (sub === "reconcile" && id) {
-        const decision = values.decision;
-        if (!values.key || (decision !== "done" && decision !== "retry" && decision !== "abandon"))
-          throw new UsageError("run reconcile <id> --key K --decision done|retry|abandon [--result JSON]");
-        const result = values.result === undefined ? undefined : (JSON.parse(values.result) as unknown);
-        const answer = await withClient(values, (c) =>
-          c.reconcile(id, values.key!, decision, { ...(result !== undefined ? { result } : {}), by: values.by ?? "cli" }),
-        );
-        if (answer.outcome !== "settled") process.exitCode = 1;
-        return print(answer);
-      }
-      if (sub === "watch" && id) {
-        // The id goes into a subject filter: a wildcard would follow other runs.
-        if (!ID_PATTERN.test(id)) throw new UsageError(`run id ${JSON.stringify(id)}: expected 1-200 characters of [A-Za-z0-9_=-]`);
-        if (!(await withClient(values, (c, nc) => watch(c, nc, values.tenant!, id)))) process.exitCode = 1;
-        return;
-      }
-      if (sub === "events" && id)
-        return print(
-          await withClient(values, (c) =>
-            c.runEvents(id, {
-              ...(values.after ? { after: values.after } : {}),
-              ...(values.limit ? { limit: Number(values.limit) } : {}),
-            }),
-          ),
-        );
-      throw new UsageError("run start|get|list|events|watch|cancel|signal|held|reconcile|trajectory|replay");
+      if (done.failed) process.exitCode = 1;
+      if (done.print !== undefined) print(done.print);
+      return;
     }
     case "approvals": {
       const { values, positionals } = parseArgs({
