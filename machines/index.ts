@@ -29,6 +29,8 @@ export {
   DEFAULT_LIMITS,
   isPlatformStop,
   PLATFORM_STOP_CODES,
+  isCeilingReason,
+  CEILING_REASONS,
   type Plan,
   type PlanNode,
   type CompileError,

@@ -1,5 +1,6 @@
 import { applyStepOp, type RetryPolicy, type StepError, type StepState } from "../step/index.js";
-import { mapItemInput, mapItems, resolveTemplate, utf8Length, type PlanNode } from "../workflow/index.js";
+import { isPlatformStop, mapItemInput, mapItems, resolveTemplate, utf8Length, type PlanNode } from "../workflow/index.js";
+import { stopMapIdle } from "./ceilings.js";
 import {
   abortAttempts,
   fail,
@@ -100,7 +101,8 @@ function inputOf(d: Draft, node: PlanNode, item: number | undefined): { ok: true
 export function offer(d: Draft, node: PlanNode, holder: Holder, item: number | undefined): void {
   const step = holder.step!;
   // A step held for reconciliation is offered to nobody until a person settles its intent.
-  if (step.status !== "ready" || holder.reconcile || d.run.cancel || (node.kind !== "code" && node.kind !== "map")) return;
+  // Under a cancel or a ceiling nothing new runs.
+  if (step.status !== "ready" || holder.reconcile || d.run.cancel || d.run.ceiling || (node.kind !== "code" && node.kind !== "map")) return;
   if (step.not_before !== null && step.not_before > d.now) {
     d.effects.push({
       type: "runway.timer.set",
@@ -217,6 +219,10 @@ export function newMap(total: number): MapRun {
 export function pumpMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>): void {
   const n = d.run.nodes[node.id]!;
   const map = n.map!;
+  if (d.run.ceiling) {
+    if (n.s === "active") stopMapIdle(d, node);
+    return;
+  }
   const inFlight = () => Object.values(map.live).filter((it) => it.step.status === "leased" || it.step.status === "running" || it.offered !== undefined).length;
   for (const [i, it] of Object.entries(map.live)) {
     if (n.s !== "active") return;
@@ -259,6 +265,13 @@ export function settleItem(d: Draft, node: Extract<PlanNode, { kind: "map" }>, i
     map.succeeded++;
     recordItem(d, node.id, i, value);
   } else if (it.step.status === "failed") {
+    const error = it.step.last_error;
+    if (isPlatformStop(error?.code)) {
+      // A platform stop wins over everything else in the batch, a ceiling included, at any input position.
+      delete map.live[String(i)];
+      stopItems(d, node.id, error.code);
+      return fail(d, node.id, { code: error.code, message: `item #${i}: ${error.message}` });
+    }
     map.failed++;
     map.first_failed = Math.min(map.first_failed ?? i, i);
   } else return;

@@ -129,6 +129,8 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     child: z.string(),
     status: z.enum(["succeeded", "failed", "cancelled"]),
     result: z.unknown().optional(),
+    /** A child that succeeded partially: its mark, which its parent carries on. */
+    partial_reason: z.string().max(64).optional(),
     error: z.object({ code: z.string(), message: z.string() }).passthrough().optional(),
   }),
   z.object({ type: z.literal("run.cancel"), reason: z.string().max(1_000), by: z.string().max(200) }),

@@ -141,12 +141,13 @@ function itemOutput(d: Draft, node: string, i: number): unknown {
 /**
  * What a node produced, as templates and the run's result see it: a work node's output (from the
  * journal), a branch's `{taken}`, a map's item outputs in input order (null for an item with
- * none). `undefined` when the node has none.
+ * none; a map a ceiling stopped: the prefix before its stopping position). `undefined` when the
+ * node has none.
  */
 export function outputOf(d: Draft, id: string): unknown {
   const n = d.run.nodes[id];
   if (!n) return undefined;
-  if (n.map && n.s !== "active" && n.s !== "pending") return Array.from({ length: n.map.total }, (_, i) => itemOutput(d, id, i) ?? null);
+  if (n.map && n.s !== "active" && n.s !== "pending") return Array.from({ length: n.map.stopped_at ?? n.map.total }, (_, i) => itemOutput(d, id, i) ?? null);
   if (n.taken) return { taken: n.taken };
   if (!n.out) return undefined;
   return d.fresh.has(id) ? d.fresh.get(id) : d.memory.output(id);

@@ -1,7 +1,8 @@
 import { applyStepOp, type StepError } from "../step/index.js";
 import { holderOf, offer, onHeartbeat, policyOf, pumpMap, retryOrFail, takeOffer, type Holder } from "./attempts.js";
 import { publish, TASK_POLL, type Draft, type TaskPoll } from "./draft.js";
-import { advance, ceilingStop } from "./progression.js";
+import { advance } from "./progression.js";
+import { ceilingDrain, stopHolder } from "./ceilings.js";
 import type { ExecutionEvent, PendingIntent, Receipt, RunContext } from "./types.js";
 
 /**
@@ -55,14 +56,14 @@ export function onIntent(d: Draft, e: On<"effect.intent">): void {
   const limit = d.plan.limits?.max_tool_calls;
   const usage = d.run.usage ?? { steps: 0, tool_calls: 0 };
   if (!pending && limit !== undefined && usage.tool_calls >= limit) {
-    // A call beyond the ceiling is never made: the run stops here.
+    // A call beyond the ceiling is never made: its attempt stops and the run drains.
     d.effects.push({ type: "runway.answer", value: { outcome: "limit_reached" } });
-    return ceilingStop(d, `max_tool_calls (${limit})`);
+    return refuseCall(d, e, holder, `max_tool_calls (${limit})`, "limit_reached");
   }
   if (e.budget_exhausted !== undefined) {
-    // The meter refused the call on the tree's money ceiling: it is not made, and the run stops.
+    // The meter refused the call on the tree's money ceiling: it is not made, and the run drains.
     d.effects.push({ type: "runway.answer", value: { outcome: "budget_exhausted" } });
-    return ceilingStop(d, `max_cost_cents (${e.budget_exhausted})`, "budget_exhausted");
+    return refuseCall(d, e, holder, `max_cost_cents (${e.budget_exhausted})`, "budget_exhausted");
   }
   const cost = e.cost_cents ?? 0;
   if (!pending || cost > 0)
@@ -98,6 +99,23 @@ export function onIntent(d: Draft, e: On<"effect.intent">): void {
   });
   publish(d, "effect_intent", { ...where, attempt: e.attempt, key: e.key, server: e.server, tool: e.tool, class: e.class });
   d.effects.push({ type: "runway.answer", value: { outcome: "recorded" } });
+}
+
+/**
+ * A call a ceiling refuses (`max_tool_calls`, or the tree's money): it is not made, the asking attempt stops (a map
+ * item at this input position: the map keeps the items before it), and the run drains.
+ */
+function refuseCall(d: Draft, e: On<"effect.intent">, holder: Holder, which: string, reason: "limit_reached" | "budget_exhausted"): void {
+  const n = d.run.nodes[e.node]!;
+  if (holder.step!.status === "ready") takeOffer(d, holder);
+  stopHolder(holder, d.now);
+  if (e.item !== undefined) {
+    delete n.map!.live[String(e.item)];
+    n.map!.stopped_at = Math.min(n.map!.stopped_at ?? e.item, e.item);
+  } else n.s = "cancelled";
+  publish(d, "step_stopped", { node: e.node, ...(e.item !== undefined ? { item: e.item } : {}), reason });
+  ceilingDrain(d, which, reason);
+  advance(d);
 }
 
 /**

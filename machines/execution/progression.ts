@@ -1,12 +1,13 @@
 import { bound } from "../bound.js";
 import { isTerminal, type RunOpEvent } from "../run/index.js";
 import { applyStepOp, pendingStep } from "../step/index.js";
-import { isPlatformStop, mapItems, progress, resolveTemplate, runOutcome, runResult, type PlanNode } from "../workflow/index.js";
+import { isCeilingReason, isPlatformStop, mapItems, progress, resolveTemplate, runOutcome, runResult, type PlanNode } from "../workflow/index.js";
 import { childPriority } from "../scheduler/index.js";
 import { DEFAULT_PRIORITY, newMap, offer, pumpMap, ready } from "./attempts.js";
 import { abortAttempts, fail, holdersOf, liveAttempts, MAX_DEPTH, move, publish, scopeOf, states, succeed, WAIT_GRACE_MS, type Draft } from "./draft.js";
 import { askExpansion } from "./expansion.js";
 import { startApproval } from "./approvals.js";
+import { ceilingDrain, stepsHit, stopIdle, wallHit } from "./ceilings.js";
 import type { ItemRun, NodeRun, RunError } from "./types.js";
 
 /**
@@ -22,11 +23,13 @@ import type { ItemRun, NodeRun, RunError } from "./types.js";
  * node at once (an empty map, an unreadable reference), so it repeats until nothing changes,
  * then settles the run. The one walk the property tests exercise is the one that runs.
  * A platform stop (a node failed under a code of `workflow/stops.ts`) ends the walk there: no
- * node after it starts, and the run fails with that code.
+ * node after it starts, and the run fails with that code. A ceiling ends it too (`ceilings.ts`):
+ * the run drains, or (its wall clock) stops at once.
  */
 export function advance(d: Draft): void {
   for (let guard = 0; guard < d.plan.nodes.length * 4 + 8; guard++) {
     if (d.stop) return stopRun(d);
+    if (d.run.ceiling) return drain(d);
     const step = progress(d.plan, states(d), d.memory.input);
     for (const id of step.skipped) {
       d.run.nodes[id] = { s: "skipped" };
@@ -46,13 +49,42 @@ export function advance(d: Draft): void {
     if (d.stop) return stopRun(d);
     if (step.ready.length === 0) break;
     for (const id of step.ready) {
-      const hit = ceilingHit(d);
-      if (hit) return ceilingStop(d, hit);
+      const wall = wallHit(d);
+      if (wall) return ceilingStop(d, wall);
+      const steps = stepsHit(d);
+      if (steps) {
+        ceilingDrain(d, steps, "limit_reached");
+        return drain(d);
+      }
       start(d, d.byId.get(id)!);
       if (d.stop) return stopRun(d);
     }
   }
   settleRun(d);
+}
+
+/** Under a draining ceiling (`ceilings.ts`): nothing starts, what is not in flight stops; the run settles once nothing is. */
+export function drain(d: Draft): void {
+  stopIdle(d);
+  settleRun(d);
+}
+
+/** The wall clock: everything stops now (attempts aborted and fenced, children cancelled), and the run settles. */
+export function ceilingStop(d: Draft, which: string): void {
+  if (isTerminal(d.run.lifecycle.status)) return;
+  ceilingDrain(d, which, "limit_reached");
+  stopNodes(d, d.run.ceiling!.reason);
+  settleRun(d);
+}
+
+/** The one status rule, for the run's ceiling: after work (a work node succeeded) a partial success; before any a failure carrying the reason. */
+function ceilingEnd(d: Draft): void {
+  const { reason, which } = d.run.ceiling!;
+  const worked = d.plan.nodes.some((n) => n.kind !== "branch" && n.kind !== "parallel" && n.kind !== "branch_end" && d.run.nodes[n.id]?.s === "succeeded");
+  if (worked) {
+    d.run.partial_reason = reason;
+    finish(d, "succeeded");
+  } else finish(d, "failed", { code: reason, message: `the run reached its ${which} before any work`, partial_reason: reason });
 }
 
 /** A platform stop: everything still pending or active is stopped (children cancelled, attempts fenced), and the run fails with the stop's code. */
@@ -61,32 +93,6 @@ function stopRun(d: Draft): void {
   const { node, error } = d.stop!;
   stopNodes(d, "parent_failed");
   finish(d, "failed", { code: error.code, message: `${node}: ${error.message}`, nodes: [node] });
-}
-
-/** Which of the run's ceilings it reached (undefined: none): its steps or its wall clock (from its start; waits count). */
-export function ceilingHit(d: Draft): string | undefined {
-  const limits = d.plan.limits;
-  if (!limits) return undefined;
-  if (limits.max_steps !== undefined && (d.run.usage?.steps ?? 0) >= limits.max_steps) return `max_steps (${limits.max_steps})`;
-  const started = d.run.lifecycle.started_at;
-  if (limits.max_wall_ms !== undefined && started !== null && d.now - started >= limits.max_wall_ms) return `max_wall_ms (${limits.max_wall_ms})`;
-  return undefined;
-}
-
-/**
- * A ceiling stops the run: nothing more starts, live work is stopped. The one status rule: after
- * work (a node succeeded) the run succeeds with what it has and `partial_reason` (`limit_reached`,
- * or `budget_exhausted` for money); before any work it fails with that code.
- */
-export function ceilingStop(d: Draft, which: string, reason: "limit_reached" | "budget_exhausted" = "limit_reached"): void {
-  if (isTerminal(d.run.lifecycle.status)) return;
-  stopNodes(d, reason);
-  publish(d, "ceiling_reached", { ceiling: which, reason });
-  const worked = d.plan.nodes.some((n) => n.kind !== "branch" && n.kind !== "parallel" && n.kind !== "branch_end" && d.run.nodes[n.id]?.s === "succeeded");
-  if (worked) {
-    d.run.partial_reason = reason;
-    finish(d, "succeeded");
-  } else finish(d, "failed", { code: reason, message: `the run reached its ${which} before any work` });
 }
 
 export function start(d: Draft, node: PlanNode): void {
@@ -225,10 +231,13 @@ export function settleRun(d: Draft): void {
     const first = d.run.nodes[stops[0]!]!.error!;
     return finish(d, "failed", { code: first.code, message: first.message, nodes: stops });
   }
-  if (outcome.status === "failed") {
-    const first = d.run.nodes[outcome.failed[0]!]?.error;
-    return finish(d, "failed", { code: "node_failed", message: first ? `${outcome.failed[0]}: ${first.message}` : "a node failed", nodes: outcome.failed });
+  // A node a child's ceiling stopped fails nothing by itself: the run's ceiling settles it.
+  const failed = outcome.failed.filter((id) => !isCeilingReason(d.run.nodes[id]?.error?.partial_reason));
+  if (failed.length > 0) {
+    const first = d.run.nodes[failed[0]!]?.error;
+    return finish(d, "failed", { code: "node_failed", message: first ? `${failed[0]}: ${first.message}` : "a node failed", nodes: failed });
   }
+  if (d.run.ceiling) return ceilingEnd(d);
   finish(d, "succeeded");
 }
 
@@ -258,6 +267,11 @@ export function parkOrRun(d: Draft): void {
 export function finish(d: Draft, status: "succeeded" | "failed", error?: RunError): void {
   if (d.run.lifecycle.status === "waiting") move(d, "resume");
   if (!move(d, status === "succeeded" ? "succeed" : "fail")) return;
+  // A child that succeeded partially marks its run: the first such node (in plan order) names the reason.
+  if (status === "succeeded" && !d.run.partial_reason) {
+    const marked = d.plan.nodes.map((n) => d.run.nodes[n.id]!).find((n) => n.s === "succeeded" && n.partial_reason);
+    if (marked) d.run.partial_reason = marked.partial_reason;
+  }
   const result = runResult(d.plan, states(d), scopeOf(d));
   if (result.ok) {
     const b = bound(result.value);
@@ -292,7 +306,9 @@ export function notifyParent(d: Draft): void {
       node: r.parent_node,
       child: r.id,
       status,
-      ...(status === "succeeded" ? { result: r.result } : { error: r.error ?? { code: status, message: `child ${status}` } }),
+      ...(status === "succeeded"
+        ? { result: r.result, ...(r.partial_reason ? { partial_reason: r.partial_reason } : {}) }
+        : { error: r.error ?? { code: status, message: `child ${status}` } }),
     },
   });
 }

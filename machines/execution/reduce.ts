@@ -4,7 +4,7 @@ import { expireApproval, onDecide } from "./approvals.js";
 import { cancelRequested, holdUnknown, onCancel, onLateReceipt, onLateResult, settleUnderCancel } from "./cancel.js";
 import { queuedLifecycle } from "../run/index.js";
 import { applyStepOp, type StepError } from "../step/index.js";
-import { isPlatformStop, validateAgainstSchema } from "../workflow/index.js";
+import { isCeilingReason, isPlatformStop, validateAgainstSchema } from "../workflow/index.js";
 import {
   expireLease,
   holderOf,
@@ -21,7 +21,8 @@ import {
 } from "./attempts.js";
 import { fail, holdersOf, METRICS_CHANNEL, move, PLATFORM_RETRIES, publish, runSummary, succeed, type Draft, type Effect } from "./draft.js";
 import { admitItems, askExpansion, releaseExpansions } from "./expansion.js";
-import { advance, ceilingHit, ceilingStop, finish, stopNodes } from "./progression.js";
+import { advance, ceilingStop, finish, stopNodes } from "./progression.js";
+import { ceilingDrain, wallHit } from "./ceilings.js";
 import { sweepPlan } from "./sweep.js";
 import { RUN_CONTEXT_VERSION, type ExecutionContext, type ExecutionEvent, type ItemRun, type NodeRun, type RunContext, type RunMemory } from "./types.js";
 
@@ -218,7 +219,7 @@ function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>):
   const node = d.byId.get(e.node);
   const n = d.run.nodes[e.node];
   if (e.kind === "ceiling") {
-    const hit = ceilingHit(d);
+    const hit = wallHit(d);
     if (hit) ceilingStop(d, hit);
     return;
   }
@@ -249,12 +250,23 @@ function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>):
   advance(d);
 }
 
-/** A child's end settles its node. A child that ended under a platform stop carries its code across: its parent stops too. */
+/**
+ * A child's end settles its node. A child that ended under a platform stop carries its code
+ * across: its parent stops too. A child's ceiling travels in a field, never in its code: one that
+ * succeeded partially leaves its node succeeded and marks the run; one that stopped before any
+ * work stops its node and is a ceiling of the run (whatever `continue_on_error` says).
+ */
 function onChild(d: Draft, e: Extract<ExecutionEvent, { type: "child.settled" }>): void {
-  if (e.status === "succeeded") succeed(d, e.node, e.result ?? null);
-  else if (e.status === "failed" && isPlatformStop(e.error?.code))
+  const mark = e.status === "failed" ? e.error?.partial_reason : undefined;
+  if (e.status === "succeeded") {
+    succeed(d, e.node, e.result ?? null);
+    if (isCeilingReason(e.partial_reason)) d.run.nodes[e.node]!.partial_reason = e.partial_reason;
+  } else if (e.status === "failed" && isPlatformStop(e.error?.code))
     fail(d, e.node, { code: e.error!.code, message: `child run ${e.child}: ${e.error!.message}` });
-  else
+  else if (isCeilingReason(mark)) {
+    fail(d, e.node, { code: mark, message: `child run ${e.child}: ${e.error!.message}`, partial_reason: mark });
+    ceilingDrain(d, `child run ${e.child}'s ${mark} (node ${e.node})`, mark);
+  } else
     fail(d, e.node, {
       code: e.status === "cancelled" ? "child_cancelled" : "child_failed",
       message: e.error?.message ?? `child run ${e.child} ${e.status}`,

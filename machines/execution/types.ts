@@ -23,6 +23,11 @@ export interface RunError {
   message: string;
   retryable?: boolean;
   nodes?: string[];
+  /**
+   * A ceiling stop before any work (or a node a child's such stop ended): the clock it spent. A
+   * parent reads this field, never the code (a handler may answer the same words as a code).
+   */
+  partial_reason?: string;
 }
 
 /** One attempt holder: a code node, or one map item in flight. */
@@ -111,6 +116,11 @@ export interface MapRun {
   failed: number;
   /** The lowest index of a failed item. */
   first_failed?: number;
+  /**
+   * A ceiling stopped the map: the lowest input position it stopped (refused, or never run).
+   * Once settled, its output is the items before it, a contiguous prefix.
+   */
+  stopped_at?: number;
   /** Combined size (JSON, UTF-8) of the item outputs so far (bounded by MAP_OUTPUT_LIMIT). */
   output_bytes: number;
 }
@@ -126,6 +136,8 @@ export interface NodeRun extends Omit<ItemRun, "step"> {
   child?: string;
   wake_at?: number;
   error?: RunError;
+  /** A subworkflow node whose child succeeded partially: the child's mark, which its run carries on. */
+  partial_reason?: string;
   /** An approval node: its request while a person decides, then how it was decided. */
   approval?: ApprovalState;
   /**
@@ -235,7 +247,13 @@ export interface RunContext {
   cancel: { reason: string; by: string; at: number; enforced_at?: number | null } | null;
   /** What the run used of its ceilings (`limits` of its definition). */
   usage?: { steps: number; tool_calls: number; cost_cents?: number };
-  /** Set when a ceiling stopped the run after it did work: it succeeded with what it had (`limit_reached`, `budget_exhausted`). */
+  /**
+   * A ceiling stopped the run (its own, or a child's marked stop): nothing more starts, work in
+   * flight finishes (a call beyond the ceiling is never made), then the run settles under the one
+   * status rule. `which` names the clock.
+   */
+  ceiling?: { reason: string; which: string; at: number };
+  /** Set when the run succeeded partially: a ceiling stopped it after work, or a child it ran succeeded partially. */
   partial_reason?: string;
   /** Receipts in the run's journal (a memory holding fewer is behind the head). */
   receipts?: number;

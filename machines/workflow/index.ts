@@ -69,4 +69,4 @@ export { joinOutcome, mapItemInput, mapItems, nodeInput, runOutcome, runResult, 
 export { childDepthAllowed, workflowDepth, type DepthResult, type LoadPlan, type PlanLike } from "./depth.js";
 export { retryDelay } from "./retry.js";
 export { progress, type Fatal, type Progress, type Settled } from "./progress.js";
-export { isPlatformStop, PLATFORM_STOP_CODES, type PlatformStopCode } from "./stops.js";
+export { CEILING_REASONS, isCeilingReason, isPlatformStop, PLATFORM_STOP_CODES, type CeilingReason, type PlatformStopCode } from "./stops.js";

@@ -38,3 +38,21 @@ const STOPS: ReadonlySet<string> = new Set(PLATFORM_STOP_CODES);
 export function isPlatformStop(code: string | undefined): code is PlatformStopCode {
   return code !== undefined && STOPS.has(code);
 }
+
+/**
+ * Ceiling reasons (seed 004, "Result and error": the one status rule): a run stopped on one keeps
+ * the work it did: after work it succeeds with the reason as its `partial_reason`; before any it
+ * fails with the reason as its code and in its error's `partial_reason`. Only the runtime writes
+ * the mark, in a field; no reader derives it from a code (a handler or a tool may answer the same
+ * words as a code, and that is a plain failure).
+ */
+export const CEILING_REASONS = ["budget_exhausted", "limit_reached", "approval_expired", "approval_not_actionable"] as const;
+
+export type CeilingReason = (typeof CEILING_REASONS)[number];
+
+const CEILINGS: ReadonlySet<string> = new Set(CEILING_REASONS);
+
+/** True when a field holds a ceiling mark. */
+export function isCeilingReason(reason: unknown): reason is CeilingReason {
+  return typeof reason === "string" && CEILINGS.has(reason);
+}

@@ -61,7 +61,21 @@ afterAll(async () => {
   await Promise.all([...servers].map((s) => s.stop()));
 });
 
-const TOOL_NAMES = ["ask_user", "big", "charge", "crash", "fail", "find_charge", "get_value", "hang", "lying_reader", "sample", "set_value", "slow_task"];
+const TOOL_NAMES = [
+  "answer",
+  "ask_user",
+  "big",
+  "charge",
+  "crash",
+  "fail",
+  "find_charge",
+  "get_value",
+  "hang",
+  "lying_reader",
+  "sample",
+  "set_value",
+  "slow_task",
+];
 
 describe.each([
   { transport: "stdio", http: false },

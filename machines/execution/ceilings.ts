@@ -1,0 +1,94 @@
+import { isTerminal } from "../run/index.js";
+import { applyStepOp } from "../step/index.js";
+import type { CeilingReason, PlanNode } from "../workflow/index.js";
+import { fail, publish, succeed, type Draft } from "./draft.js";
+import type { ItemRun, NodeRun } from "./types.js";
+
+/**
+ * Ceilings (seed 004, "Result and error": the one status rule). A run's own: its steps (checked
+ * before a node starts), its tool calls (at each call's intent: a call beyond the ceiling is never
+ * made) and its wall clock from its start (waits count; a queued run spends none). A child's
+ * marked stop (its error's `partial_reason`) is one of its parent's too.
+ *
+ * A ceiling stops the run, in one of two ways. Steps, tool calls and a child's mark drain: nothing
+ * more starts (no node, no map item, no retry), what waits on a timer, a person, a backoff or a
+ * reconciliation is cancelled, and attempts and children already in flight finish; a platform
+ * stop among them still wins. The wall clock stops everything at once: its time is up. Either
+ * way the run then settles under the one status rule (`progression.ts`): after work it succeeds
+ * with the reason as its `partial_reason`, before any it fails with the reason as its code and as
+ * its error's `partial_reason`. A node that failed for its own reason still fails the run: a
+ * ceiling never hides a failure.
+ */
+
+/** The wall clock ran out: counted from the run's start (waits count), never from its creation. */
+export function wallHit(d: Draft): string | undefined {
+  const wall = d.plan.limits?.max_wall_ms;
+  const started = d.run.lifecycle.started_at;
+  return wall !== undefined && started !== null && d.now - started >= wall ? `max_wall_ms (${wall})` : undefined;
+}
+
+/** The run started as many steps as it may. */
+export function stepsHit(d: Draft): string | undefined {
+  const max = d.plan.limits?.max_steps;
+  return max !== undefined && (d.run.usage?.steps ?? 0) >= max ? `max_steps (${max})` : undefined;
+}
+
+/** A ceiling is reached: the first one names the stop (a later one changes nothing). */
+export function ceilingDrain(d: Draft, which: string, reason: CeilingReason): void {
+  if (isTerminal(d.run.lifecycle.status) || d.run.ceiling) return;
+  d.run.ceiling = { reason, which, at: d.now };
+  publish(d, "ceiling_reached", { ceiling: which, reason });
+}
+
+/** Under a draining ceiling: what is not in flight stops (a child in flight finishes too). */
+export function stopIdle(d: Draft): void {
+  for (const node of d.plan.nodes) {
+    const n = d.run.nodes[node.id]!;
+    if (n.s === "pending") n.s = "cancelled";
+    if (n.s !== "active") continue;
+    if (node.kind === "map" && n.map) stopMapIdle(d, node);
+    else if (node.kind !== "subworkflow" && !(n.step && inFlight(n))) {
+      n.s = "cancelled";
+      if (n.step) stopHolder(n, d.now);
+      if (n.approval?.state === "pending") n.approval = { id: n.approval.id, state: "cancelled", by: null, at: d.now };
+    }
+  }
+}
+
+/**
+ * A map under a draining ceiling: no item starts or retries, items in flight finish. Once none is
+ * live it settles on the ordered prefix before its first stopping position: a later item's result
+ * is dropped even if it finished first, so the output has no hole. An item before that position
+ * that failed fails the map; with nothing before it the map did nothing (cancelled).
+ */
+export function stopMapIdle(d: Draft, node: Extract<PlanNode, { kind: "map" }>): void {
+  const n = d.run.nodes[node.id]!;
+  const map = n.map!;
+  map.stopped_at = Math.min(map.stopped_at ?? map.next, map.next);
+  for (const [i, it] of Object.entries(map.live)) {
+    if (inFlight(it)) continue;
+    stopHolder(it, d.now);
+    delete map.live[i];
+    map.stopped_at = Math.min(map.stopped_at, Number(i));
+  }
+  if (Object.keys(map.live).length > 0) return;
+  const kept = map.stopped_at;
+  if (map.first_failed !== undefined && map.first_failed < kept)
+    return fail(d, node.id, { code: "map_item_failed", message: `item #${map.first_failed} failed before the ceiling stopped the map at #${kept}` });
+  if (kept === 0) n.s = "cancelled";
+  else succeed(d, node.id);
+}
+
+/** An attempt that may be running now: leased or running, or offered (granted in memory, or about to be). */
+function inFlight(h: ItemRun | NodeRun): boolean {
+  const s = h.step;
+  return !!s && (s.status === "leased" || s.status === "running" || (s.status === "ready" && h.offered !== undefined));
+}
+
+/** The holder's step ends cancelled: a later report of its attempt is refused as stale. */
+export function stopHolder(h: ItemRun | NodeRun, now: number): void {
+  const r = applyStepOp(h.step!, { op: "cancel", now });
+  if (r.outcome === "moved") h.step = r.state;
+  delete h.offered;
+  delete h.lease_expires_at;
+}
