@@ -233,7 +233,7 @@ export interface RunContext {
   cancel: { reason: string; by: string; at: number; enforced_at?: number | null } | null;
   /** What the run used of its ceilings (`limits` of its definition). */
   usage?: { steps: number; tool_calls: number };
-  /** Set when a ceiling stopped the run after it did work: it succeeded with what it had (`limit_reached`). */
+  /** Set when a ceiling stopped the run after it did work: it succeeded with what it had (`limit_reached`, `approval_expired`). */
   partial_reason?: string;
   /** Receipts in the run's journal (a memory holding fewer is behind the head). */
   receipts?: number;
