@@ -9,7 +9,9 @@ import type { ApprovalState, ExecutionEvent, RunContext } from "./types.js";
  * worker. Its id is `<run>:<node>`, so whatever re-runs the node's start meets the same request.
  * Decisions: approve (the node outputs `{decision, by, payload}`), edit (the reviewer's payload
  * instead), reject (the node fails `approval_rejected`). The run's timer is the one writer of
- * `expired` (the node fails `approval_expired`), and a decision at exactly the deadline still wins.
+ * `expired`, and a decision at exactly the deadline still wins. An expired approval stops the run
+ * under the one status rule (the caller's `ceilingStop`, reason `approval_expired`): the gated
+ * work never runs.
  */
 
 type On<T extends ExecutionEvent["type"]> = Extract<ExecutionEvent, { type: T }>;
@@ -92,14 +94,18 @@ export function onDecide(d: Draft, e: On<"approval.decide">): void {
   else succeed(d, e.node, { decision, by: e.by, payload });
 }
 
-/** The approval's clock ran out with no decision: the node fails `approval_expired`. */
-export function expireApproval(d: Draft, node: string): void {
+/**
+ * The approval's clock ran out with no decision: the node fails `approval_expired`. True when it
+ * expired now: the caller stops the run.
+ */
+export function expireApproval(d: Draft, node: string): boolean {
   const n = d.run.nodes[node]!;
   const a = n.approval;
-  if (a?.state !== "pending" || d.now <= a.expires_at) return;
+  if (a?.state !== "pending" || d.now <= a.expires_at) return false;
   n.approval = { id: a.id, state: "expired", by: null, at: d.now };
   delete n.wake_at;
   d.effects.push({ type: "runway.journal", data: { t: "decision", id: a.id, node, decision: "expired", by: null, at: d.now } });
   publish(d, "approval_expired", { node, approval: a.id });
-  fail(d, node, { code: "approval_expired", message: `nobody decided by ${new Date(a.expires_at).toISOString()}` });
+  fail(d, node, { code: "approval_expired", message: `nobody decided by ${new Date(a.expires_at).toISOString()}`, partial_reason: "approval_expired" });
+  return true;
 }

@@ -1,7 +1,17 @@
 import { bound } from "../bound.js";
 import { isTerminal, type RunOpEvent } from "../run/index.js";
 import { applyStepOp, pendingStep } from "../step/index.js";
-import { isCeilingReason, isPlatformStop, mapItems, progress, resolveTemplate, runOutcome, runResult, type PlanNode } from "../workflow/index.js";
+import {
+  isCeilingReason,
+  isPlatformStop,
+  mapItems,
+  progress,
+  resolveTemplate,
+  runOutcome,
+  runResult,
+  type CeilingReason,
+  type PlanNode,
+} from "../workflow/index.js";
 import { childPriority } from "../scheduler/index.js";
 import { DEFAULT_PRIORITY, newMap, offer, pumpMap, ready } from "./attempts.js";
 import { abortAttempts, fail, holdersOf, liveAttempts, MAX_DEPTH, move, publish, scopeOf, states, succeed, WAIT_GRACE_MS, type Draft } from "./draft.js";
@@ -69,10 +79,14 @@ export function drain(d: Draft): void {
   settleRun(d);
 }
 
-/** The wall clock: everything stops now (attempts aborted and fenced, children cancelled), and the run settles. */
-export function ceilingStop(d: Draft, which: string): void {
+/**
+ * A ceiling that stops everything now (attempts aborted and fenced, children cancelled), and the
+ * run settles: the wall clock (its time is up), or an action approval's deadline
+ * (`approval_expired`: the gated work must not run).
+ */
+export function ceilingStop(d: Draft, which: string, reason: CeilingReason = "limit_reached"): void {
   if (isTerminal(d.run.lifecycle.status)) return;
-  ceilingDrain(d, which, "limit_reached");
+  ceilingDrain(d, which, reason);
   stopNodes(d, d.run.ceiling!.reason);
   settleRun(d);
 }
@@ -241,27 +255,43 @@ export function settleRun(d: Draft): void {
   finish(d, "succeeded");
 }
 
-/** A run whose only pending work is timers holds no worker: it is `waiting` on a delay. */
+/**
+ * Whether the run is `waiting`, and on what. It waits while any branch waits on a person or a
+ * signal (its siblings go on meanwhile: their steps are offered and leased as in a running run),
+ * or when its only pending work is timers (a delay). It names the oldest pending approval first
+ * (then a signal, then a delay), and its one expiry clock is the latest wake-up of what it waits
+ * on, plus the grace window.
+ */
 export function parkOrRun(d: Draft): void {
   const active = d.plan.nodes.filter((n) => d.run.nodes[n.id]!.s === "active");
-  const sleeping = active.filter((n) => n.kind === "sleep" || n.kind === "wait" || n.kind === "approval");
+  const parked = active.filter((n) => n.kind === "sleep" || n.kind === "wait" || n.kind === "approval");
+  const held = parked.some((n) => n.kind === "wait" || n.kind === "approval");
   const lc = d.run.lifecycle;
-  if (active.length > 0 && sleeping.length === active.length) {
+  if (held || (active.length > 0 && parked.length === active.length)) {
     const grace = d.event.wait_grace_ms ?? WAIT_GRACE_MS;
-    const expires = Math.max(...sleeping.map((n) => d.run.nodes[n.id]!.wake_at ?? d.now)) + grace;
-    // On a person's decision first, then on a signal (someone will send it), else on a delay.
-    const approval = sleeping.find((n) => n.kind === "approval");
-    const signal = sleeping.find((n) => n.kind === "wait");
+    const expires = Math.max(...parked.map((n) => d.run.nodes[n.id]!.wake_at ?? d.now)) + grace;
+    const approval = oldestApproval(d, parked);
+    const signal = parked.find((n) => n.kind === "wait");
     const on = approval ? "approval" : signal ? "event" : "delay";
-    const ref = approval ? d.run.nodes[approval.id]!.approval!.id : (signal ?? sleeping[0]!).id;
-    if (lc.status !== "waiting" || lc.waiting_expires_at !== expires || lc.waiting_on !== on) {
+    const ref = approval ?? (signal ?? parked[0]!).id;
+    if (lc.status !== "waiting" || lc.waiting_expires_at !== expires || lc.waiting_on !== on || lc.waiting_ref !== ref) {
       move(d, "mark_waiting", { on, ref, expires_at: expires } as Partial<RunOpEvent>);
       d.effects.push({ type: "runway.timer.set", name: "wait-deadline", at: expires, event: { type: "timer.fired", kind: "wait", node: ref } });
-      publish(d, "run_waiting", { on, until: expires - grace, ...(signal?.kind === "wait" ? { signal: signal.signal } : {}) });
+      publish(d, "run_waiting", { on, ref, until: expires - grace, ...(signal?.kind === "wait" ? { signal: signal.signal } : {}) });
     }
   } else if (lc.status === "waiting") {
     move(d, "resume");
   }
+}
+
+/** The id of the pending approval requested first among `parked` (plan order breaks a tie). */
+function oldestApproval(d: Draft, parked: PlanNode[]): string | undefined {
+  let oldest: { id: string; at: number } | undefined;
+  for (const n of parked) {
+    const a = d.run.nodes[n.id]!.approval;
+    if (a?.state === "pending" && (!oldest || a.requested_at < oldest.at)) oldest = { id: a.id, at: a.requested_at };
+  }
+  return oldest?.id;
 }
 
 export function finish(d: Draft, status: "succeeded" | "failed", error?: RunError): void {

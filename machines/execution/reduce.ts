@@ -233,8 +233,10 @@ function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>):
   }
   if (!node || !n) return;
   if (e.kind === "task") return pollTask(d, e.node, e.item);
-  if (e.kind === "approval") expireApproval(d, e.node);
-  else if (e.kind === "signal") onSignalTimeout(d, e.node);
+  if (e.kind === "approval") {
+    // An expired action approval ends the run: after work a success with partial_reason, before any a failure.
+    if (expireApproval(d, e.node)) return ceilingStop(d, `approval deadline (${e.node})`, "approval_expired");
+  } else if (e.kind === "signal") onSignalTimeout(d, e.node);
   else if (e.kind === "sleep") {
     succeed(d, e.node);
   } else if (e.kind === "lease" && cancelRequested(d.run)) {

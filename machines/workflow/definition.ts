@@ -72,7 +72,8 @@ export type WaitNode = Common & { kind: "wait"; signal: string; schema?: { [key:
  * A person decides before the run goes on: `prompt` and `payload` (resolved when the node starts)
  * are shown to the reviewers of `group`; approve (the node outputs the payload), edit (it outputs
  * the reviewer's payload) or reject (it fails `approval_rejected`); past `timeout_ms` (default 7
- * days) it fails `approval_expired`.
+ * days) it expires and ends the run under the one status rule: after work a success with
+ * `partial_reason: approval_expired`, before any a failure `approval_expired`; what it gates never runs.
  */
 export type ApprovalNode = Common & { kind: "approval"; prompt: string; payload?: Template; group?: string; escalation_group?: string; timeout_ms?: number };
 /** One call of a tool of a server the tenant registered, through the tool gateway (intent before, receipt after). */

@@ -19,7 +19,7 @@ async function storedStatus(run: string): Promise<string | undefined> {
 }
 const fixture = fileURLToPath(new URL("../fixtures/workflow-node-process.ts", import.meta.url));
 
-it("a crash between the cancel's write and what it sends leaves the run cancelled, never running; whoever loads it next sends the rest (its child is cancelled); a second cancel changes nothing", async () => {
+it("C099 a crash between the cancel's write and what it sends leaves the run cancelled, never running; whoever loads it next sends the rest (its child is cancelled); a second cancel changes nothing", async () => {
   const client = new RunwayClient(world.nc, "x1");
   const armed = join(mkdtempSync(join(tmpdir(), "runway-cancel-crash-")), "armed");
   const crashing = spawnTsx(fixture, [], {

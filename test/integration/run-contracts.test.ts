@@ -193,6 +193,25 @@ describe("cancellation", () => {
     expect((await client.cancelRun(root)).outcome).toBe("cancelled");
   });
 
+  it("C024 cancelling a finished run (succeeded or failed) answers not_cancellable and writes nothing: no cancel record, no epoch raised", async () => {
+    const client = await tenant("cx8");
+    await publish(client, { name: "ok", nodes: [{ id: "a", kind: "code", handler: "noop" }] });
+    await publish(client, { name: "bad", nodes: [{ id: "a", kind: "code", handler: "fail_terminal" }] });
+    for (const [definition, status] of [
+      ["ok", "succeeded"],
+      ["bad", "failed"],
+    ] as const) {
+      const id = ((await client.startRun({ definition })).run as View).id;
+      expect((await settled(client, id)).status).toBe(status);
+      const before = await revision(id);
+      const answer = await client.cancelRun(id);
+      expect(answer.outcome).toBe("not_cancellable");
+      expect((answer.run as View).status).toBe(status);
+      expect(await revision(id)).toBe(before);
+      expect((await view(client, id)).cancel).toBeNull();
+    }
+  });
+
   it("C025 cancelling another tenant's run id answers run_not_found and changes nothing", async () => {
     const owner = await tenant("cx2");
     const other = await tenant("cx3");

@@ -7,6 +7,7 @@ import { STEP_READY } from "../../machines/index.js";
 import { waitFor } from "../harness/index.js";
 import { settled, workflowWorld, type RunAnswer } from "./workflow-support.js";
 import { losingLocal } from "../fixtures/faults.js";
+import { readActor } from "../fixtures/read-actor.js";
 
 /**
  * The recovery sweep on a real node (seed 004's reaper and lane contract tests that apply).
@@ -97,14 +98,16 @@ it("C133 a run queued behind its tenant's concurrency cap is not reaped at any a
   );
 });
 
-it("a waiting run past its deadline plus grace is ended wait_abandoned by the sweep, and its record says why", async () => {
+it("C014 C015 a waiting run past its deadline plus grace is ended wait_abandoned by the sweep, and its record says why; inside the grace window the sweep writes nothing", async () => {
   const client = await tenantWith("w1");
   await publish(client, { name: "nap", nodes: [{ id: "nap", kind: "sleep", duration_ms: HOUR }] });
   const run = (await client.startRun({ definition: "nap" })).run as View;
   await until(client, run.id, "waiting");
   const deadline = (await view(client, run.id)).waiting!.expires_at;
+  const revision = (await readActor(world.nc, RUN_KIND, run.id))!.revision;
   expect(repairs(await world.node.sweeper.pass(deadline - 1))).toEqual({});
   expect(await statusOf(client, run.id)).toBe("waiting");
+  expect((await readActor(world.nc, RUN_KIND, run.id))!.revision).toBe(revision);
   expect(repairs(await world.node.sweeper.pass(deadline))).toEqual({ wait_abandoned: 1 });
   const done = await settled(client, run.id);
   expect(done.status).toBe("failed");

@@ -142,7 +142,7 @@ describe("a tool server that misbehaves fails the call with a typed code in boun
 });
 
 describe("zombies", () => {
-  it("G2 G5 an attempt with a stale lease or a stale cancellation epoch can record neither an intent nor a receipt", async () => {
+  it("G2 G5 an attempt with a stale lease or a stale cancellation epoch can record neither an intent nor a receipt, nor move the cancelled run", async () => {
     const def = { name: "zombie-target", nodes: [{ id: "work", kind: "code", handler: "slow", input: { ms: 20_000 } }] };
     expect((await world.client.putDefinition(def)).outcome).toMatch(/published|unchanged/);
     const run = ((await world.client.startRun({ definition: "zombie-target" })).run as RunAnswer).id;
@@ -160,6 +160,9 @@ describe("zombies", () => {
     expect((await world.client.cancelRun(run)).outcome).toBe("cancelled");
     expect(await ask({ ...intent, attempt: 1, lease_epoch: 1, cancellation_epoch: 0 }, "z4")).toMatchObject({ value: { outcome: "stale_cancel_epoch" } });
     expect(await ask({ ...receipt, attempt: 1, lease_epoch: 1, cancellation_epoch: 0 }, "z5")).toMatchObject({ value: { outcome: "stale_cancel_epoch" } });
+    const result = { type: "step.result", node: "work", attempt: 1, lease_epoch: 1, cancellation_epoch: 0, outcome: "succeeded", output: 1 };
+    expect(await ask(result, "z6")).toMatchObject({ value: { outcome: "stale_cancel_epoch" } });
+    expect(((await world.client.getRun(run)).run as RunAnswer).status).toBe("cancelled");
     const events = (await world.client.runEvents(run)).events as { type: string }[];
     expect(events.map((e) => e.type)).not.toContain("effect_intent");
   });
@@ -392,7 +395,7 @@ describe("cancel with calls in flight", () => {
     expect(events.indexOf("effect_observed")).toBeLessThan(events.indexOf("run_cancelled"));
   });
 
-  it("an idempotent call in flight is aborted and the run cancelled at once; the handler's next call is refused (the server never sees it)", async () => {
+  it("C081 an idempotent call in flight is aborted and the run cancelled at once; the handler's next call is refused (the server never sees it); the run ends cancelled, not failed", async () => {
     await world.client.putToolServer({ name: "fx-trusted", transport: { type: "http", url: http.url }, trusted: true, overrides: { charge: "idempotent" } });
     const before = http.counts().calls.charge ?? 0;
     const def = {
@@ -422,5 +425,7 @@ describe("cancel with calls in flight", () => {
       (l) => l.kind === "tool_call",
     );
     expect(calls).toEqual([expect.objectContaining({ state: "failed", error: expect.objectContaining({ code: "abandoned_by_cancel" }) })]);
+    const run = await world.settled(id);
+    expect([run.status, run.error]).toEqual(["cancelled", null]);
   });
 });

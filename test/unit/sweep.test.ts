@@ -112,7 +112,7 @@ describe("the wait sweep", () => {
   });
   const grace = { wait_grace_ms: 10_000 };
 
-  it("a waiting run survives every pass before its deadline plus grace, and is ended wait_abandoned by the first pass after; the record says why", () => {
+  it("C014 C015 a waiting run survives every pass before its deadline plus grace, and is ended wait_abandoned by the first pass after; the record says why", () => {
     const r = runner(sleeps, grace);
     r.send({ type: "run.create", run: seed() });
     expect(r.run.lifecycle).toMatchObject({ status: "waiting", waiting_on: "delay", waiting_expires_at: T0 + HOUR + 10_000 });
@@ -128,7 +128,7 @@ describe("the wait sweep", () => {
     expect(effects).toContainEqual({ type: "runway.local", channel: "metrics", payload: { counter: "sweep_actions", tenant: "t", action: "wait_abandoned" } });
   });
 
-  it("a run re-aimed at a later wait between the sweep's read and its command is left alone", () => {
+  it("C016 a run re-aimed at a later wait between the sweep's read and its command is left alone", () => {
     const r = runner(sleeps, grace);
     r.send({ type: "run.create", run: seed() });
     const read = r.run;

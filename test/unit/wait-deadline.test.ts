@@ -2,7 +2,7 @@ import { expect, it } from "vitest";
 import { initialTransition, transition, type AnyMachineSnapshot } from "xstate";
 import { compileDefinition, executionMachine, WAIT_GRACE_MS } from "../../machines/index.js";
 
-it("a waiting run past its deadline plus the grace window is ended wait_abandoned; inside it, it is left alone", () => {
+it("C014 C015 a waiting run past its deadline plus the grace window is ended wait_abandoned; inside it, it is left alone", () => {
   const c = compileDefinition({ name: "w", nodes: [{ id: "nap", kind: "sleep", duration_ms: 1_000 }] }, { handlers: new Set() });
   if (!c.ok) throw new Error("compile");
   const plan = c.plan;
