@@ -37,6 +37,8 @@ export {
 } from "./workflow/index.js";
 export {
   executionMachine,
+  ADMISSION,
+  heldForAdmission,
   reachableFrom,
   decisions,
   runSummary,
