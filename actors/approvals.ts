@@ -1,14 +1,18 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
-import type { ApprovalState, RunContext } from "../machines/index.js";
+import { ADMISSION, type ApprovalState, type RunContext } from "../machines/index.js";
 import type { Effect } from "../runtime/index.js";
 import { sha256Hex } from "./ids.js";
 
 /** Bucket of the reviewers' inbox: one key per pending approval, `<tenant>.<hash of its id>`. */
 export const APPROVALS_BUCKET = "rw_approvals";
 
-/** A pending approval as the inbox lists it: its request, and where it waits. */
-export type InboxItem = Omit<Extract<ApprovalState, { state: "pending" }>, "state"> & { run: string; node: string };
+/**
+ * A pending approval as the inbox lists it: its request, and where it waits. `kind`: `node` (an
+ * approval node; `node` is its id) or `admission` (the run itself waits to be admitted before
+ * anything of it runs; `node` is `(admission)`, its payload the definition and the input).
+ */
+export type InboxItem = Omit<Extract<ApprovalState, { state: "pending" }>, "state"> & { run: string; node: string; kind: "node" | "admission" };
 
 function keyOf(tenant: string, id: string): string {
   return `${tenant}.${sha256Hex(id).slice(0, 32)}`;
@@ -20,7 +24,12 @@ function pending(run: RunContext | null | undefined): Map<string, InboxItem> {
     const a = n.approval;
     if (a?.state !== "pending") continue;
     const { state: _state, ...request } = a;
-    out.set(a.id, { ...request, run: run!.id, node });
+    out.set(a.id, { ...request, run: run!.id, node, kind: "node" });
+  }
+  const admission = run?.admission_approval;
+  if (admission?.state === "pending") {
+    const { state: _state, ...request } = admission;
+    out.set(admission.id, { ...request, run: run!.id, node: ADMISSION, kind: "admission" });
   }
   return out;
 }

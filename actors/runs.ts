@@ -1,5 +1,5 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { isHeadV1, laneFor, migrateHeadV1, runSummary, validateAgainstSchema, type RunContext, type RunFact } from "../machines/index.js";
+import { heldForAdmission, isHeadV1, laneFor, migrateHeadV1, runSummary, validateAgainstSchema, type RunContext, type RunFact } from "../machines/index.js";
 import { parseEventId, publish, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
 import { askActor } from "./ask.js";
 import { readFirstRecord, readSnapshot } from "./records.js";
@@ -82,7 +82,9 @@ export type RunEventsResult =
 /** The answers of `decide`. */
 export type DecideResult =
   | { outcome: "decided"; approval: string; decision: "approved" | "edited" | "rejected" }
-  | { outcome: "approval_not_found" | "run_not_waiting" | "approval_expired" | "already_decided" };
+  | { outcome: "approval_not_found" | "run_not_waiting" | "approval_expired" | "already_decided" }
+  /** An edit of an admission approval (approved or rejected only). */
+  | { outcome: "invalid_input"; reason: string };
 
 /** The answers of `signal`. */
 export type SignalResult =
@@ -195,7 +197,9 @@ export class RunService {
     // Admission by the tenant actor: kill switch, drain, day cap, day budget, run concurrency.
     const project = request.project ?? "default";
     const ceiling = resolved.plan.limits?.max_cost_cents;
-    const admitted = await this.deps.tenants.admit(tenant, id, project, ceiling);
+    // A run a person admits first (its definition's `admission` policy) asks its tenant only once approved (machines/execution/admission.ts).
+    const held = heldForAdmission(resolved.plan, { parent_run_id: null, replay_of: request.replay_of });
+    const admitted = held ? { outcome: "held" as const } : await this.deps.tenants.admit(tenant, id, project, ceiling);
     if (
       admitted.outcome === "tenant_killed" ||
       admitted.outcome === "tenant_draining" ||
@@ -207,7 +211,7 @@ export class RunService {
       return { outcome: admitted.outcome, detail: admitted };
     }
     // Queued behind the tenant's caps: the run is created `queued` and starts when its tenant gives it a slot.
-    if (admitted.outcome !== "admitted" && admitted.outcome !== "queued")
+    if (admitted.outcome !== "admitted" && admitted.outcome !== "queued" && admitted.outcome !== "held")
       throw new RunwayFault("admission_unavailable", `admission of ${id}: ${admitted.outcome}`, { kind: "retryable" });
     const seed = {
       id,

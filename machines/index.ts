@@ -39,6 +39,8 @@ export {
 } from "./workflow/index.js";
 export {
   executionMachine,
+  ADMISSION,
+  heldForAdmission,
   reachableFrom,
   decisions,
   runSummary,

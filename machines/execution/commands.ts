@@ -109,7 +109,7 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
   }),
   z.object({
     type: z.literal("timer.fired"),
-    kind: z.enum(["retry", "sleep", "lease", "wait", "task", "signal", "approval", "ceiling"]),
+    kind: z.enum(["retry", "sleep", "lease", "wait", "task", "signal", "approval", "ceiling", "admission"]),
     node: z.string(),
     item: z.number().int().nonnegative().optional(),
     attempt: z.number().int().positive().optional(),
@@ -163,6 +163,8 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
   z.object({ type: z.literal("run.signal"), name: z.string().min(1).max(64), data: z.unknown().optional(), by: z.string().max(200) }),
   /** The tenant gave a queued run its slot. */
   z.object({ type: z.literal("run.admitted") }),
+  /** The tenant refused a run a person admitted (it asked after its approval): it fails with the tenant's code. */
+  z.object({ type: z.literal("run.admission_refused"), code: z.string().min(1).max(100), message: z.string().max(1_000) }),
   /** A recovery sweep pass at `at` (the sweeper's clock): repairs what a lost clock or hand-over left (see `sweep.ts`). */
   z.object({
     type: z.literal("run.sweep"),

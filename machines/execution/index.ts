@@ -1,5 +1,6 @@
 export { executionMachine, reachableFrom } from "./machine.js";
 export { createRefusal, type CreateRefusal } from "./create.js";
+export { ADMISSION, heldForAdmission } from "./admission.js";
 export { sweepPlan, parentGone, DEFAULT_SWEEP, type SweepAction, type SweepSettings } from "./sweep.js";
 export {
   decisions,

@@ -9,7 +9,7 @@ import { sweepPlan } from "./sweep.js";
 import { completedClaim, intentInFlight, reconciling } from "./intents.js";
 import { cancelRequested, isLateReceipt } from "./cancel.js";
 import { signalProblem, waitingFor } from "./signals.js";
-import { decisionRefusal } from "./approvals.js";
+import { admissionAsked, admissionPending, decisionAnswer } from "./admission.js";
 import type { ExecutionContext, ExecutionEvent, NodeRun } from "./types.js";
 
 function activeHolder(n: NodeRun | undefined, item: number | undefined) {
@@ -91,6 +91,7 @@ export const executionMachine = setup({
       if (event.type !== "timer.fired") return false;
       if (event.kind === "wait") return context.run?.lifecycle.status === "waiting";
       if (event.kind === "ceiling") return !!context.run;
+      if (event.kind === "admission") return admissionPending(context.run);
       const n = context.run?.nodes[event.node];
       if (!n || n.s !== "active") return false;
       if (event.kind === "sleep" || event.kind === "signal") return n.wake_at !== undefined;
@@ -114,8 +115,10 @@ export const executionMachine = setup({
     /** A heartbeat of an attempt a requested cancel lets finish: it goes on (nothing is written). */
     letsFinish: ({ context, event }) =>
       event.type === "step.heartbeat" && cancelRequested(context.run) && !!holderOf(context.run!.nodes[event.node] ?? { s: "pending" }, event.item)?.intents,
-    /** The decision can be taken: its approval is pending and in time. */
-    decisionRefused: ({ context, event }) => event.type === "approval.decide" && decisionRefusal(context.run, event) !== undefined,
+    /** The decision cannot be taken: its approval is not pending, or out of time (or an edit of an admission approval). */
+    decisionRefused: ({ context, event }) => decisionAnswer(context.run, event) !== undefined,
+    /** The run asked its tenant after a person admitted it: a refusal is its answer. */
+    admissionAsked: ({ context }) => admissionAsked(context.run),
     /** A node of the run waits for this signal. */
     signalWaited: ({ context, event }) => event.type === "run.signal" && waitingFor(context.run, event, event.name).length > 0,
     /** The signal's data does not fit a waiting node's schema: refused before anything is written. */
@@ -161,7 +164,7 @@ export const executionMachine = setup({
     answerLetFinish: emit({ type: "runway.answer", value: { outcome: "let_finish" } }),
     answerNotWaiting: emit({ type: "runway.answer", value: { outcome: "run_not_waiting" } }),
     answerDecisionRefused: enqueueActions(({ context, event, enqueue }) => {
-      enqueue.emit({ type: "runway.answer", value: { outcome: decisionRefusal(context.run, event) } });
+      enqueue.emit({ type: "runway.answer", value: decisionAnswer(context.run, event) });
     }),
     answerSignalInvalid: enqueueActions(({ context, event, enqueue }) => {
       enqueue.emit({ type: "runway.answer", value: { outcome: "invalid_input", reason: signalProblem(context.run, event) } });
@@ -178,6 +181,7 @@ export const executionMachine = setup({
     cancel: decision("run.cancel", decisions.cancel),
     recover: decision("run.recover", decisions.recover),
     admit: decision("run.admitted", decisions.admitted),
+    refuseAdmission: decision("run.admission_refused", decisions.admissionRefused),
     sweep: decision("run.sweep", decisions.sweep),
     parentGone: decision("run.parent_gone", decisions.parentGone),
     recordIntent: decision("effect.intent", decisions.intent),
@@ -262,7 +266,9 @@ function liveState(status: RunStatus) {
       "expansion.admitted": { guard: "expansionPending", actions: "admitExpansion" },
       "expansion.refused": { guard: "expansionPending", actions: "refuseExpansion" },
       // Only a queued run is admitted by its tenant.
-      ...(status === "queued" ? { "run.admitted": { actions: "admit" } } : {}),
+      ...(status === "queued"
+        ? { "run.admitted": { actions: "admit" }, "run.admission_refused": { guard: "admissionAsked", actions: "refuseAdmission" } }
+        : {}),
     },
   } as const;
 }

@@ -1,6 +1,7 @@
 import { onIntent, onReceipt, onSettle, onTask, pollTask, recordReceipt } from "./intents.js";
 import { onSignal, onSignalTimeout } from "./signals.js";
 import { expireApproval, onDecide } from "./approvals.js";
+import { ADMISSION, closeAdmission, expireAdmission, heldForAdmission, holdForAdmission, onAdmissionDecide, onAdmissionRefused } from "./admission.js";
 import { cancelRequested, holdUnknown, onCancel, onLateReceipt, onLateResult, settleUnderCancel } from "./cancel.js";
 import { queuedLifecycle } from "../run/index.js";
 import { applyStepOp, type StepError } from "../step/index.js";
@@ -69,6 +70,7 @@ function decide(context: ExecutionContext, event: ExecutionEvent, apply: (d: Dra
   };
   apply(d);
   releaseExpansions(d);
+  closeAdmission(d);
   return { context: { run: d.run }, effects: d.effects };
 }
 
@@ -84,6 +86,7 @@ export const decisions = {
   cancel: (c: ExecutionContext, e: On<"run.cancel">) => decide(c, e, (d) => onCancel(d, e.reason, e.by)),
   recover: (c: ExecutionContext, e: On<"run.recover">) => decide(c, e, (d) => onRecover(d, e.alive ?? [])),
   admitted: (c: ExecutionContext, e: On<"run.admitted">) => decide(c, e, begin),
+  admissionRefused: (c: ExecutionContext, e: On<"run.admission_refused">) => decide(c, e, (d) => onAdmissionRefused(d, e)),
   sweep: (c: ExecutionContext, e: On<"run.sweep">) => decide(c, e, (d) => onSweep(d, e.at, e.held ?? [])),
   parentGone: (c: ExecutionContext, e: On<"run.parent_gone">) => decide(c, e, (d) => onParentGone(d, e.parent_status)),
   intent: (c: ExecutionContext, e: On<"effect.intent">) => decide(c, e, (d) => onIntent(d, e)),
@@ -93,6 +96,7 @@ export const decisions = {
   signal: (c: ExecutionContext, e: On<"run.signal">) => decide(c, e, (d) => onSignal(d, e)),
   approve: (c: ExecutionContext, e: On<"approval.decide">) =>
     decide(c, e, (d) => {
+      if (e.node === ADMISSION) return onAdmissionDecide(d, e);
       onDecide(d, e);
       advance(d);
     }),
@@ -150,7 +154,10 @@ function create(event: Extract<ExecutionEvent, { type: "run.create" }>): RunCont
 function onCreate(d: Draft): void {
   // The input is stored once, as the first fact of the run's journal.
   d.effects.push({ type: "runway.journal", data: { t: "input", value: d.memory.input } });
-  if (d.run.admission === "queued") {
+  if (heldForAdmission(d.plan, d.run)) {
+    // A person admits it first: held in this very write, it asks its tenant only once approved.
+    holdForAdmission(d);
+  } else if (d.run.admission === "queued") {
     // Behind its tenant's caps: it starts on `run.admitted`. Its slot may already have been
     // given (the tenant may have admitted it before this create was stored): ask once now.
     publish(d, "run_queued", { definition: d.run.definition });
@@ -218,6 +225,7 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
 function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>): void {
   const node = d.byId.get(e.node);
   const n = d.run.nodes[e.node];
+  if (e.kind === "admission") return expireAdmission(d, d.now);
   if (e.kind === "ceiling") {
     const hit = wallHit(d);
     if (hit) ceilingStop(d, hit);
@@ -287,6 +295,8 @@ function onSweep(d: Draft, at: number, held: readonly string[]): void {
     if (a.action === "recheck_admission") continue;
     d.effects.push({ type: "runway.local", channel: METRICS_CHANNEL, payload: { counter: "sweep_actions", tenant: d.run.tenant, action: a.action } });
     if (a.action === "wait_abandoned") {
+      // A held run whose timer was lost expires as its timer would have expired it.
+      if (d.run.admission_approval?.state === "pending") return expireAdmission(d, at);
       const lc = d.run.lifecycle;
       finish(d, "failed", {
         code: "wait_abandoned",

@@ -221,8 +221,10 @@ export interface RunContext {
   source: string;
   start_key: string;
   lane: Lane;
-  /** `queued`: created behind its tenant's concurrency caps; it starts on `run.admitted`. */
+  /** `queued`: created behind its tenant's concurrency caps (or asking it, once a person admitted it); it starts on `run.admitted`. */
   admission?: "admitted" | "queued";
+  /** A person admits the run before it asks its tenant (`admission.ts`): pending from its create, then decided. */
+  admission_approval?: ApprovalState;
   /** The tenant's project the run counts under (absent: `default`). */
   project?: string;
   /** Scheduling priority of its attempts, 0–9 (absent: 5); a child's is never above its parent's. */

@@ -1,6 +1,7 @@
 import {
   auditSubject,
   DEFAULT_ENDED_RETENTION_MS,
+  type AdmissionRefusedReply,
   type AdmitAnswer,
   type ExpansionReply,
   type CreateAnswer,
@@ -316,7 +317,7 @@ export function applyTenantCommand(stored: TenantContext | TenantContextV1, even
   for (const op of d.store ?? [])
     effects.push({ type: "runway.store", key: tenantKey(context.id, op.key), value: op.value, ...(op.ttl_ms ? { ttl_ms: op.ttl_ms } : {}) });
   for (const run_id of d.admitted ?? []) effects.push({ type: "runway.send", to: { kind: "run", id: run_id }, event: { type: "run.admitted" } });
-  if (d.reply) effects.push({ type: "runway.send", to: { kind: "run", id: d.reply.run }, event: d.reply.event as ExpansionReply });
+  if (d.reply) effects.push({ type: "runway.send", to: { kind: "run", id: d.reply.run }, event: d.reply.event as ExpansionReply | AdmissionRefusedReply });
   for (const event of d.self ?? []) effects.push({ type: "runway.send", to: { kind: "tenant", id: context.id }, event });
   return { context, effects };
 }
@@ -328,7 +329,7 @@ function decide(context: TenantContext, event: TenantEvent): Decision<TenantAnsw
     const left = legacyLeft(migrated.legacy);
     if (event.type === "tenant.migrate" || (left > 0 && (ASKED_AGAIN.has(event.type) || SENT_AGAIN.has(event.type)))) {
       const { now: _now, facts: _facts, retention_ms: _retention, ...command } = event;
-      const again = left > 0 && SENT_AGAIN.has(event.type) ? [command] : [];
+      const again = left > 0 && (SENT_AGAIN.has(event.type) || (event.type === "tenant.admit_run" && event.tell_run)) ? [command] : [];
       const answer: MigratingAnswer | PromoteAnswer = event.type === "tenant.migrate" ? { outcome: "migrated", left } : { outcome: "migrating", left };
       return { context: migrated, answer, store: io.store, self: [...(left > 0 ? [{ type: "tenant.migrate" }] : []), ...again] };
     }
@@ -353,7 +354,7 @@ function decideMigrated(context: TenantContext, event: TenantEvent, io: Io): Dec
     case "tenant.resume":
       return stateDecision(context, STATE_COMMANDS[event.type], event.reason, event.now, io);
     case "tenant.admit_run":
-      return admitDecision(context, event, event.now, io);
+      return event.tell_run ? toldRun(admitDecision(context, event, event.now, io)) : admitDecision(context, event, event.now, io);
     case "tenant.run_ended":
       return runEndedDecision(context, event, event.now, io);
     case "tenant.recheck":
@@ -374,4 +375,17 @@ export function likelyFacts(event: { type: string; run_id?: string }): string[] 
   if (event.run_id && (event.type === "tenant.admit_run" || event.type === "tenant.run_ended" || event.type === "tenant.recheck"))
     return [memberKey(event.run_id), endedKey(event.run_id)];
   return [];
+}
+
+/**
+ * An admission the run asked for itself (`tell_run`: a person admitted it after its create, so
+ * no start waits on the answer): the run is told `run.admitted` when it holds a slot, the code
+ * when refused, and nothing while it is queued (a freed slot tells it later).
+ */
+function toldRun(d: Decision<AdmitAnswer>): Decision<AdmitAnswer> {
+  const a = d.answer;
+  if (a.outcome === "admitted") return { ...d, admitted: [a.run_id] };
+  if (a.outcome === "queued") return d;
+  const reply: AdmissionRefusedReply = { type: "run.admission_refused", code: a.outcome, message: `the tenant refused the run: ${a.outcome}` };
+  return { ...d, reply: { run: a.run_id, event: reply } };
 }

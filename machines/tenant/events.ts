@@ -17,8 +17,16 @@ export const TenantCommandSchema = z.discriminatedUnion("type", [
   z.object({ type: z.literal("tenant.kill"), reason: Reason }),
   z.object({ type: z.literal("tenant.drain"), reason: Reason }),
   z.object({ type: z.literal("tenant.resume"), reason: Reason.optional() }),
-  /** `reserve_cents`: what the run reserves of a day budget (its definition's `max_cost_cents`; absent: the tenant's default). */
-  z.object({ type: z.literal("tenant.admit_run"), ...RunRef, reserve_cents: z.number().int().min(0).max(1e12).optional() }),
+  /**
+   * `reserve_cents`: what the run reserves of a day budget (its definition's `max_cost_cents`; absent: the tenant's default).
+   * `tell_run`: the run asks itself (a person admitted it) and is told the outcome: `run.admitted`, or `run.admission_refused`.
+   */
+  z.object({
+    type: z.literal("tenant.admit_run"),
+    ...RunRef,
+    reserve_cents: z.number().int().min(0).max(1e12).optional(),
+    tell_run: z.boolean().optional(),
+  }),
   z.object({ type: z.literal("tenant.run_ended"), ...RunRef }),
   /** A queued run asks whether it holds a slot yet (its sweep, or its own create). */
   z.object({ type: z.literal("tenant.recheck"), run_id: TokenSchema }),
@@ -120,6 +128,9 @@ export type ExpansionAnswer =
   | { outcome: "expansion_released"; run_id: string; node: string; active_descendants: number }
   | { outcome: "not_held"; run_id: string; node: string };
 
+/** A run that asked for itself (`tell_run`) was refused: it fails with the code. */
+export type AdmissionRefusedReply = { type: "run.admission_refused"; code: string; message: string };
+
 export type ExpansionReply = { type: "expansion.admitted"; node: string } | { type: "expansion.refused"; node: string; code: AdmissionCode; message: string };
 
 export type RecheckAnswer = { outcome: "admitted" | "queued" | "unknown"; run_id: string; position?: number };
@@ -152,7 +163,7 @@ export type TenantEffect =
   | { type: "runway.answer"; value: TenantAnswer }
   | { type: "runway.publish"; subject: string; data: TenantAudit }
   /** A queued run got its slot, or a run's expansion was decided. */
-  | { type: "runway.send"; to: { kind: "run"; id: string }; event: { type: "run.admitted" } | ExpansionReply }
+  | { type: "runway.send"; to: { kind: "run"; id: string }; event: { type: "run.admitted" } | ExpansionReply | AdmissionRefusedReply }
   /** The tenant to itself (see `tenant.promote`, `tenant.migrate`, {@link MigratingAnswer}). */
   | { type: "runway.send"; to: { kind: "tenant"; id: string }; event: { type: string } & Record<string, unknown> }
   /** A membership key (`tenant.<id>.<key>`, see `members.ts`), written after the record. */

@@ -5,7 +5,7 @@
  * JSON, whatever the key order of its input.
  */
 import { canonicalJson, formatPath, MAX_JSON_DEPTH, nestingDepth, utf8Length } from "./canonical.js";
-import { DefinitionSchema, type Condition } from "./definition.js";
+import { DefinitionSchema, DEFAULT_WAIT_TIMEOUT_MS, type Condition } from "./definition.js";
 import { expand, type CompileError, type Expanded, type Limits } from "./expand.js";
 import { checkSchemaSubset } from "./json-schema.js";
 import { PLAN_VERSION, type Plan, type PlanNode } from "./plan.js";
@@ -209,6 +209,9 @@ export function compileDefinition(raw: unknown, ctx: CompileContext): CompileRes
     ...(def.input_schema !== undefined && { input_schema: def.input_schema }),
     ...(def.result !== undefined && { result: def.result }),
     ...(def.limits !== undefined && { limits: def.limits }),
+    ...(def.admission !== undefined && {
+      admission: { approval: { ...def.admission.approval, timeout_ms: def.admission.approval.timeout_ms ?? DEFAULT_WAIT_TIMEOUT_MS } },
+    }),
     nodes: sorted.map((e) => e.node),
   };
   const text = canonicalJson(body);

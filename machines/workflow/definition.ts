@@ -88,6 +88,13 @@ export type DefinitionNode = CodeNode | ParallelNode | BranchNode | MapNode | Su
  */
 export type RunLimits = { max_steps?: number; max_tool_calls?: number; max_wall_ms?: number; max_cost_cents?: number };
 
+/**
+ * A person admits each top-level run before it asks its tenant or does anything: the run is held
+ * `waiting` on this approval (`prompt` shown to `group`); approved it starts as any run does,
+ * rejected it is cancelled, unanswered past `timeout_ms` (default 7 days) it fails `approval_expired`.
+ */
+export type AdmissionPolicy = { approval: { prompt: string; group?: string; escalation_group?: string; timeout_ms?: number } };
+
 export type Definition = {
   name: string;
   description?: string;
@@ -95,6 +102,7 @@ export type Definition = {
   nodes: DefinitionNode[];
   result?: Template;
   limits?: RunLimits;
+  admission?: AdmissionPolicy;
 };
 
 const JsonSchema = z.custom<Json>((v) => isJson(v), "expected a JSON value");
@@ -228,6 +236,16 @@ export const DefinitionSchema: z.ZodType<Definition> = z.strictObject({
       max_tool_calls: z.number().int().min(1).max(1_000_000).optional(),
       max_wall_ms: Ms.min(1).max(MAX_SLEEP_MS).optional(),
       max_cost_cents: z.number().int().min(0).max(1e12).optional(),
+    })
+    .optional(),
+  admission: z
+    .strictObject({
+      approval: z.strictObject({
+        prompt: z.string().min(1).max(4_096),
+        group: ReviewerGroupSchema.optional(),
+        escalation_group: ReviewerGroupSchema.optional(),
+        timeout_ms: Ms.min(1).max(MAX_SLEEP_MS).optional(),
+      }),
     })
     .optional(),
 });

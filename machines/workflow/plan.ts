@@ -77,6 +77,8 @@ export type Plan = {
   result?: Json;
   /** The run's ceilings (see `RunLimits`). */
   limits?: { max_steps?: number; max_tool_calls?: number; max_wall_ms?: number; max_cost_cents?: number };
+  /** A person admits each top-level run first (see `AdmissionPolicy`); its timeout resolved. */
+  admission?: { approval: { prompt: string; group?: string; escalation_group?: string; timeout_ms: number } };
   nodes: PlanNode[];
   /** Canonical JSON of the plan without this field: hash it to get the version's digest. */
   definition_digest_input: string;
@@ -162,6 +164,16 @@ export const PlanSchema = z.strictObject({
       max_tool_calls: z.number().optional(),
       max_wall_ms: z.number().optional(),
       max_cost_cents: z.number().optional(),
+    })
+    .optional(),
+  admission: z
+    .strictObject({
+      approval: z.strictObject({
+        prompt: z.string(),
+        group: z.string().optional(),
+        escalation_group: z.string().optional(),
+        timeout_ms: z.number().int().positive(),
+      }),
     })
     .optional(),
   nodes: z.array(PlanNodeSchema),
