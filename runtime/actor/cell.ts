@@ -59,11 +59,17 @@ export interface HostStats {
   fenced: number;
 }
 
+/**
+ * What a warm actor keeps between commands: only what the next write reads. Not the record it
+ * was loaded from or wrote (its persisted snapshot, published outbox and journal facts would
+ * otherwise stay in memory for every cached actor: about half of a parked run's heap).
+ */
 interface Cached {
-  record: ActorRecord;
+  applied: ActorRecord["applied"];
+  transitions: number;
   revision: number;
   generation: number;
-  /** The live XState snapshot of `record`, kept so a hot actor is not re-resolved per batch. */
+  /** The live XState snapshot of the record last read or written, kept so a hot actor is not re-resolved per batch. */
   snapshot: AnyMachineSnapshot;
 }
 
@@ -185,7 +191,7 @@ export class ActorCell {
       const ok = await publishOutbox(this.env.outbox, this.address, decoded.value.outbox, read.message.seq);
       if (!ok) return { outcome: "unavailable" };
     }
-    this.cached = { record: decoded.value, revision: read.message.seq, generation, snapshot };
+    this.cached = { applied: decoded.value.applied, transitions: decoded.value.transitions, revision: read.message.seq, generation, snapshot };
     return { outcome: "loaded", cached: this.cached };
   }
 
@@ -206,7 +212,7 @@ export class ActorCell {
       if (loaded.outcome === "corrupt") return this.corrupt(batch, loaded.revision, loaded.detail);
       const base = loaded.cached;
       let snapshot: AnyMachineSnapshot | undefined = base?.snapshot;
-      const applied = base ? [...base.record.applied] : [];
+      const applied = base ? [...base.applied] : [];
       const outbox: OutboxEntry[] = [];
       const local: Extract<Effect, { type: "runway.local" }>[] = [];
       const journal: unknown[] = [];
@@ -319,7 +325,7 @@ export class ActorCell {
           applied: applied.slice(-APPLIED_WINDOW),
           outbox,
           ...(journal.length > 0 ? { journal } : {}),
-          transitions: (base?.record.transitions ?? 0) + changed,
+          transitions: (base?.transitions ?? 0) + changed,
           writer: { node: this.env.log.authority.node, epoch: this.env.log.epoch },
           at: clock.now(),
           version: snapshotVersion(definition),
@@ -345,7 +351,7 @@ export class ActorCell {
         case "written": {
           this.env.stats.writes++;
           this.env.stats.transitions += changed;
-          this.cached = { record, revision: written.revision, generation, snapshot: snapshot! };
+          this.cached = { applied: record.applied, transitions: record.transitions, revision: written.revision, generation, snapshot: snapshot! };
           if (journal.length > 0) definition.onJournal?.(this.address, journal);
           // The outbox's events go out at once (before anything a hand-over publishes), its
           // commands are published meanwhile; local hand-overs (a step to this node's executor)

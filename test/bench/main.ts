@@ -2,12 +2,27 @@
 import { killAll } from "../harness/index.js";
 import { actorBench } from "./actor.js";
 import { admission } from "./admission.js";
+import { approvals } from "./approvals.js";
+import { cancel } from "./cancel.js";
 import { heartbeats } from "./heartbeats.js";
 import { tools } from "./tools.js";
 import { fairness, w1, w2, w3 } from "./workflow.js";
 import { w4, w5 } from "./resilience.js";
 
-const benches: Record<string, () => Promise<Record<string, unknown>>> = { actor: actorBench, admission, w1, w2, w3, w4, w5, fairness, heartbeats, tools };
+const benches: Record<string, () => Promise<Record<string, unknown>>> = {
+  actor: actorBench,
+  admission,
+  approvals,
+  cancel,
+  w1,
+  w2,
+  w3,
+  w4,
+  w5,
+  fairness,
+  heartbeats,
+  tools,
+};
 
 const name = process.argv[2];
 const bench = name ? benches[name] : undefined;

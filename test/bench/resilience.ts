@@ -7,16 +7,11 @@ import { RunwayClient } from "../../cluster/client.js";
 import { RUN_KIND } from "../../actors/index.js";
 import { readSnapshot } from "../../actors/records.js";
 import { RUNWAY_USER, spawnTsx, startServer, waitFor, type ChildHandle } from "../harness/index.js";
-import { progress, windowed } from "./stats.js";
+import { heapUsedMb, progress, windowed } from "./stats.js";
 import { world } from "./workflow.js";
 
 const cli = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
 const handlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
-
-function heapMb(): number {
-  (globalThis as { gc?: () => void }).gc?.();
-  return process.memoryUsage().heapUsed / 1024 / 1024;
-}
 
 /**
  * w4: 10,000 runs parked on a one-hour sleep (the node's heap before and after: what a parked
@@ -35,7 +30,7 @@ export async function w4(): Promise<Record<string, unknown>> {
     });
     const parked = Number(process.env.W4_PARKED ?? 10_000);
     const woken = Number(process.env.W4_WOKEN ?? 1_000);
-    const before = heapMb();
+    const before = heapUsedMb();
     const ids: string[] = [];
     progress(`w4: parking ${parked} runs`);
     await windowed(parked, 64, async () => {
@@ -49,7 +44,7 @@ export async function w4(): Promise<Record<string, unknown>> {
         undefined,
       { timeoutMs: 60_000, describe: "the last run parked" },
     );
-    const after = heapMb();
+    const after = heapUsedMb();
     const busy = w.node.executor.inFlight;
     progress(`w4: waking ${woken}`);
     const chosen = ids.slice(0, woken);

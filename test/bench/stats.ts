@@ -1,5 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 
 /** Percentiles over recorded samples (milliseconds), rounded for a JSON line. */
 export function percentiles(samples: number[]): { p50: number; p95: number; p99: number; mean: number } {
@@ -18,6 +20,25 @@ export async function windowed(total: number, window: number, task: (i: number) 
       while (next < total) await task(next++);
     }),
   );
+}
+
+/**
+ * A full garbage collection, also when node was started without `--expose-gc` (`npm run bench`):
+ * the flag set at run time exposes `gc` to contexts created after it.
+ */
+export function forceGc(): void {
+  let gc = (globalThis as { gc?: () => void }).gc;
+  if (!gc) {
+    setFlagsFromString("--expose-gc");
+    gc = runInNewContext("gc") as () => void;
+  }
+  gc();
+}
+
+/** Heap in use after a full collection, in MB. */
+export function heapUsedMb(): number {
+  forceGc();
+  return process.memoryUsage().heapUsed / 1024 / 1024;
 }
 
 export function progress(message: string): void {

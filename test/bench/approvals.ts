@@ -1,0 +1,130 @@
+/**
+ * approvals: 10,000 runs parked on an approval node, on one in-process node (its heap after a full
+ * collection before and after parking: what a parked run costs in memory; the workers and
+ * scheduler slots they hold, which must be none); then 1,000 of them approved at once through
+ * `approvals.decide`, each run going on to one no-op step: time from the decisions sent until all
+ * 1,000 runs succeeded.
+ *
+ * The bench tenant's run cap is the ceiling, 10,000 (`world()`): a parked run still counts as one
+ * of the tenant's active runs (it is one until the run ends), so a run past the cap would be
+ * queued, not parked (the bench fails on one). Env: APPROVALS_PARKED (default 10,000), APPROVALS_DECIDED (default 1,000).
+ */
+import { ApiFault } from "../../cluster/client.js";
+import { waitFor } from "../harness/index.js";
+import { heapUsedMb, percentiles, progress, windowed } from "./stats.js";
+import { world } from "./workflow.js";
+
+const TARGET = { heap_delta_mb_max: 50, decided_all_done_ms_max: 1_000 };
+const WARM_UP = 50;
+
+const mb = (x: number) => Math.round(x * 10) / 10;
+
+export async function approvals(): Promise<Record<string, unknown>> {
+  const parked = Number(process.env.APPROVALS_PARKED ?? 10_000);
+  const decided = Number(process.env.APPROVALS_DECIDED ?? 1_000);
+  const w = await world();
+  try {
+    await w.client.putDefinition({
+      name: "gated",
+      nodes: [
+        { id: "gate", kind: "approval", prompt: "Go on?", payload: { n: "${input.n}" }, group: "bench", timeout_ms: 3_600_000 },
+        { id: "after", kind: "code", needs: ["gate"], handler: "noop" },
+      ],
+    });
+    // Approval requests are events: counting them tells when every run is parked.
+    const requested = new Set<string>();
+    w.nc.subscribe("rw.evt.bench.*.*.approval_requested", { callback: (_e, msg) => void requested.add(msg.subject.split(".")[4]!) });
+    await w.nc.flush();
+    const start = async (n: number): Promise<string> => {
+      const a = await w.client.startRun({ definition: "gated", input: { n } });
+      if (a.outcome !== "started" || (a.run as { status: string }).status === "queued") throw new Error(`start: ${JSON.stringify(a)}`);
+      return (a.run as { id: string }).id;
+    };
+    let retried = 0;
+    // A 503 says "retry" (the API's contract); a retry may find its first try applied after all.
+    const approve = async (id: string): Promise<void> => {
+      for (let tries = 1; ; tries++) {
+        try {
+          const d = await w.client.decide(`${id}:gate`, "approve", { by: "bench" });
+          if (d.outcome === "decided" || (tries > 1 && d.outcome === "already_decided")) return;
+          throw new Error(`decide ${id}: ${JSON.stringify(d)}`);
+        } catch (err) {
+          if (!(err instanceof ApiFault && err.code === 503) || tries === 5) throw err;
+          retried++;
+        }
+      }
+    };
+
+    progress(`approvals: warm-up, ${WARM_UP} runs parked and approved`);
+    const warm: string[] = [];
+    await windowed(WARM_UP, 16, async (i) => void warm.push(await start(i)));
+    await waitFor(() => warm.every((id) => requested.has(id)) || undefined, { timeoutMs: 60_000, describe: "the warm-up runs to park" });
+    await Promise.all(warm.map(async (id) => (await approve(id), w.finished(id))));
+
+    const before = heapUsedMb();
+    const rssBefore = process.memoryUsage().rss / 1024 / 1024;
+    progress(`approvals: parking ${parked} runs, 64 starts in flight`);
+    const ids: string[] = [];
+    const t0 = performance.now();
+    await windowed(parked, 64, async (i) => {
+      ids.push(await start(i));
+      if (ids.length % 1_000 === 0) progress(`approvals: ${ids.length} started, ${requested.size - WARM_UP} parked`);
+    });
+    const startedS = (performance.now() - t0) / 1000;
+    await waitFor(() => ids.every((id) => requested.has(id)) || undefined, { timeoutMs: 120_000, intervalMs: 100, describe: "every run to park" });
+    const parkedS = (performance.now() - t0) / 1000;
+    const last = (await w.client.getRun(ids[ids.length - 1]!)).run as { status: string; waiting: { on: string } | null };
+    if (last.status !== "waiting" || last.waiting?.on !== "approval") throw new Error(`the last run is not parked: ${JSON.stringify(last)}`);
+    progress(`approvals: all parked; heap, workers, scheduler, tenant`);
+    const after = heapUsedMb();
+    const rssAfter = process.memoryUsage().rss / 1024 / 1024;
+    const scheduler = w.node.dispatcher?.metrics(Date.now());
+    const held = { workers: w.node.executor.inFlight, scheduler_running: scheduler?.running ?? 0, scheduler_queued: scheduler?.queued ?? 0 };
+    const tenant = (await w.client.getTenant()).tenant as { active_runs: number; queued_runs: number };
+
+    progress(`approvals: approving ${decided} at once`);
+    const chosen = ids.slice(0, decided);
+    const done = chosen.map((id) => w.finished(id));
+    const answers: number[] = [];
+    const t1 = performance.now();
+    await Promise.all(
+      chosen.map(async (id) => {
+        const s = performance.now();
+        await approve(id);
+        answers.push(performance.now() - s);
+      }),
+    );
+    const decidedMs = performance.now() - t1;
+    const outcomes = await Promise.all(done);
+    const allDoneMs = performance.now() - t1;
+    const failed = outcomes.filter((o) => o !== "run_succeeded").length;
+    if (failed > 0) throw new Error(`${failed} approved runs did not succeed`);
+
+    const delta = after - before;
+    return {
+      bench: "approvals",
+      parked,
+      start_s: Math.round(startedS * 10) / 10,
+      all_parked_s: Math.round(parkedS * 10) / 10,
+      heap_before_mb: mb(before),
+      heap_after_parking_mb: mb(after),
+      heap_delta_mb: mb(delta),
+      heap_per_parked_run_kb: Math.round((delta * 1024) / parked),
+      rss_delta_mb: mb(rssAfter - rssBefore),
+      held_while_parked: held,
+      tenant_active_runs: tenant.active_runs,
+      tenant_queued_runs: tenant.queued_runs,
+      decided,
+      decisions_answered_ms: Math.round(decidedMs),
+      decide_answer_ms: percentiles(answers),
+      decide_retries_after_503: retried,
+      decided_all_done_ms: Math.round(allDoneMs),
+      target: TARGET,
+      heap_target_met: delta < TARGET.heap_delta_mb_max,
+      decided_target_met: allDoneMs <= TARGET.decided_all_done_ms_max,
+      target_met: delta < TARGET.heap_delta_mb_max && allDoneMs <= TARGET.decided_all_done_ms_max,
+    };
+  } finally {
+    await w.close();
+  }
+}
