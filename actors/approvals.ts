@@ -3,6 +3,7 @@ import { Kvm } from "@nats-io/kv";
 import { ADMISSION, type ApprovalState, type RunContext } from "../machines/index.js";
 import type { Effect } from "../runtime/index.js";
 import { sha256Hex } from "./ids.js";
+import { lastValues } from "./records.js";
 
 /** Bucket of the reviewers' inbox: one key per pending approval, `<tenant>.<hash of its id>`. */
 export const APPROVALS_BUCKET = "rw_approvals";
@@ -45,24 +46,51 @@ export function inboxEffects(before: RunContext | null | undefined, after: RunCo
   return out;
 }
 
-/** The tenant's pending approvals, soonest deadline first, filtered by reviewer group (its escalation group counts) and deadline. */
+/** A page of the inbox; `next_cursor` (null: the last page) is what to pass as `cursor` for the next. */
+export interface InboxPage {
+  approvals: InboxItem[];
+  next_cursor: string | null;
+}
+
+/** Items a page holds by default, and at most: an item is a few hundred bytes, a reply at most 1 MiB. */
+export const INBOX_PAGE = 100;
+export const INBOX_PAGE_MAX = 500;
+
+/**
+ * The tenant's pending approvals, soonest deadline first (then by id), filtered by reviewer group
+ * (its escalation group counts), deadline and run: one read of the tenant's inbox keys (their last
+ * values), then a page of at most `limit` from after `cursor` (`<expires_at>:<id>` of the last item
+ * seen), so a reply stays bounded whatever the inbox holds.
+ */
 export async function listInbox(
   nc: NatsConnection,
   tenant: string,
   filter: { group?: string; expires_before?: number; run?: string } = {},
-): Promise<InboxItem[]> {
-  const kv = await new Kvm(nc).open(APPROVALS_BUCKET);
-  const out: InboxItem[] = [];
-  for await (const key of await kv.keys(`${tenant}.*`)) {
-    const e = await kv.get(key);
-    if (!e || e.operation !== "PUT" || e.length === 0) continue;
-    const item = e.json<InboxItem>();
+  page: { limit?: number; cursor?: string } = {},
+): Promise<InboxPage> {
+  const all: InboxItem[] = [];
+  for (const v of await lastValues(nc, APPROVALS_BUCKET, `${tenant}.*`)) {
+    if (v.data.length === 0) continue;
+    const item = JSON.parse(new TextDecoder().decode(v.data)) as InboxItem;
     if (filter.group && item.group !== filter.group && item.escalation_group !== filter.group) continue;
     if (filter.expires_before !== undefined && item.expires_at >= filter.expires_before) continue;
     if (filter.run && item.run !== filter.run) continue;
-    out.push(item);
+    all.push(item);
   }
-  return out.sort((a, b) => a.expires_at - b.expires_at);
+  all.sort((a, b) => a.expires_at - b.expires_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const after = page.cursor === undefined ? undefined : parseCursor(page.cursor);
+  const from = after ? all.findIndex((i) => i.expires_at > after.at || (i.expires_at === after.at && i.id > after.id)) : 0;
+  const limit = Math.min(page.limit ?? INBOX_PAGE, INBOX_PAGE_MAX);
+  const approvals = from < 0 ? [] : all.slice(from, from + limit);
+  const last = approvals.at(-1);
+  return { approvals, next_cursor: last && from + limit < all.length ? `${last.expires_at}:${last.id}` : null };
+}
+
+/** `<expires_at>:<id>`; anything else reads as no cursor's position (the API validates its shape). */
+function parseCursor(cursor: string): { at: number; id: string } | undefined {
+  const i = cursor.indexOf(":");
+  const at = Number(cursor.slice(0, i));
+  return i > 0 && Number.isInteger(at) ? { at, id: cursor.slice(i + 1) } : undefined;
 }
 
 /** One pending approval by id. */

@@ -52,4 +52,4 @@ export { listReconciliations, RECONCILE_BUCKET, type ReconcileItem } from "./rec
 export { RunReplays, type ReplayResult, type TrajectoryResult } from "./run-replay.js";
 export { ReplayTools } from "./replay.js";
 export { readTrajectory, compareTrajectories, type TrajectoryLine } from "./trajectory.js";
-export { listInbox, getInboxItem, APPROVALS_BUCKET, type InboxItem } from "./approvals.js";
+export { listInbox, getInboxItem, APPROVALS_BUCKET, INBOX_PAGE_MAX, type InboxItem, type InboxPage } from "./approvals.js";

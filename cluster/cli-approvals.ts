@@ -1,13 +1,13 @@
 /**
  * `runway approvals …`: the reviewers' inbox.
  *
- *   runway approvals ls [--group G] [--run ID]     runway approvals show <id>
+ *   runway approvals ls [--group G] [--run ID] [--limit N] [--cursor C]     runway approvals show <id>
  *   runway approvals approve <id> [--by NAME]     runway approvals reject <id> [--reason R] [--by NAME]
  *   runway approvals edit <id> --payload JSON [--by NAME]
  */
 import type { ApiAnswer, RunwayClient } from "./client.js";
 
-export const APPROVALS_USAGE = `  approvals ls [--group G] [--run ID]                           pending approvals, soonest deadline first
+export const APPROVALS_USAGE = `  approvals ls [--group G] [--run ID] [--limit N] [--cursor C]  pending approvals, soonest deadline first, a page at a time
   approvals show <id> | approvals approve <id> | approvals reject <id> [--reason R] | approvals edit <id> --payload JSON   (--by NAME)`;
 
 export class ApprovalsUsageError extends Error {}
@@ -16,10 +16,19 @@ export async function approvalsCommand(
   client: RunwayClient,
   sub: string | undefined,
   id: string | undefined,
-  values: { group?: string; run?: string; reason?: string; payload?: string; by?: string },
+  values: { group?: string; run?: string; reason?: string; payload?: string; by?: string; limit?: string; cursor?: string },
 ): Promise<{ print: ApiAnswer; failed?: boolean }> {
-  if (sub === "ls")
-    return { print: await client.approvals({ ...(values.group ? { group: values.group } : {}), ...(values.run ? { run_id: values.run } : {}) }) };
+  if (sub === "ls") {
+    const limit = values.limit === undefined ? undefined : Number(values.limit);
+    if (limit !== undefined && !(Number.isInteger(limit) && limit > 0)) throw new ApprovalsUsageError(`--limit ${values.limit}: expected a positive integer`);
+    const page = await client.approvals({
+      ...(values.group ? { group: values.group } : {}),
+      ...(values.run ? { run_id: values.run } : {}),
+      ...(limit !== undefined ? { limit } : {}),
+      ...(values.cursor ? { cursor: values.cursor } : {}),
+    });
+    return { print: page, failed: page.outcome !== "ok" };
+  }
   if (!id) throw new ApprovalsUsageError("approvals show|approve|reject|edit <id>");
   if (sub === "show") {
     const got = await client.approval(id);

@@ -281,6 +281,8 @@ async function main(): Promise<void> {
           reason: { type: "string" },
           payload: { type: "string" },
           by: { type: "string" },
+          limit: { type: "string" },
+          cursor: { type: "string" },
         },
       });
       const done = await withClient(values, (c) => approvalsCommand(c, sub, positionals[0], values)).catch((err: unknown) => {

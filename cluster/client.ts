@@ -81,7 +81,7 @@ export class RunwayClient {
     return this.t("runs.cancel", { run_id: runId, ...(reason ? { reason } : {}) });
   }
   /** The tenant's pending approvals, soonest deadline first. */
-  approvals(filter: { group?: string; run_id?: string; expires_before?: number } = {}) {
+  approvals(filter: { group?: string; run_id?: string; expires_before?: number; limit?: number; cursor?: string } = {}) {
     return this.t("approvals.list", filter);
   }
   approval(id: string) {

@@ -1,7 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z, type ZodType } from "zod";
 import type { DefinitionStore, NodeMetrics, RunReplays, RunService, Sweeper, TenantService } from "../actors/index.js";
-import { getInboxItem, listInbox, listReconciliations } from "../actors/index.js";
+import { getInboxItem, INBOX_PAGE_MAX, listInbox, listReconciliations } from "../actors/index.js";
 import {
   isTenantId,
   MAX_JSON_DEPTH,
@@ -81,7 +81,16 @@ const schemas = {
   }),
   runsReconciliations: z.strictObject({ run_id: RunId.optional() }),
   runsTrajectory: z.strictObject({ run_id: RunId }),
-  approvalsList: z.strictObject({ group: z.string().max(64).optional(), run_id: RunId.optional(), expires_before: z.number().int().nonnegative().optional() }),
+  approvalsList: z.strictObject({
+    group: z.string().max(64).optional(),
+    run_id: RunId.optional(),
+    expires_before: z.number().int().nonnegative().optional(),
+    limit: z.number().int().positive().max(INBOX_PAGE_MAX).optional(),
+    cursor: z
+      .string()
+      .regex(/^\d+:.{1,500}$/, "a cursor is the next_cursor of an earlier page")
+      .optional(),
+  }),
   approvalsGet: z.strictObject({ id: z.string().min(3).max(500) }),
   approvalsDecide: z.strictObject({
     id: z.string().min(3).max(500),
@@ -182,11 +191,16 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
   tenantEndpoint("runs_cancel", "runs.cancel", schemas.runsCancel, (t, b) => services.runs.cancel(t, b.run_id, b.reason, b.by));
   tenantEndpoint("approvals_list", "approvals.list", schemas.approvalsList, async (t, b) => ({
     outcome: "ok",
-    approvals: await listInbox(nc, t, {
-      ...(b.group ? { group: b.group } : {}),
-      ...(b.run_id ? { run: b.run_id } : {}),
-      ...(b.expires_before !== undefined ? { expires_before: b.expires_before } : {}),
-    }),
+    ...(await listInbox(
+      nc,
+      t,
+      {
+        ...(b.group ? { group: b.group } : {}),
+        ...(b.run_id ? { run: b.run_id } : {}),
+        ...(b.expires_before !== undefined ? { expires_before: b.expires_before } : {}),
+      },
+      { ...(b.limit !== undefined ? { limit: b.limit } : {}), ...(b.cursor !== undefined ? { cursor: b.cursor } : {}) },
+    )),
   }));
   tenantEndpoint("approvals_get", "approvals.get", schemas.approvalsGet, async (t, b) => {
     const approval = await getInboxItem(nc, t, b.id);

@@ -201,8 +201,19 @@ export class MicroService {
       responded = true;
       try {
         msg.respond(data, hdrs ? { headers: hdrs } : undefined);
-      } catch {
-        // connection closing or reply too large for the server: the requester times out
+      } catch (err) {
+        // A reply too large for the server is answered with a small error, not left to time out;
+        // a closing connection cannot answer at all.
+        const description = `reply not sent: ${err instanceof Error ? err.message : String(err)}`.replace(/[\r\n]+/g, " ").slice(0, 500);
+        error(500, description);
+        try {
+          const h = createHeaders();
+          h.set(SERVICE_ERROR_HEADER, description);
+          h.set(SERVICE_ERROR_CODE_HEADER, "500");
+          msg.respond(new Uint8Array(0), { headers: h });
+        } catch {
+          // the connection is closing: the requester times out
+        }
       }
     };
     const request: MicroRequest = {

@@ -44,12 +44,12 @@ it("a crash right after a held start's create write never runs it unapproved: th
   const run = stored.outcome === "found" ? stored.snapshot.context?.run : undefined;
   expect(run?.lifecycle).toMatchObject({ status: "waiting", waiting_on: "approval", waiting_ref: `${id}:(admission)`, started_at: null });
   expect(run?.admission_approval).toMatchObject({ state: "pending", prompt: "Start it?" });
-  expect(await listInbox(world.nc, "k1")).toEqual([]);
+  expect((await listInbox(world.nc, "k1")).approvals).toEqual([]);
   expect(existsSync(file)).toBe(false);
 
   let node = await startWorkflowNode(world, "admission-node");
   await starting;
-  const listed = await waitFor(async () => (await listInbox(world.nc, "k1")).find((a) => a.run === id), {
+  const listed = await waitFor(async () => (await listInbox(world.nc, "k1")).approvals.find((a) => a.run === id), {
     timeoutMs: 30_000,
     describe: "the node that loads the run to list its admission approval",
   });

@@ -122,7 +122,7 @@ it("C080 a node killed right after the write that parks its run on an approval (
     const run = stored.outcome === "found" ? stored.snapshot.context?.run : undefined;
     expect(run?.lifecycle).toMatchObject({ status: "waiting", waiting_on: "approval", waiting_ref: `${id}:gate` });
     expect(run?.nodes.gate!.approval).toMatchObject({ id: `${id}:gate`, state: "pending" });
-    expect(await listInbox(world.nc, "w3")).toEqual([]);
+    expect((await listInbox(world.nc, "w3")).approvals).toEqual([]);
     await starting;
 
     const node = await startWorkflowNode(world, "approval-node");
@@ -137,7 +137,7 @@ it("C080 a node killed right after the write that parks its run on an approval (
     expect(await client.decide(`${id}:gate`, "approve", { by: "alice" })).toMatchObject({ outcome: "decided", decision: "approved" });
     expect((await finished(client, id)).status).toBe("succeeded");
     expect(fx.counts().effects.charge).toBe(1);
-    expect(await listInbox(world.nc, "w3")).toEqual([]);
+    expect((await listInbox(world.nc, "w3")).approvals).toEqual([]);
     await node.kill("SIGTERM");
   } finally {
     await fx.stop();

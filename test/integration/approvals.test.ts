@@ -336,3 +336,39 @@ it("C013 cancelling a run parked on an approval or a signal: cancelled, its thre
     } else expect((await world.client.signal(id, "go", {})).outcome).toBe("run_not_waiting");
   }
 });
+
+it("the inbox is listed a page at a time, soonest deadline first: every pending approval exactly once across the pages; a bad limit or cursor is invalid_input", async () => {
+  const client = world.clientFor("pages");
+  expect((await world.client.createTenant("pages")).outcome).toBe("created");
+  const gate = (i: number) => ({ id: "gate", kind: "approval", prompt: `#${i}`, group: "paging", timeout_ms: (10 - (i % 4)) * DAY });
+  for (let i = 0; i < 7; i++) expect((await client.putDefinition({ name: `gate${i}`, nodes: [gate(i)] })).outcome).toBe("published");
+  for (let i = 0; i < 7; i++) expect((await client.startRun({ definition: `gate${i}` })).outcome).toBe("started");
+  const everything = await waitFor(
+    async () => {
+      const all = (await client.approvals({ group: "paging", limit: 500 })) as unknown as { approvals: { id: string; expires_at: number }[] };
+      return all.approvals.length === 7 ? all.approvals : undefined;
+    },
+    { timeoutMs: 10_000, describe: "seven pending approvals" },
+  );
+  const seen: { id: string; expires_at: number }[] = [];
+  let cursor: string | undefined;
+  let pages = 0;
+  do {
+    const page = (await client.approvals({ group: "paging", limit: 3, ...(cursor ? { cursor } : {}) })) as unknown as {
+      outcome: string;
+      approvals: { id: string; expires_at: number }[];
+      next_cursor: string | null;
+    };
+    expect(page.outcome).toBe("ok");
+    expect(page.approvals.length).toBeLessThanOrEqual(3);
+    seen.push(...page.approvals);
+    cursor = page.next_cursor ?? undefined;
+    pages++;
+  } while (cursor && pages < 10);
+  expect(pages).toBe(3);
+  expect(seen.map((a) => a.id)).toEqual(everything.map((a) => a.id));
+  expect(new Set(seen.map((a) => a.id)).size).toBe(7);
+  expect(seen.map((a) => a.expires_at)).toEqual([...seen.map((a) => a.expires_at)].sort((a, b) => a - b));
+  expect((await client.approvals({ limit: 501 })).outcome).toBe("invalid_input");
+  expect((await client.approvals({ cursor: "not-a-cursor" })).outcome).toBe("invalid_input");
+});

@@ -166,6 +166,20 @@ describe("MicroService", () => {
     expect(ok.json()).toMatchObject({ body: "still here" });
   });
 
+  it("a reply too large for the server is answered with a 500 saying so, not left to time out", async () => {
+    const big = new MicroService(nc, { name: "huge", version: "1.0.0" });
+    // Past the server's max payload (1 MiB by default).
+    big.addEndpoint("huge", { subject: "runway.v1.huge", handler: (req) => req.respond(new Uint8Array(2 * 1024 * 1024)) });
+    await big.start();
+    try {
+      const msg = await client.request("runway.v1.huge", "", { timeout: 2_000 });
+      expect(msg.headers?.get(SERVICE_ERROR_CODE_HEADER)).toBe("500");
+      expect(msg.headers?.get(SERVICE_ERROR_HEADER)).toMatch(/^reply not sent/);
+    } finally {
+      await big.stop();
+    }
+  });
+
   it("measures async handler time in nanoseconds", async () => {
     for (let i = 0; i < 3; i++) expect((await client.request("runway.v1.slow", "", { timeout: 2_000 })).string()).toBe("late");
     const slow = await statsOf("slow");
