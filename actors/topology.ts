@@ -59,30 +59,13 @@ export async function ensureDomainTopology(nc: NatsConnection, replicas: number)
     }
   }
   const kvm = new Kvm(nc);
-  await ensureBucket(kvm, DEFINITIONS_BUCKET, {
-    history: 5,
-    replicas,
-    storage: "file",
-    description: "Runway workflow definitions: <tenant>.<name>.v<N>, .latest, .draft; plan.<digest>",
-  });
-  await ensureBucket(kvm, LIVE_BUCKET, {
-    history: 1,
-    replicas,
-    storage: "file",
-    description: "Runway live-run index: p<partition>.<run> for every run that may be live",
-  });
-  await ensureBucket(kvm, APPROVALS_BUCKET, {
-    history: 1,
-    replicas,
-    storage: "file",
-    description: "Runway reviewers' inbox: <tenant>.<approval id hash> for every pending approval",
-  });
-  await ensureBucket(kvm, RECONCILE_BUCKET, {
-    history: 1,
-    replicas,
-    storage: "file",
-    description: "Runway steps held for reconciliation: <tenant>.<run>.<effect key hash>",
-  });
+  const buckets: [string, number, string][] = [
+    [DEFINITIONS_BUCKET, 5, "Runway workflow definitions: <tenant>.<name>.v<N>, .latest, .draft; plan.<digest>"],
+    [LIVE_BUCKET, 1, "Runway live-run index: p<partition>.<run> for every run that may be live"],
+    [APPROVALS_BUCKET, 1, "Runway reviewers' inbox: <tenant>.<approval id hash> for every pending approval"],
+    [RECONCILE_BUCKET, 1, "Runway steps held for reconciliation: <tenant>.<run>.<effect key hash>"],
+  ];
+  for (const [name, history, description] of buckets) await ensureBucket(kvm, name, { history, replicas, storage: "file", description });
   // Per-message TTL lets a removed entry's purge marker expire (no delete markers: nothing watches it).
   for (const bucket of [LIVE_BUCKET, RECONCILE_BUCKET, APPROVALS_BUCKET]) {
     const info = await jsm.streams.info(`KV_${bucket}`);
