@@ -96,7 +96,16 @@ describe("3-node cluster", () => {
       expect(metaLeader).toMatch(/^n[123]$/);
 
       await withConnection({ ...cluster.connectOptions(), reconnectTimeWait: 50 }, async (nc) => {
-        const kv = await new Kvm(nc).create("orders", { replicas: 3 });
+        // A member's JetStream may report itself a moment after the meta group has a leader: until
+        // then placement answers "no suitable peers".
+        const kv = await waitFor(
+          () =>
+            new Kvm(nc).create("orders", { replicas: 3 }).catch((err: unknown) => {
+              if (/no suitable peers|peer offline/i.test(String((err as Error).message))) return undefined;
+              throw err;
+            }),
+          { timeoutMs: 20_000, describe: "three JetStream peers to place an R3 bucket" },
+        );
         await kv.put("o1", "placed");
         expect((await kv.get("o1"))?.string()).toBe("placed");
 
