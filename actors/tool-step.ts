@@ -1,4 +1,4 @@
-import type { ExecuteRequest, Receipt } from "../machines/index.js";
+import { gatedBy, type ExecuteRequest, type Receipt } from "../machines/index.js";
 import { effectKey, type ToolPort, type ToolResultOutcome } from "./tool-calls.js";
 import type { Charge, ChargeRequest } from "./meter.js";
 
@@ -7,6 +7,13 @@ export type BoundedRef = Pick<ExecuteRequest, "run" | "node" | "item" | "attempt
 
 /** A tool's answer larger than this (JSON) fails `tool_output_too_large`; up to it, one over the inline bound is stored by reference. */
 export const MAX_TOOL_OUTPUT = 4 * 1024 * 1024;
+
+/** A gated call that no approval lets through (a handler's call: it cannot wait for a person mid-handler). */
+const NEEDS_APPROVAL = (server: string, tool: string) => ({
+  code: "tool_needs_approval",
+  message: `${server}/${tool} is gated: a person approves its calls, which only a tool node can wait for`,
+  retryable: false,
+});
 
 /** A tool's own failure, as its receipt keeps it (so a later attempt that meets the claim fails the same way, without a call). */
 const TOOL_ERROR = "$tool_error";
@@ -26,7 +33,7 @@ export interface ToolCall {
 export interface ToolStepDeps {
   tools: ToolPort;
   /** Sends an effect command to the run on this node: its closed answer, or undefined when this node does not decide for the run now. */
-  ask(request: ExecuteRequest, event: Record<string, unknown>, id: string): Promise<{ outcome: string; value?: unknown } | undefined>;
+  ask(request: ExecuteRequest, event: Record<string, unknown>, id: string): Promise<{ outcome: string; value?: unknown; arguments?: unknown } | undefined>;
   /** Keeps a value within the inline bound (a larger one goes to the object store by reference). */
   bounded(request: BoundedRef, value: unknown): Promise<unknown>;
   /** Charges a priced call to its tree and tenant before it is made (absent: priced calls cannot be made). */
@@ -53,6 +60,13 @@ export function fenceOf(request: ExecuteRequest) {
  * safe to call again, otherwise the step is held for a person (`stopped`). The receipt is
  * returned for the caller to store: with the step's result (a tool node, one write) or on its own
  * (`ctx.tools.call`, the handler goes on).
+ *
+ * A call the attempt's rule gates (`request.gate`, by the tool's name or its class as the gateway
+ * knows it; see `machines/execution/gates.ts`) asks a person first, before its key, charge and
+ * intent: a tool node's own call asks its run (`effect.gate`) and is made with the arguments its
+ * approval record holds (an edit's), its effect key following them; while the approval is
+ * pending the attempt ends (`stopped`: the run parked the step, no worker held). A handler's call
+ * cannot wait mid-handler: it fails `tool_needs_approval`, not retryable.
  */
 export async function callThroughJournal(
   deps: ToolStepDeps,
@@ -64,7 +78,20 @@ export async function callThroughJournal(
   const found = await deps.tools.lookup(request.tenant, server, tool);
   if (found.outcome === "unavailable") return { answer: { outcome: "failed", error: { code: found.code, message: found.message, retryable: true } } };
   if (found.outcome !== "found") return { answer: { outcome: "failed", error: { code: `tool_${found.outcome}`, message: found.message, retryable: false } } };
-  const key = effectKey(request.run, request.node, request.item, call);
+  let args = call.arguments ?? null;
+  if (gatedBy(request.gate, server, tool, found.class)) {
+    const own = request.tool?.server === server && request.tool.tool === tool;
+    if (!own) return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
+    const gate = await deps.ask(
+      request,
+      { type: "effect.gate", ...fenceOf(request), server, tool, class: found.class, arguments: args },
+      `gate/${request.run}/${request.node}/${request.attempt}/${request.lease_epoch}`,
+    );
+    if (gate?.outcome === "needs_approval") return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
+    if (gate?.outcome !== "approved") return { answer: { outcome: "stopped", reason: gate?.outcome ?? "not_decided_here" } };
+    args = gate.arguments ?? null;
+  }
+  const key = effectKey(request.run, request.node, request.item, { server, tool, arguments: args });
   const charged = await chargeFor(deps, request, found.cost_cents ?? 0);
   if (charged.outcome === "unavailable")
     return { answer: { outcome: "failed", error: { code: "metering_unavailable", message: charged.detail, retryable: true } } };
@@ -78,16 +105,17 @@ export async function callThroughJournal(
       tool,
       class: found.class,
       ...(found.lookup ? { lookup: found.lookup } : {}),
-      arguments: call.arguments ?? null,
+      arguments: args,
       ...(charged.outcome === "charged" && found.cost_cents ? { cost_cents: found.cost_cents } : {}),
       ...(charged.outcome === "budget_exhausted" ? { budget_exhausted: `${charged.spent_cents} of ${charged.ceiling_cents} cents spent` } : {}),
     },
     `intent/${key}/${request.attempt}/${request.lease_epoch}`,
   );
   if (asked?.outcome === "observed") return { answer: fromClaim(asked.value) };
+  if (asked?.outcome === "needs_approval") return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
   if (asked?.outcome === "lookup") {
     // An earlier attempt's call of a non-idempotent tool, outcome unknown: the server's lookup says whether it happened.
-    const looked = await lookUp(deps, request, { server, tool, key, lookup: String((asked as { tool?: unknown }).tool) }, call.arguments, signal);
+    const looked = await lookUp(deps, request, { server, tool, key, lookup: String((asked as { tool?: unknown }).tool) }, args, signal);
     if (looked.outcome === "found")
       return settleCall(deps, request, { server, tool, key }, { outcome: "ok", result: { structuredContent: looked.result }, bytes: 0 });
     if (looked.outcome === "failed") return { answer: { outcome: "failed", error: looked.error } };
@@ -97,7 +125,7 @@ export async function callThroughJournal(
     tenant: request.tenant,
     server,
     tool,
-    arguments: call.arguments ?? null,
+    arguments: args,
     key,
     timeoutMs: request.timeout_ms,
     signal,

@@ -13,12 +13,14 @@ import {
   WorkflowNameSchema,
 } from "../machines/index.js";
 import { redacted, ToolServerSpecSchema, type ToolGateway, type ToolRegistry } from "./tools/index.js";
-import { ID_PATTERN, isFault, listDeadLetters, MicroService, StoreUnavailable, type MicroRequest } from "../runtime/index.js";
+import { ID_PATTERN, isFault, listDeadLetters, MicroService, RunwayFault, StoreUnavailable, type MicroRequest } from "../runtime/index.js";
 
 export const API_VERSION = "0.2.0";
 /** Larger request bodies are refused before parsing. */
 export const MAX_REQUEST_BYTES = 512 * 1024;
 
+/** A gated tool call's approval id, `<run>:<node>:approval.<server>/<tool>` (machines/execution/gates.ts): its server and tool. */
+const GATED_CALL = /^[^:]+:[^:]+:approval\.([A-Za-z0-9_-]{1,64})\/(.+)$/;
 /** A run id is an actor id (it becomes a KV key and a subject token); one of another tenant is simply not found. */
 const RunId = z.string().regex(ID_PATTERN, "a run id is 1-200 characters of [A-Za-z0-9_=-]");
 /** Versions count up from 1; the bound keeps the number's text plain digits (it is part of a KV key). */
@@ -206,10 +208,18 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
     const approval = await getInboxItem(nc, t, b.id);
     return approval ? { outcome: "found", approval } : { outcome: "approval_not_found" };
   });
-  tenantEndpoint("approvals_decide", "approvals.decide", schemas.approvalsDecide, (t, b) => {
+  tenantEndpoint("approvals_decide", "approvals.decide", schemas.approvalsDecide, async (t, b) => {
     const { id, ...decision } = b;
     if (decision.decision === "edit" && decision.payload === undefined)
-      return Promise.resolve({ outcome: "invalid_input", reason: "an edit carries the payload the run goes on with" });
+      return { outcome: "invalid_input", reason: "an edit carries the payload the run goes on with" };
+    const gated = decision.decision === "edit" ? GATED_CALL.exec(id) : null;
+    if (gated) {
+      // An edit of a gated call is the arguments it is made with: checked against the tool's schema before anything is stored.
+      if (!services.tools) throw new RunwayFault("tool_gateway_unavailable", "this node cannot check a tool's arguments", { kind: "retryable" });
+      const checked = await services.tools.gateway.checkArguments(t, gated[1]!, gated[2]!, decision.payload);
+      if (checked.outcome === "unavailable") throw new RunwayFault("tool_server_unavailable", checked.message, { kind: "retryable" });
+      if (checked.outcome === "invalid") return { outcome: "invalid_input", reason: checked.reason };
+    }
     return services.runs.decide(t, id, decision);
   });
   tenantEndpoint("runs_signal", "runs.signal", schemas.runsSignal, (t, b) => {

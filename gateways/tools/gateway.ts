@@ -1,5 +1,7 @@
 import { CallToolResultSchema, CreateTaskResultSchema, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { EFFECT_KEY_META, type TaskPollOutcome, type ToolCallOutcome, type ToolCallRequest, type ToolLookup, type ToolPort } from "../../actors/index.js";
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
+import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation";
 import { ModernMcpError } from "./mcp-2026.js";
 import { effectiveClass, type ClassSource, type ToolClass } from "../../machines/index.js";
 import type { Connection, ToolConnections } from "./connections.js";
@@ -36,6 +38,8 @@ export type ToolsListResult = { outcome: "tools"; tools: ToolListing[]; unavaila
  * (`ToolCallOutcome`: refused — nothing happened — or unknown).
  */
 export class ToolGateway implements ToolPort {
+  private readonly schemas = new AjvJsonSchemaValidator();
+
   constructor(
     private readonly registry: ToolRegistry,
     private readonly connections: ToolConnections,
@@ -179,6 +183,35 @@ export class ToolGateway implements ToolPort {
       return { outcome: "refused", code: "tool_call_refused", message: `${where}: ${err.message}`.slice(0, 4_096), retryable };
     }
     return { outcome: "unknown", code: "tool_server_unavailable", message: `${where}: ${describe(err)}`.slice(0, 4_096) };
+  }
+
+  /**
+   * Checks a call's arguments against the tool's input schema as its server lists it (a person's
+   * edit of a gated call, before it is stored), with the MCP SDK's JSON Schema validator (Ajv: the
+   * whole of JSON Schema, not the subset workflow schemas use). A schema it cannot compile is
+   * `invalid`: an edit is never let through unchecked.
+   */
+  async checkArguments(
+    tenant: string,
+    server: string,
+    tool: string,
+    args: unknown,
+  ): Promise<{ outcome: "valid" } | { outcome: "invalid"; reason: string } | { outcome: "unavailable"; message: string }> {
+    const record = await this.registry.get(tenant, server);
+    if (!record) return { outcome: "invalid", reason: `no tool server named '${server}' is registered` };
+    let listed;
+    try {
+      listed = (await this.connections.get(record)).tools.get(tool);
+    } catch (err) {
+      return { outcome: "unavailable", message: `${server}: ${describe(err)}` };
+    }
+    if (!listed) return { outcome: "invalid", reason: `server '${server}' has no tool named '${tool}'` };
+    try {
+      const checked = this.schemas.getValidator(listed.inputSchema as JsonSchemaType)(args);
+      return checked.valid ? { outcome: "valid" } : { outcome: "invalid", reason: `${server}/${tool} arguments: ${checked.errorMessage}` };
+    } catch (err) {
+      return { outcome: "invalid", reason: `${server}/${tool}'s input schema cannot be checked: ${describe(err)}` };
+    }
   }
 
   /** Every tool of the tenant's servers with its effective class; a server that cannot be reached is listed apart. */

@@ -1,6 +1,9 @@
+import { applyStepOp, type StepError } from "../step/index.js";
 import { resolveTemplate, type PlanNode } from "../workflow/index.js";
+import { offer, policyOf, takeOffer } from "./attempts.js";
 import { fail, publish, scopeOf, succeed, type Draft } from "./draft.js";
-import type { ApprovalState, ExecutionEvent, RunContext } from "./types.js";
+import { approvalAt, gatePolicyOf, gateToken } from "./gates.js";
+import type { ApprovalState, ExecutionEvent, RunContext, RunError } from "./types.js";
 
 /**
  * Approval nodes: a person decides before the run goes on. The request — prompt, the payload
@@ -12,6 +15,9 @@ import type { ApprovalState, ExecutionEvent, RunContext } from "./types.js";
  * `expired`, and a decision at exactly the deadline still wins. An expired approval stops the run
  * under the one status rule (the caller's `ceilingStop`, reason `approval_expired`): the gated
  * work never runs.
+ *
+ * A gated tool call's approval (see `gates.ts`) is the same record on its tool node, decided the
+ * same way; a decision offers the node's step again (approve, edit) or fails it (reject, expire).
  */
 
 type On<T extends ExecutionEvent["type"]> = Extract<ExecutionEvent, { type: T }>;
@@ -60,7 +66,7 @@ export function startApproval(d: Draft, node: ApprovalNode): void {
 /** Why a decision cannot be taken now (undefined: the approval is pending and in time). */
 export function decisionRefusal(run: RunContext | null | undefined, e: ExecutionEvent): string | undefined {
   if (e.type !== "approval.decide") return undefined;
-  const a = run?.nodes[e.node]?.approval;
+  const a = approvalAt(run, e.node)?.approval;
   if (!a) return "run_not_waiting";
   if (a.state === "expired" || (a.state === "pending" && e.now > a.expires_at)) return "approval_expired";
   if (a.state === "cancelled") return "run_not_waiting";
@@ -69,8 +75,9 @@ export function decisionRefusal(run: RunContext | null | undefined, e: Execution
 }
 
 export function onDecide(d: Draft, e: On<"approval.decide">): void {
-  const n = d.run.nodes[e.node]!;
-  const pending = n.approval as Extract<ApprovalState, { state: "pending" }>;
+  const { node, approval } = approvalAt(d.run, e.node)!;
+  const n = d.run.nodes[node]!;
+  const pending = approval as Extract<ApprovalState, { state: "pending" }>;
   const decision = e.decision === "approve" ? "approved" : e.decision === "edit" ? "edited" : "rejected";
   const payload = e.decision === "edit" ? (e.payload ?? null) : pending.payload;
   n.approval = { id: pending.id, state: decision, by: e.by, at: d.now };
@@ -80,7 +87,7 @@ export function onDecide(d: Draft, e: On<"approval.decide">): void {
     data: {
       t: "decision",
       id: pending.id,
-      node: e.node,
+      node,
       decision,
       by: e.by,
       ...(e.decision === "edit" ? { payload } : {}),
@@ -88,15 +95,22 @@ export function onDecide(d: Draft, e: On<"approval.decide">): void {
       at: d.now,
     },
   });
-  publish(d, "approval_decided", { node: e.node, approval: pending.id, decision, by: e.by });
+  publish(d, "approval_decided", { node, approval: pending.id, decision, by: e.by });
   d.effects.push({ type: "runway.answer", value: { outcome: "decided", approval: pending.id, decision } });
-  if (decision === "rejected") fail(d, e.node, { code: "approval_rejected", message: `${e.by} rejected it${e.reason ? `: ${e.reason}` : ""}` });
-  else succeed(d, e.node, { decision, by: e.by, payload });
+  const rejected = { code: "approval_rejected", message: `${e.by} rejected it${e.reason ? `: ${e.reason}` : ""}` };
+  if (pending.tool) {
+    // A gated call: its step runs again (a new attempt), with the approved arguments (an edit's are the reviewer's payload).
+    if (decision === "rejected") return closeGated(d, node, rejected);
+    n.approval = { ...n.approval, arguments: e.decision === "edit" ? payload : (pending.payload as { arguments?: unknown }).arguments };
+    return offer(d, d.byId.get(node)!, n, undefined);
+  }
+  if (decision === "rejected") fail(d, node, rejected);
+  else succeed(d, node, { decision, by: e.by, payload });
 }
 
 /**
- * The approval's clock ran out with no decision: the node fails `approval_expired`. True when it
- * expired now: the caller stops the run.
+ * The approval's clock ran out with no decision: the node fails `approval_expired` (a gated call
+ * is never made). True when it expired now: the caller stops the run.
  */
 export function expireApproval(d: Draft, node: string): boolean {
   const n = d.run.nodes[node]!;
@@ -106,6 +120,66 @@ export function expireApproval(d: Draft, node: string): boolean {
   delete n.wake_at;
   d.effects.push({ type: "runway.journal", data: { t: "decision", id: a.id, node, decision: "expired", by: null, at: d.now } });
   publish(d, "approval_expired", { node, approval: a.id });
-  fail(d, node, { code: "approval_expired", message: `nobody decided by ${new Date(a.expires_at).toISOString()}`, partial_reason: "approval_expired" });
+  const error = { code: "approval_expired", message: `nobody decided by ${new Date(a.expires_at).toISOString()}`, partial_reason: "approval_expired" };
+  if (a.tool) closeGated(d, node, error);
+  else fail(d, node, error);
   return true;
+}
+
+/**
+ * A tool node's call of a gated tool asks its run (`effect.gate`) and there is no approval for it
+ * yet, or it is pending: the request is filed once — payload `{server, tool, arguments}`, the
+ * node's own `approval` or the definition's policy, one expiry clock, journaled — and the asking
+ * attempt ends (its step back to ready, held until a decision; the parked attempt does not count
+ * against the node's retries). Nothing is charged or recorded: the call is not made.
+ */
+export function onGate(d: Draft, e: On<"effect.gate">): void {
+  const node = d.byId.get(e.node)!;
+  const n = d.run.nodes[e.node]!;
+  if (!n.approval) {
+    const policy = gatePolicyOf(d.plan, node)!;
+    const id = `${d.run.id}:${gateToken(e.node, e.server, e.tool)}`;
+    const expires = d.now + policy.timeout_ms;
+    const payload = { server: e.server, tool: e.tool, arguments: e.arguments ?? null };
+    const prompt = policy.prompt ?? `Call ${e.server}/${e.tool}?`;
+    const group = policy.group ?? null;
+    n.wake_at = expires;
+    n.approval = {
+      id,
+      state: "pending",
+      prompt,
+      payload,
+      group,
+      escalation_group: policy.escalation_group ?? null,
+      requested_at: d.now,
+      expires_at: expires,
+      tool: { server: e.server, tool: e.tool },
+    };
+    d.effects.push({ type: "runway.journal", data: { t: "approval", id, node: e.node, prompt, payload, group, requested_at: d.now, expires_at: expires } });
+    // Fires just past the deadline: a decision at the deadline itself is still in time.
+    d.effects.push({ type: "runway.timer.set", name: `approval-${e.node}`, at: expires + 1, event: { type: "timer.fired", kind: "approval", node: e.node } });
+    publish(d, "approval_requested", { node: e.node, approval: id, group, expires_at: expires, tool: `${e.server}/${e.tool}` });
+  }
+  if (n.step!.status === "ready") takeOffer(d, n);
+  const s = n.step!;
+  const error: StepError = { code: "awaiting_approval", message: `${e.server}/${e.tool} waits for ${n.approval.id}`, retryable: true };
+  const r = applyStepOp(s, {
+    op: "fail",
+    now: d.now,
+    attempt: s.attempt,
+    lease_epoch: s.lease_epoch,
+    error,
+    policy: { ...policyOf(node), backoff_ms: 0, max_attempts: s.attempt + 1 },
+  });
+  if (r.outcome === "moved") n.step = r.state;
+  delete n.lease_expires_at;
+  d.effects.push({ type: "runway.answer", value: { outcome: "awaiting_approval", approval: n.approval.id } });
+}
+
+/** A gated call that will never be made (rejected, expired): its held step is cancelled and the node fails. */
+function closeGated(d: Draft, node: string, error: RunError): void {
+  const n = d.run.nodes[node]!;
+  const r = n.step ? applyStepOp(n.step, { op: "cancel", now: d.now }) : undefined;
+  if (r?.outcome === "moved") n.step = r.state;
+  fail(d, node, error);
 }

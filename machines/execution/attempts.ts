@@ -1,6 +1,7 @@
 import { applyStepOp, type RetryPolicy, type StepError, type StepState } from "../step/index.js";
 import { isPlatformStop, mapItemInput, mapItems, resolveTemplate, utf8Length, type PlanNode } from "../workflow/index.js";
 import { stopMapIdle } from "./ceilings.js";
+import { gateRuleOf } from "./gates.js";
 import {
   abortAttempts,
   fail,
@@ -34,8 +35,10 @@ export function ready(step: StepState, now: number): StepState {
   return r.outcome === "moved" ? r.state : step;
 }
 
-export function policyOf(node: PlanNode): RetryPolicy {
-  return "retry" in node ? node.retry : { max_attempts: 1, backoff_ms: 0, max_backoff_ms: 0, multiplier: 2 };
+/** The node's retry policy; a step that parked an attempt on its gated call's approval gets that attempt back (it made no call). */
+export function policyOf(node: PlanNode, holder?: Holder): RetryPolicy {
+  const own = "retry" in node ? node.retry : { max_attempts: 1, backoff_ms: 0, max_backoff_ms: 0, multiplier: 2 };
+  return holder && "approval" in holder && holder.approval ? { ...own, max_attempts: own.max_attempts + 1 } : own;
 }
 
 export function timerName(node: string, item: number | undefined): string {
@@ -100,9 +103,10 @@ function inputOf(d: Draft, node: PlanNode, item: number | undefined): { ok: true
  */
 export function offer(d: Draft, node: PlanNode, holder: Holder, item: number | undefined): void {
   const step = holder.step!;
-  // A step held for reconciliation is offered to nobody until a person settles its intent.
-  // Under a cancel or a ceiling nothing new runs.
+  // A step held for reconciliation, or on its gated call's pending approval, is offered to nobody
+  // until a person settles its intent or decides. Under a cancel or a ceiling nothing new runs.
   if (step.status !== "ready" || holder.reconcile || d.run.cancel || d.run.ceiling || (node.kind !== "code" && node.kind !== "map")) return;
+  if ("approval" in holder && holder.approval?.state === "pending") return;
   if (step.not_before !== null && step.not_before > d.now) {
     d.effects.push({
       type: "runway.timer.set",
@@ -121,6 +125,7 @@ export function offer(d: Draft, node: PlanNode, holder: Holder, item: number | u
   const r = d.run;
   const id = ticketId(r.id, node.id, item, attempt);
   const ttl = leaseTtl(d, node);
+  const gate = gateRuleOf(d.plan, node, r);
   const request: ExecuteRequest = {
     run: r.id,
     root: r.root_run_id,
@@ -132,6 +137,7 @@ export function offer(d: Draft, node: PlanNode, holder: Holder, item: number | u
     handler: node.handler,
     input: input.value,
     ...(node.kind === "code" && node.tool ? { tool: node.tool } : {}),
+    ...(gate ? { gate } : {}),
     ...(r.replay_of ? { replay_of: r.replay_of } : {}),
     ...(r.cost_ceiling_cents !== undefined ? { cost_ceiling_cents: r.cost_ceiling_cents } : {}),
     timeout_ms: node.timeout_ms,
@@ -301,7 +307,7 @@ export function expireLease(d: Draft, node: PlanNode, item: number | undefined, 
     attempt: holder.step.attempt,
     lease_epoch: holder.step.lease_epoch,
     error: lost,
-    policy: policyOf(node),
+    policy: policyOf(node, holder),
   });
   if (r.outcome !== "moved") return;
   // The lapsed attempt may still be running here (a handler deaf to its heartbeat): stop it.
@@ -355,7 +361,7 @@ export function loseDispatch(d: Draft, node: PlanNode, item: number | undefined,
     attempt: minted.state.attempt,
     lease_epoch: minted.state.lease_epoch,
     error: lost,
-    policy: policyOf(node),
+    policy: policyOf(node, holder),
   });
   if (r.outcome !== "moved") return;
   holder.step = r.state;

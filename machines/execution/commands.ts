@@ -86,6 +86,18 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     /** The meter refused the call on the tree's money ceiling (what it said): the call is not made and the run stops. */
     budget_exhausted: z.string().max(500).optional(),
   }),
+  /**
+   * A tool node's call of a gated tool, before its key, charge and intent: the run answers from
+   * the call's approval record (filing it, and parking the step, when there is none yet).
+   */
+  z.object({
+    type: z.literal("effect.gate"),
+    ...AttemptFence,
+    server: z.string().min(1).max(200),
+    tool: z.string().min(1).max(200),
+    class: z.enum(["read_only", "idempotent", "non_idempotent"]),
+    arguments: z.unknown(),
+  }),
   /** The call became an MCP task: its id is journaled before the step waits on it (no worker held). */
   z.object({
     type: z.literal("effect.task"),
@@ -150,10 +162,14 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
       .max(10_000)
       .optional(),
   }),
-  /** A person decides an approval node: approve (its payload goes on), edit (theirs does), reject. */
+  /**
+   * A person decides an approval: approve (its payload goes on), edit (theirs does), reject.
+   * `node`: the approval's id after `<run>:` (an approval node's id, `(admission)`, or a gated
+   * call's `<node>:approval.<server>/<tool>`).
+   */
   z.object({
     type: z.literal("approval.decide"),
-    node: z.string().min(1).max(200),
+    node: z.string().min(1).max(400),
     decision: z.enum(["approve", "reject", "edit"]),
     payload: z.unknown().optional(),
     reason: z.string().max(4_096).optional(),

@@ -1,6 +1,7 @@
 export { executionMachine, reachableFrom } from "./machine.js";
 export { createRefusal, type CreateRefusal } from "./create.js";
 export { ADMISSION, heldForAdmission } from "./admission.js";
+export { gatedBy, gateToken } from "./gates.js";
 export { sweepPlan, parentGone, DEFAULT_SWEEP, type SweepAction, type SweepSettings } from "./sweep.js";
 export {
   decisions,
@@ -30,6 +31,7 @@ export {
   type NodeRun,
   type ItemRun,
   type ApprovalState,
+  type GateRule,
   type RunError,
   type ExecutionContext,
   type ExecutionEvent,

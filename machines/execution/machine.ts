@@ -7,6 +7,7 @@ import { decisions, type Decided } from "./reduce.js";
 import type { Effect } from "./draft.js";
 import { sweepPlan } from "./sweep.js";
 import { completedClaim, intentInFlight, reconciling } from "./intents.js";
+import { gateWaits, intentNeedsApproval, openGate } from "./gates.js";
 import { cancelRequested, isLateReceipt } from "./cancel.js";
 import { signalProblem, waitingFor } from "./signals.js";
 import { admissionAsked, admissionPending, decisionAnswer } from "./admission.js";
@@ -62,6 +63,7 @@ const endedState = {
     "effect.intent": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
     "effect.receipt": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
     "effect.task": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
+    "effect.gate": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
     "effect.settle": { actions: "answerNotReconciling" },
     "run.signal": { actions: "answerNotWaiting" },
     "approval.decide": { actions: "answerDecisionRefused" },
@@ -102,10 +104,25 @@ export const executionMachine = setup({
     },
     heartbeatIsCurrent: ({ context, event }) =>
       event.type === "step.heartbeat" && isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch),
-    /** An intent or receipt from the attempt the holder runs now. */
+    /** An intent, receipt, task or gate question from the attempt the holder runs now. */
     effectIsCurrent: ({ context, event }) =>
-      (event.type === "effect.intent" || event.type === "effect.receipt" || event.type === "effect.task") &&
+      (event.type === "effect.intent" || event.type === "effect.receipt" || event.type === "effect.task" || event.type === "effect.gate") &&
       isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch),
+    /** The current attempt's gated call is approved (or edited): it goes on with the record's arguments. */
+    gateOpen: ({ context, event }) =>
+      event.type === "effect.gate" &&
+      isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch) &&
+      openGate(context.run, event) !== undefined,
+    /** The current attempt's gated call has no approval yet, or a pending one: filed (once) and the step parked. */
+    gateWaits: ({ context, event }) =>
+      event.type === "effect.gate" &&
+      isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch) &&
+      gateWaits(context.run, event),
+    /** The current attempt's intent is gated and no approval lets it through (a handler's call, or other arguments): never recorded. */
+    intentNeedsApproval: ({ context, event }) =>
+      event.type === "effect.intent" &&
+      isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch) &&
+      intentNeedsApproval(context.run, event),
     /** The journal holds an `observed` receipt for the intent's key: the claim is complete. */
     claimCompleted: ({ event }) => completedClaim(event) !== undefined,
     /** This attempt recorded the same intent already: its one call is in flight. */
@@ -131,7 +148,8 @@ export const executionMachine = setup({
         event.type === "step.heartbeat" ||
         event.type === "effect.intent" ||
         event.type === "effect.receipt" ||
-        event.type === "effect.task") &&
+        event.type === "effect.task" ||
+        event.type === "effect.gate") &&
       event.cancellation_epoch !== undefined &&
       !!context.run &&
       event.cancellation_epoch < context.run.cancellation_epoch,
@@ -161,6 +179,11 @@ export const executionMachine = setup({
       if (claim) enqueue.emit({ type: "runway.answer", value: { outcome: "observed", value: claim.value } });
     }),
     answerInFlight: emit({ type: "runway.answer", value: { outcome: "in_flight" } }),
+    answerNeedsApproval: emit({ type: "runway.answer", value: { outcome: "needs_approval" } }),
+    answerGateOpen: enqueueActions(({ context, event, enqueue }) => {
+      const open = openGate(context.run, event);
+      if (open) enqueue.emit({ type: "runway.answer", value: { outcome: "approved", arguments: open.arguments } });
+    }),
     answerLetFinish: emit({ type: "runway.answer", value: { outcome: "let_finish" } }),
     answerNotWaiting: emit({ type: "runway.answer", value: { outcome: "run_not_waiting" } }),
     answerDecisionRefused: enqueueActions(({ context, event, enqueue }) => {
@@ -188,6 +211,7 @@ export const executionMachine = setup({
     recordReceipt: decision("effect.receipt", decisions.receipt),
     settleEffect: decision("effect.settle", decisions.settle),
     recordTask: decision("effect.task", decisions.task),
+    parkOnGate: decision("effect.gate", decisions.gate),
     deliverSignal: decision("run.signal", decisions.signal),
     decideApproval: decision("approval.decide", decisions.approve),
     applyLateResult: decision("step.result", decisions.lateResult),
@@ -236,6 +260,7 @@ function liveState(status: RunStatus) {
         { guard: "cancelEpochStale", actions: "answerStaleCancel" },
         { guard: "claimCompleted", actions: "answerClaim" },
         { guard: "intentInFlight", actions: "answerInFlight" },
+        { guard: "intentNeedsApproval", actions: "answerNeedsApproval" },
         { guard: "effectIsCurrent", actions: "recordIntent" },
         { actions: "answerStale" },
       ],
@@ -248,6 +273,14 @@ function liveState(status: RunStatus) {
       "effect.task": [
         { guard: "cancelEpochStale", actions: "answerStaleCancel" },
         { guard: "effectIsCurrent", actions: "recordTask" },
+        { actions: "answerStale" },
+      ],
+      // A tool node's gated call asks before its charge and intent: its approval's arguments, or it parks.
+      "effect.gate": [
+        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
+        { guard: "gateOpen", actions: "answerGateOpen" },
+        { guard: "gateWaits", actions: "parkOnGate" },
+        { guard: "effectIsCurrent", actions: "answerNeedsApproval" },
         { actions: "answerStale" },
       ],
       "effect.settle": [{ guard: "reconcileOpen", actions: "settleEffect" }, { actions: "answerNotReconciling" }],

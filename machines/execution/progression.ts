@@ -256,16 +256,18 @@ export function settleRun(d: Draft): void {
 }
 
 /**
- * Whether the run is `waiting`, and on what. It waits while any branch waits on a person or a
- * signal (its siblings go on meanwhile: their steps are offered and leased as in a running run),
+ * Whether the run is `waiting`, and on what. It waits while any branch waits on a person (an
+ * approval node, or a tool node's gated call) or a signal (its siblings go on meanwhile: their steps are offered and leased as in a running run),
  * or when its only pending work is timers (a delay). It names the oldest pending approval first
  * (then a signal, then a delay), and its one expiry clock is the latest wake-up of what it waits
  * on, plus the grace window.
  */
 export function parkOrRun(d: Draft): void {
   const active = d.plan.nodes.filter((n) => d.run.nodes[n.id]!.s === "active");
-  const parked = active.filter((n) => n.kind === "sleep" || n.kind === "wait" || n.kind === "approval");
-  const held = parked.some((n) => n.kind === "wait" || n.kind === "approval");
+  // A tool node whose gated call waits on its approval is parked like an approval node.
+  const gated = (n: PlanNode) => n.kind === "code" && d.run.nodes[n.id]!.approval?.state === "pending";
+  const parked = active.filter((n) => n.kind === "sleep" || n.kind === "wait" || n.kind === "approval" || gated(n));
+  const held = parked.some((n) => n.kind === "wait" || n.kind === "approval" || gated(n));
   const lc = d.run.lifecycle;
   if (held || (active.length > 0 && parked.length === active.length)) {
     const grace = d.event.wait_grace_ms ?? WAIT_GRACE_MS;

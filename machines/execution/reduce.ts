@@ -1,6 +1,6 @@
 import { onIntent, onReceipt, onSettle, onTask, pollTask, recordReceipt } from "./intents.js";
 import { onSignal, onSignalTimeout } from "./signals.js";
-import { expireApproval, onDecide } from "./approvals.js";
+import { expireApproval, onDecide, onGate } from "./approvals.js";
 import { ADMISSION, closeAdmission, expireAdmission, heldForAdmission, holdForAdmission, onAdmissionDecide, onAdmissionRefused } from "./admission.js";
 import { cancelRequested, holdUnknown, onCancel, onLateReceipt, onLateResult, settleUnderCancel } from "./cancel.js";
 import { queuedLifecycle } from "../run/index.js";
@@ -93,6 +93,11 @@ export const decisions = {
   receipt: (c: ExecutionContext, e: On<"effect.receipt">) => decide(c, e, (d) => onReceipt(d, e)),
   settle: (c: ExecutionContext, e: On<"effect.settle">) => decide(c, e, (d) => (cancelRequested(d.run) ? settleUnderCancel(d, e) : onSettle(d, e))),
   task: (c: ExecutionContext, e: On<"effect.task">) => decide(c, e, (d) => onTask(d, e)),
+  gate: (c: ExecutionContext, e: On<"effect.gate">) =>
+    decide(c, e, (d) => {
+      onGate(d, e);
+      advance(d);
+    }),
   signal: (c: ExecutionContext, e: On<"run.signal">) => decide(c, e, (d) => onSignal(d, e)),
   approve: (c: ExecutionContext, e: On<"approval.decide">) =>
     decide(c, e, (d) => {
@@ -197,7 +202,7 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
   const r =
     e.outcome === "succeeded"
       ? applyStepOp(step, { op: "succeed", now: d.now, attempt: e.attempt, lease_epoch: e.lease_epoch })
-      : applyStepOp(step, { op: "fail", now: d.now, attempt: e.attempt, lease_epoch: e.lease_epoch, error, policy: policyOf(node) });
+      : applyStepOp(step, { op: "fail", now: d.now, attempt: e.attempt, lease_epoch: e.lease_epoch, error, policy: policyOf(node, holder) });
   if (r.outcome !== "moved") return;
   holder.step = r.state;
   delete holder.lease_expires_at;
@@ -354,9 +359,9 @@ function onRecover(d: Draft, alive: readonly AliveAttempt[]): void {
     if (n.s !== "active") continue;
     // A lost worker is the platform's failure, not the handler's: it is retried at once and
     // does not use up the node's own retry budget.
-    const own = policyOf(node);
-    const policy = { ...own, backoff_ms: 0, max_attempts: own.max_attempts + PLATFORM_RETRIES };
     for (const [item, holder] of holdersOf(n)) {
+      const own = policyOf(node, holder);
+      const policy = { ...own, backoff_ms: 0, max_attempts: own.max_attempts + PLATFORM_RETRIES };
       // An attempt waiting on an MCP task runs nowhere: its durable timer goes on polling the same task.
       if (holder.task) continue;
       if (holder.step!.status === "ready" && holder.offered !== undefined) {

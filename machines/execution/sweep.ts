@@ -1,6 +1,6 @@
 import { isTerminal } from "../run/index.js";
 import { ticketId } from "./attempts.js";
-import type { ItemRun, RunContext, SweepSettings } from "./types.js";
+import type { ItemRun, NodeRun, RunContext, SweepSettings } from "./types.js";
 
 export type { SweepSettings };
 
@@ -36,7 +36,7 @@ const live = (s: string) => s === "leased" || s === "running";
 function holderActions(
   runId: string,
   node: string,
-  h: ItemRun,
+  h: ItemRun | NodeRun,
   item: number | undefined,
   at: number,
   s: SweepSettings,
@@ -48,7 +48,9 @@ function holderActions(
   // An offer the node's scheduler still holds (queued behind others, or granted and running) is not lost, whatever its age.
   if (h.offered !== undefined && held.has(ticketId(runId, node, item, h.offered))) return [];
   if (live(step.status) && h.lease_expires_at !== undefined && at >= h.lease_expires_at + s.lease_grace_ms) return [{ action: "expire_lease", ...where }];
+  // A step held for a person (an unknown outcome to settle, a gated call to approve) is offered to nobody: nothing was lost.
   if (step.status !== "ready" || h.reconcile || (step.not_before !== null && step.not_before > at)) return [];
+  if ("approval" in h && h.approval?.state === "pending") return [];
   // A map item never offered is the map's own pacing (its concurrency), not a lost hand-over.
   if (item !== undefined && h.offered === undefined) return [];
   const since = h.offered_at ?? step.not_before ?? 0;
@@ -67,7 +69,7 @@ export function sweepPlan(run: RunContext, at: number, settings: SweepSettings =
   for (const [id, n] of Object.entries(run.nodes)) {
     if (n.s !== "active") continue;
     if (n.expansion?.state === "pending" && at - n.expansion.asked_at >= settings.reoffer_after_ms) out.push({ action: "recheck_expansion", node: id });
-    if (n.step) out.push(...holderActions(run.id, id, n as ItemRun, undefined, at, settings, held));
+    if (n.step) out.push(...holderActions(run.id, id, n, undefined, at, settings, held));
     for (const [i, it] of Object.entries(n.map?.live ?? {})) out.push(...holderActions(run.id, id, it, Number(i), at, settings, held));
   }
   return out;

@@ -61,7 +61,10 @@ export interface ItemRun {
   task?: TaskRef;
 }
 
-/** An approval node's request (`<run>:<node>`): pending until a person decides or its clock runs out. */
+/**
+ * An approval node's request (`<run>:<node>`), or a gated tool call's (`<run>:<node>:approval.<server>/<tool>`,
+ * `tool` set, its payload `{server, tool, arguments}`): pending until a person decides or its clock runs out.
+ */
 export type ApprovalState =
   | {
       id: string;
@@ -72,8 +75,22 @@ export type ApprovalState =
       escalation_group: string | null;
       requested_at: number;
       expires_at: number;
+      tool?: { server: string; tool: string };
     }
-  | { id: string; state: "approved" | "edited" | "rejected" | "expired" | "cancelled"; by: string | null; at: number };
+  | {
+      id: string;
+      state: "approved" | "edited" | "rejected" | "expired" | "cancelled";
+      by: string | null;
+      at: number;
+      /** A gated tool call approved (or edited): the arguments it is made with, from this record. */
+      arguments?: unknown;
+    };
+
+/** Which tool calls of a step ask a person first (see `gates.ts`): by `server/tool` (or `server/*`), or by effective class. */
+export interface GateRule {
+  tools?: string[];
+  classes?: ToolClass[];
+}
 
 /** An MCP task a step waits on: which call it is, where, and how often to ask. */
 export interface TaskRef {
@@ -339,6 +356,8 @@ export interface ExecuteRequest {
   input: unknown;
   /** A tool node: the call the gateway makes (with `input` as its arguments) instead of a handler. */
   tool?: { server: string; tool: string };
+  /** The calls that ask a person first (absent: none): a tool node's own call asks its run (`effect.gate`); a handler's fails `tool_needs_approval`. */
+  gate?: GateRule;
   /** The run is a replay of this one: its tool calls are answered from that run's receipts. */
   replay_of?: string;
   /** The tree's money ceiling: a priced call is charged against it before it is made. */

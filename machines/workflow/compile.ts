@@ -212,6 +212,7 @@ export function compileDefinition(raw: unknown, ctx: CompileContext): CompileRes
     ...(def.admission !== undefined && {
       admission: { approval: { ...def.admission.approval, timeout_ms: def.admission.approval.timeout_ms ?? DEFAULT_WAIT_TIMEOUT_MS } },
     }),
+    ...(def.approvals !== undefined && { approvals: { ...def.approvals, timeout_ms: def.approvals.timeout_ms ?? DEFAULT_WAIT_TIMEOUT_MS } }),
     nodes: sorted.map((e) => e.node),
   };
   const text = canonicalJson(body);

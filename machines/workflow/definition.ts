@@ -76,8 +76,34 @@ export type WaitNode = Common & { kind: "wait"; signal: string; schema?: { [key:
  * `partial_reason: approval_expired`, before any a failure `approval_expired`; what it gates never runs.
  */
 export type ApprovalNode = Common & { kind: "approval"; prompt: string; payload?: Template; group?: string; escalation_group?: string; timeout_ms?: number };
-/** One call of a tool of a server the tenant registered, through the tool gateway (intent before, receipt after). */
-export type ToolNode = Common & { kind: "tool"; server: string; tool: string; arguments?: Template; retry?: Retry; timeout_ms?: number; cost?: number };
+/**
+ * A person approves a gated tool's call before its intent is recorded (see `ToolApprovals`):
+ * `prompt` (default `Call <server>/<tool>?`), reviewer `group`, `escalation_group`, and the one
+ * expiry clock `timeout_ms` (default 7 days).
+ */
+export type ToolGate = { prompt?: string; group?: string; escalation_group?: string; timeout_ms?: number };
+/**
+ * One call of a tool of a server the tenant registered, through the tool gateway (intent before,
+ * receipt after). With `approval`, its call is always gated, whatever the definition's policy.
+ */
+export type ToolNode = Common & {
+  kind: "tool";
+  server: string;
+  tool: string;
+  arguments?: Template;
+  retry?: Retry;
+  timeout_ms?: number;
+  cost?: number;
+  approval?: ToolGate;
+};
+/** A tool's effective class (`machines/tools`), as a gating policy names it. */
+export type GatedClass = "read_only" | "idempotent" | "non_idempotent";
+/**
+ * The definition's gated tools: a call of a tool named in `tools` (`server/tool`, or `server/*`
+ * for every tool of a server) or whose effective class is in `classes` asks a person first; the
+ * request's prompt, groups and clock as in `ToolGate` (a tool node's own `approval` wins).
+ */
+export type ToolApprovals = ToolGate & { tools?: string[]; classes?: GatedClass[] };
 export type DefinitionNode = CodeNode | ParallelNode | BranchNode | MapNode | SubworkflowNode | SleepNode | ToolNode | WaitNode | ApprovalNode;
 
 /**
@@ -103,6 +129,7 @@ export type Definition = {
   result?: Template;
   limits?: RunLimits;
   admission?: AdmissionPolicy;
+  approvals?: ToolApprovals;
 };
 
 const JsonSchema = z.custom<Json>((v) => isJson(v), "expected a JSON value");
@@ -163,6 +190,16 @@ export const ReviewerGroupSchema = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, "a
 export const DEFAULT_WAIT_TIMEOUT_MS = 7 * 24 * 3_600_000;
 /** A tool server's name in its tenant's registry. */
 export const ToolServerNameSchema = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "a server name is 1-64 letters, digits, '_' or '-'");
+/** `server/tool`, or `server/*` (every tool of the server). */
+export const GatedToolSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{1,64}\/([^/\s]{1,128})$/, "a gated tool is server/tool, or server/* for all of a server's tools");
+const ToolGateShape = {
+  prompt: z.string().min(1).max(4_096).optional(),
+  group: ReviewerGroupSchema.optional(),
+  escalation_group: ReviewerGroupSchema.optional(),
+  timeout_ms: Ms.min(1).max(MAX_SLEEP_MS).optional(),
+};
 const Provider = z.string().regex(/^[A-Za-z0-9_.-]{1,64}\/[A-Za-z0-9_.:-]{1,128}$/, "a provider is provider/model");
 
 export const NodeSchema: z.ZodType<DefinitionNode> = z.lazy(() =>
@@ -219,6 +256,7 @@ export const NodeSchema: z.ZodType<DefinitionNode> = z.lazy(() =>
       retry: RetrySchema.optional(),
       timeout_ms: Timeout.optional(),
       cost: Cost.optional(),
+      approval: z.strictObject(ToolGateShape).optional(),
     }),
   ]),
 );
@@ -247,5 +285,17 @@ export const DefinitionSchema: z.ZodType<Definition> = z.strictObject({
         timeout_ms: Ms.min(1).max(MAX_SLEEP_MS).optional(),
       }),
     })
+    .optional(),
+  approvals: z
+    .strictObject({
+      ...ToolGateShape,
+      tools: z.array(GatedToolSchema).min(1).max(200).optional(),
+      classes: z
+        .array(z.enum(["read_only", "idempotent", "non_idempotent"]))
+        .min(1)
+        .max(3)
+        .optional(),
+    })
+    .refine((a) => a.tools !== undefined || a.classes !== undefined, { message: "approvals names the gated tools, their classes, or both" })
     .optional(),
 });

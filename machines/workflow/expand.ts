@@ -154,6 +154,7 @@ export function expand(nodes: DefinitionNode[], ctx: ExpandContext): Expansion {
             timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS,
             ...(n.cost !== undefined && { cost: n.cost }),
             tool: { server: n.server, tool: n.tool },
+            ...(n.approval !== undefined && { approval: { ...n.approval, timeout_ms: n.approval.timeout_ms ?? DEFAULT_WAIT_TIMEOUT_MS } }),
           },
           path,
           myRank,

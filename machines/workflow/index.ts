@@ -26,6 +26,9 @@ export {
   type Retry,
   type SleepNode,
   type SubworkflowNode,
+  type ToolApprovals,
+  type ToolGate,
+  type GatedClass,
   type Template,
   type TestOp,
 } from "./definition.js";
@@ -58,6 +61,7 @@ export {
   type PlanParallel,
   type PlanRetry,
   type PlanSleep,
+  type PlanToolGate,
   type PlanSubworkflow,
   type PlanWhen,
   type Scope,

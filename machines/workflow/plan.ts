@@ -42,7 +42,11 @@ export type PlanCode = Base & {
   provider?: string;
   cost?: number;
   tool?: { server: string; tool: string };
+  /** A tool node whose call is always gated: its request (the timeout resolved). */
+  approval?: PlanToolGate;
 };
+/** A gated tool call's request as the plan keeps it (see `ToolGate`): its clock resolved. */
+export type PlanToolGate = { prompt?: string; group?: string; escalation_group?: string; timeout_ms: number };
 export type PlanMap = Base & {
   kind: "map";
   items: string;
@@ -79,6 +83,8 @@ export type Plan = {
   limits?: { max_steps?: number; max_tool_calls?: number; max_wall_ms?: number; max_cost_cents?: number };
   /** A person admits each top-level run first (see `AdmissionPolicy`); its timeout resolved. */
   admission?: { approval: { prompt: string; group?: string; escalation_group?: string; timeout_ms: number } };
+  /** The definition's gated tools (see `ToolApprovals`); the timeout resolved. */
+  approvals?: PlanToolGate & { tools?: string[]; classes?: ("read_only" | "idempotent" | "non_idempotent")[] };
   nodes: PlanNode[];
   /** Canonical JSON of the plan without this field: hash it to get the version's digest. */
   definition_digest_input: string;
@@ -109,6 +115,12 @@ const PlanRetrySchema = z.strictObject({
   multiplier: z.number().min(1),
 });
 const base = { id: Id, needs: z.array(PlanNeedSchema), continue_on_error: z.boolean(), parent: Id.nullable() };
+const PlanToolGateShape = {
+  prompt: z.string().optional(),
+  group: z.string().optional(),
+  escalation_group: z.string().optional(),
+  timeout_ms: z.number().int().positive(),
+};
 
 export const PlanNodeSchema = z.discriminatedUnion("kind", [
   z.strictObject({
@@ -121,6 +133,7 @@ export const PlanNodeSchema = z.discriminatedUnion("kind", [
     provider: z.string().optional(),
     cost: z.number().positive().optional(),
     tool: z.strictObject({ server: z.string(), tool: z.string() }).optional(),
+    approval: z.strictObject(PlanToolGateShape).optional(),
   }),
   z.strictObject({
     ...base,
@@ -174,6 +187,13 @@ export const PlanSchema = z.strictObject({
         escalation_group: z.string().optional(),
         timeout_ms: z.number().int().positive(),
       }),
+    })
+    .optional(),
+  approvals: z
+    .strictObject({
+      ...PlanToolGateShape,
+      tools: z.array(z.string()).optional(),
+      classes: z.array(z.enum(["read_only", "idempotent", "non_idempotent"])).optional(),
     })
     .optional(),
   nodes: z.array(PlanNodeSchema),
