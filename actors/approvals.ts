@@ -12,10 +12,16 @@ export const APPROVALS_BUCKET = "rw_approvals";
  * A pending approval as the inbox lists it: its request, and where it waits. `kind`: `node` (an
  * approval node; `node` is its id), `tool` (a tool node's gated call; `node` is its id, `tool`
  * names the call, its payload `{server, tool, arguments}`: an edit's payload is the arguments the
- * call is made with) or `admission` (the run itself waits to be admitted before anything of it
+ * call is made with), `input` (a tool's server asks a person to fill its forms, MCP 2026-07-28:
+ * payload `{server, tool, requests: [{key, message, schema}]}`; approve answers with the payload —
+ * one form's content, or several by key — reject declines) or `admission` (the run itself waits to be admitted before anything of it
  * runs; `node` is `(admission)`, its payload the definition and the input).
  */
-export type InboxItem = Omit<Extract<ApprovalState, { state: "pending" }>, "state"> & { run: string; node: string; kind: "node" | "tool" | "admission" };
+export type InboxItem = Omit<Extract<ApprovalState, { state: "pending" }>, "state"> & {
+  run: string;
+  node: string;
+  kind: "node" | "tool" | "input" | "admission";
+};
 
 function keyOf(tenant: string, id: string): string {
   return `${tenant}.${sha256Hex(id).slice(0, 32)}`;
@@ -27,7 +33,7 @@ function pending(run: RunContext | null | undefined): Map<string, InboxItem> {
     const a = n.approval;
     if (a?.state !== "pending") continue;
     const { state: _state, ...request } = a;
-    out.set(a.id, { ...request, run: run!.id, node, kind: a.tool ? "tool" : "node" });
+    out.set(a.id, { ...request, run: run!.id, node, kind: a.input ? "input" : a.tool ? "tool" : "node" });
   }
   const admission = run?.admission_approval;
   if (admission?.state === "pending") {

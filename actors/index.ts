@@ -44,6 +44,7 @@ export {
   type ToolLookup,
   type ToolCallOutcome,
   type ToolCallRequest,
+  type ToolInputRequest,
   type TaskPollOutcome,
   type ToolResultOutcome,
 } from "./tool-calls.js";

@@ -34,7 +34,16 @@ export type ToolLookup =
 export type ToolCallOutcome =
   | ToolResultOutcome
   /** The server runs the call as an MCP task: poll it (the call is not made again). */
-  | { outcome: "task"; taskId: string; pollMs: number; wire: string };
+  | { outcome: "task"; taskId: string; pollMs: number; wire: string }
+  /** The server needs a person's input first (MCP 2026-07-28 MRTR): nothing happened; call again with the answers and `state`. */
+  | { outcome: "input_required"; requests: ToolInputRequest[]; state?: string };
+
+/** A form a person fills for a tool: the server's key for it, its message, and the JSON schema the answer must fit. */
+export interface ToolInputRequest {
+  key: string;
+  message: string;
+  schema: Record<string, unknown>;
+}
 
 /** A call's (or a task's) end as the world saw it. */
 export type ToolResultOutcome =
@@ -55,6 +64,10 @@ export interface ToolCallRequest {
   signal: AbortSignal;
   /** The caller can wait on an MCP task (a tool node can; a handler's call cannot). */
   allowTask: boolean;
+  /** The caller can wait on a person's input (a tool node can; a handler's call cannot). */
+  allowInput?: boolean;
+  /** A call again after `input_required`: a person's answers (`{action, content?}` by the server's keys) and the server's state. */
+  input?: { responses: Record<string, unknown>; state?: string };
 }
 
 /** The tool gateway as the executor sees it (the MCP gateway in `gateways/tools` implements it). */

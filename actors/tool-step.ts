@@ -79,7 +79,8 @@ export async function callThroughJournal(
   if (found.outcome === "unavailable") return { answer: { outcome: "failed", error: { code: found.code, message: found.message, retryable: true } } };
   if (found.outcome !== "found") return { answer: { outcome: "failed", error: { code: `tool_${found.outcome}`, message: found.message, retryable: false } } };
   let args = call.arguments ?? null;
-  if (gatedBy(request.gate, server, tool, found.class)) {
+  const gated = gatedBy(request.gate, server, tool, found.class);
+  if (gated) {
     const own = request.tool?.server === server && request.tool.tool === tool;
     if (!own) return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
     const gate = await deps.ask(
@@ -121,6 +122,7 @@ export async function callThroughJournal(
     if (looked.outcome === "failed") return { answer: { outcome: "failed", error: looked.error } };
   } else if (asked?.outcome !== "recorded" && asked?.outcome !== "reconcile")
     return { answer: { outcome: "stopped", reason: asked?.outcome ?? "not_decided_here" } };
+  const answers = (asked as { input?: { responses: Record<string, unknown>; state?: string } } | undefined)?.input;
   const called = await deps.tools.call({
     tenant: request.tenant,
     server,
@@ -130,7 +132,26 @@ export async function callThroughJournal(
     timeoutMs: request.timeout_ms,
     signal,
     allowTask: request.tool !== undefined,
+    // A person can answer a tool node's own call (not a gated one: its record is the gate's).
+    allowInput: request.tool !== undefined && !gated,
+    ...(answers ? { input: { responses: answers.responses, ...(answers.state !== undefined ? { state: answers.state } : {}) } } : {}),
   });
+  if (called.outcome === "input_required") {
+    const parked = await deps.ask(
+      request,
+      {
+        type: "effect.input",
+        ...fenceOf(request),
+        key,
+        server,
+        tool,
+        requests: called.requests,
+        ...(called.state !== undefined ? { state: called.state } : {}),
+      },
+      `input/${key}/${request.attempt}/${request.lease_epoch}`,
+    );
+    return { answer: { outcome: "stopped", reason: parked?.outcome ?? "not_decided_here" } };
+  }
   if (called.outcome === "task") {
     const waiting = await deps.ask(
       request,
@@ -192,7 +213,12 @@ async function lookUp(
     asked.outcome === "ok" && !asked.result.isError ? (asked.result.structuredContent as { found?: unknown; result?: unknown } | undefined) : undefined;
   if (answer?.found === true) return { outcome: "found", result: answer.result ?? null };
   if (answer?.found === false) return { outcome: "not_found" };
-  const why = asked.outcome === "ok" ? "it answered no {found}" : asked.outcome === "task" ? "it answered a task" : `${asked.code}: ${asked.message}`;
+  const why =
+    asked.outcome === "ok"
+      ? "it answered no {found}"
+      : asked.outcome === "task" || asked.outcome === "input_required"
+        ? `it answered ${asked.outcome}`
+        : `${asked.code}: ${asked.message}`;
   return {
     outcome: "failed",
     error: { code: "tool_lookup_failed", message: `${c.server}/${c.lookup} could not tell whether ${c.tool} happened (${why})`, retryable: true },

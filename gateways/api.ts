@@ -12,6 +12,8 @@ import {
   ToolServerNameSchema,
   WorkflowNameSchema,
 } from "../machines/index.js";
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
+import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation";
 import { redacted, ToolServerSpecSchema, type ToolGateway, type ToolRegistry } from "./tools/index.js";
 import { ID_PATTERN, isFault, listDeadLetters, MicroService, RunwayFault, StoreUnavailable, type MicroRequest } from "../runtime/index.js";
 
@@ -21,6 +23,32 @@ export const MAX_REQUEST_BYTES = 512 * 1024;
 
 /** A gated tool call's approval id, `<run>:<node>:approval.<server>/<tool>` (machines/execution/gates.ts): its server and tool. */
 const GATED_CALL = /^[^:]+:[^:]+:approval\.([A-Za-z0-9_-]{1,64})\/(.+)$/;
+/** A tool server's request for a person's input: `<run>:<node>:input.<server>/<tool>.<round>`. */
+const INPUT_REQUEST = /^[^:]+:[^:]+:input\./;
+const formSchemas = new AjvJsonSchemaValidator();
+
+/**
+ * A person's answer to a tool server's forms, checked against the schemas the server sent before
+ * anything is stored: approve carries the content (one form: the payload; several: by key); an
+ * edit has nothing to change. Undefined: the answer fits (or the request is gone: the run answers).
+ */
+async function inputProblem(nc: NatsConnection, tenant: string, id: string, decision: { decision: string; payload?: unknown }): Promise<string | undefined> {
+  if (decision.decision === "edit") return "a request for input is answered with approve (its payload is the form's content) or reject (declined)";
+  if (decision.decision !== "approve") return undefined;
+  const item = await getInboxItem(nc, tenant, id);
+  const requests = (item?.payload as { requests?: { key: string; schema: Record<string, unknown> }[] } | undefined)?.requests;
+  if (!requests) return undefined;
+  for (const r of requests) {
+    const content = requests.length === 1 ? decision.payload : (decision.payload as Record<string, unknown> | undefined)?.[r.key];
+    try {
+      const checked = formSchemas.getValidator(r.schema as JsonSchemaType)(content ?? {});
+      if (!checked.valid) return `${r.key}: ${checked.errorMessage}`;
+    } catch (err) {
+      return `${r.key}: the server's schema cannot be checked (${String((err as Error).message ?? err)})`;
+    }
+  }
+  return undefined;
+}
 /** A run id is an actor id (it becomes a KV key and a subject token); one of another tenant is simply not found. */
 const RunId = z.string().regex(ID_PATTERN, "a run id is 1-200 characters of [A-Za-z0-9_=-]");
 /** Versions count up from 1; the bound keeps the number's text plain digits (it is part of a KV key). */
@@ -212,6 +240,11 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
     const { id, ...decision } = b;
     if (decision.decision === "edit" && decision.payload === undefined)
       return { outcome: "invalid_input", reason: "an edit carries the payload the run goes on with" };
+    if (INPUT_REQUEST.test(id)) {
+      const problem = await inputProblem(nc, t, id, decision);
+      if (problem) return { outcome: "invalid_input", reason: problem };
+      return services.runs.decide(t, id, decision);
+    }
     const gated = decision.decision === "edit" ? GATED_CALL.exec(id) : null;
     if (gated) {
       // An edit of a gated call is the arguments it is made with: checked against the tool's schema before anything is stored.

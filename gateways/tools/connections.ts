@@ -25,9 +25,11 @@ export type Connection = {
  * the pool, so the next call opens a new one: a crashed stdio server is restarted by its next
  * call. Opening is bounded in time.
  *
- * Requests a server makes of us are refused with a clear MCP error until the approvals and
- * model-gateway work routes them: `elicitation/create` (a person's input) and
- * `sampling/createMessage` (a model call under the run's budget).
+ * Requests a 2025-11-25 server makes of us on its shared session are refused with a clear MCP
+ * error: `elicitation/create` (the SDK does not tell which of the session's calls asks, so no
+ * run's person can be asked; a 2026-07-28 server asks with `input_required`, which reaches the
+ * run's inbox) and `sampling/createMessage` (a model call under the run's budget, with the model
+ * gateway).
  */
 export class ToolConnections {
   private readonly open = new Map<string, Promise<Connection>>();
@@ -89,7 +91,10 @@ export class ToolConnections {
     }
     const client = new Client(this.clientInfo, { capabilities: { elicitation: {}, sampling: {} } });
     client.setRequestHandler(ElicitRequestSchema, () => {
-      throw new McpError(ErrorCode.InvalidRequest, "Runway does not route elicitation to a person yet: the request is refused");
+      throw new McpError(
+        ErrorCode.InvalidRequest,
+        "Runway does not route elicitation/create on a shared MCP 2025-11-25 session to a person (a 2026-07-28 server asks with input_required, which is): the request is refused",
+      );
     });
     client.setRequestHandler(CreateMessageRequestSchema, () => {
       throw new McpError(ErrorCode.InvalidRequest, "Runway does not route sampling to its model gateway yet: the request is refused");

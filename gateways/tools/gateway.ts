@@ -1,8 +1,16 @@
 import { CallToolResultSchema, CreateTaskResultSchema, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
-import { EFFECT_KEY_META, type TaskPollOutcome, type ToolCallOutcome, type ToolCallRequest, type ToolLookup, type ToolPort } from "../../actors/index.js";
+import {
+  EFFECT_KEY_META,
+  type TaskPollOutcome,
+  type ToolCallOutcome,
+  type ToolCallRequest,
+  type ToolInputRequest,
+  type ToolLookup,
+  type ToolPort,
+} from "../../actors/index.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation";
-import { ModernMcpError } from "./mcp-2026.js";
+import { ModernMcpError, type ModernInputRequest } from "./mcp-2026.js";
 import { effectiveClass, type ClassSource, type ToolClass } from "../../machines/index.js";
 import type { Connection, ToolConnections } from "./connections.js";
 import type { ToolRegistry, ToolServerRecord, ToolServerSpec } from "./registry.js";
@@ -30,6 +38,29 @@ export interface ToolListing {
 }
 
 export type ToolsListResult = { outcome: "tools"; tools: ToolListing[]; unavailable: { server: string; code: string; message: string }[] };
+
+/**
+ * A 2026-07-28 server asks for input before it answers (MRTR). A person answers form elicitations
+ * (through the run's inbox: the caller must be able to wait, as a tool node can); anything else —
+ * sampling, roots, a URL elicitation — is refused, as is input for a caller that cannot wait.
+ */
+function inputRequired(req: ToolCallRequest, requests: Record<string, ModernInputRequest>, state: string | undefined): ToolCallOutcome {
+  const refused = (code: string, message: string): ToolCallOutcome => ({ outcome: "refused", code, message, retryable: false });
+  if (!req.allowInput) return refused("tool_requires_input", `${req.server}/${req.tool} asks a person for input: call it from a tool node`);
+  const asked: ToolInputRequest[] = [];
+  for (const [key, r] of Object.entries(requests)) {
+    const p = r.params ?? {};
+    const form =
+      r.method === "elicitation/create" && (p.mode === undefined || p.mode === "form") && typeof p.requestedSchema === "object" && p.requestedSchema !== null;
+    if (!form)
+      return refused(
+        "tool_input_unsupported",
+        `${req.server}/${req.tool} asks for ${r.method}${typeof p.mode === "string" ? ` (${p.mode})` : ""}: only form elicitation is answered`,
+      );
+    asked.push({ key, message: typeof p.message === "string" ? p.message.slice(0, 4_096) : "", schema: p.requestedSchema as Record<string, unknown> });
+  }
+  return { outcome: "input_required", requests: asked, ...(state !== undefined ? { state } : {}) };
+}
 
 /**
  * The MCP tool gateway: tenant-registered servers reached through pooled sessions. Every call
@@ -76,8 +107,12 @@ export class ToolGateway implements ToolPort {
     const args = (req.arguments ?? {}) as Record<string, unknown>;
     try {
       if (connection.wire === "2026-07-28") {
-        const answered = await connection.client.callTool(req.tool, args, meta, { timeoutMs: timeout, signal: req.signal });
+        const answers = req.input
+          ? { inputResponses: req.input.responses, ...(req.input.state !== undefined ? { requestState: req.input.state } : {}) }
+          : undefined;
+        const answered = await connection.client.callTool(req.tool, args, meta, { timeoutMs: timeout, signal: req.signal }, answers);
         if (answered.kind === "result") return ok(answered.result);
+        if (answered.kind === "input_required") return inputRequired(req, answered.inputRequests, answered.requestState);
         if (req.allowTask) return { outcome: "task", taskId: answered.taskId, pollMs: answered.pollIntervalMs ?? DEFAULT_POLL_MS, wire: connection.wire };
         // The server chose a task for a caller that cannot wait on one (a handler's call): stop it.
         await connection.client.cancelTask(answered.taskId).catch(() => undefined);

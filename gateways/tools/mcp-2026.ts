@@ -63,8 +63,23 @@ export interface ModernTool {
 
 type ToolResult = { content?: unknown[]; structuredContent?: unknown; isError?: boolean } & Record<string, unknown>;
 
+/** One of a server's MRTR input requests: `elicitation/create`, `sampling/createMessage` or `roots/list`, with its params. */
+export interface ModernInputRequest {
+  method: string;
+  params?: Record<string, unknown>;
+}
+
 export type ModernCallResult =
-  { kind: "result"; result: ToolResult } | { kind: "task"; taskId: string; status: string; pollIntervalMs?: number; ttlMs?: number | null };
+  | { kind: "result"; result: ToolResult }
+  | { kind: "task"; taskId: string; status: string; pollIntervalMs?: number; ttlMs?: number | null }
+  /** MRTR: the server needs input before it can answer; the call is retried with `inputResponses` (same keys) and `requestState` echoed. */
+  | { kind: "input_required"; inputRequests: Record<string, ModernInputRequest>; requestState?: string };
+
+/** A retry of a call that answered `input_required`: the answers by the server's keys, and its state echoed byte for byte. */
+export interface ModernInputAnswers {
+  inputResponses: Record<string, unknown>;
+  requestState?: string;
+}
 
 export type ModernTaskState =
   | { status: "working" | "input_required"; pollIntervalMs?: number; statusMessage?: string }
@@ -174,9 +189,19 @@ export class ModernMcpClient {
    * it does before running anything, the tool list is fetched again and the call retried once
    * when that changes the headers.
    */
-  async callTool(name: string, args: unknown, meta: Record<string, unknown>, opts: ModernRequestOptions = {}): Promise<ModernCallResult> {
+  async callTool(
+    name: string,
+    args: unknown,
+    meta: Record<string, unknown>,
+    opts: ModernRequestOptions = {},
+    answers?: ModernInputAnswers,
+  ): Promise<ModernCallResult> {
     const params: JsonObject = { name };
     if (args !== undefined) params.arguments = args;
+    if (answers) {
+      params.inputResponses = answers.inputResponses as JsonObject;
+      if (answers.requestState !== undefined) params.requestState = answers.requestState;
+    }
     const sent = this.toolHeaders(name, args);
     let result: JsonObject;
     try {
@@ -197,6 +222,14 @@ export class ModernMcpClient {
       if (typeof result.pollIntervalMs === "number") task.pollIntervalMs = result.pollIntervalMs;
       if (typeof result.ttlMs === "number" || result.ttlMs === null) task.ttlMs = result.ttlMs;
       return task;
+    }
+    if (result.resultType === "input_required") {
+      const requests = isObject(result.inputRequests) ? result.inputRequests : {};
+      const inputRequests: Record<string, ModernInputRequest> = {};
+      for (const [key, r] of Object.entries(requests))
+        if (isObject(r) && typeof r.method === "string") inputRequests[key] = { method: r.method, ...(isObject(r.params) ? { params: r.params } : {}) };
+      if (Object.keys(inputRequests).length === 0) throw new Error("MCP tools/call: input_required without input requests");
+      return { kind: "input_required", inputRequests, ...(typeof result.requestState === "string" ? { requestState: result.requestState } : {}) };
     }
     return { kind: "result", result: result as ToolResult };
   }
@@ -261,7 +294,8 @@ export class ModernMcpClient {
     extraHeaders: Record<string, string> = {},
   ): Promise<JsonObject> {
     const id = this.nextId++;
-    const capabilities: JsonObject = this.declareTasks ? { extensions: { [TASKS_EXTENSION]: {} } } : {};
+    // Form elicitation is answered by a person through the run's inbox (MRTR); sampling and roots are not offered.
+    const capabilities: JsonObject = { elicitation: { form: {} }, ...(this.declareTasks ? { extensions: { [TASKS_EXTENSION]: {} } } : {}) };
     const body = {
       jsonrpc: "2.0",
       id,
@@ -302,7 +336,8 @@ export class ModernMcpClient {
       if (!res.ok) throw new ModernMcpHttpError(res.status, `MCP ${method}: HTTP ${res.status}`);
       if (!isObject(message.result)) throw new Error(`MCP ${method}: response has neither result nor error`);
       const result = message.result;
-      if (result.resultType === "input_required") throw new ModernMcpError(-32603, "input_required is not supported yet", result);
+      if (result.resultType === "input_required" && method !== "tools/call")
+        throw new ModernMcpError(-32603, `MCP ${method}: input_required is only answered for tools/call here`, result);
       if (result.resultType === "task" && method !== "tools/call") throw new Error(`MCP ${method}: a task result is not valid for this method`);
       return result;
     } catch (err) {

@@ -1,5 +1,5 @@
 import { applyStepOp, type StepError } from "../step/index.js";
-import { resolveTemplate, type PlanNode } from "../workflow/index.js";
+import { DEFAULT_WAIT_TIMEOUT_MS, resolveTemplate, type PlanNode } from "../workflow/index.js";
 import { offer, policyOf, takeOffer } from "./attempts.js";
 import { fail, publish, scopeOf, succeed, type Draft } from "./draft.js";
 import { approvalAt, gatePolicyOf, gateToken } from "./gates.js";
@@ -18,6 +18,9 @@ import type { ApprovalState, ExecutionEvent, RunContext, RunError } from "./type
  *
  * A gated tool call's approval (see `gates.ts`) is the same record on its tool node, decided the
  * same way; a decision offers the node's step again (approve, edit) or fails it (reject, expire).
+ * So is a tool server's request for a person's input (MCP 2026-07-28 MRTR, `onInput`): approve
+ * answers its forms with the reviewer's payload (`accept`), reject declines them; either way the
+ * step runs again and the call is made again with the answers.
  */
 
 type On<T extends ExecutionEvent["type"]> = Extract<ExecutionEvent, { type: T }>;
@@ -98,6 +101,16 @@ export function onDecide(d: Draft, e: On<"approval.decide">): void {
   publish(d, "approval_decided", { node, approval: pending.id, decision, by: e.by });
   d.effects.push({ type: "runway.answer", value: { outcome: "decided", approval: pending.id, decision } });
   const rejected = { code: "approval_rejected", message: `${e.by} rejected it${e.reason ? `: ${e.reason}` : ""}` };
+  if (pending.input) {
+    // The server's forms: accepted with the reviewer's payload (one form: the payload; several: by key), or declined.
+    const { requests, state, round } = pending.input;
+    const content = (key: string) => (requests.length === 1 ? e.payload : (e.payload as Record<string, unknown> | undefined)?.[key]);
+    const responses = Object.fromEntries(
+      requests.map((r) => [r.key, decision === "rejected" ? { action: "decline" } : { action: "accept", content: content(r.key) ?? {} }]),
+    );
+    n.approval = { ...n.approval, input: { responses, ...(state !== undefined ? { state } : {}), round } };
+    return offer(d, d.byId.get(node)!, n, undefined);
+  }
   if (pending.tool) {
     // A gated call: its step runs again (a new attempt), with the approved arguments (an edit's are the reviewer's payload).
     if (decision === "rejected") return closeGated(d, node, rejected);
@@ -138,31 +151,74 @@ export function onGate(d: Draft, e: On<"effect.gate">): void {
   const n = d.run.nodes[e.node]!;
   if (!n.approval) {
     const policy = gatePolicyOf(d.plan, node)!;
-    const id = `${d.run.id}:${gateToken(e.node, e.server, e.tool)}`;
-    const expires = d.now + policy.timeout_ms;
-    const payload = { server: e.server, tool: e.tool, arguments: e.arguments ?? null };
-    const prompt = policy.prompt ?? `Call ${e.server}/${e.tool}?`;
-    const group = policy.group ?? null;
-    n.wake_at = expires;
-    n.approval = {
-      id,
+    fileToolRequest(d, e.node, "approval_requested", {
+      id: `${d.run.id}:${gateToken(e.node, e.server, e.tool)}`,
       state: "pending",
-      prompt,
-      payload,
-      group,
+      prompt: policy.prompt ?? `Call ${e.server}/${e.tool}?`,
+      payload: { server: e.server, tool: e.tool, arguments: e.arguments ?? null },
+      group: policy.group ?? null,
       escalation_group: policy.escalation_group ?? null,
       requested_at: d.now,
-      expires_at: expires,
+      expires_at: d.now + policy.timeout_ms,
       tool: { server: e.server, tool: e.tool },
-    };
-    d.effects.push({ type: "runway.journal", data: { t: "approval", id, node: e.node, prompt, payload, group, requested_at: d.now, expires_at: expires } });
-    // Fires just past the deadline: a decision at the deadline itself is still in time.
-    d.effects.push({ type: "runway.timer.set", name: `approval-${e.node}`, at: expires + 1, event: { type: "timer.fired", kind: "approval", node: e.node } });
-    publish(d, "approval_requested", { node: e.node, approval: id, group, expires_at: expires, tool: `${e.server}/${e.tool}` });
+    });
   }
+  parkStep(d, node, `${e.server}/${e.tool} waits for ${n.approval!.id}`);
+}
+
+/**
+ * The server answered a tool node's call `input_required` (MCP 2026-07-28 MRTR): nothing happened,
+ * so the intent is cleared (the next attempt records it again and calls with the answers). The
+ * forms are filed as a request on the node — kind input, its schema the server's, under the node's
+ * own `approval` or the definition's policy for reviewers and clock (7 days by default) — and the
+ * asking attempt ends, its step held until a person answers. A later round of asking files anew.
+ */
+export function onInput(d: Draft, e: On<"effect.input">): void {
+  const node = d.byId.get(e.node)!;
+  const n = d.run.nodes[e.node]!;
+  if (n.intents?.[e.key]) {
+    const { [e.key]: _asked, ...rest } = n.intents;
+    if (Object.keys(rest).length > 0) n.intents = rest;
+    else delete n.intents;
+  }
+  const policy = gatePolicyOf(d.plan, node);
+  const prior = n.approval;
+  const round = (prior && "input" in prior && prior.input ? prior.input.round : 0) + 1;
+  const requests = e.requests.map((r) => ({ key: r.key, message: r.message, schema: r.schema }));
+  const id = `${d.run.id}:${e.node}:input.${e.server}/${e.tool}.${round}`;
+  fileToolRequest(d, e.node, "input_requested", {
+    id,
+    state: "pending",
+    prompt: requests.map((r) => r.message).join("\n") || `${e.server}/${e.tool} asks for input`,
+    payload: { server: e.server, tool: e.tool, requests },
+    group: policy?.group ?? null,
+    escalation_group: policy?.escalation_group ?? null,
+    requested_at: d.now,
+    expires_at: d.now + (policy?.timeout_ms ?? DEFAULT_WAIT_TIMEOUT_MS),
+    tool: { server: e.server, tool: e.tool },
+    input: { requests, ...(e.state !== undefined ? { state: e.state } : {}), round },
+  });
+  parkStep(d, node, `${e.server}/${e.tool} waits for a person's input (${id})`);
+}
+
+/** A tool call's request for a person, filed on its node: kept in the head, journaled, one expiry clock. */
+function fileToolRequest(d: Draft, node: string, event: string, request: Extract<ApprovalState, { state: "pending" }>): void {
+  const { id, prompt, payload, group, requested_at, expires_at, tool } = request;
+  const n = d.run.nodes[node]!;
+  n.wake_at = expires_at;
+  n.approval = request;
+  d.effects.push({ type: "runway.journal", data: { t: "approval", id, node, prompt, payload, group, requested_at, expires_at } });
+  // Fires just past the deadline: a decision at the deadline itself is still in time.
+  d.effects.push({ type: "runway.timer.set", name: `approval-${node}`, at: expires_at + 1, event: { type: "timer.fired", kind: "approval", node } });
+  publish(d, event, { node, approval: id, group, expires_at, tool: `${tool!.server}/${tool!.tool}` });
+}
+
+/** The asking attempt ends: its step goes back to ready, held until a decision (the parked attempt does not count against the node's retries). */
+function parkStep(d: Draft, node: PlanNode, message: string): void {
+  const n = d.run.nodes[node.id]!;
   if (n.step!.status === "ready") takeOffer(d, n);
   const s = n.step!;
-  const error: StepError = { code: "awaiting_approval", message: `${e.server}/${e.tool} waits for ${n.approval.id}`, retryable: true };
+  const error: StepError = { code: "awaiting_approval", message, retryable: true };
   const r = applyStepOp(s, {
     op: "fail",
     now: d.now,
@@ -173,7 +229,7 @@ export function onGate(d: Draft, e: On<"effect.gate">): void {
   });
   if (r.outcome === "moved") n.step = r.state;
   delete n.lease_expires_at;
-  d.effects.push({ type: "runway.answer", value: { outcome: "awaiting_approval", approval: n.approval.id } });
+  d.effects.push({ type: "runway.answer", value: { outcome: "awaiting_approval", approval: n.approval!.id } });
 }
 
 /** A gated call that will never be made (rejected, expired): its held step is cancelled and the node fails. */

@@ -98,6 +98,23 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     class: z.enum(["read_only", "idempotent", "non_idempotent"]),
     arguments: z.unknown(),
   }),
+  /**
+   * The server answered the call `input_required` (MCP 2026-07-28 MRTR): nothing happened. The
+   * run clears the intent, files the forms for a person and parks the step; the next attempt calls
+   * again with the answers.
+   */
+  z.object({
+    type: z.literal("effect.input"),
+    ...AttemptFence,
+    key: EffectKey,
+    server: z.string().min(1).max(200),
+    tool: z.string().min(1).max(200),
+    requests: z
+      .array(z.object({ key: z.string().min(1).max(200), message: z.string().max(4_096), schema: z.record(z.string(), z.unknown()) }))
+      .min(1)
+      .max(16),
+    state: z.string().max(65_536).optional(),
+  }),
   /** The call became an MCP task: its id is journaled before the step waits on it (no worker held). */
   z.object({
     type: z.literal("effect.task"),

@@ -98,7 +98,13 @@ export function onIntent(d: Draft, e: On<"effect.intent">): void {
     data: { t: "intent", key: e.key, ...where, attempt: e.attempt, server: e.server, tool: e.tool, class: e.class, arguments: e.arguments ?? null, at: d.now },
   });
   publish(d, "effect_intent", { ...where, attempt: e.attempt, key: e.key, server: e.server, tool: e.tool, class: e.class });
-  d.effects.push({ type: "runway.answer", value: { outcome: "recorded" } });
+  // A person answered this tool's request for input: the call is made again with the answers.
+  const a = e.item === undefined ? d.run.nodes[e.node]!.approval : undefined;
+  const answered = a && a.state !== "pending" && a.input && a.id.includes(`:input.${e.server}/${e.tool}.`) ? a.input : undefined;
+  d.effects.push({
+    type: "runway.answer",
+    value: { outcome: "recorded", ...(answered ? { input: { responses: answered.responses, state: answered.state } } : {}) },
+  });
 }
 
 /**

@@ -64,6 +64,7 @@ const endedState = {
     "effect.receipt": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
     "effect.task": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
     "effect.gate": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
+    "effect.input": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
     "effect.settle": { actions: "answerNotReconciling" },
     "run.signal": { actions: "answerNotWaiting" },
     "approval.decide": { actions: "answerDecisionRefused" },
@@ -106,7 +107,11 @@ export const executionMachine = setup({
       event.type === "step.heartbeat" && isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch),
     /** An intent, receipt, task or gate question from the attempt the holder runs now. */
     effectIsCurrent: ({ context, event }) =>
-      (event.type === "effect.intent" || event.type === "effect.receipt" || event.type === "effect.task" || event.type === "effect.gate") &&
+      (event.type === "effect.intent" ||
+        event.type === "effect.receipt" ||
+        event.type === "effect.task" ||
+        event.type === "effect.gate" ||
+        event.type === "effect.input") &&
       isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch),
     /** The current attempt's gated call is approved (or edited): it goes on with the record's arguments. */
     gateOpen: ({ context, event }) =>
@@ -149,7 +154,8 @@ export const executionMachine = setup({
         event.type === "effect.intent" ||
         event.type === "effect.receipt" ||
         event.type === "effect.task" ||
-        event.type === "effect.gate") &&
+        event.type === "effect.gate" ||
+        event.type === "effect.input") &&
       event.cancellation_epoch !== undefined &&
       !!context.run &&
       event.cancellation_epoch < context.run.cancellation_epoch,
@@ -212,6 +218,7 @@ export const executionMachine = setup({
     settleEffect: decision("effect.settle", decisions.settle),
     recordTask: decision("effect.task", decisions.task),
     parkOnGate: decision("effect.gate", decisions.gate),
+    parkOnInput: decision("effect.input", decisions.input),
     deliverSignal: decision("run.signal", decisions.signal),
     decideApproval: decision("approval.decide", decisions.approve),
     applyLateResult: decision("step.result", decisions.lateResult),
@@ -281,6 +288,12 @@ function liveState(status: RunStatus) {
         { guard: "gateOpen", actions: "answerGateOpen" },
         { guard: "gateWaits", actions: "parkOnGate" },
         { guard: "effectIsCurrent", actions: "answerNeedsApproval" },
+        { actions: "answerStale" },
+      ],
+      // The server asked for a person's input: the forms are filed and the step parks (no worker held).
+      "effect.input": [
+        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
+        { guard: "effectIsCurrent", actions: "parkOnInput" },
         { actions: "answerStale" },
       ],
       "effect.settle": [{ guard: "reconcileOpen", actions: "settleEffect" }, { actions: "answerNotReconciling" }],

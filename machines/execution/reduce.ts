@@ -1,6 +1,6 @@
 import { onIntent, onReceipt, onSettle, onTask, pollTask, recordReceipt } from "./intents.js";
 import { onSignal, onSignalTimeout } from "./signals.js";
-import { expireApproval, onDecide, onGate } from "./approvals.js";
+import { expireApproval, onDecide, onGate, onInput } from "./approvals.js";
 import { ADMISSION, closeAdmission, expireAdmission, heldForAdmission, holdForAdmission, onAdmissionDecide, onAdmissionRefused } from "./admission.js";
 import { cancelRequested, holdUnknown, onCancel, onLateReceipt, onLateResult, settleUnderCancel } from "./cancel.js";
 import { queuedLifecycle } from "../run/index.js";
@@ -96,6 +96,11 @@ export const decisions = {
   gate: (c: ExecutionContext, e: On<"effect.gate">) =>
     decide(c, e, (d) => {
       onGate(d, e);
+      advance(d);
+    }),
+  input: (c: ExecutionContext, e: On<"effect.input">) =>
+    decide(c, e, (d) => {
+      onInput(d, e);
       advance(d);
     }),
   signal: (c: ExecutionContext, e: On<"run.signal">) => decide(c, e, (d) => onSignal(d, e)),

@@ -76,6 +76,8 @@ export type ApprovalState =
       requested_at: number;
       expires_at: number;
       tool?: { server: string; tool: string };
+      /** A tool's server asked for a person's input (MRTR): its forms, its state to echo, and which round of asking this is. */
+      input?: { requests: { key: string; message: string; schema: Record<string, unknown> }[]; state?: string; round: number };
     }
   | {
       id: string;
@@ -84,6 +86,8 @@ export type ApprovalState =
       at: number;
       /** A gated tool call approved (or edited): the arguments it is made with, from this record. */
       arguments?: unknown;
+      /** A person answered a tool's input request: the call is made again with these (by the server's keys) and its state. */
+      input?: { responses: Record<string, unknown>; state?: string; round: number };
     };
 
 /** Which tool calls of a step ask a person first (see `gates.ts`): by `server/tool` (or `server/*`), or by effective class. */

@@ -7,6 +7,7 @@ export {
   NodeSchema,
   RetrySchema,
   DEFAULT_TIMEOUT_MS,
+  DEFAULT_WAIT_TIMEOUT_MS,
   MAX_SLEEP_MS,
   MAX_TIMEOUT_MS,
   NODE_ID,

@@ -94,7 +94,7 @@ describe("MCP 2026-07-28 client against the modern fixture", () => {
 
   it("lists the tools across pages, with their annotations", async () => {
     const tools = await client.listTools({ timeoutMs: 5000 });
-    expect(tools.map((t) => t.name)).toEqual(["charge", "get_value", "slow_task"]);
+    expect(tools.map((t) => t.name)).toEqual(["charge", "get_value", "confirm_charge", "slow_task"]);
     expect(tools.find((t) => t.name === "get_value")?.annotations).toEqual({ readOnlyHint: true });
     expect(tools.find((t) => t.name === "charge")?.annotations).toBeUndefined();
     expect(tools.find((t) => t.name === "charge")?.inputSchema).toMatchObject({ type: "object" });
@@ -219,7 +219,7 @@ describe("MCP 2026-07-28 client on the wire", () => {
     expect(call?.body.params._meta).toEqual({
       [EFFECT_KEY_META]: "key-wire",
       "io.modelcontextprotocol/protocolVersion": MODERN_PROTOCOL,
-      "io.modelcontextprotocol/clientCapabilities": { extensions: { [TASKS_EXTENSION]: {} } },
+      "io.modelcontextprotocol/clientCapabilities": { elicitation: { form: {} }, extensions: { [TASKS_EXTENSION]: {} } },
       "io.modelcontextprotocol/clientInfo": { name: "wire-test", version: "9" },
     });
     expect(get?.headers["mcp-method"]).toBe("tasks/get");
@@ -266,17 +266,38 @@ describe("MCP 2026-07-28 client on the wire", () => {
     expect(call?.headers["mcp-param-n"]).toBe("42");
   });
 
-  it("an input_required result is refused as ModernMcpError -32603; a task answer to tasks/get is invalid", async () => {
+  it("an input_required result is MRTR: its requests and state come back to the caller, the retry carries the answers and the state; one without requests, or a task answer to tasks/get, is invalid", async () => {
+    const seen: Record<string, unknown>[] = [];
     const server = await scripted((req, res) => {
+      seen.push(req.body.params);
+      const ask = { confirm: { method: "elicitation/create", params: { message: "ok?", requestedSchema: { type: "object" } } } };
       const result =
-        req.body.method === "tools/call" ? { resultType: "input_required", inputRequests: {} } : { resultType: "task", taskId: "x", status: "working" };
+        req.body.method !== "tools/call"
+          ? { resultType: "task", taskId: "x", status: "working" }
+          : req.body.params.name === "empty"
+            ? { resultType: "input_required", inputRequests: {} }
+            : req.body.params.inputResponses
+              ? { resultType: "complete", content: [{ type: "text", text: "done" }] }
+              : { resultType: "input_required", inputRequests: ask, requestState: "s-1" };
       json(res, { jsonrpc: "2.0", id: req.body.id, result });
     });
     const client = new ModernMcpClient(server.url);
-    const err = await rejection(client.callTool("t", {}, {}, { timeoutMs: 3000 }));
-    expect(err).toBeInstanceOf(ModernMcpError);
-    expect((err as ModernMcpError).code).toBe(-32603);
-    expect((err as Error).message).toBe("input_required is not supported yet");
+    const asked = await client.callTool("t", { a: 1 }, {}, { timeoutMs: 3000 });
+    expect(asked).toEqual({
+      kind: "input_required",
+      inputRequests: { confirm: { method: "elicitation/create", params: { message: "ok?", requestedSchema: { type: "object" } } } },
+      requestState: "s-1",
+    });
+    const answered = await client.callTool(
+      "t",
+      { a: 1 },
+      {},
+      { timeoutMs: 3000 },
+      { inputResponses: { confirm: { action: "accept", content: {} } }, requestState: "s-1" },
+    );
+    expect(answered.kind).toBe("result");
+    expect(seen.at(-1)).toMatchObject({ name: "t", arguments: { a: 1 }, inputResponses: { confirm: { action: "accept", content: {} } }, requestState: "s-1" });
+    await expect(client.callTool("empty", {}, {}, { timeoutMs: 3000 })).rejects.toThrow(/without input requests/);
     const taskErr = await rejection(client.getTask("x", { timeoutMs: 3000 }));
     expect(taskErr).toBeInstanceOf(Error);
     expect(taskErr).not.toBeInstanceOf(ModernMcpError);
