@@ -18,7 +18,7 @@ import { Session } from "node:inspector/promises";
 import { ApiFault } from "../../cluster/client.js";
 import { waitFor } from "../harness/index.js";
 import { clockTicks, heapUsedMb, percentiles, procCpuSeconds, progress, windowed } from "./stats.js";
-import { world } from "./workflow.js";
+import { perStep, syscalls, world } from "./workflow.js";
 
 const TARGET = { heap_delta_mb_max: 50, decided_all_done_ms_max: 1_000 };
 const WARM_UP = 50;
@@ -107,6 +107,7 @@ export async function approvals(): Promise<Record<string, unknown>> {
       const ticks = clockTicks();
       const serverCpu0 = procCpuSeconds(w.server.pid, ticks);
       const cpu0 = process.cpuUsage();
+      const io0 = syscalls(process.pid);
       const elu0 = performance.eventLoopUtilization();
       const t1 = performance.now();
       await Promise.all(
@@ -121,6 +122,7 @@ export async function approvals(): Promise<Record<string, unknown>> {
       const allDoneMs = performance.now() - t1;
       const elu = performance.eventLoopUtilization(elu0);
       const cpu = process.cpuUsage(cpu0);
+      const io1 = syscalls(process.pid);
       const serverCpu1 = procCpuSeconds(w.server.pid, ticks);
       await profile?.();
       const failed = outcomes.filter((o) => o !== "run_succeeded").length;
@@ -134,6 +136,8 @@ export async function approvals(): Promise<Record<string, unknown>> {
           process: Math.round((cpu.user + cpu.system) / chosen.length),
           nats_server: serverCpu0 === undefined || serverCpu1 === undefined ? null : Math.round(((serverCpu1 - serverCpu0) * 1e6) / chosen.length),
         },
+        // Read and write syscalls of this process per approved run (/proc/<pid>/io): socket reads and writes, thread wake-ups.
+        syscalls_per_run: perStep(io0, io1, chosen.length),
         // Share of the phase the node's event loop (its main thread) was busy: near 1, the phase is CPU-bound there.
         main_thread_busy: Math.round(elu.utilization * 100) / 100,
       };
