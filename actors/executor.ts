@@ -208,7 +208,10 @@ export class StepExecutor {
     if (code === "stale_lease" || code === "stale_cancel_epoch") {
       this.stats.staleCommits++;
       if (code === "stale_cancel_epoch") this.stats.staleCancelCommits++;
-      this.deps.logger.warn(`commit refused: ${code}`, { run: address.id, event: event.type, node: event.node, attempt: event.attempt });
+      // A cancel fences every attempt it stops, so each cancelled attempt's late report lands here: expected, counted, not a warning.
+      const fields = { run: address.id, event: event.type, node: event.node, attempt: event.attempt };
+      if (code === "stale_cancel_epoch") this.deps.logger.debug(`commit refused: ${code}`, fields);
+      else this.deps.logger.warn(`commit refused: ${code}`, fields);
       return "stale";
     }
     if (local.outcome === "kept" && local.reason === "fenced") {

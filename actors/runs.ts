@@ -1,7 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { heldForAdmission, isHeadV1, laneFor, migrateHeadV1, runSummary, validateAgainstSchema, type RunContext, type RunFact } from "../machines/index.js";
-import { parseEventId, publish, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
-import { askActor } from "./ask.js";
+import { ID_PATTERN, parseEventId, publish, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
+import { askActor, type AskAnswer } from "./ask.js";
 import { readFirstRecord, readSnapshot } from "./records.js";
 import { readRunEvents, type RunEvent } from "./run-events.js";
 import { RunIndex, type RunSummaryEntry } from "./run-index.js";
@@ -101,11 +101,27 @@ export type ReconcileResult =
   | { outcome: "run_not_found" }
   | { outcome: "tenant_not_found" };
 
+/** A run as a cancel left it: its summary and cancel record, from the cancel's own answer (a full view when it had to be read). */
+export type CancelView = RunSummary & { cancel: unknown };
+
 export type CancelRunResult =
-  | { outcome: "cancelled" | "cancel_requested"; run: RunView }
+  | { outcome: "cancelled" | "cancel_requested"; run: CancelView }
   | { outcome: "not_cancellable"; run: RunView }
   | { outcome: "run_not_found" }
   | { outcome: "tenant_not_found" };
+
+/**
+ * The run actor refused a command in its machine's first state: it holds no run. The id names no
+ * run, or one whose record was compacted after the ended-run retention (`get` tells which).
+ */
+function holdsNoRun(answer: AskAnswer): boolean {
+  return answer.outcome === "refused" && answer.state === "new";
+}
+
+/** An id this tenant's runs could have: the run actor itself answers whether it holds one. */
+function mayBeRunOf(tenant: string, id: string): boolean {
+  return ID_PATTERN.test(id) && tenantOfRun(id) === tenant;
+}
 
 function view(run: RunContext, input: unknown): RunView {
   const nodes: RunView["nodes"] = {};
@@ -345,10 +361,10 @@ export class RunService {
   /** Delivers a named signal to the run's `wait` nodes: `delivered` (with the nodes it woke), `run_not_waiting`, or `invalid_input` (the data does not fit a node's schema; nothing written). */
   async signal(tenant: string, id: string, signal: { name: string; data?: unknown; by: string }): Promise<SignalResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
-    if (!(await this.get(tenant, id))) return { outcome: "run_not_found" };
+    if (!mayBeRunOf(tenant, id)) return { outcome: "run_not_found" };
     const answer = await askActor(this.deps, { kind: RUN_KIND, id }, { type: "run.signal", ...signal }, `signal/${id}/${randomDeliveryId()}`, 10_000);
     if (answer.outcome === "applied") return (answer.value as SignalResult | undefined) ?? { outcome: "run_not_waiting" };
-    if (answer.outcome === "refused") return { outcome: "run_not_waiting" };
+    if (answer.outcome === "refused") return (await this.unknown(tenant, id, answer)) ? { outcome: "run_not_found" } : { outcome: "run_not_waiting" };
     if (answer.outcome === "invalid_input") return { outcome: "invalid_input", reason: answer.reason };
     throw new RunwayFault("signal_unavailable", `signal ${signal.name} to ${id} not confirmed: ${answer.outcome}`, { kind: "retryable" });
   }
@@ -362,7 +378,7 @@ export class RunService {
     const cut = approval.indexOf(":");
     const id = cut > 0 ? approval.slice(0, cut) : "";
     const node = approval.slice(cut + 1);
-    if (!id || !node || tenantOfRun(id) !== tenant || !(await this.get(tenant, id))) return { outcome: "approval_not_found" };
+    if (!id || !node || !mayBeRunOf(tenant, id)) return { outcome: "approval_not_found" };
     const answer = await askActor(
       this.deps,
       { kind: RUN_KIND, id },
@@ -371,7 +387,7 @@ export class RunService {
       10_000,
     );
     if (answer.outcome === "applied") return (answer.value as DecideResult | undefined) ?? { outcome: "run_not_waiting" };
-    if (answer.outcome === "refused") return { outcome: "run_not_waiting" };
+    if (answer.outcome === "refused") return (await this.unknown(tenant, id, answer)) ? { outcome: "approval_not_found" } : { outcome: "run_not_waiting" };
     throw new RunwayFault("decide_unavailable", `decision on ${approval} not confirmed: ${answer.outcome}`, { kind: "retryable" });
   }
 
@@ -382,27 +398,44 @@ export class RunService {
     settle: { key: string; decision: "done" | "retry" | "abandon"; result?: unknown; by: string },
   ): Promise<ReconcileResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
-    if (!(await this.get(tenant, id))) return { outcome: "run_not_found" };
+    if (!mayBeRunOf(tenant, id)) return { outcome: "run_not_found" };
     const event = { type: "effect.settle", ...settle };
     const answer = await askActor(this.deps, { kind: RUN_KIND, id }, event, `settle/${id}/${randomDeliveryId()}`, 10_000);
     if (answer.outcome === "applied") {
       const value = answer.value as ReconcileResult | undefined;
       return value?.outcome === "settled" ? value : { outcome: "not_reconciling" };
     }
-    if (answer.outcome === "refused") return { outcome: "not_reconciling" };
+    if (answer.outcome === "refused") return (await this.unknown(tenant, id, answer)) ? { outcome: "run_not_found" } : { outcome: "not_reconciling" };
     throw new RunwayFault("reconcile_unavailable", `settling ${settle.key} of ${id} not confirmed: ${answer.outcome}`, { kind: "retryable" });
   }
 
+  /**
+   * Cancels a run. The run actor answers whether it holds the run, and an applied cancel answers
+   * with the run as its write left it (summary and cancel record): nothing is read before or after.
+   * A refusal (an ended run: `not_cancellable`) reads the run to show it.
+   */
   async cancel(tenant: string, id: string, reason: string, by: string): Promise<CancelRunResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
-    const before = await this.get(tenant, id);
-    if (!before) return { outcome: "run_not_found" };
+    if (!mayBeRunOf(tenant, id)) return { outcome: "run_not_found" };
     const answer = await askActor(this.deps, { kind: RUN_KIND, id }, { type: "run.cancel", reason, by }, `cancel/${id}/${randomDeliveryId()}`, 10_000);
-    const after = (await this.get(tenant, id)) ?? before;
     // Requested: calls it let finish are still in flight; the run is cancelled once they are settled.
-    if (answer.outcome === "applied")
-      return { outcome: (answer.value as { outcome?: string } | undefined)?.outcome === "cancel_requested" ? "cancel_requested" : "cancelled", run: after };
-    if (answer.outcome === "refused") return { outcome: "not_cancellable", run: after };
+    if (answer.outcome === "applied") {
+      const value = answer.value as { outcome?: string; run?: CancelView } | undefined;
+      const outcome = value?.outcome === "cancel_requested" ? "cancel_requested" : "cancelled";
+      // A node of an earlier version answers without the run: read it then.
+      const run = value?.run ?? (await this.get(tenant, id));
+      if (run) return { outcome, run };
+      throw new RunwayFault("cancel_unavailable", `cancel of ${id} applied but the run is not readable`, { kind: "retryable" });
+    }
+    if (answer.outcome === "refused") {
+      const run = await this.get(tenant, id);
+      return run ? { outcome: "not_cancellable", run } : { outcome: "run_not_found" };
+    }
     throw new RunwayFault("cancel_unavailable", `cancel of ${id} not confirmed: ${answer.outcome}`, { kind: "retryable" });
+  }
+
+  /** A refused command met no run: none was ever created, or its record was compacted (`get` reads its summary: it existed). */
+  private async unknown(tenant: string, id: string, answer: AskAnswer): Promise<boolean> {
+    return holdsNoRun(answer) && !(await this.get(tenant, id));
   }
 }

@@ -1,6 +1,6 @@
 import { applyStepOp } from "../step/index.js";
 import { holderOf, type Holder } from "./attempts.js";
-import { holdersOf, move, publish, type Draft } from "./draft.js";
+import { holdersOf, move, publish, runSummary, type Draft } from "./draft.js";
 import { reconciling, recordReceipt } from "./intents.js";
 import { notifyParent, stopNodes } from "./progression.js";
 import type { ExecutionEvent, Receipt, RunContext } from "./types.js";
@@ -58,7 +58,11 @@ export function onCancel(d: Draft, reason: string, by: string): void {
   stopNodes(d, "parent_cancelled", letsFinish);
   enforceWhenSettled(d);
   const waiting = cancelRequested(d.run);
-  d.effects.push({ type: "runway.answer", value: { outcome: waiting ? "cancel_requested" : "cancelled" } });
+  // The run as this write leaves it (its summary and cancel record): the caller answers with it, reading nothing back.
+  d.effects.push({
+    type: "runway.answer",
+    value: { outcome: waiting ? "cancel_requested" : "cancelled", run: { ...runSummary(d.run), cancel: d.run.cancel } },
+  });
 }
 
 /**

@@ -8,37 +8,52 @@ import { RUN_CONTEXT_VERSION, type ItemRun, type MapRun, type NodeRun, type Rece
  */
 export class RunFacts implements RunMemory {
   input: unknown = {};
-  private readonly outputs = new Map<string, unknown>();
-  private readonly items = new Map<string, unknown>();
-  private readonly itemsOf = new Map<string, number>();
-  private readonly receipts = new Map<string, Receipt>();
+  // Made on first use: a node keeps one of these per run it decides for, and a parked run has no outputs yet.
+  private outputs: Map<string, unknown> | undefined;
+  private items: Map<string, unknown> | undefined;
+  private itemsOf: Map<string, number> | undefined;
+  private receipts: Map<string, Receipt> | undefined;
   private receiptFacts = 0;
 
   add(fact: RunFact): void {
     if (fact.t === "input") this.input = fact.value;
-    else if (fact.t === "output") this.outputs.set(fact.node, fact.value);
+    else if (fact.t === "output") (this.outputs ??= new Map()).set(fact.node, fact.value);
     else if (fact.t === "intent" || fact.t === "task" || fact.t === "approval" || fact.t === "decision") return;
     else if (fact.t === "receipt") {
       const { t: _t, ...receipt } = fact;
-      this.receipts.set(fact.key, receipt);
+      (this.receipts ??= new Map()).set(fact.key, receipt);
       this.receiptFacts++;
     } else {
       const key = `${fact.node}[${fact.i}]`;
-      if (!this.items.has(key)) this.itemsOf.set(fact.node, (this.itemsOf.get(fact.node) ?? 0) + 1);
-      this.items.set(key, fact.value);
+      const items = (this.items ??= new Map());
+      const itemsOf = (this.itemsOf ??= new Map());
+      if (!items.has(key)) itemsOf.set(fact.node, (itemsOf.get(fact.node) ?? 0) + 1);
+      items.set(key, fact.value);
     }
   }
 
   output(node: string): unknown {
-    return this.outputs.get(node);
+    return this.outputs?.get(node);
   }
 
   item(node: string, i: number): unknown {
-    return this.items.get(`${node}[${i}]`);
+    return this.items?.get(`${node}[${i}]`);
   }
 
   receipt(key: string): Receipt | undefined {
-    return this.receipts.get(key);
+    return this.receipts?.get(key);
+  }
+
+  private hasOutput(node: string): boolean {
+    return this.outputs?.has(node) ?? false;
+  }
+
+  private hasItem(key: string): boolean {
+    return this.items?.has(key) ?? false;
+  }
+
+  private itemCount(node: string): number {
+    return this.itemsOf?.get(node) ?? 0;
   }
 
   /** Whether this holds every output `run`'s head says its journal has (a reader behind the leader holds fewer). */
@@ -57,12 +72,9 @@ export class RunFacts implements RunMemory {
     for (const f of pending) extra.add(f);
     return {
       input: extra.input,
-      output: (node) => (extra.outputs.has(node) ? extra.outputs.get(node) : this.outputs.get(node)),
-      item: (node, i) => {
-        const key = `${node}[${i}]`;
-        return extra.items.has(key) ? extra.items.get(key) : this.items.get(key);
-      },
-      receipt: (key) => extra.receipts.get(key) ?? this.receipts.get(key),
+      output: (node) => (extra.hasOutput(node) ? extra.output(node) : this.output(node)),
+      item: (node, i) => (extra.hasItem(`${node}[${i}]`) ? extra.item(node, i) : this.item(node, i)),
+      receipt: (key) => extra.receipt(key) ?? this.receipt(key),
       covers: (run) => this.coversWith(run, extra),
     };
   }
@@ -70,8 +82,8 @@ export class RunFacts implements RunMemory {
   private coversWith(run: RunContext, extra: RunFacts | undefined): boolean {
     if (this.receiptFacts + (extra?.receiptFacts ?? 0) < (run.receipts ?? 0)) return false;
     for (const [id, n] of Object.entries(run.nodes)) {
-      if (n.out && !this.outputs.has(id) && !extra?.outputs.has(id)) return false;
-      if (n.map && (this.itemsOf.get(id) ?? 0) + (extra?.itemsOf.get(id) ?? 0) < n.map.succeeded) return false;
+      if (n.out && !this.hasOutput(id) && !extra?.hasOutput(id)) return false;
+      if (n.map && this.itemCount(id) + (extra?.itemCount(id) ?? 0) < n.map.succeeded) return false;
     }
     return true;
   }

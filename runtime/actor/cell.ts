@@ -107,7 +107,8 @@ export class ActorCell {
   private queue: Delivery[] = [];
   private running = false;
   private cached: Cached | undefined;
-  private idle: Promise<void> = Promise.resolve();
+  /** Made only when someone waits for this lane to go idle (a cell is kept for every cached actor). */
+  private idle: Promise<void> | undefined;
   private markIdle: (() => void) | undefined;
   /** The revision of this actor's record known to be unreadable: commands meeting it are dead-lettered at once. */
   private corruptAt: number | undefined;
@@ -126,14 +127,14 @@ export class ActorCell {
     this.queue.push(delivery);
     if (!this.running) {
       this.running = true;
-      this.idle = new Promise((r) => (this.markIdle = r));
       void this.drain();
     }
   }
 
   /** Resolves when the queue is empty and nothing is in flight. */
   whenIdle(): Promise<void> {
-    return this.idle;
+    if (!this.running) return Promise.resolve();
+    return (this.idle ??= new Promise((r) => (this.markIdle = r)));
   }
 
   private async drain(): Promise<void> {
@@ -158,6 +159,8 @@ export class ActorCell {
     } finally {
       this.running = false;
       this.markIdle?.();
+      this.idle = undefined;
+      this.markIdle = undefined;
     }
   }
 

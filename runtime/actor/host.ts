@@ -8,7 +8,7 @@ import type { ActorLog, PartitionLog } from "../store/partition-log.js";
 import { publish, type PublishOutcome } from "../nats/jetstream.js";
 import { CMD_STREAM, kvSubject, mailboxFilter, mailboxSubject, partitionConsumer } from "../topology.js";
 import { ID_PATTERN, type ActorAddress, type ActorDefinition } from "./define.js";
-import { ActorCell, type Delivery, type HostStats } from "./cell.js";
+import { ActorCell, type CellEnvironment, type Delivery, type HostStats } from "./cell.js";
 import { asDeadLetterReason, DeadLetterBox, DeadLetterReason } from "./dead-letters.js";
 import { LiveEvents } from "./live-events.js";
 import type { OutboxContext, StoreEffect } from "./outbox.js";
@@ -65,6 +65,8 @@ interface OwnedPartition {
   /** What the partition's actors write through: `log`, or its decorator. */
   store: ActorLog;
   cells: Map<string, ActorCell>;
+  /** What every cell of a kind in this partition shares (one object, not one per cached actor). */
+  envs: Map<string, CellEnvironment>;
   messages?: ConsumerMessages;
   consuming?: Promise<void>;
   stopping: boolean;
@@ -177,7 +179,7 @@ export class ActorHost {
    */
   async serve(log: PartitionLog, options: { mailbox: boolean } = { mailbox: true }): Promise<void> {
     if (this.owned.has(log.partition)) throw new RunwayFault("already_served", `partition ${log.partition} is already served`);
-    const part: OwnedPartition = { log, store: this.config.decorate?.log?.(log) ?? log, cells: new Map(), stopping: false };
+    const part: OwnedPartition = { log, store: this.config.decorate?.log?.(log) ?? log, cells: new Map(), envs: new Map(), stopping: false };
     this.owned.set(log.partition, part);
     await this.config.onServe?.(log.partition, log);
     if (options.mailbox) await this.startMailbox(part);
@@ -240,8 +242,23 @@ export class ActorHost {
       part.cells.set(cellKey, cell);
       return cell;
     }
-    const definition = this.definitions.get(address.kind)!;
-    cell = new ActorCell(address, cellKey, {
+    cell = new ActorCell(address, cellKey, this.environment(part, address.kind));
+    part.cells.set(cellKey, cell);
+    const limit = this.config.cacheLimit ?? 10_000;
+    if (part.cells.size > limit) {
+      for (const [k, c] of part.cells) {
+        if (part.cells.size <= limit) break;
+        if (!c.busy) part.cells.delete(k);
+      }
+    }
+    return cell;
+  }
+
+  private environment(part: OwnedPartition, kind: string): CellEnvironment {
+    let env = part.envs.get(kind);
+    if (env) return env;
+    const definition = this.definitions.get(kind)!;
+    env = {
       definition,
       log: part.store,
       outbox: this.outbox,
@@ -254,25 +271,18 @@ export class ActorHost {
       local: (channel, payload, from) => {
         const receiver = this.config.local?.[channel];
         if (!receiver) {
-          this.logger.error("no receiver for local effect", { channel, actor: cellKey });
+          this.logger.error("no receiver for local effect", { channel, actor: `${from.kind}.${from.id}` });
           return;
         }
         try {
           receiver(payload, from);
         } catch (err) {
-          this.logger.error("local effect receiver failed", { channel, actor: cellKey, error: String(err) });
+          this.logger.error("local effect receiver failed", { channel, actor: `${from.kind}.${from.id}`, error: String(err) });
         }
       },
-    });
-    part.cells.set(cellKey, cell);
-    const limit = this.config.cacheLimit ?? 10_000;
-    if (part.cells.size > limit) {
-      for (const [k, c] of part.cells) {
-        if (part.cells.size <= limit) break;
-        if (!c.busy) part.cells.delete(k);
-      }
-    }
-    return cell;
+    };
+    part.envs.set(kind, env);
+    return env;
   }
 
   private enqueue(part: OwnedPartition, address: ActorAddress, delivery: Delivery): void {

@@ -3,19 +3,40 @@
  * collection before and after parking: what a parked run costs in memory; the workers and
  * scheduler slots they hold, which must be none); then 1,000 of them approved at once through
  * `approvals.decide`, each run going on to one no-op step: time from the decisions sent until all
- * 1,000 runs succeeded.
+ * 1,000 runs succeeded. Then, beside it, the same for 1,000 runs of a definition that is the
+ * approval node alone (each run ends when it is approved), parked after the first 1,000 ended
+ * (with the 9,000 others still parked): the decision's own cost, without the step's.
  *
  * The bench tenant's run cap is the ceiling, 10,000 (`world()`): a parked run still counts as one
  * of the tenant's active runs (it is one until the run ends), so a run past the cap would be
- * queued, not parked (the bench fails on one). Env: APPROVALS_PARKED (default 10,000), APPROVALS_DECIDED (default 1,000).
+ * queued, not parked (the bench fails on one). Env: APPROVALS_PARKED (default 10,000),
+ * APPROVALS_DECIDED (default 1,000, also the approval-alone runs), BENCH_CPU_PROFILE (a file: a
+ * CPU profile of this process over the first decision phase, for `node --cpu-prof`-style reading).
  */
+import { writeFileSync } from "node:fs";
+import { Session } from "node:inspector/promises";
 import { ApiFault } from "../../cluster/client.js";
 import { waitFor } from "../harness/index.js";
-import { heapUsedMb, percentiles, progress, windowed } from "./stats.js";
-import { world } from "./workflow.js";
+import { clockTicks, heapUsedMb, percentiles, procCpuSeconds, progress, windowed } from "./stats.js";
+import { perStep, syscalls, world } from "./workflow.js";
 
 const TARGET = { heap_delta_mb_max: 50, decided_all_done_ms_max: 1_000 };
 const WARM_UP = 50;
+
+/** BENCH_CPU_PROFILE=<file>: a CPU profile of this process (node, pool threads' main-thread side, client) from the call until the returned stop. */
+async function cpuProfile(): Promise<(() => Promise<void>) | undefined> {
+  const file = process.env.BENCH_CPU_PROFILE;
+  if (!file) return undefined;
+  const session = new Session();
+  session.connect();
+  await session.post("Profiler.enable");
+  await session.post("Profiler.start");
+  return async () => {
+    const { profile } = await session.post("Profiler.stop");
+    writeFileSync(file, JSON.stringify(profile));
+    session.disconnect();
+  };
+}
 
 const mb = (x: number) => Math.round(x * 10) / 10;
 
@@ -24,19 +45,15 @@ export async function approvals(): Promise<Record<string, unknown>> {
   const decided = Number(process.env.APPROVALS_DECIDED ?? 1_000);
   const w = await world();
   try {
-    await w.client.putDefinition({
-      name: "gated",
-      nodes: [
-        { id: "gate", kind: "approval", prompt: "Go on?", payload: { n: "${input.n}" }, group: "bench", timeout_ms: 3_600_000 },
-        { id: "after", kind: "code", needs: ["gate"], handler: "noop" },
-      ],
-    });
+    const gate = { id: "gate", kind: "approval", prompt: "Go on?", payload: { n: "${input.n}" }, group: "bench", timeout_ms: 3_600_000 };
+    await w.client.putDefinition({ name: "gated", nodes: [gate, { id: "after", kind: "code", needs: ["gate"], handler: "noop" }] });
+    await w.client.putDefinition({ name: "gate-only", nodes: [gate] });
     // Approval requests are events: counting them tells when every run is parked.
     const requested = new Set<string>();
     w.nc.subscribe("rw.evt.bench.*.*.approval_requested", { callback: (_e, msg) => void requested.add(msg.subject.split(".")[4]!) });
     await w.nc.flush();
-    const start = async (n: number): Promise<string> => {
-      const a = await w.client.startRun({ definition: "gated", input: { n } });
+    const start = async (n: number, definition = "gated"): Promise<string> => {
+      const a = await w.client.startRun({ definition, input: { n } });
       if (a.outcome !== "started" || (a.run as { status: string }).status === "queued") throw new Error(`start: ${JSON.stringify(a)}`);
       return (a.run as { id: string }).id;
     };
@@ -82,23 +99,62 @@ export async function approvals(): Promise<Record<string, unknown>> {
     const held = { workers: w.node.executor.inFlight, scheduler_running: scheduler?.running ?? 0, scheduler_queued: scheduler?.queued ?? 0 };
     const tenant = (await w.client.getTenant()).tenant as { active_runs: number; queued_runs: number };
 
-    progress(`approvals: approving ${decided} at once`);
-    const chosen = ids.slice(0, decided);
-    const done = chosen.map((id) => w.finished(id));
-    const answers: number[] = [];
-    const t1 = performance.now();
-    await Promise.all(
-      chosen.map(async (id) => {
-        const s = performance.now();
-        await approve(id);
-        answers.push(performance.now() - s);
-      }),
-    );
-    const decidedMs = performance.now() - t1;
-    const outcomes = await Promise.all(done);
-    const allDoneMs = performance.now() - t1;
-    const failed = outcomes.filter((o) => o !== "run_succeeded").length;
-    if (failed > 0) throw new Error(`${failed} approved runs did not succeed`);
+    /** Approves `chosen` at once: time until every decision was answered, and until every run succeeded. */
+    const approveAll = async (chosen: string[], profiled: boolean) => {
+      const done = chosen.map((id) => w.finished(id));
+      const answers: number[] = [];
+      const profile = profiled ? await cpuProfile() : undefined;
+      const ticks = clockTicks();
+      const serverCpu0 = procCpuSeconds(w.server.pid, ticks);
+      const cpu0 = process.cpuUsage();
+      const io0 = syscalls(process.pid);
+      const elu0 = performance.eventLoopUtilization();
+      const t1 = performance.now();
+      await Promise.all(
+        chosen.map(async (id) => {
+          const s = performance.now();
+          await approve(id);
+          answers.push(performance.now() - s);
+        }),
+      );
+      const decidedMs = performance.now() - t1;
+      const outcomes = await Promise.all(done);
+      const allDoneMs = performance.now() - t1;
+      const elu = performance.eventLoopUtilization(elu0);
+      const cpu = process.cpuUsage(cpu0);
+      const io1 = syscalls(process.pid);
+      const serverCpu1 = procCpuSeconds(w.server.pid, ticks);
+      await profile?.();
+      const failed = outcomes.filter((o) => o !== "run_succeeded").length;
+      if (failed > 0) throw new Error(`${failed} approved runs did not succeed`);
+      return {
+        decisions_answered_ms: Math.round(decidedMs),
+        decide_answer_ms: percentiles(answers),
+        decided_all_done_ms: Math.round(allDoneMs),
+        // CPU per approved run in microseconds: this process (the node, its pool threads, the bench client) and nats-server.
+        cpu_us_per_run: {
+          process: Math.round((cpu.user + cpu.system) / chosen.length),
+          nats_server: serverCpu0 === undefined || serverCpu1 === undefined ? null : Math.round(((serverCpu1 - serverCpu0) * 1e6) / chosen.length),
+        },
+        // Read and write syscalls of this process per approved run (/proc/<pid>/io): socket reads and writes, thread wake-ups.
+        syscalls_per_run: perStep(io0, io1, chosen.length),
+        // Share of the phase the node's event loop (its main thread) was busy: near 1, the phase is CPU-bound there.
+        main_thread_busy: Math.round(elu.utilization * 100) / 100,
+      };
+    };
+
+    progress(`approvals: approving ${decided} at once (approval, then a no-op step)`);
+    const withStep = await approveAll(ids.slice(0, decided), true);
+
+    progress(`approvals: parking ${decided} runs of the approval alone, then approving them at once`);
+    const alone: string[] = [];
+    await windowed(decided, 64, async (i) => void alone.push(await start(parked + i, "gate-only")));
+    await waitFor(() => alone.every((id) => requested.has(id)) || undefined, {
+      timeoutMs: 120_000,
+      intervalMs: 100,
+      describe: "the approval-alone runs to park",
+    });
+    const gateOnly = await approveAll(alone, false);
 
     const delta = after - before;
     return {
@@ -115,14 +171,13 @@ export async function approvals(): Promise<Record<string, unknown>> {
       tenant_active_runs: tenant.active_runs,
       tenant_queued_runs: tenant.queued_runs,
       decided,
-      decisions_answered_ms: Math.round(decidedMs),
-      decide_answer_ms: percentiles(answers),
+      ...withStep,
+      approval_alone: gateOnly,
       decide_retries_after_503: retried,
-      decided_all_done_ms: Math.round(allDoneMs),
       target: TARGET,
       heap_target_met: delta < TARGET.heap_delta_mb_max,
-      decided_target_met: allDoneMs <= TARGET.decided_all_done_ms_max,
-      target_met: delta < TARGET.heap_delta_mb_max && allDoneMs <= TARGET.decided_all_done_ms_max,
+      decided_target_met: withStep.decided_all_done_ms <= TARGET.decided_all_done_ms_max,
+      target_met: delta < TARGET.heap_delta_mb_max && withStep.decided_all_done_ms <= TARGET.decided_all_done_ms_max,
     };
   } finally {
     await w.close();

@@ -80,7 +80,7 @@ async function storedMessages(nc: NatsConnection): Promise<{ total: number; byKi
   return { total, byKind };
 }
 
-function syscalls(pid: number): { r: number; w: number } | undefined {
+export function syscalls(pid: number): { r: number; w: number } | undefined {
   try {
     const io = readFileSync(`/proc/${pid}/io`, "utf8");
     return { r: Number(/syscr: (\d+)/.exec(io)?.[1]), w: Number(/syscw: (\d+)/.exec(io)?.[1]) };
@@ -89,7 +89,7 @@ function syscalls(pid: number): { r: number; w: number } | undefined {
   }
 }
 
-function perStep(a: { r: number; w: number } | undefined, b: { r: number; w: number } | undefined, steps: number) {
+export function perStep(a: { r: number; w: number } | undefined, b: { r: number; w: number } | undefined, steps: number) {
   return a && b ? { read: Math.round(((b.r - a.r) / steps) * 10) / 10, write: Math.round(((b.w - a.w) / steps) * 10) / 10 } : null;
 }
 

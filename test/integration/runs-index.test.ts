@@ -79,6 +79,10 @@ it("an ended run (head and journal) is compacted to its final summary after the 
   expect(listed.runs.map((r) => r.id)).toContain(id);
   const again = await client.startRun({ definition: "one", start_key: key });
   expect(again).toMatchObject({ outcome: "duplicate", run: { id, status: "succeeded", compacted: true } });
+  // Commands find no record now: the run is still known (not `run_not_found`), and ended.
+  expect(await client.cancelRun(id)).toMatchObject({ outcome: "not_cancellable", run: { id, status: "succeeded", compacted: true } });
+  expect(await client.decide(`${id}:a`, "approve")).toEqual({ outcome: "run_not_waiting" });
+  expect(await client.signal(id, "go")).toEqual({ outcome: "run_not_waiting" });
   expect((await client.getTenant()).tenant).toMatchObject({ active_runs: 0, queued_runs: 0 });
 });
 

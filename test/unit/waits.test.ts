@@ -201,7 +201,11 @@ describe("cancelling a parked run", () => {
       const { r } = started(plan({ name: "w", nodes: [node, { id: "next", kind: "code", handler: "h", needs: ["gate"] }] }));
       expect(r.run.lifecycle.status).toBe("waiting");
       const effects = r.send({ type: "run.cancel", reason: "no longer needed", by: "api" });
-      expect(effects.find((e) => e.type === "runway.answer")?.value).toEqual({ outcome: "cancelled" });
+      // The answer carries the run as the cancel left it, so the API reads nothing back.
+      expect(effects.find((e) => e.type === "runway.answer")?.value).toMatchObject({
+        outcome: "cancelled",
+        run: { id: r.run.id, status: "cancelled", cancel: { reason: "no longer needed", by: "api", enforced_at: expect.any(Number) } },
+      });
       expect(r.run.lifecycle).toMatchObject({ status: "cancelled", waiting_on: null, waiting_ref: null, waiting_expires_at: null });
       expect(shape(r)).toEqual([]);
       expect(r.run.nodes.gate!.s).toBe("cancelled");
