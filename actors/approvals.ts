@@ -27,30 +27,36 @@ function keyOf(tenant: string, id: string): string {
   return `${tenant}.${sha256Hex(id).slice(0, 32)}`;
 }
 
-function pending(run: RunContext | null | undefined): Map<string, InboxItem> {
-  const out = new Map<string, InboxItem>();
-  for (const [node, n] of Object.entries(run?.nodes ?? {})) {
-    const a = n.approval;
-    if (a?.state !== "pending") continue;
-    const { state: _state, ...request } = a;
-    out.set(a.id, { ...request, run: run!.id, node, kind: a.input ? "input" : a.tool ? "tool" : "node" });
-  }
-  const admission = run?.admission_approval;
-  if (admission?.state === "pending") {
-    const { state: _state, ...request } = admission;
-    out.set(admission.id, { ...request, run: run!.id, node: ADMISSION, kind: "admission" });
-  }
-  return out;
+function pendingOf(approval: ApprovalState | undefined): Extract<ApprovalState, { state: "pending" }> | undefined {
+  return approval?.state === "pending" ? approval : undefined;
 }
 
-/** The inbox entries a run transition opens and closes (the run actor's `effects` hook), like the reconciliation index. */
+function inboxItem(run: RunContext, node: string, kind: InboxItem["kind"], approval: Extract<ApprovalState, { state: "pending" }>): InboxItem {
+  const { state: _state, ...request } = approval;
+  return { ...request, run: run.id, node, kind };
+}
+
+/**
+ * The inbox entries a run transition opens and closes (the run actor's `effects` hook), like the
+ * reconciliation index. A transition replaces an approval it changes, never edits it, so only the
+ * approvals whose object changed are compared: a transition that touches none costs a walk of the
+ * head's nodes and allocates nothing.
+ */
 export function inboxEffects(before: RunContext | null | undefined, after: RunContext | null | undefined): Effect[] {
   if (!after) return [];
-  const was = pending(before);
-  const now = pending(after);
   const out: Effect[] = [];
-  for (const [id, item] of now) if (!was.has(id)) out.push({ type: "runway.store", bucket: APPROVALS_BUCKET, key: keyOf(after.tenant, id), value: item });
-  for (const id of was.keys()) if (!now.has(id)) out.push({ type: "runway.store", bucket: APPROVALS_BUCKET, key: keyOf(after.tenant, id), value: null });
+  const compare = (node: string, admission: boolean, was: ApprovalState | undefined, now: ApprovalState | undefined) => {
+    if (was === now) return;
+    const closed = pendingOf(was);
+    const open = pendingOf(now);
+    const kind = admission ? "admission" : open?.input ? "input" : open?.tool ? "tool" : "node";
+    if (open && open.id !== closed?.id)
+      out.push({ type: "runway.store", bucket: APPROVALS_BUCKET, key: keyOf(after.tenant, open.id), value: inboxItem(after, node, kind, open) });
+    if (closed && closed.id !== open?.id) out.push({ type: "runway.store", bucket: APPROVALS_BUCKET, key: keyOf(after.tenant, closed.id), value: null });
+  };
+  // A head holds every node of its plan from its create on: none leaves it.
+  for (const node in after.nodes) compare(node, false, before?.nodes[node]?.approval, after.nodes[node]!.approval);
+  compare(ADMISSION, true, before?.admission_approval, after.admission_approval);
   return out;
 }
 

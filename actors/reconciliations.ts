@@ -22,32 +22,37 @@ function keyOf(tenant: string, run: string, effectKey: string): string {
   return `${tenant}.${run}.${sha256Hex(effectKey).slice(0, 32)}`;
 }
 
-function openItems(run: RunContext | null | undefined): Map<string, ReconcileItem> {
-  const out = new Map<string, ReconcileItem>();
-  const add = (node: string, item: number | undefined, h: ItemRun | NodeRun) => {
-    if (h.reconcile) out.set(h.reconcile.key, { run: run!.id, node, ...(item !== undefined ? { item } : {}), ...h.reconcile });
-  };
-  for (const [id, n] of Object.entries(run?.nodes ?? {})) {
-    add(id, undefined, n);
-    for (const [i, it] of Object.entries(n.map?.live ?? {})) add(id, Number(i), it);
-  }
-  return out;
-}
+type Hold = NonNullable<ItemRun["reconcile"]>;
 
 /**
  * The index entries a run transition opens and closes (the run actor's `effects` hook): a held
  * step is listed for its tenant from the write that held it until the write that settled it.
- * Plain idempotent puts and purges, re-applied from the outbox after a crash.
+ * Plain idempotent puts and purges, re-applied from the outbox after a crash. A transition
+ * replaces a hold it changes, never edits it, so only the holds whose object changed are
+ * compared: one that touches none walks the head's nodes and allocates nothing.
  */
 export function reconcileIndexEffects(before: RunContext | null | undefined, after: RunContext | null | undefined): Effect[] {
   if (!after) return [];
-  const was = openItems(before);
-  const now = openItems(after);
   const out: Effect[] = [];
-  for (const [key, item] of now)
-    if (!was.has(key)) out.push({ type: "runway.store", bucket: RECONCILE_BUCKET, key: keyOf(after.tenant, after.id, key), value: item });
-  for (const key of was.keys())
-    if (!now.has(key)) out.push({ type: "runway.store", bucket: RECONCILE_BUCKET, key: keyOf(after.tenant, after.id, key), value: null });
+  const compare = (node: string, item: number | undefined, was: Hold | undefined, now: Hold | undefined) => {
+    if (was === now) return;
+    if (now && now.key !== was?.key) {
+      const entry: ReconcileItem = { run: after.id, node, ...(item !== undefined ? { item } : {}), ...now };
+      out.push({ type: "runway.store", bucket: RECONCILE_BUCKET, key: keyOf(after.tenant, after.id, now.key), value: entry });
+    }
+    if (was && was.key !== now?.key) out.push({ type: "runway.store", bucket: RECONCILE_BUCKET, key: keyOf(after.tenant, after.id, was.key), value: null });
+  };
+  // A head holds every node of its plan from its create on; a map's settled items leave its `live`.
+  for (const node in after.nodes) {
+    const n: NodeRun = after.nodes[node]!;
+    const b: NodeRun | undefined = before?.nodes[node];
+    compare(node, undefined, b?.reconcile, n.reconcile);
+    const live = n.map?.live;
+    const wasLive = b?.map?.live;
+    if (live === wasLive) continue;
+    for (const i in live) compare(node, Number(i), wasLive?.[i]?.reconcile, live[i]!.reconcile);
+    for (const i in wasLive) if (!live || !(i in live)) compare(node, Number(i), wasLive[i]!.reconcile, undefined);
+  }
   return out;
 }
 

@@ -298,11 +298,13 @@ export class ActorCell {
           continue;
         }
         const answer = effects.find((e) => e.type === "runway.answer");
+        // Only a later command of this batch reads the count (a single command's facts are never split).
+        const counted = index < batch.length - 1;
         for (const e of effects) {
           if (e.type === "runway.local") local.push(e);
           else if (e.type === "runway.journal") {
             journal.push(e.data);
-            journalBytes += factBytes(e.data);
+            if (counted) journalBytes += factBytes(e.data);
           }
         }
         effects

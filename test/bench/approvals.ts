@@ -11,7 +11,9 @@
  * of the tenant's active runs (it is one until the run ends), so a run past the cap would be
  * queued, not parked (the bench fails on one). Env: APPROVALS_PARKED (default 10,000),
  * APPROVALS_DECIDED (default 1,000, also the approval-alone runs), BENCH_CPU_PROFILE (a file: a
- * CPU profile of this process over the first decision phase, for `node --cpu-prof`-style reading).
+ * CPU profile of this process over the first decision phase, or the approval-alone one with
+ * BENCH_PROFILE_PHASE=alone, as `node --cpu-prof` writes them), BENCH_HEAP_PROFILE (a file: an
+ * allocation sampling profile of the same phase, collected objects included; needs BENCH_CPU_PROFILE).
  */
 import { writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
@@ -23,17 +25,27 @@ import { perStep, syscalls, world } from "./workflow.js";
 const TARGET = { heap_delta_mb_max: 50, decided_all_done_ms_max: 1_000 };
 const WARM_UP = 50;
 
-/** BENCH_CPU_PROFILE=<file>: a CPU profile of this process (node, pool threads' main-thread side, client) from the call until the returned stop. */
+/** BENCH_CPU_PROFILE=<file>: a CPU profile of this process's main thread (the node and the client) from the call until the returned stop. */
 async function cpuProfile(): Promise<(() => Promise<void>) | undefined> {
   const file = process.env.BENCH_CPU_PROFILE;
   if (!file) return undefined;
   const session = new Session();
   session.connect();
   await session.post("Profiler.enable");
+  await session.post("Profiler.setSamplingInterval", { interval: 200 });
+  const heap = process.env.BENCH_HEAP_PROFILE;
+  // Every allocation sampled, also of objects already collected: where the phase's garbage comes from.
+  if (heap)
+    await session.post("HeapProfiler.startSampling", {
+      samplingInterval: 4096,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    });
   await session.post("Profiler.start");
   return async () => {
     const { profile } = await session.post("Profiler.stop");
     writeFileSync(file, JSON.stringify(profile));
+    if (heap) writeFileSync(heap, JSON.stringify((await session.post("HeapProfiler.stopSampling")).profile));
     session.disconnect();
   };
 }
@@ -107,6 +119,7 @@ export async function approvals(): Promise<Record<string, unknown>> {
       const ticks = clockTicks();
       const serverCpu0 = procCpuSeconds(w.server.pid, ticks);
       const cpu0 = process.cpuUsage();
+      const main0 = procCpuSeconds(process.pid, ticks, process.pid);
       const io0 = syscalls(process.pid);
       const elu0 = performance.eventLoopUtilization();
       const t1 = performance.now();
@@ -122,6 +135,7 @@ export async function approvals(): Promise<Record<string, unknown>> {
       const allDoneMs = performance.now() - t1;
       const elu = performance.eventLoopUtilization(elu0);
       const cpu = process.cpuUsage(cpu0);
+      const main1 = procCpuSeconds(process.pid, ticks, process.pid);
       const io1 = syscalls(process.pid);
       const serverCpu1 = procCpuSeconds(w.server.pid, ticks);
       await profile?.();
@@ -134,6 +148,8 @@ export async function approvals(): Promise<Record<string, unknown>> {
         // CPU per approved run in microseconds: this process (the node, its pool threads, the bench client) and nats-server.
         cpu_us_per_run: {
           process: Math.round((cpu.user + cpu.system) / chosen.length),
+          // The node's main thread alone (the event loop every actor, the scheduler and the client share): what bounds the phase.
+          main_thread: main0 === undefined || main1 === undefined ? null : Math.round(((main1 - main0) * 1e6) / chosen.length),
           nats_server: serverCpu0 === undefined || serverCpu1 === undefined ? null : Math.round(((serverCpu1 - serverCpu0) * 1e6) / chosen.length),
         },
         // Read and write syscalls of this process per approved run (/proc/<pid>/io): socket reads and writes, thread wake-ups.
@@ -144,7 +160,8 @@ export async function approvals(): Promise<Record<string, unknown>> {
     };
 
     progress(`approvals: approving ${decided} at once (approval, then a no-op step)`);
-    const withStep = await approveAll(ids.slice(0, decided), true);
+    const profileAlone = process.env.BENCH_PROFILE_PHASE === "alone";
+    const withStep = await approveAll(ids.slice(0, decided), !profileAlone);
 
     progress(`approvals: parking ${decided} runs of the approval alone, then approving them at once`);
     const alone: string[] = [];
@@ -154,7 +171,7 @@ export async function approvals(): Promise<Record<string, unknown>> {
       intervalMs: 100,
       describe: "the approval-alone runs to park",
     });
-    const gateOnly = await approveAll(alone, false);
+    const gateOnly = await approveAll(alone, profileAlone);
 
     const delta = after - before;
     return {

@@ -45,11 +45,11 @@ export function progress(message: string): void {
   process.stderr.write(`bench: ${message}\n`);
 }
 
-/** utime + stime of a process in seconds, from /proc (Linux), or undefined elsewhere. */
-export function procCpuSeconds(pid: number, ticks: number): number | undefined {
+/** utime + stime of a process (or, with `thread`, of one of its threads) in seconds, from /proc (Linux), or undefined elsewhere. */
+export function procCpuSeconds(pid: number, ticks: number, thread?: number): number | undefined {
   try {
     // Fields after the command name (which may hold spaces) start at the closing parenthesis.
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const stat = readFileSync(thread === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${thread}/stat`, "utf8");
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     return (Number(fields[11]) + Number(fields[12])) / ticks;
   } catch {
