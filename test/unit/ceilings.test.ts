@@ -1,25 +1,12 @@
 import { describe, expect, it } from "vitest";
 import type { ExecuteRequest, Plan } from "../../machines/index.js";
-import { executes, plan, runDriver, type Emitted } from "./run-driver.js";
+import { executes, plan, runDriver, type Emitted, rootSeed } from "./run-driver.js";
 
 /** Seed 004 ceiling rows on the pure run machine: marks travel in fields, maps drain to a prefix, platform stops win, the wall clock counts from the start. */
 
 const T0 = 1_000_000;
 
-const seed = (over: Record<string, unknown> = {}) => ({
-  id: "t_1",
-  tenant: "t",
-  root_run_id: "t_1",
-  parent_run_id: null,
-  parent_node: null,
-  depth: 0,
-  definition: { name: "w", version: 1, digest: "d" },
-  source: "api",
-  start_key: "k",
-  lane: "batch" as const,
-  input: {},
-  ...over,
-});
+const seed = rootSeed;
 /** A child run of `t_p` (its root), started by `t_p`'s node `n`; its parent waits on it. */
 const childOf = (id: string) => ({
   run: seed({ id, root_run_id: "t_p", parent_run_id: "t_p", parent_node: "n", depth: 1 }),

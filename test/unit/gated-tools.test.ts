@@ -1,25 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { compileDefinition, gatedBy, type ExecuteRequest, type Plan } from "../../machines/index.js";
-import { executes, plan, runDriver, type Emitted } from "./run-driver.js";
+import { executes, plan, runDriver, type Emitted, rootSeed } from "./run-driver.js";
 
 /** Gated tools on the pure run machine: the rule, the one approval record per step and tool, parking, decisions and expiry. */
 
 const T0 = 1_000_000;
 const HOUR = 3_600_000;
 
-const seed = {
-  id: "t_1",
-  tenant: "t",
-  root_run_id: "t_1",
-  parent_run_id: null,
-  parent_node: null,
-  depth: 0,
-  definition: { name: "w", version: 1, digest: "d" },
-  source: "api",
-  start_key: "k",
-  lane: "batch" as const,
-  input: {},
-};
+const seed = rootSeed();
 
 const ID = "t_1:pay:approval.pay/charge";
 const ARGS = { account: "acme", amount: 30 };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_SWEEP, isPlatformStop, MAP_OUTPUT_LIMIT, PLATFORM_STOP_CODES, sweepPlan, type Plan } from "../../machines/index.js";
-import { executes, plan, runDriver, type Emitted } from "./run-driver.js";
+import { executes, plan, runDriver, type Emitted, rootSeed } from "./run-driver.js";
 
 /** Seed 004 contract rows on the pure run machine: platform stops, tree shape at create, map output bound, lost dispatch. */
 
@@ -10,20 +10,7 @@ function runner(p: Plan, extra: Record<string, unknown> = {}) {
   return runDriver(p, extra, T0);
 }
 
-const seed = (over: Record<string, unknown> = {}) => ({
-  id: "t_1",
-  tenant: "t",
-  root_run_id: "t_1",
-  parent_run_id: null,
-  parent_node: null,
-  depth: 0,
-  definition: { name: "w", version: 1, digest: "d" },
-  source: "api",
-  start_key: "k",
-  lane: "batch" as const,
-  input: {},
-  ...over,
-});
+const seed = rootSeed;
 const childSeed = (over: Record<string, unknown> = {}) => seed({ id: "t_c", root_run_id: "t_r", parent_run_id: "t_p", parent_node: "sub", depth: 2, ...over });
 const parentView = (over: Record<string, unknown> = {}) => ({ status: "running", tenant: "t", root_run_id: "t_r", depth: 1, waits: true, ...over });
 const answer = (effects: Emitted[]) => effects.find((e) => e.type === "runway.answer")?.value;

@@ -74,3 +74,19 @@ export function runDriver(p: Plan, extra: Record<string, unknown> = {}, start = 
     },
   };
 }
+
+/** A top-level run's seed (`t_1`, batch, empty input), with `over` on top. */
+export const rootSeed = (over: Record<string, unknown> = {}) => ({
+  id: "t_1",
+  tenant: "t",
+  root_run_id: "t_1",
+  parent_run_id: null,
+  parent_node: null,
+  depth: 0,
+  definition: { name: "w", version: 1, digest: "d" },
+  source: "api",
+  start_key: "k",
+  lane: "batch" as const,
+  input: {},
+  ...over,
+});

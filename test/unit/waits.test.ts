@@ -1,25 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { runShapeViolations, type Plan } from "../../machines/index.js";
-import { executes, plan, runDriver, type Emitted } from "./run-driver.js";
+import { executes, plan, runDriver, type Emitted, rootSeed } from "./run-driver.js";
 
 /** Seed 004's wait and approval contract rows on the pure run machine: expiry under the one status rule, branches that park, cancelling a parked run. */
 
 const T0 = 1_000_000;
 const HOUR = 3_600_000;
 
-const seed = {
-  id: "t_1",
-  tenant: "t",
-  root_run_id: "t_1",
-  parent_run_id: null,
-  parent_node: null,
-  depth: 0,
-  definition: { name: "w", version: 1, digest: "d" },
-  source: "api",
-  start_key: "k",
-  lane: "batch" as const,
-  input: {},
-};
+const seed = rootSeed();
 
 function started(p: Plan) {
   const r = runDriver(p, {}, T0);
