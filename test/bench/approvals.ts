@@ -15,40 +15,13 @@
  * BENCH_PROFILE_PHASE=alone, as `node --cpu-prof` writes them), BENCH_HEAP_PROFILE (a file: an
  * allocation sampling profile of the same phase, collected objects included; needs BENCH_CPU_PROFILE).
  */
-import { writeFileSync } from "node:fs";
-import { Session } from "node:inspector/promises";
 import { ApiFault } from "../../cluster/client.js";
 import { waitFor } from "../harness/index.js";
-import { clockTicks, heapUsedMb, percentiles, procCpuSeconds, progress, windowed } from "./stats.js";
+import { clockTicks, cpuProfile, heapUsedMb, percentiles, procCpuSeconds, progress, windowed } from "./stats.js";
 import { perStep, syscalls, world } from "./workflow.js";
 
 const TARGET = { heap_delta_mb_max: 50, decided_all_done_ms_max: 1_000 };
 const WARM_UP = 50;
-
-/** BENCH_CPU_PROFILE=<file>: a CPU profile of this process's main thread (the node and the client) from the call until the returned stop. */
-async function cpuProfile(): Promise<(() => Promise<void>) | undefined> {
-  const file = process.env.BENCH_CPU_PROFILE;
-  if (!file) return undefined;
-  const session = new Session();
-  session.connect();
-  await session.post("Profiler.enable");
-  await session.post("Profiler.setSamplingInterval", { interval: 200 });
-  const heap = process.env.BENCH_HEAP_PROFILE;
-  // Every allocation sampled, also of objects already collected: where the phase's garbage comes from.
-  if (heap)
-    await session.post("HeapProfiler.startSampling", {
-      samplingInterval: 4096,
-      includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: true,
-    });
-  await session.post("Profiler.start");
-  return async () => {
-    const { profile } = await session.post("Profiler.stop");
-    writeFileSync(file, JSON.stringify(profile));
-    if (heap) writeFileSync(heap, JSON.stringify((await session.post("HeapProfiler.stopSampling")).profile));
-    session.disconnect();
-  };
-}
 
 const mb = (x: number) => Math.round(x * 10) / 10;
 

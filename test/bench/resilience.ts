@@ -123,6 +123,11 @@ export async function w5(): Promise<Record<string, unknown>> {
       })),
     });
     const runs: string[] = [];
+    // Completions are seen as their events arrive; polling 200 runs every few ms would load the
+    // very node whose recovery is being timed.
+    const succeeded = new Set<string>();
+    nc.subscribe("rw.evt.w5.*.*.run_succeeded", { callback: (_err, msg) => void succeeded.add(msg.subject.split(".")[4]!) });
+    await nc.flush();
     progress("w5: 200 runs x 10 steps, then SIGKILL");
     await windowed(200, 200, async () => void runs.push(((await client.startRun({ definition: "seq10" })).run as { id: string }).id));
     await waitFor(() => (existsSync(ledger) ? readFileSync(ledger, "utf8").split("\n").length > 500 || undefined : undefined), {
@@ -142,12 +147,20 @@ export async function w5(): Promise<Record<string, unknown>> {
     const t0 = performance.now();
     node = await startNode(server.url, ledger);
     const restartedMs = performance.now() - t0;
+    // A run's live event may be lost with the node (it is not stored apart from the journal): a
+    // run not heard of is also asked for: every 500 ms once at most 20 are left, every 2 s before.
+    let asked = performance.now();
     await waitFor(
       async () => {
-        const views = await Promise.all(runs.map(async (id) => ((await client.getRun(id)).run as { status: string }).status));
-        return views.every((s) => s === "succeeded") || undefined;
+        const silent = runs.filter((id) => !succeeded.has(id));
+        if (silent.length === 0) return true;
+        const since = performance.now() - asked;
+        if ((silent.length > 20 || since < 500) && since < 2_000) return undefined;
+        asked = performance.now();
+        for (const id of silent) if (((await client.getRun(id)).run as { status: string }).status === "succeeded") succeeded.add(id);
+        return silent.every((id) => succeeded.has(id)) || undefined;
       },
-      { timeoutMs: 120_000, intervalMs: 20, describe: "every run to finish after the restart" },
+      { timeoutMs: 120_000, intervalMs: 2, describe: "every run to finish after the restart" },
     );
     const doneMs = performance.now() - t0;
     const per = new Map<string, string[]>();

@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
+import { Session } from "node:inspector/promises";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 
@@ -77,4 +78,29 @@ export function clockTicks(): number {
   } catch {
     return 100;
   }
+}
+
+/** BENCH_CPU_PROFILE=<file>: a CPU profile of this process's main thread (the node and the client) from the call until the returned stop. */
+export async function cpuProfile(): Promise<(() => Promise<void>) | undefined> {
+  const file = process.env.BENCH_CPU_PROFILE;
+  if (!file) return undefined;
+  const session = new Session();
+  session.connect();
+  await session.post("Profiler.enable");
+  await session.post("Profiler.setSamplingInterval", { interval: 200 });
+  const heap = process.env.BENCH_HEAP_PROFILE;
+  // Every allocation sampled, also of objects already collected: where the phase's garbage comes from.
+  if (heap)
+    await session.post("HeapProfiler.startSampling", {
+      samplingInterval: 4096,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    });
+  await session.post("Profiler.start");
+  return async () => {
+    const { profile } = await session.post("Profiler.stop");
+    writeFileSync(file, JSON.stringify(profile));
+    if (heap) writeFileSync(heap, JSON.stringify((await session.post("HeapProfiler.stopSampling")).profile));
+    session.disconnect();
+  };
 }

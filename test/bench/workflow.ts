@@ -6,7 +6,7 @@ import { RunwayClient } from "../../cluster/client.js";
 import { startRunwayNode, type RunwayWorkflowNode } from "../../cluster/runway-node.js";
 import { createLogger } from "../../runtime/index.js";
 import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
-import { clockTicks, percentiles, procCpuSeconds, progress, windowed } from "./stats.js";
+import { clockTicks, cpuProfile, percentiles, procCpuSeconds, progress, windowed } from "./stats.js";
 
 const handlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
 
@@ -124,8 +124,10 @@ export async function w1(): Promise<Record<string, unknown>> {
     const cpu0 = process.cpuUsage();
     const io0 = syscalls(process.pid);
     const serverIo0 = syscalls(w.server.pid);
+    const profiled = await cpuProfile();
     const t0 = performance.now();
     await windowed(runs, 32, async () => void latencies.push(await startAndFinish(w, "seq10")));
+    await profiled?.();
     const seconds = (performance.now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0);
     const io1 = syscalls(process.pid);
