@@ -45,19 +45,28 @@ function inboxItem(run: RunContext, node: string, kind: InboxItem["kind"], appro
 export function inboxEffects(before: RunContext | null | undefined, after: RunContext | null | undefined): Effect[] {
   if (!after) return [];
   const out: Effect[] = [];
-  const compare = (node: string, admission: boolean, was: ApprovalState | undefined, now: ApprovalState | undefined) => {
-    if (was === now) return;
-    const closed = pendingOf(was);
-    const open = pendingOf(now);
-    const kind = admission ? "admission" : open?.input ? "input" : open?.tool ? "tool" : "node";
-    if (open && open.id !== closed?.id)
-      out.push({ type: "runway.store", bucket: APPROVALS_BUCKET, key: keyOf(after.tenant, open.id), value: inboxItem(after, node, kind, open) });
-    if (closed && closed.id !== open?.id) out.push({ type: "runway.store", bucket: APPROVALS_BUCKET, key: keyOf(after.tenant, closed.id), value: null });
-  };
   // A head holds every node of its plan from its create on: none leaves it.
-  for (const node in after.nodes) compare(node, false, before?.nodes[node]?.approval, after.nodes[node]!.approval);
-  compare(ADMISSION, true, before?.admission_approval, after.admission_approval);
+  for (const node in after.nodes) compareInbox(out, after, node, false, before?.nodes[node]?.approval, after.nodes[node]!.approval);
+  compareInbox(out, after, ADMISSION, true, before?.admission_approval, after.admission_approval);
   return out;
+}
+
+/** The inbox entries one approval's change adds and removes (a function of its own: no closure per transition). */
+function compareInbox(
+  out: Effect[],
+  after: RunContext,
+  node: string,
+  admission: boolean,
+  was: ApprovalState | undefined,
+  now: ApprovalState | undefined,
+): void {
+  if (was === now) return;
+  const closed = pendingOf(was);
+  const open = pendingOf(now);
+  const kind = admission ? "admission" : open?.input ? "input" : open?.tool ? "tool" : "node";
+  if (open && open.id !== closed?.id)
+    out.push({ type: "runway.store", bucket: APPROVALS_BUCKET, key: keyOf(after.tenant, open.id), value: inboxItem(after, node, kind, open) });
+  if (closed && closed.id !== open?.id) out.push({ type: "runway.store", bucket: APPROVALS_BUCKET, key: keyOf(after.tenant, closed.id), value: null });
 }
 
 /** A page of the inbox; `next_cursor` (null: the last page) is what to pass as `cursor` for the next. */

@@ -154,7 +154,7 @@ export class Dispatcher {
     this.pumping = true;
     try {
       for (;;) {
-        const decision = next(this.state, { now: this.deps.clock.now(), config: this.deps.config, tenants: (t) => this.deps.policy(t), buckets: this.buckets });
+        const decision = next(this.state, { now: this.deps.clock.now(), config: this.deps.config, tenants: this.deps.policy, buckets: this.buckets });
         this.state = decision.state;
         this.buckets = { ...decision.buckets };
         if (decision.decision === "idle") {

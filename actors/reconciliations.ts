@@ -34,26 +34,28 @@ type Hold = NonNullable<ItemRun["reconcile"]>;
 export function reconcileIndexEffects(before: RunContext | null | undefined, after: RunContext | null | undefined): Effect[] {
   if (!after) return [];
   const out: Effect[] = [];
-  const compare = (node: string, item: number | undefined, was: Hold | undefined, now: Hold | undefined) => {
-    if (was === now) return;
-    if (now && now.key !== was?.key) {
-      const entry: ReconcileItem = { run: after.id, node, ...(item !== undefined ? { item } : {}), ...now };
-      out.push({ type: "runway.store", bucket: RECONCILE_BUCKET, key: keyOf(after.tenant, after.id, now.key), value: entry });
-    }
-    if (was && was.key !== now?.key) out.push({ type: "runway.store", bucket: RECONCILE_BUCKET, key: keyOf(after.tenant, after.id, was.key), value: null });
-  };
   // A head holds every node of its plan from its create on; a map's settled items leave its `live`.
   for (const node in after.nodes) {
     const n: NodeRun = after.nodes[node]!;
     const b: NodeRun | undefined = before?.nodes[node];
-    compare(node, undefined, b?.reconcile, n.reconcile);
+    compareHold(out, after, node, undefined, b?.reconcile, n.reconcile);
     const live = n.map?.live;
     const wasLive = b?.map?.live;
     if (live === wasLive) continue;
-    for (const i in live) compare(node, Number(i), wasLive?.[i]?.reconcile, live[i]!.reconcile);
-    for (const i in wasLive) if (!live || !(i in live)) compare(node, Number(i), wasLive[i]!.reconcile, undefined);
+    for (const i in live) compareHold(out, after, node, Number(i), wasLive?.[i]?.reconcile, live[i]!.reconcile);
+    for (const i in wasLive) if (!live || !(i in live)) compareHold(out, after, node, Number(i), wasLive[i]!.reconcile, undefined);
   }
   return out;
+}
+
+/** The index entries one hold's change adds and removes (a function of its own: no closure per transition). */
+function compareHold(out: Effect[], after: RunContext, node: string, item: number | undefined, was: Hold | undefined, now: Hold | undefined): void {
+  if (was === now) return;
+  if (now && now.key !== was?.key) {
+    const entry: ReconcileItem = { run: after.id, node, ...(item !== undefined ? { item } : {}), ...now };
+    out.push({ type: "runway.store", bucket: RECONCILE_BUCKET, key: keyOf(after.tenant, after.id, now.key), value: entry });
+  }
+  if (was && was.key !== now?.key) out.push({ type: "runway.store", bucket: RECONCILE_BUCKET, key: keyOf(after.tenant, after.id, was.key), value: null });
 }
 
 /** A tenant's open reconciliation items (optionally of one run), oldest first. */

@@ -41,11 +41,18 @@ export const MAX_ENCODED_DEPTH = 512;
 function deeperThan(value: unknown, levels: number): boolean {
   if (value === null || typeof value !== "object" || ArrayBuffer.isView(value)) return false;
   if (levels === 0) return true;
+  // Leaves (most values) are skipped here rather than in a call of their own.
   if (Array.isArray(value)) {
-    for (const v of value) if (deeperThan(v, levels - 1)) return true;
+    for (let i = 0; i < value.length; i++) {
+      const v: unknown = value[i];
+      if (typeof v === "object" && v !== null && deeperThan(v, levels - 1)) return true;
+    }
     return false;
   }
-  for (const key in value) if (deeperThan((value as Record<string, unknown>)[key], levels - 1)) return true;
+  for (const key in value) {
+    const v = (value as Record<string, unknown>)[key];
+    if (typeof v === "object" && v !== null && deeperThan(v, levels - 1)) return true;
+  }
   return false;
 }
 

@@ -156,13 +156,19 @@ export function outputOf(d: Draft, id: string): unknown {
 /** Node states for the walk; outputs are read only when a template or condition asks for them. */
 export function states(d: Draft): Record<string, NodeState> {
   const out: Record<string, NodeState> = {};
-  for (const [id, n] of Object.entries(d.run.nodes)) out[id] = withOutput(d, id, { status: n.s, ...(n.taken ? { taken: n.taken } : {}) }, n);
+  for (const id in d.run.nodes) {
+    const n = d.run.nodes[id]!;
+    out[id] = hasOutput(n) ? lazyOutput(d, id, n.s, n.taken) : n.taken ? { status: n.s, taken: n.taken } : { status: n.s };
+  }
   return out;
 }
 
 export function scopeOf(d: Draft): Scope {
   const steps: Record<string, { status: NodeState["status"]; output?: unknown }> = {};
-  for (const [id, n] of Object.entries(d.run.nodes)) steps[id] = withOutput(d, id, { status: n.s }, n);
+  for (const id in d.run.nodes) {
+    const n = d.run.nodes[id]!;
+    steps[id] = hasOutput(n) ? lazyOutput(d, id, n.s, undefined) : { status: n.s };
+  }
   return { input: d.memory.input, steps };
 }
 
@@ -170,14 +176,37 @@ function hasOutput(n: NodeRun): boolean {
   return !!n.out || !!n.taken || (!!n.map && n.s !== "active" && n.s !== "pending");
 }
 
-/** Adds a lazy `output` (computed once, on first read) to a node's state when it has one. */
-function withOutput<T extends object>(d: Draft, id: string, state: T, n: NodeRun): T & { output?: unknown } {
-  if (!hasOutput(n)) return state;
-  let cached: { value: unknown } | undefined;
-  return Object.defineProperty(state, "output", {
-    enumerable: true,
-    get: () => (cached ??= { value: outputOf(d, id) }).value,
-  }) as T & { output?: unknown };
+/**
+ * A node's state with a lazy `output` (computed once, on first read): most transitions never
+ * read an output. A class, so that building one per node and transition costs a plain
+ * allocation (an object with its own accessor, or one defined on it afterwards, cost a few
+ * percent of a step's CPU); its draft and id are private fields, invisible to anything that
+ * enumerates or serialises it.
+ */
+class LazyNodeState {
+  declare readonly taken?: NodeRun["taken"];
+  readonly #draft: Draft;
+  readonly #id: string;
+  #cached: { value: unknown } | undefined;
+
+  constructor(
+    readonly status: NodeRun["s"],
+    draft: Draft,
+    id: string,
+    taken: NodeRun["taken"],
+  ) {
+    if (taken) this.taken = taken;
+    this.#draft = draft;
+    this.#id = id;
+  }
+
+  get output(): unknown {
+    return (this.#cached ??= { value: outputOf(this.#draft, this.#id) }).value;
+  }
+}
+
+function lazyOutput(d: Draft, id: string, status: NodeRun["s"], taken: NodeRun["taken"]): LazyNodeState {
+  return new LazyNodeState(status, d, id, taken);
 }
 
 /** Records an output once, as a journal fact (stored with this transition, never in the head). */

@@ -262,12 +262,15 @@ export function settleRun(d: Draft): void {
  * (then a signal, then a delay), and its one expiry clock is the latest wake-up of what it waits
  * on, plus the grace window.
  */
+/** A tool node whose gated call waits on its approval: parked like an approval node. */
+function gatedCall(d: Draft, n: PlanNode): boolean {
+  return n.kind === "code" && d.run.nodes[n.id]!.approval?.state === "pending";
+}
+
 export function parkOrRun(d: Draft): void {
   const active = d.plan.nodes.filter((n) => d.run.nodes[n.id]!.s === "active");
-  // A tool node whose gated call waits on its approval is parked like an approval node.
-  const gated = (n: PlanNode) => n.kind === "code" && d.run.nodes[n.id]!.approval?.state === "pending";
-  const parked = active.filter((n) => n.kind === "sleep" || n.kind === "wait" || n.kind === "approval" || gated(n));
-  const held = parked.some((n) => n.kind === "wait" || n.kind === "approval" || gated(n));
+  const parked = active.filter((n) => n.kind === "sleep" || n.kind === "wait" || n.kind === "approval" || gatedCall(d, n));
+  const held = parked.some((n) => n.kind === "wait" || n.kind === "approval" || gatedCall(d, n));
   const lc = d.run.lifecycle;
   if (held || (active.length > 0 && parked.length === active.length)) {
     const grace = d.event.wait_grace_ms ?? WAIT_GRACE_MS;

@@ -206,16 +206,18 @@ export class ActorHost {
   ): Promise<CommandAnswer | { outcome: "not_served" } | { outcome: "kept"; reason: string }> {
     const part = this.owned.get(this.partitionOf(address));
     if (!part || part.stopping) return Promise.resolve({ outcome: "not_served" });
+    // Methods rather than arrow functions below: under tsx every named closure costs a `__name` call.
+    const host = this;
     return new Promise((resolve) => {
       this.enqueue(part, address, {
         id,
         event,
         ...(options.trusted ? { trusted: true } : {}),
-        settle: (answer, how, reason, detail) => {
+        settle(answer, how, reason, detail) {
           // No mailbox message to file: the letter is the command as the mailbox would have carried it.
           if (how === "dead")
-            void this.deadLetters.put({
-              ...this.letterFields(part.log.partition, address, reason, detail),
+            void host.deadLetters.put({
+              ...host.letterFields(part.log.partition, address, reason, detail),
               subject: mailboxSubject(part.log.partition, address.kind, address.id),
               headers: { [HEADER_ID]: id },
               data: encodeCommand(event),
@@ -336,23 +338,19 @@ export class ActorHost {
     const kind = tokens[3] ?? "";
     const id = tokens[4] ?? "";
     const address = { kind, id };
-    // A message no actor here can ever read: answered, filed as a dead letter, never delivered again.
-    const undeliverable = (reason: DeadLetterReason, detail: string, answer: CommandAnswer) => {
-      this.stats.terminated++;
-      this.logger.warn("mailbox message dead-lettered", { reason, detail, subject: msg.subject, seq: msg.seq });
-      this.answer(reply, answer);
-      void this.bury(part, msg, address, reason, detail);
-    };
     if (tokens.length !== 5 || Number(tokens[2]) !== part.log.partition || !ID_PATTERN.test(id)) {
-      undeliverable(DeadLetterReason.BadSubject, "not rw.cmd.<this partition>.<kind>.<id>", { outcome: "invalid_input", reason: "bad_subject" });
+      this.undeliverable(part, msg, address, reply, DeadLetterReason.BadSubject, "not rw.cmd.<this partition>.<kind>.<id>", {
+        outcome: "invalid_input",
+        reason: "bad_subject",
+      });
       return;
     }
     if (!this.definitions.has(kind)) {
-      undeliverable(DeadLetterReason.UnknownKind, kind, { outcome: "unknown_kind", kind });
+      this.undeliverable(part, msg, address, reply, DeadLetterReason.UnknownKind, kind, { outcome: "unknown_kind", kind });
       return;
     }
     if (this.partitionOf(address) !== part.log.partition) {
-      undeliverable(DeadLetterReason.BadSubject, `${kind}.${id} belongs to partition ${this.partitionOf(address)}`, {
+      this.undeliverable(part, msg, address, reply, DeadLetterReason.BadSubject, `${kind}.${id} belongs to partition ${this.partitionOf(address)}`, {
         outcome: "invalid_input",
         reason: "wrong_partition",
       });
@@ -360,29 +358,50 @@ export class ActorHost {
     }
     const decoded = commandCodec.decode(msg.data);
     if (!decoded.ok) {
-      undeliverable(DeadLetterReason.Undecodable, `${decoded.reason}: ${decoded.detail}`, { outcome: "invalid_input", reason: decoded.reason });
+      this.undeliverable(part, msg, address, reply, DeadLetterReason.Undecodable, `${decoded.reason}: ${decoded.detail}`, {
+        outcome: "invalid_input",
+        reason: decoded.reason,
+      });
       return;
     }
     const commandId = msg.headers?.get(HEADER_ID) || msg.headers?.get("Nats-Msg-Id") || `seq-${msg.seq}`;
     const deliveries = msg.info.deliveryCount;
+    const host = this;
     this.enqueue(part, address, {
       id: commandId,
       event: decoded.value.event,
       deliveries,
-      settle: (answer, how, reason, detail) => {
+      // A method, not an arrow function: under tsx every named closure costs a `__name` call.
+      settle(answer, how, reason, detail) {
         if (how === "keep") {
           // Fenced: the partition's next owner takes it. Otherwise it comes back after a backoff.
-          if (reason !== "fenced") msg.nak(Math.min((this.config.redeliveryBaseMs ?? 500) * 2 ** (deliveries - 1), 30_000));
+          if (reason !== "fenced") msg.nak(Math.min((host.config.redeliveryBaseMs ?? 500) * 2 ** (deliveries - 1), 30_000));
           return;
         }
-        this.answer(reply, answer);
-        if (how === "dead") void this.bury(part, msg, address, reason, detail);
+        host.answer(reply, answer);
+        if (how === "dead") void host.bury(part, msg, address, reason, detail);
         else if (how === "term") {
-          this.logger.warn("mailbox message terminated", { reason, subject: msg.subject, seq: msg.seq });
+          host.logger.warn("mailbox message terminated", { reason, subject: msg.subject, seq: msg.seq });
           msg.term(reason);
         } else msg.ack();
       },
     });
+  }
+
+  /** A message no actor here can ever read: answered, filed as a dead letter, never delivered again. */
+  private undeliverable(
+    part: OwnedPartition,
+    msg: JsMsg,
+    address: ActorAddress,
+    reply: string | undefined,
+    reason: DeadLetterReason,
+    detail: string,
+    answer: CommandAnswer,
+  ): void {
+    this.stats.terminated++;
+    this.logger.warn("mailbox message dead-lettered", { reason, detail, subject: msg.subject, seq: msg.seq });
+    this.answer(reply, answer);
+    void this.bury(part, msg, address, reason, detail);
   }
 
   /** Sends a command's closed answer to its requester; an answer that cannot be sent is logged, never thrown into the actor's lane. */

@@ -13,6 +13,13 @@ interface Pending {
   deadline: number;
 }
 
+/** `Promise.withResolvers` (Node 22), for Node 20. */
+function withResolvers<T>(): { promise: Promise<T>; resolve(value: T): void } {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
 class RequestMux {
   private readonly prefix: string;
   private readonly pending = new Map<number, Pending>();
@@ -38,29 +45,35 @@ class RequestMux {
 
   /** Reserves a reply subject; the promise settles with the first message sent to it, or at the deadline. */
   expect(timeoutMs: number): { subject: string; reply: Promise<RawReply>; cancel(reason?: "closed" | "too_large"): void } {
-    const token = this.next++;
-    let cancel = (_reason?: "closed" | "too_large") => undefined as void;
-    const reply = new Promise<RawReply>((resolve) => {
-      if (this.nc.isClosed()) return resolve({ ok: false, reason: "closed" });
-      this.pending.set(token, { resolve, deadline: performance.now() + timeoutMs });
-      cancel = (reason = "closed") => {
-        if (this.pending.delete(token)) resolve({ ok: false, reason });
-      };
-      this.ensureSweeper();
-    });
-    return { subject: `${this.prefix}${token}`, reply, cancel };
+    const token = this.reserve(timeoutMs);
+    return { subject: `${this.prefix}${token.id}`, reply: token.reply, cancel: (reason = "closed") => this.settle(token.id, { ok: false, reason }) };
   }
 
   request(subject: string, data: Uint8Array | string, headers: MsgHdrs | undefined, timeoutMs: number): Promise<RawReply> {
-    const expected = this.expect(timeoutMs);
+    const token = this.reserve(timeoutMs);
     try {
-      this.nc.publish(subject, data, { reply: expected.subject, ...(headers ? { headers } : {}) });
+      this.nc.publish(subject, data, { reply: `${this.prefix}${token.id}`, ...(headers ? { headers } : {}) });
     } catch (err) {
       // The client refuses a message over the server's max_payload before sending it: a local
       // refusal, not a closed connection (retrying it cannot help).
-      expected.cancel(/max_payload/i.test(String((err as Error)?.message ?? err)) ? "too_large" : "closed");
+      this.settle(token.id, { ok: false, reason: /max_payload/i.test(String((err as Error)?.message ?? err)) ? "too_large" : "closed" });
     }
-    return expected.reply;
+    return token.reply;
+  }
+
+  /** A reply token and the promise its first message (or its deadline) settles; no closure is built per request. */
+  private reserve(timeoutMs: number): { id: number; reply: Promise<RawReply> } {
+    const id = this.next++;
+    if (this.nc.isClosed()) return { id, reply: Promise.resolve({ ok: false, reason: "closed" }) };
+    const { promise, resolve } = withResolvers<RawReply>();
+    this.pending.set(id, { resolve, deadline: performance.now() + timeoutMs });
+    this.ensureSweeper();
+    return { id, reply: promise };
+  }
+
+  private settle(id: number, reply: RawReply): void {
+    const p = this.pending.get(id);
+    if (p && this.pending.delete(id)) p.resolve(reply);
   }
 
   private ensureSweeper(): void {
