@@ -1,5 +1,5 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { SERVICE_ERROR_CODE_HEADER, SERVICE_ERROR_HEADER } from "../runtime/index.js";
+import { rawRequest, SERVICE_ERROR_CODE_HEADER, SERVICE_ERROR_HEADER } from "../runtime/index.js";
 
 export type ApiAnswer = { outcome: string } & Record<string, unknown>;
 
@@ -21,8 +21,15 @@ export class RunwayClient {
     private readonly timeoutMs = 15_000,
   ) {}
 
+  /**
+   * One API request. Through the runtime's request mux (one inbox subscription, no Error built
+   * per call as the client's own `request()` does); a request that gets no answer throws:
+   * `timeout`, `no responders` (no node serves the API), or the connection `closed`.
+   */
   async call(subject: string, body: unknown): Promise<ApiAnswer> {
-    const reply = await this.nc.request(subject, JSON.stringify(body ?? {}), { timeout: this.timeoutMs });
+    const answer = await rawRequest(this.nc, subject, JSON.stringify(body ?? {}), { timeoutMs: this.timeoutMs });
+    if (!answer.ok) throw new Error(`${subject}: ${answer.reason === "no_responders" ? "no responders (is a Runway node running?)" : answer.reason}`);
+    const reply = answer.msg;
     const error = reply.headers?.get(SERVICE_ERROR_HEADER);
     if (error) throw new ApiFault(Number(reply.headers?.get(SERVICE_ERROR_CODE_HEADER) ?? 500), error);
     return JSON.parse(reply.string()) as ApiAnswer;

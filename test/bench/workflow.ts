@@ -188,7 +188,9 @@ export async function w2(): Promise<Record<string, unknown>> {
     const items = Array.from({ length: 200 }, (_, i) => i);
     await startAndFinish(w, "wide", { items });
     const times: number[] = [];
+    const profiled = await cpuProfile();
     for (let i = 0; i < 10; i++) times.push(await startAndFinish(w, "wide", { items }));
+    await profiled?.();
     const thousand = Array.from({ length: 1_000 }, (_, i) => i);
     const wide: number[] = [];
     for (let i = 0; i < 3; i++) wide.push(await startAndFinish(w, "wide", { items: thousand }));
