@@ -47,7 +47,8 @@ export interface QuotaGrant {
 export class Dispatcher {
   private state: SchedulerState = emptyScheduler();
   private buckets: Record<string, TokenBucket> = {};
-  private readonly leased = new Map<string, Ticket & { run: string; node: string; item?: number; granted_at: number }>();
+  /** Granted tickets until their attempt ended; `freed` once their handler returned (their slot is free, their report is being committed). */
+  private readonly leased = new Map<string, Ticket & { run: string; node: string; item?: number; granted_at: number; freed?: true }>();
   /** Per `tenant/class`: attempts that ended after a lease here, their summed queue wait and slowdown. */
   private readonly served = new Map<string, { tenant: string; class: string; count: number; wait_ms: number; slowdown: number }>();
   private readonly offered = new Map<string, ReadyTicket & { offered_seq: number }>();
@@ -56,6 +57,8 @@ export class Dispatcher {
   /** Tenant policies change elsewhere (resume, new weights): queued work is looked at again periodically. */
   private readonly tick: NodeJS.Timeout;
   private pumping = false;
+  /** Leased attempts whose slot was freed (see `free`) and whose report is still being committed. */
+  private committing = 0;
   /** Leases granted per tenant (one entry per tenant), for tests and metrics. */
   readonly leasesByTenant = new Map<string, number>();
   /** Tickets passed over for their provider quota (they held no slot while they waited). */
@@ -100,12 +103,22 @@ export class Dispatcher {
     this.pump();
   }
 
-  /** The attempt leased under `ticketId` ended (or will never start): its slot is free again. */
-  done(ticketId: string): void {
+  /**
+   * The attempt leased under `ticketId` needs its worker no more (its handler returned): its slot
+   * is free again, so the next attempt starts while this one's report is being committed. The
+   * ticket stays held (see `held`) until `done`. At most `slots` attempts at once commit without a
+   * slot: a slow store still holds back new work (what a crash can leave run but unrecorded stays bounded).
+   */
+  free(ticketId: string): void {
     const t = this.leased.get(ticketId);
-    if (!t) return;
-    this.leased.delete(ticketId);
-    // Slowdown: (queue wait + time holding the slot) / time holding the slot.
+    if (!t || t.freed || this.committing >= this.deps.config.slots) return;
+    t.freed = true;
+    this.committing++;
+    this.freeSlot(t);
+  }
+
+  /** Frees `t`'s slot, counting its service: slowdown = (queue wait + time holding the slot) / time holding the slot. */
+  private freeSlot(t: Ticket & { granted_at: number }): void {
     const now = this.deps.clock.now();
     const wait = Math.max(0, t.granted_at - t.enqueued_at);
     const held = Math.max(1, now - t.granted_at);
@@ -117,6 +130,15 @@ export class Dispatcher {
     this.served.set(key, s);
     this.state = release(this.state, t);
     this.pump();
+  }
+
+  /** The attempt leased under `ticketId` ended (or will never start): its slot is free, and it is held no more. */
+  done(ticketId: string): void {
+    const t = this.leased.get(ticketId);
+    if (!t) return;
+    this.leased.delete(ticketId);
+    if (t.freed) this.committing--;
+    else this.freeSlot(t);
   }
 
   metrics(now: number) {

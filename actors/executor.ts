@@ -57,6 +57,8 @@ export class StepExecutor {
       mailbox: MailboxClient;
       logger: Logger;
       onDone?(request: ExecuteRequest): void;
+      /** The attempt's handler (or tool call) returned: its worker is free; its report to the run follows, then `onDone`. */
+      onReturned?(request: ExecuteRequest): void;
       /** The node's clock (progress events carry its time, as the run's own do). */
       now?(): number;
       /**
@@ -237,6 +239,7 @@ export class StepExecutor {
 
   private async run(request: ExecuteRequest, key: string): Promise<void> {
     const event = request.tool ? await this.runTool(request, key) : await this.runHandler(request, key);
+    this.deps.onReturned?.(request);
     if (!event) return;
     if (request.item !== undefined) event.item = request.item;
     event.cancellation_epoch = request.cancellation_epoch;

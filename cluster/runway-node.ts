@@ -277,6 +277,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               mailbox: self().mailbox,
               logger,
               onDone: (r) => dispatcher?.done(r.ticket),
+              onReturned: (r) => dispatcher?.free(r.ticket),
               now: () => clock.now(),
               tools: tools!.gateway,
               replay: new ReplayTools(self().nc, self().topology.partitions),

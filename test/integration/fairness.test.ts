@@ -30,17 +30,15 @@ describe("fair scheduling", () => {
     const d = world.node.dispatcher!;
     const weights: Record<string, number> = { w1: 1, w2: 2, w4: 4 };
     const clients = await Promise.all(Object.entries(weights).map(([id, weight]) => tenant(id, { weight })));
-    // Queue far more than 7,000 tickets: every tenant stays saturated for the whole window.
+    // Queue far more than 7,000 tickets: every tenant stays saturated for the whole window (each
+    // holds at least 2.5 times what the window leases it). The starts alternate between the
+    // tenants, so all three are backlogged from the first leases on: started one tenant after
+    // another, the first one's work could be spent before the window opens.
     const runs: string[] = [];
     // Many runs of 100 items rather than a few of 1,000: a run's record carries its items.
-    for (const [i, c] of clients.entries()) {
-      const count = [20, 30, 50][i]!;
-      await Promise.all(
-        Array.from({ length: count }, async () =>
-          runs.push(((await c.startRun({ definition: "wide", input: items(100), lane: "batch" })).run as RunAnswer).id),
-        ),
-      );
-    }
+    const counts = [40, 60, 100];
+    const order = Array.from({ length: Math.max(...counts) }, (_, r) => clients.filter((_, i) => r < counts[i]!)).flat();
+    await Promise.all(order.map(async (c) => runs.push(((await c.startRun({ definition: "wide", input: items(100), lane: "batch" })).run as RunAnswer).id)));
     const base = new Map(Object.keys(weights).map((t) => [t, d.leasesByTenant.get(t) ?? 0]));
     const total = () => Object.keys(weights).reduce((s, t) => s + (d.leasesByTenant.get(t) ?? 0) - base.get(t)!, 0);
     await waitFor(() => total() >= 7_000, { timeoutMs: 90_000, intervalMs: 5, describe: "7,000 leases" });

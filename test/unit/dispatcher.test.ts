@@ -103,3 +103,29 @@ it("a ring keeps the last items pushed, oldest first, in fixed memory", () => {
   expect(ring.length).toBe(3);
   expect(() => new Ring(0)).toThrow(RangeError);
 });
+
+it("an attempt whose handler returned frees its slot at once (the next is granted while its report commits) and stays held until it is done; at most `slots` attempts commit without a slot", async () => {
+  const { d, grants } = world(() => ({ weight: 1, max_concurrency: 100 }));
+  const tickets = Array.from({ length: 12 }, (_, i) => ticket("t", `n${i}`));
+  for (const t of tickets) d.offer(t);
+  await Promise.resolve();
+  expect(grants).toEqual(["n0", "n1", "n2", "n3"]);
+  // n0..n3 returned: four more start while their reports commit; all are still held.
+  for (const t of tickets.slice(0, 4)) d.free(t.id);
+  expect(grants).toHaveLength(8);
+  expect(d.held("t_r")).toHaveLength(12);
+  expect(d.metrics(T0).running).toBe(4);
+  // Four commit without a slot already (the bound is the slot count): n4..n7 keep theirs until done.
+  for (const t of tickets.slice(4, 8)) d.free(t.id);
+  expect(grants).toHaveLength(8);
+  d.done(tickets[0]!.id);
+  expect(grants).toHaveLength(8);
+  d.free(tickets[4]!.id);
+  expect(grants).toEqual(["n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8"]);
+  // Done after free frees nothing twice; done without free frees the slot.
+  for (const t of tickets.slice(1, 5)) d.done(t.id);
+  expect(grants).toHaveLength(9);
+  d.done(tickets[5]!.id);
+  expect(grants).toHaveLength(10);
+  expect(d.held("t_r")).toHaveLength(12 - 6);
+});
