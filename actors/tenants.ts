@@ -41,6 +41,8 @@ export interface TenantActorOptions {
   partitions(): number;
   /** How long a tenant remembers an ended run, so a late duplicate admission is answered and not counted (default 7 days). */
   endedRunRetentionMs?: number;
+  /** The node's host: a tenant served here reads its member keys through it (from memory when it wrote them itself). */
+  host?(): ActorHost;
 }
 
 /**
@@ -62,7 +64,7 @@ export function tenantActor(options: TenantActorOptions) {
       const withRetention = options.endedRunRetentionMs !== undefined ? { ...event, retention_ms: options.endedRunRetentionMs } : event;
       // A tenant not created yet refuses everything but its create, which reads nothing.
       if (!context || current?.value === "new") return withRetention;
-      const reader = membershipReader(options.nc(), options.partitions(), context.id);
+      const reader = membershipReader(options.nc(), options.partitions(), context.id, options.host?.());
       const facts = await gatherFacts(context, withRetention as TenantEvent, reader);
       return { ...withRetention, facts };
     },
@@ -73,17 +75,21 @@ function decodeJson(data: Uint8Array): unknown {
   return JSON.parse(new TextDecoder().decode(data)) as unknown;
 }
 
-/** The tenant's membership keys as its decisions read them: from the stream leader, so the owner sees its own last writes. */
-export function membershipReader(nc: NatsConnection, partitions: number, tenant: string): MembershipReader {
+/**
+ * The tenant's membership keys as its decisions read them: from the stream leader, so the owner
+ * sees its own last writes; through `host` (the owner's own record of what it wrote) when given.
+ */
+export function membershipReader(nc: NatsConnection, partitions: number, tenant: string, host?: ActorHost): MembershipReader {
   const p = partitionOf(tenant, partitions);
   const stream = partitionStream(p);
   const bucket = partitionBucket(p);
   const meter = new UsageMeter(nc);
+  const address = { kind: TENANT_KIND, id: tenant };
   return {
     read: async (keys) => {
       const values = await Promise.all(
         keys.map(async (key) => {
-          const read = await readLast(nc, stream, kvSubject(bucket, tenantKey(tenant, key)));
+          const read = host ? await host.readOwn(address, tenantKey(tenant, key)) : await readLast(nc, stream, kvSubject(bucket, tenantKey(tenant, key)));
           if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", `tenant ${tenant} ${key}: ${read.detail}`, { kind: "retryable" });
           if (read.outcome === "missing") return [key, null] as const;
           const op = read.message.headers["KV-Operation"];

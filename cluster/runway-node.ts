@@ -190,7 +190,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
           live,
         },
       ),
-      tenantActor({ nc: () => node().nc, partitions: () => node().topology.partitions, ...retention }),
+      tenantActor({ nc: () => node().nc, partitions: () => node().topology.partitions, host: () => node().host, ...retention }),
     ],
     topology: { replicas: config.replicas ?? 1 },
     ...(config.leaseTtlMs !== undefined ? { leaseTtlMs: config.leaseTtlMs } : {}),

@@ -5,12 +5,13 @@ import { RunwayFault } from "../errors.js";
 import { silentLogger, type Logger } from "../log.js";
 import { partitionOf } from "../partitions/hash.js";
 import type { ActorLog, PartitionLog } from "../store/partition-log.js";
-import { publish, type PublishOutcome } from "../nats/jetstream.js";
-import { CMD_STREAM, kvSubject, mailboxFilter, mailboxSubject, partitionConsumer } from "../topology.js";
+import { publish, readLast, type PublishOutcome, type ReadOutcome } from "../nats/jetstream.js";
+import { CMD_STREAM, kvSubject, mailboxFilter, mailboxSubject, partitionBucket, partitionConsumer, partitionStream } from "../topology.js";
 import { ID_PATTERN, type ActorAddress, type ActorDefinition } from "./define.js";
 import { ActorCell, type CellEnvironment, type Delivery, type HostStats } from "./cell.js";
 import { asDeadLetterReason, DeadLetterBox, DeadLetterReason } from "./dead-letters.js";
 import { LiveEvents } from "./live-events.js";
+import { OwnKeys } from "./own-keys.js";
 import type { OutboxContext, StoreEffect } from "./outbox.js";
 import { answerCodec, APPLIED_WINDOW, commandCodec, HEADER_ID, HEADER_REPLY, type CommandAnswer } from "./wire.js";
 
@@ -65,6 +66,8 @@ interface OwnedPartition {
   /** What the partition's actors write through: `log`, or its decorator. */
   store: ActorLog;
   cells: Map<string, ActorCell>;
+  /** The actors' own keys as this owner wrote or read them (see OwnKeys). */
+  keys: OwnKeys;
   /** What every cell of a kind in this partition shares (one object, not one per cached actor). */
   envs: Map<string, CellEnvironment>;
   messages?: ConsumerMessages;
@@ -138,9 +141,15 @@ export class ActorHost {
     for (let attempt = 0; attempt < 5; attempt++) {
       const part = this.owned.get(this.partitionOf(self));
       if (!part) return { outcome: "unavailable", detail: "partition not served here" };
+      const generation = part.log.generation;
+      part.keys.forget(effect.key);
       try {
         const written = await part.log.write(effect.key, body, headers);
-        if (written.outcome === "written") return { outcome: "stored", seq: written.revision, duplicate: false };
+        if (written.outcome === "written") {
+          const message = remove ? null : { subject: kvSubject(partitionBucket(part.log.partition), effect.key), seq: written.revision, data: body, headers };
+          part.keys.set(effect.key, message, generation, effect.ttl_ms === undefined ? undefined : this.clock.now() + effect.ttl_ms);
+          return { outcome: "stored", seq: written.revision, duplicate: false };
+        }
         if (written.outcome === "fenced") return { outcome: "rejected", code: 0, detail: "fenced" };
         if (written.outcome === "unavailable") return { outcome: "unavailable", detail: written.detail };
       } catch (err) {
@@ -150,6 +159,41 @@ export class ActorHost {
       // stale: something else landed in the partition; the log has caught up, write again.
     }
     return { outcome: "unavailable", detail: "partition busy" };
+  }
+
+  /** Reads of actors' own keys answered from memory and from the server, summed over the partitions served now. */
+  ownKeyReads(): { hits: number; misses: number } {
+    let hits = 0;
+    let misses = 0;
+    for (const part of this.owned.values()) {
+      hits += part.keys.stats.hits;
+      misses += part.keys.stats.misses;
+    }
+    return { hits, misses };
+  }
+
+  /**
+   * The last value of `key`, a key `actor` keeps beside its record (`runway.store` without a
+   * bucket), from the partition's stream leader; from memory when this process, serving the
+   * partition, wrote or read it since its view of the partition was last rebuilt (see OwnKeys).
+   * A key that was removed reads `missing`.
+   */
+  async readOwn(actor: ActorAddress, key: string): Promise<ReadOutcome> {
+    const partition = this.partitionOf(actor);
+    const part = this.owned.get(partition);
+    if (!part) return readLast(this.config.nc, partitionStream(partition), kvSubject(partitionBucket(partition), key));
+    const generation = part.log.generation;
+    const known = part.keys.get(key, generation, this.clock.now());
+    if (known !== undefined) return known ? { outcome: "found", message: known } : { outcome: "missing" };
+    const read = await part.log.read(key);
+    if (read.outcome === "missing") part.keys.set(key, null, generation, undefined, true);
+    if (read.outcome === "found") {
+      const op = read.message.headers["KV-Operation"];
+      // A value with a TTL of its own expires at a time this process does not know: not kept.
+      if (op === "DEL" || op === "PURGE") part.keys.set(key, null, generation, undefined, true);
+      else if (read.message.headers["Nats-TTL"] === undefined) part.keys.set(key, read.message, generation, undefined, true);
+    }
+    return read.outcome === "found" && ["DEL", "PURGE"].includes(read.message.headers["KV-Operation"] ?? "") ? { outcome: "missing" } : read;
   }
 
   keyOf(address: ActorAddress): string {
@@ -179,7 +223,14 @@ export class ActorHost {
    */
   async serve(log: PartitionLog, options: { mailbox: boolean } = { mailbox: true }): Promise<void> {
     if (this.owned.has(log.partition)) throw new RunwayFault("already_served", `partition ${log.partition} is already served`);
-    const part: OwnedPartition = { log, store: this.config.decorate?.log?.(log) ?? log, cells: new Map(), envs: new Map(), stopping: false };
+    const part: OwnedPartition = {
+      log,
+      store: this.config.decorate?.log?.(log) ?? log,
+      cells: new Map(),
+      keys: new OwnKeys(),
+      envs: new Map(),
+      stopping: false,
+    };
     this.owned.set(log.partition, part);
     await this.config.onServe?.(log.partition, log);
     if (options.mailbox) await this.startMailbox(part);

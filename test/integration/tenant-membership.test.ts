@@ -65,3 +65,23 @@ it("a crash after the record was written and before its member keys: the next lo
   expect(await tenants.runEnded("crash-b", "r1", "p")).toEqual({ outcome: "ended", run_id: "r1", active_runs: 0 });
   expect(await tenants.get("crash-b")).toMatchObject({ active_runs: 0, queued_runs: 0 });
 });
+
+it("a tenant served here reads the member keys it wrote itself from memory: ending ten runs asks the server for none of their keys, and every count stays exact", async () => {
+  const tenants = world.node.tenants;
+  const host = world.node.node.host;
+  expect((await tenants.create("memo", { max_concurrency: 5 })).outcome).toBe("created");
+  const runs = Array.from({ length: 10 }, (_, i) => `memo_r${i}`);
+  for (const run of runs) expect((await tenants.admit("memo", run, "p")).outcome).toMatch(/admitted|queued/);
+  expect(await tenants.get("memo")).toMatchObject({ active_runs: 5, queued_runs: 5 });
+  const before = host.ownKeyReads();
+  for (const run of runs) expect(await tenants.runEnded("memo", run, "p")).toMatchObject({ outcome: "ended" });
+  const after = host.ownKeyReads();
+  // Each end reads the run's member key (written by its admission or promotion here): from memory.
+  expect(after.hits - before.hits).toBeGreaterThanOrEqual(runs.length);
+  expect(after.misses - before.misses).toBe(0);
+  expect(await members("memo")).toEqual({});
+  expect(await tenants.get("memo")).toMatchObject({ active_runs: 0, queued_runs: 0 });
+  // A late duplicate admission of an ended run is still answered as one and not counted.
+  expect(await tenants.admit("memo", "memo_r0", "p")).toMatchObject({ duplicate: true });
+  expect(await tenants.get("memo")).toMatchObject({ active_runs: 0, queued_runs: 0 });
+});
