@@ -2,7 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV } from "@nats-io/kv";
 import { z } from "zod";
 import { canonicalJson, compileDefinition, MAX_DEPTH, PlanSchema, WorkflowNameSchema, type CompileError, type Plan } from "../machines/index.js";
-import { payloadLimit, RunwayFault } from "../runtime/index.js";
+import { kvSubject, payloadLimit, readLast, RunwayFault } from "../runtime/index.js";
 import { sha256Hex } from "./ids.js";
 import { DEFINITIONS_BUCKET } from "./topology.js";
 
@@ -60,10 +60,17 @@ export class DefinitionStore {
     return this.kv;
   }
 
+  /**
+   * The `latest` pointer, read on every start that names no version: from the stream leader
+   * (a replica's direct get could lag a publish just answered), as one raw request.
+   */
   private async latest(tenant: string, name: string): Promise<{ ref: DefinitionRef; revision: number } | undefined> {
-    const e = await (await this.bucket()).get(`${tenant}.${name}.latest`);
-    if (!e || e.operation !== "PUT") return undefined;
-    return { ref: RefSchema.parse(e.json()), revision: e.revision };
+    const read = await readLast(this.nc, `KV_${DEFINITIONS_BUCKET}`, kvSubject(DEFINITIONS_BUCKET, `${tenant}.${name}.latest`));
+    if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", `definition ${name}: ${read.detail}`, { kind: "retryable" });
+    if (read.outcome === "missing") return undefined;
+    const op = read.message.headers["KV-Operation"];
+    if (op === "DEL" || op === "PURGE") return undefined;
+    return { ref: RefSchema.parse(JSON.parse(new TextDecoder().decode(read.message.data))), revision: read.message.seq };
   }
 
   async put(tenant: string, raw: unknown, options: { publish: boolean; now: number }): Promise<PutDefinitionResult> {

@@ -5,11 +5,20 @@
  */
 export function fnv1a32(input: string): number {
   let hash = 0x811c9dc5;
-  const bytes = new TextEncoder().encode(input);
-  for (const byte of bytes) {
-    hash ^= byte;
-    hash = Math.imul(hash, 0x01000193) >>> 0;
+  // An ASCII key (every id Runway makes) is its own UTF-8: hashed without encoding it first.
+  for (let i = 0; i < input.length; i++) {
+    const c = input.charCodeAt(i);
+    if (c >= 0x80) return fnv1a32Bytes(encoder.encode(input));
+    hash = Math.imul(hash ^ c, 0x01000193) >>> 0;
   }
+  return hash >>> 0;
+}
+
+const encoder = new TextEncoder();
+
+function fnv1a32Bytes(bytes: Uint8Array): number {
+  let hash = 0x811c9dc5;
+  for (const byte of bytes) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
   return hash >>> 0;
 }
 
