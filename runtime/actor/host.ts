@@ -146,8 +146,12 @@ export class ActorHost {
       try {
         const written = await part.log.write(effect.key, body, headers);
         if (written.outcome === "written") {
-          const message = remove ? null : { subject: kvSubject(partitionBucket(part.log.partition), effect.key), seq: written.revision, data: body, headers };
-          part.keys.set(effect.key, message, generation, effect.ttl_ms === undefined ? undefined : this.clock.now() + effect.ttl_ms);
+          part.keys.set(
+            effect.key,
+            remove ? null : { data: body, seq: written.revision },
+            generation,
+            effect.ttl_ms === undefined ? undefined : this.clock.now() + effect.ttl_ms,
+          );
           return { outcome: "stored", seq: written.revision, duplicate: false };
         }
         if (written.outcome === "fenced") return { outcome: "rejected", code: 0, detail: "fenced" };
@@ -184,7 +188,8 @@ export class ActorHost {
     if (!part) return readLast(this.config.nc, partitionStream(partition), kvSubject(partitionBucket(partition), key));
     const generation = part.log.generation;
     const known = part.keys.get(key, generation, this.clock.now());
-    if (known !== undefined) return known ? { outcome: "found", message: known } : { outcome: "missing" };
+    if (known !== undefined)
+      return known ? { outcome: "found", message: { subject: kvSubject(partitionBucket(partition), key), ...known, headers: {} } } : { outcome: "missing" };
     const read = await part.log.read(key);
     if (read.outcome === "missing") part.keys.set(key, null, generation, undefined, true);
     if (read.outcome === "found") {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { OwnKeys } from "../../runtime/actor/own-keys.js";
 
-const message = (seq: number) => ({ subject: `$KV.rw_p0.tenant.t.m.r${seq}`, seq, data: new Uint8Array([seq]), headers: {} });
+const message = (seq: number) => ({ seq, data: new Uint8Array([seq]) });
 
 describe("OwnKeys: what a partition's owner wrote, trusted only while its view of the partition holds", () => {
   it("answers a key it wrote, and a removed key as nothing", () => {
