@@ -1,18 +1,18 @@
-import { headers as makeHeaders, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager, AckPolicy, DeliverPolicy, type ConsumerMessages, type JsMsg, type JetStreamManager } from "@nats-io/jetstream";
 import { systemClock, type Clock } from "../clock.js";
 import { RunwayFault } from "../errors.js";
 import { silentLogger, type Logger } from "../log.js";
 import { partitionOf } from "../partitions/hash.js";
 import type { ActorLog, PartitionLog } from "../store/partition-log.js";
-import { publish, readLast, type PublishOutcome, type ReadOutcome } from "../nats/jetstream.js";
-import { CMD_STREAM, kvSubject, mailboxFilter, mailboxSubject, partitionBucket, partitionConsumer, partitionStream } from "../topology.js";
+import type { ReadOutcome } from "../nats/jetstream.js";
+import { CMD_STREAM, mailboxFilter, mailboxSubject, partitionConsumer } from "../topology.js";
 import { ID_PATTERN, type ActorAddress, type ActorDefinition } from "./define.js";
 import { ActorCell, type CellEnvironment, type Delivery, type HostStats } from "./cell.js";
 import { asDeadLetterReason, DeadLetterBox, DeadLetterReason } from "./dead-letters.js";
 import { LiveEvents } from "./live-events.js";
-import { OwnKeys } from "./own-keys.js";
-import type { OutboxContext, StoreEffect } from "./outbox.js";
+import { ActorKeys, OwnKeys } from "./own-keys.js";
+import type { OutboxContext } from "./outbox.js";
 import { answerCodec, APPLIED_WINDOW, commandCodec, HEADER_ID, HEADER_REPLY, type CommandAnswer } from "./wire.js";
 
 export interface ActorHostConfig {
@@ -93,6 +93,8 @@ export class ActorHost {
   /** Where commands and effects that cannot be applied or published go, counted (see DeadLetterBox). */
   readonly deadLetters: DeadLetterBox;
   private jsm: JetStreamManager | undefined;
+  /** The keys actors keep beside their records: written through the fenced logs, remembered per partition. */
+  private readonly keys: ActorKeys;
 
   constructor(private readonly config: ActorHostConfig) {
     this.partitions = config.partitions;
@@ -102,6 +104,14 @@ export class ActorHost {
       if (this.definitions.has(def.kind)) throw new RunwayFault("duplicate_kind", `actor kind ${def.kind} defined twice`);
       this.definitions.set(def.kind, def);
     }
+    this.keys = new ActorKeys({
+      nc: config.nc,
+      clock: this.clock,
+      logger: this.logger,
+      partitionOf: (a) => this.partitionOf(a),
+      served: () => this.owned.values(),
+      servedAt: (p) => this.owned.get(p),
+    });
     this.events = new LiveEvents(config.nc, this.logger);
     this.deadLetters = new DeadLetterBox({ nc: config.nc, node: config.node ?? "host", now: () => this.clock.now(), logger: this.logger });
     this.outbox = {
@@ -111,94 +121,18 @@ export class ActorHost {
       now: () => this.clock.now(),
       events: this.events,
       deadLetters: this.deadLetters,
-      store: (self, effect) => this.store(self, effect),
+      store: (self, effect) => this.keys.store(self, effect),
     };
-  }
-
-  /**
-   * A `runway.store` entry: in another bucket a plain put (or purge); in the actor's own
-   * partition bucket a write through the partition's fenced log, so it lands only while this
-   * node still holds the partition (a new owner re-applies it when it loads the record).
-   */
-  private async store(self: ActorAddress, effect: StoreEffect): Promise<PublishOutcome> {
-    const remove = effect.value === null || effect.value === undefined;
-    const headers: Record<string, string> = {};
-    if (remove) {
-      headers["KV-Operation"] = "PURGE";
-      headers["Nats-Rollup"] = "sub";
-    } else headers["Nats-Rollup"] = "sub";
-    if (remove || effect.ttl_ms !== undefined) headers["Nats-TTL"] = `${Math.max(1, Math.ceil((effect.ttl_ms ?? 60_000) / 1_000))}s`;
-    const body = remove ? new Uint8Array() : new TextEncoder().encode(JSON.stringify(effect.value));
-    if (effect.bucket) {
-      const h = makeHeaders();
-      for (const [k, v] of Object.entries(headers)) h.set(k, v);
-      return publish(this.config.nc, kvSubject(effect.bucket, effect.key), body, { headers: h });
-    }
-    if (!effect.key.startsWith(`${self.kind}.${self.id}.`)) {
-      this.logger.error("runway.store outside the actor's keys", { actor: `${self.kind}.${self.id}`, key: effect.key });
-      return { outcome: "rejected", code: 0, detail: `key ${effect.key} is not under ${self.kind}.${self.id}.` };
-    }
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const part = this.owned.get(this.partitionOf(self));
-      if (!part) return { outcome: "unavailable", detail: "partition not served here" };
-      const generation = part.log.generation;
-      part.keys.forget(effect.key);
-      try {
-        const written = await part.log.write(effect.key, body, headers);
-        if (written.outcome === "written") {
-          part.keys.set(
-            effect.key,
-            remove ? null : { data: body, seq: written.revision },
-            generation,
-            effect.ttl_ms === undefined ? undefined : this.clock.now() + effect.ttl_ms,
-          );
-          return { outcome: "stored", seq: written.revision, duplicate: false };
-        }
-        if (written.outcome === "fenced") return { outcome: "rejected", code: 0, detail: "fenced" };
-        if (written.outcome === "unavailable") return { outcome: "unavailable", detail: written.detail };
-      } catch (err) {
-        this.logger.error("runway.store refused", { actor: `${self.kind}.${self.id}`, key: effect.key, error: String(err) });
-        return { outcome: "rejected", code: 0, detail: String(err) };
-      }
-      // stale: something else landed in the partition; the log has caught up, write again.
-    }
-    return { outcome: "unavailable", detail: "partition busy" };
   }
 
   /** Reads of actors' own keys answered from memory and from the server, summed over the partitions served now. */
   ownKeyReads(): { hits: number; misses: number } {
-    let hits = 0;
-    let misses = 0;
-    for (const part of this.owned.values()) {
-      hits += part.keys.stats.hits;
-      misses += part.keys.stats.misses;
-    }
-    return { hits, misses };
+    return this.keys.reads();
   }
 
-  /**
-   * The last value of `key`, a key `actor` keeps beside its record (`runway.store` without a
-   * bucket), from the partition's stream leader; from memory when this process, serving the
-   * partition, wrote or read it since its view of the partition was last rebuilt (see OwnKeys).
-   * A key that was removed reads `missing`.
-   */
-  async readOwn(actor: ActorAddress, key: string): Promise<ReadOutcome> {
-    const partition = this.partitionOf(actor);
-    const part = this.owned.get(partition);
-    if (!part) return readLast(this.config.nc, partitionStream(partition), kvSubject(partitionBucket(partition), key));
-    const generation = part.log.generation;
-    const known = part.keys.get(key, generation, this.clock.now());
-    if (known !== undefined)
-      return known ? { outcome: "found", message: { subject: kvSubject(partitionBucket(partition), key), ...known, headers: {} } } : { outcome: "missing" };
-    const read = await part.log.read(key);
-    if (read.outcome === "missing") part.keys.set(key, null, generation, undefined, true);
-    if (read.outcome === "found") {
-      const op = read.message.headers["KV-Operation"];
-      // A value with a TTL of its own expires at a time this process does not know: not kept.
-      if (op === "DEL" || op === "PURGE") part.keys.set(key, null, generation, undefined, true);
-      else if (read.message.headers["Nats-TTL"] === undefined) part.keys.set(key, read.message, generation, undefined, true);
-    }
-    return read.outcome === "found" && ["DEL", "PURGE"].includes(read.message.headers["KV-Operation"] ?? "") ? { outcome: "missing" } : read;
+  /** The last value of a key `actor` keeps beside its record (see ActorKeys.read). */
+  readOwn(actor: ActorAddress, key: string): Promise<ReadOutcome> {
+    return this.keys.read(actor, key);
   }
 
   keyOf(address: ActorAddress): string {

@@ -1,3 +1,12 @@
+import { headers as makeHeaders, type NatsConnection } from "@nats-io/transport-node";
+import type { Clock } from "../clock.js";
+import type { Logger } from "../log.js";
+import { publish, readLast, type PublishOutcome, type ReadOutcome } from "../nats/jetstream.js";
+import type { PartitionLog } from "../store/partition-log.js";
+import { kvSubject, partitionBucket, partitionStream } from "../topology.js";
+import type { ActorAddress } from "./define.js";
+import type { StoreEffect } from "./outbox.js";
+
 /**
  * What a key of the partition held as this process last wrote or read it: its value's bytes and
  * sequence (`null`: nothing, never written, removed or purged). Kept small: a tenant with 10,000
@@ -48,5 +57,105 @@ export class OwnKeys {
 
   forget(key: string): void {
     this.known.delete(key);
+  }
+}
+
+/** A partition this host serves, as ActorKeys sees it. */
+export interface ServedPartition {
+  log: PartitionLog;
+  keys: OwnKeys;
+}
+
+/**
+ * The keys actors keep beside their records (`runway.store`): in another bucket a plain put (or
+ * purge); in the actor's own partition bucket a write through the partition's fenced log, so it
+ * lands only while this node still holds the partition (a new owner re-applies it when it loads
+ * the record), remembered by the partition's OwnKeys so that the actor's own reads of it are
+ * answered from memory.
+ */
+export class ActorKeys {
+  constructor(
+    private readonly deps: {
+      nc: NatsConnection;
+      clock: Clock;
+      logger: Logger;
+      partitionOf(address: ActorAddress): number;
+      served(): Iterable<ServedPartition>;
+      servedAt(partition: number): ServedPartition | undefined;
+    },
+  ) {}
+
+  async store(self: ActorAddress, effect: StoreEffect): Promise<PublishOutcome> {
+    const remove = effect.value === null || effect.value === undefined;
+    const headers: Record<string, string> = remove ? { "KV-Operation": "PURGE", "Nats-Rollup": "sub" } : { "Nats-Rollup": "sub" };
+    if (remove || effect.ttl_ms !== undefined) headers["Nats-TTL"] = `${Math.max(1, Math.ceil((effect.ttl_ms ?? 60_000) / 1_000))}s`;
+    const body = remove ? new Uint8Array() : new TextEncoder().encode(JSON.stringify(effect.value));
+    if (effect.bucket) {
+      const h = makeHeaders();
+      for (const [k, v] of Object.entries(headers)) h.set(k, v);
+      return publish(this.deps.nc, kvSubject(effect.bucket, effect.key), body, { headers: h });
+    }
+    if (!effect.key.startsWith(`${self.kind}.${self.id}.`)) {
+      this.deps.logger.error("runway.store outside the actor's keys", { actor: `${self.kind}.${self.id}`, key: effect.key });
+      return { outcome: "rejected", code: 0, detail: `key ${effect.key} is not under ${self.kind}.${self.id}.` };
+    }
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const part = this.deps.servedAt(this.deps.partitionOf(self));
+      if (!part) return { outcome: "unavailable", detail: "partition not served here" };
+      const generation = part.log.generation;
+      part.keys.forget(effect.key);
+      try {
+        const written = await part.log.write(effect.key, body, headers);
+        if (written.outcome === "written") {
+          const expires = effect.ttl_ms === undefined ? undefined : this.deps.clock.now() + effect.ttl_ms;
+          part.keys.set(effect.key, remove ? null : { data: body, seq: written.revision }, generation, expires);
+          return { outcome: "stored", seq: written.revision, duplicate: false };
+        }
+        if (written.outcome === "fenced") return { outcome: "rejected", code: 0, detail: "fenced" };
+        if (written.outcome === "unavailable") return { outcome: "unavailable", detail: written.detail };
+      } catch (err) {
+        this.deps.logger.error("runway.store refused", { actor: `${self.kind}.${self.id}`, key: effect.key, error: String(err) });
+        return { outcome: "rejected", code: 0, detail: String(err) };
+      }
+      // stale: something else landed in the partition; the log has caught up, write again.
+    }
+    return { outcome: "unavailable", detail: "partition busy" };
+  }
+
+  /**
+   * The last value of `key`, a key `actor` keeps beside its record (`runway.store` without a
+   * bucket), from the partition's stream leader; from memory when this process, serving the
+   * partition, wrote or read it since its view of the partition was last rebuilt. A key that
+   * was removed reads `missing`.
+   */
+  async read(actor: ActorAddress, key: string): Promise<ReadOutcome> {
+    const partition = this.deps.partitionOf(actor);
+    const subject = kvSubject(partitionBucket(partition), key);
+    const part = this.deps.servedAt(partition);
+    if (!part) return readLast(this.deps.nc, partitionStream(partition), subject);
+    const generation = part.log.generation;
+    const known = part.keys.get(key, generation, this.deps.clock.now());
+    if (known !== undefined) return known ? { outcome: "found", message: { subject, ...known, headers: {} } } : { outcome: "missing" };
+    const read = await part.log.read(key);
+    if (read.outcome === "unavailable") return read;
+    const op = read.outcome === "found" ? read.message.headers["KV-Operation"] : undefined;
+    if (read.outcome === "missing" || op === "DEL" || op === "PURGE") {
+      part.keys.set(key, null, generation, undefined, true);
+      return { outcome: "missing" };
+    }
+    // A value with a TTL of its own expires at a time this process does not know: not kept.
+    if (read.message.headers["Nats-TTL"] === undefined) part.keys.set(key, read.message, generation, undefined, true);
+    return read;
+  }
+
+  /** Reads answered from memory and from the server, summed over the partitions served now. */
+  reads(): { hits: number; misses: number } {
+    let hits = 0;
+    let misses = 0;
+    for (const part of this.deps.served()) {
+      hits += part.keys.stats.hits;
+      misses += part.keys.stats.misses;
+    }
+    return { hits, misses };
   }
 }
