@@ -5,7 +5,7 @@ import { ADMISSION, closeAdmission, expireAdmission, heldForAdmission, holdForAd
 import { cancelRequested, holdUnknown, onCancel, onLateReceipt, onLateResult, settleUnderCancel } from "./cancel.js";
 import { queuedLifecycle } from "../run/index.js";
 import { applyStepOp, type StepError } from "../step/index.js";
-import { isCeilingReason, isPlatformStop, validateAgainstSchema } from "../workflow/index.js";
+import { isCeilingReason, isPlatformStop, validateAgainstSchema, type Plan, type PlanNode } from "../workflow/index.js";
 import {
   expireLease,
   holderOf,
@@ -46,6 +46,15 @@ export { LEASE_GRACE_MS, LEASE_AFTER_MS } from "./attempts.js";
 
 const NO_OUTPUTS = { output: () => undefined, item: () => undefined, receipt: () => undefined };
 
+/** A plan's nodes by id, built once per plan (plans are immutable and shared by every run that pinned them). */
+const byPlan = new WeakMap<Plan, Map<string, PlanNode>>();
+
+function nodesById(plan: Plan): Map<string, PlanNode> {
+  let byId = byPlan.get(plan);
+  if (!byId) byPlan.set(plan, (byId = new Map(plan.nodes.map((n) => [n.id, n]))));
+  return byId;
+}
+
 /** What one decision produced: the run's next state and the effects to perform once it is stored. */
 export type Decided = { context: ExecutionContext; effects: Effect[] };
 
@@ -61,7 +70,7 @@ function decide(context: ExecutionContext, event: ExecutionEvent, apply: (d: Dra
   const d: Draft = {
     run,
     plan: event.plan,
-    byId: new Map(event.plan.nodes.map((n) => [n.id, n])),
+    byId: nodesById(event.plan),
     now: event.now,
     event,
     effects: [],
