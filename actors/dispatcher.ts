@@ -40,7 +40,9 @@ export interface QuotaGrant {
  * of `machines/scheduler` picks which one gets a free worker slot (interactive reserve, tenant
  * weighted fair share by cost, caps, priority and deadline, aging, migration on idle
  * capacity, provider buckets); the winner runs at once as the attempt its ticket names (the grant
- * writes nothing), and the slot is held until the attempt ends. Tickets live in memory: after a
+ * writes nothing), and the slot is held until its handler returns (`free`); the ticket stays held
+ * until its report is committed (`done`), with at most `slots` tickets committing without a slot.
+ * Tickets live in memory: after a
  * crash, recovery of the partition offers its ready attempts again. A ticket whose run moved
  * on (cancelled, partition lost) is refused by the run and its slot freed.
  */
