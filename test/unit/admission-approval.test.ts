@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ADMISSION, compileDefinition, runShapeViolations, WAIT_GRACE_MS, type RunContext } from "../../machines/index.js";
-import { executes, plan, runDriver, type Emitted } from "./run-driver.js";
+import { executes, plan, rootSeed, runDriver, type Emitted } from "./run-driver.js";
 import { tenantDriver } from "./tenant-twin.js";
 
 /** Admission approvals in the run machine (machines/execution/admission.ts) and the tenant's answer to a run that asks for itself. */
@@ -13,19 +13,7 @@ const DEF = {
   nodes: [{ id: "work", kind: "code", handler: "h", input: "${input}" }],
 };
 const p = plan(DEF);
-const seed = {
-  id: "t_1",
-  tenant: "t",
-  root_run_id: "t_1",
-  parent_run_id: null,
-  parent_node: null,
-  depth: 0,
-  definition: { name: "gated", version: 1, digest: "d" },
-  source: "api",
-  start_key: "k",
-  lane: "batch",
-  input: { amount: 5 },
-};
+const seed = rootSeed({ definition: { name: "gated", version: 1, digest: "d" }, input: { amount: 5 } });
 const approval = `t_1:${ADMISSION}`;
 const shapeOf = (r: RunContext) => runShapeViolations({ ...r.lifecycle, id: r.id, root_run_id: r.root_run_id, parent_run_id: r.parent_run_id });
 const sentTo = (effects: Emitted[], kind: string) => effects.filter((e) => e.type === "runway.send" && e.to?.kind === kind);

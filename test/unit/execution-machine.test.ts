@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { initialTransition, transition, type AnyMachineSnapshot } from "xstate";
 import { compileDefinition, executionMachine, type ExecuteRequest, type Plan } from "../../machines/index.js";
-import { emitted, executes, runDriver } from "./run-driver.js";
+import { emitted, executes, rootSeed, runDriver } from "./run-driver.js";
 
 function plan(definition: object): Plan {
   const c = compileDefinition(definition, { handlers: new Set(["h"]) });
@@ -9,19 +9,7 @@ function plan(definition: object): Plan {
   return c.plan;
 }
 
-const seed = (id = "t_1") => ({
-  id,
-  tenant: "t",
-  root_run_id: id,
-  parent_run_id: null,
-  parent_node: null,
-  depth: 0,
-  definition: { name: "w", version: 1, digest: "d" },
-  source: "api",
-  start_key: "k",
-  lane: "interactive" as const,
-  input: { list: [3, 1, 2] },
-});
+const seed = (id = "t_1") => rootSeed({ id, root_run_id: id, lane: "interactive" as const, input: { list: [3, 1, 2] } });
 
 /** Drives the machine with a fixed completion schedule; returns every snapshot and effect. */
 function drive(p: Plan, order: (pending: ExecuteRequest[]) => ExecuteRequest[]) {

@@ -4,6 +4,7 @@ import { compileDefinition, executionMachine, type Plan, type RunContext, RunFac
 import { admitExpansionDecision, releaseExpansionDecision, type ExpansionAsk } from "../../machines/tenant/expansion.js";
 import { FactReader, reservationKey, type StoreOp } from "../../machines/tenant/members.js";
 import { newTenant, TenantSettingsSchema, type TenantContext } from "../../machines/tenant/index.js";
+import { rootSeed } from "./run-driver.js";
 
 /** Admission of dynamic expansion: the tenant's decision, and the run machine that waits for it before any item. */
 
@@ -103,19 +104,7 @@ describe("a map under expansion admission", () => {
       { id: "after", kind: "code", needs: ["m"], handler: "h" },
     ],
   });
-  const seed = {
-    id: "t_1",
-    tenant: "t",
-    root_run_id: "t_1",
-    parent_run_id: null,
-    parent_node: null,
-    depth: 0,
-    definition: { name: "w", version: 1, digest: "d" },
-    source: "api",
-    start_key: "k",
-    lane: "interactive" as const,
-    input: { list: [1, 2, 3] },
-  };
+  const seed = rootSeed({ lane: "interactive" as const, input: { list: [1, 2, 3] } });
 
   function start() {
     let [snap] = initialTransition(executionMachine) as [AnyMachineSnapshot, unknown];
@@ -217,22 +206,7 @@ describe("what a run's attempts carry to the scheduler", () => {
     child_ids: { sub: "t_c" },
     child_definitions: { leaf: { name: "leaf", version: 1, digest: "d2" } },
   };
-  const seed = {
-    id: "t_1",
-    tenant: "t",
-    root_run_id: "t_1",
-    parent_run_id: null,
-    parent_node: null,
-    depth: 0,
-    definition: { name: "w", version: 1, digest: "d" },
-    source: "api",
-    start_key: "k",
-    lane: "interactive" as const,
-    project: "billing",
-    priority: 7,
-    deadline: T0 + 60_000,
-    input: { list: [1, 2, 3] },
-  };
+  const seed = rootSeed({ lane: "interactive" as const, project: "billing", priority: 7, deadline: T0 + 60_000, input: { list: [1, 2, 3] } });
 
   it("project, priority, deadline and the node's estimated cost; a map's estimate is items × cost; a child inherits, batch, never above its parent", () => {
     let [snap] = initialTransition(executionMachine) as [AnyMachineSnapshot, unknown];

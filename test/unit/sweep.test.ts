@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { rootSeed } from "./run-driver.js";
 import { initialTransition, transition, type AnyMachineSnapshot } from "xstate";
 import {
   compileDefinition,
@@ -50,20 +51,7 @@ function runner(p: Plan, extra: Record<string, unknown> = {}) {
   };
 }
 
-const seed = (over: Record<string, unknown> = {}) => ({
-  id: "t_1",
-  tenant: "t",
-  root_run_id: "t_1",
-  parent_run_id: null,
-  parent_node: null,
-  depth: 0,
-  definition: { name: "w", version: 1, digest: "d" },
-  source: "api",
-  start_key: "k",
-  lane: "interactive" as const,
-  input: {},
-  ...over,
-});
+const seed = (over: Record<string, unknown> = {}) => rootSeed({ lane: "interactive" as const, ...over });
 
 /** A child's parent as its create reads it: running, waiting on the child. */
 const parentOf = (root: string) => ({ status: "running", tenant: "t", root_run_id: root, depth: 0, waits: true });

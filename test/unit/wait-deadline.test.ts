@@ -1,24 +1,13 @@
 import { expect, it } from "vitest";
 import { initialTransition, transition, type AnyMachineSnapshot } from "xstate";
 import { compileDefinition, executionMachine, WAIT_GRACE_MS } from "../../machines/index.js";
+import { rootSeed } from "./run-driver.js";
 
 it("C014 C015 a waiting run past its deadline plus the grace window is ended wait_abandoned; inside it, it is left alone", () => {
   const c = compileDefinition({ name: "w", nodes: [{ id: "nap", kind: "sleep", duration_ms: 1_000 }] }, { handlers: new Set() });
   if (!c.ok) throw new Error("compile");
   const plan = c.plan;
-  const seed = {
-    id: "t_1",
-    tenant: "t",
-    root_run_id: "t_1",
-    parent_run_id: null,
-    parent_node: null,
-    depth: 0,
-    definition: { name: "w", version: 1, digest: "d" },
-    source: "api",
-    start_key: "k",
-    lane: "interactive",
-    input: {},
-  };
+  const seed = rootSeed({ lane: "interactive" });
   let [snap] = initialTransition(executionMachine) as [AnyMachineSnapshot, unknown];
   [snap] = transition(executionMachine, snap, { type: "run.create", run: seed, now: 0, plan } as never);
   expect(snap.context.run.lifecycle.status).toBe("waiting");
