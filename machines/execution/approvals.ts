@@ -1,6 +1,6 @@
-import { applyStepOp, type StepError } from "../step/index.js";
+import { applyStepOp } from "../step/index.js";
 import { DEFAULT_WAIT_TIMEOUT_MS, resolveTemplate, type PlanNode } from "../workflow/index.js";
-import { offer, policyOf, takeOffer } from "./attempts.js";
+import { offer, parkAttempt } from "./attempts.js";
 import { fail, publish, scopeOf, succeed, type Draft } from "./draft.js";
 import { approvalAt, gatePolicyOf, gateToken } from "./gates.js";
 import type { ApprovalState, ExecutionEvent, RunContext, RunError } from "./types.js";
@@ -216,19 +216,7 @@ function fileToolRequest(d: Draft, node: string, event: string, request: Extract
 /** The asking attempt ends: its step goes back to ready, held until a decision (the parked attempt does not count against the node's retries). */
 function parkStep(d: Draft, node: PlanNode, message: string): void {
   const n = d.run.nodes[node.id]!;
-  if (n.step!.status === "ready") takeOffer(d, n);
-  const s = n.step!;
-  const error: StepError = { code: "awaiting_approval", message, retryable: true };
-  const r = applyStepOp(s, {
-    op: "fail",
-    now: d.now,
-    attempt: s.attempt,
-    lease_epoch: s.lease_epoch,
-    error,
-    policy: { ...policyOf(node), backoff_ms: 0, max_attempts: s.attempt + 1 },
-  });
-  if (r.outcome === "moved") n.step = r.state;
-  delete n.lease_expires_at;
+  parkAttempt(d, n, node, { code: "awaiting_approval", message, retryable: true });
   d.effects.push({ type: "runway.answer", value: { outcome: "awaiting_approval", approval: n.approval!.id } });
 }
 

@@ -189,6 +189,27 @@ export function takeOffer(d: Draft, holder: Holder): void {
 }
 
 /**
+ * The current attempt ends, parked: its step goes back to ready with `error`, held until
+ * something outside the run moves it (a decision, a settled intent). The parked attempt does
+ * not count against the node's retries. Answers the parked attempt's number.
+ */
+export function parkAttempt(d: Draft, holder: Holder, node: PlanNode, error: StepError): number {
+  if (holder.step!.status === "ready") takeOffer(d, holder);
+  const s = holder.step!;
+  const r = applyStepOp(s, {
+    op: "fail",
+    now: d.now,
+    attempt: s.attempt,
+    lease_epoch: s.lease_epoch,
+    error,
+    policy: { ...policyOf(node), backoff_ms: 0, max_attempts: s.attempt + 1 },
+  });
+  if (r.outcome === "moved") holder.step = r.state;
+  delete holder.lease_expires_at;
+  return s.attempt;
+}
+
+/**
  * A heartbeat. From an offered attempt (a long one, or one whose handler beats): it is leased
  * (`durable`: with a lease its heartbeats renew) now, RUNNING with a lease the heartbeats renew. From a leased one: its lease is renewed.
  */

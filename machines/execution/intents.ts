@@ -1,5 +1,5 @@
 import { applyStepOp, type StepError } from "../step/index.js";
-import { holderOf, offer, onHeartbeat, policyOf, pumpMap, retryOrFail, takeOffer, type Holder } from "./attempts.js";
+import { holderOf, offer, onHeartbeat, parkAttempt, policyOf, pumpMap, retryOrFail, takeOffer, type Holder } from "./attempts.js";
 import { publish, TASK_POLL, type Draft, type TaskPoll } from "./draft.js";
 import { advance } from "./progression.js";
 import { ceilingDrain, stopHolder } from "./ceilings.js";
@@ -130,29 +130,17 @@ function refuseCall(d: Draft, e: On<"effect.intent">, holder: Holder, which: str
  * person settles the intent. Nothing is called.
  */
 function park(d: Draft, e: On<"effect.intent">, holder: Holder, pending: PendingIntent): void {
-  const node = d.byId.get(e.node)!;
-  if (holder.step!.status === "ready") takeOffer(d, holder);
-  const s = holder.step!;
   const error: StepError = {
     code: "needs_reconciliation",
     message: `the outcome of ${pending.server}/${pending.tool} (${e.key}) is unknown and the tool is not safe to call again: a person must settle it`,
     retryable: true,
   };
-  const r = applyStepOp(s, {
-    op: "fail",
-    now: d.now,
-    attempt: s.attempt,
-    lease_epoch: s.lease_epoch,
-    error,
-    policy: { ...policyOf(node), backoff_ms: 0, max_attempts: s.attempt + 1 },
-  });
-  if (r.outcome === "moved") holder.step = r.state;
-  delete holder.lease_expires_at;
+  const attempt = parkAttempt(d, holder, d.byId.get(e.node)!, error);
   holder.reconcile = { key: e.key, server: pending.server, tool: pending.tool, since: d.now };
   publish(d, "step_needs_reconciliation", {
     node: e.node,
     ...(e.item !== undefined ? { item: e.item } : {}),
-    attempt: s.attempt,
+    attempt,
     key: e.key,
     server: pending.server,
     tool: pending.tool,
