@@ -1,12 +1,12 @@
 import { hash } from "node:crypto";
 import type { AnyMachineSnapshot, AnyStateMachine, EventObject } from "xstate";
 import type { Clock } from "../clock.js";
-import { packMsgpack } from "../codec.js";
 import { isFault } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { ActorLog } from "../store/partition-log.js";
 import { DeadLetterReason } from "./dead-letters.js";
-import { EffectSchema, type ActorAddress, type ActorDefinition, type Effect } from "./define.js";
+import type { ActorAddress, ActorDefinition, Effect } from "./define.js";
+import { collectEffects, factBytes } from "./emitted.js";
 import { currentSnapshot, snapshotVersion } from "./migrate.js";
 import { publishOutbox, type OutboxContext } from "./outbox.js";
 import { persistedSnapshot, pureMachine } from "./pure.js";
@@ -83,15 +83,6 @@ function appliedMark(id: string): string {
 
 /** Journal facts one write carries at most, about (a single command's own facts are never split). */
 const JOURNAL_BYTES_PER_WRITE = 24 * 1024;
-
-/** A fact's encoded size; one that cannot be encoded counts nothing here (the record's encoding refuses it). */
-function factBytes(fact: unknown): number {
-  try {
-    return packMsgpack(fact).length;
-  } catch {
-    return 0;
-  }
-}
 
 /** Keeps only this write in its key's history (the stream keeps every message per subject). */
 const ROLLUP = { "Nats-Rollup": "sub" };
@@ -487,39 +478,6 @@ export class ActorCell {
   private countTerminated(decisions: { how: string }[]): void {
     for (const d of decisions) if (d.how === "term" || d.how === "dead") this.env.stats.terminated++;
   }
-}
-
-function collectEffects(actions: readonly { type: string; params?: unknown }[]): Effect[] {
-  const out: Effect[] = [];
-  for (const action of actions) {
-    if (action.type !== "xstate.emit") continue;
-    out.push(checkedEffect((action.params as { event?: unknown } | undefined)?.event));
-  }
-  return out;
-}
-
-/**
- * An emitted effect, checked. The kinds every step emits (events, journal facts, hand-overs,
- * answers) have nothing to check beyond a non-empty name, so they skip the schema, which was
- * a few percent of a step's CPU; sends, publishes, timers and stores, whose addresses and keys
- * the host trusts, go through it.
- */
-function checkedEffect(emitted: unknown): Effect {
-  const e = emitted as { type?: unknown; subject?: unknown; channel?: unknown } | null | undefined;
-  switch (e?.type) {
-    case "runway.event":
-      if (typeof e.subject === "string" && e.subject.length > 0) return e as Effect;
-      break;
-    case "runway.local":
-      if (typeof e.channel === "string" && e.channel.length > 0) return e as Effect;
-      break;
-    case "runway.journal":
-    case "runway.answer":
-      return e as Effect;
-  }
-  const parsed = EffectSchema.safeParse(emitted);
-  if (!parsed.success) throw new Error(`machine emitted an invalid effect: ${JSON.stringify(emitted)}: ${parsed.error.message}`);
-  return parsed.data;
 }
 
 async function prepareWithRetry(
