@@ -16,6 +16,8 @@ export async function askActor(
   event: { type: string } & Record<string, unknown>,
   id: string,
   timeoutMs: number,
+  /** The caller built `event` from input already validated at the API: applied here without parsing it again (the mailbox path still parses). */
+  options: { trusted?: boolean } = {},
 ): Promise<AskAnswer> {
   let left = timeoutMs;
   if (deps.host) {
@@ -24,7 +26,7 @@ export async function askActor(
     const budget = Math.floor(timeoutMs / 2);
     let timer: NodeJS.Timeout | undefined;
     const expired = new Promise<{ outcome: "timeout" }>((resolve) => (timer = setTimeout(() => resolve({ outcome: "timeout" }), budget)));
-    const local = await Promise.race([deps.host.dispatch(address, event, id), expired]).finally(() => clearTimeout(timer));
+    const local = await Promise.race([deps.host.dispatch(address, event, id, options), expired]).finally(() => clearTimeout(timer));
     if (local.outcome !== "not_served" && local.outcome !== "kept" && local.outcome !== "timeout") return local;
     if (local.outcome === "timeout") left = timeoutMs - budget;
   }

@@ -248,7 +248,8 @@ export class RunService {
       ...(ceiling !== undefined ? { cost_ceiling_cents: ceiling } : {}),
       input,
     };
-    const answer = await askActor(this.deps, { kind: RUN_KIND, id }, { type: "run.create", run: seed }, `create/${id}`, 10_000);
+    // The seed is built here from the validated request: applied without parsing it again.
+    const answer = await askActor(this.deps, { kind: RUN_KIND, id }, { type: "run.create", run: seed }, `create/${id}`, 10_000, { trusted: true });
     const started = answer.outcome === "applied" ? (answer.value as { outcome?: string; run?: RunSummary } | undefined) : undefined;
     if (started?.outcome === "started" && started.run) return { outcome: "started", run: started.run };
     if (answer.outcome === "applied" || answer.outcome === "refused" || answer.outcome === "duplicate") {

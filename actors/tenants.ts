@@ -59,6 +59,8 @@ export function tenantActor(options: TenantActorOptions) {
     events: TenantCommandSchema,
     input: (id: string) => ({ id }),
     maxBatch: 1,
+    // A run's report (ended, expansions) is applied in the run's lane when this node serves the tenant.
+    inbox: "memory",
     prepare: async (event: EventObject, current: AnyMachineSnapshot | undefined) => {
       const context = current?.context as TenantContext | TenantContextV1 | undefined;
       const withRetention = options.endedRunRetentionMs !== undefined ? { ...event, retention_ms: options.endedRunRetentionMs } : event;
@@ -164,8 +166,9 @@ export class TenantService {
     id: string,
     event: { type: string } & Record<string, unknown>,
     commandId = `${event.type}/${id}/${randomDeliveryId()}`,
+    trusted = false,
   ): Promise<Answer> {
-    const answer = await askActor(this.deps, { kind: TENANT_KIND, id }, event, commandId, 10_000);
+    const answer = await askActor(this.deps, { kind: TENANT_KIND, id }, event, commandId, 10_000, { trusted });
     if (answer.outcome === "applied") {
       const value = (answer.value as Answer | undefined) ?? { outcome: "ok" };
       // A record stored before issue 9 is being moved out of itself for a moment: ask again.
@@ -237,7 +240,13 @@ export class TenantService {
   /** `reserveCents`: what the run reserves of a day budget (its definition's `max_cost_cents`; absent: the tenant's default). */
   admit(id: string, runId: string, project: string, reserveCents?: number): Promise<Answer> {
     // A fresh command id each time: the tenant itself counts a run id once, and each caller needs its own answer.
-    return this.command(id, { type: "tenant.admit_run", run_id: runId, project, ...(reserveCents !== undefined ? { reserve_cents: reserveCents } : {}) });
+    // Built from a start request the API validated: not parsed again when applied here.
+    return this.command(
+      id,
+      { type: "tenant.admit_run", run_id: runId, project, ...(reserveCents !== undefined ? { reserve_cents: reserveCents } : {}) },
+      undefined,
+      true,
+    );
   }
 
   /**
@@ -245,7 +254,7 @@ export class TenantService {
    * never created. Idempotent: the tenant counts a run id's end once.
    */
   runEnded(id: string, runId: string, project: string): Promise<Answer> {
-    return this.command(id, { type: "tenant.run_ended", run_id: runId, project }, `release/${runId}/not-created`);
+    return this.command(id, { type: "tenant.run_ended", run_id: runId, project }, `release/${runId}/not-created`, true);
   }
 
   /**

@@ -57,6 +57,8 @@ export interface HostStats {
   terminated: number;
   stale: number;
   fenced: number;
+  /** Sends between this node's actors applied in memory instead of through the mailbox (`inbox: "memory"`). */
+  deliveredInMemory: number;
 }
 
 /**

@@ -64,6 +64,16 @@ export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMach
    */
   maxBatch?: number;
   /**
+   * `memory`: a `runway.send` to this kind from an actor of another kind is applied in memory
+   * when this node serves the receiver's partition — in the sender's lane, right after the
+   * sender's write, with the same id the mailbox would carry — instead of through the mailbox
+   * stream; otherwise, or when the receiver keeps it, it is published as usual. The send stays
+   * in the sender's stored outbox, so after a crash the next loader delivers it again (deduped
+   * by id). A kind that receives in memory sends only through the mailbox itself: a lane then
+   * waits on at most one other lane, never in a cycle. Default `mailbox`.
+   */
+  inbox?: "memory" | "mailbox";
+  /**
    * Effects the kind adds to a stored transition, derived from its state before (the machine's
    * initial state for an actor's first command) and after: e.g. index entries kept beside the record. Called only
    * for a transition that is stored; stored in the outbox with the machine's own effects, so a

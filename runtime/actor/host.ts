@@ -82,7 +82,7 @@ interface OwnedPartition {
  */
 export class ActorHost {
   readonly partitions: number;
-  readonly stats: HostStats = { transitions: 0, writes: 0, duplicates: 0, refused: 0, invalid: 0, terminated: 0, stale: 0, fenced: 0 };
+  readonly stats: HostStats = { transitions: 0, writes: 0, duplicates: 0, refused: 0, invalid: 0, terminated: 0, stale: 0, fenced: 0, deliveredInMemory: 0 };
   private readonly definitions = new Map<string, ActorDefinition>();
   private readonly owned = new Map<number, OwnedPartition>();
   private readonly clock: Clock;
@@ -122,6 +122,7 @@ export class ActorHost {
       events: this.events,
       deadLetters: this.deadLetters,
       store: (self, effect) => this.keys.store(self, effect),
+      deliver: (self, to, event, id) => this.deliverInMemory(self, to, event, id),
     };
   }
 
@@ -218,6 +219,19 @@ export class ActorHost {
         },
       });
     });
+  }
+
+  /**
+   * A send between actors of this node, applied without the mailbox when the receiver's kind
+   * takes it (`inbox: "memory"`) and the sender's does not (so no two lanes wait on each other).
+   * The sender's machine built the event: it is not parsed again.
+   */
+  private async deliverInMemory(self: ActorAddress, to: ActorAddress, event: unknown, id: string): Promise<"delivered" | "publish"> {
+    if (this.definitions.get(to.kind)?.inbox !== "memory" || this.definitions.get(self.kind)?.inbox === "memory") return "publish";
+    const answer = await this.dispatch(to, event, id, { trusted: true });
+    if (answer.outcome === "not_served" || answer.outcome === "kept") return "publish";
+    this.stats.deliveredInMemory++;
+    return "delivered";
   }
 
   /** Releases every partition. */

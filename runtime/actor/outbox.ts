@@ -22,6 +22,12 @@ export interface OutboxContext {
   deadLetters?: DeadLetterBox;
   /** Applies a `runway.store` entry (see EffectSchema): the host writes it through the partition's fenced log. */
   store(self: ActorAddress, effect: StoreEffect): Promise<PublishOutcome>;
+  /**
+   * Applies a `runway.send` in this process when its receiver takes it in memory (see
+   * `ActorDefinition.inbox`): `delivered` once the receiver stored (or answered) it;
+   * `publish` when it must go through the mailbox instead.
+   */
+  deliver?(self: ActorAddress, to: ActorAddress, event: unknown, id: string): Promise<"delivered" | "publish">;
 }
 
 export type StoreEffect = Extract<Effect, { type: "runway.store" }>;
@@ -57,6 +63,8 @@ export async function publishOutbox(ctx: OutboxContext, self: ActorAddress, entr
   if (durable.length > 0) {
     const results = await Promise.all(
       durable.map(async (entry) => {
+        if (entry.effect.type === "runway.send" && ctx.deliver && (await ctx.deliver(self, entry.effect.to, entry.effect.event, entry.id)) === "delivered")
+          return true;
         const result = await withRetry(() => publishEntry(ctx, self, entry), retryable, { deadlineMs: 10_000 });
         if (result.outcome !== "too_large" || !ctx.deadLetters) return result.outcome === "stored";
         return ctx.deadLetters.put({

@@ -3,7 +3,7 @@ import { Kvm } from "@nats-io/kv";
 import { createLogger, MailboxClient, startNode } from "../../runtime/index.js";
 import { startServer, waitFor } from "../harness/index.js";
 import { testActors } from "../fixtures/counter-actor.js";
-import { percentiles, progress, windowed } from "./stats.js";
+import { cpuProfile, percentiles, progress, windowed } from "./stats.js";
 
 /**
  * `npm run bench -- actor`: 1,000 actors × 10 events through one node's mailboxes, each event
@@ -30,6 +30,7 @@ export async function actorBench(): Promise<Record<string, unknown>> {
     const writesBefore = node.host.stats.writes;
     const transitionsBefore = node.host.stats.transitions;
     const latencies: number[] = [];
+    const profiled = await cpuProfile();
     const started = performance.now();
     await windowed(total, window, async (i) => {
       const t0 = performance.now();
@@ -38,6 +39,7 @@ export async function actorBench(): Promise<Record<string, unknown>> {
       latencies.push(performance.now() - t0);
     });
     const elapsed = (performance.now() - started) / 1000;
+    await profiled?.();
     const writes = node.host.stats.writes - writesBefore;
     const transitions = node.host.stats.transitions - transitionsBefore;
     progress("one event in flight: latency without queueing");

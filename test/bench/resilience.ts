@@ -7,7 +7,7 @@ import { RunwayClient } from "../../cluster/client.js";
 import { RUN_KIND } from "../../actors/index.js";
 import { readSnapshot } from "../../actors/records.js";
 import { RUNWAY_USER, spawnTsx, startServer, waitFor, type ChildHandle } from "../harness/index.js";
-import { heapUsedMb, progress, windowed } from "./stats.js";
+import { cpuProfile, heapUsedMb, progress, windowed } from "./stats.js";
 import { world } from "./workflow.js";
 
 const cli = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
@@ -49,10 +49,12 @@ export async function w4(): Promise<Record<string, unknown>> {
     progress(`w4: waking ${woken}`);
     const chosen = ids.slice(0, woken);
     const done = chosen.map((id) => w.finished(id));
+    const profiled = await cpuProfile();
     const t0 = performance.now();
     await Promise.all(chosen.map((id) => w.node.node.host.dispatch({ kind: RUN_KIND, id }, { type: "timer.fired", kind: "sleep", node: "nap" }, `wake/${id}`)));
     await Promise.all(done);
     const wakeMs = performance.now() - t0;
+    await profiled?.();
     return {
       bench: "w4",
       parked,

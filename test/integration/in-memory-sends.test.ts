@@ -1,0 +1,112 @@
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
+import {
+  ActorHost,
+  CMD_STREAM,
+  createLogger,
+  DEFAULT_TOPOLOGY,
+  ensureTopology,
+  MailboxClient,
+  mailboxSubject,
+  partitionOf,
+  PartitionLog,
+  silentLogger,
+  startNode,
+  type RunwayNode,
+} from "../../runtime/index.js";
+import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
+import { testActors } from "../fixtures/counter-actor.js";
+import { readActor } from "../fixtures/read-actor.js";
+
+// Issue 9, item 3: commands to actors this node serves are delivered in memory, still recorded in the outbox.
+const P = DEFAULT_TOPOLOGY.partitions;
+let server: NatsServerHandle;
+let nc: NatsConnection;
+let node: RunwayNode;
+let mailbox: MailboxClient;
+
+beforeAll(async () => {
+  server = await startServer();
+  node = await startNode({ connection: server.connectOptions(), name: "inbox-node", actors: testActors, logger: createLogger("inbox-node", "warn") });
+  await waitFor(() => node.host.ownedPartitions().length === P, { timeoutMs: 30_000, describe: "the node to serve every partition" });
+  nc = await connect(server.connectOptions());
+  mailbox = new MailboxClient(nc, P);
+});
+
+afterAll(async () => {
+  await node?.stop();
+  await nc?.close();
+  await server?.dispose();
+});
+
+/** Commands the mailbox stream has taken so far (its last sequence: acknowledged ones are deleted, not forgotten). */
+async function commandsStored(): Promise<number> {
+  return (await (await jetstreamManager(nc)).streams.info(CMD_STREAM)).state.last_seq;
+}
+
+it("a send to a kind that takes sends in memory is applied in the sender's lane, never through the mailbox, and stays in the sender's stored outbox", async () => {
+  const before = await commandsStored();
+  const delivered = node.host.stats.deliveredInMemory;
+  for (let i = 0; i < 5; i++) {
+    const answer = await mailbox.request(
+      { kind: "counter", id: "mem-sender" },
+      { type: "ping", to: { kind: "inbox", id: "mem-receiver" }, by: 2 },
+      `mem-ping-${i}`,
+    );
+    expect(answer.outcome).toBe("applied");
+  }
+  // The sender's command is acknowledged only after the receiver stored the send: nothing to wait for.
+  const receiver = await readActor(nc, "inbox", "mem-receiver");
+  expect(receiver?.context.count).toBe(10);
+  expect(receiver?.transitions).toBe(5);
+  // The five pings went through the mailbox; the five sends did not.
+  expect((await commandsStored()) - before).toBe(5);
+  expect(node.host.stats.deliveredInMemory - delivered).toBe(5);
+  // Crash safety: the send is in the sender's stored outbox, to be delivered again (deduped by id) by the next loader.
+  const sender = await readActor(nc, "counter", "mem-sender");
+  expect(sender?.outbox).toEqual([
+    { id: "mem-ping-4/0", effect: { type: "runway.send", to: { kind: "inbox", id: "mem-receiver" }, event: { type: "inc", by: 2 } } },
+  ]);
+});
+
+it("a kind that takes sends in memory sends through the mailbox itself, and so does any sender to a mailbox kind", async () => {
+  const before = await commandsStored();
+  const delivered = node.host.stats.deliveredInMemory;
+  const back = await mailbox.request({ kind: "inbox", id: "mem-back" }, { type: "ping", to: { kind: "counter", id: "mem-back-target" } }, "mem-back-1");
+  expect(back.outcome).toBe("applied");
+  const plain = await mailbox.request({ kind: "counter", id: "mem-plain" }, { type: "ping", to: { kind: "sink", id: "mem-plain-target" } }, "mem-plain-1");
+  expect(plain.outcome).toBe("applied");
+  await waitFor(async () => (await readActor(nc, "counter", "mem-back-target"))?.context.count === 1, { timeoutMs: 10_000, describe: "the inbox's send" });
+  await waitFor(async () => (await readActor(nc, "sink", "mem-plain-target"))?.context.count === 1, { timeoutMs: 10_000, describe: "the counter's send" });
+  // Two commands and two sends, all four through the mailbox.
+  expect((await commandsStored()) - before).toBe(4);
+  expect(node.host.stats.deliveredInMemory - delivered).toBe(0);
+});
+
+it("a send to a receiver whose partition is not served here is published to its mailbox", async () => {
+  // A server of its own, where one host serves only the sender's partition.
+  const alone = await startServer();
+  const hostNc = await connect(alone.connectOptions());
+  try {
+    const sender = "far-sender";
+    const receiver = Array.from({ length: 100 }, (_, i) => `far-receiver-${i}`).find((id) => partitionOf(id, P) !== partitionOf(sender, P))!;
+    await ensureTopology(hostNc, DEFAULT_TOPOLOGY);
+    const claimed = await PartitionLog.claim(hostNc, partitionOf(sender, P), { node: "far-host", incarnation: "far-host" }, () => true, Date.now());
+    if (claimed.outcome !== "claimed") throw new Error(`claim: ${claimed.outcome}`);
+    const host = new ActorHost({ nc: hostNc, partitions: P, actors: testActors, logger: silentLogger });
+    await host.serve(claimed.log, { mailbox: false });
+    const answer = await host.dispatch({ kind: "counter", id: sender }, { type: "ping", to: { kind: "inbox", id: receiver } }, "far-ping-1");
+    expect(answer.outcome).toBe("applied");
+    expect(host.stats.deliveredInMemory).toBe(0);
+    // Published with the entry's id, waiting in the receiver's mailbox for whoever serves it.
+    const msg = await (
+      await jetstreamManager(hostNc)
+    ).streams.getMessage(CMD_STREAM, { last_by_subj: mailboxSubject(partitionOf(receiver, P), "inbox", receiver) });
+    expect(msg?.header?.get("Rw-Id")).toBe("far-ping-1/0");
+    await host.stop();
+  } finally {
+    await hostNc.close();
+    await alone.dispose();
+  }
+});
