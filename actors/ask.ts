@@ -16,8 +16,12 @@ export async function askActor(
   event: { type: string } & Record<string, unknown>,
   id: string,
   timeoutMs: number,
-  /** The caller built `event` from input already validated at the API: applied here without parsing it again (the mailbox path still parses). */
-  options: { trusted?: boolean } = {},
+  /**
+   * `trusted`: the caller built `event` from input already validated at the API: applied here
+   * without parsing it again (the mailbox path still parses). `fresh`: the actor's id was made
+   * up at random for this command, so it has no record to read first (see `Delivery.fresh`).
+   */
+  options: { trusted?: boolean; fresh?: boolean } = {},
 ): Promise<AskAnswer> {
   let left = timeoutMs;
   if (deps.host) {

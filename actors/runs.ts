@@ -215,7 +215,7 @@ export class RunService {
     const ceiling = resolved.plan.limits?.max_cost_cents;
     // A run a person admits first (its definition's `admission` policy) asks its tenant only once approved (machines/execution/admission.ts).
     const held = heldForAdmission(resolved.plan, { parent_run_id: null, replay_of: request.replay_of });
-    const admitted = held ? { outcome: "held" as const } : await this.deps.tenants.admit(tenant, id, project, ceiling);
+    const admitted = held ? { outcome: "held" as const } : await this.deps.tenants.admit(tenant, id, project, ceiling, !request.start_key);
     if (
       admitted.outcome === "tenant_killed" ||
       admitted.outcome === "tenant_draining" ||
@@ -248,8 +248,12 @@ export class RunService {
       ...(ceiling !== undefined ? { cost_ceiling_cents: ceiling } : {}),
       input,
     };
-    // The seed is built here from the validated request: applied without parsing it again.
-    const answer = await askActor(this.deps, { kind: RUN_KIND, id }, { type: "run.create", run: seed }, `create/${id}`, 10_000, { trusted: true });
+    // The seed is built here from the validated request: applied without parsing it again; a run
+    // whose id was made up for this start (no start key) has no record to read first.
+    const answer = await askActor(this.deps, { kind: RUN_KIND, id }, { type: "run.create", run: seed }, `create/${id}`, 10_000, {
+      trusted: true,
+      fresh: !request.start_key,
+    });
     const started = answer.outcome === "applied" ? (answer.value as { outcome?: string; run?: RunSummary } | undefined) : undefined;
     if (started?.outcome === "started" && started.run) return { outcome: "started", run: started.run };
     if (answer.outcome === "applied" || answer.outcome === "refused" || answer.outcome === "duplicate") {

@@ -237,13 +237,23 @@ export class TenantService {
     return answer;
   }
 
-  /** `reserveCents`: what the run reserves of a day budget (its definition's `max_cost_cents`; absent: the tenant's default). */
-  admit(id: string, runId: string, project: string, reserveCents?: number): Promise<Answer> {
+  /**
+   * `reserveCents`: what the run reserves of a day budget (its definition's `max_cost_cents`;
+   * absent: the tenant's default). `fresh`: the run id was made up at random for this start, so
+   * the tenant cannot have counted it: its member keys are not read.
+   */
+  admit(id: string, runId: string, project: string, reserveCents?: number, fresh = false): Promise<Answer> {
     // A fresh command id each time: the tenant itself counts a run id once, and each caller needs its own answer.
     // Built from a start request the API validated: not parsed again when applied here.
     return this.command(
       id,
-      { type: "tenant.admit_run", run_id: runId, project, ...(reserveCents !== undefined ? { reserve_cents: reserveCents } : {}) },
+      {
+        type: "tenant.admit_run",
+        run_id: runId,
+        project,
+        ...(reserveCents !== undefined ? { reserve_cents: reserveCents } : {}),
+        ...(fresh ? { fresh: true } : {}),
+      },
       undefined,
       true,
     );

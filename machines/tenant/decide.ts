@@ -113,12 +113,13 @@ interface Io {
  */
 export function admitDecision(
   context: TenantContext,
-  run: { run_id: string; project: string; reserve_cents?: number },
+  run: { run_id: string; project: string; reserve_cents?: number; fresh?: boolean },
   now: number,
   io: Io,
 ): Decision<AdmitAnswer> {
   const { run_id, project } = run;
-  const member = io.facts.member(run_id);
+  // A run id made up for this start has no keys yet: nothing to read.
+  const member = run.fresh ? null : io.facts.member(run_id);
   if (member?.s === "q") {
     const blocked = capReached(context, member.p);
     return {
@@ -135,7 +136,7 @@ export function admitDecision(
       },
     };
   }
-  if (member?.s === "r" || io.facts.ended(run_id)) {
+  if (member?.s === "r" || (!run.fresh && io.facts.ended(run_id))) {
     return {
       context,
       answer: { outcome: "admitted", run_id, duplicate: true, starts_today: atDay(context, now).starts_today, active_runs: context.active_runs },
@@ -371,7 +372,8 @@ function decideMigrated(context: TenantContext, event: TenantEvent, io: Io): Dec
 }
 
 /** Facts a command is likely to need, read before the first try of its decision (see `facts.ts`). */
-export function likelyFacts(event: { type: string; run_id?: string }): string[] {
+export function likelyFacts(event: { type: string; run_id?: string; fresh?: boolean }): string[] {
+  if (event.type === "tenant.admit_run" && event.fresh) return [];
   if (event.run_id && (event.type === "tenant.admit_run" || event.type === "tenant.run_ended" || event.type === "tenant.recheck"))
     return [memberKey(event.run_id), endedKey(event.run_id)];
   return [];

@@ -26,6 +26,8 @@ export const TenantCommandSchema = z.discriminatedUnion("type", [
     ...RunRef,
     reserve_cents: z.number().int().min(0).max(1e12).optional(),
     tell_run: z.boolean().optional(),
+    /** The run id was made up at random for this start: never admitted before, so its member and ended keys are not read. */
+    fresh: z.boolean().optional(),
   }),
   z.object({ type: z.literal("tenant.run_ended"), ...RunRef }),
   /** A queued run asks whether it holds a slot yet (its sweep, or its own create). */

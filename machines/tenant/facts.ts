@@ -32,7 +32,7 @@ export function missingFacts(context: TenantContext | TenantContextV1, event: Te
  */
 export async function gatherFacts(context: TenantContext | TenantContextV1, event: TenantEvent, reader: MembershipReader): Promise<Facts> {
   const facts: Record<string, unknown> = {};
-  const first = likelyFacts(event as { type: string; run_id?: string });
+  const first = likelyFacts(event as { type: string; run_id?: string; fresh?: boolean });
   if (first.length > 0) Object.assign(facts, await reader.read(first));
   let counts: Record<string, number> | undefined;
   for (let missing = missingFacts(context, event, facts); missing !== null; missing = missingFacts(context, event, facts)) {

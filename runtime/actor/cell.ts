@@ -25,6 +25,13 @@ export interface Delivery {
   /** Built in this process by code that already holds it to the kind's schema (validated once, at its edge): not parsed again. */
   trusted?: boolean;
   /**
+   * The caller vouches that the actor has no stored record yet (its id was made up at random
+   * for this command): the first try decides on the machine's initial state without reading,
+   * and its write names the key's last sequence as 0, so if a record exists after all the write
+   * is refused and the command is decided again on what is stored.
+   */
+  fresh?: boolean;
+  /**
    * Settles the command: `ack` (done, answer it), `term` (never deliver again), `dead` (never
    * deliver again, and file a copy in the dead-letter stream: `reason` is a
    * {@link DeadLetterReason}, `detail` says more), or `keep` (leave it unacknowledged: delivered
@@ -88,6 +95,8 @@ const JOURNAL_BYTES_PER_WRITE = 24 * 1024;
 
 /** Keeps only this write in its key's history (the stream keeps every message per subject). */
 const ROLLUP = { "Nats-Rollup": "sub" };
+/** With the partition's sequence fence, a second precondition on the same message: the key holds no record. */
+const EXPECT_NO_RECORD = "Nats-Expected-Last-Subject-Sequence";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -200,7 +209,9 @@ export class ActorCell {
         for (const d of batch) d.settle(undefined, "keep", "fenced");
         return;
       }
-      const loaded = await this.load();
+      // A first command to an actor its caller made up needs no read (see Delivery.fresh).
+      const assumedNew = attempt === 0 && !this.cached && batch[0]!.fresh === true;
+      const loaded = assumedNew ? ({ outcome: "loaded", cached: undefined } as const) : await this.load();
       if (loaded.outcome === "unavailable") {
         await sleep(Math.min(25 * 2 ** attempt, 1_000));
         continue;
@@ -338,12 +349,13 @@ export class ActorCell {
       // A journaled actor keeps every record in its key's history; any other keeps only the latest
       // (and, with a `ttl`, the latest for that long).
       const ttl = definition.history === "journal" ? undefined : definition.ttl?.(snapshot!);
-      const headers =
+      const kept =
         ttl === undefined
           ? definition.history === "journal"
             ? undefined
             : ROLLUP
           : { "Nats-TTL": `${Math.max(1, Math.ceil(ttl / 1_000))}s`, "Nats-Rollup": "sub" };
+      const headers = assumedNew ? { ...kept, [EXPECT_NO_RECORD]: "0" } : kept;
       const written = await this.env.log.write(this.key, encoded, headers);
       switch (written.outcome) {
         case "written": {

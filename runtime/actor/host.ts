@@ -193,7 +193,7 @@ export class ActorHost {
     address: ActorAddress,
     event: unknown,
     id: string,
-    options: { trusted?: boolean } = {},
+    options: { trusted?: boolean; fresh?: boolean } = {},
   ): Promise<CommandAnswer | { outcome: "not_served" } | { outcome: "kept"; reason: string }> {
     const part = this.owned.get(this.partitionOf(address));
     if (!part || part.stopping) return Promise.resolve({ outcome: "not_served" });
@@ -204,6 +204,7 @@ export class ActorHost {
         id,
         event,
         ...(options.trusted ? { trusted: true } : {}),
+        ...(options.fresh ? { fresh: true } : {}),
         settle(answer, how, reason, detail) {
           // No mailbox message to file: the letter is the command as the mailbox would have carried it.
           if (how === "dead")

@@ -195,4 +195,38 @@ describe("actor runtime on a real server", () => {
     expect(h.host.stats.terminated).toBe(1000);
     await h.host.stop();
   });
+
+  it("a command marked fresh is decided without reading the actor; if it has a record after all, the store refuses the write and the command is decided on the record", async () => {
+    const id = "fresh-x";
+    const partition = partitionOf(id, P);
+    const first = await hostFor(partition);
+    for (let i = 0; i < 3; i++) expect((await first.host.dispatch({ kind: "counter", id }, { type: "inc" }, `fresh-x-${i}`)).outcome).toBe("applied");
+    await first.host.stop();
+    // A new owner that has never seen the actor, reading through a log that counts its reads.
+    const reads: string[] = [];
+    const counting: HostDecorators = {
+      log: (log) =>
+        Object.create(
+          decorateLog(log, (_key, _value, next) => next()),
+          { read: { value: (key: string) => (reads.push(key), log.read(key)) } },
+        ),
+    };
+    const second = await hostFor(partition, { node: "fresh-second", decorate: counting });
+    const wrong = await second.host.dispatch({ kind: "counter", id }, { type: "inc" }, "fresh-x-3", { fresh: true });
+    expect(wrong).toMatchObject({ outcome: "applied", value: { count: 4 } });
+    const stored = await readActor(second.nc, "counter", id);
+    expect(stored?.context.count).toBe(4);
+    expect(stored?.transitions).toBe(4);
+    expect(reads).toContain(`counter.${id}`);
+    // An actor that has no record: created without a read.
+    const other = Array.from({ length: 500 }, (_, i) => `fresh-new-${i}`).find((k) => partitionOf(k, P) === partition)!;
+    reads.length = 0;
+    expect(await second.host.dispatch({ kind: "counter", id: other }, { type: "inc" }, "fresh-new-0", { fresh: true })).toMatchObject({
+      outcome: "applied",
+      value: { count: 1 },
+    });
+    expect(reads).not.toContain(`counter.${other}`);
+    expect((await readActor(second.nc, "counter", other))?.context.count).toBe(1);
+    await second.host.stop();
+  });
 });

@@ -436,6 +436,32 @@ describe("idempotence per run id", () => {
     expect(d.admit("r")).toMatchObject({ outcome: "admitted", duplicate: false });
   });
 
+  it("a run id made up for its start (fresh) is admitted without reading its member keys; without fresh the same admission reads them", () => {
+    const d = tenant();
+    const reads = d.store.reads;
+    expect(d.send({ type: "tenant.admit_run", run_id: "new-1", project: "p", fresh: true }).answer).toMatchObject({
+      outcome: "admitted",
+      duplicate: false,
+      active_runs: 1,
+    });
+    expect(d.store.reads).toBe(reads);
+    // Its member key is written as for any admission: its end and a later duplicate are counted once.
+    expect(d.end("new-1")).toMatchObject({ outcome: "ended", active_runs: 0 });
+    expect(d.admit("new-1")).toMatchObject({ outcome: "admitted", duplicate: true });
+    expect(d.store.reads).toBeGreaterThan(reads);
+    // gatherFacts (the actor's prepare) asks its reader for nothing for a fresh admission.
+    const asked: string[][] = [];
+    const reader: MembershipReader = {
+      read: (keys) => (asked.push([...keys]), Promise.resolve({})),
+      runningByProject: () => Promise.resolve({}),
+      spentOn: () => Promise.resolve(0),
+    };
+    return gatherFacts(d.ctx, { type: "tenant.admit_run", run_id: "new-2", project: "p", fresh: true, now: T0 } as never, reader).then((facts) => {
+      expect(facts).toEqual({});
+      expect(asked).toEqual([]);
+    });
+  });
+
   it("a write costs the same whatever the population: the record stays the same size with 3,000 runs as with 3", () => {
     const size = (n: number) => {
       const d = tenant({ max_concurrency: 10_000, project_max_concurrency: { held: 0 } });
