@@ -12,6 +12,15 @@ import { publishOutbox, type OutboxContext } from "./outbox.js";
 import { persistedSnapshot, pureMachine } from "./pure.js";
 import { actorRecordCodec, APPLIED_WINDOW, type ActorRecord, type CommandAnswer, type OutboxEntry } from "./wire.js";
 
+/** What the cell decided for one command of a batch, settled after the write. */
+interface Decision {
+  delivery: Delivery;
+  answer: CommandAnswer;
+  how: Settle;
+  reason?: string;
+  detail?: string;
+}
+
 /** How a command is settled (see {@link Delivery.settle}). */
 export type Settle = "ack" | "term" | "keep" | "dead";
 
@@ -193,7 +202,7 @@ export class ActorCell {
     // The writer of this record may have died before publishing its outbox: publish it again
     // (idempotent by entry id) before anything new is decided.
     if (decoded.value.outbox.length > 0) {
-      const ok = await publishOutbox(this.env.outbox, this.address, decoded.value.outbox, read.message.seq);
+      const ok = await publishOutbox(this.env.outbox, this.address, decoded.value.outbox, read.message.seq).all;
       if (!ok) return { outcome: "unavailable" };
     }
     this.cached = { applied: decoded.value.applied, transitions: decoded.value.transitions, revision: read.message.seq, generation, snapshot };
@@ -223,7 +232,7 @@ export class ActorCell {
       const outbox: OutboxEntry[] = [];
       const local: Extract<Effect, { type: "runway.local" }>[] = [];
       const journal: unknown[] = [];
-      const decisions: { delivery: Delivery; answer: CommandAnswer; how: Settle; reason?: string; detail?: string }[] = [];
+      const decisions: Decision[] = [];
       let changed = 0;
       let journalBytes = 0;
       for (const [index, delivery] of batch.entries()) {
@@ -368,13 +377,14 @@ export class ActorCell {
           // need nothing from it and go now.
           const publishing = publishOutbox(this.env.outbox, this.address, outbox, written.revision);
           for (const e of local) this.env.local(e.channel, e.payload, this.address);
-          const published = await publishing;
+          // A caller in this process hears once the durable entries are out; a mailbox command is
+          // acknowledged once the sends applied in memory are too (the lane waits for both).
+          const durable = await publishing.durable;
+          this.settleAll(decisions, written.revision, durable, (d) => d.delivery.deliveries === undefined);
+          const published = durable && (await publishing.all);
           // Unpublished entries are published again by whoever loads the record next.
           if (!published) this.cached = undefined;
-          for (const d of decisions) {
-            const answer = d.answer.outcome === "applied" ? { ...d.answer, revision: written.revision } : d.answer;
-            d.delivery.settle(answer, published || d.answer.outcome !== "applied" ? d.how : "keep", d.reason, d.detail);
-          }
+          this.settleAll(decisions, written.revision, published, (d) => d.delivery.deliveries !== undefined);
           this.countTerminated(decisions);
           return;
         }
@@ -401,6 +411,14 @@ export class ActorCell {
           // Refused before it was sent: nothing was written, the stored state is still `base`.
           return this.tooLarge(batch, `${written.bytes} bytes with headers, above the server's max_payload of ${written.limit}`);
       }
+    }
+  }
+
+  private settleAll(decisions: readonly Decision[], revision: number, published: boolean, which: (d: Decision) => boolean): void {
+    for (const d of decisions) {
+      if (!which(d)) continue;
+      const answer = d.answer.outcome === "applied" ? { ...d.answer, revision } : d.answer;
+      d.delivery.settle(answer, published || d.answer.outcome !== "applied" ? d.how : "keep", d.reason, d.detail);
     }
   }
 

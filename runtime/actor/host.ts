@@ -122,7 +122,7 @@ export class ActorHost {
       events: this.events,
       deadLetters: this.deadLetters,
       store: (self, effect) => this.keys.store(self, effect),
-      deliver: (self, to, event, id) => this.deliverInMemory(self, to, event, id),
+      deliver: { mayTake: (self, to) => this.takesInMemory(self, to), deliver: (self, to, event, id) => this.deliverInMemory(to, event, id) },
     };
   }
 
@@ -223,12 +223,18 @@ export class ActorHost {
   }
 
   /**
-   * A send between actors of this node, applied without the mailbox when the receiver's kind
-   * takes it (`inbox: "memory"`) and the sender's does not (so no two lanes wait on each other).
-   * The sender's machine built the event: it is not parsed again.
+   * A send between actors of this node goes without the mailbox when the receiver's kind takes
+   * it (`inbox: "memory"`), the sender's does not (so no two lanes wait on each other), and the
+   * receiver's partition is served here.
    */
-  private async deliverInMemory(self: ActorAddress, to: ActorAddress, event: unknown, id: string): Promise<"delivered" | "publish"> {
-    if (this.definitions.get(to.kind)?.inbox !== "memory" || this.definitions.get(self.kind)?.inbox === "memory") return "publish";
+  private takesInMemory(self: ActorAddress, to: ActorAddress): boolean {
+    if (this.definitions.get(to.kind)?.inbox !== "memory" || this.definitions.get(self.kind)?.inbox === "memory") return false;
+    const part = this.owned.get(this.partitionOf(to));
+    return part !== undefined && !part.stopping;
+  }
+
+  /** The sender's machine built the event: it is not parsed again. */
+  private async deliverInMemory(to: ActorAddress, event: unknown, id: string): Promise<"delivered" | "publish"> {
     const answer = await this.dispatch(to, event, id, { trusted: true });
     if (answer.outcome === "not_served" || answer.outcome === "kept") return "publish";
     this.stats.deliveredInMemory++;

@@ -22,12 +22,15 @@ export interface OutboxContext {
   deadLetters?: DeadLetterBox;
   /** Applies a `runway.store` entry (see EffectSchema): the host writes it through the partition's fenced log. */
   store(self: ActorAddress, effect: StoreEffect): Promise<PublishOutcome>;
-  /**
-   * Applies a `runway.send` in this process when its receiver takes it in memory (see
-   * `ActorDefinition.inbox`): `delivered` once the receiver stored (or answered) it;
-   * `publish` when it must go through the mailbox instead.
-   */
-  deliver?(self: ActorAddress, to: ActorAddress, event: unknown, id: string): Promise<"delivered" | "publish">;
+  /** Sends between this process's actors applied in memory (see `ActorDefinition.inbox`). */
+  deliver?: InMemorySends;
+}
+
+export interface InMemorySends {
+  /** Whether a send from `self` to `to` is applied here in memory rather than published. */
+  mayTake(self: ActorAddress, to: ActorAddress): boolean;
+  /** Applies it: `delivered` once the receiver stored (or answered) it; `publish` when it must go through the mailbox after all. */
+  deliver(self: ActorAddress, to: ActorAddress, event: unknown, id: string): Promise<"delivered" | "publish">;
 }
 
 export type StoreEffect = Extract<Effect, { type: "runway.store" }>;
@@ -36,19 +39,31 @@ function retryable(o: PublishOutcome): boolean {
   return o.outcome === "unavailable" || o.outcome === "unknown";
 }
 
+/** What a caller waits for after publishing a stored transition's outbox (see {@link publishOutbox}). */
+export interface PublishedOutbox {
+  /** Every entry out but the sends applied in memory (false: some durable entry was not published): what a caller in this process waits for. */
+  durable: Promise<boolean>;
+  /** Every entry out, the sends applied in memory too: what acknowledging a mailbox command waits for. */
+  all: Promise<boolean>;
+}
+
 /**
  * Publishes the effects of a stored transition. Each entry has a deterministic id (the command
  * id and the effect's position), used as `Nats-Msg-Id` and as the receiver's `Rw-Id`, so a
  * re-publish after a crash is dropped by the stream's duplicate window and, beyond it, by the
- * receiver's applied-command window. Returns false if some durable entry (a send, a timer, a
- * `runway.publish`) could not be published. `runway.event` entries are published live at once,
- * in entry order, each with its id (`revision`, the stored record's, and its place among the
- * record's events), and never make this false or wait. A durable
- * entry larger than the server's max payload can never be published: it is filed as a dead
- * letter (`effect_too_large`, the body left out) and counts as done, so the actor is not wedged.
+ * receiver's applied-command window. `runway.event` entries are published live at once, in
+ * entry order, each with its id (`revision`, the stored record's, and its place among the
+ * record's events), and never fail or wait. Then, in order: state kept beside the record, the
+ * durable entries (sends, timers, `runway.publish`), index entries (`durable` resolves here),
+ * and last the sends a receiver here takes in memory (`ctx.deliver`; `all` resolves then),
+ * which wait on the receiver's lane: a caller in this process is not held by another actor's
+ * queue. A durable entry larger than the server's max payload can never be published: it is
+ * filed as a dead letter (`effect_too_large`, the body left out) and counts as done, so the
+ * actor is not wedged.
  */
-export async function publishOutbox(ctx: OutboxContext, self: ActorAddress, entries: readonly OutboxEntry[], revision: number): Promise<boolean> {
+export function publishOutbox(ctx: OutboxContext, self: ActorAddress, entries: readonly OutboxEntry[], revision: number): PublishedOutbox {
   const durable: OutboxEntry[] = [];
+  const inMemory: OutboxEntry[] = [];
   const own: StoreEffect[] = [];
   const indexes: StoreEffect[] = [];
   let events = 0;
@@ -56,35 +71,57 @@ export async function publishOutbox(ctx: OutboxContext, self: ActorAddress, entr
     const effect = entry.effect;
     if (effect.type === "runway.event") ctx.events.publish(effect.subject, eventBody(eventId(revision, events++), effect.data));
     else if (effect.type === "runway.store") (effect.bucket ? indexes : own).push(effect);
+    else if (effect.type === "runway.send" && ctx.deliver?.mayTake(self, effect.to)) inMemory.push(entry);
     else durable.push(entry);
   }
+  const out = publishDurable(ctx, self, own, durable, indexes);
+  return { durable: out, all: inMemory.length === 0 ? out : out.then((ok) => ok && deliverAll(ctx, self, inMemory)) };
+}
+
+async function publishDurable(
+  ctx: OutboxContext,
+  self: ActorAddress,
+  own: readonly StoreEffect[],
+  durable: readonly OutboxEntry[],
+  indexes: readonly StoreEffect[],
+): Promise<boolean> {
   // State kept beside the record first, in order (a later entry for a key must land last).
   if (!(await storeInOrder(ctx, self, own))) return false;
   if (durable.length > 0) {
-    const results = await Promise.all(
-      durable.map(async (entry) => {
-        if (entry.effect.type === "runway.send" && ctx.deliver && (await ctx.deliver(self, entry.effect.to, entry.effect.event, entry.id)) === "delivered")
-          return true;
-        const result = await withRetry(() => publishEntry(ctx, self, entry), retryable, { deadlineMs: 10_000 });
-        if (result.outcome !== "too_large" || !ctx.deadLetters) return result.outcome === "stored";
-        return ctx.deadLetters.put({
-          reason: DeadLetterReason.EffectTooLarge,
-          detail: `${entry.effect.type}: ${result.detail}`,
-          subject: entry.effect.type === "runway.send" ? subjectFor(ctx, entry.effect.to) : entry.effect.type === "runway.publish" ? entry.effect.subject : "",
-          headers: { [HEADER_ID]: entry.id },
-          data: new Uint8Array(),
-          partition: partitionOf(ctx.keyOf(self), ctx.partitions),
-          kind: self.kind,
-          id: self.id,
-          deliveries: 0,
-          command: entry.id,
-        });
-      }),
-    );
+    const results = await Promise.all(durable.map((entry) => publishOrFile(ctx, self, entry)));
     if (!results.every((stored) => stored)) return false;
   }
   // Index entries last: an index says a transition happened only once everything it published is out.
   return storeInOrder(ctx, self, indexes);
+}
+
+/** Sends applied in memory where the receiver takes them; the mailbox for any it does not (kept, or no longer served here). */
+async function deliverAll(ctx: OutboxContext, self: ActorAddress, entries: readonly OutboxEntry[]): Promise<boolean> {
+  const results = await Promise.all(
+    entries.map(async (entry) => {
+      const send = entry.effect as Extract<Effect, { type: "runway.send" }>;
+      if ((await ctx.deliver!.deliver(self, send.to, send.event, entry.id)) === "delivered") return true;
+      return publishOrFile(ctx, self, entry);
+    }),
+  );
+  return results.every((stored) => stored);
+}
+
+async function publishOrFile(ctx: OutboxContext, self: ActorAddress, entry: OutboxEntry): Promise<boolean> {
+  const result = await withRetry(() => publishEntry(ctx, self, entry), retryable, { deadlineMs: 10_000 });
+  if (result.outcome !== "too_large" || !ctx.deadLetters) return result.outcome === "stored";
+  return ctx.deadLetters.put({
+    reason: DeadLetterReason.EffectTooLarge,
+    detail: `${entry.effect.type}: ${result.detail}`,
+    subject: entry.effect.type === "runway.send" ? subjectFor(ctx, entry.effect.to) : entry.effect.type === "runway.publish" ? entry.effect.subject : "",
+    headers: { [HEADER_ID]: entry.id },
+    data: new Uint8Array(),
+    partition: partitionOf(ctx.keyOf(self), ctx.partitions),
+    kind: self.kind,
+    id: self.id,
+    deliveries: 0,
+    command: entry.id,
+  });
 }
 
 async function storeInOrder(ctx: OutboxContext, self: ActorAddress, effects: readonly StoreEffect[]): Promise<boolean> {

@@ -13,11 +13,13 @@ import {
   PartitionLog,
   silentLogger,
   startNode,
+  type HostDecorators,
   type RunwayNode,
 } from "../../runtime/index.js";
 import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
 import { testActors } from "../fixtures/counter-actor.js";
 import { readActor } from "../fixtures/read-actor.js";
+import { decorateLog } from "../fixtures/faults.js";
 
 // Issue 9, item 3: commands to actors this node serves are delivered in memory, still recorded in the outbox.
 const P = DEFAULT_TOPOLOGY.partitions;
@@ -104,6 +106,47 @@ it("a send to a receiver whose partition is not served here is published to its 
       await jetstreamManager(hostNc)
     ).streams.getMessage(CMD_STREAM, { last_by_subj: mailboxSubject(partitionOf(receiver, P), "inbox", receiver) });
     expect(msg?.header?.get("Rw-Id")).toBe("far-ping-1/0");
+    await host.stop();
+  } finally {
+    await hostNc.close();
+    await alone.dispose();
+  }
+});
+
+it("a caller in this process is answered once the sender's durable entries are out, not held by the receiver's queue; a mailbox command is acknowledged after the receiver stored it", async () => {
+  const alone = await startServer();
+  const hostNc = await connect(alone.connectOptions());
+  try {
+    await ensureTopology(hostNc, DEFAULT_TOPOLOGY);
+    const sender = "gate-sender";
+    const receiver = "gate-receiver";
+    // The receiver's writes wait at a gate this test opens.
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const decorate: HostDecorators = {
+      log: (log) => decorateLog(log, async (key, _value, next) => (key === `inbox.${receiver}` && (await gate), next())),
+    };
+    const host = new ActorHost({ nc: hostNc, partitions: P, actors: testActors, logger: silentLogger, decorate });
+    for (const p of new Set([partitionOf(sender, P), partitionOf(receiver, P)])) {
+      const claimed = await PartitionLog.claim(hostNc, p, { node: "gate-host", incarnation: "gate-host" }, () => true, Date.now());
+      if (claimed.outcome !== "claimed") throw new Error(`claim: ${claimed.outcome}`);
+      await host.serve(claimed.log, { mailbox: true });
+    }
+    const local = await host.dispatch({ kind: "counter", id: sender }, { type: "ping", to: { kind: "inbox", id: receiver } }, "gate-1");
+    expect(local.outcome).toBe("applied");
+    expect(await readActor(hostNc, "inbox", receiver)).toBeUndefined();
+    // Through the mailbox, the next command waits for the sender's lane, which waits for the
+    // receiver; it is answered only once the receiver stored it (read at once, not waited for).
+    const viaMailbox = new MailboxClient(hostNc, P).request(
+      { kind: "counter", id: sender },
+      { type: "ping", to: { kind: "inbox", id: receiver } },
+      "gate-2",
+      20_000,
+    );
+    open();
+    expect((await viaMailbox).outcome).toBe("applied");
+    expect((await readActor(hostNc, "inbox", receiver))?.context.count).toBe(2);
+    expect(host.stats.deliveredInMemory).toBe(2);
     await host.stop();
   } finally {
     await hostNc.close();
