@@ -50,9 +50,13 @@ export class LiveRunIndex {
     if (stored.outcome !== "stored") throw new RunwayFault("store_unavailable", `live index of ${run}: ${stored.outcome}`, { kind: "retryable" });
   }
 
-  /** The effect that removes `run`'s entry after the transition that ended it is stored. */
+  /**
+   * The effect that removes `run`'s entry after the transition that ended it is stored: last,
+   * after its tenant heard of the end (`last`), so a crash before that leaves the run in the index
+   * for recovery to load it and send again.
+   */
   removal(run: string): Effect {
-    return { type: "runway.store", bucket: LIVE_BUCKET, key: this.keyOf(run), value: null };
+    return { type: "runway.store", bucket: LIVE_BUCKET, key: this.keyOf(run), value: null, last: true };
   }
 
   /** Removes `run`'s entry now (a reader that found it ended or missing). */

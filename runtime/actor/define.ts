@@ -139,7 +139,10 @@ export const EffectSchema = z.discriminatedUnion("type", [
    * `ttl_ms` the server removes the value (or the purge marker, default 60 s) that long after.
    * Applied in outbox order — own-partition entries first, one at a time, then the other durable
    * effects, then `bucket` entries — and again whenever the record is loaded: the last entry for
-   * a key wins, so each must be idempotent.
+   * a key wins, so each must be idempotent. `last` (with `bucket`): after everything else, the
+   * sends applied in memory too, and not awaited by a caller in this process: an index entry
+   * that must outlive what the transition sent (a run leaves the live-run index only once its
+   * tenant has heard of its end).
    */
   z.object({
     type: z.literal("runway.store"),
@@ -147,6 +150,7 @@ export const EffectSchema = z.discriminatedUnion("type", [
     value: z.unknown(),
     ttl_ms: z.number().int().positive().optional(),
     bucket: BucketName.optional(),
+    last: z.literal(true).optional(),
   }),
   /** The answer to the command that caused this transition, for a requester waiting on it. */
   z.object({ type: z.literal("runway.answer"), value: z.unknown() }),

@@ -55,9 +55,9 @@ export interface PublishedOutbox {
  * entry order, each with its id (`revision`, the stored record's, and its place among the
  * record's events), and never fail or wait. Then, in order: state kept beside the record, the
  * durable entries (sends, timers, `runway.publish`), index entries (`durable` resolves here),
- * and last the sends a receiver here takes in memory (`ctx.deliver`; `all` resolves then),
- * which wait on the receiver's lane: a caller in this process is not held by another actor's
- * queue. A durable entry larger than the server's max payload can never be published: it is
+ * then the sends a receiver here takes in memory (`ctx.deliver`), which wait on the receiver's
+ * lane, and last the index entries marked `last` (`all` resolves then): a caller in this
+ * process is not held by another actor's queue. A durable entry larger than the server's max payload can never be published: it is
  * filed as a dead letter (`effect_too_large`, the body left out) and counts as done, so the
  * actor is not wedged.
  */
@@ -66,16 +66,21 @@ export function publishOutbox(ctx: OutboxContext, self: ActorAddress, entries: r
   const inMemory: OutboxEntry[] = [];
   const own: StoreEffect[] = [];
   const indexes: StoreEffect[] = [];
+  const last: StoreEffect[] = [];
   let events = 0;
   for (const entry of entries) {
     const effect = entry.effect;
     if (effect.type === "runway.event") ctx.events.publish(effect.subject, eventBody(eventId(revision, events++), effect.data));
-    else if (effect.type === "runway.store") (effect.bucket ? indexes : own).push(effect);
+    else if (effect.type === "runway.store") (effect.bucket ? (effect.last ? last : indexes) : own).push(effect);
     else if (effect.type === "runway.send" && ctx.deliver?.mayTake(self, effect.to)) inMemory.push(entry);
     else durable.push(entry);
   }
   const out = publishDurable(ctx, self, own, durable, indexes);
-  return { durable: out, all: inMemory.length === 0 ? out : out.then((ok) => ok && deliverAll(ctx, self, inMemory)) };
+  if (inMemory.length === 0 && last.length === 0) return { durable: out, all: out };
+  return {
+    durable: out,
+    all: out.then(async (ok) => ok && (await deliverAll(ctx, self, inMemory)) && storeInOrder(ctx, self, last)),
+  };
 }
 
 async function publishDurable(
