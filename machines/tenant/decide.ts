@@ -22,7 +22,7 @@ import { changedSettings, mergeSettings, TenantSettingsSchema } from "./settings
 import { STATE_COMMANDS } from "./table.js";
 import type { Decision, TenantContext, TenantContextV1 } from "./context.js";
 import { admitExpansionDecision, releaseExpansionDecision } from "./expansion.js";
-import { budgetKey, endedKey, FactReader, memberKey, tenantKey, type BudgetReservation, type StoreOp } from "./members.js";
+import { budgetKey, endedKey, FactReader, memberKey, tenantKey, type BudgetReservation, type Member, type StoreOp } from "./members.js";
 import { capOf, capReached, countRunning, dropSlot, enqueue, MAX_QUEUED, positionOf, promote } from "./queue.js";
 import { legacyLeft, migrateChunk, upgrade } from "./migrate.js";
 
@@ -182,7 +182,7 @@ export function admitDecision(
       },
     };
   }
-  io.store.push({ key: memberKey(run_id), value: { s: "r", p: project } });
+  io.store.push({ key: memberKey(run_id), value: { s: "r", p: project, ...(run.fresh ? { f: 1 } : {}) } satisfies Member });
   const next = countRunning(counted, project, 1);
   return { context: next, answer: { outcome: "admitted", run_id, duplicate: false, starts_today: next.starts_today, active_runs: next.active_runs } };
 }
@@ -198,7 +198,9 @@ export function runEndedDecision(context: TenantContext, run: { run_id: string }
   const { run_id } = run;
   const member = io.facts.member(run_id);
   if (!member) return { context, answer: { outcome: "not_running", run_id } };
-  io.store.push({ key: memberKey(run_id), value: null }, { key: endedKey(run_id), value: { at: now }, ttl_ms: io.retentionMs });
+  io.store.push({ key: memberKey(run_id), value: null });
+  // A run admitted fresh cannot be admitted again: nothing to remember it by.
+  if (member.s === "q" || member.f !== 1) io.store.push({ key: endedKey(run_id), value: { at: now }, ttl_ms: io.retentionMs });
   const released = releaseBudget(atDay(context, now), run_id, io);
   if (member.s === "q") {
     const next = dropSlot({ ...released, queued_runs: context.queued_runs - 1, updated_at: now }, member.l, member.n, io.facts, io.store);

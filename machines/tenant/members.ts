@@ -7,7 +7,7 @@
  * | key | value | while |
  * |---|---|---|
  * | `m.<run>` | {@link Member}: running (`s: "r"`) or queued (`s: "q"`, with its lane slot) | admitted and not ended |
- * | `e.<run>` | {@link EndedMark} | ended, for the ended-run retention (per-message TTL) |
+ * | `e.<run>` | {@link EndedMark} | ended (unless admitted fresh), for the ended-run retention (per-message TTL) |
  * | `q.<lane>.<n>` | {@link QueueEntry} | queued at slot `n` of `lane` |
  * | `x.<run>.<node>` | {@link Reservation} | an admitted expansion not yet released |
  * | `b.<run>` | {@link BudgetReservation} | admitted under a day budget and not ended |
@@ -21,7 +21,11 @@
 /** The lane of runs whose project has no cap: one FIFO for all of them. */
 export const SHARED_LANE = "";
 
-export type Member = { s: "r"; p: string } | { s: "q"; p: string; l: string; n: number; g: number };
+/**
+ * `f: 1` marks a run admitted `fresh` (its id made up at random for its start): no later
+ * admission can name it, so its end leaves no ended mark.
+ */
+export type Member = { s: "r"; p: string; f?: 1 } | { s: "q"; p: string; l: string; n: number; g: number };
 export interface EndedMark {
   at: number;
 }

@@ -445,9 +445,12 @@ describe("idempotence per run id", () => {
       active_runs: 1,
     });
     expect(d.store.reads).toBe(reads);
-    // Its member key is written as for any admission: its end and a later duplicate are counted once.
-    expect(d.end("new-1")).toMatchObject({ outcome: "ended", active_runs: 0 });
-    expect(d.admit("new-1")).toMatchObject({ outcome: "admitted", duplicate: true });
+    // Its end is counted once, and leaves no ended mark: no later admission can name a made-up id.
+    const ended = d.send({ type: "tenant.run_ended", run_id: "new-1", project: "p" });
+    expect(ended.answer).toMatchObject({ outcome: "ended", active_runs: 0 });
+    expect(ended.effects.filter((e) => e.type === "runway.store")).toEqual([{ type: "runway.store", key: "tenant.acme.m.new-1", value: null }]);
+    expect(d.end("new-1")).toEqual({ outcome: "not_running", run_id: "new-1" });
+    expect(d.ctx.active_runs).toBe(0);
     expect(d.store.reads).toBeGreaterThan(reads);
     // gatherFacts (the actor's prepare) asks its reader for nothing for a fresh admission.
     const asked: string[][] = [];
