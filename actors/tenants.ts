@@ -4,6 +4,7 @@ import {
   gatherFacts,
   isTenantId,
   MEMBER_PREFIX,
+  memberKey,
   tenantKey,
   tenantMachine,
   TenantCommandSchema,
@@ -49,8 +50,8 @@ export interface TenantActorOptions {
  * The tenant actor: settings, kill switch and drain, day cap, run concurrency admission and the
  * queue, expansion admission. Its record holds counters; its members are keys beside it
  * (`machines/tenant/members.ts`), read by `prepare` before each decision (the facts) and
- * written after each write. One command per write (`maxBatch: 1`), so every decision reads
- * keys that include all earlier ones.
+ * written after each write. Commands queued together share one write; each decision reads the
+ * keys of the batch's earlier commands from what they wrote (`written`), the rest from the store.
  */
 export function tenantActor(options: TenantActorOptions) {
   return defineActor({
@@ -58,15 +59,17 @@ export function tenantActor(options: TenantActorOptions) {
     machine: tenantMachine,
     events: TenantCommandSchema,
     input: (id: string) => ({ id }),
-    maxBatch: 1,
+    // Commands queued together share one record write; each decision reads the member keys of
+    // the ones before it from `written` (they land after the record).
+    maxBatch: 32,
     // A run's report (ended, expansions) is applied in the run's lane when this node serves the tenant.
     inbox: "memory",
-    prepare: async (event: EventObject, current: AnyMachineSnapshot | undefined) => {
+    prepare: async (event: EventObject, current: AnyMachineSnapshot | undefined, _pending: readonly unknown[], written: ReadonlyMap<string, unknown>) => {
       const context = current?.context as TenantContext | TenantContextV1 | undefined;
       const withRetention = options.endedRunRetentionMs !== undefined ? { ...event, retention_ms: options.endedRunRetentionMs } : event;
       // A tenant not created yet refuses everything but its create, which reads nothing.
       if (!context || current?.value === "new") return withRetention;
-      const reader = membershipReader(options.nc(), options.partitions(), context.id, options.host?.());
+      const reader = membershipReader(options.nc(), options.partitions(), context.id, options.host?.(), written);
       const facts = await gatherFacts(context, withRetention as TenantEvent, reader);
       return { ...withRetention, facts };
     },
@@ -81,7 +84,17 @@ function decodeJson(data: Uint8Array): unknown {
  * The tenant's membership keys as its decisions read them: from the stream leader, so the owner
  * sees its own last writes; through `host` (the owner's own record of what it wrote) when given.
  */
-export function membershipReader(nc: NatsConnection, partitions: number, tenant: string, host?: ActorHost): MembershipReader {
+/**
+ * `written`: member keys the batch's earlier commands gave values not stored yet (full keys):
+ * read before the store, and laid over the listing that counts running runs.
+ */
+export function membershipReader(
+  nc: NatsConnection,
+  partitions: number,
+  tenant: string,
+  host?: ActorHost,
+  written: ReadonlyMap<string, unknown> = new Map(),
+): MembershipReader {
   const p = partitionOf(tenant, partitions);
   const stream = partitionStream(p);
   const bucket = partitionBucket(p);
@@ -91,6 +104,8 @@ export function membershipReader(nc: NatsConnection, partitions: number, tenant:
     read: async (keys) => {
       const values = await Promise.all(
         keys.map(async (key) => {
+          const full = tenantKey(tenant, key);
+          if (written.has(full)) return [key, written.get(full) ?? null] as const;
           const read = host ? await host.readOwn(address, tenantKey(tenant, key)) : await readLast(nc, stream, kvSubject(bucket, tenantKey(tenant, key)));
           if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", `tenant ${tenant} ${key}: ${read.detail}`, { kind: "retryable" });
           if (read.outcome === "missing") return [key, null] as const;
@@ -102,8 +117,11 @@ export function membershipReader(nc: NatsConnection, partitions: number, tenant:
     },
     spentOn: (day) => meter.spentOn(tenant, day),
     runningByProject: async () => {
+      const members = new Map<string, Member | null>((await listMembers(nc, partitions, tenant)).map((m) => [tenantKey(tenant, memberKey(m.run)), m.member]));
+      const prefix = tenantKey(tenant, MEMBER_PREFIX);
+      for (const [key, value] of written) if (key.startsWith(prefix)) members.set(key, value as Member | null);
       const counts: Record<string, number> = {};
-      for (const m of await listMembers(nc, partitions, tenant)) if (m.member.s === "r") counts[m.member.p] = (counts[m.member.p] ?? 0) + 1;
+      for (const member of members.values()) if (member?.s === "r") counts[member.p] = (counts[member.p] ?? 0) + 1;
       return counts;
     },
   };

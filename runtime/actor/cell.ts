@@ -232,6 +232,8 @@ export class ActorCell {
       const outbox: OutboxEntry[] = [];
       const local: Extract<Effect, { type: "runway.local" }>[] = [];
       const journal: unknown[] = [];
+      // The own keys this batch's commands wrote so far (they land after the record): what `prepare` reads first.
+      const ownKeys = new Map<string, unknown>();
       const decisions: Decision[] = [];
       let changed = 0;
       let journalBytes = 0;
@@ -267,7 +269,7 @@ export class ActorCell {
         let event: EventObject = { ...(parsed.data as EventObject), now } as EventObject;
         if (definition.prepare) {
           try {
-            event = await prepareWithRetry(definition.prepare, event, snapshot, journal);
+            event = await prepareWithRetry(definition.prepare, event, snapshot, journal, ownKeys);
           } catch (err) {
             if (isFault(err) && err.kind === "retryable") {
               // The store is unavailable: keep the command for a later delivery rather than lose it.
@@ -315,6 +317,7 @@ export class ActorCell {
         const counted = index < batch.length - 1;
         for (const e of effects) {
           if (e.type === "runway.local") local.push(e);
+          else if (e.type === "runway.store" && !e.bucket) ownKeys.set(e.key, e.value);
           else if (e.type === "runway.journal") {
             journal.push(e.data);
             if (counted) journalBytes += factBytes(e.data);
@@ -517,10 +520,11 @@ async function prepareWithRetry(
   event: EventObject,
   snapshot: AnyMachineSnapshot,
   pending: readonly unknown[],
+  written: ReadonlyMap<string, unknown>,
 ): Promise<EventObject> {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await prepare(event, snapshot, pending);
+      return await prepare(event, snapshot, pending, written);
     } catch (err) {
       if (!(isFault(err) && err.kind === "retryable") || attempt >= 5) throw err;
       await sleep(Math.min(50 * 2 ** attempt, 1_000));

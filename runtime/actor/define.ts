@@ -21,10 +21,17 @@ export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMach
    * Adds what the machine needs but the actor does not store (e.g. an immutable plan looked up
    * by the digest the actor pinned), after validation and before the transition. May do I/O;
    * must be deterministic for a given event and snapshot. `pending`: the `runway.journal` facts
-   * of the commands decided earlier in the same batch (stored with it, not yet). Throwing refuses the command as
-   * `invalid_input` with the error's message.
+   * of the commands decided earlier in the same batch (stored with it, not yet). `written`: the
+   * values those commands gave their own keys (`runway.store` without `bucket`; null: removed),
+   * by full key: they land after the batch's record, so a read of such a key must look here
+   * first. Throwing refuses the command as `invalid_input` with the error's message.
    */
-  prepare?: (event: EventObject, current: AnyMachineSnapshot | undefined, pending: readonly unknown[]) => EventObject | Promise<EventObject>;
+  prepare?: (
+    event: EventObject,
+    current: AnyMachineSnapshot | undefined,
+    pending: readonly unknown[],
+    written: ReadonlyMap<string, unknown>,
+  ) => EventObject | Promise<EventObject>;
   /**
    * `journal`: every stored transition stays in the actor key's history (the subject's messages
    * in its partition stream), so the key's history is the actor's append-only journal, and
@@ -58,9 +65,8 @@ export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMach
   migrate?: (from: number, snapshot: unknown) => unknown;
   /**
    * Commands applied together in one write when they queue up (default: the host's `maxBatch`).
-   * 1 for a kind whose `prepare` reads keys its own earlier transitions write with
-   * `runway.store`: those are applied after each write, so a later command of the same batch
-   * would not see them.
+   * A kind whose `prepare` reads keys its own transitions write sees those of the batch's
+   * earlier commands in `written`.
    */
   maxBatch?: number;
   /**

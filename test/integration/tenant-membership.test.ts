@@ -85,3 +85,24 @@ it("a tenant served here reads the member keys it wrote itself from memory: endi
   expect(await tenants.admit("memo", "memo_r0", "p")).toMatchObject({ duplicate: true });
   expect(await tenants.get("memo")).toMatchObject({ active_runs: 0, queued_runs: 0 });
 });
+
+it("commands that queue up at a tenant share one write, each deciding on the member keys of the ones before it: 300 admissions at once, 40 of them twice, count exactly", async () => {
+  const tenants = world.node.tenants;
+  const host = world.node.node.host;
+  expect((await tenants.create("batch", { max_concurrency: 200 })).outcome).toBe("created");
+  const runs = Array.from({ length: 300 }, (_, i) => `batch_r${i}`);
+  const writes = host.stats.writes;
+  // Each of the first 40 is admitted twice at once: the second must see the first's member key, not yet stored.
+  const answers = await Promise.all([...runs, ...runs.slice(0, 40)].map((run) => tenants.admit("batch", run, "p")));
+  const tenantWrites = host.stats.writes - writes;
+  expect(answers.filter((a) => a.outcome === "admitted" && !(a as { duplicate?: boolean }).duplicate)).toHaveLength(200);
+  expect(answers.filter((a) => a.outcome === "queued" && !(a as { duplicate?: boolean }).duplicate)).toHaveLength(100);
+  expect(answers.filter((a) => (a as { duplicate?: boolean }).duplicate)).toHaveLength(40);
+  expect(await tenants.get("batch")).toMatchObject({ active_runs: 200, queued_runs: 100, starts_today: 300 });
+  // Fewer record writes than commands: they were applied in batches (each record write counted once).
+  expect(tenantWrites).toBeLessThan(340);
+  // Every end counted once, the queue drained into the freed slots.
+  await Promise.all(runs.map((run) => tenants.runEnded("batch", run, "p")));
+  expect(await tenants.get("batch")).toMatchObject({ active_runs: 0, queued_runs: 0 });
+  expect(await members("batch")).toEqual({});
+});
