@@ -1,4 +1,4 @@
-import { readFileSync, mkdtempSync, existsSync } from "node:fs";
+import { readFileSync, mkdtempSync, existsSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -147,6 +147,7 @@ export async function w5(): Promise<Record<string, unknown>> {
       for (const [step, n] of Object.entries(nodes)) if (n.s === "succeeded") committed.add(`${id} ${step}`);
     }
     const t0 = performance.now();
+    const wall0 = Date.now();
     node = await startNode(server.url, ledger);
     const restartedMs = performance.now() - t0;
     // A run's live event may be lost with the node (it is not stored apart from the journal): a
@@ -182,6 +183,8 @@ export async function w5(): Promise<Record<string, unknown>> {
       node_restart_ms: Math.round(restartedMs),
       restart_to_all_done_ms: Math.round(doneMs),
       restart_to_all_done_after_ready_ms: Math.round(doneMs - restartedMs),
+      // When the last step's handler wrote its ledger line: the work itself, apart from noticing the ends.
+      restart_to_last_step_ms: Math.round(statSync(ledger).mtimeMs - wall0),
       committed_steps_run_again: committedRerun,
       in_flight_steps_run_twice: inFlightTwice,
     };
