@@ -1,5 +1,5 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { eventBody, eventId, readJournal, type ActorRecord } from "../runtime/index.js";
+import { eventBody, eventId, jsonBytes, readJournal, type ActorRecord } from "../runtime/index.js";
 import { RUN_KIND } from "./run-actor.js";
 
 /** A progress event as published live and as read back: its id (`<revision>.<index>`), type, run, time, and what the run said. */
@@ -58,7 +58,7 @@ export async function readRunEvents(
       empty = false;
       for (const [index, event] of eventsOf(entry.seq, entry.record).entries()) {
         if (entry.seq === afterRevision && index <= afterIndex) continue;
-        const size = JSON.stringify(event).length;
+        const size = jsonBytes(event);
         if (events.length >= options.limit || (events.length > 0 && bytes + size > MAX_EVENTS_BYTES)) return page(events, options.after, true, empty);
         events.push(event);
         bytes += size;

@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { heldForAdmission, isHeadV1, laneFor, migrateHeadV1, runSummary, validateAgainstSchema, type RunContext, type RunFact } from "../machines/index.js";
-import { ID_PATTERN, parseEventId, publish, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
+import { ID_PATTERN, jsonBytes, parseEventId, publish, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
 import { askActor, type AskAnswer } from "./ask.js";
 import { readFirstRecord, readSnapshot } from "./records.js";
 import { readRunEvents, type RunEvent } from "./run-events.js";
@@ -199,7 +199,7 @@ export class RunService {
     // The same key always answers the same run, whatever this delivery names or carries (C017).
     if (existing) return { outcome: "duplicate", run: existing };
     const input = request.input ?? {};
-    const bytes = Buffer.byteLength(JSON.stringify(input));
+    const bytes = jsonBytes(input);
     if (bytes > MAX_INPUT_BYTES) return { outcome: "input_too_large", bytes, limit: MAX_INPUT_BYTES };
     if (resolved.outcome === "definition_not_found") return resolved;
     if (resolved.outcome === "definition_not_published") return resolved;

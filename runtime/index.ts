@@ -2,6 +2,7 @@ export { RunwayFault, StoreUnavailable, UnsupportedServer, isFault, faultFrom, t
 export { systemClock, type Clock } from "./clock.js";
 export { createLogger, silentLogger, type Logger, type LogLevel } from "./log.js";
 export { versionedCodec, packMsgpack, unpackMsgpack, MAX_ENCODED_DEPTH, type Codec, type CodecSpec, type DecodeResult } from "./codec.js";
+export { jsonBytes } from "./json-size.js";
 export { connectNats, compareVersions, MIN_SERVER_VERSION, type ConnectionConfig } from "./nats/connection.js";
 export {
   publish,

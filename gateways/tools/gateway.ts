@@ -12,6 +12,7 @@ import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation";
 import { ModernMcpError, type ModernInputRequest } from "./mcp-2026.js";
 import { effectiveClass, type ClassSource, type ToolClass } from "../../machines/index.js";
+import { jsonBytes } from "../../runtime/index.js";
 import type { Connection, ToolConnections } from "./connections.js";
 import type { ToolRegistry, ToolServerRecord, ToolServerSpec } from "./registry.js";
 
@@ -23,7 +24,7 @@ const TASK_TTL_MS = 24 * 3_600_000;
 const POLL_TIMEOUT_MS = 15_000;
 
 function ok(result: Extract<ToolCallOutcome, { outcome: "ok" }>["result"]): ToolCallOutcome & { outcome: "ok" } {
-  return { outcome: "ok", result, bytes: Buffer.byteLength(JSON.stringify(result)) };
+  return { outcome: "ok", result, bytes: jsonBytes(result) };
 }
 
 /** One tool as `tools.list` shows it. */

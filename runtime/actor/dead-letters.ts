@@ -1,5 +1,6 @@
 import { headers as makeHeaders, type NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "../log.js";
+import { jsonBytes } from "../json-size.js";
 import { headerBytes, payloadLimit, publish, readSequence, withRetry, type PublishOutcome } from "../nats/jetstream.js";
 import { rawRequest } from "../nats/requests.js";
 import { deadLetterSubject, DLQ_STREAM } from "../topology.js";
@@ -191,7 +192,7 @@ export async function listDeadLetters(
     if (read.outcome === "missing") continue;
     if (read.outcome === "unavailable") return { outcome: "unavailable", detail: read.detail };
     const view = viewOf(read.message);
-    const size = JSON.stringify(view).length;
+    const size = jsonBytes(view);
     if (bytes + size > maxBytes) {
       truncated = true;
       break;
