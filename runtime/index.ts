@@ -53,7 +53,7 @@ export { ActorHost, DEFAULT_MAX_DELIVERIES, type ActorHostConfig, type HostDecor
 export { DeadLetterBox, DeadLetterReason, listDeadLetters, type DeadLetter, type DeadLetterView } from "./actor/dead-letters.js";
 export { LiveEvents, eventId, parseEventId, type LiveEventStats } from "./actor/live-events.js";
 export { eventBody } from "./actor/outbox.js";
-export type { HostStats } from "./actor/cell.js";
+export type { HostStats } from "./actor/delivery.js";
 export { MailboxClient } from "./actor/mailbox.js";
 export { actorRecordCodec, commandCodec, answerCodec, HEADER_ID, HEADER_REPLY, type ActorRecord, type CommandAnswer } from "./actor/wire.js";
 export { Lifecycle, type Stage } from "./lifecycle.js";
