@@ -250,18 +250,24 @@ export function pumpMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>): voi
     if (n.s === "active") stopMapIdle(d, node);
     return;
   }
-  const inFlight = () => Object.values(map.live).filter((it) => it.step.status === "leased" || it.step.status === "running" || it.offered !== undefined).length;
+  // Counted once and kept up to date here (an offer makes one more): not recounted per item.
+  let inFlight = 0;
+  for (const it of Object.values(map.live)) if (it.step.status === "leased" || it.step.status === "running" || it.offered !== undefined) inFlight++;
   for (const [i, it] of Object.entries(map.live)) {
     if (n.s !== "active") return;
-    if (it.step.status === "ready" && it.offered === undefined && inFlight() < node.concurrency) offer(d, node, it, Number(i));
+    if (it.step.status === "ready" && it.offered === undefined && inFlight < node.concurrency) {
+      offer(d, node, it, Number(i));
+      if (it.offered !== undefined) inFlight++;
+    }
   }
-  while (n.s === "active" && map.next < map.total && inFlight() < node.concurrency) {
+  while (n.s === "active" && map.next < map.total && inFlight < node.concurrency) {
     const i = map.next++;
     const it: ItemRun = {
       step: ready({ status: "pending", attempt: 0, lease_epoch: 0, not_before: null, last_error: null, started_at: null, ended_at: null }, d.now),
     };
     map.live[String(i)] = it;
     offer(d, node, it, i);
+    if (it.offered !== undefined) inFlight++;
   }
   if (n.s !== "active" || map.next < map.total || Object.keys(map.live).length > 0) return;
   if (map.failed === 0) succeed(d, node.id);
