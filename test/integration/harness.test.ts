@@ -106,7 +106,16 @@ describe("3-node cluster", () => {
             }),
           { timeoutMs: 20_000, describe: "three JetStream peers to place an R3 bucket" },
         );
-        await kv.put("o1", "placed");
+        // The new R3 stream answers once its own leader is elected: until then a publish meets no
+        // responder, which the client reports as "jetstream is not enabled".
+        await waitFor(
+          () =>
+            kv.put("o1", "placed").catch((err: unknown) => {
+              if (/jetstream is not enabled|no responders/i.test(String((err as Error).message))) return undefined;
+              throw err;
+            }),
+          { timeoutMs: 20_000, describe: "the R3 bucket's stream to elect a leader and take a write" },
+        );
         expect((await kv.get("o1"))?.string()).toBe("placed");
 
         const jsm = await jetstreamManager(nc);
