@@ -1,20 +1,21 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { jetstream, jetstreamManager, AckPolicy, DeliverPolicy, type ConsumerMessages, type JsMsg, type JetStreamManager } from "@nats-io/jetstream";
+import { jetstreamManager, type ConsumerMessages, type JetStreamManager } from "@nats-io/jetstream";
 import { systemClock, type Clock } from "../clock.js";
 import { RunwayFault } from "../errors.js";
 import { silentLogger, type Logger } from "../log.js";
 import { partitionOf } from "../partitions/hash.js";
 import type { ActorLog, PartitionLog } from "../store/partition-log.js";
 import type { ReadOutcome } from "../nats/jetstream.js";
-import { CMD_STREAM, mailboxFilter, mailboxSubject, partitionConsumer } from "../topology.js";
-import { ID_PATTERN, type ActorAddress, type ActorDefinition } from "./define.js";
+import { mailboxSubject } from "../topology.js";
+import type { ActorAddress, ActorDefinition } from "./define.js";
 import { ActorCell } from "./cell.js";
 import type { CellEnvironment, Delivery, HostStats } from "./delivery.js";
 import { asDeadLetterReason, DeadLetterBox, DeadLetterReason } from "./dead-letters.js";
 import { LiveEvents } from "./live-events.js";
 import { ActorKeys, OwnKeys } from "./own-keys.js";
 import type { OutboxContext } from "./outbox.js";
-import { answerCodec, APPLIED_WINDOW, commandCodec, HEADER_ID, HEADER_REPLY, type CommandAnswer } from "./wire.js";
+import { consumeMailbox, type MailboxRouting } from "./mailbox-consumer.js";
+import { APPLIED_WINDOW, commandCodec, HEADER_ID, type CommandAnswer } from "./wire.js";
 
 export interface ActorHostConfig {
   nc: NatsConnection;
@@ -60,8 +61,6 @@ export interface HostDecorators {
 
 export const DEFAULT_MAX_DELIVERIES = 5;
 
-const OWNER_GROUP = "owner";
-
 interface OwnedPartition {
   log: PartitionLog;
   /** What the partition's actors write through: `log`, or its decorator. */
@@ -96,6 +95,8 @@ export class ActorHost {
   private jsm: JetStreamManager | undefined;
   /** The keys actors keep beside their records: written through the fenced logs, remembered per partition. */
   private readonly keys: ActorKeys;
+  /** What a partition's mailbox consumer needs from this host (see mailbox-consumer.ts). */
+  private readonly routing: MailboxRouting;
 
   constructor(private readonly config: ActorHostConfig) {
     this.partitions = config.partitions;
@@ -123,7 +124,20 @@ export class ActorHost {
       events: this.events,
       deadLetters: this.deadLetters,
       store: (self, effect) => this.keys.store(self, effect),
-      deliver: { mayTake: (self, to) => this.takesInMemory(self, to), deliver: (self, to, event, id) => this.deliverInMemory(to, event, id) },
+      deliver: { mayTake: (self, to) => this.takesInMemory(self, to), deliver: (to, event, id) => this.deliverInMemory(to, event, id) },
+    };
+    this.routing = {
+      nc: config.nc,
+      logger: this.logger,
+      stats: this.stats,
+      deadLetters: this.deadLetters,
+      manager: () => this.manager(),
+      hasKind: (kind) => this.definitions.has(kind),
+      partitionOf: (address) => this.partitionOf(address),
+      letterFields: (partition, address, reason, detail) => this.letterFields(partition, address, reason, detail),
+      ...(config.pinTimeoutMs !== undefined ? { pinTimeoutMs: config.pinTimeoutMs } : {}),
+      ...(config.prefetch !== undefined ? { prefetch: config.prefetch } : {}),
+      ...(config.redeliveryBaseMs !== undefined ? { redeliveryBaseMs: config.redeliveryBaseMs } : {}),
     };
   }
 
@@ -309,143 +323,13 @@ export class ActorHost {
   }
 
   private async startMailbox(part: OwnedPartition): Promise<void> {
-    const jsm = await this.manager();
-    const name = partitionConsumer(part.log.partition);
-    const pinTimeoutNs = (this.config.pinTimeoutMs ?? 10_000) * 1_000_000;
-    try {
-      await jsm.consumers.info(CMD_STREAM, name);
-      // A previous owner may hold the pin and unacknowledged messages: take both over now.
-      await jsm.consumers.unpin(CMD_STREAM, name, OWNER_GROUP).catch(() => undefined);
-      await jsm.consumers.reset(CMD_STREAM, name);
-    } catch (err) {
-      if ((err as { code?: number }).code !== 10014 && !/consumer not found/i.test(String(err))) throw err;
-      await jsm.consumers.add(CMD_STREAM, {
-        durable_name: name,
-        description: `Runway mailbox of partition ${part.log.partition}; read only by the partition's owner`,
-        filter_subject: mailboxFilter(part.log.partition),
-        ack_policy: AckPolicy.Explicit,
-        deliver_policy: DeliverPolicy.All,
-        ack_wait: 30_000_000_000,
-        max_ack_pending: 2_000,
-        priority_groups: [OWNER_GROUP],
-        priority_policy: "pinned_client",
-        priority_timeout: pinTimeoutNs,
-        metadata: { partition: String(part.log.partition) },
-      } as never);
-    }
-    const consumer = await jetstream(this.config.nc).consumers.get(CMD_STREAM, name);
-    const messages = await consumer.consume({ group: OWNER_GROUP, max_messages: this.config.prefetch ?? 256, expires: 5_000 } as never);
-    part.messages = messages;
-    part.consuming = (async () => {
-      for await (const msg of messages) {
-        if (part.stopping || part.log.fenced) break;
-        this.route(part, msg);
-      }
-    })();
-  }
-
-  private route(part: OwnedPartition, msg: JsMsg): void {
-    const reply = msg.headers?.get(HEADER_REPLY) || undefined;
-    const tokens = msg.subject.split(".");
-    const kind = tokens[3] ?? "";
-    const id = tokens[4] ?? "";
-    const address = { kind, id };
-    if (tokens.length !== 5 || Number(tokens[2]) !== part.log.partition || !ID_PATTERN.test(id)) {
-      this.undeliverable(part, msg, address, reply, DeadLetterReason.BadSubject, "not rw.cmd.<this partition>.<kind>.<id>", {
-        outcome: "invalid_input",
-        reason: "bad_subject",
-      });
-      return;
-    }
-    if (!this.definitions.has(kind)) {
-      this.undeliverable(part, msg, address, reply, DeadLetterReason.UnknownKind, kind, { outcome: "unknown_kind", kind });
-      return;
-    }
-    if (this.partitionOf(address) !== part.log.partition) {
-      this.undeliverable(part, msg, address, reply, DeadLetterReason.BadSubject, `${kind}.${id} belongs to partition ${this.partitionOf(address)}`, {
-        outcome: "invalid_input",
-        reason: "wrong_partition",
-      });
-      return;
-    }
-    const decoded = commandCodec.decode(msg.data);
-    if (!decoded.ok) {
-      this.undeliverable(part, msg, address, reply, DeadLetterReason.Undecodable, `${decoded.reason}: ${decoded.detail}`, {
-        outcome: "invalid_input",
-        reason: decoded.reason,
-      });
-      return;
-    }
-    const commandId = msg.headers?.get(HEADER_ID) || msg.headers?.get("Nats-Msg-Id") || `seq-${msg.seq}`;
-    const deliveries = msg.info.deliveryCount;
-    const host = this;
-    this.enqueue(part, address, {
-      id: commandId,
-      event: decoded.value.event,
-      deliveries,
-      // A method, not an arrow function: under tsx every named closure costs a `__name` call.
-      settle(answer, how, reason, detail) {
-        if (how === "keep") {
-          // Fenced: the partition's next owner takes it. Otherwise it comes back after a backoff.
-          if (reason !== "fenced") msg.nak(Math.min((host.config.redeliveryBaseMs ?? 500) * 2 ** (deliveries - 1), 30_000));
-          return;
-        }
-        host.answer(reply, answer);
-        if (how === "dead") void host.bury(part, msg, address, reason, detail);
-        else if (how === "term") {
-          host.logger.warn("mailbox message terminated", { reason, subject: msg.subject, seq: msg.seq });
-          msg.term(reason);
-        } else msg.ack();
-      },
+    const mailbox = await consumeMailbox(this.routing, {
+      partition: part.log.partition,
+      active: () => !part.stopping && !part.log.fenced,
+      enqueue: (address, delivery) => this.enqueue(part, address, delivery),
     });
-  }
-
-  /** A message no actor here can ever read: answered, filed as a dead letter, never delivered again. */
-  private undeliverable(
-    part: OwnedPartition,
-    msg: JsMsg,
-    address: ActorAddress,
-    reply: string | undefined,
-    reason: DeadLetterReason,
-    detail: string,
-    answer: CommandAnswer,
-  ): void {
-    this.stats.terminated++;
-    this.logger.warn("mailbox message dead-lettered", { reason, detail, subject: msg.subject, seq: msg.seq });
-    this.answer(reply, answer);
-    void this.bury(part, msg, address, reason, detail);
-  }
-
-  /** Sends a command's closed answer to its requester; an answer that cannot be sent is logged, never thrown into the actor's lane. */
-  private answer(reply: string | undefined, answer: CommandAnswer | undefined): void {
-    if (!reply || !answer) return;
-    try {
-      this.config.nc.publish(reply, answerCodec.encode(answer));
-    } catch (err) {
-      this.logger.warn("answer not sent", { reply, outcome: answer.outcome, error: String(err) });
-      try {
-        this.config.nc.publish(reply, answerCodec.encode({ outcome: "invalid_input", reason: "answer_unsendable" }));
-      } catch {
-        // The connection is closed: the requester times out.
-      }
-    }
-  }
-
-  /** Files `msg` as a dead letter, then terminates it; if the letter cannot be stored, the message comes back later. */
-  private async bury(part: OwnedPartition, msg: JsMsg, address: ActorAddress, reason: string | undefined, detail: string | undefined): Promise<void> {
-    const headers: Record<string, string> = {};
-    if (msg.headers) for (const [k, v] of msg.headers) headers[k] = v.join(", ");
-    const filed = await this.deadLetters.put({
-      ...this.letterFields(part.log.partition, address, reason, detail),
-      subject: msg.subject,
-      headers,
-      data: msg.data,
-      deliveries: msg.info.deliveryCount,
-      seq: msg.seq,
-      ...(msg.headers?.get(HEADER_ID) ? { command: msg.headers.get(HEADER_ID) } : {}),
-    });
-    if (filed) msg.term(reason ?? "dead_letter");
-    else msg.nak(5_000);
+    part.messages = mailbox.messages;
+    part.consuming = mailbox.done;
   }
 
   private letterFields(partition: number, address: ActorAddress, reason: string | undefined, detail: string | undefined) {

@@ -30,7 +30,7 @@ export interface InMemorySends {
   /** Whether a send from `self` to `to` is applied here in memory rather than published. */
   mayTake(self: ActorAddress, to: ActorAddress): boolean;
   /** Applies it: `delivered` once the receiver stored (or answered) it; `publish` when it must go through the mailbox after all. */
-  deliver(self: ActorAddress, to: ActorAddress, event: unknown, id: string): Promise<"delivered" | "publish">;
+  deliver(to: ActorAddress, event: unknown, id: string): Promise<"delivered" | "publish">;
 }
 
 export type StoreEffect = Extract<Effect, { type: "runway.store" }>;
@@ -105,7 +105,7 @@ async function deliverAll(ctx: OutboxContext, self: ActorAddress, entries: reado
   const results = await Promise.all(
     entries.map(async (entry) => {
       const send = entry.effect as Extract<Effect, { type: "runway.send" }>;
-      if ((await ctx.deliver!.deliver(self, send.to, send.event, entry.id)) === "delivered") return true;
+      if ((await ctx.deliver!.deliver(send.to, send.event, entry.id)) === "delivered") return true;
       return publishOrFile(ctx, self, entry);
     }),
   );
