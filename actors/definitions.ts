@@ -2,7 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV } from "@nats-io/kv";
 import { z } from "zod";
 import { canonicalJson, compileDefinition, MAX_DEPTH, PlanSchema, WorkflowNameSchema, type CompileError, type Plan } from "../machines/index.js";
-import { kvSubject, payloadLimit, readLast, RunwayFault } from "../runtime/index.js";
+import { isRemoval, kvSubject, payloadLimit, readLast, RunwayFault } from "../runtime/index.js";
 import { sha256Hex } from "./ids.js";
 import { DEFINITIONS_BUCKET } from "./topology.js";
 
@@ -68,8 +68,7 @@ export class DefinitionStore {
     const read = await readLast(this.nc, `KV_${DEFINITIONS_BUCKET}`, kvSubject(DEFINITIONS_BUCKET, `${tenant}.${name}.latest`));
     if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", `definition ${name}: ${read.detail}`, { kind: "retryable" });
     if (read.outcome === "missing") return undefined;
-    const op = read.message.headers["KV-Operation"];
-    if (op === "DEL" || op === "PURGE") return undefined;
+    if (isRemoval(read.message)) return undefined;
     return { ref: RefSchema.parse(JSON.parse(new TextDecoder().decode(read.message.data))), revision: read.message.seq };
   }
 

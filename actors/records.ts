@@ -1,7 +1,17 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { DeliverPolicy, jetstream } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import { actorRecordCodec, kvSubject, partitionBucket, partitionOf, partitionStream, readFirst, readLast, type ActorRecord } from "../runtime/index.js";
+import {
+  actorRecordCodec,
+  isRemoval,
+  kvSubject,
+  partitionBucket,
+  partitionOf,
+  partitionStream,
+  readFirst,
+  readLast,
+  type ActorRecord,
+} from "../runtime/index.js";
 
 /** An actor's stored machine snapshot: its state value and context. */
 export interface StoredSnapshot<C> {
@@ -25,8 +35,7 @@ export async function readSnapshot<C>(nc: NatsConnection, partitions: number, ki
   const read = await readLast(nc, partitionStream(p), kvSubject(partitionBucket(p), `${kind}.${id}`));
   if (read.outcome !== "found") return read;
   // A deleted or purged key's last message is its marker: no record.
-  const op = read.message.headers["KV-Operation"];
-  if (op === "DEL" || op === "PURGE") return { outcome: "missing" };
+  if (isRemoval(read.message)) return { outcome: "missing" };
   const decoded = actorRecordCodec.decode(read.message.data);
   if (!decoded.ok) return { outcome: "corrupt", detail: decoded.detail };
   const snapshot = decoded.value.snapshot as { value?: unknown; context?: C };

@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { isTerminal, type RunContext } from "../machines/index.js";
-import { actorRecordCodec, kvSubject, publish, readLast, type ActorHost, type Logger, type PartitionLog } from "../runtime/index.js";
+import { actorRecordCodec, isRemoval, kvSubject, publish, readLast, type ActorHost, type Logger, type PartitionLog } from "../runtime/index.js";
 import { LIVE_BUCKET, type LiveRunIndex } from "./live-runs.js";
 import { actorIdsIn } from "./records.js";
 import { createdSubject, endedSubject, summaryOf } from "./run-index.js";
@@ -18,8 +18,7 @@ async function readRun(log: PartitionLog, id: string): Promise<StoredRun> {
   const read = await log.read(`${RUN_KIND}.${id}`);
   if (read.outcome === "unavailable") return { outcome: "unreadable" };
   if (read.outcome === "missing") return { outcome: "missing" };
-  const op = read.message.headers["KV-Operation"];
-  if (op === "DEL" || op === "PURGE") return { outcome: "missing" };
+  if (isRemoval(read.message)) return { outcome: "missing" };
   const decoded = actorRecordCodec.decode(read.message.data);
   if (!decoded.ok) return { outcome: "unreadable" };
   const snapshot = decoded.value.snapshot as { value?: unknown; context?: { run?: RunContext | null } };
@@ -115,6 +114,5 @@ async function readLiveMark(nc: NatsConnection, partition: number): Promise<bool
   const read = await readLast(nc, `KV_${LIVE_BUCKET}`, kvSubject(LIVE_BUCKET, builtKey(partition)));
   if (read.outcome === "unavailable") throw new Error(`live index of partition ${partition}: ${read.detail}`);
   if (read.outcome === "missing") return false;
-  const op = read.message.headers["KV-Operation"];
-  return op !== "DEL" && op !== "PURGE";
+  return !isRemoval(read.message);
 }

@@ -20,6 +20,7 @@ import {
 } from "../machines/index.js";
 import {
   defineActor,
+  isRemoval,
   kvSubject,
   partitionBucket,
   partitionOf,
@@ -109,8 +110,7 @@ export function membershipReader(
           const read = host ? await host.readOwn(address, tenantKey(tenant, key)) : await readLast(nc, stream, kvSubject(bucket, tenantKey(tenant, key)));
           if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", `tenant ${tenant} ${key}: ${read.detail}`, { kind: "retryable" });
           if (read.outcome === "missing") return [key, null] as const;
-          const op = read.message.headers["KV-Operation"];
-          return [key, op === "DEL" || op === "PURGE" ? null : decodeJson(read.message.data)] as const;
+          return [key, isRemoval(read.message) ? null : decodeJson(read.message.data)] as const;
         }),
       );
       return Object.fromEntries(values);

@@ -8,6 +8,7 @@ export {
   publish,
   readFirst,
   readLast,
+  isRemoval,
   incrementCounter,
   streamLastSequence,
   payloadLimit,

@@ -1,6 +1,7 @@
 import { hash } from "node:crypto";
 import type { AnyMachineSnapshot, AnyStateMachine, EventObject } from "xstate";
 import { isFault } from "../errors.js";
+import { isRemoval } from "../nats/jetstream.js";
 import { DeadLetterReason } from "./dead-letters.js";
 import type { ActorAddress, ActorDefinition, Effect } from "./define.js";
 import { collectEffects, factBytes } from "./emitted.js";
@@ -125,7 +126,7 @@ export class ActorCell {
     const generation = log.generation;
     const read = await log.read(this.key);
     if (read.outcome === "unavailable") return { outcome: "unavailable" };
-    if (read.outcome === "missing" || read.message.headers["KV-Operation"] === "DEL" || read.message.headers["KV-Operation"] === "PURGE") {
+    if (read.outcome === "missing" || isRemoval(read.message)) {
       this.cached = undefined;
       return { outcome: "loaded", cached: undefined };
     }

@@ -1,7 +1,7 @@
 import { headers as makeHeaders, type NatsConnection } from "@nats-io/transport-node";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../log.js";
-import { publish, readLast, type PublishOutcome, type ReadOutcome } from "../nats/jetstream.js";
+import { isRemoval, publish, readLast, type PublishOutcome, type ReadOutcome } from "../nats/jetstream.js";
 import type { PartitionLog } from "../store/partition-log.js";
 import { kvSubject, partitionBucket, partitionStream } from "../topology.js";
 import type { ActorAddress } from "./define.js";
@@ -138,8 +138,7 @@ export class ActorKeys {
     if (known !== undefined) return known ? { outcome: "found", message: { subject, ...known, headers: {} } } : { outcome: "missing" };
     const read = await part.log.read(key);
     if (read.outcome === "unavailable") return read;
-    const op = read.outcome === "found" ? read.message.headers["KV-Operation"] : undefined;
-    if (read.outcome === "missing" || op === "DEL" || op === "PURGE") {
+    if (read.outcome === "missing" || isRemoval(read.message)) {
       part.keys.set(key, null, generation, undefined, true);
       return { outcome: "missing" };
     }

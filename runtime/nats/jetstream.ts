@@ -117,6 +117,12 @@ export interface StoredMessage {
 
 export type ReadOutcome = { outcome: "found"; message: StoredMessage } | { outcome: "missing" } | { outcome: "unavailable"; detail: string };
 
+/** A KV key's last message that is its delete or purge marker: the key holds nothing. */
+export function isRemoval(message: StoredMessage): boolean {
+  const op = message.headers["KV-Operation"];
+  return op === "DEL" || op === "PURGE";
+}
+
 interface MsgGetJson {
   message?: { subject: string; seq: number; hdrs?: string; data?: string; time?: string };
   error?: { code: number; err_code?: number; description?: string };

@@ -1,7 +1,7 @@
 import { headers as makeHeaders, type NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
 import { RunwayFault } from "../errors.js";
-import { publish, readLast, streamLastSequence, type ReadOutcome } from "../nats/jetstream.js";
+import { isRemoval, publish, readLast, streamLastSequence, type ReadOutcome } from "../nats/jetstream.js";
 import { kvSubject, partitionBucket, partitionStream } from "../topology.js";
 
 /**
@@ -78,8 +78,7 @@ export async function readFence(nc: NatsConnection, partition: number): Promise<
   const read = await readLast(nc, partitionStream(partition), kvSubject(partitionBucket(partition), FENCE_KEY));
   if (read.outcome === "unavailable") return read;
   if (read.outcome === "missing") return { outcome: "missing", lastSequence: 0 };
-  const op = read.message.headers["KV-Operation"];
-  if (op === "DEL" || op === "PURGE") return { outcome: "missing", lastSequence: read.message.seq };
+  if (isRemoval(read.message)) return { outcome: "missing", lastSequence: read.message.seq };
   try {
     const fence = FenceRecordSchema.parse(JSON.parse(new TextDecoder().decode(read.message.data)));
     return { outcome: "found", fence, epoch: read.message.seq };
