@@ -29,6 +29,8 @@ export {
   partitionStream,
   partitionConsumer,
   mailboxSubject,
+  askSubject,
+  askFilter,
   timerSubject,
   kvSubject,
   type TopologyConfig,

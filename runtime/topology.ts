@@ -38,6 +38,16 @@ export function mailboxSubject(partition: number, kind: string, id: string): str
 export function mailboxFilter(partition: number): string {
   return `rw.cmd.${partition}.>`;
 }
+/**
+ * Where a requester asks the owner of `partition` directly (core NATS request-reply, nothing
+ * stored on the way): the fast path of `MailboxClient.request`, backed by the mailbox.
+ */
+export function askSubject(partition: number, kind: string, id: string): string {
+  return `rw.ask.${partition}.${kind}.${id}`;
+}
+export function askFilter(partition: number): string {
+  return `rw.ask.${partition}.>`;
+}
 export function timerSubject(partition: number, kind: string, id: string, name: string): string {
   return `rw.timer.${partition}.${kind}.${id}.${name}`;
 }

@@ -64,4 +64,6 @@ export interface HostStats {
   fenced: number;
   /** Sends between this node's actors applied in memory instead of through the mailbox (`inbox: "memory"`). */
   deliveredInMemory: number;
+  /** Commands taken as direct requests (`rw.ask.…`, see asks.ts) rather than from the mailbox. */
+  asked: number;
 }

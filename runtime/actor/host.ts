@@ -1,4 +1,4 @@
-import type { NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import { jetstreamManager, type ConsumerMessages, type JetStreamManager } from "@nats-io/jetstream";
 import { systemClock, type Clock } from "../clock.js";
 import { RunwayFault } from "../errors.js";
@@ -15,6 +15,7 @@ import { LiveEvents } from "./live-events.js";
 import { ActorKeys, OwnKeys } from "./own-keys.js";
 import type { OutboxContext } from "./outbox.js";
 import { consumeMailbox, type MailboxRouting } from "./mailbox-consumer.js";
+import { serveAsks, type AskRouting } from "./asks.js";
 import { APPLIED_WINDOW, commandCodec, HEADER_ID, type CommandAnswer } from "./wire.js";
 
 export interface ActorHostConfig {
@@ -72,6 +73,8 @@ interface OwnedPartition {
   envs: Map<string, CellEnvironment>;
   messages?: ConsumerMessages;
   consuming?: Promise<void>;
+  /** The partition's direct requests (asks.ts), answered while it is served with its mailbox. */
+  asks?: Subscription;
   stopping: boolean;
 }
 
@@ -82,7 +85,18 @@ interface OwnedPartition {
  */
 export class ActorHost {
   readonly partitions: number;
-  readonly stats: HostStats = { transitions: 0, writes: 0, duplicates: 0, refused: 0, invalid: 0, terminated: 0, stale: 0, fenced: 0, deliveredInMemory: 0 };
+  readonly stats: HostStats = {
+    transitions: 0,
+    writes: 0,
+    duplicates: 0,
+    refused: 0,
+    invalid: 0,
+    terminated: 0,
+    stale: 0,
+    fenced: 0,
+    deliveredInMemory: 0,
+    asked: 0,
+  };
   private readonly definitions = new Map<string, ActorDefinition>();
   private readonly owned = new Map<number, OwnedPartition>();
   private readonly clock: Clock;
@@ -97,6 +111,8 @@ export class ActorHost {
   private readonly keys: ActorKeys;
   /** What a partition's mailbox consumer needs from this host (see mailbox-consumer.ts). */
   private readonly routing: MailboxRouting;
+  /** What answering a partition's direct requests needs from this host (see asks.ts). */
+  private readonly asking: AskRouting;
 
   constructor(private readonly config: ActorHostConfig) {
     this.partitions = config.partitions;
@@ -139,6 +155,14 @@ export class ActorHost {
       ...(config.prefetch !== undefined ? { prefetch: config.prefetch } : {}),
       ...(config.redeliveryBaseMs !== undefined ? { redeliveryBaseMs: config.redeliveryBaseMs } : {}),
     };
+    this.asking = {
+      nc: config.nc,
+      logger: this.logger,
+      stats: this.stats,
+      hasKind: (kind) => this.definitions.has(kind),
+      partitionOf: (address) => this.partitionOf(address),
+      dispatch: (address, event, id) => this.dispatch(address, event, id),
+    };
   }
 
   /** Reads of actors' own keys answered from memory and from the server, summed over the partitions served now. */
@@ -173,8 +197,8 @@ export class ActorHost {
 
   /**
    * Starts serving a partition under `log`'s epoch. With `mailbox`, also takes over its durable
-   * consumer: unpinned from any previous owner and reset so that every unacknowledged command is
-   * delivered again now rather than after its ack wait.
+   * consumer — unpinned from any previous owner and reset so that every unacknowledged command is
+   * delivered again now rather than after its ack wait — and answers its direct requests.
    */
   async serve(log: PartitionLog, options: { mailbox: boolean } = { mailbox: true }): Promise<void> {
     if (this.owned.has(log.partition)) throw new RunwayFault("already_served", `partition ${log.partition} is already served`);
@@ -188,7 +212,12 @@ export class ActorHost {
     };
     this.owned.set(log.partition, part);
     await this.config.onServe?.(log.partition, log);
-    if (options.mailbox) await this.startMailbox(part);
+    if (options.mailbox) {
+      await this.startMailbox(part);
+      part.asks = serveAsks(this.asking, log.partition);
+      // Once serve resolves the server routes the partition's requests here.
+      await this.config.nc.flush();
+    }
   }
 
   /** Stops serving a partition: no new commands are taken; in-flight lanes finish (or find themselves fenced). */
@@ -196,6 +225,7 @@ export class ActorHost {
     const part = this.owned.get(partition);
     if (!part) return undefined;
     part.stopping = true;
+    part.asks?.unsubscribe();
     part.messages?.stop();
     await part.consuming?.catch(() => undefined);
     await Promise.all([...part.cells.values()].map((c) => c.whenIdle()));

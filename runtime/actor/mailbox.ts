@@ -1,8 +1,9 @@
 import { headers as makeHeaders, type NatsConnection } from "@nats-io/transport-node";
-import { expectReply } from "../nats/requests.js";
+import { expectReply, rawRequest } from "../nats/requests.js";
 import { publish, type PublishOutcome } from "../nats/jetstream.js";
 import { partitionOf } from "../partitions/hash.js";
-import { mailboxSubject } from "../topology.js";
+import { askSubject, mailboxSubject } from "../topology.js";
+import { ASK_MAILBOX, HEADER_ASK } from "./asks.js";
 import type { ActorAddress } from "./define.js";
 import { answerCodec, commandCodec, HEADER_ID, HEADER_REPLY, type CommandAnswer } from "./wire.js";
 
@@ -26,25 +27,58 @@ export class MailboxClient {
   }
 
   send(address: ActorAddress, event: CommandEvent, id: string, reply?: string): Promise<PublishOutcome> {
+    return this.store(address, commandCodec.encode({ event }), id, reply);
+  }
+
+  private store(address: ActorAddress, body: Uint8Array, id: string, reply?: string): Promise<PublishOutcome> {
     const h = makeHeaders();
     h.set(HEADER_ID, id);
     if (reply) h.set(HEADER_REPLY, reply);
-    return publish(this.nc, this.subjectOf(address), commandCodec.encode({ event }), { headers: h, msgId: id });
+    return publish(this.nc, this.subjectOf(address), body, { headers: h, msgId: id });
   }
 
   /**
    * Sends a command and waits for the actor's closed answer, which comes only after the
    * transition is durably stored. Resolves `timeout` if no answer arrives in time; the command
    * may still be applied later (send it again with the same id to learn the outcome).
+   *
+   * The command is first asked of the partition's owner directly (`rw.ask.…`, nothing stored on
+   * the way: see asks.ts), with half the time; if no owner answers, or the owner cannot settle it
+   * at once, it goes through the durable mailbox with the rest. Either way it is applied at
+   * most once per `id`. A request is ordered after the caller's earlier requests it awaited,
+   * not after commands it `send`s without waiting: `through: "mailbox"` skips the direct ask,
+   * so the request queues behind them.
    */
   async request(
     address: ActorAddress,
     event: CommandEvent,
     id: string,
     timeoutMs = 5_000,
+    options: { through?: "mailbox" } = {},
+  ): Promise<CommandAnswer | { outcome: "timeout" } | { outcome: "not_stored"; detail: string }> {
+    const started = performance.now();
+    const body = commandCodec.encode({ event });
+    if (options.through === "mailbox") return this.requestThroughMailbox(address, body, id, timeoutMs);
+    const h = makeHeaders();
+    h.set(HEADER_ID, id);
+    const asked = await rawRequest(this.nc, askSubject(partitionOf(this.keyOf(address), this.partitions), address.kind, address.id), body, {
+      headers: h,
+      timeoutMs: Math.max(1, Math.floor(timeoutMs / 2)),
+    });
+    if (asked.ok && asked.msg.headers?.get(HEADER_ASK) !== ASK_MAILBOX) return decodeAnswer(asked.msg.data);
+    if (!asked.ok && asked.reason === "closed") return { outcome: "not_stored", detail: "connection closed" };
+    if (!asked.ok && asked.reason === "too_large") return { outcome: "not_stored", detail: "command over the server's max_payload" };
+    return this.requestThroughMailbox(address, body, id, Math.max(1, timeoutMs - (performance.now() - started)));
+  }
+
+  private async requestThroughMailbox(
+    address: ActorAddress,
+    body: Uint8Array,
+    id: string,
+    timeoutMs: number,
   ): Promise<CommandAnswer | { outcome: "timeout" } | { outcome: "not_stored"; detail: string }> {
     const expected = expectReply(this.nc, timeoutMs);
-    const sent = await this.send(address, event, id, expected.subject);
+    const sent = await this.store(address, body, id, expected.subject);
     if (sent.outcome !== "stored") {
       expected.cancel();
       return { outcome: "not_stored", detail: "detail" in sent ? sent.detail : sent.outcome };
@@ -56,7 +90,11 @@ export class MailboxClient {
     }
     const reply = await expected.reply;
     if (!reply.ok) return { outcome: "timeout" };
-    const decoded = answerCodec.decode(reply.msg.data);
-    return decoded.ok ? decoded.value : { outcome: "invalid_input", reason: `unreadable answer: ${decoded.detail}` };
+    return decodeAnswer(reply.msg.data);
   }
+}
+
+function decodeAnswer(data: Uint8Array): CommandAnswer {
+  const decoded = answerCodec.decode(data);
+  return decoded.ok ? decoded.value : { outcome: "invalid_input", reason: `unreadable answer: ${decoded.detail}` };
 }

@@ -1,0 +1,91 @@
+/**
+ * Direct requests to the actors of a partition served here (`rw.ask.<partition>.<kind>.<id>`,
+ * core NATS request-reply): the fast path of `MailboxClient.request`. Nothing is stored on the
+ * way in — the requester holds the command until it is answered — so a request costs the
+ * actor's own write and no mailbox message, delivery or acknowledgement. The answer comes only
+ * after the transition is stored, and the command's id dedupes it against the actor's applied
+ * window like any mailbox delivery, so a requester may always send the same command again
+ * through the mailbox.
+ *
+ * Whatever this owner cannot settle at once (the partition is being released, the writer was
+ * fenced, the command faulted its actor, the record cannot be read) is answered `mailbox`
+ * (header `Rw-Ask`): the requester sends it through the durable mailbox, where redeliveries are
+ * counted and dead-lettered. One subscriber per partition (a queue group), so during a
+ * hand-over a request reaches one owner.
+ */
+import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
+import { headers as makeHeaders } from "@nats-io/transport-node";
+import type { Logger } from "../log.js";
+import { askFilter } from "../topology.js";
+import { ID_PATTERN, type ActorAddress } from "./define.js";
+import type { HostStats } from "./delivery.js";
+import { answerCodec, commandCodec, HEADER_ID, type CommandAnswer } from "./wire.js";
+
+/** Header of a direct answer that is no answer: send the command through the mailbox. */
+export const HEADER_ASK = "Rw-Ask";
+export const ASK_MAILBOX = "mailbox";
+
+/** What answering a partition's requests needs from the host that serves it. */
+export interface AskRouting {
+  nc: NatsConnection;
+  logger: Logger;
+  stats: HostStats;
+  hasKind(kind: string): boolean;
+  partitionOf(address: ActorAddress): number;
+  /** Applies a command on its actor's lane here (`ActorHost.dispatch`). */
+  dispatch(address: ActorAddress, event: unknown, id: string): Promise<CommandAnswer | { outcome: "not_served" } | { outcome: "kept"; reason: string }>;
+}
+
+/** Starts answering `partition`'s direct requests; unsubscribe before the partition is released. */
+export function serveAsks(routing: AskRouting, partition: number): Subscription {
+  return routing.nc.subscribe(askFilter(partition), {
+    queue: `rw.ask.${partition}`,
+    callback(err, msg) {
+      if (!err) answer(routing, partition, msg);
+    },
+  });
+}
+
+function answer(routing: AskRouting, partition: number, msg: Msg): void {
+  // A command nobody waits for belongs in the mailbox, where it is stored before it is taken.
+  if (!msg.reply) return;
+  const tokens = msg.subject.split(".");
+  const kind = tokens[3] ?? "";
+  const id = tokens[4] ?? "";
+  const address = { kind, id };
+  if (tokens.length !== 5 || Number(tokens[2]) !== partition || !ID_PATTERN.test(id)) {
+    return respond(routing, msg, { outcome: "invalid_input", reason: "bad_subject" });
+  }
+  if (!routing.hasKind(kind)) return respond(routing, msg, { outcome: "unknown_kind", kind });
+  if (routing.partitionOf(address) !== partition) return respond(routing, msg, { outcome: "invalid_input", reason: "wrong_partition" });
+  const commandId = msg.headers?.get(HEADER_ID);
+  if (!commandId) return respond(routing, msg, { outcome: "invalid_input", reason: "missing_id" });
+  const decoded = commandCodec.decode(msg.data);
+  if (!decoded.ok) return respond(routing, msg, { outcome: "invalid_input", reason: decoded.reason });
+  routing.stats.asked++;
+  void routing.dispatch(address, decoded.value.event, commandId).then(
+    (settled) => respond(routing, msg, settled.outcome === "not_served" || settled.outcome === "kept" ? undefined : settled),
+    (err: unknown) => {
+      routing.logger.error("direct request failed", { subject: msg.subject, error: String(err) });
+      respond(routing, msg, undefined);
+    },
+  );
+}
+
+const toMailbox = makeHeaders();
+toMailbox.set(HEADER_ASK, ASK_MAILBOX);
+
+/** Sends the closed answer, or (`undefined`) tells the requester to use the mailbox; never throws into a lane. */
+function respond(routing: AskRouting, msg: Msg, settled: CommandAnswer | undefined): void {
+  try {
+    if (settled) msg.respond(answerCodec.encode(settled));
+    else msg.respond(new Uint8Array(), { headers: toMailbox });
+  } catch (err) {
+    routing.logger.warn("direct answer not sent", { subject: msg.subject, outcome: settled?.outcome, error: String(err) });
+    try {
+      msg.respond(answerCodec.encode({ outcome: "invalid_input", reason: "answer_unsendable" }));
+    } catch {
+      // The connection is closed: the requester times out and goes to the mailbox.
+    }
+  }
+}

@@ -1,0 +1,196 @@
+/**
+ * Direct requests (runtime/actor/asks.ts): `MailboxClient.request` asks the partition's owner
+ * over core NATS first and uses the durable mailbox only when no owner answers or the owner
+ * cannot settle the command at once. What each test shows is read from the server (the
+ * mailbox stream's sequence, the actor's stored record) and the host's counters.
+ */
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
+import {
+  ActorHost,
+  askSubject,
+  answerCodec,
+  CMD_STREAM,
+  commandCodec,
+  DEFAULT_TOPOLOGY,
+  ensureTopology,
+  HEADER_ID,
+  MailboxClient,
+  packMsgpack,
+  partitionOf,
+  PartitionLog,
+  silentLogger,
+  type HostDecorators,
+} from "../../runtime/index.js";
+import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
+import { testActors } from "../fixtures/counter-actor.js";
+import { readActor } from "../fixtures/read-actor.js";
+import { decorateLog } from "../fixtures/faults.js";
+
+const P = DEFAULT_TOPOLOGY.partitions;
+let server: NatsServerHandle;
+const connections: NatsConnection[] = [];
+const hosts: ActorHost[] = [];
+
+async function conn(): Promise<NatsConnection> {
+  const nc = await connect(server.connectOptions());
+  connections.push(nc);
+  return nc;
+}
+
+/** A host serving `partition` with its mailbox (and so its direct requests). */
+async function serve(partition: number, decorate?: HostDecorators): Promise<ActorHost> {
+  const nc = await conn();
+  const authority = { node: `asks-${connections.length}`, incarnation: `asks-${connections.length}` };
+  const claimed = await PartitionLog.claim(nc, partition, authority, () => true, Date.now());
+  if (claimed.outcome !== "claimed") throw new Error(`claim failed: ${claimed.outcome}`);
+  const host = new ActorHost({ nc, partitions: P, actors: testActors, logger: silentLogger, redeliveryBaseMs: 50, ...(decorate ? { decorate } : {}) });
+  await host.serve(claimed.log, { mailbox: true });
+  hosts.push(host);
+  return host;
+}
+
+async function mailboxLastSeq(nc: NatsConnection): Promise<number> {
+  return (await (await jetstreamManager(nc)).streams.info(CMD_STREAM)).state.last_seq;
+}
+
+/** An id whose actor lives in a partition no other test of this file uses. */
+function idIn(used: Set<number>, prefix: string): { id: string; partition: number } {
+  for (let i = 0; ; i++) {
+    const id = `${prefix}${i}`;
+    const partition = partitionOf(id, P);
+    if (!used.has(partition)) {
+      used.add(partition);
+      return { id, partition };
+    }
+  }
+}
+const used = new Set<number>();
+
+beforeAll(async () => {
+  server = await startServer();
+  await ensureTopology(await conn(), DEFAULT_TOPOLOGY);
+});
+
+afterAll(async () => {
+  for (const host of hosts) await host.stop().catch(() => undefined);
+  for (const nc of connections) await nc.close().catch(() => undefined);
+  await server?.dispose();
+});
+
+it("a request is answered by the partition's owner directly: applied and stored, no mailbox message; the same id again is a duplicate", async () => {
+  const { id, partition } = idIn(used, "direct");
+  const host = await serve(partition);
+  const nc = await conn();
+  const client = new MailboxClient(nc, P);
+  const before = await mailboxLastSeq(nc);
+
+  const first = await client.request({ kind: "counter", id }, { type: "inc", by: 3 }, "d-1");
+  expect(first).toMatchObject({ outcome: "applied", value: { count: 3 } });
+  const again = await client.request({ kind: "counter", id }, { type: "inc", by: 3 }, "d-1");
+  expect(again).toEqual({ outcome: "duplicate" });
+
+  expect(host.stats.asked).toBe(2);
+  expect(await mailboxLastSeq(nc)).toBe(before);
+  expect((await readActor(nc, "counter", id))?.context.count).toBe(3);
+});
+
+it("with no owner serving the partition, a request goes through the mailbox and is answered once a host serves it", async () => {
+  const { id, partition } = idIn(used, "orphan");
+  const nc = await conn();
+  const client = new MailboxClient(nc, P);
+  const before = await mailboxLastSeq(nc);
+
+  const pending = client.request({ kind: "counter", id }, { type: "inc", by: 2 }, "o-1", 20_000);
+  await waitFor(async () => (await mailboxLastSeq(nc)) > before || undefined, { timeoutMs: 10_000, describe: "the command to reach the mailbox" });
+  const host = await serve(partition);
+
+  expect(await pending).toMatchObject({ outcome: "applied", value: { count: 2 } });
+  expect(host.stats.asked).toBe(0);
+  expect((await readActor(nc, "counter", id))?.context.count).toBe(2);
+});
+
+it("a command its owner cannot settle at once (the write faults) is sent through the mailbox and applied once from there", async () => {
+  const { id, partition } = idIn(used, "faulty");
+  let failures = 1;
+  const host = await serve(partition, {
+    log: (log) =>
+      decorateLog(log, async (key, _value, next) => {
+        if (key.endsWith(id) && failures > 0) {
+          failures--;
+          throw new Error("injected write fault");
+        }
+        return next();
+      }),
+  });
+  const nc = await conn();
+  const client = new MailboxClient(nc, P);
+  const before = await mailboxLastSeq(nc);
+
+  const answer = await client.request({ kind: "counter", id }, { type: "inc", by: 5 }, "f-1", 20_000);
+  expect(answer).toMatchObject({ outcome: "applied", value: { count: 5 } });
+  expect(host.stats.asked).toBe(1);
+  expect(await mailboxLastSeq(nc)).toBe(before + 1);
+  expect((await readActor(nc, "counter", id))?.context.count).toBe(5);
+});
+
+it("bad direct requests get closed answers and store nothing; the owner goes on serving", async () => {
+  const { id, partition } = idIn(used, "bad");
+  const host = await serve(partition);
+  const nc = await conn();
+  const ask = async (subject: string, data: Uint8Array, commandId?: string) => {
+    const h = headers();
+    if (commandId) h.set(HEADER_ID, commandId);
+    const reply = await nc.request(subject, data, { timeout: 5_000, headers: h });
+    const decoded = answerCodec.decode(reply.data);
+    if (!decoded.ok) throw new Error(`unreadable answer: ${decoded.detail}`);
+    return decoded.value;
+  };
+  const inc = commandCodec.encode({ event: { type: "inc" } });
+  const other = idIn(new Set([partition]), "x").id;
+
+  expect(await ask(askSubject(partition, "nothing", id), inc, "b-1")).toEqual({ outcome: "unknown_kind", kind: "nothing" });
+  expect(await ask(askSubject(partition, "counter", other), inc, "b-2")).toEqual({ outcome: "invalid_input", reason: "wrong_partition" });
+  expect(await ask(`${askSubject(partition, "counter", id)}.extra`, inc, "b-3")).toEqual({ outcome: "invalid_input", reason: "bad_subject" });
+  expect(await ask(askSubject(partition, "counter", id), inc)).toEqual({ outcome: "invalid_input", reason: "missing_id" });
+  expect(await ask(askSubject(partition, "counter", id), new TextEncoder().encode("not msgpack"), "b-4")).toMatchObject({ outcome: "invalid_input" });
+  expect(await ask(askSubject(partition, "counter", id), packMsgpack({ s: "rw.cmd", v: 99, b: { event: { type: "inc" } } }), "b-5")).toMatchObject({
+    outcome: "invalid_input",
+  });
+  expect(await ask(askSubject(partition, "counter", id), commandCodec.encode({ event: { type: "inc", by: "many" } }), "b-6")).toMatchObject({
+    outcome: "invalid_input",
+  });
+  expect(host.stats.transitions).toBe(0);
+
+  expect(await ask(askSubject(partition, "counter", id), inc, "b-7")).toMatchObject({ outcome: "applied", value: { count: 1 } });
+  expect((await readActor(nc, "counter", id))?.context.count).toBe(1);
+});
+
+it("a released partition stops answering directly: its requests go through the mailbox to the next owner", async () => {
+  const { id, partition } = idIn(used, "moved");
+  const first = await serve(partition);
+  const nc = await conn();
+  const client = new MailboxClient(nc, P);
+  expect(await client.request({ kind: "counter", id }, { type: "inc" }, "m-1")).toMatchObject({ outcome: "applied" });
+  await first.release(partition);
+  const before = await mailboxLastSeq(nc);
+
+  const pending = client.request({ kind: "counter", id }, { type: "inc" }, "m-2", 20_000);
+  await waitFor(async () => (await mailboxLastSeq(nc)) > before || undefined, { timeoutMs: 10_000, describe: "the command to reach the mailbox" });
+  const next = await serve(partition);
+  expect(await pending).toMatchObject({ outcome: "applied", value: { count: 2 } });
+  expect(first.stats.asked).toBe(1);
+  expect(next.stats.asked).toBe(0);
+});
+
+it('`through: "mailbox"` skips the direct ask: the request queues behind the commands the caller sent before it', async () => {
+  const { id, partition } = idIn(used, "ordered");
+  const host = await serve(partition);
+  const nc = await conn();
+  const client = new MailboxClient(nc, P);
+  for (let i = 0; i < 3; i++) expect((await client.send({ kind: "counter", id }, { type: "inc", by: 1 }, `s-${i}`)).outcome).toBe("stored");
+  const answer = await client.request({ kind: "counter", id }, { type: "inc", by: 10 }, "s-last", 10_000, { through: "mailbox" });
+  expect(answer).toMatchObject({ outcome: "applied", value: { count: 13 } });
+  expect(host.stats.asked).toBe(0);
+});
