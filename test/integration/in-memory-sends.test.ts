@@ -140,11 +140,13 @@ it("a caller in this process is answered once the sender's durable entries are o
     expect(await readActor(hostNc, "inbox", receiver)).toBeUndefined();
     // Through the mailbox, the next command waits for the sender's lane, which waits for the
     // receiver; it is answered only once the receiver stored it (read at once, not waited for).
+    // (A direct request is answered as an in-process caller is: `through` keeps it in the mailbox.)
     const viaMailbox = new MailboxClient(hostNc, P).request(
       { kind: "counter", id: sender },
       { type: "ping", to: { kind: "inbox", id: receiver } },
       "gate-2",
       20_000,
+      { through: "mailbox" },
     );
     open();
     expect((await viaMailbox).outcome).toBe("applied");
