@@ -42,7 +42,8 @@ export function reconcileIndexEffects(before: RunContext | null | undefined, aft
     const live = n.map?.live;
     const wasLive = b?.map?.live;
     if (live === wasLive) continue;
-    for (const i in live) compareHold(out, after, node, Number(i), wasLive?.[i]?.reconcile, live[i]!.reconcile);
+    // An item the transition did not reach is the same object as before (machines/execution/items.ts).
+    for (const i in live) if (live[i] !== wasLive?.[i]) compareHold(out, after, node, Number(i), wasLive?.[i]?.reconcile, live[i]!.reconcile);
     for (const i in wasLive) if (!live || !(i in live)) compareHold(out, after, node, Number(i), wasLive[i]!.reconcile, undefined);
   }
   return out;

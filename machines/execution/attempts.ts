@@ -2,6 +2,7 @@ import { applyStepOp, type RetryPolicy, type StepError, type StepState } from ".
 import { isPlatformStop, mapItemInput, mapItems, resolveTemplate, utf8Length, type PlanNode } from "../workflow/index.js";
 import { stopMapIdle } from "./ceilings.js";
 import { gateRuleOf } from "./gates.js";
+import { addItem, liveItem, liveItems } from "./items.js";
 import {
   abortAttempts,
   fail,
@@ -58,7 +59,8 @@ export type Holder = ItemRun | NodeRun;
 
 /** The holder of a node's attempt: the node, or a map item in flight. */
 export function holderOf(n: NodeRun, item: number | undefined): Holder | undefined {
-  return item === undefined ? (n.step ? n : undefined) : n.map?.live[String(item)];
+  if (item === undefined) return n.step ? n : undefined;
+  return n.map ? liveItem(n.map, String(item)) : undefined;
 }
 
 export function leaseTimer(d: Draft, node: PlanNode, holder: Holder, item: number | undefined): void {
@@ -253,9 +255,11 @@ export function pumpMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>): voi
   // Counted once and kept up to date here (an offer makes one more): not recounted per item.
   let inFlight = 0;
   for (const it of Object.values(map.live)) if (it.step.status === "leased" || it.step.status === "running" || it.offered !== undefined) inFlight++;
-  for (const [i, it] of Object.entries(map.live)) {
+  for (const i in map.live) {
     if (n.s !== "active") return;
-    if (it.step.status === "ready" && it.offered === undefined && inFlight < node.concurrency) {
+    const seen = map.live[i]!;
+    if (seen.step.status === "ready" && seen.offered === undefined && inFlight < node.concurrency) {
+      const it = liveItem(map, i)!;
       offer(d, node, it, Number(i));
       if (it.offered !== undefined) inFlight++;
     }
@@ -265,7 +269,7 @@ export function pumpMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>): voi
     const it: ItemRun = {
       step: ready({ status: "pending", attempt: 0, lease_epoch: 0, not_before: null, last_error: null, started_at: null, ended_at: null }, d.now),
     };
-    map.live[String(i)] = it;
+    addItem(map, String(i), it);
     offer(d, node, it, i);
     if (it.offered !== undefined) inFlight++;
   }
@@ -315,7 +319,7 @@ export function settleItem(d: Draft, node: Extract<PlanNode, { kind: "map" }>, i
 export function stopItems(d: Draft, id: string, reason: string): void {
   const n = d.run.nodes[id]!;
   abortAttempts(d, liveAttempts(id, holdersOf(n)), reason);
-  for (const it of Object.values(n.map?.live ?? {})) {
+  for (const [, it] of n.map ? liveItems(n.map) : []) {
     const r = applyStepOp(it.step, { op: "cancel", now: d.now });
     if (r.outcome === "moved") it.step = r.state;
   }

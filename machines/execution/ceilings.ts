@@ -2,6 +2,7 @@ import { isTerminal } from "../run/index.js";
 import { applyStepOp } from "../step/index.js";
 import type { CeilingReason, PlanNode } from "../workflow/index.js";
 import { fail, publish, succeed, type Draft } from "./draft.js";
+import { liveItems } from "./items.js";
 import type { ItemRun, NodeRun } from "./types.js";
 
 /**
@@ -65,7 +66,7 @@ export function stopMapIdle(d: Draft, node: Extract<PlanNode, { kind: "map" }>):
   const n = d.run.nodes[node.id]!;
   const map = n.map!;
   map.stopped_at = Math.min(map.stopped_at ?? map.next, map.next);
-  for (const [i, it] of Object.entries(map.live)) {
+  for (const [i, it] of liveItems(map)) {
     if (inFlight(it)) continue;
     stopHolder(it, d.now);
     delete map.live[i];

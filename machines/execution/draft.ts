@@ -1,6 +1,7 @@
 import { applyRunOp, type RunOpEvent } from "../run/index.js";
 import { isPlatformStop, type NodeState, type Plan, type PlanNode, type Scope } from "../workflow/index.js";
 import type { ExecuteRequest, ExecutionEvent, ItemRun, NodeRun, RunContext, RunError, RunFact, RunMemory, TaskRef } from "./types.js";
+import { liveItems } from "./items.js";
 
 /**
  * The working state of one reduction (the run being changed, its plan, the event, the
@@ -53,7 +54,7 @@ export function liveAttempts(node: string, holders: Iterable<[number | undefined
 
 /** A node's attempt holders: the node itself, or a map's items in flight (by index). */
 export function holdersOf(n: NodeRun): [number | undefined, ItemRun | NodeRun][] {
-  if (n.map) return Object.entries(n.map.live).map(([i, it]) => [Number(i), it]);
+  if (n.map) return liveItems(n.map).map(([i, it]) => [Number(i), it]);
   return n.step ? [[undefined, n]] : [];
 }
 

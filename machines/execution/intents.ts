@@ -3,6 +3,7 @@ import { holderOf, offer, onHeartbeat, parkAttempt, policyOf, pumpMap, retryOrFa
 import { publish, TASK_POLL, type Draft, type TaskPoll } from "./draft.js";
 import { advance } from "./progression.js";
 import { ceilingDrain, stopHolder } from "./ceilings.js";
+import { liveItem } from "./items.js";
 import type { ExecutionEvent, PendingIntent, Receipt, RunContext } from "./types.js";
 
 /**
@@ -28,7 +29,7 @@ export function reconciling(run: RunContext | null | undefined, key: string): { 
   for (const [id, n] of Object.entries(run?.nodes ?? {})) {
     if (n.s !== "active") continue;
     if (n.reconcile?.key === key) return { node: id, holder: n };
-    for (const [i, it] of Object.entries(n.map?.live ?? {})) if (it.reconcile?.key === key) return { node: id, item: Number(i), holder: it };
+    for (const i in n.map?.live) if (n.map.live[i]!.reconcile?.key === key) return { node: id, item: Number(i), holder: liveItem(n.map, i)! };
   }
   return undefined;
 }

@@ -25,7 +25,8 @@ import { admitItems, askExpansion, releaseExpansions } from "./expansion.js";
 import { advance, ceilingStop, finish, stopNodes } from "./progression.js";
 import { ceilingDrain, wallHit } from "./ceilings.js";
 import { sweepPlan } from "./sweep.js";
-import { RUN_CONTEXT_VERSION, type ExecutionContext, type ExecutionEvent, type ItemRun, type NodeRun, type RunContext, type RunMemory } from "./types.js";
+import { draftMap, sealDrafts } from "./items.js";
+import { RUN_CONTEXT_VERSION, type ExecutionContext, type ExecutionEvent, type NodeRun, type RunContext, type RunMemory } from "./types.js";
 
 export {
   MAX_DEPTH,
@@ -65,6 +66,14 @@ export type Decided = { context: ExecutionContext; effects: Effect[] };
  * go through the run table (`applyRunOp`), and the machine's states follow them.
  */
 function decide(context: ExecutionContext, event: ExecutionEvent, apply: (d: Draft) => void): Decided {
+  try {
+    return decideOn(context, event, apply);
+  } finally {
+    sealDrafts();
+  }
+}
+
+function decideOn(context: ExecutionContext, event: ExecutionEvent, apply: (d: Draft) => void): Decided {
   const run = event.type === "run.create" ? create(event) : copyForWrite(context.run!);
   const memory: RunMemory = event.type === "run.create" ? { input: event.run.input ?? {}, ...NO_OUTPUTS } : (event.memory ?? { input: {}, ...NO_OUTPUTS });
   const d: Draft = {
@@ -136,19 +145,12 @@ export const decisions = {
 /**
  * A copy the reducer may change without touching the previous snapshot: the reducer only ever
  * assigns properties of the run, of its nodes, of a map's live items and of their holders (step
- * states and errors are replaced, never edited), so copying those levels is enough.
+ * states and errors are replaced, never edited), so copying those levels is enough. A map's
+ * items are copied when the decision reaches them (items.ts), not all of them up front.
  */
 function copyForWrite(run: RunContext): RunContext {
   const nodes: Record<string, NodeRun> = {};
-  for (const [id, n] of Object.entries(run.nodes)) {
-    if (!n.map) {
-      nodes[id] = { ...n };
-      continue;
-    }
-    const live: Record<string, ItemRun> = {};
-    for (const [i, it] of Object.entries(n.map.live)) live[i] = { ...it };
-    nodes[id] = { ...n, map: { ...n.map, live } };
-  }
+  for (const [id, n] of Object.entries(run.nodes)) nodes[id] = n.map ? { ...n, map: draftMap(n.map) } : { ...n };
   return { ...run, nodes };
 }
 

@@ -2,7 +2,8 @@
  * The run actor's index effects (the reviewers' inbox and the reconciliation index) compare only
  * what a transition replaced. Checked here against the full diff they replaced (every pending
  * approval and every hold of both heads, by id), over random transitions shaped as the run
- * machine makes them: nodes copied shallowly, approvals and holds replaced, never edited.
+ * machine makes them: nodes copied shallowly, a map's items copied only when a change reaches
+ * them (the others stay the same objects), approvals and holds replaced, never edited.
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -102,15 +103,19 @@ function head(): RunContext {
   return { id: "t_run", tenant: "t", nodes } as unknown as RunContext;
 }
 
-/** The next head, as `copyForWrite` and a decision make it. */
+/** The next head, as `copyForWrite` and a decision make it (machines/execution/items.ts). */
 function next(run: RunContext, changes: Change[], at: number): RunContext {
   const nodes: Record<string, NodeRun> = {};
-  for (const [id, n] of Object.entries(run.nodes)) {
-    const live: Record<string, ItemRun> = {};
-    if (n.map) for (const [i, it] of Object.entries(n.map.live)) live[i] = { ...it };
-    nodes[id] = n.map ? { ...n, map: { ...n.map, live } } : { ...n };
-  }
+  for (const [id, n] of Object.entries(run.nodes)) nodes[id] = n.map ? { ...n, map: { ...n.map, live: { ...n.map.live } } } : { ...n };
   const copy: RunContext = { ...run, nodes };
+  const copied = new Set<ItemRun>();
+  const reach = (n: NodeRun, item: number): ItemRun | undefined => {
+    const it = n.map?.live[String(item)];
+    if (!it || copied.has(it)) return it;
+    const own = { ...it };
+    copied.add(own);
+    return (n.map!.live[String(item)] = own);
+  };
   for (const c of changes) {
     if (c.t === "admission") {
       if (c.to === "none") delete copy.admission_approval;
@@ -119,7 +124,7 @@ function next(run: RunContext, changes: Change[], at: number): RunContext {
     }
     const id = `n${c.node}`;
     const n = copy.nodes[id]!;
-    const holder: ItemRun | NodeRun | undefined = "item" in c && c.item !== undefined ? n.map?.live[String(c.item)] : n;
+    const holder: ItemRun | NodeRun | undefined = "item" in c && c.item !== undefined ? reach(n, c.item) : n;
     if (c.t === "approve") n.approval = n.approval ? { id: n.approval.id, state: "approved", by: "p", at } : undefined;
     else if (c.t === "reopen") n.approval = pending(`t_run:${id}`, at);
     else if (c.t === "drop") delete n.approval;

@@ -27,9 +27,22 @@ export function plan(definition: object, handlers: string[] = ["h"]): Plan {
 export const executes = (effects: Emitted[]): ExecuteRequest[] => effects.filter((e) => e.channel === "step.ready").map((e) => e.payload!.request!);
 
 /**
+ * Freezes a state and everything in it, so a decision that changed the state it was given (not
+ * its own copy) throws: the actor decides a batch again from that state when its write fails,
+ * and a map's untouched items are shared between one state and the next (machines/execution/items.ts).
+ */
+export function deepFreeze<T>(value: T): T {
+  if (value === null || typeof value !== "object" || Object.isFrozen(value)) return value;
+  Object.freeze(value);
+  for (const v of Object.values(value)) deepFreeze(v);
+  return value;
+}
+
+/**
  * The run machine driven the way its actor drives it: each event carries `now`, the plan and the
  * run's memory (its input and outputs), and the journal facts a transition emits are added to
- * that memory, as the actor does once the transition is stored.
+ * that memory, as the actor does once the transition is stored. Every state it is given is
+ * frozen first ({@link deepFreeze}).
  */
 export function runDriver(p: Plan, extra: Record<string, unknown> = {}, start = 1_000) {
   let [snap] = initialTransition(executionMachine) as [AnyMachineSnapshot, unknown];
@@ -54,6 +67,7 @@ export function runDriver(p: Plan, extra: Record<string, unknown> = {}, start = 
       return snap.can({ ...event, now, plan: p, memory, ...extra } as never);
     },
     send(event: object, now = clock++) {
+      deepFreeze(snap.context);
       const [next, actions] = transition(executionMachine, snap, { ...event, now, plan: p, memory, ...extra } as never);
       snap = next;
       const effects = emitted(actions);
