@@ -11,6 +11,18 @@ import { persistedSnapshot, pureMachine } from "./pure.js";
 import type { CellEnvironment, Delivery, Settle } from "./delivery.js";
 import { actorRecordCodec, APPLIED_WINDOW, type ActorRecord, type CommandAnswer, type OutboxEntry } from "./wire.js";
 
+/** What deciding a batch on one loaded state produced: the state to store and what follows once it is. */
+interface Pass {
+  snapshot: AnyMachineSnapshot | undefined;
+  applied: string[];
+  outbox: OutboxEntry[];
+  local: Extract<Effect, { type: "runway.local" }>[];
+  journal: unknown[];
+  decisions: Decision[];
+  /** Commands that moved the state (0: nothing to write). */
+  changed: number;
+}
+
 /** What the cell decided for one command of a batch, settled after the write. */
 interface Decision {
   delivery: Delivery;
@@ -152,10 +164,9 @@ export class ActorCell {
     return { outcome: "loaded", cached: this.cached };
   }
 
+  /** Decides a batch on the stored state and commits it in one fenced write, again on a stale or unavailable store. */
   private async apply(batch: Delivery[]): Promise<void> {
-    const { definition, clock } = this.env;
-    const machine = definition.machine as AnyStateMachine;
-    const pure = pureMachine(machine);
+    const pure = pureMachine(this.env.definition.machine as AnyStateMachine);
     for (let attempt = 0; ; attempt++) {
       if (this.env.log.fenced) {
         for (const d of batch) d.settle(undefined, "keep", "fenced");
@@ -170,193 +181,235 @@ export class ActorCell {
       }
       if (loaded.outcome === "corrupt") return this.corrupt(batch, loaded.revision, loaded.detail);
       const base = loaded.cached;
-      let snapshot: AnyMachineSnapshot | undefined = base?.snapshot;
-      const applied = base ? [...base.applied] : [];
-      const outbox: OutboxEntry[] = [];
-      const local: Extract<Effect, { type: "runway.local" }>[] = [];
-      const journal: unknown[] = [];
-      // The own keys this batch's commands wrote so far (they land after the record): what `prepare` reads first.
-      const ownKeys = new Map<string, unknown>();
-      const decisions: Decision[] = [];
-      let changed = 0;
-      let journalBytes = 0;
-      for (const [index, delivery] of batch.entries()) {
-        // A write carries at most about JOURNAL_BYTES_PER_WRITE of journal facts: the commands
-        // after the one that reached it wait for the next write (a batch of large outputs would
-        // otherwise make one record too large to store).
-        if (journalBytes >= JOURNAL_BYTES_PER_WRITE) {
-          this.queue.unshift(...batch.splice(index));
-          break;
-        }
-        const mark = appliedMark(delivery.id);
-        // A record written before marks were digests holds the ids themselves.
-        if (applied.includes(mark) || applied.includes(delivery.id)) {
-          this.env.stats.duplicates++;
-          decisions.push({ delivery, answer: { outcome: "duplicate" }, how: "ack" });
-          continue;
-        }
-        const parsed = delivery.trusted ? { success: true as const, data: delivery.event } : definition.events.safeParse(delivery.event);
-        if (!parsed.success) {
-          this.env.stats.invalid++;
-          const reason = parsed.error.issues.map((i) => `${i.path.join(".") || "event"}: ${i.message}`).join("; ");
-          decisions.push({ delivery, answer: { outcome: "invalid_input", reason }, how: "term", reason: `invalid_input: ${reason}` });
-          continue;
-        }
-        const now = clock.now();
-        const effects: Effect[] = [];
-        if (!snapshot) {
-          const [initial, actions] = pure.initial(definition.input?.(this.address.id));
-          snapshot = initial;
-          effects.push(...collectEffects(actions));
-        }
-        let event: EventObject = { ...(parsed.data as EventObject), now } as EventObject;
-        if (definition.prepare) {
-          try {
-            event = await prepareWithRetry(definition.prepare, event, snapshot, journal, ownKeys);
-          } catch (err) {
-            if (isFault(err) && err.kind === "retryable") {
-              // The store is unavailable: keep the command for a later delivery rather than lose it.
-              decisions.push({ delivery, answer: { outcome: "invalid_input", reason: "unavailable" }, how: "keep", reason: "prepare unavailable" });
-              continue;
-            }
-            this.env.stats.invalid++;
-            const reason = err instanceof Error ? err.message : String(err);
-            decisions.push({ delivery, answer: { outcome: "invalid_input", reason }, how: "term", reason: `invalid_input: ${reason}` });
-            continue;
-          }
-        }
-        try {
-          // A guard runs here too: one that throws is the machine's fault like any other.
-          if (!snapshot.can(event)) {
-            this.env.stats.refused++;
-            decisions.push({ delivery, answer: { outcome: "refused", state: snapshot.value }, how: "ack" });
-            continue;
-          }
-          const [next, actions] = pure.transition(snapshot, event);
-          const produced = collectEffects(actions);
-          if (next.context === snapshot.context && next.value === snapshot.value && produced.every((e) => e.type === "runway.answer")) {
-            // Answered without a change (e.g. a stale report): nothing to store, nothing to fence.
-            const answer = produced.find((e) => e.type === "runway.answer");
-            decisions.push({ delivery, answer: { outcome: "applied", revision: base?.revision ?? 0, ...(answer ? { value: answer.value } : {}) }, how: "ack" });
-            continue;
-          }
-          effects.push(...produced, ...(definition.effects?.(this.address, snapshot, next) ?? []));
-          snapshot = next;
-        } catch (err) {
-          // A machine that throws or emits nonsense is a bug; the command must not wedge the actor.
-          // Deterministic, so not tried again: kept in the dead-letter stream for after the fix.
-          this.env.logger.error("machine fault", { actor: this.key, command: delivery.id, error: String(err) });
-          decisions.push({
-            delivery,
-            answer: { outcome: "invalid_input", reason: DeadLetterReason.MachineFault },
-            how: "dead",
-            reason: DeadLetterReason.MachineFault,
-            detail: String(err),
-          });
-          continue;
-        }
-        const answer = effects.find((e) => e.type === "runway.answer");
-        // Only a later command of this batch reads the count (a single command's facts are never split).
-        const counted = index < batch.length - 1;
-        for (const e of effects) {
-          if (e.type === "runway.local") local.push(e);
-          else if (e.type === "runway.store" && !e.bucket) ownKeys.set(e.key, e.value);
-          else if (e.type === "runway.journal") {
-            journal.push(e.data);
-            if (counted) journalBytes += factBytes(e.data);
-          }
-        }
-        effects
-          .filter((e) => e.type !== "runway.answer" && e.type !== "runway.local" && e.type !== "runway.journal")
-          .forEach((effect, i) => outbox.push({ id: `${delivery.id}/${i}`, effect }));
-        applied.push(mark);
-        changed++;
-        decisions.push({ delivery, answer: { outcome: "applied", revision: 0, ...(answer ? { value: answer.value } : {}) }, how: "ack" });
-      }
-      if (changed === 0) {
-        for (const d of decisions) d.delivery.settle(d.answer, d.how, d.reason, d.detail);
-        this.countTerminated(decisions);
+      const pass = await this.decide(batch, base, pure);
+      if (pass.changed === 0) {
+        for (const d of pass.decisions) d.delivery.settle(d.answer, d.how, d.reason, d.detail);
+        this.countTerminated(pass.decisions);
         return;
       }
       let record: ActorRecord;
       let encoded: Uint8Array;
       try {
+        record = this.recordOf(pass, base);
         // Encoding walks the whole state recursively (msgpack, with the codec's depth check).
-        record = {
-          kind: this.address.kind,
-          id: this.address.id,
-          snapshot: persistedSnapshot(machine, snapshot!),
-          applied: applied.slice(-APPLIED_WINDOW),
-          outbox,
-          ...(journal.length > 0 ? { journal } : {}),
-          transitions: (base?.transitions ?? 0) + changed,
-          writer: { node: this.env.log.authority.node, epoch: this.env.log.epoch },
-          at: clock.now(),
-          version: snapshotVersion(definition),
-        };
         encoded = actorRecordCodec.encode(record);
       } catch (err) {
         // Left unacknowledged, these commands would come back and fail the same way for ever.
         this.cached = undefined;
         return this.unencodable(batch, err);
       }
-      const generation = this.env.log.generation;
-      // A journaled actor keeps every record in its key's history; any other keeps only the latest
-      // (and, with a `ttl`, the latest for that long).
-      const ttl = definition.history === "journal" ? undefined : definition.ttl?.(snapshot!);
-      const kept =
-        ttl === undefined
-          ? definition.history === "journal"
-            ? undefined
-            : ROLLUP
-          : { "Nats-TTL": `${Math.max(1, Math.ceil(ttl / 1_000))}s`, "Nats-Rollup": "sub" };
-      const headers = assumedNew ? { ...kept, [EXPECT_NO_RECORD]: "0" } : kept;
-      const written = await this.env.log.write(this.key, encoded, headers);
-      switch (written.outcome) {
-        case "written": {
-          this.env.stats.writes++;
-          this.env.stats.transitions += changed;
-          this.cached = { applied: record.applied, transitions: record.transitions, revision: written.revision, generation, snapshot: snapshot! };
-          if (journal.length > 0) definition.onJournal?.(this.address, journal);
-          // The outbox's events go out at once (before anything a hand-over publishes), its
-          // commands are published meanwhile; local hand-overs (a step to this node's executor)
-          // need nothing from it and go now.
-          const publishing = publishOutbox(this.env.outbox, this.address, outbox, written.revision);
-          for (const e of local) this.env.local(e.channel, e.payload, this.address);
-          // A caller in this process hears once the durable entries are out; a mailbox command is
-          // acknowledged once the sends applied in memory are too (the lane waits for both).
-          const durable = await publishing.durable;
-          this.settleAll(decisions, written.revision, durable, (d) => d.delivery.deliveries === undefined);
-          const published = durable && (await publishing.all);
-          // Unpublished entries are published again by whoever loads the record next.
-          if (!published) this.cached = undefined;
-          this.settleAll(decisions, written.revision, published, (d) => d.delivery.deliveries !== undefined);
-          this.countTerminated(decisions);
-          return;
-        }
-        case "stale":
-          this.env.stats.stale++;
-          this.cached = undefined;
-          continue;
-        case "fenced":
-          this.env.stats.fenced++;
-          this.cached = undefined;
-          this.env.logger.warn("write refused: partition fenced", {
-            actor: this.key,
-            partition: this.env.log.partition,
-            epoch: this.env.log.epoch,
-            newOwner: written.fence?.owner ?? null,
-          });
-          for (const d of batch) d.settle(undefined, "keep", "fenced");
-          this.env.onFenced();
-          return;
-        case "unavailable":
-          await sleep(Math.min(25 * 2 ** attempt, 1_000));
-          continue;
-        case "too_large":
-          // Refused before it was sent: nothing was written, the stored state is still `base`.
-          return this.tooLarge(batch, `${written.bytes} bytes with headers, above the server's max_payload of ${written.limit}`);
+      const committed = await this.commit(batch, pass, record, encoded, assumedNew);
+      if (committed === "done") return;
+      if (committed === "unavailable") await sleep(Math.min(25 * 2 ** attempt, 1_000));
+    }
+  }
+
+  /**
+   * Decides each command of `batch` in turn on `base` (the stored state, or none): duplicates,
+   * invalid and refused commands are answered without a change; the others move the snapshot
+   * and add their effects to the pass. Commands past the journal budget go back to the queue.
+   */
+  private async decide(batch: Delivery[], base: Cached | undefined, pure: ReturnType<typeof pureMachine>): Promise<Pass> {
+    const { definition, clock } = this.env;
+    const pass: Pass = {
+      snapshot: base?.snapshot,
+      applied: base ? [...base.applied] : [],
+      outbox: [],
+      local: [],
+      journal: [],
+      decisions: [],
+      changed: 0,
+    };
+    // The own keys this batch's commands wrote so far (they land after the record): what `prepare` reads first.
+    const ownKeys = new Map<string, unknown>();
+    let journalBytes = 0;
+    for (const [index, delivery] of batch.entries()) {
+      // A write carries at most about JOURNAL_BYTES_PER_WRITE of journal facts: the commands
+      // after the one that reached it wait for the next write (a batch of large outputs would
+      // otherwise make one record too large to store).
+      if (journalBytes >= JOURNAL_BYTES_PER_WRITE) {
+        this.queue.unshift(...batch.splice(index));
+        break;
       }
+      const mark = appliedMark(delivery.id);
+      // A record written before marks were digests holds the ids themselves.
+      if (pass.applied.includes(mark) || pass.applied.includes(delivery.id)) {
+        this.env.stats.duplicates++;
+        pass.decisions.push({ delivery, answer: { outcome: "duplicate" }, how: "ack" });
+        continue;
+      }
+      const parsed = delivery.trusted ? { success: true as const, data: delivery.event } : definition.events.safeParse(delivery.event);
+      if (!parsed.success) {
+        this.env.stats.invalid++;
+        const reason = parsed.error.issues.map((i) => `${i.path.join(".") || "event"}: ${i.message}`).join("; ");
+        pass.decisions.push({ delivery, answer: { outcome: "invalid_input", reason }, how: "term", reason: `invalid_input: ${reason}` });
+        continue;
+      }
+      const now = clock.now();
+      const effects: Effect[] = [];
+      if (!pass.snapshot) {
+        const [initial, actions] = pure.initial(definition.input?.(this.address.id));
+        pass.snapshot = initial;
+        effects.push(...collectEffects(actions));
+      }
+      const snapshot: AnyMachineSnapshot = pass.snapshot;
+      let event: EventObject = { ...(parsed.data as EventObject), now } as EventObject;
+      if (definition.prepare) {
+        try {
+          event = await prepareWithRetry(definition.prepare, event, snapshot, pass.journal, ownKeys);
+        } catch (err) {
+          if (isFault(err) && err.kind === "retryable") {
+            // The store is unavailable: keep the command for a later delivery rather than lose it.
+            pass.decisions.push({ delivery, answer: { outcome: "invalid_input", reason: "unavailable" }, how: "keep", reason: "prepare unavailable" });
+            continue;
+          }
+          this.env.stats.invalid++;
+          const reason = err instanceof Error ? err.message : String(err);
+          pass.decisions.push({ delivery, answer: { outcome: "invalid_input", reason }, how: "term", reason: `invalid_input: ${reason}` });
+          continue;
+        }
+      }
+      try {
+        // A guard runs here too: one that throws is the machine's fault like any other.
+        if (!snapshot.can(event)) {
+          this.env.stats.refused++;
+          pass.decisions.push({ delivery, answer: { outcome: "refused", state: snapshot.value }, how: "ack" });
+          continue;
+        }
+        const [next, actions] = pure.transition(snapshot, event);
+        const produced = collectEffects(actions);
+        if (next.context === snapshot.context && next.value === snapshot.value && produced.every((e) => e.type === "runway.answer")) {
+          // Answered without a change (e.g. a stale report): nothing to store, nothing to fence.
+          const answer = produced.find((e) => e.type === "runway.answer");
+          pass.decisions.push({
+            delivery,
+            answer: { outcome: "applied", revision: base?.revision ?? 0, ...(answer ? { value: answer.value } : {}) },
+            how: "ack",
+          });
+          continue;
+        }
+        effects.push(...produced, ...(definition.effects?.(this.address, snapshot, next) ?? []));
+        pass.snapshot = next;
+      } catch (err) {
+        // A machine that throws or emits nonsense is a bug; the command must not wedge the actor.
+        // Deterministic, so not tried again: kept in the dead-letter stream for after the fix.
+        this.env.logger.error("machine fault", { actor: this.key, command: delivery.id, error: String(err) });
+        pass.decisions.push({
+          delivery,
+          answer: { outcome: "invalid_input", reason: DeadLetterReason.MachineFault },
+          how: "dead",
+          reason: DeadLetterReason.MachineFault,
+          detail: String(err),
+        });
+        continue;
+      }
+      const answer = effects.find((e) => e.type === "runway.answer");
+      // Only a later command of this batch reads the count (a single command's facts are never split).
+      const counted = index < batch.length - 1;
+      for (const e of effects) {
+        if (e.type === "runway.local") pass.local.push(e);
+        else if (e.type === "runway.store" && !e.bucket) ownKeys.set(e.key, e.value);
+        else if (e.type === "runway.journal") {
+          pass.journal.push(e.data);
+          if (counted) journalBytes += factBytes(e.data);
+        }
+      }
+      effects
+        .filter((e) => e.type !== "runway.answer" && e.type !== "runway.local" && e.type !== "runway.journal")
+        .forEach((effect, i) => pass.outbox.push({ id: `${delivery.id}/${i}`, effect }));
+      pass.applied.push(mark);
+      pass.changed++;
+      pass.decisions.push({ delivery, answer: { outcome: "applied", revision: 0, ...(answer ? { value: answer.value } : {}) }, how: "ack" });
+    }
+    return pass;
+  }
+
+  /** The record a pass that changed something stores. */
+  private recordOf(pass: Pass, base: Cached | undefined): ActorRecord {
+    const { definition, clock } = this.env;
+    return {
+      kind: this.address.kind,
+      id: this.address.id,
+      snapshot: persistedSnapshot(definition.machine as AnyStateMachine, pass.snapshot!),
+      applied: pass.applied.slice(-APPLIED_WINDOW),
+      outbox: pass.outbox,
+      ...(pass.journal.length > 0 ? { journal: pass.journal } : {}),
+      transitions: (base?.transitions ?? 0) + pass.changed,
+      writer: { node: this.env.log.authority.node, epoch: this.env.log.epoch },
+      at: clock.now(),
+      version: snapshotVersion(definition),
+    };
+  }
+
+  /**
+   * Writes the record through the partition's fenced log and, once it is stored, publishes its
+   * outbox, hands its local effects over and settles the batch. `stale` and `unavailable` ask
+   * the caller to decide again on what is stored (after a backoff, for `unavailable`).
+   */
+  private async commit(
+    batch: Delivery[],
+    pass: Pass,
+    record: ActorRecord,
+    encoded: Uint8Array,
+    assumedNew: boolean,
+  ): Promise<"done" | "stale" | "unavailable"> {
+    const { definition } = this.env;
+    const generation = this.env.log.generation;
+    // A journaled actor keeps every record in its key's history; any other keeps only the latest
+    // (and, with a `ttl`, the latest for that long).
+    const ttl = definition.history === "journal" ? undefined : definition.ttl?.(pass.snapshot!);
+    const kept =
+      ttl === undefined
+        ? definition.history === "journal"
+          ? undefined
+          : ROLLUP
+        : { "Nats-TTL": `${Math.max(1, Math.ceil(ttl / 1_000))}s`, "Nats-Rollup": "sub" };
+    const headers = assumedNew ? { ...kept, [EXPECT_NO_RECORD]: "0" } : kept;
+    const written = await this.env.log.write(this.key, encoded, headers);
+    switch (written.outcome) {
+      case "written": {
+        this.env.stats.writes++;
+        this.env.stats.transitions += pass.changed;
+        this.cached = { applied: record.applied, transitions: record.transitions, revision: written.revision, generation, snapshot: pass.snapshot! };
+        if (pass.journal.length > 0) definition.onJournal?.(this.address, pass.journal);
+        // The outbox's events go out at once (before anything a hand-over publishes), its
+        // commands are published meanwhile; local hand-overs (a step to this node's executor)
+        // need nothing from it and go now.
+        const publishing = publishOutbox(this.env.outbox, this.address, pass.outbox, written.revision);
+        for (const e of pass.local) this.env.local(e.channel, e.payload, this.address);
+        // A caller in this process hears once the durable entries are out; a mailbox command is
+        // acknowledged once the sends applied in memory are too (the lane waits for both).
+        const durable = await publishing.durable;
+        this.settleAll(pass.decisions, written.revision, durable, (d) => d.delivery.deliveries === undefined);
+        const published = durable && (await publishing.all);
+        // Unpublished entries are published again by whoever loads the record next.
+        if (!published) this.cached = undefined;
+        this.settleAll(pass.decisions, written.revision, published, (d) => d.delivery.deliveries !== undefined);
+        this.countTerminated(pass.decisions);
+        return "done";
+      }
+      case "stale":
+        this.env.stats.stale++;
+        this.cached = undefined;
+        return "stale";
+      case "fenced":
+        this.env.stats.fenced++;
+        this.cached = undefined;
+        this.env.logger.warn("write refused: partition fenced", {
+          actor: this.key,
+          partition: this.env.log.partition,
+          epoch: this.env.log.epoch,
+          newOwner: written.fence?.owner ?? null,
+        });
+        for (const d of batch) d.settle(undefined, "keep", "fenced");
+        this.env.onFenced();
+        return "done";
+      case "unavailable":
+        return "unavailable";
+      case "too_large":
+        // Refused before it was sent: nothing was written, the stored state is still `base`.
+        await this.tooLarge(batch, `${written.bytes} bytes with headers, above the server's max_payload of ${written.limit}`);
+        return "done";
     }
   }
 
