@@ -4,13 +4,13 @@
  * way in — the requester holds the command until it is answered — so a request costs the
  * actor's own write and no mailbox message, delivery or acknowledgement. The answer comes only
  * after the transition is stored, and the command's id dedupes it against the actor's applied
- * window like any mailbox delivery, so a requester may always send the same command again
- * through the mailbox.
+ * window like any mailbox delivery.
  *
- * Whatever this owner cannot settle at once (the partition is being released, the writer was
- * fenced, the command faulted its actor, the record cannot be read) is answered `mailbox`
- * (header `Rw-Ask`): the requester sends it through the durable mailbox, where redeliveries are
- * counted and dead-lettered. One subscriber per partition (a queue group), so during a
+ * Whatever this owner did not apply (the partition is being released, the writer was fenced,
+ * the command faulted its actor, the record cannot be read) is answered `mailbox` (header
+ * `Rw-Ask`): the requester sends it through the durable mailbox, where redeliveries are counted
+ * and dead-lettered. Only then: a command that may have been applied is never also stored
+ * (see MailboxClient.request). One subscriber per partition (a queue group), so during a
  * hand-over a request reaches one owner.
  */
 import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";

@@ -43,11 +43,15 @@ export class MailboxClient {
    * may still be applied later (send it again with the same id to learn the outcome).
    *
    * The command is first asked of the partition's owner directly (`rw.ask.…`, nothing stored on
-   * the way: see asks.ts), with half the time; if no owner answers, or the owner cannot settle it
-   * at once, it goes through the durable mailbox with the rest. Either way it is applied at
-   * most once per `id`. A request is ordered after the caller's earlier requests it awaited,
-   * not after commands it `send`s without waiting: `through: "mailbox"` skips the direct ask,
-   * so the request queues behind them.
+   * the way: see asks.ts); if no owner is subscribed, or the owner answers that it did not apply
+   * it, it goes through the durable mailbox with the rest of the time. A direct ask that times
+   * out is not sent through the mailbox: it may still be applied (its write may be waiting on
+   * the store), and a stored copy delivered after the actor's applied window moved on would be
+   * applied again. Sent again with the same id, it is recognised while the actor's applied window
+   * (its last 32 commands) holds it; through the mailbox, the stream's duplicate window (2 min)
+   * holds it too. A request is ordered after the caller's earlier requests it awaited, not after
+   * commands it `send`s without waiting: `through: "mailbox"` skips the direct ask, so the
+   * request queues behind them.
    */
   async request(
     address: ActorAddress,
@@ -58,16 +62,19 @@ export class MailboxClient {
   ): Promise<CommandAnswer | { outcome: "timeout" } | { outcome: "not_stored"; detail: string }> {
     const started = performance.now();
     const body = commandCodec.encode({ event });
+    // Built once: the mailbox fallback stores the very bytes the owner was asked with.
     if (options.through === "mailbox") return this.requestThroughMailbox(address, body, id, timeoutMs);
     const h = makeHeaders();
     h.set(HEADER_ID, id);
     const asked = await rawRequest(this.nc, askSubject(partitionOf(this.keyOf(address), this.partitions), address.kind, address.id), body, {
       headers: h,
-      timeoutMs: Math.max(1, Math.floor(timeoutMs / 2)),
+      timeoutMs,
     });
     if (asked.ok && asked.msg.headers?.get(HEADER_ASK) !== ASK_MAILBOX) return decodeAnswer(asked.msg.data);
+    if (!asked.ok && asked.reason === "timeout") return { outcome: "timeout" };
     if (!asked.ok && asked.reason === "closed") return { outcome: "not_stored", detail: "connection closed" };
     if (!asked.ok && asked.reason === "too_large") return { outcome: "not_stored", detail: "command over the server's max_payload" };
+    // No responders, or the owner did not apply it: nothing of it is stored anywhere yet.
     return this.requestThroughMailbox(address, body, id, Math.max(1, timeoutMs - (performance.now() - started)));
   }
 

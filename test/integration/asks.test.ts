@@ -194,3 +194,26 @@ it('`through: "mailbox"` skips the direct ask: the request queues behind the com
   expect(answer).toMatchObject({ outcome: "applied", value: { count: 13 } });
   expect(host.stats.asked).toBe(0);
 });
+
+it("a direct ask that times out is answered timeout and not stored in the mailbox: applied once when its held write lands, and the same id again is a duplicate", async () => {
+  const { id, partition } = idIn(used, "slow");
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  const host = await serve(partition, {
+    log: (log) => decorateLog(log, async (key, _value, next) => (key === `counter.${id}` && (await gate), next())),
+  });
+  const nc = await conn();
+  const client = new MailboxClient(nc, P);
+  const before = await mailboxLastSeq(nc);
+
+  // Its write waits (as on a stream whose leader is being elected): the caller gives up first.
+  expect(await client.request({ kind: "counter", id }, { type: "inc", by: 1 }, "slow-1", 300)).toEqual({ outcome: "timeout" });
+  // A stored copy could be delivered after the applied window moved on and be applied twice: none is stored.
+  expect(await mailboxLastSeq(nc)).toBe(before);
+  open();
+  await waitFor(async () => (await readActor(nc, "counter", id))?.context.count === 1 || undefined, { timeoutMs: 10_000, describe: "the held write" });
+  expect(await client.request({ kind: "counter", id }, { type: "inc", by: 1 }, "slow-1")).toEqual({ outcome: "duplicate" });
+  expect((await readActor(nc, "counter", id))?.context.count).toBe(1);
+  expect(host.stats.asked).toBe(2);
+  expect(await mailboxLastSeq(nc)).toBe(before);
+});
