@@ -2,7 +2,7 @@ import { applyStepOp, type RetryPolicy, type StepError, type StepState } from ".
 import { isPlatformStop, mapItemInput, mapItems, resolveTemplate, utf8Length, type PlanNode } from "../workflow/index.js";
 import { stopMapIdle } from "./ceilings.js";
 import { gateRuleOf } from "./gates.js";
-import { addItem, liveItem, liveItems } from "./items.js";
+import { addItem, hasLive, liveItem, liveItems } from "./items.js";
 import {
   abortAttempts,
   fail,
@@ -254,7 +254,11 @@ export function pumpMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>): voi
   }
   // Counted once and kept up to date here (an offer makes one more): not recounted per item.
   let inFlight = 0;
-  for (const it of Object.values(map.live)) if (it.step.status === "leased" || it.step.status === "running" || it.offered !== undefined) inFlight++;
+  // `for…in`, not Object.values: this runs on every result of a map, and a wide map has many live items.
+  for (const i in map.live) {
+    const it = map.live[i]!;
+    if (it.step.status === "leased" || it.step.status === "running" || it.offered !== undefined) inFlight++;
+  }
   for (const i in map.live) {
     if (n.s !== "active") return;
     const seen = map.live[i]!;
@@ -273,7 +277,7 @@ export function pumpMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>): voi
     offer(d, node, it, i);
     if (it.offered !== undefined) inFlight++;
   }
-  if (n.s !== "active" || map.next < map.total || Object.keys(map.live).length > 0) return;
+  if (n.s !== "active" || map.next < map.total || hasLive(map)) return;
   if (map.failed === 0) succeed(d, node.id);
   else fail(d, node.id, { code: "map_item_failed", message: `${map.failed} of ${map.total} items failed (first: #${map.first_failed})` });
 }

@@ -2,7 +2,7 @@ import { isTerminal } from "../run/index.js";
 import { applyStepOp } from "../step/index.js";
 import type { CeilingReason, PlanNode } from "../workflow/index.js";
 import { fail, publish, succeed, type Draft } from "./draft.js";
-import { liveItems } from "./items.js";
+import { hasLive, liveItems } from "./items.js";
 import type { ItemRun, NodeRun } from "./types.js";
 
 /**
@@ -72,7 +72,7 @@ export function stopMapIdle(d: Draft, node: Extract<PlanNode, { kind: "map" }>):
     delete map.live[i];
     map.stopped_at = Math.min(map.stopped_at, Number(i));
   }
-  if (Object.keys(map.live).length > 0) return;
+  if (hasLive(map)) return;
   const kept = map.stopped_at;
   if (map.first_failed !== undefined && map.first_failed < kept)
     return fail(d, node.id, { code: "map_item_failed", message: `item #${map.first_failed} failed before the ceiling stopped the map at #${kept}` });

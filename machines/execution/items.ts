@@ -41,6 +41,12 @@ export function liveItems(map: MapRun): [string, ItemRun][] {
   return Object.keys(map.live).map((key) => [key, liveItem(map, key)!]);
 }
 
+/** Whether any item of `map` is live (without listing them). */
+export function hasLive(map: MapRun): boolean {
+  for (const _ in map.live) return true;
+  return false;
+}
+
 /** A new item of a draft (already its own). */
 export function addItem(map: MapRun, key: string, it: ItemRun): void {
   map.live[key] = it;
