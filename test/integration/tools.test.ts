@@ -321,17 +321,21 @@ describe("long tools over MCP Tasks", () => {
 
   it.each(wires)("%s: the task id is journaled, no worker is held while it works, and its result is the step's", async (_label, server, fixture) => {
     const calls = fixture().counts().calls.slow_task ?? 0;
-    const def = { name: `task-${server}`, nodes: [{ id: "call", kind: "tool", server, tool: "slow_task", arguments: { ms: 1_500 } }] };
+    // Long enough that the checks below, on a loaded machine, see the task still working.
+    const def = { name: `task-${server}`, nodes: [{ id: "call", kind: "tool", server, tool: "slow_task", arguments: { ms: 3_000 } }] };
     expect((await world.client.putDefinition(def)).outcome).toMatch(/published|unchanged/);
     const id = ((await world.client.startRun({ definition: def.name })).run as RunAnswer).id;
     await waitFor(async () => ((await world.client.runEvents(id)).events as { type: string }[]).some((e) => e.type === "tool_task_started") || undefined, {
       timeoutMs: 15_000,
       describe: "the task to start",
     });
-    expect(world.node.executor.inFlight).toBe(0);
+    // The attempt's slot frees once the run has stored the task id (a hand-back a moment after
+    // the event): waited for, and seen while the task still works on the server.
+    await waitFor(() => world.node.executor.inFlight === 0 || undefined, { timeoutMs: 1_000, describe: "the attempt's worker to be given back" });
+    expect(((await world.client.getRun(id)).run as { status: string }).status).toBe("running");
     const run = await world.settled(id);
     expect(run.status).toBe("succeeded");
-    expect(run.result).toMatchObject({ call: { done: true, ms: 1_500 } });
+    expect(run.result).toMatchObject({ call: { done: true, ms: 3_000 } });
     expect(fixture().counts().calls.slow_task).toBe(calls + 1);
   });
 
