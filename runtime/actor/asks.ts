@@ -17,9 +17,10 @@ import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node"
 import { headers as makeHeaders } from "@nats-io/transport-node";
 import type { Logger } from "../log.js";
 import { askFilter } from "../topology.js";
-import { ID_PATTERN, type ActorAddress } from "./define.js";
+import type { ActorAddress } from "./define.js";
+import { readInbound } from "./inbound.js";
 import type { HostStats } from "./delivery.js";
-import { answerCodec, commandCodec, HEADER_ID, type CommandAnswer } from "./wire.js";
+import { answerCodec, HEADER_ID, type CommandAnswer } from "./wire.js";
 
 /** Header of a direct answer that is no answer: send the command through the mailbox. */
 export const HEADER_ASK = "Rw-Ask";
@@ -49,21 +50,13 @@ export function serveAsks(routing: AskRouting, partition: number): Subscription 
 function answer(routing: AskRouting, partition: number, msg: Msg): void {
   // A command nobody waits for belongs in the mailbox, where it is stored before it is taken.
   if (!msg.reply) return;
-  const tokens = msg.subject.split(".");
-  const kind = tokens[3] ?? "";
-  const id = tokens[4] ?? "";
-  const address = { kind, id };
-  if (tokens.length !== 5 || Number(tokens[2]) !== partition || !ID_PATTERN.test(id)) {
-    return respond(routing, msg, { outcome: "invalid_input", reason: "bad_subject" });
-  }
-  if (!routing.hasKind(kind)) return respond(routing, msg, { outcome: "unknown_kind", kind });
-  if (routing.partitionOf(address) !== partition) return respond(routing, msg, { outcome: "invalid_input", reason: "wrong_partition" });
+  // Nothing was stored, so nothing is dead-lettered: the requester hears why.
+  const read = readInbound(msg.subject, msg.data, partition, routing);
+  if (!read.ok) return respond(routing, msg, read.answer);
   const commandId = msg.headers?.get(HEADER_ID);
   if (!commandId) return respond(routing, msg, { outcome: "invalid_input", reason: "missing_id" });
-  const decoded = commandCodec.decode(msg.data);
-  if (!decoded.ok) return respond(routing, msg, { outcome: "invalid_input", reason: decoded.reason });
   routing.stats.asked++;
-  void routing.dispatch(address, decoded.value.event, commandId).then(
+  void routing.dispatch(read.address, read.event, commandId).then(
     (settled) => respond(routing, msg, settled.outcome === "not_served" || settled.outcome === "kept" ? undefined : settled),
     (err: unknown) => {
       routing.logger.error("direct request failed", { subject: msg.subject, error: String(err) });

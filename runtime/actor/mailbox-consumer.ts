@@ -8,10 +8,11 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstream, AckPolicy, DeliverPolicy, type ConsumerMessages, type JsMsg, type JetStreamManager } from "@nats-io/jetstream";
 import type { Logger } from "../log.js";
 import { CMD_STREAM, mailboxFilter, partitionConsumer } from "../topology.js";
-import { ID_PATTERN, type ActorAddress } from "./define.js";
+import type { ActorAddress } from "./define.js";
+import { readInbound } from "./inbound.js";
 import type { Delivery, HostStats } from "./delivery.js";
 import { DeadLetterReason, type DeadLetterBox, type DeadLetter } from "./dead-letters.js";
-import { answerCodec, commandCodec, HEADER_ID, HEADER_REPLY, type CommandAnswer } from "./wire.js";
+import { answerCodec, HEADER_ID, HEADER_REPLY, type CommandAnswer } from "./wire.js";
 
 const OWNER_GROUP = "owner";
 
@@ -95,41 +96,14 @@ export async function consumeMailbox(routing: MailboxRouting, served: ServedPart
 function route(routing: MailboxRouting, served: ServedPartition, msg: JsMsg): void {
   const partition = served.partition;
   const reply = msg.headers?.get(HEADER_REPLY) || undefined;
-  const tokens = msg.subject.split(".");
-  const kind = tokens[3] ?? "";
-  const id = tokens[4] ?? "";
-  const address = { kind, id };
-  if (tokens.length !== 5 || Number(tokens[2]) !== partition || !ID_PATTERN.test(id)) {
-    undeliverable(routing, partition, msg, address, reply, DeadLetterReason.BadSubject, "not rw.cmd.<this partition>.<kind>.<id>", {
-      outcome: "invalid_input",
-      reason: "bad_subject",
-    });
-    return;
-  }
-  if (!routing.hasKind(kind)) {
-    undeliverable(routing, partition, msg, address, reply, DeadLetterReason.UnknownKind, kind, { outcome: "unknown_kind", kind });
-    return;
-  }
-  if (routing.partitionOf(address) !== partition) {
-    undeliverable(routing, partition, msg, address, reply, DeadLetterReason.BadSubject, `${kind}.${id} belongs to partition ${routing.partitionOf(address)}`, {
-      outcome: "invalid_input",
-      reason: "wrong_partition",
-    });
-    return;
-  }
-  const decoded = commandCodec.decode(msg.data);
-  if (!decoded.ok) {
-    undeliverable(routing, partition, msg, address, reply, DeadLetterReason.Undecodable, `${decoded.reason}: ${decoded.detail}`, {
-      outcome: "invalid_input",
-      reason: decoded.reason,
-    });
-    return;
-  }
+  const read = readInbound(msg.subject, msg.data, partition, routing);
+  if (!read.ok) return undeliverable(routing, partition, msg, read.address, reply, read.reason, read.detail, read.answer);
+  const address = read.address;
   const commandId = msg.headers?.get(HEADER_ID) || msg.headers?.get("Nats-Msg-Id") || `seq-${msg.seq}`;
   const deliveries = msg.info.deliveryCount;
   served.enqueue(address, {
     id: commandId,
-    event: decoded.value.event,
+    event: read.event,
     deliveries,
     // A method, not an arrow function: under tsx every named closure costs a `__name` call.
     settle(answer, how, reason, detail) {
