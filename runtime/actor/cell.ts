@@ -1,61 +1,14 @@
-import { hash } from "node:crypto";
-import type { AnyMachineSnapshot, AnyStateMachine, EventObject } from "xstate";
+import type { AnyMachineSnapshot, AnyStateMachine } from "xstate";
 import { isFault } from "../errors.js";
 import { isRemoval } from "../nats/jetstream.js";
+import { decideBatch, type Cached, type Decision, type Lane, type Pass } from "./batch.js";
 import { DeadLetterReason } from "./dead-letters.js";
-import type { ActorAddress, ActorDefinition, Effect } from "./define.js";
-import { collectEffects, factBytes } from "./emitted.js";
+import type { ActorAddress } from "./define.js";
 import { currentSnapshot, snapshotVersion } from "./migrate.js";
 import { publishOutbox } from "./outbox.js";
 import { persistedSnapshot, pureMachine } from "./pure.js";
-import type { CellEnvironment, Delivery, Settle } from "./delivery.js";
-import { actorRecordCodec, APPLIED_WINDOW, type ActorRecord, type CommandAnswer, type OutboxEntry } from "./wire.js";
-
-/** What deciding a batch on one loaded state produced: the state to store and what follows once it is. */
-interface Pass {
-  snapshot: AnyMachineSnapshot | undefined;
-  applied: string[];
-  outbox: OutboxEntry[];
-  local: Extract<Effect, { type: "runway.local" }>[];
-  journal: unknown[];
-  decisions: Decision[];
-  /** Commands that moved the state (0: nothing to write). */
-  changed: number;
-}
-
-/** What the cell decided for one command of a batch, settled after the write. */
-interface Decision {
-  delivery: Delivery;
-  answer: CommandAnswer;
-  how: Settle;
-  reason?: string;
-  detail?: string;
-}
-
-/**
- * What a warm actor keeps between commands: only what the next write reads. Not the record it
- * was loaded from or wrote (its persisted snapshot, published outbox and journal facts would
- * otherwise stay in memory for every cached actor: about half of a parked run's heap).
- */
-interface Cached {
-  applied: ActorRecord["applied"];
-  transitions: number;
-  revision: number;
-  generation: number;
-  /** The live XState snapshot of the record last read or written, kept so a hot actor is not re-resolved per batch. */
-  snapshot: AnyMachineSnapshot;
-}
-
-/**
- * What an actor's record keeps of a command it applied, to answer a redelivery `duplicate`: a
- * 72-bit digest of its id, so the window costs the same whatever the ids look like.
- */
-function appliedMark(id: string): string {
-  return hash("sha256", id, "base64url").slice(0, 12);
-}
-
-/** Journal facts one write carries at most, about (a single command's own facts are never split). */
-const JOURNAL_BYTES_PER_WRITE = 24 * 1024;
+import type { CellEnvironment, Delivery } from "./delivery.js";
+import { actorRecordCodec, APPLIED_WINDOW, type ActorRecord } from "./wire.js";
 
 /** Keeps only this write in its key's history (the stream keeps every message per subject). */
 const ROLLUP = { "Nats-Rollup": "sub" };
@@ -69,7 +22,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * Commands queued while a write is in flight are applied together in the next pass, so a busy
  * actor costs one write per batch rather than one per command.
  */
-export class ActorCell {
+export class ActorCell implements Lane {
   private queue: Delivery[] = [];
   private running = false;
   private cached: Cached | undefined;
@@ -82,8 +35,13 @@ export class ActorCell {
   constructor(
     readonly address: ActorAddress,
     readonly key: string,
-    private readonly env: CellEnvironment,
+    readonly env: CellEnvironment,
   ) {}
+
+  /** Commands a pass left for the next one (see decideBatch): first in line again. */
+  requeue(rest: Delivery[]): void {
+    this.queue.unshift(...rest);
+  }
 
   get busy(): boolean {
     return this.running;
@@ -181,7 +139,7 @@ export class ActorCell {
       }
       if (loaded.outcome === "corrupt") return this.corrupt(batch, loaded.revision, loaded.detail);
       const base = loaded.cached;
-      const pass = await this.decide(batch, base, pure);
+      const pass = await decideBatch(this, batch, base, pure);
       if (pass.changed === 0) {
         for (const d of pass.decisions) d.delivery.settle(d.answer, d.how, d.reason, d.detail);
         this.countTerminated(pass.decisions);
@@ -202,126 +160,6 @@ export class ActorCell {
       if (committed === "done") return;
       if (committed === "unavailable") await sleep(Math.min(25 * 2 ** attempt, 1_000));
     }
-  }
-
-  /**
-   * Decides each command of `batch` in turn on `base` (the stored state, or none): duplicates,
-   * invalid and refused commands are answered without a change; the others move the snapshot
-   * and add their effects to the pass. Commands past the journal budget go back to the queue.
-   */
-  private async decide(batch: Delivery[], base: Cached | undefined, pure: ReturnType<typeof pureMachine>): Promise<Pass> {
-    const { definition, clock } = this.env;
-    const pass: Pass = {
-      snapshot: base?.snapshot,
-      applied: base ? [...base.applied] : [],
-      outbox: [],
-      local: [],
-      journal: [],
-      decisions: [],
-      changed: 0,
-    };
-    // The own keys this batch's commands wrote so far (they land after the record): what `prepare` reads first.
-    const ownKeys = new Map<string, unknown>();
-    let journalBytes = 0;
-    for (const [index, delivery] of batch.entries()) {
-      // A write carries at most about JOURNAL_BYTES_PER_WRITE of journal facts: the commands
-      // after the one that reached it wait for the next write (a batch of large outputs would
-      // otherwise make one record too large to store).
-      if (journalBytes >= JOURNAL_BYTES_PER_WRITE) {
-        this.queue.unshift(...batch.splice(index));
-        break;
-      }
-      const mark = appliedMark(delivery.id);
-      // A record written before marks were digests holds the ids themselves.
-      if (pass.applied.includes(mark) || pass.applied.includes(delivery.id)) {
-        this.env.stats.duplicates++;
-        pass.decisions.push({ delivery, answer: { outcome: "duplicate" }, how: "ack" });
-        continue;
-      }
-      const parsed = delivery.trusted ? { success: true as const, data: delivery.event } : definition.events.safeParse(delivery.event);
-      if (!parsed.success) {
-        this.env.stats.invalid++;
-        const reason = parsed.error.issues.map((i) => `${i.path.join(".") || "event"}: ${i.message}`).join("; ");
-        pass.decisions.push({ delivery, answer: { outcome: "invalid_input", reason }, how: "term", reason: `invalid_input: ${reason}` });
-        continue;
-      }
-      const now = clock.now();
-      const effects: Effect[] = [];
-      if (!pass.snapshot) {
-        const [initial, actions] = pure.initial(definition.input?.(this.address.id));
-        pass.snapshot = initial;
-        effects.push(...collectEffects(actions));
-      }
-      const snapshot: AnyMachineSnapshot = pass.snapshot;
-      let event: EventObject = { ...(parsed.data as EventObject), now } as EventObject;
-      if (definition.prepare) {
-        try {
-          event = await prepareWithRetry(definition.prepare, event, snapshot, pass.journal, ownKeys);
-        } catch (err) {
-          if (isFault(err) && err.kind === "retryable") {
-            // The store is unavailable: keep the command for a later delivery rather than lose it.
-            pass.decisions.push({ delivery, answer: { outcome: "invalid_input", reason: "unavailable" }, how: "keep", reason: "prepare unavailable" });
-            continue;
-          }
-          this.env.stats.invalid++;
-          const reason = err instanceof Error ? err.message : String(err);
-          pass.decisions.push({ delivery, answer: { outcome: "invalid_input", reason }, how: "term", reason: `invalid_input: ${reason}` });
-          continue;
-        }
-      }
-      try {
-        // A guard runs here too: one that throws is the machine's fault like any other.
-        if (!snapshot.can(event)) {
-          this.env.stats.refused++;
-          pass.decisions.push({ delivery, answer: { outcome: "refused", state: snapshot.value }, how: "ack" });
-          continue;
-        }
-        const [next, actions] = pure.transition(snapshot, event);
-        const produced = collectEffects(actions);
-        if (next.context === snapshot.context && next.value === snapshot.value && produced.every((e) => e.type === "runway.answer")) {
-          // Answered without a change (e.g. a stale report): nothing to store, nothing to fence.
-          const answer = produced.find((e) => e.type === "runway.answer");
-          pass.decisions.push({
-            delivery,
-            answer: { outcome: "applied", revision: base?.revision ?? 0, ...(answer ? { value: answer.value } : {}) },
-            how: "ack",
-          });
-          continue;
-        }
-        effects.push(...produced, ...(definition.effects?.(this.address, snapshot, next) ?? []));
-        pass.snapshot = next;
-      } catch (err) {
-        // A machine that throws or emits nonsense is a bug; the command must not wedge the actor.
-        // Deterministic, so not tried again: kept in the dead-letter stream for after the fix.
-        this.env.logger.error("machine fault", { actor: this.key, command: delivery.id, error: String(err) });
-        pass.decisions.push({
-          delivery,
-          answer: { outcome: "invalid_input", reason: DeadLetterReason.MachineFault },
-          how: "dead",
-          reason: DeadLetterReason.MachineFault,
-          detail: String(err),
-        });
-        continue;
-      }
-      const answer = effects.find((e) => e.type === "runway.answer");
-      // Only a later command of this batch reads the count (a single command's facts are never split).
-      const counted = index < batch.length - 1;
-      for (const e of effects) {
-        if (e.type === "runway.local") pass.local.push(e);
-        else if (e.type === "runway.store" && !e.bucket) ownKeys.set(e.key, e.value);
-        else if (e.type === "runway.journal") {
-          pass.journal.push(e.data);
-          if (counted) journalBytes += factBytes(e.data);
-        }
-      }
-      effects
-        .filter((e) => e.type !== "runway.answer" && e.type !== "runway.local" && e.type !== "runway.journal")
-        .forEach((effect, i) => pass.outbox.push({ id: `${delivery.id}/${i}`, effect }));
-      pass.applied.push(mark);
-      pass.changed++;
-      pass.decisions.push({ delivery, answer: { outcome: "applied", revision: 0, ...(answer ? { value: answer.value } : {}) }, how: "ack" });
-    }
-    return pass;
   }
 
   /** The record a pass that changed something stores. */
@@ -508,22 +346,5 @@ export class ActorCell {
 
   private countTerminated(decisions: { how: string }[]): void {
     for (const d of decisions) if (d.how === "term" || d.how === "dead") this.env.stats.terminated++;
-  }
-}
-
-async function prepareWithRetry(
-  prepare: NonNullable<ActorDefinition["prepare"]>,
-  event: EventObject,
-  snapshot: AnyMachineSnapshot,
-  pending: readonly unknown[],
-  written: ReadonlyMap<string, unknown>,
-): Promise<EventObject> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await prepare(event, snapshot, pending, written);
-    } catch (err) {
-      if (!(isFault(err) && err.kind === "retryable") || attempt >= 5) throw err;
-      await sleep(Math.min(50 * 2 ** attempt, 1_000));
-    }
   }
 }

@@ -1,0 +1,210 @@
+/**
+ * Deciding a batch of commands on one loaded state (the first half of a lane's pass, `cell.ts`
+ * the other: the fenced write and what follows it). Each command in turn: a duplicate by its
+ * applied mark, parsed unless trusted, prepared (facts read), refused or moved by the machine;
+ * the effects of those that moved the state gathered for the one write.
+ */
+import { hash } from "node:crypto";
+import type { AnyMachineSnapshot, EventObject } from "xstate";
+import { isFault } from "../errors.js";
+import { DeadLetterReason } from "./dead-letters.js";
+import type { ActorAddress, ActorDefinition, Effect } from "./define.js";
+import type { CellEnvironment, Delivery, Settle } from "./delivery.js";
+import { collectEffects, factBytes } from "./emitted.js";
+import type { pureMachine } from "./pure.js";
+import type { ActorRecord, CommandAnswer, OutboxEntry } from "./wire.js";
+
+/** The lane a batch is decided for. */
+export interface Lane {
+  env: CellEnvironment;
+  address: ActorAddress;
+  /** `<kind>.<id>`, for logs. */
+  key: string;
+  /** Commands left for the next pass (past the journal budget of this one). */
+  requeue(rest: Delivery[]): void;
+}
+
+/** What deciding a batch on one loaded state produced: the state to store and what follows once it is. */
+export interface Pass {
+  snapshot: AnyMachineSnapshot | undefined;
+  applied: string[];
+  outbox: OutboxEntry[];
+  local: Extract<Effect, { type: "runway.local" }>[];
+  journal: unknown[];
+  decisions: Decision[];
+  /** Commands that moved the state (0: nothing to write). */
+  changed: number;
+}
+
+/** What the cell decided for one command of a batch, settled after the write. */
+export interface Decision {
+  delivery: Delivery;
+  answer: CommandAnswer;
+  how: Settle;
+  reason?: string;
+  detail?: string;
+}
+
+/**
+ * What a warm actor keeps between commands: only what the next write reads. Not the record it
+ * was loaded from or wrote (its persisted snapshot, published outbox and journal facts would
+ * otherwise stay in memory for every cached actor: about half of a parked run's heap).
+ */
+export interface Cached {
+  applied: ActorRecord["applied"];
+  transitions: number;
+  revision: number;
+  generation: number;
+  /** The live XState snapshot of the record last read or written, kept so a hot actor is not re-resolved per batch. */
+  snapshot: AnyMachineSnapshot;
+}
+
+/**
+ * What an actor's record keeps of a command it applied, to answer a redelivery `duplicate`: a
+ * 72-bit digest of its id, so the window costs the same whatever the ids look like.
+ */
+export function appliedMark(id: string): string {
+  return hash("sha256", id, "base64url").slice(0, 12);
+}
+
+/** Journal facts one write carries at most, about (a single command's own facts are never split). */
+const JOURNAL_BYTES_PER_WRITE = 24 * 1024;
+
+/**
+ * Decides each command of `batch` in turn on `base` (the stored state, or none): duplicates,
+ * invalid and refused commands are answered without a change; the others move the snapshot
+ * and add their effects to the pass. Commands past the journal budget go back to the queue.
+ */
+export async function decideBatch(lane: Lane, batch: Delivery[], base: Cached | undefined, pure: ReturnType<typeof pureMachine>): Promise<Pass> {
+  const { definition, clock } = lane.env;
+  const pass: Pass = {
+    snapshot: base?.snapshot,
+    applied: base ? [...base.applied] : [],
+    outbox: [],
+    local: [],
+    journal: [],
+    decisions: [],
+    changed: 0,
+  };
+  // The own keys this batch's commands wrote so far (they land after the record): what `prepare` reads first.
+  const ownKeys = new Map<string, unknown>();
+  let journalBytes = 0;
+  for (const [index, delivery] of batch.entries()) {
+    // A write carries at most about JOURNAL_BYTES_PER_WRITE of journal facts: the commands
+    // after the one that reached it wait for the next write (a batch of large outputs would
+    // otherwise make one record too large to store).
+    if (journalBytes >= JOURNAL_BYTES_PER_WRITE) {
+      lane.requeue(batch.splice(index));
+      break;
+    }
+    const mark = appliedMark(delivery.id);
+    // A record written before marks were digests holds the ids themselves.
+    if (pass.applied.includes(mark) || pass.applied.includes(delivery.id)) {
+      lane.env.stats.duplicates++;
+      pass.decisions.push({ delivery, answer: { outcome: "duplicate" }, how: "ack" });
+      continue;
+    }
+    const parsed = delivery.trusted ? { success: true as const, data: delivery.event } : definition.events.safeParse(delivery.event);
+    if (!parsed.success) {
+      lane.env.stats.invalid++;
+      const reason = parsed.error.issues.map((i) => `${i.path.join(".") || "event"}: ${i.message}`).join("; ");
+      pass.decisions.push({ delivery, answer: { outcome: "invalid_input", reason }, how: "term", reason: `invalid_input: ${reason}` });
+      continue;
+    }
+    const now = clock.now();
+    const effects: Effect[] = [];
+    if (!pass.snapshot) {
+      const [initial, actions] = pure.initial(definition.input?.(lane.address.id));
+      pass.snapshot = initial;
+      effects.push(...collectEffects(actions));
+    }
+    const snapshot: AnyMachineSnapshot = pass.snapshot;
+    let event: EventObject = { ...(parsed.data as EventObject), now } as EventObject;
+    if (definition.prepare) {
+      try {
+        event = await prepareWithRetry(definition.prepare, event, snapshot, pass.journal, ownKeys);
+      } catch (err) {
+        if (isFault(err) && err.kind === "retryable") {
+          // The store is unavailable: keep the command for a later delivery rather than lose it.
+          pass.decisions.push({ delivery, answer: { outcome: "invalid_input", reason: "unavailable" }, how: "keep", reason: "prepare unavailable" });
+          continue;
+        }
+        lane.env.stats.invalid++;
+        const reason = err instanceof Error ? err.message : String(err);
+        pass.decisions.push({ delivery, answer: { outcome: "invalid_input", reason }, how: "term", reason: `invalid_input: ${reason}` });
+        continue;
+      }
+    }
+    try {
+      // A guard runs here too: one that throws is the machine's fault like any other.
+      if (!snapshot.can(event)) {
+        lane.env.stats.refused++;
+        pass.decisions.push({ delivery, answer: { outcome: "refused", state: snapshot.value }, how: "ack" });
+        continue;
+      }
+      const [next, actions] = pure.transition(snapshot, event);
+      const produced = collectEffects(actions);
+      if (next.context === snapshot.context && next.value === snapshot.value && produced.every((e) => e.type === "runway.answer")) {
+        // Answered without a change (e.g. a stale report): nothing to store, nothing to fence.
+        const answer = produced.find((e) => e.type === "runway.answer");
+        pass.decisions.push({
+          delivery,
+          answer: { outcome: "applied", revision: base?.revision ?? 0, ...(answer ? { value: answer.value } : {}) },
+          how: "ack",
+        });
+        continue;
+      }
+      effects.push(...produced, ...(definition.effects?.(lane.address, snapshot, next) ?? []));
+      pass.snapshot = next;
+    } catch (err) {
+      // A machine that throws or emits nonsense is a bug; the command must not wedge the actor.
+      // Deterministic, so not tried again: kept in the dead-letter stream for after the fix.
+      lane.env.logger.error("machine fault", { actor: lane.key, command: delivery.id, error: String(err) });
+      pass.decisions.push({
+        delivery,
+        answer: { outcome: "invalid_input", reason: DeadLetterReason.MachineFault },
+        how: "dead",
+        reason: DeadLetterReason.MachineFault,
+        detail: String(err),
+      });
+      continue;
+    }
+    const answer = effects.find((e) => e.type === "runway.answer");
+    // Only a later command of this batch reads the count (a single command's facts are never split).
+    const counted = index < batch.length - 1;
+    for (const e of effects) {
+      if (e.type === "runway.local") pass.local.push(e);
+      else if (e.type === "runway.store" && !e.bucket) ownKeys.set(e.key, e.value);
+      else if (e.type === "runway.journal") {
+        pass.journal.push(e.data);
+        if (counted) journalBytes += factBytes(e.data);
+      }
+    }
+    effects
+      .filter((e) => e.type !== "runway.answer" && e.type !== "runway.local" && e.type !== "runway.journal")
+      .forEach((effect, i) => pass.outbox.push({ id: `${delivery.id}/${i}`, effect }));
+    pass.applied.push(mark);
+    pass.changed++;
+    pass.decisions.push({ delivery, answer: { outcome: "applied", revision: 0, ...(answer ? { value: answer.value } : {}) }, how: "ack" });
+  }
+  return pass;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function prepareWithRetry(
+  prepare: NonNullable<ActorDefinition["prepare"]>,
+  event: EventObject,
+  snapshot: AnyMachineSnapshot,
+  pending: readonly unknown[],
+  written: ReadonlyMap<string, unknown>,
+): Promise<EventObject> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await prepare(event, snapshot, pending, written);
+    } catch (err) {
+      if (!(isFault(err) && err.kind === "retryable") || attempt >= 5) throw err;
+      await sleep(Math.min(50 * 2 ** attempt, 1_000));
+    }
+  }
+}
