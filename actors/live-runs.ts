@@ -1,6 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { headers as makeHeaders } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
+import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { kvSubject, partitionOf, publish, RunwayFault, type Effect } from "../runtime/index.js";
 
 /** KV bucket of the live-run index: `p<partition>.<run>` for every run that may be live. */
@@ -31,9 +32,13 @@ export interface LiveEntry {
  * a paused process that writes late cannot make the index wrong for long.
  */
 export class LiveRunIndex {
+  private jsm: JetStreamManager | undefined;
+
   constructor(
     private readonly nc: NatsConnection,
     private readonly partitions: number,
+    /** Replicas of the index's stream: with more than one, a direct get may be answered by a lagging follower. */
+    private readonly replicas = 1,
   ) {}
 
   static key(partition: number, run: string): string {
@@ -68,12 +73,33 @@ export class LiveRunIndex {
     await publish(this.nc, kvSubject(LIVE_BUCKET, this.keyOf(run)), new Uint8Array(), { headers: h });
   }
 
-  /** The runs of `partition` in the index: one filtered key listing, O(its live runs). */
+  /**
+   * The runs of `partition` in the index, O(its live runs). On one server: one batched direct
+   * get of the last entry of every key of the partition (a request and its answers; an ordered
+   * consumer's create, info and delete took ~180 ms a partition while a node claimed all 32 at
+   * once). The server answers at most 1,024 keys that way (`413 too many results`), and on a
+   * replicated stream any replica answers a direct get, a lagging follower too, which could miss
+   * a run created just before a crash: those are listed by an ordered consumer (the leader's).
+   */
   async list(partition: number): Promise<string[]> {
+    const prefix = kvSubject(LIVE_BUCKET, `p${partition}.`);
+    if (this.replicas === 1) {
+      try {
+        this.jsm ??= await jetstreamManager(this.nc, { timeout: 10_000 });
+        const out: string[] = [];
+        const entries = await this.jsm.direct.getLastMessagesFor(`KV_${LIVE_BUCKET}`, { multi_last: [`${prefix}*`] });
+        for await (const m of entries) {
+          const op = m.header?.get("KV-Operation");
+          if (op !== "DEL" && op !== "PURGE") out.push(m.subject.slice(prefix.length));
+        }
+        return out;
+      } catch (err) {
+        if ((err as { code?: unknown }).code !== 413) throw err;
+      }
+    }
     const kv = await new Kvm(this.nc).open(LIVE_BUCKET);
-    const prefix = `p${partition}.`;
     const out: string[] = [];
-    for await (const key of await kv.keys(`${prefix}*`)) out.push(key.slice(prefix.length));
+    for await (const key of await kv.keys(`p${partition}.*`)) out.push(key.slice(`p${partition}.`.length));
     return out;
   }
 }

@@ -6,6 +6,7 @@ import { LIVE_BUCKET } from "./live-runs.js";
 import { RECONCILE_BUCKET } from "./reconciliations.js";
 import { APPROVALS_BUCKET } from "./approvals.js";
 import { runsStreamConfig } from "./run-index.js";
+import { ensureBucket, ensureFlags, streamConfigs } from "../runtime/index.js";
 import { meterStreamConfig } from "./meter.js";
 
 /** JetStream resources of the workflow domain, beside the runtime's own. */
@@ -19,14 +20,6 @@ export const RESULTS_STORE = "rw-results";
  */
 export function eventSubject(tenant: string, root: string, run: string, type: string): string {
   return `rw.evt.${tenant}.${root}.${run}.${type}`;
-}
-
-async function ensureBucket(kvm: Kvm, name: string, options: Record<string, unknown>): Promise<void> {
-  try {
-    await kvm.create(name, options);
-  } catch (err) {
-    if (!/already in use|exists/i.test(String((err as Error).message))) throw err;
-  }
 }
 
 export async function ensureDomainTopology(nc: NatsConnection, replicas: number): Promise<void> {
@@ -51,12 +44,10 @@ export async function ensureDomainTopology(nc: NatsConnection, replicas: number)
     allow_msg_counter: true,
   } as Partial<StreamConfig> & { name: string };
   const meter = { ...meterStreamConfig(replicas), storage: StorageType.File, retention: RetentionPolicy.Limits } as Partial<StreamConfig> & { name: string };
+  // One listing of what the server has; a stream or bucket already there is left as it is.
+  const have = await streamConfigs(jsm);
   for (const config of [audit, quota, meter, runsStreamConfig(replicas) as Partial<StreamConfig> & { name: string }]) {
-    try {
-      await jsm.streams.info(config.name);
-    } catch {
-      await jsm.streams.add(config);
-    }
+    if (!have.has(config.name)) await jsm.streams.add(config);
   }
   const kvm = new Kvm(nc);
   const buckets: [string, number, string][] = [
@@ -65,17 +56,15 @@ export async function ensureDomainTopology(nc: NatsConnection, replicas: number)
     [APPROVALS_BUCKET, 1, "Runway reviewers' inbox: <tenant>.<approval id hash> for every pending approval"],
     [RECONCILE_BUCKET, 1, "Runway steps held for reconciliation: <tenant>.<run>.<effect key hash>"],
   ];
-  for (const [name, history, description] of buckets) await ensureBucket(kvm, name, { history, replicas, storage: "file", description });
+  for (const [name, history, description] of buckets) await ensureBucket(kvm, name, { history, replicas, storage: "file", description }, have);
   // Per-message TTL lets a removed entry's purge marker expire (no delete markers: nothing watches it).
-  for (const bucket of [LIVE_BUCKET, RECONCILE_BUCKET, APPROVALS_BUCKET]) {
-    const info = await jsm.streams.info(`KV_${bucket}`);
-    if (!(info.config as { allow_msg_ttl?: boolean }).allow_msg_ttl)
-      await jsm.streams.update(`KV_${bucket}`, { ...info.config, allow_msg_ttl: true } as Partial<StreamConfig>);
-  }
-  const objm = new Objm(nc);
-  try {
-    await objm.open(RESULTS_STORE);
-  } catch {
-    await objm.create(RESULTS_STORE, { replicas, storage: StorageType.File, description: "Step results over the inline bound, by reference" });
+  for (const bucket of [LIVE_BUCKET, RECONCILE_BUCKET, APPROVALS_BUCKET]) await ensureFlags(jsm, `KV_${bucket}`, { allow_msg_ttl: true }, have);
+  if (!have.has(`OBJ_${RESULTS_STORE}`)) {
+    const objm = new Objm(nc);
+    try {
+      await objm.open(RESULTS_STORE);
+    } catch {
+      await objm.create(RESULTS_STORE, { replicas, storage: StorageType.File, description: "Step results over the inline bound, by reference" });
+    }
   }
 }

@@ -137,7 +137,9 @@ const MACHINE_COUNTERS: Record<string, string> = {
  * A workflow node: the generic runtime node plus the run actor, its step executor (a Piscina
  * pool), recovery of in-flight attempts when a partition is claimed, and the `runway` API.
  * Stages start in order and stop in reverse: the API stops taking requests before the
- * partitions are handed back, and the pool is destroyed last.
+ * partitions are handed back, and the pool is destroyed last. The pool's threads start first
+ * and are waited for only after ownership: a restarted node recovers its partitions while they
+ * load.
  */
 export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayWorkflowNode> {
   const logger = config.logger ?? createLogger(`node:${config.name}`);
@@ -169,8 +171,14 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
   let memories: RunMemories | undefined;
   const memoriesOf = () => (memories ??= new RunMemories({ nc: node().nc, partitions: node().topology.partitions, kind: RUN_KIND }));
   let liveIndex: LiveRunIndex | undefined;
-  const live = () => (liveIndex ??= new LiveRunIndex(node().nc, node().topology.partitions));
+  const live = () => (liveIndex ??= new LiveRunIndex(node().nc, node().topology.partitions, config.replicas ?? 1));
   const retention = config.endedRunRetentionMs !== undefined ? { endedRunRetentionMs: config.endedRunRetentionMs } : {};
+  // The pool's threads load the handler modules while the node connects and checks its streams
+  // (a third of a restart, done one after the other); its stage waits for them.
+  const poolStarting = pool.start().then(
+    () => undefined,
+    (err: unknown) => err,
+  );
 
   const started = await startNode({
     connection: config.connection,
@@ -259,7 +267,8 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
             await toolConnections.close();
           },
         },
-        { name: "step-pool", start: () => pool.start(), stop: () => pool.destroy() },
+        // Started above; destroyed last, once the partitions are handed back.
+        { name: "step-pool", start: () => undefined, stop: () => pool.destroy() },
         {
           name: "services",
           start: () => {
@@ -372,25 +381,41 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
           },
           stop: () => sweeper?.stop(),
         },
-        {
-          name: "api",
-          start: async () => {
-            if (config.api === false) return;
-            api = await startApi(self().nc, {
-              tenants: tenants!,
-              definitions: definitionsOf(),
-              runs: runs!,
-              metrics,
-              sweeper: sweeper!,
-              tools: tools!,
-              replays: new RunReplays({ nc: self().nc, partitions: self().topology.partitions, runs: runs! }),
-              now: () => clock.now(),
-            });
-          },
-          stop: () => api?.stop(),
-        },
       ];
     },
+    // Claims and their recovery start before these: a restarted node's recovered attempts wait
+    // in the pool for its threads rather than the claims waiting for them.
+    serving: (self) => [
+      {
+        name: "step-pool-ready",
+        start: async () => {
+          const failed = await poolStarting;
+          if (failed !== undefined) throw failed;
+        },
+      },
+      {
+        name: "api",
+        start: async () => {
+          if (config.api === false) return;
+          api = await startApi(self().nc, {
+            tenants: tenants!,
+            definitions: definitionsOf(),
+            runs: runs!,
+            metrics,
+            sweeper: sweeper!,
+            tools: tools!,
+            replays: new RunReplays({ nc: self().nc, partitions: self().topology.partitions, runs: runs! }),
+            now: () => clock.now(),
+          });
+        },
+        stop: () => api?.stop(),
+      },
+    ],
+  }).catch(async (err: unknown) => {
+    // A node that failed to start leaves no threads behind: its step-pool stage may not have run.
+    await poolStarting;
+    await pool.destroy();
+    throw err;
   });
   return {
     node: started,

@@ -33,6 +33,10 @@ export {
   askFilter,
   timerSubject,
   kvSubject,
+  streamConfigs,
+  JOURNAL_LIMIT,
+  ensureBucket,
+  ensureFlags,
   type TopologyConfig,
 } from "./topology.js";
 export { fnv1a32, partitionOf } from "./partitions/hash.js";

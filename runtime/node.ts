@@ -30,8 +30,13 @@ export interface NodeConfig {
   local?: ActorHostConfig["local"];
   /** Recovery when this node starts serving a partition (see ActorHostConfig.onServe). */
   onServe?: ActorHostConfig["onServe"];
-  /** Stages the domain adds between the host and membership (e.g. executors, the API). */
+  /** Stages the domain adds between the host and membership (e.g. executors). */
   stages?: (node: () => RunwayNode) => Stage[];
+  /**
+   * Stages the domain adds after ownership (e.g. the API): they start while the first claims
+   * are made and recovered, and stop first, before the partitions are handed back.
+   */
+  serving?: (node: () => RunwayNode) => Stage[];
 }
 
 export interface RunwayNode {
@@ -48,9 +53,10 @@ export interface RunwayNode {
 }
 
 /**
- * Starts a node through ordered stages — connect, topology, host, membership, ownership — and
- * stops it in reverse: ownership drains first (partitions handed back once in-flight commands
- * finish), the liveness record goes next, the connection last.
+ * Starts a node through ordered stages — connect, topology, host, the domain's stages,
+ * membership, ownership, the domain's serving stages — and stops it in reverse: the serving
+ * stages first, then ownership drains (partitions handed back once in-flight commands finish),
+ * the liveness record goes next, the connection last.
  */
 export async function startNode(config: NodeConfig): Promise<RunwayNode> {
   const clock = config.clock ?? systemClock;
@@ -140,6 +146,7 @@ export async function startNode(config: NodeConfig): Promise<RunwayNode> {
     },
     stop: () => parts.ownership?.drain(),
   });
+  for (const stage of config.serving?.(() => self) ?? []) lifecycle.add(stage);
 
   await lifecycle.start();
   return self;

@@ -18,7 +18,6 @@ import { Piscina } from "piscina";
 import {
   WIRE_VERSION,
   isWire,
-  loadHandlerModules,
   type CancelMessage,
   type EventMessage,
   type FailureCode,
@@ -135,6 +134,9 @@ interface Pending {
 const EVENT_FLUSH_LIMIT_MS = 1_000;
 const MAX_TIMER_MS = 2_147_483_647;
 
+/** The same continuation whether a promise resolved or rejected. */
+const settled = <T>(next: () => T): [() => T, () => T] => [next, next];
+
 function failure(code: FailureCode, message: string, retryable: boolean): StepResult {
   return { outcome: "failed", error: { code, message, retryable } };
 }
@@ -167,6 +169,8 @@ export class StepPool {
   #channel: BroadcastChannel | undefined;
   #names: ReadonlySet<string> = new Set();
   #started = false;
+  /** The threads' first answers, while start() waits for them. */
+  #probing: Promise<unknown> | undefined;
   #destroyed = false;
   #seq = 0;
   #active = 0;
@@ -184,14 +188,12 @@ export class StepPool {
     this.#graceMs = Math.max(0, options.cancelGraceMs ?? 250);
   }
 
-  /** Imports the handler modules here and in every worker; rejects with the reason if any
-   *  module fails to load or lacks a `handlers` export. */
+  /** Imports the handler modules in every worker; rejects with the reason if any module fails
+   *  to load or lacks a `handlers` export. Tasks run while it is under way wait for it. */
   async start(): Promise<void> {
     if (this.#started) throw new Error("StepPool already started");
     if (this.#destroyed) throw new Error("StepPool is destroyed");
     this.#started = true;
-    const handlers = await loadHandlerModules(this.#options.handlerModules);
-    this.#names = new Set(handlers.keys());
 
     const filename = workerFile();
     const needsTs = [filename, ...this.#options.handlerModules].some((p) => /\.[mc]?ts$/.test(p));
@@ -217,17 +219,28 @@ export class StepPool {
     this.#channel = new BroadcastChannel(channel);
     this.#channel.unref();
 
-    // Probe every thread: the modules load there too (right execArgv, same handler set).
+    // Probe every thread: the handler modules load there, and the names come from there (this
+    // thread never loads them: under tsx, on Node 20, a .ts module here would cost this thread a
+    // loader thread of its own). Every thread must see the same handlers.
     const signal = AbortSignal.timeout(this.#options.startTimeoutMs ?? 30_000);
     const init: InitMessage = { t: "init", v: WIRE_VERSION };
+    const probes = Promise.all(Array.from({ length: this.#threads }, () => piscina.run(init, { signal }) as Promise<unknown>));
+    // Tasks run meanwhile wait on `probes` too, and go on after this (it awaited first): they
+    // find the names set, or the pool destroyed.
+    this.#probing = probes;
     try {
-      const replies = await Promise.all(Array.from({ length: this.#threads }, () => piscina.run(init, { signal }) as Promise<unknown>));
+      const replies = await probes;
+      this.#probing = undefined;
+      let names: string[] | undefined;
       for (const reply of replies) {
         if (!isWire<ReadyMessage>(reply, "ready")) throw new Error(`unexpected worker reply ${JSON.stringify(reply)}`);
-        const missing = [...this.#names].filter((n) => !reply.handlers.includes(n));
-        if (missing.length > 0) throw new Error(`workers do not see handlers ${missing.join(", ")}`);
+        const seen = [...reply.handlers].sort();
+        names ??= seen;
+        if (seen.join("\n") !== names.join("\n")) throw new Error(`workers see different handlers: ${names.join(", ")} and ${seen.join(", ")}`);
       }
+      this.#names = new Set(names);
     } catch (err) {
+      this.#probing = undefined;
       await this.destroy();
       const why = err instanceof Error ? (err.name === "AbortError" ? "timed out" : err.message) : String(err);
       throw new Error(`StepPool workers failed to load the handler modules: ${why} (worker execArgv: ${JSON.stringify(execArgv ?? process.execArgv)})`, {
@@ -244,6 +257,10 @@ export class StepPool {
     if (!this.#started) return Promise.reject(new Error("StepPool.run() called before start()"));
     if (!(task.timeoutMs > 0)) return Promise.reject(new TypeError(`timeoutMs must be a positive number, got ${task.timeoutMs}`));
     if (this.#destroyed || !this.#piscina) return Promise.resolve(this.#count(failure("worker_crashed", "the step pool is destroyed", true)));
+    // Started, its threads still loading: the task waits for them (and their handler names),
+    // then is looked at again (start() has named the handlers, or destroyed the pool).
+    const probing = this.#probing;
+    if (probing) return probing.then(...settled(() => this.run(task, options)));
     if (!this.#names.has(task.handler)) {
       return Promise.resolve(this.#count(failure("unknown_handler", `no handler named "${task.handler}"`, false)));
     }

@@ -124,3 +124,26 @@ it("runs stored before the live-run index existed are indexed once by their part
   expect(((await client.listRuns()) as unknown as Page).runs.map((r) => r.id)).toEqual([id]);
   expect((await client.cancelRun(id)).outcome).toBe("cancelled");
 });
+
+it("lists a partition's live runs by one batched get, past the server's 1,024 keys for it by consumer, and the same either way", async () => {
+  const purge = headers();
+  purge.set("KV-Operation", "PURGE");
+  purge.set("Nats-Rollup", "sub");
+  const fill = async (partition: number, n: number) => {
+    const ids = Array.from({ length: n }, (_, i) => `run_list${partition}x${i}`);
+    for (const id of ids) await publish(world.nc, kvSubject(LIVE_BUCKET, `p${partition}.${id}`), new TextEncoder().encode("{}"));
+    // A removed entry (its purge marker is the key's last message) is not listed.
+    await publish(world.nc, kvSubject(LIVE_BUCKET, `p${partition}.${ids[0]}`), new Uint8Array(), { headers: purge });
+    return ids.slice(1).sort();
+  };
+  // Partitions past the node's 32: no run of the world lands there.
+  const few = await fill(900, 10);
+  const many = await fill(901, 1_100);
+  const direct = new LiveRunIndex(world.nc, 32);
+  const replicated = new LiveRunIndex(world.nc, 32, 3);
+  expect((await direct.list(900)).sort()).toEqual(few);
+  expect((await replicated.list(900)).sort()).toEqual(few);
+  expect((await direct.list(901)).sort()).toEqual(many);
+  expect((await replicated.list(901)).sort()).toEqual(many);
+  expect(await direct.list(902)).toEqual([]);
+});

@@ -189,6 +189,34 @@ describe("StepPool", () => {
     }
   });
 
+  it("runs a task given while its threads still load, once they have named the handlers", async () => {
+    const early = new StepPool({ handlerModules: [HANDLERS], threads: 1 });
+    const starting = early.start();
+    try {
+      // Before the threads answered no handler is known here: the tasks wait instead of failing unknown_handler.
+      expect(early.handlerNames().size).toBe(0);
+      const results = Promise.all([early.run(task("add", { a: 1, b: 2 })), early.run(task("noop"))]);
+      await starting;
+      expect(await results).toEqual([
+        { outcome: "succeeded", output: 3 },
+        { outcome: "succeeded", output: null },
+      ]);
+    } finally {
+      await early.destroy();
+    }
+  });
+
+  it("answers a task given while its threads load worker_crashed when they fail to load, and start() rejects", async () => {
+    const bad = join(tmp, "no-handlers-early.mjs");
+    writeFileSync(bad, "export const something = 1;\n");
+    const p = new StepPool({ handlerModules: [bad] });
+    const starting = p.start();
+    const result = p.run(task("noop"));
+    await expect(starting).rejects.toThrow(/no `handlers` export/);
+    expect(failed(await result)).toMatchObject({ code: "worker_crashed", retryable: true });
+    await p.destroy();
+  });
+
   it("fails start() clearly on a module without a handlers export", async () => {
     const bad = join(tmp, "no-handlers.mjs");
     writeFileSync(bad, "export const something = 1;\n");
