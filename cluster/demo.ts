@@ -25,9 +25,8 @@ function startNodeProcess(url: string): Promise<ChildProcess> {
   const child = spawn(
     process.execPath,
     [
-      "--import",
-      "tsx",
-      join(here, "cli.ts"),
+      // The `runway` command, as an operator starts a node.
+      join(here, "..", "bin", "runway.mjs"),
       "node",
       "--servers",
       url,
