@@ -33,12 +33,15 @@ function sourcesKey() {
   return hash.digest("hex").slice(0, 20);
 }
 
+/** `import.meta.url` as code: not inside a string (a quote right before or after), not part of a longer name. */
+const IMPORT_META_URL = /(?<![\w$."'`])import\.meta\.url(?![\w$"'`])/g;
+
 /** Each source keeps its own `import.meta.url` (files found next to it: the pool's worker, the demo's handlers). */
 const ownUrls = {
   name: "own-import-meta-url",
   setup(build) {
     build.onLoad({ filter: /\.ts$/ }, (args) => ({
-      contents: readFileSync(args.path, "utf8").replaceAll("import.meta.url", JSON.stringify(pathToFileURL(args.path).href)),
+      contents: readFileSync(args.path, "utf8").replace(IMPORT_META_URL, JSON.stringify(pathToFileURL(args.path).href)),
       loader: "ts",
     }));
   },
@@ -75,7 +78,8 @@ let bundled;
 try {
   bundled = await bundle();
 } catch (err) {
-  process.stderr.write(`runway: running the sources through tsx (no bundle: ${err instanceof Error ? err.message.split("\n")[0] : String(err)})\n`);
+  const why = err?.errors?.[0] ? `${err.errors[0].text} (${err.errors[0].location?.file}:${err.errors[0].location?.line})` : String(err);
+  process.stderr.write(`runway: running the sources through tsx (no bundle: ${why})\n`);
 }
 if (bundled) {
   // Stack traces name the .ts sources, as under tsx.

@@ -11,10 +11,10 @@
  */
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
-import { createRequire } from "node:module";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
 import { BroadcastChannel } from "node:worker_threads";
 import { Piscina } from "piscina";
+import { loadableModule } from "./modules.js";
 import {
   WIRE_VERSION,
   isWire,
@@ -83,8 +83,8 @@ export interface StepPoolOptions {
   maxOldGenerationSizeMb?: number;
   /** Delay between `ctx.signal` aborting and the thread being terminated (default 250 ms). */
   cancelGraceMs?: number;
-  /** Node flags for the workers. Default: inherit the process's, adding `--import tsx` when
-   *  .ts files must load and tsx is not among them (e.g. under vitest). */
+  /** Node flags for the workers. Default: the process's, less a tsx loader (the threads load no
+   *  TypeScript: the pool bundles its worker and .ts handler modules first, modules.ts). */
   execArgv?: string[];
   /** Limit for loading the handler modules in every worker at start() (default 30 s). */
   startTimeoutMs?: number;
@@ -149,15 +149,20 @@ function workerFile(): string {
   return path;
 }
 
-function defaultExecArgv(needsTs: boolean): string[] | undefined {
-  if (!needsTs || process.execArgv.some((arg) => /(^|[/\\@=])tsx([/\\]|$)/.test(arg) || arg === "tsx")) return undefined;
-  let tsx: string;
-  try {
-    tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-  } catch {
-    tsx = "tsx";
+/** This process's Node flags for the threads, less a tsx loader: they load no TypeScript (it costs each a loader thread). */
+function withoutTsx(argv: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const isTsx = (value: string | undefined) => value !== undefined && (/(^|[/\\@=])tsx([/\\]|$)/.test(value) || value === "tsx");
+    if ((arg === "--import" || arg === "--require" || arg === "-r" || arg === "--loader") && isTsx(argv[i + 1])) {
+      i++;
+      continue;
+    }
+    if (/^--(import|require|loader)=/.test(arg) && isTsx(arg.slice(arg.indexOf("=") + 1))) continue;
+    out.push(arg);
   }
-  return [...process.execArgv, "--import", tsx];
+  return out;
 }
 
 export class StepPool {
@@ -194,14 +199,35 @@ export class StepPool {
     if (this.#started) throw new Error("StepPool already started");
     if (this.#destroyed) throw new Error("StepPool is destroyed");
     this.#started = true;
+    const execArgv = this.#options.execArgv ?? withoutTsx(process.execArgv);
+    const booting = this.#boot(execArgv);
+    // Tasks run meanwhile wait on `booting` too, and go on after this (it awaited first): they
+    // find the names set, or the pool destroyed.
+    this.#probing = booting;
+    try {
+      const names = await booting;
+      this.#probing = undefined;
+      this.#names = new Set(names);
+    } catch (err) {
+      this.#probing = undefined;
+      await this.destroy();
+      const why = err instanceof Error ? (err.name === "AbortError" ? "timed out" : err.message) : String(err);
+      throw new Error(`StepPool workers failed to load the handler modules: ${why} (worker execArgv: ${JSON.stringify(execArgv)})`, { cause: err });
+    }
+  }
 
-    const filename = workerFile();
-    const needsTs = [filename, ...this.#options.handlerModules].some((p) => /\.[mc]?ts$/.test(p));
+  /**
+   * Makes the worker file and the handler modules loadable as they are (TypeScript bundled,
+   * see modules.ts), starts the threads and probes each: the handler modules load there, and the
+   * names come from there (this thread never loads them). Every thread must see the same handlers.
+   */
+  async #boot(execArgv: string[]): Promise<string[]> {
+    const [filename, ...handlerModules] = await Promise.all([workerFile(), ...this.#options.handlerModules].map(loadableModule));
+    if (this.#destroyed) throw new Error("the step pool was destroyed while it started");
     const channel = `runway.step-pool.${randomUUID()}`;
-    const workerData: WorkerConfig = { v: WIRE_VERSION, handlerModules: [...this.#options.handlerModules], channel };
-    const execArgv = this.#options.execArgv ?? defaultExecArgv(needsTs);
+    const workerData: WorkerConfig = { v: WIRE_VERSION, handlerModules, channel };
     const piscina = new Piscina({
-      filename,
+      filename: filename!,
       minThreads: this.#threads,
       maxThreads: this.#threads,
       concurrentTasksPerWorker: this.#tasksPerThread,
@@ -210,7 +236,7 @@ export class StepPool {
       recordTiming: false,
       workerData,
       resourceLimits: { maxOldGenerationSizeMb: this.#options.maxOldGenerationSizeMb ?? 512 },
-      ...(execArgv ? { execArgv } : {}),
+      execArgv,
     });
     // an error of a thread with no task (e.g. a leaked timer throwing) must not crash the process
     piscina.on("error", () => undefined);
@@ -218,35 +244,17 @@ export class StepPool {
     this.#piscina = piscina;
     this.#channel = new BroadcastChannel(channel);
     this.#channel.unref();
-
-    // Probe every thread: the handler modules load there, and the names come from there (this
-    // thread never loads them: under tsx, on Node 20, a .ts module here would cost this thread a
-    // loader thread of its own). Every thread must see the same handlers.
     const signal = AbortSignal.timeout(this.#options.startTimeoutMs ?? 30_000);
     const init: InitMessage = { t: "init", v: WIRE_VERSION };
-    const probes = Promise.all(Array.from({ length: this.#threads }, () => piscina.run(init, { signal }) as Promise<unknown>));
-    // Tasks run meanwhile wait on `probes` too, and go on after this (it awaited first): they
-    // find the names set, or the pool destroyed.
-    this.#probing = probes;
-    try {
-      const replies = await probes;
-      this.#probing = undefined;
-      let names: string[] | undefined;
-      for (const reply of replies) {
-        if (!isWire<ReadyMessage>(reply, "ready")) throw new Error(`unexpected worker reply ${JSON.stringify(reply)}`);
-        const seen = [...reply.handlers].sort();
-        names ??= seen;
-        if (seen.join("\n") !== names.join("\n")) throw new Error(`workers see different handlers: ${names.join(", ")} and ${seen.join(", ")}`);
-      }
-      this.#names = new Set(names);
-    } catch (err) {
-      this.#probing = undefined;
-      await this.destroy();
-      const why = err instanceof Error ? (err.name === "AbortError" ? "timed out" : err.message) : String(err);
-      throw new Error(`StepPool workers failed to load the handler modules: ${why} (worker execArgv: ${JSON.stringify(execArgv ?? process.execArgv)})`, {
-        cause: err,
-      });
+    const replies = await Promise.all(Array.from({ length: this.#threads }, () => piscina.run(init, { signal }) as Promise<unknown>));
+    let names: string[] | undefined;
+    for (const reply of replies) {
+      if (!isWire<ReadyMessage>(reply, "ready")) throw new Error(`unexpected worker reply ${JSON.stringify(reply)}`);
+      const seen = [...reply.handlers].sort();
+      names ??= seen;
+      if (seen.join("\n") !== names.join("\n")) throw new Error(`workers see different handlers: ${names.join(", ")} and ${seen.join(", ")}`);
     }
+    return names ?? [];
   }
 
   handlerNames(): ReadonlySet<string> {
@@ -256,11 +264,12 @@ export class StepPool {
   run(task: StepTask, options: { signal?: AbortSignal } = {}): Promise<StepResult> {
     if (!this.#started) return Promise.reject(new Error("StepPool.run() called before start()"));
     if (!(task.timeoutMs > 0)) return Promise.reject(new TypeError(`timeoutMs must be a positive number, got ${task.timeoutMs}`));
-    if (this.#destroyed || !this.#piscina) return Promise.resolve(this.#count(failure("worker_crashed", "the step pool is destroyed", true)));
+    if (this.#destroyed) return Promise.resolve(this.#count(failure("worker_crashed", "the step pool is destroyed", true)));
     // Started, its threads still loading: the task waits for them (and their handler names),
     // then is looked at again (start() has named the handlers, or destroyed the pool).
     const probing = this.#probing;
     if (probing) return probing.then(...settled(() => this.run(task, options)));
+    if (!this.#piscina) return Promise.resolve(this.#count(failure("worker_crashed", "the step pool is destroyed", true)));
     if (!this.#names.has(task.handler)) {
       return Promise.resolve(this.#count(failure("unknown_handler", `no handler named "${task.handler}"`, false)));
     }

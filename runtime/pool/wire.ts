@@ -111,29 +111,14 @@ export function isWire<T extends { t: string }>(value: unknown, ...tags: T["t"][
   return m.v === WIRE_VERSION && typeof m.t === "string" && (tags as string[]).includes(m.t);
 }
 
-let tsxHooks: Promise<void> | undefined;
-
-/**
- * Node 20 does not apply ESM loader hooks from `--import tsx` inside worker threads (the CJS
- * hooks work, so the worker file loads, but `import("x.ts")` fails). On that failure, register
- * tsx's ESM hooks in this thread and import again under a fresh URL (Node caches the failure).
- */
+/** A module the pool made loadable (see modules.ts): Node imports it as it is. */
 async function importModule(path: string): Promise<Record<string, unknown>> {
-  const url = pathToFileURL(path).href;
-  try {
-    return (await import(url)) as Record<string, unknown>;
-  } catch (err) {
-    if ((err as { code?: unknown }).code !== "ERR_UNKNOWN_FILE_EXTENSION" || !/\.[mc]?ts$/.test(path)) throw err;
-    tsxHooks ??= import("tsx/esm/api").then((api) => void api.register());
-    await tsxHooks;
-    return (await import(`${url}?tsx`)) as Record<string, unknown>;
-  }
+  return (await import(pathToFileURL(path).href)) as Record<string, unknown>;
 }
 
 /**
- * Imports handler modules (absolute paths) and merges their `handlers` exports. Used by the
- * main thread (to learn the names) and by every worker (once, cached). Fails with a message
- * that names the module and what was expected.
+ * Imports handler modules (absolute paths) and merges their `handlers` exports. Used by every
+ * worker (once, cached). Fails with a message that names the module and what was expected.
  */
 export async function loadHandlerModules(paths: readonly string[]): Promise<Map<string, Handler>> {
   const all = new Map<string, Handler>();
