@@ -77,8 +77,11 @@ export function runActor(
       const run = e.type === "run.create" ? e.run : stored;
       // No run yet and not a create: the machine refuses it; no plan is needed for that.
       if (!run) return event;
-      // In the live index before the record exists, so recovery never misses a live run.
-      if (creating && settings.live) await settings.live().add(run.id, { tenant: run.tenant, at: (e as { now?: number }).now ?? 0 });
+      // In the live index before the record exists, so recovery never misses a live run. An
+      // in-process start added it already, beside its admission (`live_indexed`: set only on a
+      // command dispatched here unparsed; the mailbox's schema strips it).
+      const indexed = (e as { live_indexed?: unknown }).live_indexed === true;
+      if (creating && settings.live && !indexed) await settings.live().add(run.id, { tenant: run.tenant, at: (e as { now?: number }).now ?? 0 });
       // A child's create reads its parent once: the machine refuses a child of a cancelled or ended parent before it exists.
       const parent = creating && run.parent_run_id ? { parent: await deps.parentOf(run.parent_run_id, run.id) } : {};
       const [compiled, memory] = await Promise.all([deps.planOf(run.definition.digest), stored ? deps.memories.of(stored, pending as RunFact[]) : undefined]);

@@ -9,6 +9,7 @@ import type { DefinitionStore } from "./definitions.js";
 import { randomDeliveryId, runIdFor, startKey, tenantOfRun } from "./ids.js";
 import { RUN_KIND } from "./run-actor.js";
 import type { TenantService } from "./tenants.js";
+import type { LiveRunIndex } from "./live-runs.js";
 
 export const MAX_INPUT_BYTES = 32 * 1024;
 
@@ -181,6 +182,8 @@ export class RunService {
       host?: ActorHost;
       definitions: DefinitionStore;
       tenants: TenantService;
+      /** The live-run index, added to beside the admission (without it, the run actor adds the entry itself). */
+      live?: LiveRunIndex;
       now(): number;
     },
   ) {
@@ -215,7 +218,13 @@ export class RunService {
     const ceiling = resolved.plan.limits?.max_cost_cents;
     // A run a person admits first (its definition's `admission` policy) asks its tenant only once approved (machines/execution/admission.ts).
     const held = heldForAdmission(resolved.plan, { parent_run_id: null, replay_of: request.replay_of });
-    const admitted = held ? { outcome: "held" as const } : await this.deps.tenants.admit(tenant, id, project, ceiling, !request.start_key);
+    // The run's live-index entry (which must precede its record) is added beside the admission,
+    // not after it: one round trip less before the answer. An entry whose run is never created
+    // is harmless (recovery finds no record; the sweep removes it), and a refused start removes it.
+    const [admitted, indexed] = await Promise.all([
+      held ? { outcome: "held" as const } : this.deps.tenants.admit(tenant, id, project, ceiling, !request.start_key),
+      this.deps.live ? this.deps.live.add(id, { tenant, at: this.deps.now() }).then(() => true) : false,
+    ]);
     if (
       admitted.outcome === "tenant_killed" ||
       admitted.outcome === "tenant_draining" ||
@@ -223,6 +232,7 @@ export class RunService {
       admitted.outcome === "budget_exhausted" ||
       admitted.outcome === "queue_full"
     ) {
+      await this.deps.live?.remove(id);
       await this.auditRefusal(tenant, admitted.outcome, { source, definition: resolved.ref, start_key: key });
       return { outcome: admitted.outcome, detail: admitted };
     }
@@ -250,7 +260,8 @@ export class RunService {
     };
     // The seed is built here from the validated request: applied without parsing it again; a run
     // whose id was made up for this start (no start key) has no record to read first.
-    const answer = await askActor(this.deps, { kind: RUN_KIND, id }, { type: "run.create", run: seed }, `create/${id}`, 10_000, {
+    const create = { type: "run.create", run: seed, ...(indexed ? { live_indexed: true } : {}) };
+    const answer = await askActor(this.deps, { kind: RUN_KIND, id }, create, `create/${id}`, 10_000, {
       trusted: true,
       fresh: !request.start_key,
     });
@@ -284,11 +295,13 @@ export class RunService {
    * The run actor refused the create before storing it, so this start made no run: the slot its
    * tenant gave it comes back now rather than at the sweep's `release_orphan_slot`. Only when no
    * run with this id exists (a start with the same key may have made it; then the slot is its
-   * own); if that cannot be read, the sweep releases it later.
+   * own), and its live-index entry goes with it; if that cannot be read, the sweep does both later.
    */
   private async releaseSlot(tenant: string, id: string, project: string): Promise<void> {
     const run = await this.get(tenant, id).catch(() => null);
-    if (run === undefined) await this.deps.tenants.runEnded(tenant, id, project).catch(() => undefined);
+    if (run !== undefined) return;
+    await this.deps.tenants.runEnded(tenant, id, project).catch(() => undefined);
+    await this.deps.live?.remove(id).catch(() => undefined);
   }
 
   private async waitForRun(tenant: string, id: string): Promise<RunView> {

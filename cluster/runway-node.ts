@@ -340,6 +340,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               host: self().host,
               definitions: definitionsOf(),
               tenants,
+              live: live(),
               now: () => clock.now(),
             });
             metrics.addSource({

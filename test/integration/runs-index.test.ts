@@ -1,6 +1,6 @@
 import { expect, it } from "vitest";
 import { headers } from "@nats-io/transport-node";
-import { buildLiveIndex, LIVE_BUCKET, LiveRunIndex, RUN_KIND, RUNS_STREAM } from "../../actors/index.js";
+import { buildLiveIndex, LIVE_BUCKET, LiveRunIndex, RUN_KIND, RUNS_STREAM, runIdFor, startKey } from "../../actors/index.js";
 import { readSnapshot } from "../../actors/records.js";
 import { RunwayClient } from "../../cluster/client.js";
 import { createLogger, kvSubject, partitionOf, publish, readJournal } from "../../runtime/index.js";
@@ -146,4 +146,18 @@ it("lists a partition's live runs by one batched get, past the server's 1,024 ke
   expect((await direct.list(901)).sort()).toEqual(many);
   expect((await replicated.list(901)).sort()).toEqual(many);
   expect(await direct.list(902)).toEqual([]);
+});
+
+it("a start's live-index entry is added beside its admission and leaves with a refused start: nothing of it is left", async () => {
+  const client = await tenantWith("refused");
+  const live = new LiveRunIndex(world.nc, 32);
+  const id = await started(client, "nap", { start_key: { source: "t", delivery_id: "in" } });
+  expect(id).toBe(runIdFor("refused", startKey("t", "in")));
+  expect(await live.list(partitionOf(id, 32))).toContain(id);
+  expect((await client.setTenantState("refused", "kill", "test")).outcome).toBe("killed");
+  const refusedId = runIdFor("refused", startKey("t", "out"));
+  expect((await client.startRun({ definition: "nap", start_key: { source: "t", delivery_id: "out" } })).outcome).toBe("tenant_killed");
+  expect(await live.list(partitionOf(refusedId, 32))).not.toContain(refusedId);
+  expect((await client.setTenantState("refused", "resume", "test")).outcome).toBe("active");
+  expect((await client.cancelRun(id)).outcome).toBe("cancelled");
 });
