@@ -422,7 +422,17 @@ describe("v1 stored records already in the store when a node of today's code sta
         const r = index.records.find((x) => x.key === key)!;
         if (r.kind !== "run") continue;
         const ended = ["succeeded", "failed", "cancelled"].includes(r.state);
-        const done = await settled(w.client(s.tenant), r.id);
+        const done = await settled(w.client(s.tenant), r.id).catch(async (err: unknown) => {
+          // What every run of the scenario and the node's step machinery show, to tell a stuck run from a slow one.
+          const runs = await Promise.all(
+            s.records
+              .map((k) => index.records.find((x) => x.key === k)!)
+              .filter((x) => x.kind === "run")
+              .map(async (x) => ({ role: x.role, id: x.id, now: ((await w.client(s.tenant).getRun(x.id)) as { run?: unknown }).run })),
+          );
+          const node = { executor: w.node.executor.stats, pool: w.node.pool.stats(), held: runs.map((x) => w.node.dispatcher?.held(x.id)) };
+          throw new Error(`${String(err)}\n${JSON.stringify({ scenario: name, runs, node }, null, 1).slice(0, 6_000)}`);
+        });
         expect(done.status, `${name}/${r.role} ${r.id}: ${JSON.stringify(done)}`).toBe(ended ? r.state : "succeeded");
         if (ended) expect(done.result, `${name}/${r.role}`).toEqual(r.run!.result);
       }
