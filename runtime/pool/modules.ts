@@ -32,11 +32,17 @@ export async function loadableModule(path: string): Promise<string> {
   const dir = cacheDirFor(path);
   const file = join(dir, `${basename(path).replace(/\.[mc]?ts$/, "")}-${createHash("sha256").update(code).digest("hex").slice(0, 16)}.mjs`);
   if (!existsSync(file)) {
-    mkdirSync(dir, { recursive: true });
-    // Written aside and renamed: a pool starting beside this one never reads half a file.
-    const aside = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}`;
-    writeFileSync(aside, code);
-    renameSync(aside, file);
+    try {
+      mkdirSync(dir, { recursive: true });
+      // Written aside and renamed: a pool starting beside this one never reads half a file.
+      const aside = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}`;
+      writeFileSync(aside, code);
+      renameSync(aside, file);
+    } catch (err) {
+      throw new Error(`cannot keep the bundle of ${path} in ${dir} (${String(err)}): make it writable, or give the pool the module as JavaScript`, {
+        cause: err,
+      });
+    }
   }
   return file;
 }
