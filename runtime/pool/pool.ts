@@ -152,9 +152,9 @@ function workerFile(): string {
 /** This process's Node flags for the threads, less a tsx loader: they load no TypeScript (it costs each a loader thread). */
 function withoutTsx(argv: readonly string[]): string[] {
   const out: string[] = [];
+  const isTsx = (value: string | undefined) => value !== undefined && (/(^|[/\\@=])tsx([/\\]|$)/.test(value) || value === "tsx");
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
-    const isTsx = (value: string | undefined) => value !== undefined && (/(^|[/\\@=])tsx([/\\]|$)/.test(value) || value === "tsx");
     if ((arg === "--import" || arg === "--require" || arg === "-r" || arg === "--loader") && isTsx(argv[i + 1])) {
       i++;
       continue;
@@ -174,8 +174,8 @@ export class StepPool {
   #channel: BroadcastChannel | undefined;
   #names: ReadonlySet<string> = new Set();
   #started = false;
-  /** The threads' first answers, while start() waits for them. */
-  #probing: Promise<unknown> | undefined;
+  /** The start under way (bundling, the threads, their first answers): tasks run meanwhile wait for it. */
+  #booting: Promise<unknown> | undefined;
   #destroyed = false;
   #seq = 0;
   #active = 0;
@@ -201,15 +201,15 @@ export class StepPool {
     this.#started = true;
     const execArgv = this.#options.execArgv ?? withoutTsx(process.execArgv);
     const booting = this.#boot(execArgv);
-    // Tasks run meanwhile wait on `booting` too, and go on after this (it awaited first): they
-    // find the names set, or the pool destroyed.
-    this.#probing = booting;
+    // Tasks run meanwhile wait on it too, and go on after this (it awaited first): they find
+    // the names set, or the pool destroyed.
+    this.#booting = booting;
     try {
       const names = await booting;
-      this.#probing = undefined;
+      this.#booting = undefined;
       this.#names = new Set(names);
     } catch (err) {
-      this.#probing = undefined;
+      this.#booting = undefined;
       await this.destroy();
       const why = err instanceof Error ? (err.name === "AbortError" ? "timed out" : err.message) : String(err);
       throw new Error(`StepPool workers failed to load the handler modules: ${why} (worker execArgv: ${JSON.stringify(execArgv)})`, { cause: err });
@@ -267,8 +267,8 @@ export class StepPool {
     if (this.#destroyed) return Promise.resolve(this.#count(failure("worker_crashed", "the step pool is destroyed", true)));
     // Started, its threads still loading: the task waits for them (and their handler names),
     // then is looked at again (start() has named the handlers, or destroyed the pool).
-    const probing = this.#probing;
-    if (probing) return probing.then(...settled(() => this.run(task, options)));
+    const booting = this.#booting;
+    if (booting) return booting.then(...settled(() => this.run(task, options)));
     if (!this.#piscina) return Promise.resolve(this.#count(failure("worker_crashed", "the step pool is destroyed", true)));
     if (!this.#names.has(task.handler)) {
       return Promise.resolve(this.#count(failure("unknown_handler", `no handler named "${task.handler}"`, false)));
