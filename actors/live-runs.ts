@@ -37,8 +37,8 @@ export class LiveRunIndex {
   constructor(
     private readonly nc: NatsConnection,
     private readonly partitions: number,
-    /** Replicas of the index's stream: with more than one, a direct get may be answered by a lagging follower. */
-    private readonly replicas = 1,
+    /** Replicas of the index's stream (with more than one, a direct get may be answered by a lagging follower); default: read from the stream at the first listing. */
+    private replicas?: number,
   ) {}
 
   static key(partition: number, run: string): string {
@@ -83,9 +83,10 @@ export class LiveRunIndex {
    */
   async list(partition: number): Promise<string[]> {
     const prefix = kvSubject(LIVE_BUCKET, `p${partition}.`);
+    this.jsm ??= await jetstreamManager(this.nc, { timeout: 10_000 });
+    this.replicas ??= (await this.jsm.streams.info(`KV_${LIVE_BUCKET}`)).config.num_replicas;
     if (this.replicas === 1) {
       try {
-        this.jsm ??= await jetstreamManager(this.nc, { timeout: 10_000 });
         const out: string[] = [];
         const entries = await this.jsm.direct.getLastMessagesFor(`KV_${LIVE_BUCKET}`, { multi_last: [`${prefix}*`] });
         for await (const m of entries) {

@@ -171,7 +171,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
   let memories: RunMemories | undefined;
   const memoriesOf = () => (memories ??= new RunMemories({ nc: node().nc, partitions: node().topology.partitions, kind: RUN_KIND }));
   let liveIndex: LiveRunIndex | undefined;
-  const live = () => (liveIndex ??= new LiveRunIndex(node().nc, node().topology.partitions, config.replicas ?? 1));
+  const live = () => (liveIndex ??= new LiveRunIndex(node().nc, node().topology.partitions));
   const retention = config.endedRunRetentionMs !== undefined ? { endedRunRetentionMs: config.endedRunRetentionMs } : {};
   // The pool's threads load the handler modules while the node connects and checks its streams
   // (a third of a restart, done one after the other); its stage waits for them.
