@@ -2,8 +2,11 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
-import { pathToFileURL } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { build, type Plugin } from "esbuild";
+
+// What a pool's threads load and with which Node flags: the worker file, the handler modules
+// (TypeScript bundled first), and the process's flags less a tsx loader.
 
 /**
  * The modules a pool's threads load — its worker file and the handler modules — as plain ES
@@ -71,4 +74,28 @@ function cacheDirFor(path: string): string {
     if (existsSync(join(dir, "node_modules"))) return join(dir, "node_modules", ".cache", "runway", "modules");
     if (dirname(dir) === dir) return join(tmpdir(), "runway-modules");
   }
+}
+
+/** The pool's worker file, next to this one: worker.ts when running from source, worker.js when built. */
+export function workerFile(): string {
+  const ts = import.meta.url.endsWith(".ts");
+  const path = fileURLToPath(new URL(ts ? "./worker.ts" : "./worker.js", import.meta.url));
+  if (!existsSync(path)) throw new Error(`StepPool worker file not found: ${path}`);
+  return path;
+}
+
+/** This process's Node flags for the threads, less a tsx loader: they load no TypeScript (it costs each a loader thread). */
+export function withoutTsx(argv: readonly string[]): string[] {
+  const out: string[] = [];
+  const isTsx = (value: string | undefined) => value !== undefined && (/(^|[/\\@=])tsx([/\\]|$)/.test(value) || value === "tsx");
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if ((arg === "--import" || arg === "--require" || arg === "-r" || arg === "--loader") && isTsx(argv[i + 1])) {
+      i++;
+      continue;
+    }
+    if (/^--(import|require|loader)=/.test(arg) && isTsx(arg.slice(arg.indexOf("=") + 1))) continue;
+    out.push(arg);
+  }
+  return out;
 }

@@ -10,11 +10,9 @@
  * only after the handler settled or its thread was terminated.
  */
 import { randomUUID } from "node:crypto";
-import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { BroadcastChannel } from "node:worker_threads";
 import { Piscina } from "piscina";
-import { loadableModule } from "./modules.js";
+import { loadableModule, withoutTsx, workerFile } from "./modules.js";
 import {
   WIRE_VERSION,
   isWire,
@@ -139,30 +137,6 @@ const settled = <T>(next: () => T): [() => T, () => T] => [next, next];
 
 function failure(code: FailureCode, message: string, retryable: boolean): StepResult {
   return { outcome: "failed", error: { code, message, retryable } };
-}
-
-/** The worker file next to this one: worker.ts when running from source, worker.js when built. */
-function workerFile(): string {
-  const ts = import.meta.url.endsWith(".ts");
-  const path = fileURLToPath(new URL(ts ? "./worker.ts" : "./worker.js", import.meta.url));
-  if (!existsSync(path)) throw new Error(`StepPool worker file not found: ${path}`);
-  return path;
-}
-
-/** This process's Node flags for the threads, less a tsx loader: they load no TypeScript (it costs each a loader thread). */
-function withoutTsx(argv: readonly string[]): string[] {
-  const out: string[] = [];
-  const isTsx = (value: string | undefined) => value !== undefined && (/(^|[/\\@=])tsx([/\\]|$)/.test(value) || value === "tsx");
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if ((arg === "--import" || arg === "--require" || arg === "-r" || arg === "--loader") && isTsx(argv[i + 1])) {
-      i++;
-      continue;
-    }
-    if (/^--(import|require|loader)=/.test(arg) && isTsx(arg.slice(arg.indexOf("=") + 1))) continue;
-    out.push(arg);
-  }
-  return out;
 }
 
 export class StepPool {

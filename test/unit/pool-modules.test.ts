@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, expect, it } from "vitest";
-import { loadableModule } from "../../runtime/pool/modules.js";
+import { loadableModule, withoutTsx } from "../../runtime/pool/modules.js";
 
 const root = mkdtempSync(join(tmpdir(), "runway-modules-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -54,4 +54,24 @@ it("says where it could not keep a bundle, and what to do instead", async () => 
   await expect(loadableModule(join(dir, "src", "handlers.ts"))).rejects.toThrow(
     /cannot keep the bundle of .*handlers\.ts.*give the pool the module as JavaScript/,
   );
+});
+
+it("gives the threads this process's Node flags less a tsx loader, in every spelling", () => {
+  const tsxUrl = "file:///app/node_modules/tsx/dist/esm/index.mjs";
+  expect(
+    withoutTsx([
+      "--import",
+      "tsx",
+      "--max-old-space-size=100",
+      `--import=${tsxUrl}`,
+      "--require",
+      "./other.cjs",
+      "-r",
+      "tsx/cjs",
+      "--loader",
+      "tsx",
+      "--import",
+      "./mine.mjs",
+    ]),
+  ).toEqual(["--max-old-space-size=100", "--require", "./other.cjs", "--import", "./mine.mjs"]);
 });
