@@ -65,12 +65,22 @@ async function bundle() {
     plugins: [ownUrls],
   });
   mkdirSync(cache, { recursive: true });
-  // Older bundles go (a process that runs one has it loaded already); this one is written
-  // aside and renamed, so a `runway` starting beside this one never reads half a file.
-  for (const old of readdirSync(cache)) if (old.startsWith("cli-")) rmSync(join(cache, old), { force: true });
+  // Written aside and renamed, so a `runway` starting beside this one never reads half a file.
   const aside = `${file}.${process.pid}`;
   writeFileSync(aside, result.outputFiles[0].contents);
   renameSync(aside, file);
+  // Then older bundles go (a process that runs one has it loaded already): only those made over
+  // a minute ago, since a `runway` started just now may be about to import the one it made, and
+  // never a file still being written aside.
+  for (const old of readdirSync(cache)) {
+    const path = join(cache, old);
+    if (!/^cli-[0-9a-f]+\.mjs$/.test(old) || path === file) continue;
+    try {
+      if (Date.now() - statSync(path).mtimeMs > 60_000) rmSync(path, { force: true });
+    } catch {
+      // Gone already: another `runway` cleaned up.
+    }
+  }
   return file;
 }
 

@@ -1,7 +1,8 @@
 // The `runway` command as a process: bin/runway.mjs runs the CLI in its own process, so a signal
 // to it reaches the node; under npm, a node whose npm was SIGKILLed drains and exits instead of
 // serving on as an orphan. Real processes, a real nats-server, the node's liveness record.
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, utimesSync } from "node:fs";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
@@ -89,6 +90,25 @@ it("./bin/runway.mjs --help and npm run runway -- help print the usage and exit 
     expect(child.lines.join("\n")).toMatch(/^usage: runway <command>/m);
     expect(child.lines.join("\n")).toMatch(/tenant create <id>/);
   }
+});
+
+it("./bin/runway.mjs runs a bundle of the sources as they are now: after a source changes, four started at once each make or take the new one and run, and no half-written file is left", async () => {
+  // A new mtime is a new state of the sources (the bundle is named by path, size and mtime).
+  const source = join(repoRoot, "cluster", "cli.ts");
+  const now = new Date();
+  utimesSync(source, now, now);
+  const children = Array.from({ length: 4 }, () => spawnProcess(BIN, ["--help"], { cwd: repoRoot, env: ENV }));
+  for (const child of children) {
+    const exit = await child.exited;
+    expect(exit.code, child.lines.join("\n")).toBe(0);
+    expect(child.lines.join("\n")).toMatch(/^usage: runway <command>/m);
+    // Run from the bundle, not through tsx (which it says when the bundle did not build).
+    expect(child.lines.join("\n")).not.toMatch(/running the sources through tsx/);
+  }
+  const cache = join(repoRoot, "node_modules", ".cache", "runway");
+  const files = readdirSync(cache).filter((f) => f.startsWith("cli-"));
+  expect(files.filter((f) => !/^cli-[0-9a-f]+\.mjs$/.test(f))).toEqual([]);
+  expect(files.length).toBeGreaterThanOrEqual(1);
 });
 
 it("./bin/runway.mjs node is the node itself: SIGTERM to it drains the node, deletes its liveness record and exits 0", async () => {
