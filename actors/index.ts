@@ -28,9 +28,8 @@ export {
   type SignalResult,
   type DecideResult,
   type RunEventsResult,
-  type RunView,
-  type RunSummary,
 } from "./runs.js";
+export type { RunView, RunSummary } from "./run-views.js";
 export { startKey, childStartKey, runIdFor, tenantOfRun } from "./ids.js";
 export { NodeMetrics, type MetricSource, type Labels } from "./metrics.js";
 export { Dispatcher, DEFAULT_SCHEDULER, type LeaseDecision, type QuotaGrant } from "./dispatcher.js";

@@ -1,10 +1,11 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { heldForAdmission, isHeadV1, laneFor, migrateHeadV1, runSummary, validateAgainstSchema, type RunContext, type RunFact } from "../machines/index.js";
+import { heldForAdmission, isHeadV1, laneFor, migrateHeadV1, validateAgainstSchema, type RunContext, type RunFact } from "../machines/index.js";
 import { ID_PATTERN, jsonBytes, parseEventId, publish, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
 import { askActor, type AskAnswer } from "./ask.js";
 import { readFirstRecord, readSnapshot } from "./records.js";
 import { readRunEvents, type RunEvent } from "./run-events.js";
-import { RunIndex, type RunSummaryEntry } from "./run-index.js";
+import { RunIndex } from "./run-index.js";
+import { compactedView, view, type RunSummary, type RunView } from "./run-views.js";
 import type { DefinitionStore } from "./definitions.js";
 import { randomDeliveryId, runIdFor, startKey, tenantOfRun } from "./ids.js";
 import { RUN_KIND } from "./run-actor.js";
@@ -33,26 +34,7 @@ export interface StartRunRequest {
   replay_of?: string;
 }
 
-export type RunView = ReturnType<typeof runSummary> & {
-  /** Present (true) when the record was compacted after the ended-run retention: only the final summary is left. */
-  compacted?: true;
-  lane: string;
-  input: unknown;
-  waiting: { on: string | null; ref: string | null; expires_at: number | null } | null;
-  result: unknown;
-  result_truncated: boolean;
-  error: unknown;
-  nodes: Record<
-    string,
-    { status: string; attempt?: number; error?: unknown; items?: number; reconcile?: { key: string; server: string; tool: string; since: number } }
-  >;
-  cancel: unknown;
-};
-
 /** The closed answers of `start` (seed 004's StartRunResult, adapted). Never an exception for these. */
-/** The narrow read of a run (seed 004): what a start answer carries. */
-export type RunSummary = ReturnType<typeof runSummary>;
-
 export type StartRunResult =
   | { outcome: "started"; run: RunSummary }
   | { outcome: "duplicate"; run: RunView }
@@ -122,49 +104,6 @@ function holdsNoRun(answer: AskAnswer): boolean {
 /** An id this tenant's runs could have: the run actor itself answers whether it holds one. */
 function mayBeRunOf(tenant: string, id: string): boolean {
   return ID_PATTERN.test(id) && tenantOfRun(id) === tenant;
-}
-
-function view(run: RunContext, input: unknown): RunView {
-  const nodes: RunView["nodes"] = {};
-  for (const [id, n] of Object.entries(run.nodes)) {
-    nodes[id] = {
-      status: n.s,
-      ...(n.step ? { attempt: n.step.attempt } : {}),
-      ...(n.error ? { error: n.error } : {}),
-      ...(n.map ? { items: n.map.total } : {}),
-      ...(n.reconcile ? { reconcile: n.reconcile } : {}),
-    };
-  }
-  const lc = run.lifecycle;
-  return {
-    ...runSummary(run),
-    lane: run.lane ?? "batch",
-    input,
-    waiting: lc.status === "waiting" ? { on: lc.waiting_on, ref: lc.waiting_ref, expires_at: lc.waiting_expires_at } : null,
-    result: run.result,
-    result_truncated: run.result_truncated,
-    ...(run.partial_reason ? { partial_reason: run.partial_reason } : {}),
-    ...(run.usage ? { usage: run.usage } : {}),
-    error: run.error,
-    nodes,
-    cancel: run.cancel,
-  };
-}
-
-function compactedView(s: RunSummaryEntry): RunView {
-  const { lane, project: _project, error, result_truncated, ...summary } = s;
-  return {
-    ...summary,
-    compacted: true,
-    lane,
-    input: null,
-    waiting: null,
-    result: null,
-    result_truncated,
-    error,
-    nodes: {},
-    cancel: null,
-  };
 }
 
 /**

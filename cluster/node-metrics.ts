@@ -1,16 +1,21 @@
 import type { Dispatcher, StepExecutor } from "../actors/index.js";
 import type { RunwayNode, StepPool } from "../runtime/index.js";
 
+type Metric = { name: string; help: string; type: "counter" | "gauge"; value: number; labels?: Record<string, string> };
+const metric =
+  (type: Metric["type"]) =>
+  (name: string, help: string, value: number, labels?: Record<string, string>): Metric => ({ name, help, type, value, ...(labels ? { labels } : {}) });
+const c = metric("counter");
+const g = metric("gauge");
+
 /**
  * What a workflow node reports on its metrics endpoint beside the machines' own counters: the
  * actor host's, the executor's and the pool's counts, and the fair scheduler's queue and service.
  */
-export function collectNodeMetrics(node: RunwayNode, executor: StepExecutor, pool: StepPool) {
+export function collectNodeMetrics(node: RunwayNode, executor: StepExecutor, pool: StepPool): Metric[] {
   const h = node.host.stats;
   const e = executor.stats;
   const p = pool.stats();
-  const c = (name: string, help: string, value: number) => ({ name, help, type: "counter" as const, value });
-  const g = (name: string, help: string, value: number) => ({ name, help, type: "gauge" as const, value });
   return [
     c("actor_transitions", "actor transitions stored", h.transitions),
     c("actor_writes", "fenced actor writes", h.writes),
@@ -18,13 +23,12 @@ export function collectNodeMetrics(node: RunwayNode, executor: StepExecutor, poo
     c("partition_fenced_writes", "writes refused under an old partition epoch (zombie rejections at the partition)", h.fenced),
     c("commands_duplicate", "redelivered commands answered without applying them again", h.duplicates),
     c("commands_terminated", "commands given up without being applied (malformed, refused by the event schema, dead-lettered)", h.terminated),
-    ...node.host.deadLetters.stats().map((d) => ({
-      name: "dead_letters",
-      help: "commands and effects filed in RUNWAY_DLQ instead of being applied or published, by actor kind and reason",
-      type: "counter" as const,
-      value: d.count,
-      labels: { kind: d.kind, reason: d.reason },
-    })),
+    ...node.host.deadLetters.stats().map((d) =>
+      c("dead_letters", "commands and effects filed in RUNWAY_DLQ instead of being applied or published, by actor kind and reason", d.count, {
+        kind: d.kind,
+        reason: d.reason,
+      }),
+    ),
     c("lease_acquisitions", "attempts leased and started on this node", e.started),
     c("zombie_commit_rejections", "step reports refused because their lease or cancellation epoch was no longer current", e.staleCommits),
     c("stale_cancel_commits", "step reports refused because their run (or its tree) was cancelled after the attempt began", e.staleCancelCommits),
@@ -43,56 +47,31 @@ export function collectNodeMetrics(node: RunwayNode, executor: StepExecutor, poo
   ];
 }
 
-export function collectSchedulerMetrics(dispatcher: Dispatcher | undefined, now: number) {
+export function collectSchedulerMetrics(dispatcher: Dispatcher | undefined, now: number): Metric[] {
   if (!dispatcher) return [];
   const m = dispatcher.metrics(now);
-  const out: { name: string; help: string; type: "counter" | "gauge"; value: number; labels?: Record<string, string> }[] = [
-    { name: "scheduler_leases", help: "worker slots granted by the fair scheduler", type: "counter", value: m.leases },
-    {
-      name: "scheduler_starvation_events",
-      help: "leases of tickets that had waited past the starvation threshold",
-      type: "counter",
-      value: m.starvation_events,
-    },
-    { name: "scheduler_queued", help: "ready attempts waiting for a slot", type: "gauge", value: m.queued },
+  const out: Metric[] = [
+    c("scheduler_leases", "worker slots granted by the fair scheduler", m.leases),
+    c("scheduler_starvation_events", "leases of tickets that had waited past the starvation threshold", m.starvation_events),
+    g("scheduler_queued", "ready attempts waiting for a slot", m.queued),
   ];
-  for (const [tenant, classes] of Object.entries(m.queued_by_tenant_class)) {
+  for (const [tenant, classes] of Object.entries(m.queued_by_tenant_class))
     for (const [cls, n] of Object.entries(classes))
-      if (n > 0)
-        out.push({
-          name: "scheduler_queued_by_tenant_class",
-          help: "ready attempts waiting, by tenant and class",
-          type: "gauge",
-          value: n,
-          labels: { tenant, class: cls },
-        });
-  }
+      if (n > 0) out.push(g("scheduler_queued_by_tenant_class", "ready attempts waiting, by tenant and class", n, { tenant, class: cls }));
   for (const sv of dispatcher.service()) {
     const labels = { tenant: sv.tenant, class: sv.class };
-    out.push({
-      name: "scheduler_mean_wait_ms",
-      help: "mean queue wait of the attempts served, by tenant and class",
-      type: "gauge",
-      value: Math.round(sv.mean_wait_ms * 10) / 10,
-      labels,
-    });
-    out.push({
-      name: "scheduler_mean_slowdown",
-      help: "mean (queue wait + run time) / run time of the attempts served, by tenant and class",
-      type: "gauge",
-      value: Math.round(sv.mean_slowdown * 100) / 100,
-      labels,
-    });
+    out.push(g("scheduler_mean_wait_ms", "mean queue wait of the attempts served, by tenant and class", Math.round(sv.mean_wait_ms * 10) / 10, labels));
+    out.push(
+      g(
+        "scheduler_mean_slowdown",
+        "mean (queue wait + run time) / run time of the attempts served, by tenant and class",
+        Math.round(sv.mean_slowdown * 100) / 100,
+        labels,
+      ),
+    );
   }
-  for (const [tenant, classes] of Object.entries(m.oldest_wait_ms_by_tenant_class)) {
+  for (const [tenant, classes] of Object.entries(m.oldest_wait_ms_by_tenant_class))
     for (const [cls, ms] of Object.entries(classes))
-      out.push({
-        name: "scheduler_queue_age_ms",
-        help: "wait of the oldest queued attempt, by tenant and class",
-        type: "gauge",
-        value: ms ?? 0,
-        labels: { tenant, class: cls },
-      });
-  }
+      out.push(g("scheduler_queue_age_ms", "wait of the oldest queued attempt, by tenant and class", ms ?? 0, { tenant, class: cls }));
   return out;
 }
