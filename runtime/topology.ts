@@ -78,12 +78,13 @@ function configMatches(have: StreamConfig, wanted: Partial<StreamConfig>): boole
 async function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig> & { name: string }, have: Map<string, StreamConfig>): Promise<void> {
   const existing = have.get(config.name);
   if (existing && configMatches(existing, config)) return;
+  if (existing) return void (await jsm.streams.update(config.name, config));
   try {
-    await jsm.streams.info(config.name);
-    await jsm.streams.update(config.name, config);
-  } catch (err) {
-    if ((err as { code?: number }).code !== 10059 && !/stream not found/i.test(String((err as Error).message))) throw err;
     await jsm.streams.add(config);
+  } catch (err) {
+    // Another node created it since the listing: ours to bring to this config.
+    if ((err as { api_error?: { err_code?: number } }).api_error?.err_code !== 10058 && !/already in use/i.test(String((err as Error).message))) throw err;
+    await jsm.streams.update(config.name, config);
   }
 }
 

@@ -70,3 +70,15 @@ it("refuses a node configured for another partition count than the cluster was m
   await ensureTopology(nc, { partitions: 4, replicas: 1 });
   await expect(ensureTopology(nc, { partitions: 8, replicas: 1 })).rejects.toMatchObject({ code: "topology_mismatch" });
 });
+
+it("nodes starting side by side on an empty server all finish setting it up, whoever creates each stream first", async () => {
+  const others = await Promise.all([0, 1, 2].map(() => connect(server.connectOptions())));
+  try {
+    await Promise.all([nc, ...others].map((c) => ensureTopology(c, { partitions: 4, replicas: 1 })));
+    const again = await apiCalls(() => ensureTopology(nc, { partitions: 4, replicas: 1 }));
+    expect(again["STREAM.CREATE"] ?? 0).toBe(0);
+    expect(again["STREAM.UPDATE"] ?? 0).toBe(0);
+  } finally {
+    await Promise.all(others.map((c) => c.close()));
+  }
+});
