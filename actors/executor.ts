@@ -2,7 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { Objm, type ObjectStore } from "@nats-io/obj";
 import { nestingDepth, type AbortRequest, type ExecuteRequest, type Receipt, type TaskPoll } from "../machines/index.js";
 import { tenantOfRun } from "./ids.js";
-import type { ActorHost, Logger, MailboxClient, StepPool, TaskRef } from "../runtime/index.js";
+import { jsonBytes, type ActorHost, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../runtime/index.js";
 import { RUN_KIND } from "./run-actor.js";
 import { RESULTS_STORE } from "./topology.js";
 import type { ToolPort } from "./tool-calls.js";
@@ -374,8 +374,9 @@ export class StepExecutor {
 
   /** Keeps a result within the inline bound; a larger one goes to the object store by reference. */
   private async bounded(request: BoundedRef, output: unknown): Promise<unknown> {
+    // Measured without building the JSON: only a result past the bound is serialised (for the object store).
+    if (jsonBytes(output ?? null) <= RESULT_INLINE_LIMIT) return output ?? null;
     const text = JSON.stringify(output ?? null);
-    if (Buffer.byteLength(text) <= RESULT_INLINE_LIMIT) return output ?? null;
     this.objects ??= new Objm(this.deps.nc).open(RESULTS_STORE);
     const name = `${request.run}/${request.node}/${request.item ?? "-"}/${request.attempt}`;
     const info = await (await this.objects).putBlob({ name }, new TextEncoder().encode(text));

@@ -4,6 +4,7 @@ import { actorBench } from "./actor.js";
 import { admission } from "./admission.js";
 import { approvals } from "./approvals.js";
 import { cancel } from "./cancel.js";
+import { floor } from "./floor.js";
 import { heartbeats } from "./heartbeats.js";
 import { tools } from "./tools.js";
 import { fairness, w1, w2, w3 } from "./workflow.js";
@@ -14,6 +15,7 @@ const benches: Record<string, () => Promise<Record<string, unknown>>> = {
   admission,
   approvals,
   cancel,
+  floor,
   w1,
   w2,
   w3,

@@ -125,6 +125,7 @@ export async function w1(): Promise<Record<string, unknown>> {
     const storedBefore = await storedMessages(w.nc);
     const ticks = clockTicks();
     const serverCpu0 = procCpuSeconds(w.server.pid, ticks);
+    const main0 = procCpuSeconds(process.pid, ticks, process.pid);
     const cpu0 = process.cpuUsage();
     const io0 = syscalls(process.pid);
     const serverIo0 = syscalls(w.server.pid);
@@ -134,6 +135,7 @@ export async function w1(): Promise<Record<string, unknown>> {
     await profiled?.();
     const seconds = (performance.now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0);
+    const main1 = procCpuSeconds(process.pid, ticks, process.pid);
     const io1 = syscalls(process.pid);
     const serverIo1 = syscalls(w.server.pid);
     const serverCpu1 = procCpuSeconds(w.server.pid, ticks);
@@ -161,9 +163,10 @@ export async function w1(): Promise<Record<string, unknown>> {
       runs_per_s: Math.round((runs / seconds) * 10) / 10,
       steps_per_s: Math.round((runs * 10) / seconds),
       run_latency_ms: percentiles(latencies),
-      // CPU per step in microseconds: this process (the node, its pool threads and the client) and nats-server.
+      // CPU per step in microseconds: this process (the node, its pool threads and the client), its main thread, and nats-server.
       cpu_us_per_step: {
         process: Math.round((cpu.user + cpu.system) / (runs * 10)),
+        main_thread: main0 === undefined || main1 === undefined ? null : Math.round(((main1 - main0) * 1e6) / (runs * 10)),
         nats_server: serverCpu0 === undefined || serverCpu1 === undefined ? null : Math.round(((serverCpu1 - serverCpu0) * 1e6) / (runs * 10)),
       },
       // Read and write syscalls per step (/proc/<pid>/io): socket round trips, mostly.
