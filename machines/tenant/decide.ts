@@ -375,9 +375,11 @@ function decideMigrated(context: TenantContext, event: TenantEvent, io: Io): Dec
 
 /** Facts a command is likely to need, read before the first try of its decision (see `facts.ts`). */
 export function likelyFacts(event: { type: string; run_id?: string; fresh?: boolean }): string[] {
-  if (event.type === "tenant.admit_run" && event.fresh) return [];
-  if (event.run_id && (event.type === "tenant.admit_run" || event.type === "tenant.run_ended" || event.type === "tenant.recheck"))
-    return [memberKey(event.run_id), endedKey(event.run_id)];
+  if (!event.run_id) return [];
+  if (event.type === "tenant.admit_run") return event.fresh ? [] : [memberKey(event.run_id), endedKey(event.run_id)];
+  // An end or a recheck reads the run's member key only (the tenant wrote it, so it is in memory):
+  // the ended mark matters to a second admission, and a fresh run's end never has one to read.
+  if (event.type === "tenant.run_ended" || event.type === "tenant.recheck") return [memberKey(event.run_id)];
   return [];
 }
 

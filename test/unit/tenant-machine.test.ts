@@ -13,6 +13,7 @@ import {
   TenantCommandSchema,
   auditSubject,
   gatherFacts,
+  missingFacts,
   nextUtcDay,
   tenantMachine,
   tenantView,
@@ -769,6 +770,29 @@ describe("gathering a decision's facts (the actor's prepare)", () => {
     expect(seen).toEqual({ rounds: 1, keys: 2 });
     expect(Object.keys(facts).sort()).toEqual(["e.fresh", "m.fresh"]);
     expect(facts).toEqual(d.store.facts(d.ctx, event));
+  });
+
+  it("a run's end (and a recheck) reads its member key only: the ended mark is a second admission's to read, not an end's", async () => {
+    const d = tenant({ max_concurrency: 10_000 });
+    d.admit("keyed");
+    d.send({ type: "tenant.admit_run", run_id: "fresh", project: "p", fresh: true });
+    for (const event of [
+      { type: "tenant.run_ended" as const, run_id: "keyed", project: "p", now: d.now },
+      { type: "tenant.run_ended" as const, run_id: "fresh", project: "p", now: d.now },
+      { type: "tenant.recheck" as const, run_id: "keyed", now: d.now },
+    ]) {
+      const { reader, seen } = counting(d.store, d.now);
+      const facts = await gatherFacts(d.ctx, event, reader);
+      expect(seen).toEqual({ rounds: 1, keys: 1 });
+      expect(Object.keys(facts)).toEqual([`m.${event.run_id}`]);
+      // Decidable with that key alone.
+      expect(missingFacts(d.ctx, event, facts)).toBeNull();
+    }
+    // The end still leaves the mark a second admission of the keyed run reads.
+    expect(d.send({ type: "tenant.run_ended", run_id: "keyed", project: "p" }).effects.filter((e) => e.type === "runway.store")).toEqual([
+      { type: "runway.store", key: "tenant.acme.m.keyed", value: null },
+      expect.objectContaining({ type: "runway.store", key: "tenant.acme.e.keyed" }),
+    ]);
   });
 
   it("a decision that starts many queued runs reads each lane's next slots in groups, not one round per run", async () => {
