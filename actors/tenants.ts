@@ -171,6 +171,8 @@ type Answer = { outcome: string } & Record<string, unknown>;
  */
 export class TenantService {
   private readonly known = new Map<string, { view: TenantView; at: number }>();
+  /** Policy refreshes under way: one read a tenant at a time, however many grants ask meanwhile. */
+  private readonly refreshing = new Set<string>();
   private readonly listeners: ((tenant: string) => void)[] = [];
 
   /** Called whenever a tenant's view is (re)loaded: a node waiting on an unknown tenant's policy goes on. */
@@ -223,7 +225,12 @@ export class TenantService {
   /** The tenant's scheduling policy, from a view at most `maxAgeMs` old. */
   policy(id: string, maxAgeMs = 1_000): TenantPolicyView | undefined {
     const cached = this.known.get(id);
-    if (!cached || this.deps.now() - cached.at > maxAgeMs) void this.get(id).catch(() => undefined);
+    if ((!cached || this.deps.now() - cached.at > maxAgeMs) && !this.refreshing.has(id)) {
+      this.refreshing.add(id);
+      void this.get(id)
+        .catch(() => undefined)
+        .finally(() => this.refreshing.delete(id));
+    }
     if (!cached) return undefined;
     const s = cached.view.settings;
     return {

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { expect, it } from "vitest";
 import { listMembers, TENANT_KIND } from "../../actors/index.js";
 import { actorRecordCodec, kvSubject, partitionBucket, partitionOf, partitionStream, publish, readLast } from "../../runtime/index.js";
+import { waitFor } from "../harness/index.js";
 import { workflowWorld } from "./workflow-support.js";
 
 /**
@@ -105,4 +106,25 @@ it("commands that queue up at a tenant share one write, each deciding on the mem
   await Promise.all(runs.map((run) => tenants.runEnded("batch", run, "p")));
   expect(await tenants.get("batch")).toMatchObject({ active_runs: 0, queued_runs: 0 });
   expect(await members("batch")).toEqual({});
+});
+
+it("a tenant's scheduling policy, stale, is read again once however many grants ask for it before the read is back", async () => {
+  const tenants = world.node.tenants;
+  expect((await tenants.create("policy-a", { max_concurrency: 5 })).outcome).toBe("created");
+  await tenants.get("policy-a");
+  const p = partitionOf("policy-a", 32);
+  const subject = kvSubject(partitionBucket(p), `${TENANT_KIND}.policy-a`);
+  let reads = 0;
+  const sub = world.nc.subscribe(`$JS.API.STREAM.MSG.GET.${partitionStream(p)}`, {
+    callback: (_err, msg) => void (new TextDecoder().decode(msg.data).includes(subject) && reads++),
+  });
+  await world.nc.flush();
+  // A burst of grants (a wide map's items offered at once) each asking with the view out of date.
+  for (let i = 0; i < 50; i++) expect(tenants.policy("policy-a", 0)).toMatchObject({ max_concurrency: 5 });
+  await waitFor(() => reads > 0 || undefined, { timeoutMs: 5_000, describe: "the refresh's read" });
+  // Everything the node sent is at the server, and everything the server forwarded is here.
+  await world.node.node.nc.flush();
+  await world.nc.flush();
+  sub.unsubscribe();
+  expect(reads).toBe(1);
 });
