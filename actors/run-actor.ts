@@ -13,7 +13,7 @@ import {
   type SweepSettings,
 } from "../machines/index.js";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { defineActor, RunwayFault, type ActorAddress, type Effect } from "../runtime/index.js";
+import { defineActor, jsonBytes, RunwayFault, type ActorAddress, type Effect } from "../runtime/index.js";
 import type { LiveRunIndex } from "./live-runs.js";
 import { runCreatedEffect, runEndedEffect } from "./run-index.js";
 import { reconcileIndexEffects } from "./reconciliations.js";
@@ -96,9 +96,19 @@ export function runActor(
         ...(settings.waitGraceMs !== undefined ? { wait_grace_ms: settings.waitGraceMs } : {}),
         ...(settings.expansionAdmission ? { expansion_admission: true } : {}),
         ...(settings.sweep ? { sweep: settings.sweep } : {}),
+        ...measuredOutput(event),
       };
     },
   });
+}
+
+/**
+ * A map item's successful output, measured here once without building its JSON: the machine caps
+ * a map's combined output by these sizes (`Prepared.output_bytes`) instead of serialising each.
+ */
+export function measuredOutput(event: EventObject): { output_bytes?: number } {
+  const e = event as EventObject & { item?: number; outcome?: string; output?: unknown };
+  return e.type === "step.result" && e.item !== undefined && e.outcome === "succeeded" ? { output_bytes: jsonBytes(e.output ?? null) } : {};
 }
 
 function childIdsOf(run: { id: string; tenant: string }, compiled: CompiledPlan): Record<string, string> {

@@ -1,5 +1,5 @@
 import { applyStepOp, type RetryPolicy, type StepError, type StepState } from "../step/index.js";
-import { isPlatformStop, mapItemInput, mapItems, resolveTemplate, utf8Length, type PlanNode } from "../workflow/index.js";
+import { isPlatformStop, mapItemInput, mapItems, resolveTemplate, type PlanNode } from "../workflow/index.js";
 import { stopMapIdle } from "./ceilings.js";
 import { gateRuleOf } from "./gates.js";
 import { addItem, hasLive, liveItem, liveItems } from "./items.js";
@@ -285,16 +285,17 @@ export function pumpMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>): voi
 /**
  * An item whose attempt ended for good leaves the map's live set: a success records its output
  * (a journal fact); a map whose outputs together would pass {@link MAP_OUTPUT_LIMIT} fails
- * `fanout_output_too_large` and stops its other items.
+ * `fanout_output_too_large` and stops its other items. `outputBytes`: the output's JSON size, as
+ * the host measured it (`Prepared.output_bytes`).
  */
-export function settleItem(d: Draft, node: Extract<PlanNode, { kind: "map" }>, i: number, output: unknown): void {
+export function settleItem(d: Draft, node: Extract<PlanNode, { kind: "map" }>, i: number, output: unknown, outputBytes = 0): void {
   const n = d.run.nodes[node.id]!;
   const map = n.map!;
   const it = map.live[String(i)];
   if (!it) return;
   if (it.step.status === "succeeded") {
     const value = output === undefined ? null : output;
-    map.output_bytes += utf8Length(JSON.stringify(value) ?? "null");
+    map.output_bytes += outputBytes;
     if (map.output_bytes > MAP_OUTPUT_LIMIT) {
       delete map.live[String(i)];
       stopItems(d, node.id, "fanout_output_too_large");

@@ -318,6 +318,8 @@ export interface Prepared {
   expansion_admission?: boolean;
   /** Engine setting: how old a lost lease or offer must be before the sweep repairs it (default DEFAULT_SWEEP). */
   sweep?: SweepSettings;
+  /** A map item's successful `step.result`: its output's JSON size in UTF-8 bytes, measured once by the host (the map's combined output is capped without serialising it here). */
+  output_bytes?: number;
 }
 
 /** A ready attempt offered to the node's scheduler (a `runway.local` effect on channel `step.ready`). */

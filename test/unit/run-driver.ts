@@ -1,4 +1,5 @@
-import { initialTransition, transition, type AnyMachineSnapshot } from "xstate";
+import { initialTransition, transition, type AnyMachineSnapshot, type EventObject } from "xstate";
+import { measuredOutput } from "../../actors/run-actor.js";
 import { compileDefinition, executionMachine, RunFacts, type ExecuteRequest, type Plan, type RunContext, type RunFact } from "../../machines/index.js";
 
 /** An effect the run machine emitted, loosely typed for assertions. */
@@ -40,7 +41,8 @@ export function deepFreeze<T>(value: T): T {
 
 /**
  * The run machine driven the way its actor drives it: each event carries `now`, the plan and the
- * run's memory (its input and outputs), and the journal facts a transition emits are added to
+ * run's memory (its input and outputs) and, for a map item's result, its output's size (as the
+ * actor's `prepare` measures it), and the journal facts a transition emits are added to
  * that memory, as the actor does once the transition is stored. Every state it is given is
  * frozen first ({@link deepFreeze}).
  */
@@ -64,11 +66,18 @@ export function runDriver(p: Plan, extra: Record<string, unknown> = {}, start = 
       for (const f of facts) memory.add(f);
     },
     can(event: object, now = clock) {
-      return snap.can({ ...event, now, plan: p, memory, ...extra } as never);
+      return snap.can({ ...event, now, plan: p, memory, ...extra, ...measuredOutput(event as EventObject) } as never);
     },
     send(event: object, now = clock++) {
       deepFreeze(snap.context);
-      const [next, actions] = transition(executionMachine, snap, { ...event, now, plan: p, memory, ...extra } as never);
+      const [next, actions] = transition(executionMachine, snap, {
+        ...event,
+        now,
+        plan: p,
+        memory,
+        ...extra,
+        ...measuredOutput(event as EventObject),
+      } as never);
       snap = next;
       const effects = emitted(actions);
       for (const e of effects) if (e.type === "runway.journal") memory.add(e.data as RunFact);
