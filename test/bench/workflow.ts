@@ -93,9 +93,10 @@ export function perStep(a: { r: number; w: number } | undefined, b: { r: number;
   return a && b ? { read: Math.round(((b.r - a.r) / steps) * 10) / 10, write: Math.round(((b.w - a.w) / steps) * 10) / 10 } : null;
 }
 
-async function startAndFinish(w: World, definition: string, input: unknown = {}): Promise<number> {
+async function startAndFinish(w: World, definition: string, input: unknown = {}, answers?: number[]): Promise<number> {
   const t0 = performance.now();
   const started = await w.client.startRun({ definition, input });
+  answers?.push(performance.now() - t0);
   if (started.outcome !== "started") throw new Error(`start: ${JSON.stringify(started)}`);
   const outcome = await w.finished((started.run as { id: string }).id);
   if (outcome !== "run_succeeded") throw new Error(`run ${outcome}`);
@@ -148,10 +149,27 @@ export async function w1(): Promise<Record<string, unknown>> {
     progress("w1: one run in flight, to measure per-step overhead");
     const ten: number[] = [];
     const one: number[] = [];
+    // Where a run of 10 spends its time: the start's answer, and each step from its
+    // `step_started` to its `step_succeeded` as the client receives them.
+    const answers: number[] = [];
+    const stepMs: number[] = [];
+    const startedAt = new Map<string, number>();
+    const steps = w.nc.subscribe("rw.evt.bench.*.*.>", {
+      callback: (_err, msg) => {
+        const [, , , , run, type] = msg.subject.split(".");
+        if (type !== "step_started" && type !== "step_succeeded") return;
+        const node = (JSON.parse(new TextDecoder().decode(msg.data)) as { data?: { node?: string } }).data?.node;
+        const key = `${run}/${node}`;
+        if (type === "step_started") startedAt.set(key, performance.now());
+        else if (startedAt.has(key)) stepMs.push(performance.now() - startedAt.get(key)!);
+      },
+    });
+    await w.nc.flush();
     for (let i = 0; i < 30; i++) {
-      ten.push(await startAndFinish(w, "seq10"));
+      ten.push(await startAndFinish(w, "seq10", {}, answers));
       one.push(await startAndFinish(w, "seq1"));
     }
+    steps.unsubscribe();
     const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
     return {
       bench: "w1",
@@ -178,6 +196,8 @@ export async function w1(): Promise<Record<string, unknown>> {
       server_ops_per_step: Math.round((stored.total / (runs * 10)) * 100) / 100,
       server_ops_by_stream_per_step: Object.fromEntries(Object.entries(stored.byKind).map(([k, v]) => [k, Math.round((v / (runs * 10)) * 100) / 100])),
       one_in_flight_run_of_10_ms: percentiles(ten),
+      one_in_flight_start_answer_ms: percentiles(answers),
+      one_in_flight_step_ms: percentiles(stepMs),
       mean_step_overhead_ms_one_in_flight: Math.round(((mean(ten) - mean(one)) / 9) * 1000) / 1000,
     };
   } finally {
