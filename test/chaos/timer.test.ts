@@ -6,6 +6,8 @@ import { readActor } from "../fixtures/read-actor.js";
 import { singleServerWorld, startNodeProcess } from "./node-process.js";
 
 const P = DEFAULT_TOPOLOGY.partitions;
+/** A request lost in a hand-over still times out (and fails the test); a slow one under load does not. */
+const REQUEST_MS = 20_000;
 const world = singleServerWorld();
 
 it("timer survives: a timer set before a SIGKILL fires once after restart, even when it came due while no node was up", async () => {
@@ -13,8 +15,9 @@ it("timer survives: a timer set before a SIGKILL fires once after restart, even 
   world.children.push(node);
   const mailbox = new MailboxClient(world.nc, P);
   const actor = { kind: "counter", id: "sleeper" };
-  // The answer comes after the transition and its schedule are stored.
-  expect((await mailbox.request(actor, { type: "timer.set", name: "wake", inMs: 1_500 }, "set-wake")).outcome).toBe("applied");
+  // The answer comes after the transition and its schedule are stored. A request's own deadline
+  // is generous: on a machine running the whole suite a partition may be changing hands just then.
+  expect((await mailbox.request(actor, { type: "timer.set", name: "wake", inMs: 1_500 }, "set-wake", REQUEST_MS)).outcome).toBe("applied");
   await node.kill("SIGKILL");
 
   // With no node alive the server fires the schedule into the actor's mailbox, where it waits.
@@ -42,7 +45,8 @@ it("timer survives a takeover: a timer set on a node that dies fires once on the
   world.children.push(a);
   const mailbox = new MailboxClient(world.nc, P);
   const actor = { kind: "counter", id: "sleeper2" };
-  expect((await mailbox.request(actor, { type: "timer.set", name: "wake", inMs: 2_500 }, "set-wake-2")).outcome).toBe("applied");
+  // timer-node (the first test's, still up) and timer-a may be handing this partition over now.
+  expect((await mailbox.request(actor, { type: "timer.set", name: "wake", inMs: 2_500 }, "set-wake-2", REQUEST_MS)).outcome).toBe("applied");
   const b = await startNodeProcess([world.server.url], { name: "timer-b", leaseTtlMs: 2_000 });
   world.children.push(b);
   await a.kill("SIGKILL");
