@@ -254,18 +254,25 @@ export function pumpMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>): voi
   }
   // Counted once and kept up to date here (an offer makes one more): not recounted per item.
   let inFlight = 0;
+  // Items ready and not offered (waiting to retry, or for room): most results leave none, and
+  // then the second pass over a wide map's live items is not needed.
+  let waiting = 0;
   // `for…in`, not Object.values: this runs on every result of a map, and a wide map has many live items.
   for (const i in map.live) {
     const it = map.live[i]!;
     if (it.step.status === "leased" || it.step.status === "running" || it.offered !== undefined) inFlight++;
+    else if (it.step.status === "ready") waiting++;
   }
-  for (const i in map.live) {
-    if (n.s !== "active") return;
-    const seen = map.live[i]!;
-    if (seen.step.status === "ready" && seen.offered === undefined && inFlight < node.concurrency) {
-      const it = liveItem(map, i)!;
-      offer(d, node, it, Number(i));
-      if (it.offered !== undefined) inFlight++;
+  if (waiting > 0) {
+    for (const i in map.live) {
+      if (n.s !== "active") return;
+      if (inFlight >= node.concurrency) break;
+      const seen = map.live[i]!;
+      if (seen.step.status === "ready" && seen.offered === undefined) {
+        const it = liveItem(map, i)!;
+        offer(d, node, it, Number(i));
+        if (it.offered !== undefined) inFlight++;
+      }
     }
   }
   while (n.s === "active" && map.next < map.total && inFlight < node.concurrency) {
