@@ -17,7 +17,7 @@
  */
 import { ApiFault } from "../../cluster/client.js";
 import { waitFor } from "../harness/index.js";
-import { clockTicks, cpuProfile, heapUsedMb, percentiles, procCpuSeconds, progress, windowed } from "./stats.js";
+import { clockTicks, cpuMicrosEach, cpuProfile, heapUsedMb, percentiles, procCpuSeconds, progress, windowed } from "./stats.js";
 import { perStep, syscalls, world } from "./workflow.js";
 
 const TARGET = { heap_delta_mb_max: 50, decided_all_done_ms_max: 1_000 };
@@ -122,8 +122,8 @@ export async function approvals(): Promise<Record<string, unknown>> {
         cpu_us_per_run: {
           process: Math.round((cpu.user + cpu.system) / chosen.length),
           // The node's main thread alone (the event loop every actor, the scheduler and the client share): what bounds the phase.
-          main_thread: main0 === undefined || main1 === undefined ? null : Math.round(((main1 - main0) * 1e6) / chosen.length),
-          nats_server: serverCpu0 === undefined || serverCpu1 === undefined ? null : Math.round(((serverCpu1 - serverCpu0) * 1e6) / chosen.length),
+          main_thread: cpuMicrosEach(main0, main1, chosen.length),
+          nats_server: cpuMicrosEach(serverCpu0, serverCpu1, chosen.length),
         },
         // Read and write syscalls of this process per approved run (/proc/<pid>/io): socket reads and writes, thread wake-ups.
         syscalls_per_run: perStep(io0, io1, chosen.length),

@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, headers } from "@nats-io/transport-node";
@@ -6,7 +6,7 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Piscina } from "piscina";
 import { packMsgpack } from "../../runtime/codec.js";
 import { startServer } from "../harness/index.js";
-import { clockTicks, procCpuSeconds, progress, windowed } from "./stats.js";
+import { clockTicks, cpuMicrosEach, procCpuSeconds, progress, windowed } from "./stats.js";
 
 /** A body shaped like a run's head as w1 stores it mid-run: its fields, ten nodes, an outbox event, applied ids. */
 function head(run: number, step: number) {
@@ -130,7 +130,6 @@ export async function floor(): Promise<Record<string, unknown>> {
     const main1 = procCpuSeconds(process.pid, ticks, process.pid);
     const server1 = procCpuSeconds(server.pid, ticks);
     const steps = runs * 10;
-    const perStep = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined ? null : Math.round(((b - a) * 1e6) / steps));
     return {
       bench: "floor",
       runs,
@@ -139,11 +138,16 @@ export async function floor(): Promise<Record<string, unknown>> {
       in_flight: 32,
       record_bytes: packMsgpack(head(0, 5)).length,
       steps_per_s: Math.round(steps / seconds),
-      cpu_us_per_step: { process: Math.round((cpu.user + cpu.system) / steps), main_thread: perStep(main0, main1), nats_server: perStep(server0, server1) },
+      cpu_us_per_step: {
+        process: Math.round((cpu.user + cpu.system) / steps),
+        main_thread: cpuMicrosEach(main0, main1, steps),
+        nats_server: cpuMicrosEach(server0, server1, steps),
+      },
     };
   } finally {
     await pool.destroy();
     await nc.close();
     await server.stop();
+    rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -58,6 +58,11 @@ export function procCpuSeconds(pid: number, ticks: number, thread?: number): num
   }
 }
 
+/** CPU microseconds per unit of work between two `procCpuSeconds` readings; null where /proc could not be read. */
+export function cpuMicrosEach(before: number | undefined, after: number | undefined, count: number): number | null {
+  return before === undefined || after === undefined ? null : Math.round(((after - before) * 1e6) / count);
+}
+
 /** Busy and total CPU seconds of the whole machine (all cores), from /proc/stat (Linux). */
 export function machineCpuSeconds(ticks: number): { busy: number; total: number } | undefined {
   try {

@@ -6,7 +6,7 @@ import { RunwayClient } from "../../cluster/client.js";
 import { startRunwayNode, type RunwayWorkflowNode } from "../../cluster/runway-node.js";
 import { createLogger } from "../../runtime/index.js";
 import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
-import { clockTicks, cpuProfile, percentiles, procCpuSeconds, progress, windowed } from "./stats.js";
+import { clockTicks, cpuMicrosEach, cpuProfile, percentiles, procCpuSeconds, progress, windowed } from "./stats.js";
 
 const handlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
 
@@ -150,18 +150,20 @@ export async function w1(): Promise<Record<string, unknown>> {
     const ten: number[] = [];
     const one: number[] = [];
     // Where a run of 10 spends its time: the start's answer, and each step from its
-    // `step_started` to its `step_succeeded` as the client receives them.
+    // `step_started` to its `step_succeeded` as the client receives them. The runs are
+    // sequential, one step of one run at a time: the subject alone pairs them (no body is read
+    // in the process being measured).
     const answers: number[] = [];
     const stepMs: number[] = [];
-    const startedAt = new Map<string, number>();
-    const steps = w.nc.subscribe("rw.evt.bench.*.*.>", {
+    let startedAt: number | undefined;
+    const steps = w.nc.subscribe("rw.evt.bench.*.*.*", {
       callback: (_err, msg) => {
-        const [, , , , run, type] = msg.subject.split(".");
-        if (type !== "step_started" && type !== "step_succeeded") return;
-        const node = (JSON.parse(new TextDecoder().decode(msg.data)) as { data?: { node?: string } }).data?.node;
-        const key = `${run}/${node}`;
-        if (type === "step_started") startedAt.set(key, performance.now());
-        else if (startedAt.has(key)) stepMs.push(performance.now() - startedAt.get(key)!);
+        const type = msg.subject.slice(msg.subject.lastIndexOf(".") + 1);
+        if (type === "step_started") startedAt = performance.now();
+        else if (type === "step_succeeded" && startedAt !== undefined) {
+          stepMs.push(performance.now() - startedAt);
+          startedAt = undefined;
+        }
       },
     });
     await w.nc.flush();
@@ -184,8 +186,8 @@ export async function w1(): Promise<Record<string, unknown>> {
       // CPU per step in microseconds: this process (the node, its pool threads and the client), its main thread, and nats-server.
       cpu_us_per_step: {
         process: Math.round((cpu.user + cpu.system) / (runs * 10)),
-        main_thread: main0 === undefined || main1 === undefined ? null : Math.round(((main1 - main0) * 1e6) / (runs * 10)),
-        nats_server: serverCpu0 === undefined || serverCpu1 === undefined ? null : Math.round(((serverCpu1 - serverCpu0) * 1e6) / (runs * 10)),
+        main_thread: cpuMicrosEach(main0, main1, runs * 10),
+        nats_server: cpuMicrosEach(serverCpu0, serverCpu1, runs * 10),
       },
       // Read and write syscalls per step (/proc/<pid>/io): socket round trips, mostly.
       syscalls_per_step: {
