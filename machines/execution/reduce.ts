@@ -235,7 +235,7 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
     });
   }
   if (node.kind === "map") {
-    settleItem(d, node, e.item!, output, e.output_bytes ?? 0);
+    settleItem(d, node, e.item!, output, e.output_bytes);
     if (n.s === "active") pumpMap(d, node);
   } else if (r.state.status === "succeeded") {
     succeed(d, e.node, output, e.attempt);
