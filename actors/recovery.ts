@@ -32,14 +32,15 @@ async function readRun(log: PartitionLog, id: string): Promise<StoredRun> {
  * memory of whichever process served it before; that process is gone (or fenced). Every live
  * run of the partition gets `run.recover`: its leased and running attempts fail as
  * `worker_lost` and are retried at once. The runs come from the live-run index
- * (`live-runs.ts`): the cost follows the partition's live runs, not every run it stored. A run
+ * (`live-runs.ts`): the cost follows the live runs, not every run stored. A run
  * with nothing in flight refuses the command without a write.
  *
  * A run that ended just before its node died may not have published its last outbox (the word
  * to its tenant or its parent, and the removal of its own index entry, published last), and a
  * command applied in-process leaves no mailbox message to redeliver: nothing would load it
  * again. Loading an actor publishes its stored outbox, so a run ended within the duplicate
- * window is touched too (refused without a write). An entry whose run ended earlier is removed.
+ * window is touched too (refused without a write). An index key whose run ended earlier is
+ * removed (a member key is its tenant's to remove: the sweep tells the tenant).
  */
 export async function recoverPartition(
   deps: {
@@ -55,8 +56,10 @@ export async function recoverPartition(
 ): Promise<number> {
   await buildLiveIndex(deps, partition, log);
   let recovered = 0;
+  const { indexed, counted } = await deps.live.entries(partition);
+  const keyed = new Set(indexed);
   await Promise.all(
-    (await deps.live.list(partition)).map(async (id) => {
+    [...new Set([...indexed, ...counted])].map(async (id) => {
       const stored = await readRun(log, id);
       // No record (yet): a create in flight, or one refused; the sweep removes a lasting one.
       if (stored.outcome === "missing" || stored.outcome === "unreadable") return;
@@ -64,7 +67,7 @@ export async function recoverPartition(
         const ended = stored.run?.lifecycle.ended_at;
         if (stored.outbox > 0 && ended != null && deps.now() - ended <= REPUBLISH_WINDOW_MS) {
           await deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.recover", reason: "partition_claimed" }, `recover/${partition}/${log.epoch}/${id}`);
-        } else await deps.live.remove(id);
+        } else if (keyed.has(id)) await deps.live.remove(id);
         return;
       }
       // A node that claims its own partition again (a lease it let lapse) still runs some attempts: those are not lost.

@@ -66,21 +66,22 @@ export function runActor(
       if (!was) out.push(runCreatedEffect(run));
       if (!isEnded(before.value) && isEnded(after.value)) {
         out.push(runEndedEffect(run));
-        if (settings.live) out.push(settings.live().removal(run.id));
+        if (settings.live && !run.counted) out.push(settings.live().removal(run.id));
       }
       return out;
     },
     prepare: async (event: EventObject, current: AnyMachineSnapshot | undefined, pending: readonly unknown[]) => {
-      const e = event as EventObject & { run?: { id: string; tenant: string; parent_run_id?: string | null; definition: { digest: string } } };
+      const e = event as EventObject & { run?: { id: string; tenant: string; parent_run_id?: string | null; definition: { digest: string }; counted?: true } };
       const stored = (current?.context as ExecutionContext | undefined)?.run ?? undefined;
       const creating = e.type === "run.create" && stored == null;
       const run = e.type === "run.create" ? e.run : stored;
       // No run yet and not a create: the machine refuses it; no plan is needed for that.
       if (!run) return event;
-      // In the live index before the record exists, so recovery never misses a live run. An
-      // in-process start added it already, beside its admission (`live_indexed`: set only on a
-      // command dispatched here unparsed; the mailbox's schema strips it).
-      const indexed = (e as { live_indexed?: unknown }).live_indexed === true;
+      // In the live index before the record exists, so recovery never misses a live run: a run
+      // its tenant counts is there by its member key already; an in-process start of a run a
+      // person admits first added its key beside the rest of the start (`live_indexed`: set only
+      // on a command dispatched here unparsed; the mailbox's schema strips it).
+      const indexed = (e as { live_indexed?: unknown }).live_indexed === true || (e.type === "run.create" && e.run?.counted === true);
       if (creating && settings.live && !indexed) await settings.live().add(run.id, { tenant: run.tenant, at: (e as { now?: number }).now ?? 0 });
       // A child's create reads its parent once: the machine refuses a child of a cancelled or ended parent before it exists.
       const parent = creating && run.parent_run_id ? { parent: await deps.parentOf(run.parent_run_id, run.id) } : {};

@@ -157,12 +157,12 @@ export class RunService {
     const ceiling = resolved.plan.limits?.max_cost_cents;
     // A run a person admits first (its definition's `admission` policy) asks its tenant only once approved (machines/execution/admission.ts).
     const held = heldForAdmission(resolved.plan, { parent_run_id: null, replay_of: request.replay_of });
-    // The run's live-index entry (which must precede its record) is added beside the admission,
-    // not after it: one round trip less before the answer. An entry whose run is never created
-    // is harmless (recovery finds no record; the sweep removes it), and a refused start removes it.
+    // The run's live-index entry must precede its record. A run its tenant counts from this
+    // admission has one once it answers: its member key (`counted`; live-runs.ts). A held run asks
+    // its tenant later: its key is added now, beside the rest of the start rather than after it.
     const [admitted, indexed] = await Promise.all([
       held ? { outcome: "held" as const } : this.deps.tenants.admit(tenant, id, project, ceiling, !request.start_key),
-      this.deps.live ? this.deps.live.add(id, { tenant, at: this.deps.now() }).then(() => true) : false,
+      held && this.deps.live ? this.deps.live.add(id, { tenant, at: this.deps.now() }).then(() => true) : false,
     ]);
     if (
       admitted.outcome === "tenant_killed" ||
@@ -171,13 +171,14 @@ export class RunService {
       admitted.outcome === "budget_exhausted" ||
       admitted.outcome === "queue_full"
     ) {
-      await this.deps.live?.remove(id);
       await this.auditRefusal(tenant, admitted.outcome, { source, definition: resolved.ref, start_key: key });
       return { outcome: admitted.outcome, detail: admitted };
     }
     // Queued behind the tenant's caps: the run is created `queued` and starts when its tenant gives it a slot.
     if (admitted.outcome !== "admitted" && admitted.outcome !== "queued" && admitted.outcome !== "held")
       throw new RunwayFault("admission_unavailable", `admission of ${id}: ${admitted.outcome}`, { kind: "retryable" });
+    // Counted by this very decision: its member key is stored. A duplicate admission may answer for a run that ended.
+    const counted = admitted.outcome !== "held" && (admitted as { duplicate?: unknown }).duplicate === false;
     const seed = {
       id,
       tenant,
@@ -195,6 +196,7 @@ export class RunService {
       ...(request.deadline_ms !== undefined ? { deadline: this.deps.now() + request.deadline_ms } : {}),
       ...(request.replay_of ? { replay_of: request.replay_of } : {}),
       ...(ceiling !== undefined ? { cost_ceiling_cents: ceiling } : {}),
+      ...(counted ? { counted: true as const } : {}),
       input,
     };
     // The seed is built here from the validated request: applied without parsing it again; a run

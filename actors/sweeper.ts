@@ -105,8 +105,11 @@ export class Sweeper {
         break;
       }
       let keys: string[];
+      let keyed: Set<string>;
       try {
-        keys = await this.deps.live.list(p);
+        const { indexed, counted } = await this.deps.live.entries(p);
+        keyed = new Set(indexed);
+        keys = [...new Set([...indexed, ...counted])];
       } catch (err) {
         report.errors++;
         this.deps.logger.warn("sweep: cannot list runs", { partition: p, error: String(err) });
@@ -126,7 +129,7 @@ export class Sweeper {
       for (const key of slice) {
         report.scanned++;
         try {
-          await this.sweepRun(key, at, report);
+          await this.sweepRun(key, keyed.has(key), at, report);
         } catch (err) {
           report.errors++;
           this.deps.logger.warn("sweep: run skipped", { partition: p, key, error: String(err) });
@@ -147,12 +150,14 @@ export class Sweeper {
     return report;
   }
 
-  private async sweepRun(id: string, at: number, report: SweepReport): Promise<void> {
+  /** `keyed`: the run has a key of its own in the live-run index (not only its tenant's member key). */
+  private async sweepRun(id: string, keyed: boolean, at: number, report: SweepReport): Promise<void> {
     const read = await this.readRun(id);
     if (read.outcome === "unavailable") return;
     if (read.outcome === "missing" || !read.run || !read.live) {
-      // An index entry is a hint: one whose run ended is removed; one with no record for two
-      // passes (a create that never landed) too.
+      // An index key is a hint: one whose run ended is removed; one with no record for two
+      // passes (a create that never landed) too. A member key is its tenant's (`sweepTenants`).
+      if (!keyed) return;
       if (read.outcome === "found" && read.run) await this.unindex(id, "unindex_ended", report);
       else {
         const since = this.unindexedSince.get(id);

@@ -144,7 +144,7 @@ export async function listMembers(nc: NatsConnection, partitions: number, tenant
 }
 
 /** The run id of a member key's token (the inverse of `keyToken`: `=` and base64url for an id that is not key-safe). */
-function decodeToken(token: string): string {
+export function decodeToken(token: string): string {
   if (!token.startsWith("=")) return token;
   return Buffer.from(token.slice(1), "base64url").toString("utf8");
 }

@@ -24,6 +24,8 @@ export const RunSeedSchema = z.object({
   replay_of: z.string().min(1).max(200).optional(),
   /** The tree's money ceiling: its root's `limits.max_cost_cents`, which every child carries (and ignores its own). */
   cost_ceiling_cents: z.number().int().min(0).max(1e12).optional(),
+  /** Its tenant counts it from its start: the member key its admission stored is its live-run index entry (see `RunContext.counted`). */
+  counted: z.literal(true).optional(),
   input: z.unknown(),
 });
 export type RunSeed = z.infer<typeof RunSeedSchema>;

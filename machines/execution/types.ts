@@ -256,6 +256,13 @@ export interface RunContext {
   replay_of?: string;
   /** The tree's money ceiling (its root's `limits.max_cost_cents`), metered at every priced call. */
   cost_ceiling_cents?: number;
+  /**
+   * Its tenant counted it (admitted or queued) in the decision its start asked for: the tenant's
+   * member key for it is its entry in the live-run index until the tenant hears of its end, so it
+   * has no index key of its own to add or remove. Absent: it has one (children, runs a person
+   * admits first, runs stored before).
+   */
+  counted?: true;
   lifecycle: RunLifecycle;
   created_at: number;
   cancellation_epoch: number;

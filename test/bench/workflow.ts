@@ -195,7 +195,8 @@ export async function w1(): Promise<Record<string, unknown>> {
         nats_server: perStep(serverIo0, serverIo1, runs * 10),
       },
       actor_writes_per_step: Math.round((writes / (runs * 10)) * 100) / 100,
-      server_ops_per_step: Math.round((stored.total / (runs * 10)) * 100) / 100,
+      // Three places: the target is 1.5, and a tenant's record writes (batched) add a few thousandths.
+      server_ops_per_step: Math.round((stored.total / (runs * 10)) * 1000) / 1000,
       server_ops_by_stream_per_step: Object.fromEntries(Object.entries(stored.byKind).map(([k, v]) => [k, Math.round((v / (runs * 10)) * 100) / 100])),
       one_in_flight_run_of_10_ms: percentiles(ten),
       one_in_flight_start_answer_ms: percentiles(answers),

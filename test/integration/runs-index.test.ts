@@ -3,7 +3,7 @@ import { headers } from "@nats-io/transport-node";
 import { buildLiveIndex, LIVE_BUCKET, LiveRunIndex, RUN_KIND, RUNS_STREAM, runIdFor, startKey } from "../../actors/index.js";
 import { readSnapshot } from "../../actors/records.js";
 import { RunwayClient } from "../../cluster/client.js";
-import { createLogger, kvSubject, partitionOf, publish, readJournal } from "../../runtime/index.js";
+import { createLogger, kvSubject, partitionBucket, partitionOf, partitionStream, publish, readJournal } from "../../runtime/index.js";
 import { waitFor } from "../harness/index.js";
 import { settled, workflowWorld, type RunAnswer } from "./workflow-support.js";
 
@@ -117,10 +117,10 @@ it("runs stored before the live-run index existed are indexed once by their part
   const jsm = await (await import("@nats-io/jetstream")).jetstreamManager(world.nc);
   await jsm.streams.purge(RUNS_STREAM, { filter: `rw.runs.old.>` });
   const live = new LiveRunIndex(world.nc, 32);
-  expect(await live.list(p)).not.toContain(id);
+  expect(await live.indexed(p)).not.toContain(id);
   expect(((await client.listRuns()) as unknown as Page).runs).toEqual([]);
   await buildLiveIndex({ nc: world.nc, live, logger: createLogger("test", "error") }, p, world.node.node.host.logOf(p)!);
-  expect(await live.list(p)).toContain(id);
+  expect(await live.indexed(p)).toContain(id);
   expect(((await client.listRuns()) as unknown as Page).runs.map((r) => r.id)).toEqual([id]);
   expect((await client.cancelRun(id)).outcome).toBe("cancelled");
 });
@@ -148,16 +148,71 @@ it("lists a partition's live runs by one batched get, past the server's 1,024 ke
   expect(await direct.list(902)).toEqual([]);
 });
 
-it("a start's live-index entry is added beside its admission and leaves with a refused start: nothing of it is left", async () => {
+it("lists the runs tenants count by their member keys, from every partition bucket, past 1,024 in one bucket by consumer, and the same either way", async () => {
+  // Member keys of a tenant with no record (no sweep reads it), in one bucket, for runs of every partition.
+  const bucket = partitionBucket(7);
+  const runs = Array.from({ length: 1_100 }, (_, i) => `ghostlist_${i}`);
+  for (const run of runs)
+    await publish(world.nc, kvSubject(bucket, `tenant.ghostlist.m.${run}`), new TextEncoder().encode(JSON.stringify({ s: "r", p: "default" })));
+  // A removed member is not listed.
+  const purge = headers();
+  purge.set("KV-Operation", "PURGE");
+  purge.set("Nats-Rollup", "sub");
+  await publish(world.nc, kvSubject(bucket, `tenant.ghostlist.m.${runs[0]}`), new Uint8Array(), { headers: purge });
+  const want = (p: number) =>
+    runs
+      .slice(1)
+      .filter((r) => partitionOf(r, 32) === p)
+      .sort();
+  const direct = new LiveRunIndex(world.nc, 32);
+  const replicated = new LiveRunIndex(world.nc, 32, 3);
+  try {
+    // Concurrent callers share listings.
+    const [a, b] = await Promise.all([
+      Promise.all(Array.from({ length: 32 }, (_, p) => direct.entries(p))),
+      Promise.all(Array.from({ length: 32 }, (_, p) => replicated.entries(p))),
+    ]);
+    for (let p = 0; p < 32; p++) {
+      expect(a[p]!.counted.filter((r) => r.startsWith("ghostlist_")).sort()).toEqual(want(p));
+      expect(b[p]!.counted.filter((r) => r.startsWith("ghostlist_")).sort()).toEqual(want(p));
+    }
+  } finally {
+    const jsm = await (await import("@nats-io/jetstream")).jetstreamManager(world.nc);
+    await jsm.streams.purge(partitionStream(7), { filter: kvSubject(bucket, "tenant.ghostlist.>") });
+  }
+});
+
+it("a run its tenant counts has no live-index key of its own: its member key lists it until its tenant hears of its end; a run a person admits first has a key; a refused start leaves nothing", async () => {
   const client = await tenantWith("refused");
   const live = new LiveRunIndex(world.nc, 32);
   const id = await started(client, "nap", { start_key: { source: "t", delivery_id: "in" } });
   expect(id).toBe(runIdFor("refused", startKey("t", "in")));
-  expect(await live.list(partitionOf(id, 32))).toContain(id);
+  const p = partitionOf(id, 32);
+  const entries = await live.entries(p);
+  expect(entries.indexed).not.toContain(id);
+  expect(entries.counted).toContain(id);
+  expect(await live.list(p)).toContain(id);
+  // A run a person admits first asks its tenant only once approved: it has a key from its start.
+  expect(
+    (
+      await client.putDefinition({
+        name: "asked",
+        admission: { approval: { prompt: "Start?", group: "ops", timeout_ms: 3_600_000 } },
+        nodes: [{ id: "a", kind: "code", handler: "noop" }],
+      })
+    ).outcome,
+  ).toMatch(/published|unchanged/);
+  const held = await started(client, "asked");
+  expect(await live.indexed(partitionOf(held, 32))).toContain(held);
   expect((await client.setTenantState("refused", "kill", "test")).outcome).toBe("killed");
   const refusedId = runIdFor("refused", startKey("t", "out"));
   expect((await client.startRun({ definition: "nap", start_key: { source: "t", delivery_id: "out" } })).outcome).toBe("tenant_killed");
   expect(await live.list(partitionOf(refusedId, 32))).not.toContain(refusedId);
   expect((await client.setTenantState("refused", "resume", "test")).outcome).toBe("active");
-  expect((await client.cancelRun(id)).outcome).toBe("cancelled");
+  for (const run of [id, held]) expect((await client.cancelRun(run)).outcome).toBe("cancelled");
+  // The end reaches the tenant after the run's own write: wait for the index, not for time.
+  await waitFor(async () => ((await live.list(p)).includes(id) || (await live.list(partitionOf(held, 32))).includes(held) ? undefined : true), {
+    timeoutMs: 10_000,
+    describe: "both runs to leave the live-run index",
+  });
 });
