@@ -62,6 +62,7 @@ export { LiveEvents, eventId, parseEventId, type LiveEventStats } from "./actor/
 export { eventBody } from "./actor/outbox.js";
 export type { HostStats } from "./actor/delivery.js";
 export { MailboxClient } from "./actor/mailbox.js";
+export { ASK_MAILBOX, HEADER_ASK } from "./actor/asks.js";
 export { actorRecordCodec, commandCodec, answerCodec, HEADER_ID, HEADER_REPLY, type ActorRecord, type CommandAnswer } from "./actor/wire.js";
 export { Lifecycle, type Stage } from "./lifecycle.js";
 export { startNode, type NodeConfig, type RunwayNode } from "./node.js";

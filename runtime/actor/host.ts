@@ -225,10 +225,14 @@ export class ActorHost {
     const part = this.owned.get(partition);
     if (!part) return undefined;
     part.stopping = true;
-    part.asks?.unsubscribe();
+    // Drained, not just unsubscribed: a request the server routed here before it saw the
+    // unsubscribe is still answered (`mailbox`: the requester stores it for the next owner),
+    // where a closed subscription would drop it and leave the requester waiting out its timeout.
+    const asksDrained = part.asks?.drain().catch(() => undefined);
     part.messages?.stop();
     await part.consuming?.catch(() => undefined);
     await Promise.all([...part.cells.values()].map((c) => c.whenIdle()));
+    await asksDrained;
     this.owned.delete(partition);
     return part.log;
   }

@@ -9,17 +9,20 @@ import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import {
   ActorHost,
+  ASK_MAILBOX,
   askSubject,
   answerCodec,
   CMD_STREAM,
   commandCodec,
   DEFAULT_TOPOLOGY,
   ensureTopology,
+  HEADER_ASK,
   HEADER_ID,
   MailboxClient,
   packMsgpack,
   partitionOf,
   PartitionLog,
+  rawRequest,
   silentLogger,
   type HostDecorators,
 } from "../../runtime/index.js";
@@ -182,6 +185,25 @@ it("a released partition stops answering directly: its requests go through the m
   expect(await pending).toMatchObject({ outcome: "applied", value: { count: 2 } });
   expect(first.stats.asked).toBe(1);
   expect(next.stats.asked).toBe(0);
+});
+
+it("a request on its way when its owner lets the partition go is still answered (`mailbox`), never dropped", async () => {
+  const { id, partition } = idIn(used, "inflight");
+  const host = await serve(partition);
+  const ownerNc = connections[connections.length - 1]!;
+  await ownerNc.flush();
+  // Sent on the owner's own connection and the partition released in the same tick: one
+  // connection keeps its order, so the server routes the request to the owner's subscription
+  // before it hears that subscription go. A subscription closed at once would drop it, and the
+  // requester would wait out its timeout (a hand-over lost a request that way under load).
+  const h = headers();
+  h.set(HEADER_ID, "inflight-1");
+  const asked = rawRequest(ownerNc, askSubject(partition, "counter", id), commandCodec.encode({ event: { type: "inc" } }), { headers: h, timeoutMs: 5_000 });
+  const released = host.release(partition);
+  const reply = await asked;
+  await released;
+  expect(reply.ok).toBe(true);
+  expect(reply.ok ? reply.msg.headers?.get(HEADER_ASK) : undefined).toBe(ASK_MAILBOX);
 });
 
 it('`through: "mailbox"` skips the direct ask: the request queues behind the commands the caller sent before it', async () => {
