@@ -101,8 +101,19 @@ export class LiveRunIndex {
    * may be in both (a run a person admitted first, once its tenant counts it).
    */
   async entries(partition: number): Promise<{ indexed: string[]; counted: string[] }> {
-    const [indexed, counted] = await Promise.all([this.indexed(partition), this.counted.of(partition)]);
-    return { indexed, counted };
+    const [indexed, counted] = await Promise.all([this.indexed(partition), this.counted.byPartition()]);
+    return { indexed, counted: counted.get(partition) ?? [] };
+  }
+
+  /** {@link entries} of several partitions, with one listing of the member keys for all of them (a sweep pass). */
+  async entriesOf(partitions: readonly number[]): Promise<Map<number, { indexed: string[]; counted: string[] }>> {
+    const [indexed, counted] = await Promise.all([Promise.all(partitions.map((p) => this.indexed(p))), this.counted.byPartition()]);
+    return new Map(partitions.map((p, i) => [p, { indexed: indexed[i]!, counted: counted.get(p) ?? [] }]));
+  }
+
+  /** Listings of the tenants' member keys made so far (for tests: a sweep pass makes one). */
+  get memberListings(): number {
+    return this.counted.listings;
   }
 
   /**
@@ -160,7 +171,11 @@ class CountedRuns {
     private replicas?: number,
   ) {}
 
-  async of(partition: number): Promise<string[]> {
+  /** Listings made (each reads every partition bucket's member keys). */
+  listings = 0;
+
+  /** The counted runs of every partition, by partition, from a listing that starts after this call. */
+  byPartition(): Promise<Map<number, string[]>> {
     if (!this.next) {
       const listing: Promise<Map<number, string[]>> = this.running.then(() => {
         if (this.next === listing) this.next = undefined;
@@ -170,10 +185,11 @@ class CountedRuns {
       });
       this.next = listing;
     }
-    return (await this.next).get(partition) ?? [];
+    return this.next;
   }
 
   private async scan(): Promise<Map<number, string[]>> {
+    this.listings++;
     const byPartition = new Map<number, string[]>();
     const buckets = await Promise.all(Array.from({ length: this.partitions }, (_, b) => this.membersIn(b)));
     for (const runs of buckets)

@@ -98,24 +98,22 @@ export class Sweeper {
     );
     const order = [...owned.slice(from), ...owned.slice(0, from)];
     this.resumeFrom = 0;
-    for (const p of order) {
+    // Every partition's runs at once: the runs tenants count are one listing of the whole cluster's member keys.
+    let listed: Map<number, { indexed: string[]; counted: string[] }> | undefined;
+    try {
+      listed = await this.deps.live.entriesOf(order);
+    } catch (err) {
+      report.errors++;
+      this.deps.logger.warn("sweep: cannot list runs", { error: String(err) });
+    }
+    for (const [p, { indexed, counted }] of listed ?? []) {
       if (report.scanned >= budget) {
         report.truncated = true;
         this.resumeFrom = p;
         break;
       }
-      let keys: string[];
-      let keyed: Set<string>;
-      try {
-        const { indexed, counted } = await this.deps.live.entries(p);
-        keyed = new Set(indexed);
-        keys = [...new Set([...indexed, ...counted])];
-      } catch (err) {
-        report.errors++;
-        this.deps.logger.warn("sweep: cannot list runs", { partition: p, error: String(err) });
-        continue;
-      }
-      keys.sort();
+      const keyed = new Set(indexed);
+      const keys = [...new Set([...indexed, ...counted])].sort();
       const after = this.cursor.get(p);
       const todo = after === undefined ? keys : keys.filter((k) => k > after);
       const slice = todo.slice(0, budget - report.scanned);

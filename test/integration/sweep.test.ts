@@ -335,6 +335,7 @@ it("one unreadable record is counted and skipped, never aborting the pass; a pas
   for (let i = 0; i < 5; i++) more.push((await client.startRun({ definition: "nap" })).run as View);
   for (const r of more) await until(client, r.id, "waiting");
   const n = world.node.node;
+  const live = new LiveRunIndex(world.nc, 32);
   const bounded = new Sweeper({
     nc: world.nc,
     host: n.host,
@@ -343,13 +344,15 @@ it("one unreadable record is counted and skipped, never aborting the pass; a pas
     clock: systemClock,
     logger: createLogger("bounded", "error"),
     maxPerPass: 2,
-    live: new LiveRunIndex(world.nc, 32),
+    live,
     members: (tenant) => world.node.tenants.members(tenant),
   });
   const at = Math.max(...(await Promise.all(more.map(async (r) => (await view(client, r.id)).waiting!.expires_at))));
   let abandoned = 0;
   for (let pass = 0; pass < 200 && abandoned < 5; pass++) {
     const r = await bounded.pass(at);
+    // One listing of the tenants' member keys a pass, whatever the partitions it covers.
+    expect(live.memberListings).toBe(pass + 1);
     expect(r.scanned).toBeLessThanOrEqual(2);
     abandoned += r.actions.wait_abandoned ?? 0;
   }
