@@ -80,7 +80,7 @@ export const MAP_OUTPUT_LIMIT = 16 * 1024 * 1024;
 export const PLATFORM_RETRIES = 3;
 
 export type Effect =
-  | { type: "runway.send"; to: { kind: string; id: string }; event: { type: string } & Record<string, unknown> }
+  | { type: "runway.send"; to: { kind: string; id: string }; event: { type: string } & Record<string, unknown>; last?: true }
   | { type: "runway.event"; subject: string; data: unknown }
   | { type: "runway.timer.set"; name: string; at: number; event: { type: string } & Record<string, unknown> }
   | { type: "runway.answer"; value: unknown }

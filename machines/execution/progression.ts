@@ -324,11 +324,13 @@ export function finish(d: Draft, status: "succeeded" | "failed", error?: RunErro
 export function notifyParent(d: Draft): void {
   const r = d.run;
   if (!r.parent_run_id || !r.parent_node) {
-    // A top-level run was admitted by its tenant: give the slot back.
+    // A top-level run was admitted by its tenant: give the slot back. Last: once its tenant hears
+    // it, the run may leave what recovery reads (its member key), so the rest must be out by then.
     d.effects.push({
       type: "runway.send",
       to: { kind: "tenant", id: r.tenant },
       event: { type: "tenant.run_ended", run_id: r.id, project: r.project ?? "default" },
+      last: true,
     });
     return;
   }

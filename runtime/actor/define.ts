@@ -119,8 +119,12 @@ const TimerName = z.string().regex(/^[A-Za-z0-9_-]{1,200}$/);
 
 /** What a machine may ask the host to do, as emitted events. */
 export const EffectSchema = z.discriminatedUnion("type", [
-  /** Deliver `event` to another actor's mailbox, after this transition is stored. */
-  z.object({ type: z.literal("runway.send"), to: AddressSchema, event: EventSchema }),
+  /**
+   * Deliver `event` to another actor's mailbox, after this transition is stored. `last`: only
+   * once the transition's other durable entries are out, so a receiver that acts on hearing it
+   * (a tenant that drops the run from what recovery reads) never hears it before them.
+   */
+  z.object({ type: z.literal("runway.send"), to: AddressSchema, event: EventSchema, last: z.literal(true).optional() }),
   /**
    * Publish `data` (JSON) to a subject captured by a stream, durably: the command that caused
    * the transition is acknowledged only once it is stored (e.g. audit records).

@@ -56,14 +56,15 @@ export interface PublishedOutbox {
  * record's events), and never fail or wait. Then, in order: state kept beside the record, the
  * durable entries (sends, timers, `runway.publish`), index entries (`durable` resolves here),
  * then the sends a receiver here takes in memory (`ctx.deliver`), which wait on the receiver's
- * lane, and last the index entries marked `last` (`all` resolves then): a caller in this
- * process is not held by another actor's queue. A durable entry larger than the server's max
+ * lane, the sends marked `last` that go through a mailbox, and last the index entries marked
+ * `last` (`all` resolves then): a caller in this process is not held by another actor's queue. A durable entry larger than the server's max
  * payload can never be published: it is filed as a dead letter (`effect_too_large`, the body
  * left out) and counts as done, so the actor is not wedged.
  */
 export function publishOutbox(ctx: OutboxContext, self: ActorAddress, entries: readonly OutboxEntry[], revision: number): PublishedOutbox {
   const durable: OutboxEntry[] = [];
   const inMemory: OutboxEntry[] = [];
+  const lastSends: OutboxEntry[] = [];
   const own: StoreEffect[] = [];
   const indexes: StoreEffect[] = [];
   const last: StoreEffect[] = [];
@@ -73,13 +74,14 @@ export function publishOutbox(ctx: OutboxContext, self: ActorAddress, entries: r
     if (effect.type === "runway.event") ctx.events.publish(effect.subject, eventBody(eventId(revision, events++), effect.data));
     else if (effect.type === "runway.store") (effect.bucket ? (effect.last ? last : indexes) : own).push(effect);
     else if (effect.type === "runway.send" && ctx.deliver?.mayTake(self, effect.to)) inMemory.push(entry);
+    else if (effect.type === "runway.send" && effect.last) lastSends.push(entry);
     else durable.push(entry);
   }
   const out = publishDurable(ctx, self, own, durable, indexes);
-  if (inMemory.length === 0 && last.length === 0) return { durable: out, all: out };
+  if (inMemory.length === 0 && lastSends.length === 0 && last.length === 0) return { durable: out, all: out };
   return {
     durable: out,
-    all: out.then(async (ok) => ok && (await deliverAll(ctx, self, inMemory)) && storeInOrder(ctx, self, last)),
+    all: out.then(async (ok) => ok && (await deliverAll(ctx, self, inMemory)) && (await publishAll(ctx, self, lastSends)) && storeInOrder(ctx, self, last)),
   };
 }
 
@@ -98,6 +100,11 @@ async function publishDurable(
   }
   // Index entries last: an index says a transition happened only once everything it published is out.
   return storeInOrder(ctx, self, indexes);
+}
+
+async function publishAll(ctx: OutboxContext, self: ActorAddress, entries: readonly OutboxEntry[]): Promise<boolean> {
+  if (entries.length === 0) return true;
+  return (await Promise.all(entries.map((entry) => publishOrFile(ctx, self, entry)))).every((stored) => stored);
 }
 
 /** Sends applied in memory where the receiver takes them; the mailbox for any it does not (kept, or no longer served here). */
