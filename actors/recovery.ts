@@ -83,6 +83,31 @@ export async function recoverPartition(
   return recovered;
 }
 
+/**
+ * {@link recoverPartition}, tried again while it fails (a listing or a read the store did not
+ * answer: a stream leader being elected, say) and the partition is still served by `log`: after
+ * 100 ms, doubling to 2 s, eight tries in all (about 7 s). Each try is idempotent (a run with
+ * nothing in flight refuses `run.recover` without a write; the command's id dedupes it). After
+ * the last, the failure is the caller's; the sweep's next pass repairs what is left.
+ */
+export async function recoverPartitionPatiently(
+  deps: Parameters<typeof recoverPartition>[0] & { serving(partition: number, log: PartitionLog): boolean; sleep?(ms: number): Promise<void> },
+  partition: number,
+  log: PartitionLog,
+): Promise<number> {
+  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  for (let attempt = 1, delay = 100; ; attempt++, delay = Math.min(delay * 2, 2_000)) {
+    try {
+      return await recoverPartition(deps, partition, log);
+    } catch (err) {
+      if (attempt >= 8 || !deps.serving(partition, log)) throw err;
+      deps.logger.warn("recovery failed, trying again", { partition, attempt, error: String(err) });
+      await sleep(delay);
+      if (!deps.serving(partition, log)) return 0;
+    }
+  }
+}
+
 /** Marks a partition whose stored runs are all in the live-run index and the runs index. */
 const builtKey = (partition: number) => `built.p${partition}`;
 

@@ -15,7 +15,7 @@ import {
   readParent,
   RunMemories,
   RUN_KIND,
-  recoverPartition,
+  recoverPartitionPatiently,
   runActor,
   ReplayTools,
   RunReplays,
@@ -231,7 +231,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
     }),
     onServe: async (partition, log) => {
       // Not awaited: the mailbox starts while in-flight attempts are being recovered.
-      void recoverPartition(
+      void recoverPartitionPatiently(
         {
           nc: node().nc,
           host: node().host,
@@ -239,6 +239,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
           live: live(),
           now: () => clock.now(),
           alive: (run) => [...(executor?.alive(run) ?? []), ...(dispatcher?.alive(run) ?? [])],
+          serving: (p, log) => node().host.logOf(p) === log && !log.fenced,
         },
         partition,
         log,

@@ -1,6 +1,6 @@
 import { expect, it } from "vitest";
 import { headers } from "@nats-io/transport-node";
-import { buildLiveIndex, LIVE_BUCKET, LiveRunIndex, RUN_KIND, RUNS_STREAM, runIdFor, startKey } from "../../actors/index.js";
+import { buildLiveIndex, LIVE_BUCKET, LiveRunIndex, recoverPartitionPatiently, RUN_KIND, RUNS_STREAM, runIdFor, startKey } from "../../actors/index.js";
 import { readSnapshot } from "../../actors/records.js";
 import { RunwayClient } from "../../cluster/client.js";
 import { createLogger, kvSubject, partitionBucket, partitionOf, partitionStream, publish, readJournal } from "../../runtime/index.js";
@@ -215,4 +215,56 @@ it("a run its tenant counts has no live-index key of its own: its member key lis
     timeoutMs: 10_000,
     describe: "both runs to leave the live-run index",
   });
+});
+
+it("recovery at a claim tries again while listing the partition's runs fails and the partition is still served; it stops when it is not, and gives up after eight tries", async () => {
+  const p = 3;
+  const log = world.node.node.host.logOf(p)!;
+  /** A live-run index whose listing fails `failures` times first. */
+  const failing = (failures: number) => {
+    const live = new LiveRunIndex(world.nc, 32);
+    let calls = 0;
+    const entries = live.entries.bind(live);
+    live.entries = (partition: number) => (++calls <= failures ? Promise.reject(new Error("store unavailable")) : entries(partition));
+    return { live, calls: () => calls };
+  };
+  const slept: number[] = [];
+  const deps = (live: LiveRunIndex, serving: () => boolean) => ({
+    nc: world.nc,
+    host: world.node.node.host,
+    logger: createLogger("test", "error"),
+    live,
+    now: () => Date.now(),
+    alive: () => [],
+    serving,
+    sleep: (ms: number) => {
+      slept.push(ms);
+      return Promise.resolve();
+    },
+  });
+  const twice = failing(2);
+  expect(
+    await recoverPartitionPatiently(
+      deps(twice.live, () => true),
+      p,
+      log,
+    ),
+  ).toBe(0);
+  expect(twice.calls()).toBe(3);
+  expect(slept).toEqual([100, 200]);
+  // The partition went elsewhere meanwhile: nothing more to recover here.
+  let served = true;
+  const moved = failing(5);
+  const gone = recoverPartitionPatiently({ ...deps(moved.live, () => served), sleep: async () => void (served = false) }, p, log);
+  expect(await gone).toBe(0);
+  expect(moved.calls()).toBe(1);
+  const always = failing(100);
+  await expect(
+    recoverPartitionPatiently(
+      deps(always.live, () => true),
+      p,
+      log,
+    ),
+  ).rejects.toThrow(/store unavailable/);
+  expect(always.calls()).toBe(8);
 });
