@@ -164,15 +164,14 @@ class CountedRuns {
   /** A listing not started yet: callers join it. */
   private next: Promise<Map<number, string[]>> | undefined;
   private running: Promise<unknown> = Promise.resolve();
+  /** Listings made (each reads every partition bucket's member keys). */
+  listings = 0;
 
   constructor(
     private readonly nc: NatsConnection,
     private readonly partitions: number,
     private replicas?: number,
   ) {}
-
-  /** Listings made (each reads every partition bucket's member keys). */
-  listings = 0;
 
   /** The counted runs of every partition, by partition, from a listing that starts after this call. */
   byPartition(): Promise<Map<number, string[]>> {
