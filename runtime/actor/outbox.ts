@@ -57,9 +57,10 @@ export interface PublishedOutbox {
  * durable entries (sends, timers, `runway.publish`), index entries (`durable` resolves here),
  * then the sends a receiver here takes in memory (`ctx.deliver`), which wait on the receiver's
  * lane, the sends marked `last` that go through a mailbox, and last the index entries marked
- * `last` (`all` resolves then): a caller in this process is not held by another actor's queue. A durable entry larger than the server's max
- * payload can never be published: it is filed as a dead letter (`effect_too_large`, the body
- * left out) and counts as done, so the actor is not wedged.
+ * `last` (`all` resolves then): a caller in this process is not held by another actor's queue.
+ * A durable entry larger than the server's max payload can never be published: it is filed as
+ * a dead letter (`effect_too_large`, the body left out) and counts as done, so the actor is not
+ * wedged.
  */
 export function publishOutbox(ctx: OutboxContext, self: ActorAddress, entries: readonly OutboxEntry[], revision: number): PublishedOutbox {
   const durable: OutboxEntry[] = [];
