@@ -42,7 +42,7 @@ export interface LiveEntry {
  * tenants' member keys (every partition bucket's, filtered to the runs of the partition asked
  * for) and a run costs two server operations fewer (`w1`'s 17 a run of 10 steps: 15). Children,
  * runs a person admits first and runs stored before keep their key here. A node older than this
- * code lists only the keys here: upgrade every node before its runs start counting on members.
+ * code lists only the keys here (what that costs in a mixed cluster: actors/README.md).
  */
 export class LiveRunIndex {
   private jsm: JetStreamManager | undefined;
