@@ -228,11 +228,12 @@ export class ActorHost {
     // Drained, not just unsubscribed: a request the server routed here before it saw the
     // unsubscribe is still answered (`mailbox`: the requester stores it for the next owner),
     // where a closed subscription would drop it and leave the requester waiting out its timeout.
-    const asksDrained = part.asks?.drain().catch(() => undefined);
+    // Not awaited: the drain waits for the server's answer, which a reconnect can hold up, and a
+    // request it delivers later finds the partition stopping or gone and is answered the same.
+    void part.asks?.drain().catch(() => undefined);
     part.messages?.stop();
     await part.consuming?.catch(() => undefined);
     await Promise.all([...part.cells.values()].map((c) => c.whenIdle()));
-    await asksDrained;
     this.owned.delete(partition);
     return part.log;
   }
