@@ -15,7 +15,21 @@ export type CommandEvent = { type: string } & Record<string, unknown>;
  * stored in the actor's partition mailbox before `send` resolves; its `id` makes a retried send
  * harmless (duplicate window at the stream, applied-command window at the actor).
  */
+/** How long the command stream drops a second copy of a command id (its duplicate window, 2 min), less a margin. */
+const STORED_MEMORY_MS = 110_000;
+/** Ids remembered as stored at most (the oldest are forgotten first). */
+const STORED_MEMORY_IDS = 50_000;
+
 export class MailboxClient {
+  /**
+   * Ids this client stored in a mailbox, with when that stops protecting them: a request with
+   * one of them goes through the mailbox again, never to the owner directly. A direct ask would
+   * be applied at once while the stored copy may still be on its way; delivered after the actor's
+   * applied window moved on, that copy would be applied a second time. Through the mailbox the
+   * stream's duplicate window drops it instead.
+   */
+  readonly #stored = new Map<string, number>();
+
   constructor(
     private readonly nc: NatsConnection,
     private readonly partitions: number,
@@ -30,11 +44,28 @@ export class MailboxClient {
     return this.store(address, commandCodec.encode({ event }), id, reply);
   }
 
-  private store(address: ActorAddress, body: Uint8Array, id: string, reply?: string): Promise<PublishOutcome> {
+  private async store(address: ActorAddress, body: Uint8Array, id: string, reply?: string): Promise<PublishOutcome> {
     const h = makeHeaders();
     h.set(HEADER_ID, id);
     if (reply) h.set(HEADER_REPLY, reply);
-    return publish(this.nc, this.subjectOf(address), body, { headers: h, msgId: id });
+    const sent = await publish(this.nc, this.subjectOf(address), body, { headers: h, msgId: id });
+    if (sent.outcome === "stored") this.#remember(id);
+    return sent;
+  }
+
+  #remember(id: string): void {
+    this.#stored.delete(id);
+    this.#stored.set(id, performance.now() + STORED_MEMORY_MS);
+    if (this.#stored.size > STORED_MEMORY_IDS) this.#stored.delete(this.#stored.keys().next().value!);
+  }
+
+  /** Whether `id` was stored in a mailbox by this client recently enough for the stream to drop a second copy. */
+  #wasStored(id: string): boolean {
+    const until = this.#stored.get(id);
+    if (until === undefined) return false;
+    if (until > performance.now()) return true;
+    this.#stored.delete(id);
+    return false;
   }
 
   /**
@@ -49,7 +80,8 @@ export class MailboxClient {
    * the store), and a stored copy delivered after the actor's applied window moved on would be
    * applied again. Sent again with the same id, it is recognised while the actor's applied window
    * (its last 32 commands) holds it; through the mailbox, the stream's duplicate window (2 min)
-   * holds it too. A request is ordered after the caller's earlier requests it awaited, not after
+   * holds it too, and an id this client stored goes through the mailbox again (never asked
+   * directly while a stored copy may be on its way). A request is ordered after the caller's earlier requests it awaited, not after
    * commands it `send`s without waiting: `through: "mailbox"` skips the direct ask, so the
    * request queues behind them.
    */
@@ -63,7 +95,7 @@ export class MailboxClient {
     const started = performance.now();
     const body = commandCodec.encode({ event });
     // Built once: the mailbox fallback stores the very bytes the owner was asked with.
-    if (options.through === "mailbox") return this.requestThroughMailbox(address, body, id, timeoutMs);
+    if (options.through === "mailbox" || this.#wasStored(id)) return this.requestThroughMailbox(address, body, id, timeoutMs);
     const h = makeHeaders();
     h.set(HEADER_ID, id);
     const asked = await rawRequest(this.nc, askSubject(partitionOf(this.keyOf(address), this.partitions), address.kind, address.id), body, {

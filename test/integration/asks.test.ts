@@ -206,6 +206,27 @@ it("a request on its way when its owner lets the partition go is still answered 
   expect(reply.ok ? reply.msg.headers?.get(HEADER_ASK) : undefined).toBe(ASK_MAILBOX);
 });
 
+it("an id this client stored in a mailbox goes through the mailbox again: never applied directly while its stored copy may be on its way", async () => {
+  const { id, partition } = idIn(used, "stored");
+  const nc = await conn();
+  const client = new MailboxClient(nc, P);
+  // No owner yet: the request is stored in the mailbox and times out waiting there.
+  expect(await client.request({ kind: "counter", id }, { type: "inc" }, "st-1", 300)).toEqual({ outcome: "timeout" });
+  const host = await serve(partition);
+  // Asked again with its id: the stream drops the second copy; the owner is not asked directly
+  // (applied at once, it would leave the stored copy to be applied again once the actor's
+  // applied window moved on — the leader-kill chaos test caught one such increment).
+  expect(await client.request({ kind: "counter", id }, { type: "inc" }, "st-1")).toEqual({ outcome: "duplicate" });
+  expect(host.stats.asked).toBe(0);
+  await waitFor(async () => (await readActor(nc, "counter", id))?.context.count === 1 || undefined, {
+    timeoutMs: 10_000,
+    describe: "the stored copy to be applied",
+  });
+  // A new id is asked directly as ever.
+  expect(await client.request({ kind: "counter", id }, { type: "inc" }, "st-2")).toMatchObject({ outcome: "applied", value: { count: 2 } });
+  expect(host.stats.asked).toBe(1);
+});
+
 it('`through: "mailbox"` skips the direct ask: the request queues behind the commands the caller sent before it', async () => {
   const { id, partition } = idIn(used, "ordered");
   const host = await serve(partition);
