@@ -1,8 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { headers as makeHeaders } from "@nats-io/transport-node";
-import { Kvm } from "@nats-io/kv";
 import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
-import { MEMBER_PREFIX } from "../machines/index.js";
+import { MEMBER_PREFIX, tenantKey } from "../machines/index.js";
 import { kvSubject, partitionBucket, partitionOf, partitionStream, publish, RunwayFault, type Effect } from "../runtime/index.js";
 import { lastValues } from "./records.js";
 import { decodeToken } from "./tenants.js";
@@ -91,8 +90,7 @@ export class LiveRunIndex {
 
   /** Every run of `partition` the index lists: its own keys and the runs tenants count. */
   async list(partition: number): Promise<string[]> {
-    const { indexed, counted } = await this.entries(partition);
-    return [...new Set([...indexed, ...counted])];
+    return everyRun(await this.entries(partition));
   }
 
   /**
@@ -125,30 +123,43 @@ export class LiveRunIndex {
    * a run created just before a crash: those are listed by an ordered consumer (the leader's).
    */
   async indexed(partition: number): Promise<string[]> {
-    const prefix = kvSubject(LIVE_BUCKET, `p${partition}.`);
     this.jsm ??= await jetstreamManager(this.nc, { timeout: 10_000 });
     this.replicas ??= (await this.jsm.streams.info(`KV_${LIVE_BUCKET}`)).config.num_replicas;
-    if (this.replicas === 1) {
-      try {
-        const out: string[] = [];
-        const entries = await this.jsm.direct.getLastMessagesFor(`KV_${LIVE_BUCKET}`, { multi_last: [`${prefix}*`] });
-        for await (const m of entries) {
-          const op = m.header?.get("KV-Operation");
-          if (op !== "DEL" && op !== "PURGE") out.push(m.subject.slice(prefix.length));
-        }
-        return out;
-      } catch (err) {
-        if ((err as { code?: unknown }).code !== 413) throw err;
-      }
-    }
-    const kv = await new Kvm(this.nc).open(LIVE_BUCKET);
-    const out: string[] = [];
-    for await (const key of await kv.keys(`p${partition}.*`)) out.push(key.slice(`p${partition}.`.length));
-    return out;
+    const prefix = `p${partition}.`;
+    return (await liveKeys(this.nc, this.jsm, this.replicas, LIVE_BUCKET, `${prefix}*`)).map((key) => key.slice(prefix.length));
   }
 }
 
-const MEMBER_FILTER = `tenant.*.${MEMBER_PREFIX}*`;
+/** The runs of a partition's {@link LiveRunIndex.entries}, each once. */
+export function everyRun(entries: { indexed: readonly string[]; counted: readonly string[] }): string[] {
+  return [...new Set([...entries.indexed, ...entries.counted])];
+}
+
+/**
+ * The keys of `bucket` matching `filter` whose last entry is not a removal. On an unreplicated
+ * stream, one batched direct get; past the server's 1,024 keys for one (`413`), and on a
+ * replicated stream (a lagging follower may answer a direct get), an ordered consumer.
+ */
+async function liveKeys(nc: NatsConnection, jsm: JetStreamManager, replicas: number, bucket: string, filter: string): Promise<string[]> {
+  const prefix = kvSubject(bucket, "");
+  if (replicas === 1) {
+    try {
+      const out: string[] = [];
+      for await (const m of await jsm.direct.getLastMessagesFor(`KV_${bucket}`, { multi_last: [`${prefix}${filter}`] })) {
+        const op = m.header?.get("KV-Operation");
+        if (op !== "DEL" && op !== "PURGE") out.push(m.subject.slice(prefix.length));
+      }
+      return out;
+    } catch (err) {
+      // No matching key is an empty answer; past 1,024, the consumer below.
+      if ((err as { code?: unknown }).code === 404) return [];
+      if ((err as { code?: unknown }).code !== 413) throw err;
+    }
+  }
+  return (await lastValues(nc, bucket, filter)).map((v) => v.key);
+}
+
+const MEMBER_FILTER = tenantKey("*", `${MEMBER_PREFIX}*`);
 
 /**
  * The runs tenants count, by the partition of the run. A tenant keeps its members in its own
@@ -203,25 +214,8 @@ class CountedRuns {
 
   /** The runs counted by the tenants of partition `b`'s bucket. */
   private async membersIn(b: number): Promise<string[]> {
-    const bucket = partitionBucket(b);
-    const runOf = (key: string) => decodeToken(key.slice(key.lastIndexOf(".") + 1));
     this.jsm ??= await jetstreamManager(this.nc, { timeout: 10_000 });
     this.replicas ??= (await this.jsm.streams.info(partitionStream(0))).config.num_replicas;
-    if (this.replicas === 1) {
-      try {
-        const out: string[] = [];
-        const entries = await this.jsm.direct.getLastMessagesFor(partitionStream(b), { multi_last: [kvSubject(bucket, MEMBER_FILTER)] });
-        for await (const m of entries) {
-          const op = m.header?.get("KV-Operation");
-          if (op !== "DEL" && op !== "PURGE") out.push(runOf(m.subject));
-        }
-        return out;
-      } catch (err) {
-        // No member key in the bucket is an empty answer; past 1,024, the consumer below.
-        if ((err as { code?: unknown }).code === 404) return [];
-        if ((err as { code?: unknown }).code !== 413) throw err;
-      }
-    }
-    return (await lastValues(this.nc, bucket, MEMBER_FILTER)).map((v) => runOf(v.key));
+    return (await liveKeys(this.nc, this.jsm, this.replicas, partitionBucket(b), MEMBER_FILTER)).map((key) => decodeToken(key.slice(key.lastIndexOf(".") + 1)));
   }
 }

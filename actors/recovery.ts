@@ -1,7 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { isTerminal, type RunContext } from "../machines/index.js";
 import { actorRecordCodec, isRemoval, kvSubject, publish, readLast, type ActorHost, type Logger, type PartitionLog } from "../runtime/index.js";
-import { LIVE_BUCKET, type LiveRunIndex } from "./live-runs.js";
+import { everyRun, LIVE_BUCKET, type LiveRunIndex } from "./live-runs.js";
 import { actorIdsIn } from "./records.js";
 import { createdSubject, endedSubject, summaryOf } from "./run-index.js";
 import { RUN_KIND } from "./run-actor.js";
@@ -56,10 +56,10 @@ export async function recoverPartition(
 ): Promise<number> {
   await buildLiveIndex(deps, partition, log);
   let recovered = 0;
-  const { indexed, counted } = await deps.live.entries(partition);
-  const keyed = new Set(indexed);
+  const entries = await deps.live.entries(partition);
+  const keyed = new Set(entries.indexed);
   await Promise.all(
-    [...new Set([...indexed, ...counted])].map(async (id) => {
+    everyRun(entries).map(async (id) => {
       const stored = await readRun(log, id);
       // No record (yet): a create in flight, or one refused; the sweep removes a lasting one.
       if (stored.outcome === "missing" || stored.outcome === "unreadable") return;

@@ -2,7 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { isTerminal, parentGone, sweepPlan, type RunContext, isHeadV1, migrateHeadV1, type SweepSettings } from "../machines/index.js";
 import type { ActorHost, Clock, Logger, MailboxClient } from "../runtime/index.js";
 import { tenantOfRun } from "./ids.js";
-import type { LiveRunIndex } from "./live-runs.js";
+import { everyRun, type LiveRunIndex } from "./live-runs.js";
 import { actorIdsIn, readSnapshot } from "./records.js";
 import type { EndedRunCompaction } from "./compaction.js";
 import { RUN_KIND } from "./run-actor.js";
@@ -106,14 +106,14 @@ export class Sweeper {
       report.errors++;
       this.deps.logger.warn("sweep: cannot list runs", { error: String(err) });
     }
-    for (const [p, { indexed, counted }] of listed ?? []) {
+    for (const [p, entries] of listed ?? []) {
       if (report.scanned >= budget) {
         report.truncated = true;
         this.resumeFrom = p;
         break;
       }
-      const keyed = new Set(indexed);
-      const keys = [...new Set([...indexed, ...counted])].sort();
+      const keyed = new Set(entries.indexed);
+      const keys = everyRun(entries).sort();
       const after = this.cursor.get(p);
       const todo = after === undefined ? keys : keys.filter((k) => k > after);
       const slice = todo.slice(0, budget - report.scanned);

@@ -95,10 +95,7 @@ async function publishDurable(
 ): Promise<boolean> {
   // State kept beside the record first, in order (a later entry for a key must land last).
   if (!(await storeInOrder(ctx, self, own))) return false;
-  if (durable.length > 0) {
-    const results = await Promise.all(durable.map((entry) => publishOrFile(ctx, self, entry)));
-    if (!results.every((stored) => stored)) return false;
-  }
+  if (!(await publishAll(ctx, self, durable))) return false;
   // Index entries last: an index says a transition happened only once everything it published is out.
   return storeInOrder(ctx, self, indexes);
 }
