@@ -6,9 +6,13 @@ export type AskAnswer = CommandAnswer | { outcome: "timeout" } | { outcome: "not
  * Sends a command and waits for the actor's stored answer. When this node serves the actor's
  * partition the command is applied here, bypassing the partition's mailbox (and any queue of
  * other actors' commands in it); otherwise, or if the local attempt could not be stored, it goes
- * through the durable mailbox (also when the local attempt did not answer in half the time).
- * Both paths answer only after the transition is stored, and both dedupe on `id`, so a retry
- * through either meets the first.
+ * through the durable mailbox. Both paths answer only after the transition is stored.
+ *
+ * One id never travels both paths at once. A local attempt that has not answered in half the time
+ * (its lane is busy, or its partition is being handed over) is taken back if it still waits in its
+ * lane, and only then sent through the mailbox. One already being applied is waited for: sent
+ * again, its copy would meet it only while the actor's applied window (32 commands) still holds
+ * its id, and a busy actor could be applied that copy a second time.
  */
 export async function askActor(
   deps: { host?: ActorHost; mailbox: MailboxClient },
@@ -23,16 +27,21 @@ export async function askActor(
    */
   options: { trusted?: boolean; fresh?: boolean } = {},
 ): Promise<AskAnswer> {
-  let left = timeoutMs;
+  const deadline = Date.now() + timeoutMs;
   if (deps.host) {
-    // Half the budget here: a partition handed over mid-command may never answer locally. The
-    // same id through the mailbox then meets the first attempt if it was applied after all.
-    const budget = Math.floor(timeoutMs / 2);
-    let timer: NodeJS.Timeout | undefined;
-    const expired = new Promise<{ outcome: "timeout" }>((resolve) => (timer = setTimeout(() => resolve({ outcome: "timeout" }), budget)));
-    const local = await Promise.race([deps.host.dispatch(address, event, id, options), expired]).finally(() => clearTimeout(timer));
-    if (local.outcome !== "not_served" && local.outcome !== "kept" && local.outcome !== "timeout") return local;
-    if (local.outcome === "timeout") left = timeoutMs - budget;
+    let withdraw: (() => boolean) | undefined;
+    const local = deps.host.dispatch(address, event, id, { ...options, onQueued: (w) => (withdraw = w) });
+    let answer = await within(local, Math.floor(timeoutMs / 2));
+    // Taken back, it settles `kept` at once; otherwise it is being applied: wait for it.
+    if (answer.outcome === "timeout") answer = withdraw?.() ? await local : await within(local, deadline - Date.now());
+    if (answer.outcome !== "not_served" && answer.outcome !== "kept") return answer;
   }
-  return deps.mailbox.request(address, event, id, left);
+  return deps.mailbox.request(address, event, id, Math.max(1, deadline - Date.now()));
+}
+
+/** The answer, or `timeout` after `ms`. */
+async function within<T>(answer: Promise<T>, ms: number): Promise<T | { outcome: "timeout" }> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<{ outcome: "timeout" }>((resolve) => (timer = setTimeout(() => resolve({ outcome: "timeout" }), Math.max(0, ms))));
+  return Promise.race([answer, expired]).finally(() => clearTimeout(timer));
 }

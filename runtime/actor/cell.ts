@@ -43,6 +43,17 @@ export class ActorCell implements Lane {
     this.queue.unshift(...rest);
   }
 
+  /**
+   * Takes back a command still waiting in this lane (not yet in a pass): true if it was, and it
+   * will never be applied here. A command already being decided or written is not taken back.
+   */
+  withdraw(delivery: Delivery): boolean {
+    const at = this.queue.indexOf(delivery);
+    if (at < 0) return false;
+    this.queue.splice(at, 1);
+    return true;
+  }
+
   get busy(): boolean {
     return this.running;
   }

@@ -238,19 +238,24 @@ export class ActorHost {
     return part.log;
   }
 
-  /** Applies a command in this process (the partition must be served here), bypassing the mailbox. */
+  /**
+   * Applies a command in this process (the partition must be served here), bypassing the mailbox.
+   * `onQueued` is given a function that takes the command back while it still waits in its lane
+   * (true: it is settled `kept`, reason `withdrawn`, and will never be applied here; false: it is
+   * being applied or already was, and its answer follows).
+   */
   dispatch(
     address: ActorAddress,
     event: unknown,
     id: string,
-    options: { trusted?: boolean; fresh?: boolean } = {},
+    options: { trusted?: boolean; fresh?: boolean; onQueued?: (withdraw: () => boolean) => void } = {},
   ): Promise<CommandAnswer | { outcome: "not_served" } | { outcome: "kept"; reason: string }> {
     const part = this.owned.get(this.partitionOf(address));
     if (!part || part.stopping) return Promise.resolve({ outcome: "not_served" });
     // Methods rather than arrow functions below: under tsx every named closure costs a `__name` call.
     const host = this;
     return new Promise((resolve) => {
-      this.enqueue(part, address, {
+      const delivery: Delivery = {
         id,
         event,
         ...(options.trusted ? { trusted: true } : {}),
@@ -268,6 +273,13 @@ export class ActorHost {
             });
           resolve(answer ?? { outcome: "kept", reason: reason ?? how });
         },
+      };
+      const cell = this.cellFor(part, address);
+      cell.enqueue(delivery);
+      options.onQueued?.(() => {
+        if (!cell.withdraw(delivery)) return false;
+        delivery.settle(undefined, "keep", "withdrawn");
+        return true;
       });
     });
   }

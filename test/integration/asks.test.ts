@@ -2,7 +2,8 @@
  * Direct requests (runtime/actor/asks.ts): `MailboxClient.request` asks the partition's owner
  * over core NATS first and uses the durable mailbox only when no owner answers or the owner
  * cannot settle the command at once. What each test shows is read from the server (the
- * mailbox stream's sequence, the actor's stored record) and the host's counters.
+ * mailbox stream's sequence, the actor's stored record) and the host's counters. The last tests
+ * are of `askActor` (actors/ask.ts), which tries this process's own lane before any of that.
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
@@ -24,12 +25,14 @@ import {
   PartitionLog,
   rawRequest,
   silentLogger,
+  type ActorLog,
   type HostDecorators,
 } from "../../runtime/index.js";
 import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
 import { testActors } from "../fixtures/counter-actor.js";
 import { readActor } from "../fixtures/read-actor.js";
 import { decorateLog } from "../fixtures/faults.js";
+import { askActor } from "../../actors/ask.js";
 
 const P = DEFAULT_TOPOLOGY.partitions;
 let server: NatsServerHandle;
@@ -43,12 +46,20 @@ async function conn(): Promise<NatsConnection> {
 }
 
 /** A host serving `partition` with its mailbox (and so its direct requests). */
-async function serve(partition: number, decorate?: HostDecorators): Promise<ActorHost> {
+async function serve(partition: number, decorate?: HostDecorators, maxBatch?: number): Promise<ActorHost> {
   const nc = await conn();
   const authority = { node: `asks-${connections.length}`, incarnation: `asks-${connections.length}` };
   const claimed = await PartitionLog.claim(nc, partition, authority, () => true, Date.now());
   if (claimed.outcome !== "claimed") throw new Error(`claim failed: ${claimed.outcome}`);
-  const host = new ActorHost({ nc, partitions: P, actors: testActors, logger: silentLogger, redeliveryBaseMs: 50, ...(decorate ? { decorate } : {}) });
+  const host = new ActorHost({
+    nc,
+    partitions: P,
+    actors: testActors,
+    logger: silentLogger,
+    redeliveryBaseMs: 50,
+    ...(decorate ? { decorate } : {}),
+    ...(maxBatch ? { maxBatch } : {}),
+  });
   await host.serve(claimed.log, { mailbox: true });
   hosts.push(host);
   return host;
@@ -259,4 +270,89 @@ it("a direct ask that times out is answered timeout and not stored in the mailbo
   expect((await readActor(nc, "counter", id))?.context.count).toBe(1);
   expect(host.stats.asked).toBe(2);
   expect(await mailboxLastSeq(nc)).toBe(before);
+});
+
+/** A gate the actor's writes wait at while it is closed. */
+function gate() {
+  let open: () => void = () => undefined;
+  let opened = new Promise<void>((r) => (open = r));
+  let closed = false;
+  return {
+    close() {
+      closed = true;
+      opened = new Promise<void>((r) => (open = r));
+    },
+    open() {
+      closed = false;
+      open();
+    },
+    async pass(): Promise<void> {
+      if (!closed) return;
+      this.held++;
+      await opened;
+    },
+    /** Writes that reached the gate while it was closed. */
+    held: 0,
+  };
+}
+
+/**
+ * `askActor` (actors/ask.ts) when its local attempt is slow: one id must never travel both paths
+ * at once, or a busy actor applies it twice (its applied window holds 32 ids). The actor's writes
+ * wait at a gate; the host applies one command a write, so each command is its own transition.
+ */
+async function serveGated(id: string, g: ReturnType<typeof gate>): Promise<{ host: ActorHost; client: MailboxClient; nc: NatsConnection }> {
+  const gated = (log: ActorLog) =>
+    decorateLog(log, async (key, _value, next) => {
+      if (key.endsWith(id)) await g.pass();
+      return next();
+    });
+  const host = await serve(partitionOf(id, P), { log: gated }, 1);
+  const nc = await conn();
+  return { host, client: new MailboxClient(nc, P), nc };
+}
+
+it("a local attempt still being stored when half its time is gone is waited for, never sent again: a busy actor applies it once", async () => {
+  const { id } = idIn(used, "ask-inflight");
+  const g = gate();
+  const { host, client, nc } = await serveGated(id, g);
+  expect(await askActor({ host, mailbox: client }, { kind: "counter", id }, { type: "inc" }, "warm", 5_000)).toMatchObject({ outcome: "applied" });
+  const before = await mailboxLastSeq(nc);
+  const asked = host.stats.asked;
+
+  g.close();
+  const slow = askActor({ host, mailbox: client }, { kind: "counter", id }, { type: "inc" }, "slow-1", 4_000);
+  await waitFor(() => g.held >= 1 || undefined, { timeoutMs: 5_000, describe: "the command's write to reach the gate" });
+  // 40 other commands wait behind it: once they are applied its id has left the applied window.
+  const others = Array.from({ length: 40 }, (_, i) => host.dispatch({ kind: "counter", id }, { type: "inc" }, `other-${i}`));
+  // Past half its budget: sent again now, its copy would queue behind the 40 and be applied a second time.
+  await new Promise((r) => setTimeout(r, 2_500));
+  g.open();
+
+  expect(await slow).toMatchObject({ outcome: "applied", value: { count: 2 } });
+  for (const o of others) expect(await o).toMatchObject({ outcome: "applied" });
+  expect(host.stats.asked).toBe(asked);
+  expect(await mailboxLastSeq(nc)).toBe(before);
+  expect((await readActor(nc, "counter", id))?.context.count).toBe(42);
+});
+
+it("a local attempt still waiting in its lane when half its time is gone is taken back and sent through the mailbox: applied once, and answered", async () => {
+  const { id } = idIn(used, "ask-queued");
+  const g = gate();
+  const { host, client, nc } = await serveGated(id, g);
+  expect(await askActor({ host, mailbox: client }, { kind: "counter", id }, { type: "inc" }, "warm", 5_000)).toMatchObject({ outcome: "applied" });
+
+  g.close();
+  // Another command's write holds the lane; the asked one waits behind it.
+  const blocking = host.dispatch({ kind: "counter", id }, { type: "inc" }, "blocking");
+  await waitFor(() => g.held >= 1 || undefined, { timeoutMs: 5_000, describe: "the blocking write to reach the gate" });
+  const asked = host.stats.asked;
+  const queued = askActor({ host, mailbox: client }, { kind: "counter", id }, { type: "inc", by: 10 }, "queued-1", 4_000);
+  // Taken back at half its budget and asked again of the partition's owner (here), which queues it anew.
+  await waitFor(() => host.stats.asked > asked || undefined, { timeoutMs: 5_000, describe: "the command to be asked again directly" });
+  g.open();
+
+  expect(await blocking).toMatchObject({ outcome: "applied" });
+  expect(await queued).toMatchObject({ outcome: "applied", value: { count: 12 } });
+  expect((await readActor(nc, "counter", id))?.context.count).toBe(12);
 });
