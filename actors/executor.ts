@@ -40,8 +40,8 @@ export type StepReport = (address: { kind: string; id: string }, event: Record<s
  */
 export class StepExecutor {
   private readonly running = new Map<string, ExecuteRequest>();
-  /** Each running attempt's kill switch: aborting it aborts the handler's `ctx.signal`. */
-  private readonly controllers = new Map<string, AbortController>();
+  /** Each running attempt's kill switch: stopping it aborts the handler's `ctx.signal`. */
+  private readonly stops = new Map<string, AttemptStop>();
   /** Running attempts leased durably (they ran past `lease_after_ms`): their heartbeats are sent. */
   private readonly leased = new Set<string>();
   private readonly lastBeat = new Map<string, number>();
@@ -95,7 +95,7 @@ export class StepExecutor {
     const key = `${request.run}/${stepIdOf(request)}/${request.attempt}/${request.lease_epoch}`;
     if (this.running.has(key)) return;
     this.running.set(key, request);
-    this.controllers.set(key, new AbortController());
+    this.stops.set(key, new AttemptStop());
     this.stats.started++;
     this.started(request);
     const lease = setTimeout(() => {
@@ -107,7 +107,7 @@ export class StepExecutor {
       clearTimeout(lease);
       this.leased.delete(key);
       this.running.delete(key);
-      this.controllers.delete(key);
+      this.stops.delete(key);
       this.deps.onDone?.(request);
     });
   }
@@ -147,10 +147,10 @@ export class StepExecutor {
   }
 
   private abortKey(key: string, reason: string): void {
-    const controller = this.controllers.get(key);
-    if (!controller || controller.signal.aborted) return;
+    const stop = this.stops.get(key);
+    if (!stop || stop.stopped) return;
     this.stats.aborted++;
-    controller.abort(reason);
+    stop.abort(reason);
   }
 
   /** Attempts of `run` executing in this process now (their lease epochs): not lost when this node claims the run's partition again. */
@@ -332,7 +332,7 @@ export class StepExecutor {
       },
       request,
       call,
-      this.controllers.get(key)?.signal ?? AbortSignal.abort(),
+      this.stops.get(key)?.signal ?? AbortSignal.abort(),
     );
   }
 
@@ -347,7 +347,7 @@ export class StepExecutor {
         leaseEpoch: request.lease_epoch,
         timeoutMs: request.timeout_ms,
       },
-      { signal: this.controllers.get(key)!.signal },
+      { cancellable: (cancel) => this.stops.get(key)!.onCancel(cancel) },
     );
     let output: unknown;
     let event: Record<string, unknown>;
@@ -386,4 +386,40 @@ export class StepExecutor {
 
 function stepIdOf(request: Pick<ExecuteRequest, "node" | "item">): string {
   return request.item === undefined ? request.node : `${request.node}[${request.item}]`;
+}
+
+/**
+ * An attempt's kill switch, cheap until used: most attempts end without being stopped, so the
+ * AbortSignal (a tool call's) is made only when asked for, and the pool is stopped through the
+ * function it handed over rather than by a listener on a signal.
+ */
+class AttemptStop {
+  private controller: AbortController | undefined;
+  private cancelTask: (() => void) | undefined;
+  private reason: string | undefined;
+
+  get stopped(): boolean {
+    return this.reason !== undefined;
+  }
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.reason !== undefined) this.controller.abort(this.reason);
+    }
+    return this.controller.signal;
+  }
+
+  /** The pool's way to stop the attempt's task (called at once if the attempt was stopped already). */
+  onCancel(cancel: () => void): void {
+    this.cancelTask = cancel;
+    if (this.reason !== undefined) cancel();
+  }
+
+  abort(reason: string): void {
+    if (this.reason !== undefined) return;
+    this.reason = reason;
+    this.controller?.abort(reason);
+    this.cancelTask?.();
+  }
 }

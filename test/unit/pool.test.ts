@@ -141,6 +141,26 @@ describe("StepPool", () => {
     expect(await pool.run(task("noop"))).toMatchObject({ outcome: "succeeded" });
   });
 
+  it("stops through the function `cancellable` hands over: while queued, while running, and a handler that ignores its signal", async () => {
+    let cancelRunning: () => void = () => undefined;
+    let cancelQueued: () => void = () => undefined;
+    const busy = [pool.run(task("slow", { ms: 300 })), pool.run(task("slow", { ms: 10_000 }), { cancellable: (c) => (cancelRunning = c) })];
+    const waiting = pool.run(task("noop"), { cancellable: (c) => (cancelQueued = c) });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(pool.stats()).toMatchObject({ running: 2, queued: 1 });
+    cancelQueued();
+    expect(failed(await waiting)).toMatchObject({ code: "aborted", retryable: false });
+    cancelRunning();
+    expect(failed(await busy[1]!)).toMatchObject({ code: "aborted", retryable: false });
+    expect(await busy[0]).toEqual({ outcome: "succeeded", output: "slept" });
+
+    let cancelSpin: () => void = () => undefined;
+    const spinning = pool.run(task("spin", null, { timeoutMs: 60_000 }), { cancellable: (c) => (cancelSpin = c) });
+    setTimeout(() => cancelSpin(), 50);
+    expect(failed(await spinning)).toMatchObject({ code: "aborted" });
+    expect(await pool.run(task("noop"))).toMatchObject({ outcome: "succeeded" });
+  });
+
   it("passes run, step, attempt to the handler (count_invocations)", async () => {
     const file = join(tmp, "invocations.txt");
     const t = task("count_invocations", { file, value: { ok: true } }, { attempt: 3 });
