@@ -109,7 +109,11 @@ export class LiveRunIndex {
     return new Map(partitions.map((p, i) => [p, { indexed: indexed[i]!, counted: counted.get(p) ?? [] }]));
   }
 
-  /** Listings of the tenants' member keys made so far (for tests: a sweep pass makes one). */
+  /**
+   * Listings of the tenants' member keys made so far (metric `live_index_member_listings`): each
+   * reads the counted runs of the whole cluster, so this is what recovery and the sweep cost as
+   * the cluster grows. A claim wave shares one, a sweep pass makes one.
+   */
   get memberListings(): number {
     return this.counted.listings;
   }

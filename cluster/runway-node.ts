@@ -351,6 +351,12 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
                 ...collectSchedulerMetrics(dispatcher, clock.now()),
                 { name: "sweep_passes", help: "recovery sweep passes made", type: "counter" as const, value: sweeper!.totals.passes },
                 {
+                  name: "live_index_member_listings",
+                  help: "listings of the tenants' member keys (every counted run of the cluster) made by recovery and sweep passes",
+                  type: "counter" as const,
+                  value: live().memberListings,
+                },
+                {
                   name: "sweep_errors",
                   help: "records a sweep pass could not read or repair (skipped)",
                   type: "counter" as const,

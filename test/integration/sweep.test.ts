@@ -376,6 +376,8 @@ it("sweep actions are counted in the node's metrics, by action", async () => {
   const reply = await world.nc.request("runway.v1.ops.metrics", "", { timeout: 5_000 });
   const metrics = (JSON.parse(reply.string()) as ApiAnswer & { metrics: Record<string, Record<string, number>> }).metrics;
   expect(metrics.sweep_passes as unknown as number).toBeGreaterThanOrEqual(10);
+  // One listing of the member keys a pass (the node's own passes; the bounded sweeper above had its own index).
+  expect(metrics.live_index_member_listings as unknown as number).toBeGreaterThanOrEqual(metrics.sweep_passes as unknown as number);
   expect(metrics.sweep_errors as unknown as number).toBeGreaterThanOrEqual(1);
   expect(metrics.sweep_actions).toMatchObject({
     "tenant=q1,action=recheck_admission": 3,
