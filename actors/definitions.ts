@@ -34,6 +34,9 @@ export type ResolveResult =
   | { outcome: "definition_not_found" }
   | { outcome: "definition_not_published"; reason: string };
 
+/** Names whose last resolved version a node remembers (the least recently resolved go first). */
+const LATEST_SEEN_LIMIT = 10_000;
+
 export interface CompiledPlan {
   plan: Plan;
   children: Record<string, DefinitionRef>;
@@ -49,6 +52,8 @@ export interface CompiledPlan {
 export class DefinitionStore {
   private kv: KV | undefined;
   private readonly plans = new Map<string, CompiledPlan>();
+  /** The latest version each name resolved to here, most recent last (a guess, see `lastResolved`). */
+  private readonly latestSeen = new Map<string, Extract<ResolveResult, { outcome: "found" }>>();
 
   constructor(
     private readonly nc: NatsConnection,
@@ -200,7 +205,23 @@ export class DefinitionStore {
       return { outcome: "definition_not_found" };
     }
     const compiled = await this.planOf(ref.digest);
-    return { outcome: "found", ref, plan: compiled.plan, children: compiled.children };
+    const found = { outcome: "found" as const, ref, plan: compiled.plan, children: compiled.children };
+    if (version === undefined) this.remember(`${tenant}\u0000${name}`, found);
+    return found;
+  }
+
+  /**
+   * What `resolve(tenant, name)` last answered on this node: a guess a caller may act on while it
+   * reads the latest version, and must check against what it reads.
+   */
+  lastResolved(tenant: string, name: string): Extract<ResolveResult, { outcome: "found" }> | undefined {
+    return this.latestSeen.get(`${tenant}\u0000${name}`);
+  }
+
+  private remember(key: string, found: Extract<ResolveResult, { outcome: "found" }>): void {
+    this.latestSeen.delete(key);
+    this.latestSeen.set(key, found);
+    if (this.latestSeen.size > LATEST_SEEN_LIMIT) this.latestSeen.delete(this.latestSeen.keys().next().value!);
   }
 
   /**

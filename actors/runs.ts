@@ -112,6 +112,8 @@ function mayBeRunOf(tenant: string, id: string): boolean {
  */
 export class RunService {
   private readonly index: RunIndex;
+  /** Starts admitted early on the version this node last resolved (see `admitEarly`), and those given back. */
+  readonly stats = { admittedEarly: 0, givenBack: 0 };
 
   constructor(
     private readonly deps: {
@@ -131,37 +133,56 @@ export class RunService {
 
   async start(tenant: string, request: StartRunRequest): Promise<StartRunResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
-    const key = request.start_key ? startKey(request.start_key.source, request.start_key.delivery_id) : startKey("api", randomDeliveryId());
-    const id = runIdFor(tenant, key);
+    let key = request.start_key ? startKey(request.start_key.source, request.start_key.delivery_id) : startKey("api", randomDeliveryId());
+    let id = runIdFor(tenant, key);
+    const input = request.input ?? {};
+    const source = request.source ?? request.start_key?.source ?? "api";
+    const lane = laneFor(request.lane, source, this.deps.tenants.policy(tenant)?.interactive_sources);
+    const project = request.project ?? "default";
+    const early = request.start_key ? undefined : this.admitEarly(tenant, id, project, request, input, lane.ok);
     // Two independent reads, side by side: the definition, and a run this start key already made.
     const [resolved, existing] = await Promise.all([
       this.deps.definitions.resolve(tenant, request.definition, request.version),
       request.start_key ? this.get(tenant, id) : Promise.resolve(undefined),
-    ]);
+    ]).catch((err: unknown) => {
+      void this.giveBack(tenant, id, project, early);
+      throw err;
+    });
     // The same key always answers the same run, whatever this delivery names or carries (C017).
     if (existing) return { outcome: "duplicate", run: existing };
-    const input = request.input ?? {};
     const bytes = jsonBytes(input);
     if (bytes > MAX_INPUT_BYTES) return { outcome: "input_too_large", bytes, limit: MAX_INPUT_BYTES };
-    if (resolved.outcome === "definition_not_found") return resolved;
-    if (resolved.outcome === "definition_not_published") return resolved;
+    // From here an early admission (if any) is used as this start's, or given back.
+    const refuse = async (answer: StartRunResult): Promise<StartRunResult> => (await this.giveBack(tenant, id, project, early), answer);
+    if (resolved.outcome === "definition_not_found") return refuse(resolved);
+    if (resolved.outcome === "definition_not_published") return refuse(resolved);
     if (resolved.plan.input_schema) {
       const checked = validateAgainstSchema(resolved.plan.input_schema, input);
-      if (!checked.ok) return { outcome: "invalid_input", reason: checked.errors.map((e) => `${e.path}: ${e.message}`).join("; ") };
+      if (!checked.ok) return refuse({ outcome: "invalid_input", reason: checked.errors.map((e) => `${e.path}: ${e.message}`).join("; ") });
     }
-    const source = request.source ?? request.start_key?.source ?? "api";
-    const lane = laneFor(request.lane, source, this.deps.tenants.policy(tenant)?.interactive_sources);
     if (!lane.ok) return { outcome: "lane_not_allowed", reason: lane.reason };
     // Admission by the tenant actor: kill switch, drain, day cap, day budget, run concurrency.
-    const project = request.project ?? "default";
     const ceiling = resolved.plan.limits?.max_cost_cents;
     // A run a person admits first (its definition's `admission` policy) asks its tenant only once approved (machines/execution/admission.ts).
     const held = heldForAdmission(resolved.plan, { parent_run_id: null, replay_of: request.replay_of });
+    const reused = early !== undefined && !held && early.ceiling === ceiling;
+    if (early && !reused) {
+      // Admitted on other terms than the latest version's: that id's slot goes back (whenever
+      // its answer comes) and the start is admitted again under an id of its own, so a late
+      // give-back can never release this one.
+      void this.giveBack(tenant, id, project, early);
+      key = startKey("api", randomDeliveryId());
+      id = runIdFor(tenant, key);
+    }
     // The run's live-index entry must precede its record. A run its tenant counts from this
     // admission has one once it answers: its member key (`counted`; live-runs.ts). A held run asks
     // its tenant later: its key is added now, beside the rest of the start rather than after it.
     const [admitted, indexed] = await Promise.all([
-      held ? { outcome: "held" as const } : this.deps.tenants.admit(tenant, id, project, ceiling, !request.start_key),
+      reused
+        ? early.admission.then((a) => (this.stats.admittedEarly++, a))
+        : held
+          ? { outcome: "held" as const }
+          : this.deps.tenants.admit(tenant, id, project, ceiling, !request.start_key),
       held && this.deps.live ? this.deps.live.add(id, { tenant, at: this.deps.now() }).then(() => true) : false,
     ]);
     if (
@@ -218,6 +239,39 @@ export class RunService {
       return { outcome: "invalid_input", reason: answer.reason };
     }
     throw new RunwayFault("start_unavailable", `start of ${id} not confirmed: ${answer.outcome}`, { kind: "retryable" });
+  }
+
+  /**
+   * A start without a start key (its id is new: there is nothing to find first) is admitted on
+   * the plan this node last resolved for the name while the latest version is read: one round
+   * trip less before its answer. Admission reads the plan only for its cost ceiling and whether a
+   * person admits the run first, so `start` uses this admission when the version it reads agrees
+   * on both, and gives it back otherwise. Not tried when the guess would refuse the start anyway.
+   */
+  private admitEarly(
+    tenant: string,
+    id: string,
+    project: string,
+    request: StartRunRequest,
+    input: unknown,
+    laneOk: boolean,
+  ): { ceiling: number | undefined; admission: Promise<{ outcome: string } & Record<string, unknown>> } | undefined {
+    if (request.version !== undefined || !laneOk) return undefined;
+    const guess = this.deps.definitions.lastResolved(tenant, request.definition);
+    if (!guess || heldForAdmission(guess.plan, { parent_run_id: null, replay_of: request.replay_of })) return undefined;
+    if (jsonBytes(input) > MAX_INPUT_BYTES) return undefined;
+    if (guess.plan.input_schema && !validateAgainstSchema(guess.plan.input_schema, input).ok) return undefined;
+    const ceiling = guess.plan.limits?.max_cost_cents;
+    return { ceiling, admission: this.deps.tenants.admit(tenant, id, project, ceiling, true) };
+  }
+
+  /** The slot an early admission took, back to its tenant (no run will have that id). */
+  private async giveBack(tenant: string, id: string, project: string, early: { admission: Promise<{ outcome: string }> } | undefined): Promise<void> {
+    if (!early) return;
+    const admitted = await early.admission.catch(() => undefined);
+    if (admitted?.outcome !== "admitted" && admitted?.outcome !== "queued") return;
+    this.stats.givenBack++;
+    await this.deps.tenants.runEnded(tenant, id, project).catch(() => undefined);
   }
 
   /**
