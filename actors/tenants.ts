@@ -289,7 +289,7 @@ export class TenantService {
    * never created. Idempotent: the tenant counts a run id's end once.
    */
   runEnded(id: string, runId: string, project: string): Promise<Answer> {
-    return this.command(id, { type: "tenant.run_ended", run_id: runId, project }, `release/${runId}/not-created`, true);
+    return this.command(id, { type: "tenant.run_ended", run_id: runId, project, withdrawn: true }, `release/${runId}/not-created`, true);
   }
 
   /**

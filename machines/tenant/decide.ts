@@ -194,14 +194,16 @@ export function admitDecision(
  * ended-run retention. Idempotent per run id: a run with no member key is answered
  * `not_running` and changes nothing. Accepted in every live state (a killed tenant's runs end too).
  */
-export function runEndedDecision(context: TenantContext, run: { run_id: string }, now: number, io: Io): Decision<RunEndedAnswer> {
+export function runEndedDecision(context: TenantContext, run: { run_id: string; withdrawn?: boolean }, now: number, io: Io): Decision<RunEndedAnswer> {
   const { run_id } = run;
   const member = io.facts.member(run_id);
   if (!member) return { context, answer: { outcome: "not_running", run_id } };
   io.store.push({ key: memberKey(run_id), value: null });
   // A run admitted fresh cannot be admitted again: nothing to remember it by.
   if (member.s === "q" || member.f !== 1) io.store.push({ key: endedKey(run_id), value: { at: now }, ttl_ms: io.retentionMs });
-  const released = releaseBudget(atDay(context, now), run_id, io);
+  const budgeted = releaseBudget(atDay(context, now), run_id, io);
+  // A start that made no run (its create refused, its early admission given back) is not one of today's starts.
+  const released = run.withdrawn ? { ...budgeted, starts_today: Math.max(0, budgeted.starts_today - 1) } : budgeted;
   if (member.s === "q") {
     const next = dropSlot({ ...released, queued_runs: context.queued_runs - 1, updated_at: now }, member.l, member.n, io.facts, io.store);
     return { context: next, answer: { outcome: "ended", run_id, active_runs: next.active_runs } };

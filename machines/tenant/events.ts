@@ -29,7 +29,12 @@ export const TenantCommandSchema = z.discriminatedUnion("type", [
     /** The run id was made up at random for this start: never admitted before, so its member and ended keys are not read. */
     fresh: z.boolean().optional(),
   }),
-  z.object({ type: z.literal("tenant.run_ended"), ...RunRef }),
+  z.object({
+    type: z.literal("tenant.run_ended"),
+    ...RunRef,
+    /** The start never made a run (its create was refused, its early admission given back): not one of today's starts. */
+    withdrawn: z.literal(true).optional(),
+  }),
   /** A queued run asks whether it holds a slot yet (its sweep, or its own create). */
   z.object({ type: z.literal("tenant.recheck"), run_id: TokenSchema }),
   /** A run asks to expand a node (a map's items) before any item starts; answered to the run. */

@@ -181,6 +181,20 @@ describe("the day cap", () => {
     expect(d.ctx.day).toBe("2025-01-16");
     expect(d.admit("e").outcome).toBe("day_cap_reached");
   });
+
+  it("a start that made no run (`withdrawn`) gives its place under the cap back; a run that ran keeps it; either end counts once", () => {
+    const d = tenant({ day_cap: 2 });
+    d.admit("a");
+    d.admit("b");
+    expect(d.admit("c").outcome).toBe("day_cap_reached");
+    expect(d.send({ type: "tenant.run_ended", run_id: "b", project: "p", withdrawn: true }).answer).toMatchObject({ outcome: "ended", active_runs: 1 });
+    expect(d.ctx.starts_today).toBe(1);
+    expect(d.send({ type: "tenant.run_ended", run_id: "b", project: "p", withdrawn: true }).answer).toMatchObject({ outcome: "not_running" });
+    expect(d.ctx.starts_today).toBe(1);
+    d.end("a");
+    expect(d.ctx.starts_today).toBe(1);
+    expect(d.admit("c")).toMatchObject({ outcome: "admitted", starts_today: 2 });
+  });
 });
 
 describe("the day budget (money) is checked at start, before any run exists", () => {
