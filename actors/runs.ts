@@ -136,10 +136,11 @@ export class RunService {
     let key = request.start_key ? startKey(request.start_key.source, request.start_key.delivery_id) : startKey("api", randomDeliveryId());
     let id = runIdFor(tenant, key);
     const input = request.input ?? {};
+    const bytes = jsonBytes(input);
     const source = request.source ?? request.start_key?.source ?? "api";
     const lane = laneFor(request.lane, source, this.deps.tenants.policy(tenant)?.interactive_sources);
     const project = request.project ?? "default";
-    const early = request.start_key ? undefined : this.admitEarly(tenant, id, project, request, input, lane.ok);
+    const early = request.start_key || bytes > MAX_INPUT_BYTES || !lane.ok ? undefined : this.admitEarly(tenant, id, project, request, input);
     // Two independent reads, side by side: the definition, and a run this start key already made.
     const [resolved, existing] = await Promise.all([
       this.deps.definitions.resolve(tenant, request.definition, request.version),
@@ -150,7 +151,6 @@ export class RunService {
     });
     // The same key always answers the same run, whatever this delivery names or carries (C017).
     if (existing) return { outcome: "duplicate", run: existing };
-    const bytes = jsonBytes(input);
     if (bytes > MAX_INPUT_BYTES) return { outcome: "input_too_large", bytes, limit: MAX_INPUT_BYTES };
     // From here an early admission (if any) is used as this start's, or given back.
     const refuse = async (answer: StartRunResult): Promise<StartRunResult> => (await this.giveBack(tenant, id, project, early), answer);
@@ -246,7 +246,8 @@ export class RunService {
    * the plan this node last resolved for the name while the latest version is read: one round
    * trip less before its answer. Admission reads the plan only for its cost ceiling and whether a
    * person admits the run first, so `start` uses this admission when the version it reads agrees
-   * on both, and gives it back otherwise. Not tried when the guess would refuse the start anyway.
+   * on both, and gives it back otherwise. Not tried for a pinned version, nor when the guess would
+   * refuse the start anyway (the caller has checked the input's size and the lane).
    */
   private admitEarly(
     tenant: string,
@@ -254,12 +255,10 @@ export class RunService {
     project: string,
     request: StartRunRequest,
     input: unknown,
-    laneOk: boolean,
   ): { ceiling: number | undefined; admission: Promise<{ outcome: string } & Record<string, unknown>> } | undefined {
-    if (request.version !== undefined || !laneOk) return undefined;
+    if (request.version !== undefined) return undefined;
     const guess = this.deps.definitions.lastResolved(tenant, request.definition);
     if (!guess || heldForAdmission(guess.plan, { parent_run_id: null, replay_of: request.replay_of })) return undefined;
-    if (jsonBytes(input) > MAX_INPUT_BYTES) return undefined;
     if (guess.plan.input_schema && !validateAgainstSchema(guess.plan.input_schema, input).ok) return undefined;
     const ceiling = guess.plan.limits?.max_cost_cents;
     return { ceiling, admission: this.deps.tenants.admit(tenant, id, project, ceiling, true) };
