@@ -201,6 +201,11 @@ export const PlanSchema = z.strictObject({
 });
 
 /** Index of plan nodes by id (plan order is the array order). */
-export function planIndex(plan: Pick<Plan, "nodes">): Map<string, PlanNode> {
-  return new Map(plan.nodes.map((n) => [n.id, n]));
+export function planIndex(plan: Pick<Plan, "nodes">): ReadonlyMap<string, PlanNode> {
+  // A compiled plan never changes: its index is built once (the walk asks for it on every step).
+  let index = indexes.get(plan.nodes);
+  if (!index) indexes.set(plan.nodes, (index = new Map(plan.nodes.map((n) => [n.id, n]))));
+  return index;
 }
+
+const indexes = new WeakMap<readonly PlanNode[], ReadonlyMap<string, PlanNode>>();

@@ -7,7 +7,7 @@
 import { evaluateCondition } from "./conditions.js";
 import { joinOutcome, stepsScope } from "./outcome.js";
 import { planIndex, type NodeState, type NodeStates, type Plan } from "./plan.js";
-import { readiness, settleSkips } from "./readiness.js";
+import { ownCopy, settleSkipsInPlace } from "./readiness.js";
 
 /** One structural node settled by `progress`, in the order it was settled. */
 export type Settled = { id: string; status: "succeeded" | "failed"; taken?: "then" | "else" };
@@ -28,13 +28,11 @@ export function progress(plan: Pick<Plan, "nodes">, states: NodeStates, input: u
   const skipped: string[] = [];
   const settled: Settled[] = [];
   const fatal: Fatal[] = [];
-  let current: Record<string, NodeState> = {};
-  for (const [id, s] of Object.entries(states)) if (s) current[id] = s;
+  const current = ownCopy(states);
   for (;;) {
-    const skips = settleSkips(plan, current);
-    current = skips.states;
+    const skips = settleSkipsInPlace(plan, current);
     skipped.push(...skips.skipped);
-    const ready = readiness(plan, current).ready;
+    const ready = skips.ready;
     const structural = ready.filter((id) => {
       const kind = byId.get(id)?.kind;
       return kind === "branch" || kind === "parallel" || kind === "branch_end";

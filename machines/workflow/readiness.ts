@@ -62,17 +62,34 @@ export function readiness(plan: Pick<Plan, "nodes">, states: NodeStates): Readin
  * within each round. Converges in one round for a compiled plan, which is topologically sorted.
  */
 export function settleSkips(plan: Pick<Plan, "nodes">, states: NodeStates): { states: Record<string, NodeState>; skipped: string[] } {
-  const next: Record<string, NodeState> = {};
-  for (const [id, s] of Object.entries(states)) if (s) next[id] = s;
+  const next = ownCopy(states);
+  return { states: next, skipped: settleSkipsInPlace(plan, next).skipped };
+}
+
+/**
+ * {@link settleSkips} on states the caller owns (changed in place), with what is ready once the
+ * skips are applied: the last round's readiness, so the caller need not walk the plan again.
+ */
+export function settleSkipsInPlace(plan: Pick<Plan, "nodes">, states: Record<string, NodeState>): { skipped: string[]; ready: string[] } {
   const skipped: string[] = [];
   for (;;) {
-    const { skip } = readiness(plan, next);
-    if (skip.length === 0) return { states: next, skipped };
+    const { ready, skip } = readiness(plan, states);
+    if (skip.length === 0) return { skipped, ready };
     for (const id of skip) {
-      next[id] = { status: "skipped" };
+      states[id] = { status: "skipped" };
       skipped.push(id);
     }
   }
+}
+
+/** The set states of `states`, in an object of the caller's own. */
+export function ownCopy(states: NodeStates): Record<string, NodeState> {
+  const next: Record<string, NodeState> = {};
+  for (const id in states) {
+    const s = states[id];
+    if (s) next[id] = s;
+  }
+  return next;
 }
 
 /**
@@ -81,6 +98,6 @@ export function settleSkips(plan: Pick<Plan, "nodes">, states: NodeStates): { st
  * `evaluateCondition`, and settles `parallel` / `branch_end` nodes at once with `joinOutcome`.
  */
 export function advance(plan: Pick<Plan, "nodes">, states: NodeStates): { states: Record<string, NodeState>; skipped: string[]; ready: string[] } {
-  const settled = settleSkips(plan, states);
-  return { ...settled, ready: readiness(plan, settled.states).ready };
+  const next = ownCopy(states);
+  return { states: next, ...settleSkipsInPlace(plan, next) };
 }
