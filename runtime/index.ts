@@ -40,7 +40,7 @@ export {
   type TopologyConfig,
 } from "./topology.js";
 export { fnv1a32, partitionOf } from "./partitions/hash.js";
-export { preferredOwner, placementFor } from "./partitions/placement.js";
+export { preferredOwner, placementFor, PLACEMENT_VERSION, type PlacementVersion } from "./partitions/placement.js";
 export { Membership, type NodeRecord } from "./partitions/membership.js";
 export { PartitionOwnership } from "./partitions/ownership.js";
 export {

@@ -5,6 +5,7 @@ import type { Clock } from "../clock.js";
 import type { Logger } from "../log.js";
 import { publish } from "../nats/jetstream.js";
 import { kvSubject, NODES_BUCKET } from "../topology.js";
+import { PLACEMENT_VERSION, type PlacementVersion } from "./placement.js";
 
 export const NodeRecordSchema = z.object({
   node: z.string(),
@@ -13,6 +14,8 @@ export const NodeRecordSchema = z.object({
   startedAt: z.number(),
   renewedAt: z.number(),
   ttlMs: z.number(),
+  /** The placement function this node can use (see placement.ts); absent: 1, a node from before it changed. */
+  placement: z.number().int().positive().optional(),
 });
 export type NodeRecord = z.infer<typeof NodeRecordSchema>;
 
@@ -58,6 +61,13 @@ export class Membership {
     return this.live.has(node);
   }
 
+  /** The placement version every live node can use (the lowest announced): all of them place partitions alike. */
+  placementVersion(): PlacementVersion {
+    let version: PlacementVersion = PLACEMENT_VERSION;
+    for (const record of this.live.values()) if ((record.placement ?? 1) < version) version = 1;
+    return version;
+  }
+
   onChange(listener: () => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
@@ -84,7 +94,7 @@ export class Membership {
 
   private apply(entry: KvWatchEntry): void {
     const name = entry.key.slice("node.".length);
-    const before = this.live.has(name);
+    const before = this.live.get(name);
     if (entry.operation === "DEL" || entry.operation === "PURGE" || entry.length === 0) {
       this.live.delete(name);
     } else {
@@ -94,13 +104,23 @@ export class Membership {
         this.config.logger.warn("unreadable node record", { key: entry.key });
       }
     }
-    if (before !== this.live.has(name)) for (const l of this.listeners) l();
+    const after = this.live.get(name);
+    // A node joining or leaving, or restarted under its name by another version (placement).
+    if ((before === undefined) !== (after === undefined) || before?.placement !== after?.placement) for (const l of this.listeners) l();
   }
 
   private async renew(first: boolean): Promise<void> {
     if (this.stopped) return;
     const { node, incarnation, clock, nc } = this.config;
-    const record: NodeRecord = { node, incarnation, pid: process.pid, startedAt: this.startedAt, renewedAt: clock.now(), ttlMs: this.config.ttlMs };
+    const record: NodeRecord = {
+      node,
+      incarnation,
+      pid: process.pid,
+      startedAt: this.startedAt,
+      renewedAt: clock.now(),
+      ttlMs: this.config.ttlMs,
+      placement: PLACEMENT_VERSION,
+    };
     const h = makeHeaders();
     const data = new TextEncoder().encode(JSON.stringify(record));
     // The first write takes the name over unconditionally (a restart of the same node); later

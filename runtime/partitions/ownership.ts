@@ -74,9 +74,10 @@ export class PartitionOwnership {
     const { host, membership, authority, partitions } = this.config;
     const live = membership.liveNodes();
     if (!live.includes(authority.node)) live.push(authority.node);
+    const version = membership.placementVersion();
     const work: Promise<void>[] = [];
     for (let p = 0; p < partitions; p++) {
-      const preferred = preferredOwner(p, live);
+      const preferred = preferredOwner(p, live, version);
       if (host.owns(p)) {
         work.push(this.keepOrLetGo(p, preferred));
       } else if (preferred === authority.node) {

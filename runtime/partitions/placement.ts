@@ -1,16 +1,38 @@
 import { fnv1a32 } from "./hash.js";
 
 /**
+ * Versions of the placement function. 1 scored a (node, partition) pair by its FNV-1a hash
+ * alone, which barely mixes the last bytes: nodes whose names differ in one character (`w1c-0`,
+ * `w1c-1`) ranked the same way for every partition, so one of them won all 32 and a second node
+ * added nothing. 2 mixes the hash (murmur3's finaliser) first. A cluster uses the lowest version
+ * any live node announces (`Membership.placementVersion`), so nodes of two versions always agree
+ * on where every partition goes and none is left unclaimed during an upgrade.
+ */
+export type PlacementVersion = 1 | 2;
+export const PLACEMENT_VERSION: PlacementVersion = 2;
+
+/** murmur3's 32-bit finaliser: every input bit moves about half the output bits. */
+function mix32(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/**
  * Rendezvous (highest-random-weight) placement: each partition goes to the live node with the
  * highest hash of (node, partition). It is a pure function of the live set, so every node
  * computes the same answer without talking, and a node joining or leaving moves only the
  * partitions it wins or held (about P/N of them).
  */
-export function preferredOwner(partition: number, liveNodes: readonly string[]): string | undefined {
+export function preferredOwner(partition: number, liveNodes: readonly string[], version: PlacementVersion = PLACEMENT_VERSION): string | undefined {
   let best: string | undefined;
   let bestScore = -1;
   for (const node of liveNodes) {
-    const score = fnv1a32(`${node}/${partition}`);
+    const hash = fnv1a32(`${node}/${partition}`);
+    const score = version === 1 ? hash : mix32(hash);
     if (score > bestScore || (score === bestScore && best !== undefined && node < best)) {
       best = node;
       bestScore = score;
@@ -20,8 +42,8 @@ export function preferredOwner(partition: number, liveNodes: readonly string[]):
 }
 
 /** The partitions `node` should own given the live set. */
-export function placementFor(node: string, liveNodes: readonly string[], partitions: number): number[] {
+export function placementFor(node: string, liveNodes: readonly string[], partitions: number, version: PlacementVersion = PLACEMENT_VERSION): number[] {
   const out: number[] = [];
-  for (let p = 0; p < partitions; p++) if (preferredOwner(p, liveNodes) === node) out.push(p);
+  for (let p = 0; p < partitions; p++) if (preferredOwner(p, liveNodes, version) === node) out.push(p);
   return out;
 }

@@ -9,6 +9,7 @@ import { heartbeats } from "./heartbeats.js";
 import { tools } from "./tools.js";
 import { fairness, w1, w2, w3 } from "./workflow.js";
 import { w4, w5 } from "./resilience.js";
+import { w1cluster } from "./cluster.js";
 
 const benches: Record<string, () => Promise<Record<string, unknown>>> = {
   actor: actorBench,
@@ -17,6 +18,7 @@ const benches: Record<string, () => Promise<Record<string, unknown>>> = {
   cancel,
   floor,
   w1,
+  w1cluster,
   w2,
   w3,
   w4,

@@ -103,7 +103,7 @@ async function startAndFinish(w: World, definition: string, input: unknown = {},
   return performance.now() - t0;
 }
 
-function sequential(name: string, steps: number) {
+export function sequential(name: string, steps: number) {
   return { name, nodes: Array.from({ length: steps }, (_, i) => ({ id: `s${i}`, kind: "code", handler: "noop", ...(i > 0 ? { needs: [`s${i - 1}`] } : {}) })) };
 }
 

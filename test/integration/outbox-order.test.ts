@@ -4,30 +4,23 @@
  * to its tenant is one: once the tenant hears it, the run leaves what recovery reads (its
  * member key), so whatever else the run's end published must be out by then.
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { beforeAll, expect, it } from "vitest";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { CMD_STREAM, createLogger, DEFAULT_TOPOLOGY, ensureTopology, LiveEvents, mailboxSubject, partitionOf } from "../../runtime/index.js";
+import { CMD_STREAM, createLogger, DEFAULT_TOPOLOGY, LiveEvents, mailboxSubject, partitionOf } from "../../runtime/index.js";
 import { publishOutbox, type OutboxContext } from "../../runtime/actor/outbox.js";
-import { startServer, type NatsServerHandle } from "../harness/index.js";
+import { topologyWorld } from "./topology-world.js";
 
 const P = DEFAULT_TOPOLOGY.partitions;
-let server: NatsServerHandle;
+const world = topologyWorld();
 let nc: NatsConnection;
 
 beforeAll(async () => {
-  server = await startServer();
-  nc = await connect(server.connectOptions());
-  await ensureTopology(nc, DEFAULT_TOPOLOGY);
+  nc = world.nc;
   // A stream that refuses every message but the smallest: a durable publish that fails for good.
   const jsm = await jetstreamManager(nc);
   await jsm.streams.add({ name: "TINY", subjects: ["tiny.>"], max_msg_size: 1 });
   await jsm.streams.add({ name: "ORDER", subjects: ["order.>"] });
-});
-
-afterAll(async () => {
-  await nc?.close();
-  await server?.dispose();
 });
 
 function context(): OutboxContext {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
-import { fnv1a32, partitionOf, placementFor, preferredOwner } from "../../runtime/index.js";
+import { fnv1a32, partitionOf, PLACEMENT_VERSION, placementFor, preferredOwner } from "../../runtime/index.js";
 import { natsCli } from "../harness/index.js";
 
 describe("partition hashing", () => {
@@ -46,6 +46,23 @@ describe("placement", () => {
       ),
     );
     for (let p = 0; p < 32; p++) if (before[p] !== "n3") expect(after[p]).toBe(before[p]);
+  });
+
+  it("v2 spreads nodes whose names differ in one character; v1 (kept for clusters with older nodes) gave one of them everything", () => {
+    const count = (names: string[], version: 1 | 2) => names.map((n) => placementFor(n, names, 32, version).length);
+    expect(count(["w1c-0", "w1c-1"], 1)).toEqual([0, 32]);
+    expect(PLACEMENT_VERSION).toBe(2);
+    for (const names of [
+      ["w1c-0", "w1c-1"],
+      ["node-1", "node-2", "node-3"],
+      ["runway-1", "runway-2", "runway-3", "runway-4"],
+    ])
+      for (const owned of count(names, 2)) expect(owned).toBeGreaterThanOrEqual(4);
+    fc.assert(
+      fc.property(fc.stringMatching(/^[a-z][a-z0-9-]{0,10}$/), (prefix) => {
+        for (const owned of count([`${prefix}0`, `${prefix}1`], 2)) expect(owned).toBeGreaterThan(0);
+      }),
+    );
   });
 
   it("has no owner without live nodes", () => {

@@ -1,0 +1,111 @@
+import { fileURLToPath } from "node:url";
+import { connect } from "@nats-io/transport-node";
+import { RunwayClient } from "../../cluster/client.js";
+import { preferredOwner, readFence } from "../../runtime/index.js";
+import { RUNWAY_USER, spawnProcess, startServer, waitFor, type ChildHandle } from "../harness/index.js";
+import { clockTicks, cpuMicrosEach, percentiles, procCpuSeconds, progress, windowed } from "./stats.js";
+import { sequential } from "./workflow.js";
+
+/** The `runway` command, as an operator starts a node. */
+const bin = fileURLToPath(new URL("../../bin/runway.mjs", import.meta.url));
+const handlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
+
+function startNode(server: string, name: string): ChildHandle {
+  return spawnProcess(
+    process.execPath,
+    [bin, "node", "--servers", server, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--name", name, "--handlers", handlers],
+    { name, env: { RUNWAY_LOG: "error" } },
+  );
+}
+
+/**
+ * w1's workload (after `W1_WARMUP` warm-up runs, `W1_RUNS` runs × 10 sequential no-op steps, 32
+ * in flight) against a cluster of `W1_NODES` node processes (default 2) started with the `runway`
+ * command on this machine and one server, once every node serves its share of the partitions.
+ * The bench process is only the client. What a second core buys when one node's main thread is
+ * the limit (`w1` runs one node in the bench's own process).
+ */
+export async function w1cluster(): Promise<Record<string, unknown>> {
+  const count = Number(process.env.W1_NODES ?? 2);
+  const server = await startServer();
+  const nodes: ChildHandle[] = [];
+  const nc = await connect({ ...server.connectOptions(), noAsyncTraces: true });
+  try {
+    for (let i = 0; i < count; i++) nodes.push(startNode(server.url, `w1c-${i}`));
+    await Promise.all(nodes.map((n) => n.waitForLine(/^READY /, { timeoutMs: 60_000 })));
+    progress(`w1cluster: ${count} nodes ready; waiting for every partition to be served where placement puts it`);
+    const names = nodes.map((_, i) => `w1c-${i}`);
+    await waitFor(
+      async () => {
+        for (let p = 0; p < 32; p++) {
+          const f = await readFence(nc, p);
+          if (f.outcome !== "found" || f.fence.owner !== preferredOwner(p, names)) return undefined;
+        }
+        return true;
+      },
+      { timeoutMs: 120_000, describe: "partitions placed over the nodes" },
+    );
+    const client = new RunwayClient(nc, "bench", 60_000);
+    await client.createTenant("bench", { max_concurrency: 10_000, interactive_sources: ["bench"] });
+    await client.putDefinition(sequential("seq10", 10));
+    const waiters = new Map<string, () => void>();
+    const early = new Set<string>();
+    nc.subscribe("rw.evt.bench.*.*.run_succeeded", {
+      callback: (_err, msg) => {
+        const run = msg.subject.split(".")[4]!;
+        const w = waiters.get(run);
+        if (w) w();
+        else early.add(run);
+      },
+    });
+    await nc.flush();
+    const finished = (id: string) => (early.has(id) ? Promise.resolve() : new Promise<void>((r) => waiters.set(id, r)));
+    const latencies: number[] = [];
+    const one = async () => {
+      const t0 = performance.now();
+      const started = await client.startRun({ definition: "seq10" });
+      if (started.outcome !== "started") throw new Error(`start: ${JSON.stringify(started)}`);
+      await finished((started.run as { id: string }).id);
+      latencies.push(performance.now() - t0);
+    };
+    const warmup = Number(process.env.W1_WARMUP ?? 100);
+    progress(`w1cluster warm-up: ${warmup} runs`);
+    await windowed(warmup, 32, one);
+    latencies.length = 0;
+    const runs = Number(process.env.W1_RUNS ?? 200);
+    progress(`w1cluster: ${runs} runs x 10 steps, 32 in flight, on ${count} nodes`);
+    const ticks = clockTicks();
+    const server0 = procCpuSeconds(server.pid, ticks);
+    const nodes0 = nodes.map((n) => procCpuSeconds(n.pid, ticks));
+    const t0 = performance.now();
+    await windowed(runs, 32, one);
+    const seconds = (performance.now() - t0) / 1000;
+    const server1 = procCpuSeconds(server.pid, ticks);
+    const nodes1 = nodes.map((n) => procCpuSeconds(n.pid, ticks));
+    // What each node did: the partitions it serves, the attempts it ran, the transitions it stored.
+    const work: Record<string, unknown> = {};
+    for await (const m of await nc.requestMany("runway.v1.ops.metrics", "", { maxWait: 2_000, maxMessages: count })) {
+      const answer = JSON.parse(m.string()) as { node: string; metrics: Record<string, unknown> };
+      const { partitions_owned, lease_acquisitions, actor_transitions } = answer.metrics;
+      work[answer.node] = { partitions_owned, lease_acquisitions, actor_transitions };
+    }
+    return {
+      bench: "w1cluster",
+      nodes: count,
+      runs,
+      warmup_runs: warmup,
+      in_flight: 32,
+      steps_per_s: Math.round((runs * 10) / seconds),
+      run_latency_ms: percentiles(latencies),
+      cpu_us_per_step: {
+        nodes: nodes.map((_, i) => cpuMicrosEach(nodes0[i], nodes1[i], runs * 10)),
+        nats_server: cpuMicrosEach(server0, server1, runs * 10),
+      },
+      work_by_node: work,
+    };
+  } finally {
+    await nc.close().catch(() => undefined);
+    for (const n of nodes) await n.kill().catch(() => undefined);
+    await server.dispose();
+  }
+}
