@@ -8,6 +8,7 @@ import { RunIndex } from "./run-index.js";
 import { compactedView, view, type RunSummary, type RunView } from "./run-views.js";
 import type { DefinitionStore } from "./definitions.js";
 import { randomDeliveryId, runIdFor, startKey, tenantOfRun } from "./ids.js";
+import { EarlyAdmissions } from "./early-admission.js";
 import { RUN_KIND } from "./run-actor.js";
 import type { TenantService } from "./tenants.js";
 import type { LiveRunIndex } from "./live-runs.js";
@@ -112,8 +113,8 @@ function mayBeRunOf(tenant: string, id: string): boolean {
  */
 export class RunService {
   private readonly index: RunIndex;
-  /** Starts admitted early on the version this node last resolved (see `admitEarly`), and those given back. */
-  readonly stats = { admittedEarly: 0, givenBack: 0 };
+  /** Starts admitted on the version this node last resolved, while the latest is read (early-admission.ts). */
+  readonly early: EarlyAdmissions;
 
   constructor(
     private readonly deps: {
@@ -129,6 +130,7 @@ export class RunService {
     },
   ) {
     this.index = new RunIndex(deps.nc);
+    this.early = new EarlyAdmissions(deps);
   }
 
   async start(tenant: string, request: StartRunRequest): Promise<StartRunResult> {
@@ -140,20 +142,20 @@ export class RunService {
     const source = request.source ?? request.start_key?.source ?? "api";
     const lane = laneFor(request.lane, source, this.deps.tenants.policy(tenant)?.interactive_sources);
     const project = request.project ?? "default";
-    const early = request.start_key || bytes > MAX_INPUT_BYTES || !lane.ok ? undefined : this.admitEarly(tenant, id, project, request, input);
+    const early = request.start_key || bytes > MAX_INPUT_BYTES || !lane.ok ? undefined : this.early.admit(tenant, id, project, request, input);
     // Two independent reads, side by side: the definition, and a run this start key already made.
     const [resolved, existing] = await Promise.all([
       this.deps.definitions.resolve(tenant, request.definition, request.version),
       request.start_key ? this.get(tenant, id) : Promise.resolve(undefined),
     ]).catch((err: unknown) => {
-      void this.giveBack(tenant, id, project, early);
+      void this.early.giveBack(early);
       throw err;
     });
     // The same key always answers the same run, whatever this delivery names or carries (C017).
     if (existing) return { outcome: "duplicate", run: existing };
     if (bytes > MAX_INPUT_BYTES) return { outcome: "input_too_large", bytes, limit: MAX_INPUT_BYTES };
     // From here an early admission (if any) is used as this start's, or given back.
-    const refuse = async (answer: StartRunResult): Promise<StartRunResult> => (await this.giveBack(tenant, id, project, early), answer);
+    const refuse = async (answer: StartRunResult): Promise<StartRunResult> => (await this.early.giveBack(early), answer);
     if (resolved.outcome === "definition_not_found") return refuse(resolved);
     if (resolved.outcome === "definition_not_published") return refuse(resolved);
     if (resolved.plan.input_schema) {
@@ -165,12 +167,12 @@ export class RunService {
     const ceiling = resolved.plan.limits?.max_cost_cents;
     // A run a person admits first (its definition's `admission` policy) asks its tenant only once approved (machines/execution/admission.ts).
     const held = heldForAdmission(resolved.plan, { parent_run_id: null, replay_of: request.replay_of });
-    const reused = early !== undefined && !held && early.ceiling === ceiling;
+    const reused = this.early.agrees(early, { held, ceiling });
     if (early && !reused) {
       // Admitted on other terms than the latest version's: that id's slot goes back (whenever
       // its answer comes) and the start is admitted again under an id of its own, so a late
       // give-back can never release this one.
-      void this.giveBack(tenant, id, project, early);
+      void this.early.giveBack(early);
       key = startKey("api", randomDeliveryId());
       id = runIdFor(tenant, key);
     }
@@ -178,11 +180,7 @@ export class RunService {
     // admission has one once it answers: its member key (`counted`; live-runs.ts). A held run asks
     // its tenant later: its key is added now, beside the rest of the start rather than after it.
     const [admitted, indexed] = await Promise.all([
-      reused
-        ? early.admission.then((a) => (this.stats.admittedEarly++, a))
-        : held
-          ? { outcome: "held" as const }
-          : this.deps.tenants.admit(tenant, id, project, ceiling, !request.start_key),
+      reused ? this.early.use(early) : held ? { outcome: "held" as const } : this.deps.tenants.admit(tenant, id, project, ceiling, !request.start_key),
       held && this.deps.live ? this.deps.live.add(id, { tenant, at: this.deps.now() }).then(() => true) : false,
     ]);
     if (
@@ -239,38 +237,6 @@ export class RunService {
       return { outcome: "invalid_input", reason: answer.reason };
     }
     throw new RunwayFault("start_unavailable", `start of ${id} not confirmed: ${answer.outcome}`, { kind: "retryable" });
-  }
-
-  /**
-   * A start without a start key (its id is new: there is nothing to find first) is admitted on
-   * the plan this node last resolved for the name while the latest version is read: one round
-   * trip less before its answer. Admission reads the plan only for its cost ceiling and whether a
-   * person admits the run first, so `start` uses this admission when the version it reads agrees
-   * on both, and gives it back otherwise. Not tried for a pinned version, nor when the guess would
-   * refuse the start anyway (the caller has checked the input's size and the lane).
-   */
-  private admitEarly(
-    tenant: string,
-    id: string,
-    project: string,
-    request: StartRunRequest,
-    input: unknown,
-  ): { ceiling: number | undefined; admission: Promise<{ outcome: string } & Record<string, unknown>> } | undefined {
-    if (request.version !== undefined) return undefined;
-    const guess = this.deps.definitions.lastResolved(tenant, request.definition);
-    if (!guess || heldForAdmission(guess.plan, { parent_run_id: null, replay_of: request.replay_of })) return undefined;
-    if (guess.plan.input_schema && !validateAgainstSchema(guess.plan.input_schema, input).ok) return undefined;
-    const ceiling = guess.plan.limits?.max_cost_cents;
-    return { ceiling, admission: this.deps.tenants.admit(tenant, id, project, ceiling, true) };
-  }
-
-  /** The slot an early admission took, back to its tenant (no run will have that id). */
-  private async giveBack(tenant: string, id: string, project: string, early: { admission: Promise<{ outcome: string }> } | undefined): Promise<void> {
-    if (!early) return;
-    const admitted = await early.admission.catch(() => undefined);
-    if (admitted?.outcome !== "admitted" && admitted?.outcome !== "queued") return;
-    this.stats.givenBack++;
-    await this.deps.tenants.runEnded(tenant, id, project).catch(() => undefined);
   }
 
   /**

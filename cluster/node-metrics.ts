@@ -75,3 +75,30 @@ export function collectSchedulerMetrics(dispatcher: Dispatcher | undefined, now:
       out.push(g("scheduler_queue_age_ms", "wait of the oldest queued attempt, by tenant and class", ms ?? 0, { tenant, class: cls }));
   return out;
 }
+
+/** Starts admitted early (actors/early-admission.ts), the recovery sweep's passes, and the live-run index's listings of member keys. */
+export function collectRunMetrics(
+  early: { admittedEarly: number; givenBack: number },
+  sweep: { passes: number; errors: number },
+  memberListings: number,
+): Metric[] {
+  return [
+    c(
+      "starts_admitted_early",
+      "starts admitted on the definition version this node last resolved while it read the latest (one round trip less)",
+      early.admittedEarly,
+    ),
+    c(
+      "early_admissions_given_back",
+      "early admissions given back (the latest version had another cost ceiling or admission policy, or the start was refused)",
+      early.givenBack,
+    ),
+    c("sweep_passes", "recovery sweep passes made", sweep.passes),
+    c("sweep_errors", "records a sweep pass could not read or repair (skipped)", sweep.errors),
+    c(
+      "live_index_member_listings",
+      "listings of the tenants' member keys (every counted run of the cluster) made by recovery and sweep passes",
+      memberListings,
+    ),
+  ];
+}

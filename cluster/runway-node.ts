@@ -26,7 +26,7 @@ import {
   TenantService,
 } from "../actors/index.js";
 import { ensureToolsBucket, startApi, ToolConnections, ToolGateway, ToolRegistry } from "../gateways/index.js";
-import { collectNodeMetrics, collectSchedulerMetrics } from "./node-metrics.js";
+import { collectNodeMetrics, collectRunMetrics, collectSchedulerMetrics } from "./node-metrics.js";
 import {
   METRICS_CHANNEL,
   STEP_ABORT,
@@ -349,31 +349,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               collect: () => [
                 ...collectNodeMetrics(self(), executor!, pool),
                 ...collectSchedulerMetrics(dispatcher, clock.now()),
-                { name: "sweep_passes", help: "recovery sweep passes made", type: "counter" as const, value: sweeper!.totals.passes },
-                {
-                  name: "starts_admitted_early",
-                  help: "starts admitted on the definition version this node last resolved while it read the latest (one round trip less)",
-                  type: "counter" as const,
-                  value: runs!.stats.admittedEarly,
-                },
-                {
-                  name: "early_admissions_given_back",
-                  help: "early admissions given back (the latest version had another cost ceiling or admission policy, or the start was refused)",
-                  type: "counter" as const,
-                  value: runs!.stats.givenBack,
-                },
-                {
-                  name: "live_index_member_listings",
-                  help: "listings of the tenants' member keys (every counted run of the cluster) made by recovery and sweep passes",
-                  type: "counter" as const,
-                  value: live().memberListings,
-                },
-                {
-                  name: "sweep_errors",
-                  help: "records a sweep pass could not read or repair (skipped)",
-                  type: "counter" as const,
-                  value: sweeper!.totals.errors,
-                },
+                ...collectRunMetrics(runs!.early.stats, sweeper!.totals, live().memberListings),
               ],
             });
           },

@@ -4,18 +4,24 @@ import { RunwayClient } from "../../cluster/client.js";
 import { preferredOwner, readFence } from "../../runtime/index.js";
 import { RUNWAY_USER, spawnProcess, startServer, waitFor, type ChildHandle } from "../harness/index.js";
 import { clockTicks, cpuMicrosEach, percentiles, procCpuSeconds, progress, windowed } from "./stats.js";
-import { sequential } from "./workflow.js";
+import { runEnds, sequential } from "./workflow.js";
 
 /** The `runway` command, as an operator starts a node. */
 const bin = fileURLToPath(new URL("../../bin/runway.mjs", import.meta.url));
 const handlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
 
-function startNode(server: string, name: string): ChildHandle {
-  return spawnProcess(
+/**
+ * A node process as an operator starts one (the `runway` command, the fixture handlers), on
+ * `server`; `args` and `env` add to its command line and environment. Resolves once it serves.
+ */
+export async function startNodeProcess(server: string, name: string, options: { args?: string[]; env?: Record<string, string> } = {}): Promise<ChildHandle> {
+  const child = spawnProcess(
     process.execPath,
-    [bin, "node", "--servers", server, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--name", name, "--handlers", handlers],
-    { name, env: { RUNWAY_LOG: "error" } },
+    [bin, "node", "--servers", server, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--name", name, "--handlers", handlers, ...(options.args ?? [])],
+    { name, env: { RUNWAY_LOG: "error", ...options.env } },
   );
+  await child.waitForLine(/^READY /, { timeoutMs: 60_000 });
+  return child;
 }
 
 /**
@@ -31,8 +37,7 @@ export async function w1cluster(): Promise<Record<string, unknown>> {
   const nodes: ChildHandle[] = [];
   const nc = await connect({ ...server.connectOptions(), noAsyncTraces: true });
   try {
-    for (let i = 0; i < count; i++) nodes.push(startNode(server.url, `w1c-${i}`));
-    await Promise.all(nodes.map((n) => n.waitForLine(/^READY /, { timeoutMs: 60_000 })));
+    nodes.push(...(await Promise.all(Array.from({ length: count }, (_, i) => startNodeProcess(server.url, `w1c-${i}`)))));
     progress(`w1cluster: ${count} nodes ready; waiting for every partition to be served where placement puts it`);
     const names = nodes.map((_, i) => `w1c-${i}`);
     await waitFor(
@@ -48,24 +53,14 @@ export async function w1cluster(): Promise<Record<string, unknown>> {
     const client = new RunwayClient(nc, "bench", 60_000);
     await client.createTenant("bench", { max_concurrency: 10_000, interactive_sources: ["bench"] });
     await client.putDefinition(sequential("seq10", 10));
-    const waiters = new Map<string, () => void>();
-    const early = new Set<string>();
-    nc.subscribe("rw.evt.bench.*.*.run_succeeded", {
-      callback: (_err, msg) => {
-        const run = msg.subject.split(".")[4]!;
-        const w = waiters.get(run);
-        if (w) w();
-        else early.add(run);
-      },
-    });
-    await nc.flush();
-    const finished = (id: string) => (early.has(id) ? Promise.resolve() : new Promise<void>((r) => waiters.set(id, r)));
+    const finished = await runEnds(nc, "bench");
     const latencies: number[] = [];
     const one = async () => {
       const t0 = performance.now();
       const started = await client.startRun({ definition: "seq10" });
       if (started.outcome !== "started") throw new Error(`start: ${JSON.stringify(started)}`);
-      await finished((started.run as { id: string }).id);
+      const outcome = await finished((started.run as { id: string }).id);
+      if (outcome !== "run_succeeded") throw new Error(`run ${outcome}`);
       latencies.push(performance.now() - t0);
     };
     const warmup = Number(process.env.W1_WARMUP ?? 100);

@@ -1,18 +1,14 @@
 import { readFileSync, mkdtempSync, existsSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { connect } from "@nats-io/transport-node";
 import { RunwayClient } from "../../cluster/client.js";
 import { RUN_KIND } from "../../actors/index.js";
 import { readSnapshot } from "../../actors/records.js";
-import { RUNWAY_USER, spawnProcess, startServer, waitFor, type ChildHandle } from "../harness/index.js";
+import { startServer, waitFor, type ChildHandle } from "../harness/index.js";
 import { cpuProfile, heapUsedMb, progress, windowed } from "./stats.js";
 import { world } from "./workflow.js";
-
-/** The `runway` command, as an operator starts a node. */
-const bin = fileURLToPath(new URL("../../bin/runway.mjs", import.meta.url));
-const handlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
+import { startNodeProcess } from "./cluster.js";
 
 /**
  * w4: 10,000 runs parked on a one-hour sleep (the node's heap before and after: what a parked
@@ -71,32 +67,8 @@ export async function w4(): Promise<Record<string, unknown>> {
   }
 }
 
-async function startNode(server: string, ledger: string): Promise<ChildHandle> {
-  const child = spawnProcess(
-    process.execPath,
-    [
-      bin,
-      "node",
-      "--servers",
-      server,
-      "--user",
-      RUNWAY_USER.user,
-      "--pass",
-      RUNWAY_USER.pass,
-      "--name",
-      "w5-node",
-      "--handlers",
-      handlers,
-      "--lease-ttl-ms",
-      "3000",
-    ],
-    {
-      name: "w5-node",
-      env: { RUNWAY_LOG: "error", W5_LEDGER: ledger },
-    },
-  );
-  await child.waitForLine(/^READY /, { timeoutMs: 60_000 });
-  return child;
+function startNode(server: string, ledger: string): Promise<ChildHandle> {
+  return startNodeProcess(server, "w5-node", { args: ["--lease-ttl-ms", "3000"], env: { W5_LEDGER: ledger } });
 }
 
 /**

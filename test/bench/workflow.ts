@@ -32,11 +32,31 @@ export async function world(): Promise<World> {
   const nc = await connect({ ...server.connectOptions(), noAsyncTraces: true });
   const client = new RunwayClient(nc, "bench", 60_000);
   await client.createTenant("bench", { max_concurrency: 10_000, interactive_sources: ["bench"] });
+  const finished = await runEnds(nc, "bench");
+  return {
+    server,
+    node,
+    nc,
+    client,
+    finished,
+    close: async () => {
+      await nc.close();
+      await node.stop();
+      await server.dispose();
+    },
+  };
+}
+
+/**
+ * How each of `tenant`'s runs ended (`run_succeeded` or `run_failed`), once it has: progress events
+ * are plain subjects, so a subscription to the ends sees every completion, also one that came
+ * before its caller asked.
+ */
+export async function runEnds(nc: NatsConnection, tenant: string): Promise<(runId: string) => Promise<string>> {
   const waiters = new Map<string, (type: string) => void>();
   const early = new Map<string, string>();
-  // Progress events are plain subjects: a subscription to the ends sees every completion.
   for (const type of ["run_succeeded", "run_failed"])
-    nc.subscribe(`rw.evt.bench.*.*.${type}`, {
+    nc.subscribe(`rw.evt.${tenant}.*.*.${type}`, {
       callback: (_err, msg) => {
         const run = msg.subject.split(".")[4]!;
         const w = waiters.get(run);
@@ -45,21 +65,9 @@ export async function world(): Promise<World> {
       },
     });
   await nc.flush();
-  return {
-    server,
-    node,
-    nc,
-    client,
-    finished: (runId) => {
-      const done = early.get(runId);
-      if (done) return Promise.resolve(done);
-      return new Promise((resolve) => waiters.set(runId, resolve));
-    },
-    close: async () => {
-      await nc.close();
-      await node.stop();
-      await server.dispose();
-    },
+  return (runId) => {
+    const done = early.get(runId);
+    return done ? Promise.resolve(done) : new Promise((resolve) => waiters.set(runId, resolve));
   };
 }
 

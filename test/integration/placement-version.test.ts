@@ -20,15 +20,15 @@ it("a node announces its placement version; with a live node that announces none
     membership.onChange(() => changes.push(membership.placementVersion()));
 
     // An older node's record, as it wrote it: no `placement`.
-    const old = { node: "pv-old", incarnation: "pv-old-1", pid: 1, startedAt: Date.now(), renewedAt: Date.now(), ttlMs: 5_000 };
-    const stored = await publish(world.nc, kvSubject(NODES_BUCKET, "node.pv-old"), new TextEncoder().encode(JSON.stringify(old)), { ttl: "5s" });
+    const old = { node: "pv-old", incarnation: "pv-old-1", pid: 1, startedAt: Date.now(), renewedAt: Date.now(), ttlMs: 60_000 };
+    const stored = await publish(world.nc, kvSubject(NODES_BUCKET, "node.pv-old"), new TextEncoder().encode(JSON.stringify(old)), { ttl: "60s" });
     expect(stored.outcome).toBe("stored");
     await waitFor(() => (membership.isLive("pv-old") ? true : undefined), { timeoutMs: 5_000, describe: "the older node to be seen" });
     expect(membership.placementVersion()).toBe(1);
 
     // Restarted on the new version under its name: the cluster moves to the new placement.
     const upgraded = { ...old, incarnation: "pv-old-2", placement: PLACEMENT_VERSION };
-    expect((await publish(world.nc, kvSubject(NODES_BUCKET, "node.pv-old"), new TextEncoder().encode(JSON.stringify(upgraded)), { ttl: "5s" })).outcome).toBe(
+    expect((await publish(world.nc, kvSubject(NODES_BUCKET, "node.pv-old"), new TextEncoder().encode(JSON.stringify(upgraded)), { ttl: "60s" })).outcome).toBe(
       "stored",
     );
     await waitFor(() => (membership.placementVersion() === PLACEMENT_VERSION ? true : undefined), { timeoutMs: 5_000, describe: "the upgrade to be seen" });

@@ -26,7 +26,7 @@ async function publish(client: RunwayClient, definition: Record<string, unknown>
   expect(put.outcome, JSON.stringify(put)).toBe("published");
 }
 
-const stats = () => ({ ...world.node.runs.stats });
+const stats = () => ({ ...world.node.runs.early.stats });
 const view = async (client: RunwayClient) => (await client.getTenant()).tenant as TenantView;
 const members = async (tenantId: string) => (await listMembers(world.nc, 32, tenantId)).map((m) => m.run).sort();
 
@@ -38,9 +38,18 @@ async function startAndSettle(client: RunwayClient, definition: string): Promise
   return id;
 }
 
+const NOOP = [{ id: "a", kind: "code", handler: "noop" }];
+
+/** This node resolves `name`'s first version (a plain one-step run), then `latest` is published: what a start guesses is now out of date. */
+async function guessOutdated(client: RunwayClient, name: string, latest: Record<string, unknown>): Promise<void> {
+  await publish(client, { name, nodes: NOOP });
+  await startAndSettle(client, name);
+  await publish(client, { name, nodes: NOOP, ...latest });
+}
+
 it("a start on the version its node last resolved is admitted early and counted once", async () => {
   const client = await tenant("g-hit", { max_concurrency: 10 });
-  await publish(client, { name: "same", nodes: [{ id: "a", kind: "code", handler: "noop" }] });
+  await publish(client, { name: "same", nodes: NOOP });
   await startAndSettle(client, "same");
   const before = stats();
   const id = await startAndSettle(client, "same");
@@ -52,9 +61,7 @@ it("a start on the version its node last resolved is admitted early and counted 
 
 it("a latest version with another cost ceiling: the early slot goes back, the run is admitted again under its own id and reserves the new ceiling", async () => {
   const client = await tenant("g-ceiling", { max_concurrency: 10, day_budget_cents: 1_000, run_reservation_cents: 10 });
-  await publish(client, { name: "priced", nodes: [{ id: "a", kind: "code", handler: "noop" }] });
-  await startAndSettle(client, "priced");
-  await publish(client, { name: "priced", limits: { max_cost_cents: 50 }, nodes: [{ id: "a", kind: "code", handler: "noop" }] });
+  await guessOutdated(client, "priced", { limits: { max_cost_cents: 50 } });
   const before = stats();
   const starts = (await view(client)).starts_today;
   const id = await startAndSettle(client, "priced");
@@ -73,13 +80,7 @@ it("a latest version with another cost ceiling: the early slot goes back, the ru
 
 it("a latest version that a person admits first: the early slot goes back and the run waits for its approval holding none", async () => {
   const client = await tenant("g-held", { max_concurrency: 10 });
-  await publish(client, { name: "gate", nodes: [{ id: "a", kind: "code", handler: "noop" }] });
-  await startAndSettle(client, "gate");
-  await publish(client, {
-    name: "gate",
-    admission: { approval: { prompt: "Start?", group: "ops", timeout_ms: 3_600_000 } },
-    nodes: [{ id: "a", kind: "code", handler: "noop" }],
-  });
+  await guessOutdated(client, "gate", { admission: { approval: { prompt: "Start?", group: "ops", timeout_ms: 3_600_000 } } });
   const before = stats();
   const started = await client.startRun({ definition: "gate" });
   expect(started.outcome).toBe("started");
@@ -91,13 +92,7 @@ it("a latest version that a person admits first: the early slot goes back and th
 
 it("a start refused on the latest version (its input no longer valid) gives the early slot back", async () => {
   const client = await tenant("g-refused", { max_concurrency: 10 });
-  await publish(client, { name: "shape", nodes: [{ id: "a", kind: "code", handler: "noop" }] });
-  await startAndSettle(client, "shape");
-  await publish(client, {
-    name: "shape",
-    input_schema: { type: "object", required: ["n"], properties: { n: { type: "number" } } },
-    nodes: [{ id: "a", kind: "code", handler: "noop" }],
-  });
+  await guessOutdated(client, "shape", { input_schema: { type: "object", required: ["n"], properties: { n: { type: "number" } } } });
   const before = stats();
   const starts = (await view(client)).starts_today;
   expect(await client.startRun({ definition: "shape", input: {} })).toMatchObject({ outcome: "invalid_input" });
