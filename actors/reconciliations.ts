@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
-import type { ItemRun, NodeRun, RunContext } from "../machines/index.js";
+import { changedKeys, type ItemRun, type NodeRun, type RunContext } from "../machines/index.js";
 import type { Effect } from "../runtime/index.js";
 import { sha256Hex } from "./ids.js";
 
@@ -42,7 +42,13 @@ export function reconcileIndexEffects(before: RunContext | null | undefined, aft
     const live = n.map?.live;
     const wasLive = b?.map?.live;
     if (live === wasLive) continue;
-    // An item the transition did not reach is the same object as before (machines/execution/items.ts).
+    // An item the transition did not reach is the same object as before (machines/execution/items.ts):
+    // when the decision's reached keys are known, only those are compared.
+    const reached = changedKeys(wasLive, live);
+    if (reached) {
+      for (const i of reached) compareHold(out, after, node, Number(i), wasLive![i]?.reconcile, live![i]?.reconcile);
+      continue;
+    }
     for (const i in live) if (live[i] !== wasLive?.[i]) compareHold(out, after, node, Number(i), wasLive?.[i]?.reconcile, live[i]!.reconcile);
     for (const i in wasLive) if (!live || !(i in live)) compareHold(out, after, node, Number(i), wasLive[i]!.reconcile, undefined);
   }

@@ -2,7 +2,8 @@ import { applyStepOp, type RetryPolicy, type StepError, type StepState } from ".
 import { isPlatformStop, mapItemInput, mapItems, resolveTemplate, type PlanNode } from "../workflow/index.js";
 import { stopMapIdle } from "./ceilings.js";
 import { gateRuleOf } from "./gates.js";
-import { addItem, hasLive, liveItem, liveItems } from "./items.js";
+import { addItem, hasLive, itemLoad, liveItem, liveItems, removeItem } from "./items.js";
+export { newMap } from "./items.js";
 import {
   abortAttempts,
   fail,
@@ -18,7 +19,7 @@ import {
   succeed,
   type Draft,
 } from "./draft.js";
-import type { ExecuteRequest, ItemRun, MapRun, NodeRun, ReadyTicket, RunContext } from "./types.js";
+import type { ExecuteRequest, ItemRun, NodeRun, ReadyTicket, RunContext } from "./types.js";
 
 /**
  * Attempts: how a ready step gets a worker, its lease and heartbeats, lease expiry, retries, and
@@ -236,11 +237,6 @@ export function onHeartbeat(
   leaseTimer(d, node, holder, e.item);
 }
 
-/** A map's state when it starts: `total` items, none made yet. */
-export function newMap(total: number): MapRun {
-  return { total, next: 0, live: {}, succeeded: 0, failed: 0, output_bytes: 0 };
-}
-
 /**
  * Keeps up to `concurrency` items of a map in flight, in input order: items waiting to retry are
  * offered again, new ones made from the list. Settles the map when every item has.
@@ -252,18 +248,11 @@ export function pumpMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>): voi
     if (n.s === "active") stopMapIdle(d, node);
     return;
   }
-  // Counted once and kept up to date here (an offer makes one more): not recounted per item.
-  let inFlight = 0;
-  // Items ready and not offered (waiting to retry, or for room): most results leave none, and
-  // then the second pass over a wide map's live items is not needed.
-  let waiting = 0;
-  // `for…in`, not Object.values: this runs on every result of a map, and a wide map has many live items.
-  for (const i in map.live) {
-    const it = map.live[i]!;
-    if (it.step.status === "leased" || it.step.status === "running" || it.offered !== undefined) inFlight++;
-    else if (it.step.status === "ready") waiting++;
-  }
-  if (waiting > 0) {
+  // Counted once and kept up to date here (an offer makes one more); carried from the last
+  // decision through the items it reached (items.ts), not recounted over every live item.
+  const load = itemLoad(map);
+  let inFlight = load.inFlight;
+  if (load.waiting > 0) {
     for (const i in map.live) {
       if (n.s !== "active") return;
       if (inFlight >= node.concurrency) break;
@@ -304,7 +293,7 @@ export function settleItem(d: Draft, node: Extract<PlanNode, { kind: "map" }>, i
     const value = output === undefined ? null : output;
     map.output_bytes += outputBytes;
     if (map.output_bytes > MAP_OUTPUT_LIMIT) {
-      delete map.live[String(i)];
+      removeItem(map, String(i));
       stopItems(d, node.id, "fanout_output_too_large");
       return fail(d, node.id, {
         code: "fanout_output_too_large",
@@ -317,14 +306,14 @@ export function settleItem(d: Draft, node: Extract<PlanNode, { kind: "map" }>, i
     const error = it.step.last_error;
     if (isPlatformStop(error?.code)) {
       // A platform stop wins over everything else in the batch, a ceiling included, at any input position.
-      delete map.live[String(i)];
+      removeItem(map, String(i));
       stopItems(d, node.id, error.code);
       return fail(d, node.id, { code: error.code, message: `item #${i}: ${error.message}` });
     }
     map.failed++;
     map.first_failed = Math.min(map.first_failed ?? i, i);
   } else return;
-  delete map.live[String(i)];
+  removeItem(map, String(i));
 }
 
 /** A map that stops early: its items in flight are aborted and cancelled (a late report is then refused). */

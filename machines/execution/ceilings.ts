@@ -2,7 +2,7 @@ import { isTerminal } from "../run/index.js";
 import { applyStepOp } from "../step/index.js";
 import type { CeilingReason, PlanNode } from "../workflow/index.js";
 import { fail, publish, succeed, type Draft } from "./draft.js";
-import { hasLive, liveItems } from "./items.js";
+import { hasLive, liveItems, removeItem } from "./items.js";
 import type { ItemRun, NodeRun } from "./types.js";
 
 /**
@@ -69,7 +69,7 @@ export function stopMapIdle(d: Draft, node: Extract<PlanNode, { kind: "map" }>):
   for (const [i, it] of liveItems(map)) {
     if (inFlight(it)) continue;
     stopHolder(it, d.now);
-    delete map.live[i];
+    removeItem(map, i);
     map.stopped_at = Math.min(map.stopped_at, Number(i));
   }
   if (hasLive(map)) return;

@@ -24,6 +24,7 @@ export {
 } from "./reduce.js";
 export { RunFacts, factsOfHeadV1, isHeadV1, migrateHeadV1 } from "./memory.js";
 export { ticketId } from "./attempts.js";
+export { changedKeys } from "./items.js";
 export {
   type RunCommand,
   type RunSeed,

@@ -3,7 +3,7 @@ import { holderOf, offer, onHeartbeat, parkAttempt, policyOf, pumpMap, retryOrFa
 import { publish, TASK_POLL, type Draft, type TaskPoll } from "./draft.js";
 import { advance } from "./progression.js";
 import { ceilingDrain, stopHolder } from "./ceilings.js";
-import { liveItem } from "./items.js";
+import { liveItem, removeItem } from "./items.js";
 import type { ExecutionEvent, PendingIntent, Receipt, RunContext } from "./types.js";
 
 /**
@@ -117,7 +117,7 @@ function refuseCall(d: Draft, e: On<"effect.intent">, holder: Holder, which: str
   if (holder.step!.status === "ready") takeOffer(d, holder);
   stopHolder(holder, d.now);
   if (e.item !== undefined) {
-    delete n.map!.live[String(e.item)];
+    removeItem(n.map!, String(e.item));
     n.map!.stopped_at = Math.min(n.map!.stopped_at ?? e.item, e.item);
   } else n.s = "cancelled";
   publish(d, "step_stopped", { node: e.node, ...(e.item !== undefined ? { item: e.item } : {}), reason });

@@ -1,38 +1,95 @@
 import type { ItemRun, MapRun } from "./types.js";
 
 /**
- * Copy-on-write for a map's live items. A decision copies the run's head and nodes, but a map's
- * items only when it reaches one to change it (`liveItem`), so a result for one item of a
- * 1,000-wide map copies that item, not all 1,000, and the items it did not touch stay the same
+ * Copy-on-write for a map's live items, at a cost per decision of the items it reaches, not of
+ * the map's width. A decision copies the run's head and nodes, but a map's `live` index only when
+ * it first changes it, and an item only when it reaches it (`liveItem`): a result for one item of
+ * a 1,000-wide map copies that item and the index, and the items it did not touch stay the same
  * objects as in the previous state (which the decision must leave as it was: a write that fails
  * is decided again from it).
  *
  * The maps of the decision being made are drafts until `sealDrafts`: reaching an item of a draft
  * copies it once; reaching one of any other map (a guard reading the current state) returns it
  * as it is. Decisions are synchronous, so one registry serves them all.
+ *
+ * A sealed index remembers the index it was copied from and the keys its decision reached
+ * ({@link changedKeys}), and the load of its items is carried from one index to the next
+ * ({@link itemLoad}): what follows a decision (its index entries, the next pump) looks at the
+ * items that changed, not at every live one.
  */
-const drafts = new Map<MapRun, Set<string>>();
+type Live = MapRun["live"];
 
-/** A map the decision being made may change: its own `live` index, items shared until reached. */
+interface Draft {
+  /** The index the draft started from (the previous state's). */
+  base: Live;
+  /** Whether `live` is the draft's own copy yet. */
+  own: boolean;
+  /** Keys the decision reached: items copied, added or removed. */
+  reached: Set<string>;
+}
+
+const drafts = new Map<MapRun, Draft>();
+
+/** For an index a decision made: the index it was copied from and the keys that decision reached. */
+const lineage = new WeakMap<Live, { from: Live; reached: ReadonlySet<string> }>();
+
+/** How many items of an index are live, and of those in flight or waiting to be offered. */
+export interface ItemLoad {
+  size: number;
+  inFlight: number;
+  waiting: number;
+}
+const loads = new WeakMap<Live, ItemLoad>();
+
+/** The index a new map's draft starts from. */
+const EMPTY: Live = Object.freeze({});
+loads.set(EMPTY, { size: 0, inFlight: 0, waiting: 0 });
+
+/** A map's state when it starts: `total` items, none made yet (a draft of the decision making it). */
+export function newMap(total: number): MapRun {
+  const map: MapRun = { total, next: 0, live: {}, succeeded: 0, failed: 0, output_bytes: 0 };
+  drafts.set(map, { base: EMPTY, own: true, reached: new Set() });
+  return map;
+}
+
+/** A map the decision being made may change: its `live` index and items shared until reached. */
 export function draftMap(map: MapRun): MapRun {
-  const draft = { ...map, live: { ...map.live } };
-  drafts.set(draft, new Set());
+  const draft = { ...map };
+  drafts.set(draft, { base: map.live, own: false, reached: new Set() });
   return draft;
 }
 
 /** The decision is made: its maps are state now, and reaching their items copies nothing. */
 export function sealDrafts(): void {
+  for (const [map, draft] of drafts) {
+    if (!draft.own) continue;
+    lineage.set(map.live, { from: draft.base, reached: draft.reached });
+    const before = loads.get(draft.base);
+    // Carried only along a lineage already counted: a map nobody asked the load of costs nothing.
+    if (before) loads.set(map.live, carried(before, draft.base, map.live, draft.reached));
+  }
   drafts.clear();
+}
+
+/** The draft's index, its own copy from now on. A loop over the keys: a spread of an index with holes in it costs about three times as much. */
+function own(map: MapRun, draft: Draft): void {
+  if (draft.own) return;
+  const copy: Live = {};
+  const keys = Object.keys(map.live);
+  for (let i = 0; i < keys.length; i++) copy[keys[i]!] = map.live[keys[i]!]!;
+  map.live = copy;
+  draft.own = true;
 }
 
 /** Item `key` of `map`, to read or change: in a draft, a copy of its own the first time it is reached. */
 export function liveItem(map: MapRun, key: string): ItemRun | undefined {
   const it = map.live[key];
-  const copied = drafts.get(map);
-  if (it === undefined || copied === undefined || copied.has(key)) return it;
+  const draft = drafts.get(map);
+  if (it === undefined || draft === undefined || draft.reached.has(key)) return it;
+  own(map, draft);
   const copy = { ...it };
   map.live[key] = copy;
-  copied.add(key);
+  draft.reached.add(key);
   return copy;
 }
 
@@ -41,14 +98,89 @@ export function liveItems(map: MapRun): [string, ItemRun][] {
   return Object.keys(map.live).map((key) => [key, liveItem(map, key)!]);
 }
 
-/** Whether any item of `map` is live (without listing them). */
+/** Whether any item of `map` is live (without listing them: a loop over an index emptied from the front walks its holes). */
 export function hasLive(map: MapRun): boolean {
-  for (const _ in map.live) return true;
-  return false;
+  return itemLoad(map).size > 0;
 }
 
 /** A new item of a draft (already its own). */
 export function addItem(map: MapRun, key: string, it: ItemRun): void {
+  const draft = drafts.get(map);
+  if (draft) {
+    own(map, draft);
+    draft.reached.add(key);
+  }
   map.live[key] = it;
-  drafts.get(map)?.add(key);
+}
+
+/** Item `key` leaves the map's live items. */
+export function removeItem(map: MapRun, key: string): void {
+  const draft = drafts.get(map);
+  if (draft) {
+    if (!(key in map.live)) return;
+    own(map, draft);
+    draft.reached.add(key);
+  }
+  delete map.live[key];
+}
+
+/**
+ * The keys whose items may differ between two states' indexes of one map: those the decision
+ * that made `after` from `before` reached, or undefined when that is not known (compare them all).
+ */
+export function changedKeys(before: Live | undefined, after: Live | undefined): ReadonlySet<string> | undefined {
+  if (!before || !after) return undefined;
+  const made = lineage.get(after);
+  return made?.from === before ? made.reached : undefined;
+}
+
+/** Whether an item holds a place of the map's concurrency (offered, leased or running). */
+function inFlight(it: ItemRun): boolean {
+  return it.step.status === "leased" || it.step.status === "running" || it.offered !== undefined;
+}
+
+/** Whether an item is ready and not offered: waiting to be offered again (a retry, or no room). */
+function waiting(it: ItemRun): boolean {
+  return it.step.status === "ready" && it.offered === undefined;
+}
+
+/**
+ * How many of `map`'s live items are in flight and waiting, as they are now. Counted once per
+ * lineage of indexes, then carried through the keys each decision reached.
+ */
+export function itemLoad(map: MapRun): ItemLoad {
+  const known = loads.get(map.live);
+  if (known) return { ...known };
+  const draft = drafts.get(map);
+  // An index no draft owns is a state's: never changed again, so its load is kept.
+  if (!draft?.own) return { ...loadOf(map.live) };
+  return carried(loadOf(draft.base), draft.base, map.live, draft.reached);
+}
+
+function loadOf(live: Live): ItemLoad {
+  let load = loads.get(live);
+  if (!load) {
+    load = { size: 0, inFlight: 0, waiting: 0 };
+    for (const i in live) tally(load, live[i]!, 1);
+    loads.set(live, load);
+  }
+  return load;
+}
+
+function carried(before: ItemLoad, from: Live, to: Live, reached: ReadonlySet<string>): ItemLoad {
+  const load = { ...before };
+  for (const key of reached) {
+    const was = from[key];
+    const now = to[key];
+    if (was === now) continue;
+    if (was) tally(load, was, -1);
+    if (now) tally(load, now, 1);
+  }
+  return load;
+}
+
+function tally(load: ItemLoad, it: ItemRun, by: 1 | -1): void {
+  load.size += by;
+  if (inFlight(it)) load.inFlight += by;
+  else if (waiting(it)) load.waiting += by;
 }
