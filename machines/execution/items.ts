@@ -30,8 +30,20 @@ interface Draft {
 
 const drafts = new Map<MapRun, Draft>();
 
-/** For an index a decision made: the index it was copied from and the keys that decision reached. */
-const lineage = new WeakMap<Live, { from: Live; reached: ReadonlySet<string> }>();
+/**
+ * For an index a decision made: the index it was copied from (by serial number: holding the
+ * index itself would keep every earlier version of a long-lived map alive, each entry's value
+ * holding the key of the one before) and the keys that decision reached.
+ */
+const lineage = new WeakMap<Live, { from: number; reached: ReadonlySet<string> }>();
+const serials = new WeakMap<Live, number>();
+let lastSerial = 0;
+
+function serialOf(live: Live): number {
+  let serial = serials.get(live);
+  if (serial === undefined) serials.set(live, (serial = ++lastSerial));
+  return serial;
+}
 
 /** How many items of an index are live, and of those in flight or waiting to be offered. */
 export interface ItemLoad {
@@ -63,7 +75,7 @@ export function draftMap(map: MapRun): MapRun {
 export function sealDrafts(): void {
   for (const [map, draft] of drafts) {
     if (!draft.own) continue;
-    lineage.set(map.live, { from: draft.base, reached: draft.reached });
+    lineage.set(map.live, { from: serialOf(draft.base), reached: draft.reached });
     const before = loads.get(draft.base);
     // Carried only along a lineage already counted: a map nobody asked the load of costs nothing.
     if (before) loads.set(map.live, carried(before, draft.base, map.live, draft.reached));
@@ -131,7 +143,7 @@ export function removeItem(map: MapRun, key: string): void {
 export function changedKeys(before: Live | undefined, after: Live | undefined): ReadonlySet<string> | undefined {
   if (!before || !after) return undefined;
   const made = lineage.get(after);
-  return made?.from === before ? made.reached : undefined;
+  return made !== undefined && made.from === serials.get(before) ? made.reached : undefined;
 }
 
 /** Whether an item holds a place of the map's concurrency (offered, leased or running). */

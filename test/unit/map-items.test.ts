@@ -5,6 +5,8 @@
  * flight, waiting) is the load counted afresh, and the keys a decision says it reached cover
  * every item that differs between the two states.
  */
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { addItem, changedKeys, draftMap, itemLoad, liveItem, newMap, removeItem, sealDrafts } from "../../machines/execution/items.js";
@@ -104,5 +106,26 @@ describe("a map's live items, copied on write", () => {
       { op: "remove", key: 9 },
     ]);
     expect(next.live).toBe(state.live);
+  });
+
+  it("what a sealed index remembers of its lineage does not keep the earlier indexes alive", async () => {
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    let state = newMap(2);
+    addItem(state, "0", item("running", false));
+    sealDrafts();
+    itemLoad(state);
+    const first = new WeakRef(state.live);
+    // A long-lived map: many decisions, each making a new index from the last.
+    for (let i = 0; i < 50; i++) state = decide(state, [{ op: "reach", key: 0, status: i % 2 ? "running" : "ready", offered: false }, { op: "load" }]);
+    expect(changedKeys(first.deref(), state.live)).toBeUndefined();
+    const current = state.live;
+    // WeakRefs are cleared between turns of the event loop, by a collection after them.
+    for (let i = 0; i < 5 && first.deref() !== undefined; i++) {
+      await new Promise((r) => setTimeout(r, 0));
+      gc();
+    }
+    expect(first.deref()).toBeUndefined();
+    expect(current).toBe(state.live);
   });
 });
