@@ -1,5 +1,6 @@
 /** `npm run bench -- <name>`: runs one benchmark and prints one JSON line on stdout. */
 import { killAll } from "../harness/index.js";
+import { ab } from "./ab.js";
 import { actorBench } from "./actor.js";
 import { admission } from "./admission.js";
 import { approvals } from "./approvals.js";
@@ -12,6 +13,7 @@ import { w4, w5 } from "./resilience.js";
 import { w1cluster } from "./cluster.js";
 
 const benches: Record<string, () => Promise<Record<string, unknown>>> = {
+  ab,
   actor: actorBench,
   admission,
   approvals,

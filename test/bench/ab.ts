@@ -1,0 +1,112 @@
+/**
+ * `ab`: this checkout against another (`AB_BASE`, e.g. a `git worktree` of the commit before),
+ * both in this one process, their rounds interleaved. On a machine whose speed swings by a third
+ * within the hour, two bench runs minutes apart compare the hours as much as the code; here each
+ * round of one side is next to a round of the other. Each side has its own server and node (the
+ * other side's stay idle meanwhile), and its own copy of every project module (imported from its
+ * own path); the packages in node_modules are shared.
+ *
+ * Per round: w1's workload (runs of 10 no-op steps, 32 in flight), one run of 10 with one in
+ * flight, and w2's 200-wide map. Reported per side as the median of the rounds, and the median
+ * of the rounds' ratios this / base.
+ */
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { progress, windowed } from "./stats.js";
+import type { World } from "./workflow.js";
+
+interface Side {
+  name: "base" | "this";
+  world: World;
+  w1: number[];
+  one: number[];
+  w2: number[];
+}
+
+type WorkflowModule = typeof import("./workflow.js");
+
+async function workflowOf(root: string): Promise<WorkflowModule> {
+  return (await import(resolve(root, "test/bench/workflow.ts"))) as WorkflowModule;
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return Math.round((s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2) * 100) / 100;
+};
+
+async function runOf(w: World, definition: string, input: unknown = {}): Promise<number> {
+  const t0 = performance.now();
+  const started = await w.client.startRun({ definition, input });
+  if (started.outcome !== "started") throw new Error(`start: ${JSON.stringify(started)}`);
+  const outcome = await w.finished((started.run as { id: string }).id);
+  if (outcome !== "run_succeeded") throw new Error(`run ${outcome}`);
+  return performance.now() - t0;
+}
+
+const ITEMS = Array.from({ length: 200 }, (_, i) => i);
+
+async function round(side: Side, runs: number, measured: boolean): Promise<void> {
+  const w = side.world;
+  const t0 = performance.now();
+  await windowed(runs, 32, async () => void (await runOf(w, "seq10")));
+  const w1 = (runs * 10) / ((performance.now() - t0) / 1_000);
+  const one: number[] = [];
+  for (let i = 0; i < 20; i++) one.push(await runOf(w, "seq10"));
+  const wide: number[] = [];
+  for (let i = 0; i < 3; i++) wide.push(await runOf(w, "wide", { items: ITEMS }));
+  if (!measured) return;
+  side.w1.push(Math.round(w1));
+  side.one.push(median(one));
+  side.w2.push(median(wide));
+}
+
+export async function ab(): Promise<Record<string, unknown>> {
+  const base = process.env.AB_BASE;
+  if (!base || !existsSync(resolve(base, "test/bench/workflow.ts")))
+    throw new Error("ab: set AB_BASE to another checkout of this project (with node_modules), e.g. a git worktree of the commit before");
+  const rounds = Number(process.env.AB_ROUNDS ?? 6);
+  const runs = Number(process.env.AB_RUNS ?? 300);
+  const sides: Side[] = [];
+  for (const [name, root] of [
+    ["base", base],
+    ["this", fileURLToPath(new URL("../..", import.meta.url))],
+  ] as const) {
+    const { world, sequential } = await workflowOf(root);
+    const w = await world();
+    await w.client.putDefinition(sequential("seq10", 10));
+    await w.client.putDefinition({
+      name: "wide",
+      nodes: [{ id: "m", kind: "map", items: "${input.items}", handler: "noop", max_fanout: 1000, concurrency: 1000 }],
+    });
+    sides.push({ name, world: w, w1: [], one: [], w2: [] });
+  }
+  try {
+    progress(`ab: warm-up, then ${rounds} rounds of ${runs} runs × 10 steps (32 in flight), 20 runs one in flight, 3 maps of 200, each side in turn`);
+    for (const side of sides) await round(side, runs, false);
+    for (let r = 0; r < rounds; r++) {
+      // Which side goes first alternates, so neither always follows the other's garbage.
+      for (const side of r % 2 ? [...sides].reverse() : sides) await round(side, runs, true);
+      progress(`ab: round ${r + 1}/${rounds}`);
+    }
+    const [b, t] = sides as [Side, Side];
+    // The ratio of each round's pair (the same minutes of the machine), then their median.
+    const figure = (of: (s: Side) => number[]) => ({
+      base: median(of(b)),
+      this: median(of(t)),
+      ratio: Math.round(median(of(t).map((x, i) => x / of(b)[i]!)) * 1000) / 1000,
+      rounds: { base: of(b), this: of(t) },
+    });
+    return {
+      bench: "ab",
+      base,
+      rounds,
+      runs_per_round: runs,
+      w1_steps_per_s: figure((s) => s.w1),
+      one_in_flight_run_of_10_ms: figure((s) => s.one),
+      w2_200_wide_ms: figure((s) => s.w2),
+    };
+  } finally {
+    for (const side of sides) await side.world.close();
+  }
+}
