@@ -26,6 +26,7 @@ export {
   type PriorityLevels,
   type ClassCounts,
 } from "./state.js";
+export { ticketsOf, type Level } from "./level.js";
 export { next, agingBoost, effectivePriority, type ScheduleContext, type Decision, type IdleReason, type QuotaWait } from "./next.js";
 export { metrics, type SchedulerMetrics } from "./metrics.js";
 export {

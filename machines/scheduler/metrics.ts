@@ -1,3 +1,4 @@
+import { at } from "./level.js";
 import type { SchedulerState } from "./state.js";
 import { TICKET_CLASSES, type TicketClass } from "./types.js";
 
@@ -37,7 +38,7 @@ export function metrics(state: SchedulerState, now: number): SchedulerMetrics {
       total += counts[cls];
       let first = Number.POSITIVE_INFINITY;
       for (const level of tenant.lanes[cls]) {
-        const head = level[0];
+        const head = at(level, 0);
         if (head && head.ticket.enqueued_at < first) first = head.ticket.enqueued_at;
       }
       waits[cls] = Math.max(0, now - first);

@@ -122,12 +122,15 @@ function bestTicket(c: Candidate, tier: Tier, ctx: ScheduleContext, refilled: Ma
     if (share !== undefined && c.tenant.leased.filter((t) => t.class === cls).length >= Math.max(1, Math.ceil(share * ctx.config.slots))) continue;
     const levels = c.tenant.lanes[cls];
     for (let priority = MAX_PRIORITY; priority >= 0; priority--) {
-      const level = levels[priority] ?? [];
-      for (let index = 0; index < level.length; index++) {
-        const entry = level[index] as QueuedTicket;
+      const level = levels[priority];
+      if (!level) continue;
+      // No deadline here and seq in level order: a later ticket at the same effective priority is never ahead of an earlier one.
+      const firstIsBest = level.deadlines === 0 && level.bySeq;
+      for (let index = 0; index < level.size; index++) {
+        const entry = level.items[level.head + index]!;
         const eff = priority + agingBoost(ctx.now - entry.ticket.enqueued_at, ctx.config.aging_ms);
         if (best && (eff < best.eff || (eff === best.eff && !ahead(entry, best.entry)))) {
-          if (eff < best.eff) break;
+          if (eff < best.eff || firstIsBest) break;
           continue;
         }
         const cap = caps ? own(caps, entry.ticket.project) : undefined;
@@ -138,6 +141,7 @@ function bestTicket(c: Candidate, tier: Tier, ctx: ScheduleContext, refilled: Ma
           continue;
         }
         best = { entry, eff, cls, priority, index, bucket: q.bucket };
+        if (firstIsBest) break;
       }
     }
   }

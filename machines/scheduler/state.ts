@@ -1,3 +1,4 @@
+import { emptyLevel, indexOf, inserted, ticketsOf, without, type Level } from "./level.js";
 import { addCount, own, withKey, withoutKey } from "./records.js";
 import { MAX_PRIORITY, TICKET_CLASSES, type Ticket, type TicketClass, type TicketInput } from "./types.js";
 
@@ -7,8 +8,8 @@ export interface QueuedTicket {
   readonly seq: number;
 }
 
-/** One queue per priority (index = priority), each ordered oldest first: (enqueued_at, seq). */
-export type PriorityLevels = readonly (readonly QueuedTicket[])[];
+/** One queue per priority (index = priority), each ordered oldest first: (enqueued_at, seq) (level.ts). */
+export type PriorityLevels = readonly Level<QueuedTicket>[];
 
 export type ClassCounts = Readonly<Record<TicketClass, number>>;
 
@@ -66,7 +67,7 @@ export interface SchedulerState {
 }
 
 const ZERO_COUNTS: ClassCounts = Object.freeze({ interactive: 0, approval_resume: 0, automation: 0, migration: 0 });
-const EMPTY_LEVELS: PriorityLevels = Object.freeze(Array.from({ length: MAX_PRIORITY + 1 }, () => Object.freeze([] as QueuedTicket[])));
+const EMPTY_LEVELS: PriorityLevels = Object.freeze(Array.from({ length: MAX_PRIORITY + 1 }, () => emptyLevel<QueuedTicket>()));
 const EMPTY_LANES: TenantQueue["lanes"] = Object.freeze({
   interactive: EMPTY_LEVELS,
   approval_resume: EMPTY_LEVELS,
@@ -118,26 +119,7 @@ function bump(counts: ClassCounts, cls: TicketClass, delta: number): ClassCounts
   return { ...counts, [cls]: counts[cls] + delta };
 }
 
-function levelIndex(level: readonly QueuedTicket[], id: string): number {
-  for (let i = 0; i < level.length; i++) if ((level[i] as QueuedTicket).ticket.id === id) return i;
-  return -1;
-}
-
-/** Insert keeping (enqueued_at, seq) order; a later seq goes after equal enqueue times. */
-function insertByAge(level: readonly QueuedTicket[], entry: QueuedTicket): QueuedTicket[] {
-  let lo = 0;
-  let hi = level.length;
-  const at = entry.ticket.enqueued_at;
-  if (hi === 0 || (level[hi - 1]?.ticket.enqueued_at ?? at) <= at) return [...level, entry];
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if ((level[mid]?.ticket.enqueued_at ?? at) <= at) lo = mid + 1;
-    else hi = mid;
-  }
-  return [...level.slice(0, lo), entry, ...level.slice(lo)];
-}
-
-function withLevel(tenant: TenantQueue, cls: TicketClass, priority: number, level: readonly QueuedTicket[], delta: number): TenantQueue {
+function withLevel(tenant: TenantQueue, cls: TicketClass, priority: number, level: Level<QueuedTicket>, delta: number): TenantQueue {
   const levels = tenant.lanes[cls].slice();
   levels[priority] = level;
   return { ...tenant, lanes: { ...tenant.lanes, [cls]: levels }, queued: bump(tenant.queued, cls, delta) };
@@ -152,8 +134,8 @@ export function settleTenant(state: SchedulerState, name: string, tenant: Tenant
 /**
  * Queue a ready ticket. Idempotent by id: a ticket id already queued (for any tenant) or leased
  * by its tenant is ignored and the state returned as is. `cost` defaults to 1 (as does a
- * non-positive one); `priority` is clamped to 0..9. O(1) apart from copying the one priority
- * level the ticket joins.
+ * non-positive one); `priority` is clamped to 0..9. O(1): the ticket joins its level's end
+ * without copying it, unless an older ticket of the level's was offered again (level.ts).
  */
 export function enqueue(state: SchedulerState, input: TicketInput): SchedulerState {
   const ticket = normalise(input);
@@ -161,8 +143,8 @@ export function enqueue(state: SchedulerState, input: TicketInput): SchedulerSta
   const existing = own(state.tenants, ticket.tenant);
   if (existing && existing.leased.some((t) => t.id === ticket.id)) return state;
   const tenant = existing ?? emptyTenant(state.vfloor);
-  const level = tenant.lanes[ticket.class][ticket.priority] ?? [];
-  const next = withLevel(tenant, ticket.class, ticket.priority, insertByAge(level, { ticket, seq: state.seq }), 1);
+  const level = tenant.lanes[ticket.class][ticket.priority] ?? emptyLevel<QueuedTicket>();
+  const next = withLevel(tenant, ticket.class, ticket.priority, inserted(level, { ticket, seq: state.seq }), 1);
   return {
     ...state,
     seq: state.seq + 1,
@@ -176,10 +158,10 @@ export function remove(state: SchedulerState, ticketId: string): SchedulerState 
   const at = locate(state, ticketId);
   const tenant = at && own(state.tenants, at.tenant);
   if (!at || !tenant) return state;
-  const level = tenant.lanes[at.cls][at.priority] ?? [];
-  const i = levelIndex(level, ticketId);
+  const level = tenant.lanes[at.cls][at.priority] ?? emptyLevel<QueuedTicket>();
+  const i = indexOf(level, ticketId);
   if (i < 0) return state;
-  const next = withLevel(tenant, at.cls, at.priority, [...level.slice(0, i), ...level.slice(i + 1)], -1);
+  const next = withLevel(tenant, at.cls, at.priority, without(level, i), -1);
   return { ...state, tenants: settleTenant(state, at.tenant, next), index: indexed(state, ticketId, undefined) };
 }
 
@@ -193,11 +175,11 @@ export function leaseAt(
   index: number,
   vtime: number,
 ): { state: SchedulerState; ticket: Ticket } | undefined {
-  const level = tenant.lanes[cls][priority] ?? [];
-  const entry = level[index];
-  if (!entry) return undefined;
+  const level = tenant.lanes[cls][priority] ?? emptyLevel<QueuedTicket>();
+  const entry = level.items[level.head + index];
+  if (!entry || index < 0 || index >= level.size) return undefined;
   const { ticket } = entry;
-  const dequeued = withLevel(tenant, cls, priority, [...level.slice(0, index), ...level.slice(index + 1)], -1);
+  const dequeued = withLevel(tenant, cls, priority, without(level, index), -1);
   const next: TenantQueue = {
     ...dequeued,
     vtime,
@@ -252,15 +234,19 @@ export function schedulerViolations(state: SchedulerState): string[] {
     for (const cls of TICKET_CLASSES) {
       let count = 0;
       tenant.lanes[cls].forEach((level, priority) => {
-        count += level.length;
-        level.forEach((q, i) => {
+        const tickets = ticketsOf(level);
+        count += tickets.length;
+        if (tickets.length !== level.size) out.push(`${name}/${cls}/${priority}: level size ${level.size} but holds ${tickets.length}`);
+        if (level.deadlines !== tickets.filter((q) => q.ticket.deadline !== null).length) out.push(`${name}/${cls}/${priority}: deadline count drifted`);
+        tickets.forEach((q, i) => {
           const { ticket } = q;
           if (ticket.tenant !== name || ticket.class !== cls || ticket.priority !== priority) out.push(`${ticket.id}: misplaced`);
           const where = locate(state, ticket.id);
           if (!where || where.tenant !== name || where.cls !== cls || where.priority !== priority) out.push(`${ticket.id}: index disagrees`);
-          const prev = level[i - 1];
+          const prev = tickets[i - 1];
           const late = prev && (prev.ticket.enqueued_at > ticket.enqueued_at || (prev.ticket.enqueued_at === ticket.enqueued_at && prev.seq >= q.seq));
           if (late) out.push(`${ticket.id}: out of order`);
+          if (level.bySeq && prev && prev.seq >= q.seq) out.push(`${ticket.id}: level marked in seq order but is not`);
           if (q.seq >= state.seq) out.push(`${ticket.id}: seq ahead of counter`);
         });
       });

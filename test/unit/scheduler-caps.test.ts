@@ -6,6 +6,7 @@ import {
   next,
   release,
   schedulerViolations,
+  ticketsOf,
   type SchedulerConfig,
   type SchedulerState,
   type TenantPolicy,
@@ -113,7 +114,7 @@ describe("tenant and project caps (seed 000: project/user quotas)", () => {
                 const p = map[name] as TenantPolicy;
                 if (t.leased.length >= p.max_concurrency) continue;
                 for (const level of t.lanes.automation) {
-                  for (const q of level)
+                  for (const q of ticketsOf(level))
                     expect((t.running_by_project[q.ticket.project] ?? 0) >= (p.project_max_concurrency?.[q.ticket.project] ?? Infinity)).toBe(true);
                 }
               }
