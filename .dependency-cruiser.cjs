@@ -43,6 +43,13 @@ module.exports = {
       },
     },
     {
+      name: "mcp-sdk-on-first-use",
+      comment: "The MCP SDK costs ~110 ms of every process start: only gateways/tools/sdk.ts imports it, when a tool is first used (type imports are free).",
+      severity: "error",
+      from: { pathNot: "^gateways/tools/sdk\\.ts$" },
+      to: { path: "node_modules/@modelcontextprotocol/sdk/", dependencyTypesNot: ["type-only"] },
+    },
+    {
       name: "machines-are-pure",
       comment: "machines/ decides; it does no I/O and imports only zod and xstate.",
       severity: "error",

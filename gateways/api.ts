@@ -12,9 +12,9 @@ import {
   ToolServerNameSchema,
   WorkflowNameSchema,
 } from "../machines/index.js";
-import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
+import type { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation";
-import { redacted, ToolServerSpecSchema, type ToolGateway, type ToolRegistry } from "./tools/index.js";
+import { mcpSdk, redacted, ToolServerSpecSchema, type ToolGateway, type ToolRegistry } from "./tools/index.js";
 import { ID_PATTERN, isFault, listDeadLetters, MicroService, RunwayFault, StoreUnavailable, type MicroRequest } from "../runtime/index.js";
 
 export const API_VERSION = "0.2.0";
@@ -25,7 +25,8 @@ export const MAX_REQUEST_BYTES = 512 * 1024;
 const GATED_CALL = /^[^:]+:[^:]+:approval\.([A-Za-z0-9_-]{1,64})\/(.+)$/;
 /** A tool server's request for a person's input: `<run>:<node>:input.<server>/<tool>.<round>`. */
 const INPUT_REQUEST = /^[^:]+:[^:]+:input\./;
-const formSchemas = new AjvJsonSchemaValidator();
+/** The MCP SDK's JSON Schema validator (Ajv), made on the first form checked: the SDK is imported only when used (tools/sdk.ts). */
+let formSchemas: AjvJsonSchemaValidator | undefined;
 
 /**
  * A person's answer to a tool server's forms, checked against the schemas the server sent before
@@ -38,6 +39,7 @@ async function inputProblem(nc: NatsConnection, tenant: string, id: string, deci
   const item = await getInboxItem(nc, tenant, id);
   const requests = (item?.payload as { requests?: { key: string; schema: Record<string, unknown> }[] } | undefined)?.requests;
   if (!requests) return undefined;
+  formSchemas ??= new (await mcpSdk()).AjvJsonSchemaValidator();
   for (const r of requests) {
     const content = requests.length === 1 ? decision.payload : (decision.payload as Record<string, unknown> | undefined)?.[r.key];
     try {

@@ -1,9 +1,8 @@
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { CreateMessageRequestSchema, ElicitRequestSchema, ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { ToolServerRecord } from "./registry.js";
 import { ModernMcpClient } from "./mcp-2026.js";
+import { mcpSdk } from "./sdk.js";
 
 /** How long connecting (spawn or HTTP, plus the handshake and the tool list) may take. */
 const CONNECT_TIMEOUT_MS = 15_000;
@@ -89,6 +88,8 @@ export class ToolConnections {
       for (const tool of await client.listTools({ timeoutMs: CONNECT_TIMEOUT_MS })) tools.set(tool.name, tool as ListedTool);
       return { wire: "2026-07-28", client, tools, tasks: discovered.tasks, updatedAt: record.updated_at, closed: false };
     }
+    const { Client, CreateMessageRequestSchema, ElicitRequestSchema, ErrorCode, McpError, StdioClientTransport, StreamableHTTPClientTransport } =
+      await mcpSdk();
     const client = new Client(this.clientInfo, { capabilities: { elicitation: {}, sampling: {} } });
     client.setRequestHandler(ElicitRequestSchema, () => {
       throw new McpError(

@@ -1,4 +1,3 @@
-import { CallToolResultSchema, CreateTaskResultSchema, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import {
   EFFECT_KEY_META,
   type TaskPollOutcome,
@@ -8,13 +7,18 @@ import {
   type ToolLookup,
   type ToolPort,
 } from "../../actors/index.js";
-import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
+import type { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation";
+import { loadedMcpSdk, mcpSdk } from "./sdk.js";
 import { ModernMcpError, type ModernInputRequest } from "./mcp-2026.js";
 import { effectiveClass, type ClassSource, type ToolClass } from "../../machines/index.js";
 import { jsonBytes } from "../../runtime/index.js";
 import type { Connection, ToolConnections } from "./connections.js";
 import type { ToolRegistry, ToolServerRecord, ToolServerSpec } from "./registry.js";
+
+/** JSON-RPC error codes (the same numbers in both MCP revisions). */
+const JSONRPC_INVALID_PARAMS = -32602;
+const JSONRPC_INTERNAL_ERROR = -32603;
 
 /** How often to poll a task whose server names no interval. */
 const DEFAULT_POLL_MS = 1_000;
@@ -70,7 +74,7 @@ function inputRequired(req: ToolCallRequest, requests: Record<string, ModernInpu
  * (`ToolCallOutcome`: refused — nothing happened — or unknown).
  */
 export class ToolGateway implements ToolPort {
-  private readonly schemas = new AjvJsonSchemaValidator();
+  private schemas: AjvJsonSchemaValidator | undefined;
 
   constructor(
     private readonly registry: ToolRegistry,
@@ -128,7 +132,7 @@ export class ToolGateway implements ToolPort {
       if (connection.tasks && (support === "required" || support === "optional") && req.allowTask) {
         const created = await connection.client.request(
           { method: "tools/call", params: { name: req.tool, arguments: args, _meta: meta } },
-          CreateTaskResultSchema,
+          (await mcpSdk()).CreateTaskResultSchema,
           { task: { ttl: TASK_TTL_MS }, timeout, signal: req.signal },
         );
         return { outcome: "task", taskId: created.task.taskId, pollMs: created.task.pollInterval ?? DEFAULT_POLL_MS, wire: connection.wire };
@@ -163,7 +167,7 @@ export class ToolGateway implements ToolPort {
       }
       const task = await connection.client.experimental.tasks.getTask(taskId, { timeout: POLL_TIMEOUT_MS });
       if (task.status === "completed") {
-        const result = await connection.client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema, { timeout: POLL_TIMEOUT_MS });
+        const result = await connection.client.experimental.tasks.getTaskResult(taskId, (await mcpSdk()).CallToolResultSchema, { timeout: POLL_TIMEOUT_MS });
         return ok(result as Extract<ToolCallOutcome, { outcome: "ok" }>["result"]);
       }
       if (task.status === "failed")
@@ -172,7 +176,8 @@ export class ToolGateway implements ToolPort {
       return { outcome: "working", ...(task.pollInterval ? { pollMs: task.pollInterval } : {}) };
     } catch (err) {
       // A task the server no longer knows (expired, or lost with the server) ended without a result anyone can know.
-      if ((err instanceof McpError || err instanceof ModernMcpError) && err.code === ErrorCode.InvalidParams)
+      const sdk = loadedMcpSdk();
+      if (((sdk && err instanceof sdk.McpError) || err instanceof ModernMcpError) && err.code === JSONRPC_INVALID_PARAMS)
         return { outcome: "refused", code: "tool_task_lost", message: `${where}: ${err.message}`, retryable: false };
       return { outcome: "unknown", code: "tool_server_unavailable", message: `${where}: ${describe(err)}` };
     }
@@ -206,17 +211,20 @@ export class ToolGateway implements ToolPort {
   private failure(record: ToolServerRecord, err: unknown, req: ToolCallRequest, timeout: number): ToolCallOutcome {
     const where = `${req.server}/${req.tool}`;
     if (req.signal.aborted) return { outcome: "unknown", code: "tool_call_aborted", message: `${where}: the attempt was stopped during the call` };
-    if ((err instanceof McpError && err.code === ErrorCode.RequestTimeout) || (err instanceof Error && err.name === "TimeoutError")) {
+    const sdk = loadedMcpSdk();
+    const sdkError = sdk && err instanceof sdk.McpError ? { error: err, codes: sdk.ErrorCode } : undefined;
+    if ((sdkError && sdkError.error.code === sdkError.codes.RequestTimeout) || (err instanceof Error && err.name === "TimeoutError")) {
       // A session that let a request hang may be wedged: the next call opens a new one.
       this.connections.discard(record);
       return { outcome: "unknown", code: "tool_timeout", message: `${where} did not answer within ${timeout} ms` };
     }
-    if (err instanceof McpError && err.code === ErrorCode.ConnectionClosed)
+    if (sdkError && sdkError.error.code === sdkError.codes.ConnectionClosed)
       return { outcome: "unknown", code: "tool_server_crashed", message: `${where}: the server closed the connection during the call` };
-    if (err instanceof McpError || err instanceof ModernMcpError) {
+    const rpcError = sdkError?.error ?? (err instanceof ModernMcpError ? err : undefined);
+    if (rpcError) {
       // The server answered the request with a JSON-RPC error: it did not run the tool.
-      const retryable = err.code === ErrorCode.InternalError;
-      return { outcome: "refused", code: "tool_call_refused", message: `${where}: ${err.message}`.slice(0, 4_096), retryable };
+      const retryable = rpcError.code === JSONRPC_INTERNAL_ERROR;
+      return { outcome: "refused", code: "tool_call_refused", message: `${where}: ${rpcError.message}`.slice(0, 4_096), retryable };
     }
     return { outcome: "unknown", code: "tool_server_unavailable", message: `${where}: ${describe(err)}`.slice(0, 4_096) };
   }
@@ -243,6 +251,7 @@ export class ToolGateway implements ToolPort {
     }
     if (!listed) return { outcome: "invalid", reason: `server '${server}' has no tool named '${tool}'` };
     try {
+      this.schemas ??= new (await mcpSdk()).AjvJsonSchemaValidator();
       const checked = this.schemas.getValidator(listed.inputSchema as JsonSchemaType)(args);
       return checked.valid ? { outcome: "valid" } : { outcome: "invalid", reason: `${server}/${tool} arguments: ${checked.errorMessage}` };
     } catch (err) {
