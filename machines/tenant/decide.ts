@@ -31,9 +31,14 @@ export { MAX_QUEUED } from "./queue.js";
 
 export const DAY_MS = 86_400_000;
 
+/** The last day `utcDay` formatted: every decision asks, and days change once a day. */
+let lastDay = { number: Number.NaN, text: "" };
+
 /** 'YYYY-MM-DD' of the UTC day containing `now` (ms since the epoch). */
 export function utcDay(now: number): string {
-  return new Date(now).toISOString().slice(0, 10);
+  const number = Math.floor(now / DAY_MS);
+  if (number !== lastDay.number) lastDay = { number, text: new Date(now).toISOString().slice(0, 10) };
+  return lastDay.text;
 }
 
 /** The first instant (ms) of the UTC day after the one containing `now`. */

@@ -161,6 +161,14 @@ describe("the day cap", () => {
     expect(nextUtcDay(Date.UTC(2024, 2, 1))).toBe(Date.UTC(2024, 2, 2));
   });
 
+  it("utcDay answers every instant's own day, asked in any order (it keeps the last day it formatted)", () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: -8.64e15, max: 8.64e15 }), { minLength: 1, maxLength: 50 }), (instants) => {
+        for (const now of instants) expect(utcDay(now)).toBe(new Date(now).toISOString().slice(0, 10));
+      }),
+    );
+  });
+
   it("refuses past the cap and counts again from 0 on the next UTC day", () => {
     const d = tenant({ day_cap: 2 });
     d.admit("a");
