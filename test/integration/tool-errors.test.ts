@@ -1,6 +1,7 @@
 /**
  * A tool server that answers a call with a JSON-RPC error refused it: the tool did not run, so
- * the call is `refused` (`tool_call_refused`), tried again only for an internal error. Checked
+ * the call is `refused` (`tool_call_refused`), tried again only for an internal error; a poll for
+ * a task it no longer knows ends the task (`tool_task_lost`). Checked
  * through the gateway for both revisions: a scripted 2025-11-25 server (the SDK's client; an
  * McpServer turns every error into a tool result, so a scripted one is needed to answer with a
  * protocol error) and the 2026-07-28 fixture (the hand-rolled client).
@@ -40,6 +41,8 @@ function scripted(): Promise<string> {
         const code = body.params?.name === "internal_error" ? -32603 : -32602;
         return answer({ error: { code, message: `scripted ${body.params?.name}` } });
       }
+      // No task is known here: a poll for one is answered as for a task the server lost.
+      if (body.method === "tasks/get") return answer({ error: { code: -32602, message: "Failed to retrieve task: Task not found" } });
       answer({ error: { code: -32601, message: "method not found" } });
     });
   });
@@ -91,5 +94,12 @@ describe("a call the server answers with a JSON-RPC error", () => {
 
   it("2026-07-28 (the hand-rolled client): invalid arguments are refused, not retried", async () => {
     expect(await call("modern", "charge", { account: 1 })).toMatchObject({ outcome: "refused", code: "tool_call_refused", retryable: false });
+  });
+});
+
+describe("a poll for a task the server no longer knows", () => {
+  it("ended without a result anyone can know: refused, tool_task_lost, on both revisions", async () => {
+    expect(await gateway.pollTask("t", "legacy", "gone", "2025-11-25")).toMatchObject({ outcome: "refused", code: "tool_task_lost", retryable: false });
+    expect(await gateway.pollTask("t", "modern", "gone", "2026-07-28")).toMatchObject({ outcome: "refused", code: "tool_task_lost", retryable: false });
   });
 });
