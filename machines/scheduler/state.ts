@@ -115,14 +115,26 @@ export function queuedTotal(tenant: TenantQueue): number {
   return q.interactive + q.approval_resume + q.automation + q.migration;
 }
 
+/**
+ * `counts` with `cls` moved by `delta`. Built key by key, as `withLane` is: a spread with a
+ * computed key makes V8 build the object slowly on every call, and these run for every ticket.
+ */
 function bump(counts: ClassCounts, cls: TicketClass, delta: number): ClassCounts {
-  return { ...counts, [cls]: counts[cls] + delta };
+  const next = { interactive: counts.interactive, approval_resume: counts.approval_resume, automation: counts.automation, migration: counts.migration };
+  next[cls] += delta;
+  return next;
+}
+
+function withLane(lanes: TenantQueue["lanes"], cls: TicketClass, levels: PriorityLevels): TenantQueue["lanes"] {
+  const next = { interactive: lanes.interactive, approval_resume: lanes.approval_resume, automation: lanes.automation, migration: lanes.migration };
+  next[cls] = levels;
+  return next;
 }
 
 function withLevel(tenant: TenantQueue, cls: TicketClass, priority: number, level: Level<QueuedTicket>, delta: number): TenantQueue {
   const levels = tenant.lanes[cls].slice();
   levels[priority] = level;
-  return { ...tenant, lanes: { ...tenant.lanes, [cls]: levels }, queued: bump(tenant.queued, cls, delta) };
+  return { ...tenant, lanes: withLane(tenant.lanes, cls, levels), queued: bump(tenant.queued, cls, delta) };
 }
 
 /** Put a tenant back, dropping it when it holds nothing and owes nothing (its vtime ≤ the floor). */
