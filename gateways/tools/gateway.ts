@@ -16,9 +16,14 @@ import { jsonBytes } from "../../runtime/index.js";
 import type { Connection, ToolConnections } from "./connections.js";
 import type { ToolRegistry, ToolServerRecord, ToolServerSpec } from "./registry.js";
 
-/** JSON-RPC error codes (the same numbers in both MCP revisions). */
-const JSONRPC_INVALID_PARAMS = -32602;
-const JSONRPC_INTERNAL_ERROR = -32603;
+/**
+ * The error codes a call's outcome turns on, the same numbers in both MCP revisions (JSON-RPC's
+ * and the SDK's `ErrorCode`): named here so they are at hand before the SDK is loaded.
+ */
+const CONNECTION_CLOSED = -32000;
+const REQUEST_TIMEOUT = -32001;
+const INVALID_PARAMS = -32602;
+const INTERNAL_ERROR = -32603;
 
 /** How often to poll a task whose server names no interval. */
 const DEFAULT_POLL_MS = 1_000;
@@ -177,7 +182,7 @@ export class ToolGateway implements ToolPort {
     } catch (err) {
       // A task the server no longer knows (expired, or lost with the server) ended without a result anyone can know.
       const sdk = loadedMcpSdk();
-      if (((sdk && err instanceof sdk.McpError) || err instanceof ModernMcpError) && err.code === JSONRPC_INVALID_PARAMS)
+      if (((sdk && err instanceof sdk.McpError) || err instanceof ModernMcpError) && err.code === INVALID_PARAMS)
         return { outcome: "refused", code: "tool_task_lost", message: `${where}: ${err.message}`, retryable: false };
       return { outcome: "unknown", code: "tool_server_unavailable", message: `${where}: ${describe(err)}` };
     }
@@ -212,18 +217,18 @@ export class ToolGateway implements ToolPort {
     const where = `${req.server}/${req.tool}`;
     if (req.signal.aborted) return { outcome: "unknown", code: "tool_call_aborted", message: `${where}: the attempt was stopped during the call` };
     const sdk = loadedMcpSdk();
-    const sdkError = sdk && err instanceof sdk.McpError ? { error: err, codes: sdk.ErrorCode } : undefined;
-    if ((sdkError && sdkError.error.code === sdkError.codes.RequestTimeout) || (err instanceof Error && err.name === "TimeoutError")) {
+    const sdkError = sdk && err instanceof sdk.McpError ? err : undefined;
+    if (sdkError?.code === REQUEST_TIMEOUT || (err instanceof Error && err.name === "TimeoutError")) {
       // A session that let a request hang may be wedged: the next call opens a new one.
       this.connections.discard(record);
       return { outcome: "unknown", code: "tool_timeout", message: `${where} did not answer within ${timeout} ms` };
     }
-    if (sdkError && sdkError.error.code === sdkError.codes.ConnectionClosed)
+    if (sdkError?.code === CONNECTION_CLOSED)
       return { outcome: "unknown", code: "tool_server_crashed", message: `${where}: the server closed the connection during the call` };
-    const rpcError = sdkError?.error ?? (err instanceof ModernMcpError ? err : undefined);
+    const rpcError = sdkError ?? (err instanceof ModernMcpError ? err : undefined);
     if (rpcError) {
       // The server answered the request with a JSON-RPC error: it did not run the tool.
-      const retryable = rpcError.code === JSONRPC_INTERNAL_ERROR;
+      const retryable = rpcError.code === INTERNAL_ERROR;
       return { outcome: "refused", code: "tool_call_refused", message: `${where}: ${rpcError.message}`.slice(0, 4_096), retryable };
     }
     return { outcome: "unknown", code: "tool_server_unavailable", message: `${where}: ${describe(err)}`.slice(0, 4_096) };

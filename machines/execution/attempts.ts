@@ -3,7 +3,6 @@ import { isPlatformStop, mapItemInput, mapItems, resolveTemplate, type PlanNode 
 import { stopMapIdle } from "./ceilings.js";
 import { gateRuleOf } from "./gates.js";
 import { addItem, hasLive, itemLoad, liveItem, liveItems, removeItem } from "./items.js";
-export { newMap } from "./items.js";
 import {
   abortAttempts,
   fail,

@@ -1,5 +1,6 @@
 import { mapItems } from "../workflow/index.js";
-import { costOf, newMap, pumpMap } from "./attempts.js";
+import { costOf, pumpMap } from "./attempts.js";
+import { newMap } from "./items.js";
 import { fail, publish, scopeOf, type Draft } from "./draft.js";
 
 /**

@@ -13,7 +13,8 @@ import {
   type PlanNode,
 } from "../workflow/index.js";
 import { childPriority } from "../scheduler/index.js";
-import { DEFAULT_PRIORITY, newMap, offer, pumpMap, ready } from "./attempts.js";
+import { DEFAULT_PRIORITY, offer, pumpMap, ready } from "./attempts.js";
+import { newMap } from "./items.js";
 import { abortAttempts, fail, holdersOf, liveAttempts, MAX_DEPTH, move, publish, scopeOf, states, succeed, WAIT_GRACE_MS, type Draft } from "./draft.js";
 import { askExpansion } from "./expansion.js";
 import { startApproval } from "./approvals.js";

@@ -13,8 +13,8 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { progress, windowed } from "./stats.js";
-import type { World } from "./workflow.js";
+import { percentiles, progress, windowed } from "./stats.js";
+import { sequential, startAndFinish, WIDE, type World } from "./workflow.js";
 
 interface Side {
   name: "base" | "this";
@@ -30,31 +30,19 @@ async function workflowOf(root: string): Promise<WorkflowModule> {
   return (await import(resolve(root, "test/bench/workflow.ts"))) as WorkflowModule;
 }
 
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return Math.round((s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2) * 100) / 100;
-};
-
-async function runOf(w: World, definition: string, input: unknown = {}): Promise<number> {
-  const t0 = performance.now();
-  const started = await w.client.startRun({ definition, input });
-  if (started.outcome !== "started") throw new Error(`start: ${JSON.stringify(started)}`);
-  const outcome = await w.finished((started.run as { id: string }).id);
-  if (outcome !== "run_succeeded") throw new Error(`run ${outcome}`);
-  return performance.now() - t0;
-}
+const median = (xs: number[]): number => percentiles(xs).p50;
 
 const ITEMS = Array.from({ length: 200 }, (_, i) => i);
 
 async function round(side: Side, runs: number, measured: boolean): Promise<void> {
   const w = side.world;
   const t0 = performance.now();
-  await windowed(runs, 32, async () => void (await runOf(w, "seq10")));
+  await windowed(runs, 32, async () => void (await startAndFinish(w, "seq10")));
   const w1 = (runs * 10) / ((performance.now() - t0) / 1_000);
   const one: number[] = [];
-  for (let i = 0; i < 20; i++) one.push(await runOf(w, "seq10"));
+  for (let i = 0; i < 20; i++) one.push(await startAndFinish(w, "seq10"));
   const wide: number[] = [];
-  for (let i = 0; i < 3; i++) wide.push(await runOf(w, "wide", { items: ITEMS }));
+  for (let i = 0; i < 3; i++) wide.push(await startAndFinish(w, "wide", { items: ITEMS }));
   if (!measured) return;
   side.w1.push(Math.round(w1));
   side.one.push(median(one));
@@ -72,13 +60,11 @@ export async function ab(): Promise<Record<string, unknown>> {
     ["base", base],
     ["this", fileURLToPath(new URL("../..", import.meta.url))],
   ] as const) {
-    const { world, sequential } = await workflowOf(root);
+    // The side's own world (its server, node and modules); the workload is this checkout's.
+    const { world } = await workflowOf(root);
     const w = await world();
     await w.client.putDefinition(sequential("seq10", 10));
-    await w.client.putDefinition({
-      name: "wide",
-      nodes: [{ id: "m", kind: "map", items: "${input.items}", handler: "noop", max_fanout: 1000, concurrency: 1000 }],
-    });
+    await w.client.putDefinition(WIDE);
     sides.push({ name, world: w, w1: [], one: [], w2: [] });
   }
   try {

@@ -101,7 +101,8 @@ export function perStep(a: { r: number; w: number } | undefined, b: { r: number;
   return a && b ? { read: Math.round(((b.r - a.r) / steps) * 10) / 10, write: Math.round(((b.w - a.w) / steps) * 10) / 10 } : null;
 }
 
-async function startAndFinish(w: World, definition: string, input: unknown = {}, answers?: number[]): Promise<number> {
+/** Starts one run of `definition` and waits for its end: the time from the start to `run_succeeded` (ms). */
+export async function startAndFinish(w: World, definition: string, input: unknown = {}, answers?: number[]): Promise<number> {
   const t0 = performance.now();
   const started = await w.client.startRun({ definition, input });
   answers?.push(performance.now() - t0);
@@ -114,6 +115,12 @@ async function startAndFinish(w: World, definition: string, input: unknown = {},
 export function sequential(name: string, steps: number) {
   return { name, nodes: Array.from({ length: steps }, (_, i) => ({ id: `s${i}`, kind: "code", handler: "noop", ...(i > 0 ? { needs: [`s${i - 1}`] } : {}) })) };
 }
+
+/** w2's workflow: one map of no-op items, each item's input one element of `input.items`, all in flight at once. */
+export const WIDE = {
+  name: "wide",
+  nodes: [{ id: "m", kind: "map", items: "${input.items}", handler: "noop", max_fanout: 1000, concurrency: 1000 }],
+};
 
 /** w1: 200 runs × 10 sequential no-op steps, 32 in flight; and the per-step overhead with 1 in flight. */
 export async function w1(): Promise<Record<string, unknown>> {
@@ -220,10 +227,7 @@ export async function w1(): Promise<Record<string, unknown>> {
 export async function w2(): Promise<Record<string, unknown>> {
   const w = await world();
   try {
-    await w.client.putDefinition({
-      name: "wide",
-      nodes: [{ id: "m", kind: "map", items: "${input.items}", handler: "noop", max_fanout: 1000, concurrency: 1000 }],
-    });
+    await w.client.putDefinition(WIDE);
     const items = Array.from({ length: 200 }, (_, i) => i);
     // Warm, as w1 is: with one run V8 was still optimising the map's path through the timed runs.
     const warmup = Number(process.env.W2_WARMUP ?? 10);
