@@ -52,6 +52,8 @@ export interface CompiledPlan {
 export class DefinitionStore {
   private kv: KV | undefined;
   private readonly plans = new Map<string, CompiledPlan>();
+  /** Plans being read: every caller that misses the cache meanwhile waits for the same read. */
+  private readonly loadingPlans = new Map<string, Promise<CompiledPlan>>();
   /** The latest version each name resolved to here, most recent last (a guess, see `lastResolved`). */
   private readonly latestSeen = new Map<string, Extract<ResolveResult, { outcome: "found" }>>();
 
@@ -239,10 +241,23 @@ export class DefinitionStore {
     return deepest;
   }
 
-  /** The compiled plan of a digest; immutable, so cached for the life of the process. */
+  /**
+   * The compiled plan of a digest; immutable, so cached for the life of the process. Read once
+   * however many ask at the same time (a node that claims partitions loads hundreds of runs of the
+   * same definition at once: each read and parse of the plan took the CPU their recovery needs).
+   */
   async planOf(digest: string): Promise<CompiledPlan> {
     const cached = this.plans.get(digest);
     if (cached) return cached;
+    let loading = this.loadingPlans.get(digest);
+    if (!loading) {
+      loading = this.readPlan(digest).finally(() => this.loadingPlans.delete(digest));
+      this.loadingPlans.set(digest, loading);
+    }
+    return loading;
+  }
+
+  private async readPlan(digest: string): Promise<CompiledPlan> {
     let e;
     try {
       e = await (await this.bucket()).get(`plan.${digest}`);

@@ -1,10 +1,21 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { isTerminal, type RunContext } from "../machines/index.js";
-import { actorRecordCodec, isRemoval, kvSubject, publish, readLast, type ActorHost, type Logger, type PartitionLog } from "../runtime/index.js";
+import {
+  actorRecordCodec,
+  isRemoval,
+  kvSubject,
+  publish,
+  readLast,
+  type ActorHost,
+  type ActorRecord,
+  type Logger,
+  type PartitionLog,
+} from "../runtime/index.js";
 import { everyRun, LIVE_BUCKET, type LiveRunIndex } from "./live-runs.js";
 import { actorIdsIn } from "./records.js";
 import { createdSubject, endedSubject, summaryOf } from "./run-index.js";
 import { RUN_KIND } from "./run-actor.js";
+import type { RunMemories } from "./run-memory.js";
 
 /**
  * The streams' duplicate window: an outbox published again within it is dropped by the stream,
@@ -20,11 +31,27 @@ async function readRun(log: PartitionLog, id: string): Promise<StoredRun> {
   if (read.outcome === "missing") return { outcome: "missing" };
   if (isRemoval(read.message)) return { outcome: "missing" };
   const decoded = actorRecordCodec.decode(read.message.data);
-  if (!decoded.ok) return { outcome: "unreadable" };
-  const snapshot = decoded.value.snapshot as { value?: unknown; context?: { run?: RunContext | null } };
+  return decoded.ok ? storedRunOf(decoded.value) : { outcome: "unreadable" };
+}
+
+function storedRunOf(record: ActorRecord): StoredRun {
+  const snapshot = record.snapshot as { value?: unknown; context?: { run?: RunContext | null } };
   const run = snapshot.context?.run ?? null;
   // Any version of the run's record holds its lifecycle: live until its status is terminal.
-  return { outcome: run && !isTerminal(run.lifecycle.status) ? "live" : "ended", run, outbox: decoded.value.outbox.length };
+  return { outcome: run && !isTerminal(run.lifecycle.status) ? "live" : "ended", run, outbox: record.outbox.length };
+}
+
+/**
+ * A listed run as recovery sees it. With `memories`, from its journal, read once: the run's
+ * facts stay in memory for the `run.recover` that follows (which would read the journal anyway,
+ * for the outputs its retried steps take), and its last record says whether it is live. That
+ * read may be answered by a replica behind the leader: an older record is never a wrong
+ * answer here (a run that looks live is loaded from the leader and refuses what does not fit;
+ * one that looks ended has ended), and a run with no record there is read from the leader.
+ */
+async function recalledRun(log: PartitionLog, id: string, memories: Pick<RunMemories, "recall"> | undefined): Promise<StoredRun> {
+  const recalled = await memories?.recall(id);
+  return recalled?.outcome === "read" && recalled.last ? storedRunOf(recalled.last) : readRun(log, id);
 }
 
 /**
@@ -48,6 +75,8 @@ export async function recoverPartition(
     host: ActorHost;
     logger: Logger;
     live: LiveRunIndex;
+    /** Where the runs' facts are kept: recovery reads each live run's journal once, for both (see recalledRun). */
+    memories?: Pick<RunMemories, "recall">;
     now(): number;
     alive(run: string): { node: string; item?: number; attempt: number; lease_epoch: number }[];
   },
@@ -60,7 +89,7 @@ export async function recoverPartition(
   const keyed = new Set(entries.indexed);
   await Promise.all(
     everyRun(entries).map(async (id) => {
-      const stored = await readRun(log, id);
+      const stored = await recalledRun(log, id, deps.memories);
       // No record (yet): a create in flight, or one refused; the sweep removes a lasting one.
       if (stored.outcome === "missing" || stored.outcome === "unreadable") return;
       if (stored.outcome === "ended") {

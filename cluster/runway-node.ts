@@ -237,6 +237,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
           host: node().host,
           logger,
           live: live(),
+          memories: memoriesOf(),
           now: () => clock.now(),
           alive: (run) => [...(executor?.alive(run) ?? []), ...(dispatcher?.alive(run) ?? [])],
           serving: (p, log) => node().host.logOf(p) === log && !log.fenced,

@@ -93,3 +93,17 @@ it("a definition too large to store is refused with a closed code before anythin
   const draft = await store.put("t4", big, { publish: false, now: 10 });
   expect(draft).toMatchObject({ outcome: "invalid_definition", errors: [{ code: "definition_too_large" }] });
 });
+
+it("a plan asked for by many at once is read once: every caller gets the same plan; a digest with no plan is refused to each, and read again when asked again", async () => {
+  const publisher = new DefinitionStore(nc, () => handlers);
+  const put = await publisher.put("t5", one("shared"), { publish: true, now: 1 });
+  if (put.outcome !== "published") throw new Error(`put: ${put.outcome}`);
+  const store = new DefinitionStore(nc, () => handlers);
+  const plans = await Promise.all(Array.from({ length: 50 }, () => store.planOf(put.digest)));
+  // One read and one parse: the same object for all (each parse would make its own).
+  for (const plan of plans) expect(plan).toBe(plans[0]);
+  expect(await store.planOf(put.digest)).toBe(plans[0]);
+  const missing = await Promise.allSettled(Array.from({ length: 3 }, () => store.planOf("0".repeat(64))));
+  for (const m of missing) expect(m).toMatchObject({ status: "rejected", reason: { code: "plan_not_found" } });
+  await expect(store.planOf("0".repeat(64))).rejects.toMatchObject({ code: "plan_not_found" });
+});
