@@ -15,7 +15,12 @@ export type AskAnswer = CommandAnswer | { outcome: "timeout" } | { outcome: "not
  * its id, and a busy actor could be applied that copy a second time.
  */
 export async function askActor(
-  deps: { host?: ActorHost; mailbox: MailboxClient },
+  deps: {
+    host?: ActorHost;
+    mailbox: MailboxClient;
+    /** Resolves once `ms` have passed (default: a timer). A test passes its own, to say when half the time is gone. */
+    elapsed?(ms: number): Promise<void>;
+  },
   address: ActorAddress,
   event: { type: string } & Record<string, unknown>,
   id: string,
@@ -31,17 +36,23 @@ export async function askActor(
   if (deps.host) {
     let withdraw: (() => boolean) | undefined;
     const local = deps.host.dispatch(address, event, id, { ...options, onQueued: (w) => (withdraw = w) });
-    let answer = await within(local, Math.floor(timeoutMs / 2));
+    const elapsed = deps.elapsed ?? afterTimer;
+    let answer = await within(local, elapsed(Math.floor(timeoutMs / 2)));
     // Taken back, it settles `kept` at once; otherwise it is being applied: wait for it.
-    if (answer.outcome === "timeout") answer = withdraw?.() ? await local : await within(local, deadline - Date.now());
+    if (answer.outcome === "timeout") answer = withdraw?.() ? await local : await within(local, elapsed(deadline - Date.now()));
     if (answer.outcome !== "not_served" && answer.outcome !== "kept") return answer;
   }
   return deps.mailbox.request(address, event, id, Math.max(1, deadline - Date.now()));
 }
 
-/** The answer, or `timeout` after `ms`. */
-async function within<T>(answer: Promise<T>, ms: number): Promise<T | { outcome: "timeout" }> {
+/** The answer, or `timeout` once `expired` resolves first. */
+function within<T>(answer: Promise<T>, expired: Promise<void> & { cancel?(): void }): Promise<T | { outcome: "timeout" }> {
+  return Promise.race([answer, expired.then(() => ({ outcome: "timeout" }) as const)]).finally(() => expired.cancel?.());
+}
+
+/** Resolves after `ms`; `cancel` clears the timer once the answer came first. */
+function afterTimer(ms: number): Promise<void> & { cancel(): void } {
   let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<{ outcome: "timeout" }>((resolve) => (timer = setTimeout(() => resolve({ outcome: "timeout" }), Math.max(0, ms))));
-  return Promise.race([answer, expired]).finally(() => clearTimeout(timer));
+  const done = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, ms))));
+  return Object.assign(done, { cancel: () => clearTimeout(timer) });
 }

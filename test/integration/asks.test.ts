@@ -297,6 +297,21 @@ function gate() {
 }
 
 /**
+ * An ask's clock (`askActor`'s `elapsed`): half its time is gone when the test calls `halfGone`;
+ * any later wait is a real timer. `asked`: how many waits the ask has started.
+ */
+function halfClock() {
+  let halfGone!: () => void;
+  const half = new Promise<void>((resolve) => (halfGone = resolve));
+  const clock = {
+    asked: 0,
+    halfGone: () => halfGone(),
+    elapsed: (ms: number) => (++clock.asked === 1 ? half : new Promise<void>((resolve) => setTimeout(resolve, ms))),
+  };
+  return clock;
+}
+
+/**
  * `askActor` (actors/ask.ts) when its local attempt is slow: one id must never travel both paths
  * at once, or a busy actor applies it twice (its applied window holds 32 ids). The actor's writes
  * wait at a gate; the host applies one command a write, so each command is its own transition.
@@ -321,12 +336,14 @@ it("a local attempt still being stored when half its time is gone is waited for,
   const asked = host.stats.asked;
 
   g.close();
-  const slow = askActor({ host, mailbox: client }, { kind: "counter", id }, { type: "inc" }, "slow-1", 4_000);
+  const clock = halfClock();
+  const slow = askActor({ host, mailbox: client, elapsed: clock.elapsed }, { kind: "counter", id }, { type: "inc" }, "slow-1", 4_000);
   await waitFor(() => g.held >= 1 || undefined, { timeoutMs: 5_000, describe: "the command's write to reach the gate" });
   // 40 other commands wait behind it: once they are applied its id has left the applied window.
   const others = Array.from({ length: 40 }, (_, i) => host.dispatch({ kind: "counter", id }, { type: "inc" }, `other-${i}`));
   // Past half its budget: sent again now, its copy would queue behind the 40 and be applied a second time.
-  await new Promise((r) => setTimeout(r, 2_500));
+  clock.halfGone();
+  await waitFor(() => clock.asked >= 2 || undefined, { timeoutMs: 5_000, describe: "the ask to decide at half its time" });
   g.open();
 
   expect(await slow).toMatchObject({ outcome: "applied", value: { count: 2 } });
@@ -347,8 +364,10 @@ it("a local attempt still waiting in its lane when half its time is gone is take
   const blocking = host.dispatch({ kind: "counter", id }, { type: "inc" }, "blocking");
   await waitFor(() => g.held >= 1 || undefined, { timeoutMs: 5_000, describe: "the blocking write to reach the gate" });
   const asked = host.stats.asked;
-  const queued = askActor({ host, mailbox: client }, { kind: "counter", id }, { type: "inc", by: 10 }, "queued-1", 4_000);
+  const clock = halfClock();
+  const queued = askActor({ host, mailbox: client, elapsed: clock.elapsed }, { kind: "counter", id }, { type: "inc", by: 10 }, "queued-1", 4_000);
   // Taken back at half its budget and asked again of the partition's owner (here), which queues it anew.
+  clock.halfGone();
   await waitFor(() => host.stats.asked > asked || undefined, { timeoutMs: 5_000, describe: "the command to be asked again directly" });
   g.open();
 
