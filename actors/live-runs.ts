@@ -39,7 +39,7 @@ export interface LiveEntry {
  * stored before the admission answers, so before the run's record, and its tenant removes it when
  * it hears of the run's end, which the run sends last. So the index lists those runs from the
  * tenants' member keys (every partition bucket's, filtered to the runs of the partition asked
- * for) and a run costs two server operations fewer (`w1`'s 17 a run of 10 steps: 15). Children,
+ * for) and a run costs two server operations fewer (`w1`'s 17 a run of 10 steps: 15; 14 since its `.c` entry went too, run-index.ts). Children,
  * runs a person admits first and runs stored before keep their key here. A node older than this
  * code lists only the keys here (what that costs in a mixed cluster: actors/README.md).
  */

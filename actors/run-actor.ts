@@ -63,7 +63,8 @@ export function runActor(
       const run = (after.context as ExecutionContext).run;
       if (!run) return [];
       const out: Effect[] = [...reconcileIndexEffects(was, run), ...inboxEffects(was, run)];
-      if (!was) out.push(runCreatedEffect(run));
+      // A run its tenant counts is listed by its member key while it lives (run-index.ts).
+      if (!was && !run.counted) out.push(runCreatedEffect(run));
       if (!isEnded(before.value) && isEnded(after.value)) {
         out.push(runEndedEffect(run));
         if (settings.live && !run.counted) out.push(settings.live().removal(run.id));

@@ -51,7 +51,7 @@ export function view(run: RunContext, input: unknown): RunView {
 
 /** What is left to show of a run once its record was compacted: its final summary. */
 export function compactedView(s: RunSummaryEntry): RunView {
-  const { lane, project: _project, error, result_truncated, ...summary } = s;
+  const { lane, project: _project, error, result_truncated, counted: _counted, ...summary } = s;
   return {
     ...summary,
     compacted: true,

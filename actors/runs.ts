@@ -129,7 +129,7 @@ export class RunService {
       now(): number;
     },
   ) {
-    this.index = new RunIndex(deps.nc);
+    this.index = new RunIndex(deps.nc, deps.partitions);
     this.early = new EarlyAdmissions(deps);
   }
 
@@ -279,6 +279,11 @@ export class RunService {
    * summary from the runs index (`compacted: true`: no input, nodes or result).
    */
   async get(tenant: string, id: string): Promise<RunView | undefined> {
+    return (await this.read(tenant, id))?.view;
+  }
+
+  /** {@link get}, and whether the run's tenant counted it from its start (which part of the runs index lists it). */
+  private async read(tenant: string, id: string): Promise<{ view: RunView; counted: boolean } | undefined> {
     if (tenantOfRun(id) !== tenant) return undefined;
     // The head, and the journal's first entry (the input), side by side.
     const [read, first] = await Promise.all([
@@ -289,29 +294,37 @@ export class RunService {
     if (read.outcome === "corrupt") throw new RunwayFault("corrupt_record", `run ${id}: ${read.detail}`);
     if (read.outcome === "missing") {
       const summary = await this.index.summary(tenant, id);
-      return summary ? compactedView(summary) : undefined;
+      return summary ? { view: compactedView(summary), counted: summary.counted === true } : undefined;
     }
     const run = read.snapshot.context?.run;
     if (!run) return undefined;
     // A head stored before journals holds its input itself.
-    if (isHeadV1(run)) return view(migrateHeadV1(run as never), (run as { input?: unknown }).input ?? {});
+    if (isHeadV1(run)) return { view: view(migrateHeadV1(run as never), (run as { input?: unknown }).input ?? {}), counted: false };
     const input = ((first?.journal ?? []) as RunFact[]).find((f) => f.t === "input")?.value;
-    return view(run, input ?? {});
+    return { view: view(run, input ?? {}), counted: run.counted === true };
   }
 
   /**
-   * A page of a tenant's runs, in the order they were created (oldest first), from the runs
-   * index: `limit` (default 50, at most 500) index entries read from `cursor` on (a page costs
-   * its own size, whatever the tenant stored), each shown as `get` shows it; with `status`, those
-   * of them in that status (a page may then hold fewer than `limit`). `next_cursor` goes on
-   * after this page; null when the index has nothing more.
+   * A page of a tenant's runs from the runs index (run-index.ts): first those its tenant did not
+   * count at their start (children, runs a person admits first) in the order they were created,
+   * then those it counts, live ones in the order it admitted or queued them, then ended ones in
+   * the order they ended. `limit` (default 50, at most 500) index entries read from `cursor` on
+   * (a page costs its own size, whatever the tenant stored), each shown as `get` shows it; with
+   * `status`, those of them in that status (a page may then hold fewer than `limit`).
+   * `next_cursor` goes on after this page; null when the index has nothing more. A run that ends
+   * while the pages are read may be listed twice, once live and once ended.
    */
   async list(tenant: string, options: { status?: string; limit?: number; cursor?: string } = {}): Promise<{ runs: RunView[]; next_cursor: string | null }> {
     const limit = Math.min(options.limit ?? 50, 500);
-    const from = options.cursor ? Number(options.cursor) : 1;
-    const page = await this.index.page(tenant, from, limit);
-    const runs = (await Promise.all(page.runs.map((id) => this.get(tenant, id)))).filter((r): r is RunView => r !== undefined);
-    return { runs: runs.filter((r) => !options.status || r.status === options.status), next_cursor: page.next === null ? null : String(page.next) };
+    const page = await this.index.page(tenant, options.cursor, limit);
+    const read = await Promise.all(page.entries.map(async (e) => ({ part: e.part, run: await this.read(tenant, e.run) })));
+    const runs = read
+      // Each run in one part: a run a person admitted first is counted later (its `.c` entry lists
+      // it, not its member key or its end); a counted run stored before had a `.c` entry too.
+      .filter((r) => r.run !== undefined && (r.part === "c") === !r.run.counted)
+      .map((r) => r.run!.view)
+      .filter((r) => !options.status || r.status === options.status);
+    return { runs, next_cursor: page.next };
   }
 
   /**

@@ -76,7 +76,7 @@ export class RunwayClient {
   getRun(runId: string) {
     return this.t("runs.get", { run_id: runId });
   }
-  /** A page of the tenant's runs in creation order; pass the answer's `next_cursor` as `cursor` for the next. */
+  /** A page of the tenant's runs (children, then live runs, then ended ones: see `runs.list`); pass the answer's `next_cursor` as `cursor` for the next. */
   listRuns(options: { status?: string; limit?: number; cursor?: string } = {}) {
     return this.t("runs.list", options);
   }

@@ -1,7 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z, type ZodType } from "zod";
 import type { DefinitionStore, NodeMetrics, RunReplays, RunService, Sweeper, TenantService } from "../actors/index.js";
-import { getInboxItem, INBOX_PAGE_MAX, listInbox, listReconciliations } from "../actors/index.js";
+import { getInboxItem, INBOX_PAGE_MAX, listInbox, listReconciliations, RUNS_CURSOR_PATTERN } from "../actors/index.js";
 import {
   isTenantId,
   MAX_JSON_DEPTH,
@@ -80,11 +80,8 @@ const schemas = {
   runsList: z.strictObject({
     status: z.enum(["queued", "running", "waiting", "succeeded", "failed", "cancelled"]).optional(),
     limit: z.number().int().positive().max(500).optional(),
-    /** `next_cursor` of the previous page (a runs-index sequence). */
-    cursor: z
-      .string()
-      .regex(/^[1-9][0-9]{0,15}$/)
-      .optional(),
+    /** `next_cursor` of the previous page (a part of the runs index and a sequence in it). */
+    cursor: z.string().regex(RUNS_CURSOR_PATTERN).optional(),
   }),
   runsEvents: z.strictObject({
     run_id: RunId,

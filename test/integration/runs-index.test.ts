@@ -31,34 +31,58 @@ const started = async (client: RunwayClient, definition: string, extra: Record<s
 
 type Page = { outcome: string; runs: RunAnswer[]; next_cursor: string | null };
 
-it("runs.list pages through a tenant's runs in the order they were created, with a cursor; another tenant's runs never show; a status filter keeps a page's matches", async () => {
+it("runs.list pages through a tenant's runs with a cursor, each once: the runs it did not count at their start (children) in creation order, then the ones it counts, live ones in admission order, then ended ones in the order they ended; another tenant's never; a status filter keeps a page's matches", async () => {
   const a = await tenantWith("la");
   const b = await tenantWith("lb");
-  const ids: string[] = [];
-  for (let i = 0; i < 7; i++) {
-    ids.push(await started(a, "one"));
+  expect((await a.putDefinition({ name: "parent", nodes: [{ id: "c", kind: "subworkflow", workflow: "one" }] })).outcome).toMatch(/published|unchanged/);
+  const ended: string[] = [];
+  const napping: string[] = [];
+  for (let i = 0; i < 4; i++) {
+    const id = await started(a, "one");
+    // Each ends before the next starts: the order they end is the order they started.
+    await settled(a, id);
+    ended.push(id);
+    napping.push(await started(a, "nap"));
     if (i % 3 === 0) await started(b, "one");
   }
-  for (const id of ids) await settled(a, id);
-  const seen: string[] = [];
-  let cursor: string | null = null;
-  let pages = 0;
-  do {
-    const page = (await a.listRuns({ limit: 3, ...(cursor ? { cursor } : {}) })) as unknown as Page;
-    expect(page.outcome).toBe("ok");
-    expect(page.runs.length).toBeLessThanOrEqual(3);
-    seen.push(...page.runs.map((r) => r.id));
-    cursor = page.next_cursor;
-    pages++;
-  } while (cursor !== null && pages < 10);
-  expect(seen).toEqual(ids);
-  expect(pages).toBe(3);
+  const parent = await started(a, "parent");
+  await settled(a, parent);
+  const listedAll = async (limit: number) => {
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    let pages = 0;
+    do {
+      const page = (await a.listRuns({ limit, ...(cursor ? { cursor } : {}) })) as unknown as Page;
+      expect(page.outcome).toBe("ok");
+      expect(page.runs.length).toBeLessThanOrEqual(limit);
+      seen.push(...page.runs.map((r) => r.id));
+      cursor = page.next_cursor;
+      pages++;
+    } while (cursor !== null && pages < 20);
+    return seen;
+  };
+  const seen = await listedAll(3);
+  // The child (its tenant does not count it) first, then the live counted runs, then the ended ones (the parent ended last).
+  const children = seen.filter((id) => ![...ended, ...napping, parent].includes(id));
+  expect(children).toHaveLength(1);
+  expect(((await a.getRun(children[0]!)).run as RunAnswer).status).toBe("succeeded");
+  // Only the child has a `.c` entry: a run its tenant counts is listed by its member key, one server operation less.
+  const jsm = await (await import("@nats-io/jetstream")).jetstreamManager(world.nc);
+  const createdEntry = async (id: string) => (await jsm.streams.getMessage(RUNS_STREAM, { last_by_subj: `rw.runs.la.${id}.c` }).catch(() => null)) !== null;
+  expect(await createdEntry(children[0]!)).toBe(true);
+  for (const id of [...ended, ...napping, parent]) expect(await createdEntry(id)).toBe(false);
+  expect(seen).toEqual([...children, ...napping, ...ended, parent]);
+  expect(await listedAll(1)).toEqual(seen);
+  expect(await listedAll(500)).toEqual(seen);
   const succeeded = (await a.listRuns({ status: "succeeded", limit: 500 })) as unknown as Page;
-  expect(succeeded.runs.map((r) => r.id)).toEqual(ids);
-  expect(((await a.listRuns({ status: "running" })) as unknown as Page).runs).toEqual([]);
-  expect(((await b.listRuns()) as unknown as Page).runs).toHaveLength(3);
-  // A cursor is a sequence number: anything else is invalid_input.
+  expect(succeeded.runs.map((r) => r.id)).toEqual([...children, ...ended, parent]);
+  expect(((await a.listRuns({ status: "waiting", limit: 500 })) as unknown as Page).runs.map((r) => r.id)).toEqual(napping);
+  expect(((await b.listRuns()) as unknown as Page).runs).toHaveLength(2);
+  // A cursor is a part of the index and a sequence (a bare sequence, as given before parts, is one of the first): anything else is invalid_input.
   expect((await a.listRuns({ cursor: "abc" })).outcome).toBe("invalid_input");
+  expect((await a.listRuns({ cursor: "x12" })).outcome).toBe("invalid_input");
+  expect((await a.listRuns({ cursor: "1" })).outcome).toBe("ok");
+  for (const id of napping) expect((await a.cancelRun(id)).outcome).toBe("cancelled");
 });
 
 it("an ended run (head and journal) is compacted to its final summary after the retention: runs.get answers the summary, runs.list still lists it, and its start key still answers duplicate", async () => {
@@ -117,10 +141,13 @@ it("runs stored before the live-run index existed are indexed once by their part
   const jsm = await (await import("@nats-io/jetstream")).jetstreamManager(world.nc);
   await jsm.streams.purge(RUNS_STREAM, { filter: `rw.runs.old.>` });
   const live = new LiveRunIndex(world.nc, 32);
+  const created = async () => (await jsm.streams.getMessage(RUNS_STREAM, { last_by_subj: `rw.runs.old.${id}.c` }).catch(() => null)) !== null;
   expect(await live.indexed(p)).not.toContain(id);
-  expect(((await client.listRuns()) as unknown as Page).runs).toEqual([]);
+  expect(await created()).toBe(false);
   await buildLiveIndex({ nc: world.nc, live, logger: createLogger("test", "error") }, p, world.node.node.host.logOf(p)!);
   expect(await live.indexed(p)).toContain(id);
+  expect(await created()).toBe(true);
+  // Its tenant counts it: listed once, by its member key, though it has a `.c` entry now too.
   expect(((await client.listRuns()) as unknown as Page).runs.map((r) => r.id)).toEqual([id]);
   expect((await client.cancelRun(id)).outcome).toBe("cancelled");
 });
