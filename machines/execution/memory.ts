@@ -14,14 +14,8 @@ export class RunFacts implements RunMemory {
   private itemsOf: Map<string, number> | undefined;
   private receipts: Map<string, Receipt> | undefined;
   private receiptFacts = 0;
-  /**
-   * The overlay `with` made last, over one batch's pending facts (an array the batch only appends
-   * to) and the count of them it holds. Dropped when facts are added here (they were stored).
-   */
-  private overlay: { pending: readonly RunFact[]; added: number; extra: RunFacts; view: RunMemory & { covers(run: RunContext): boolean } } | undefined;
 
   add(fact: RunFact): void {
-    this.overlay = undefined;
     if (fact.t === "input") this.input = fact.value;
     else if (fact.t === "output") (this.outputs ??= new Map()).set(fact.node, fact.value);
     else if (fact.t === "intent" || fact.t === "task" || fact.t === "approval" || fact.t === "decision") return;
@@ -73,24 +67,11 @@ export class RunFacts implements RunMemory {
    */
   with(pending: readonly RunFact[]): RunMemory & { covers(run: RunContext): boolean } {
     if (pending.length === 0) return this;
-    // A batch hands each of its commands the same array of pending facts, longer by the facts of
-    // the one before: the overlay grows with it instead of being made again for each (that was
-    // O(batch²) facts added per batch).
-    let o = this.overlay;
-    if (o === undefined || o.pending !== pending || o.added > pending.length) {
-      const extra = new RunFacts();
-      extra.input = this.input;
-      o = this.overlay = { pending, added: 0, extra, view: this.viewWith(extra) };
-    }
-    for (; o.added < pending.length; o.added++) o.extra.add(pending[o.added]!);
-    return o.view;
-  }
-
-  private viewWith(extra: RunFacts): RunMemory & { covers(run: RunContext): boolean } {
+    const extra = new RunFacts();
+    extra.input = this.input;
+    for (const f of pending) extra.add(f);
     return {
-      get input() {
-        return extra.input;
-      },
+      input: extra.input,
       output: (node) => (extra.hasOutput(node) ? extra.output(node) : this.output(node)),
       item: (node, i) => (extra.hasItem(`${node}[${i}]`) ? extra.item(node, i) : this.item(node, i)),
       receipt: (key) => extra.receipt(key) ?? this.receipt(key),

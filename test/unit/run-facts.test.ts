@@ -4,7 +4,7 @@ import { RunFacts, type RunFact } from "../../machines/index.js";
 /**
  * A run's memory with the facts of the batch being decided laid over it (`RunFacts.with`): each
  * command of a batch sees the stored facts and those of the commands before it, never those of
- * another batch, whether the overlay is grown or made anew.
+ * another batch.
  */
 describe("RunFacts.with", () => {
   const item = (i: number, value: unknown): RunFact => ({ t: "item", node: "m", i, value });
@@ -26,7 +26,7 @@ describe("RunFacts.with", () => {
     expect(memory.with(pending.slice(0, 39)).covers({ nodes: { m: { map: { succeeded: 40 } } } } as never)).toBe(false);
   });
 
-  it("another batch, a shorter array, or facts stored meanwhile: the overlay is made anew, never showing facts of another batch", () => {
+  it("another batch, a shorter array, or facts stored meanwhile: never a fact of another batch", () => {
     const memory = new RunFacts();
     memory.add({ t: "input", value: {} });
     const first: RunFact[] = [item(0, "first"), { t: "output", node: "b", value: "first-b" }];
