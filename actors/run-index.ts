@@ -73,8 +73,8 @@ export function runsStreamConfig(replicas: number) {
 const notFound = (err: unknown): boolean => (err as { code?: unknown }).code === 404 || /message not found|no message found/i.test(String(err));
 
 /** The parts of the index, in the order `runs.list` reads them (see above). */
-const PARTS = ["c", "m", "e"] as const;
-type Part = (typeof PARTS)[number];
+export const PARTS = ["c", "m", "e"] as const;
+export type Part = (typeof PARTS)[number];
 
 /** Where a page starts: a part and a stream sequence in it. A bare sequence (a cursor given before parts existed) is one of the first part. */
 export const CURSOR_PATTERN = /^[cme]?[1-9][0-9]{0,15}$/;
@@ -105,12 +105,16 @@ export class RunIndex {
     return this.jsm;
   }
 
-  /** Up to `limit` of `tenant`'s runs from `cursor` on (none: from the start of the first part). */
-  async page(tenant: string, cursor: string | undefined, limit: number): Promise<IndexPage> {
+  /**
+   * Up to `limit` of `tenant`'s runs from `cursor` on (none: from the start of the first part),
+   * reading only the parts in `parts` (a part the cursor names but `parts` skips: from the next).
+   */
+  async page(tenant: string, cursor: string | undefined, limit: number, parts: readonly Part[] = PARTS): Promise<IndexPage> {
     const at = cursor && /^[cme]/.test(cursor) ? { part: cursor[0] as Part, seq: Number(cursor.slice(1)) } : { part: "c" as Part, seq: Number(cursor ?? 1) };
     const entries: IndexEntry[] = [];
     for (let i = PARTS.indexOf(at.part), seq = at.seq; i < PARTS.length; i++, seq = 1) {
       const part = PARTS[i]!;
+      if (!parts.includes(part)) continue;
       for (;;) {
         if (entries.length === limit) return { entries, next: `${part}${seq}` };
         const read = await this.read(tenant, part, seq, limit - entries.length);

@@ -77,6 +77,19 @@ it("runs.list pages through a tenant's runs with a cursor, each once: the runs i
   const succeeded = (await a.listRuns({ status: "succeeded", limit: 500 })) as unknown as Page;
   expect(succeeded.runs.map((r) => r.id)).toEqual([...children, ...ended, parent]);
   expect(((await a.listRuns({ status: "waiting", limit: 500 })) as unknown as Page).runs.map((r) => r.id)).toEqual(napping);
+  // A status reads only the parts that can hold it: a live one never the ended runs, an ended one never the live runs.
+  const cursorsOf = async (status: string) => {
+    const cursors: string[] = [];
+    for (let cursor: string | null = null, pages = 0; pages === 0 || (cursor !== null && pages < 30); pages++) {
+      const page = (await a.listRuns({ status, limit: 1, ...(cursor ? { cursor } : {}) })) as unknown as Page;
+      if (page.next_cursor) cursors.push(page.next_cursor);
+      cursor = page.next_cursor;
+    }
+    return cursors;
+  };
+  expect((await cursorsOf("waiting")).some((c) => c.startsWith("e"))).toBe(false);
+  expect((await cursorsOf("succeeded")).some((c) => c.startsWith("m"))).toBe(false);
+  expect((await cursorsOf("succeeded")).some((c) => c.startsWith("e"))).toBe(true);
   expect(((await b.listRuns()) as unknown as Page).runs).toHaveLength(2);
   // A cursor is a part of the index and a sequence (a bare sequence, as given before parts, is one of the first): anything else is invalid_input.
   expect((await a.listRuns({ cursor: "abc" })).outcome).toBe("invalid_input");
