@@ -2,9 +2,9 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { headers as makeHeaders } from "@nats-io/transport-node";
 import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { MEMBER_PREFIX, tenantKey } from "../machines/index.js";
-import { kvSubject, partitionBucket, partitionOf, partitionStream, publish, RunwayFault, type Effect } from "../runtime/index.js";
+import { isRemovalOperation, kvSubject, partitionBucket, partitionOf, partitionStream, publish, RunwayFault, type Effect } from "../runtime/index.js";
 import { lastValues } from "./records.js";
-import { decodeToken } from "./tenants.js";
+import { runOfMemberKey } from "./tenants.js";
 
 /** KV bucket of the live-run index: `p<partition>.<run>` for every run that may be live. */
 export const LIVE_BUCKET = "rw_live";
@@ -150,8 +150,7 @@ async function liveKeys(nc: NatsConnection, jsm: JetStreamManager, replicas: num
     try {
       const out: string[] = [];
       for await (const m of await jsm.direct.getLastMessagesFor(`KV_${bucket}`, { multi_last: [`${prefix}${filter}`] })) {
-        const op = m.header?.get("KV-Operation");
-        if (op !== "DEL" && op !== "PURGE") out.push(m.subject.slice(prefix.length));
+        if (!isRemovalOperation(m.header?.get("KV-Operation"))) out.push(m.subject.slice(prefix.length));
       }
       return out;
     } catch (err) {
@@ -220,6 +219,6 @@ class CountedRuns {
   private async membersIn(b: number): Promise<string[]> {
     this.jsm ??= await jetstreamManager(this.nc, { timeout: 10_000 });
     this.replicas ??= (await this.jsm.streams.info(partitionStream(0))).config.num_replicas;
-    return (await liveKeys(this.nc, this.jsm, this.replicas, partitionBucket(b), MEMBER_FILTER)).map((key) => decodeToken(key.slice(key.lastIndexOf(".") + 1)));
+    return (await liveKeys(this.nc, this.jsm, this.replicas, partitionBucket(b), MEMBER_FILTER)).map(runOfMemberKey);
   }
 }

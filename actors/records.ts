@@ -4,6 +4,7 @@ import { Kvm } from "@nats-io/kv";
 import {
   actorRecordCodec,
   isRemoval,
+  isRemovalOperation,
   kvSubject,
   partitionBucket,
   partitionOf,
@@ -84,8 +85,7 @@ export async function lastValues(nc: NatsConnection, bucket: string, filter: str
   const messages = await consumer.consume();
   try {
     for await (const m of messages) {
-      const op = m.headers?.get("KV-Operation");
-      if (op !== "DEL" && op !== "PURGE") out.push({ key: m.subject.slice(prefix.length), revision: m.seq, data: m.data });
+      if (!isRemovalOperation(m.headers?.get("KV-Operation"))) out.push({ key: m.subject.slice(prefix.length), revision: m.seq, data: m.data });
       if (m.info.pending === 0) break;
     }
   } finally {

@@ -1,8 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
-import { MEMBER_PREFIX, runSummary, tenantKey, type RunContext } from "../machines/index.js";
-import { kvSubject, partitionBucket, partitionOf, partitionStream, RunwayFault, type Effect } from "../runtime/index.js";
-import { decodeToken } from "./tenants.js";
+import { MEMBER_PREFIX, NON_TERMINAL, runSummary, tenantKey, type RunContext, type RunStatus } from "../machines/index.js";
+import { isRemovalOperation, kvSubject, partitionBucket, partitionOf, partitionStream, RunwayFault, type Effect } from "../runtime/index.js";
+import { runOfMemberKey } from "./tenants.js";
 
 /**
  * The runs index, what `runs.list` pages through: a tenant's runs in three parts, each in the
@@ -73,8 +73,17 @@ export function runsStreamConfig(replicas: number) {
 const notFound = (err: unknown): boolean => (err as { code?: unknown }).code === 404 || /message not found|no message found/i.test(String(err));
 
 /** The parts of the index, in the order `runs.list` reads them (see above). */
-export const PARTS = ["c", "m", "e"] as const;
-export type Part = (typeof PARTS)[number];
+const PARTS = ["c", "m", "e"] as const;
+type Part = (typeof PARTS)[number];
+
+/**
+ * The parts that can hold a run in `status` (none: every part). A live status is never in the
+ * ended part and an ended one never in the live part: a run that ended is in the ended part
+ * before it leaves the live one.
+ */
+export function partsHolding(status: RunStatus | undefined): readonly Part[] {
+  return !status ? PARTS : NON_TERMINAL.has(status) ? ["c", "m"] : ["c", "e"];
+}
 
 /** Where a page starts: a part and a stream sequence in it. A bare sequence (a cursor given before parts existed) is one of the first part. */
 export const CURSOR_PATTERN = /^[cme]?[1-9][0-9]{0,15}$/;
@@ -109,7 +118,7 @@ export class RunIndex {
    * Up to `limit` of `tenant`'s runs from `cursor` on (none: from the start of the first part),
    * reading only the parts in `parts` (a part the cursor names but `parts` skips: from the next).
    */
-  async page(tenant: string, cursor: string | undefined, limit: number, parts: readonly Part[] = PARTS): Promise<IndexPage> {
+  async page(tenant: string, cursor: string | undefined, limit: number, parts: readonly Part[]): Promise<IndexPage> {
     const at = cursor && /^[cme]/.test(cursor) ? { part: cursor[0] as Part, seq: Number(cursor.slice(1)) } : { part: "c" as Part, seq: Number(cursor ?? 1) };
     const entries: IndexEntry[] = [];
     for (let i = PARTS.indexOf(at.part), seq = at.seq; i < PARTS.length; i++, seq = 1) {
@@ -143,9 +152,8 @@ export class RunIndex {
       for await (const m of batch) {
         last = m.seq;
         pending = (m as unknown as { pending?: number }).pending ?? 0;
-        const op = m.header?.get("KV-Operation");
         if (part !== "m") runs.push(m.subject.split(".")[3]!);
-        else if (op !== "DEL" && op !== "PURGE") runs.push(decodeToken(m.subject.slice(m.subject.lastIndexOf(".") + 1)));
+        else if (!isRemovalOperation(m.header?.get("KV-Operation"))) runs.push(runOfMemberKey(m.subject));
       }
     } catch (err) {
       // Nothing at or after `seq`: the end of the part.

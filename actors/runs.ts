@@ -1,20 +1,10 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import {
-  heldForAdmission,
-  isHeadV1,
-  laneFor,
-  migrateHeadV1,
-  NON_TERMINAL,
-  validateAgainstSchema,
-  type RunContext,
-  type RunFact,
-  type RunStatus,
-} from "../machines/index.js";
+import { heldForAdmission, isHeadV1, laneFor, migrateHeadV1, validateAgainstSchema, type RunContext, type RunFact, type RunStatus } from "../machines/index.js";
 import { ID_PATTERN, jsonBytes, parseEventId, publish, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
 import { askActor, type AskAnswer } from "./ask.js";
 import { readFirstRecord, readSnapshot } from "./records.js";
 import { readRunEvents, type RunEvent } from "./run-events.js";
-import { PARTS, RunIndex, type Part } from "./run-index.js";
+import { partsHolding, RunIndex } from "./run-index.js";
 import { compactedView, view, type RunSummary, type RunView } from "./run-views.js";
 import type { DefinitionStore } from "./definitions.js";
 import { randomDeliveryId, runIdFor, startKey, tenantOfRun } from "./ids.js";
@@ -327,11 +317,7 @@ export class RunService {
    */
   async list(tenant: string, options: { status?: string; limit?: number; cursor?: string } = {}): Promise<{ runs: RunView[]; next_cursor: string | null }> {
     const limit = Math.min(options.limit ?? 50, 500);
-    // A live status is never in the ended part, an ended one never in the live part (a run that
-    // ended is in the ended part before it leaves the live one).
-    const status = options.status as RunStatus | undefined;
-    const parts: readonly Part[] = !status ? PARTS : NON_TERMINAL.has(status) ? ["c", "m"] : ["c", "e"];
-    const page = await this.index.page(tenant, options.cursor, limit, parts);
+    const page = await this.index.page(tenant, options.cursor, limit, partsHolding(options.status as RunStatus | undefined));
     const read = await Promise.all(page.entries.map(async (e) => ({ part: e.part, run: await this.read(tenant, e.run) })));
     const runs = read
       // Each run in one part: a run a person admitted first is counted later (its `.c` entry lists

@@ -138,13 +138,17 @@ export async function listMembers(nc: NatsConnection, partitions: number, tenant
   const prefix = tenantKey(tenant, MEMBER_PREFIX);
   const out: TenantMember[] = [];
   for (const v of await lastValues(nc, partitionBucket(partitionOf(tenant, partitions)), `${prefix}*`)) {
-    out.push({ run: decodeToken(v.key.slice(prefix.length)), member: decodeJson(v.data) as Member });
+    out.push({ run: runOfMemberKey(v.key), member: decodeJson(v.data) as Member });
   }
   return out;
 }
 
-/** The run id of a member key's token (the inverse of `keyToken`: `=` and base64url for an id that is not key-safe). */
-export function decodeToken(token: string): string {
+/**
+ * The run id a member key names, whether given as a key or as its KV subject: its last token,
+ * decoded (the inverse of `keyToken`: `=` and base64url for an id that is not key-safe).
+ */
+export function runOfMemberKey(key: string): string {
+  const token = key.slice(key.lastIndexOf(".") + 1);
   if (!token.startsWith("=")) return token;
   return Buffer.from(token.slice(1), "base64url").toString("utf8");
 }

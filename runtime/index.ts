@@ -9,6 +9,7 @@ export {
   readFirst,
   readLast,
   isRemoval,
+  isRemovalOperation,
   incrementCounter,
   streamLastSequence,
   payloadLimit,

@@ -117,10 +117,14 @@ export interface StoredMessage {
 
 export type ReadOutcome = { outcome: "found"; message: StoredMessage } | { outcome: "missing" } | { outcome: "unavailable"; detail: string };
 
+/** A KV message's `KV-Operation` header that marks a delete or a purge: the key holds nothing. */
+export function isRemovalOperation(op: string | undefined | null): boolean {
+  return op === "DEL" || op === "PURGE";
+}
+
 /** A KV key's last message that is its delete or purge marker: the key holds nothing. */
 export function isRemoval(message: StoredMessage): boolean {
-  const op = message.headers["KV-Operation"];
-  return op === "DEL" || op === "PURGE";
+  return isRemovalOperation(message.headers["KV-Operation"]);
 }
 
 interface MsgGetJson {

@@ -3,7 +3,7 @@ import { Kvm, type KV, type KvWatchEntry } from "@nats-io/kv";
 import { z } from "zod";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../log.js";
-import { publish } from "../nats/jetstream.js";
+import { isRemovalOperation, publish } from "../nats/jetstream.js";
 import { kvSubject, NODES_BUCKET } from "../topology.js";
 import { PLACEMENT_VERSION, type PlacementVersion } from "./placement.js";
 
@@ -95,7 +95,7 @@ export class Membership {
   private apply(entry: KvWatchEntry): void {
     const name = entry.key.slice("node.".length);
     const before = this.live.get(name);
-    if (entry.operation === "DEL" || entry.operation === "PURGE" || entry.length === 0) {
+    if (isRemovalOperation(entry.operation) || entry.length === 0) {
       this.live.delete(name);
     } else {
       try {

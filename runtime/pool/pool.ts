@@ -135,6 +135,11 @@ const MAX_TIMER_MS = 2_147_483_647;
 /** The same continuation whether a promise resolved or rejected. */
 const settled = <T>(next: () => T): [() => T, () => T] => [next, next];
 
+/** Which attempt a task is, without its input: what the pool's listeners are told. */
+function refOf(t: StepTask): TaskRef {
+  return { handler: t.handler, runId: t.runId, stepId: t.stepId, attempt: t.attempt, leaseEpoch: t.leaseEpoch };
+}
+
 function failure(code: FailureCode, message: string, retryable: boolean): StepResult {
   return { outcome: "failed", error: { code, message, retryable } };
 }
@@ -417,11 +422,7 @@ export class StepPool {
     const handle = this.#options.onToolCall;
     if (!p) return reply({ outcome: "stopped", reason: "attempt_not_running" });
     if (!handle) return reply({ outcome: "failed", error: { code: "tool_gateway_unavailable", message: "this pool has no tool gateway", retryable: true } });
-    const t = p.task;
-    handle(
-      { handler: t.handler, runId: t.runId, stepId: t.stepId, attempt: t.attempt, leaseEpoch: t.leaseEpoch },
-      { server: m.server, tool: m.tool, arguments: m.arguments },
-    ).then(reply, (err: unknown) =>
+    handle(refOf(p.task), { server: m.server, tool: m.tool, arguments: m.arguments }).then(reply, (err: unknown) =>
       reply({ outcome: "failed", error: { code: "tool_gateway_error", message: err instanceof Error ? err.message : String(err), retryable: true } }),
     );
   }
@@ -447,8 +448,7 @@ export class StepPool {
     const p = this.#running.get(m.seq);
     if (!p) return;
     p.events++;
-    const t = p.task;
-    const ref: TaskRef = { handler: t.handler, runId: t.runId, stepId: t.stepId, attempt: t.attempt, leaseEpoch: t.leaseEpoch };
+    const ref = refOf(p.task);
     try {
       if (m.t === "heartbeat") this.#options.onHeartbeat?.(ref);
       else this.#options.onProgress?.(ref, m.data);

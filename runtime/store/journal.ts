@@ -1,6 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { actorRecordCodec, type ActorRecord } from "../actor/wire.js";
+import { isRemovalOperation } from "../nats/jetstream.js";
 import { partitionOf } from "../partitions/hash.js";
 import { kvSubject, partitionBucket, partitionStream } from "../topology.js";
 
@@ -56,8 +57,7 @@ export async function readJournal(
       for await (const m of batch) {
         got++;
         seq = m.seq + 1;
-        const op = m.header?.get("KV-Operation");
-        if (op === "DEL" || op === "PURGE") {
+        if (isRemovalOperation(m.header?.get("KV-Operation"))) {
           entries.length = 0;
           continue;
         }
