@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
@@ -58,6 +58,20 @@ export function procCpuSeconds(pid: number, ticks: number, thread?: number): num
   }
 }
 
+/** CPU seconds of each of `pid`'s threads by thread id (Node names them all `node`; the main thread's id is the pid). */
+export function threadCpuSeconds(pid: number, ticks: number): Map<string, number> {
+  const byThread = new Map<string, number>();
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      const cpu = procCpuSeconds(pid, ticks, Number(tid));
+      if (cpu !== undefined) byThread.set(tid, cpu);
+    }
+  } catch {
+    // No /proc: nothing to report.
+  }
+  return byThread;
+}
+
 /** CPU microseconds per unit of work between two `procCpuSeconds` readings; null where /proc could not be read. */
 export function cpuMicrosEach(before: number | undefined, after: number | undefined, count: number): number | null {
   return before === undefined || after === undefined ? null : Math.round(((after - before) * 1e6) / count);
@@ -83,6 +97,17 @@ export function clockTicks(): number {
   } catch {
     return 100;
   }
+}
+
+/**
+ * BENCH_V8_TRACE=1: V8 prints every collection, optimisation and deoptimisation on stdout from
+ * the call until the returned stop (flags set at run time: `--trace-gc` on the command line is
+ * refused by the pool's workers, and NODE_OPTIONS refuses it).
+ */
+export function v8Trace(): (() => void) | undefined {
+  if (process.env.BENCH_V8_TRACE !== "1") return undefined;
+  setFlagsFromString("--trace-gc --trace-opt --trace-deopt");
+  return () => setFlagsFromString("--no-trace-gc --no-trace-opt --no-trace-deopt");
 }
 
 /** BENCH_CPU_PROFILE=<file>: a CPU profile of this process's main thread (the node and the client) from the call until the returned stop. */
