@@ -5,7 +5,6 @@
  *   main → worker (Piscina task)      RunMessage | InitMessage
  *   worker → main (Piscina result)    ResultMessage | ReadyMessage
  *   worker → main (parentPort)        EventMessage  (heartbeat / progress, while running)
- *   worker → main (parentPort)        StartedMessage (the thread a step runs on)
  *   worker → main (parentPort)        ToolCallMessage (a handler's ctx.tools.call)
  *   main → workers (BroadcastChannel) CancelMessage (cooperative cancel before termination)
  *   main → workers (BroadcastChannel) ToolAnswerMessage (the answer to a ToolCallMessage)
@@ -63,14 +62,6 @@ export interface EventMessage {
   v: typeof WIRE_VERSION;
   seq: number;
   data?: unknown;
-}
-
-/** worker → main: a step began on this thread (so a stuck one can have its thread terminated). */
-export interface StartedMessage {
-  t: "started";
-  v: typeof WIRE_VERSION;
-  seq: number;
-  thread: number;
 }
 
 /** A handler asks for a tool call (its `id` is unique within its task). */

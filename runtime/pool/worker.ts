@@ -4,7 +4,7 @@
  * task. It never throws to Piscina: every outcome is a ResultMessage, so that a Piscina-level
  * rejection always means the thread itself failed.
  */
-import { BroadcastChannel, parentPort, threadId, workerData } from "node:worker_threads";
+import { BroadcastChannel, parentPort, workerData } from "node:worker_threads";
 import { isStepError, ToolError, type Handler, type StepContext } from "./handler-api.js";
 import {
   WIRE_VERSION,
@@ -18,7 +18,6 @@ import {
   type ReadyMessage,
   type ResultMessage,
   type RunMessage,
-  type StartedMessage,
   type TaskMessage,
   type ToolAnswerMessage,
   type ToolCallAnswer,
@@ -97,7 +96,6 @@ async function runStep(msg: RunMessage): Promise<ResultMessage> {
 
   const state: Running = {};
   running.set(msg.seq, state);
-  port.postMessage({ t: "started", v: WIRE_VERSION, seq: msg.seq, thread: threadId } satisfies StartedMessage);
   let events = 0;
   let done = false;
   const post = (m: EventMessage) => {

@@ -84,6 +84,23 @@ describe("StepPool", () => {
     expect(b).toEqual({ outcome: "succeeded", output: "slept" });
   });
 
+  it("stops a spinning step that waited in Piscina's queue while its thread was replaced (its thread is learnt when it is placed)", async () => {
+    const lone = new StepPool({ handlerModules: [HANDLERS], threads: 1, cancelGraceMs: 0 });
+    await lone.start();
+    try {
+      expect(failed(await lone.run(task("spin", null, { timeoutMs: 200 })))).toMatchObject({ code: "timeout" });
+      // The replacement thread is still loading the handlers: this step waits for it inside Piscina.
+      expect(failed(await lone.run(task("spin", null, { timeoutMs: 200 })))).toMatchObject({ code: "timeout" });
+      expect(lone.stats().terminations).toBe(2);
+      // Its time runs out before the replacement can take it: its thread is terminated once it is placed.
+      expect(failed(await lone.run(task("spin", null, { timeoutMs: 1 })))).toMatchObject({ code: "timeout" });
+      expect(lone.stats().terminations).toBe(3);
+      expect(await lone.run(task("noop"))).toMatchObject({ outcome: "succeeded" });
+    } finally {
+      await lone.destroy();
+    }
+  });
+
   it("aborts ctx.signal on timeout so a cooperative handler stops without losing its thread", async () => {
     const before = pool.stats().terminations;
     expect(failed(await pool.run(task("slow", { ms: 10_000 }, { timeoutMs: 100 })))).toMatchObject({ code: "timeout" });
