@@ -11,7 +11,8 @@
  */
 import { randomUUID } from "node:crypto";
 import { BroadcastChannel } from "node:worker_threads";
-import { Piscina, queueOptionsSymbol } from "piscina";
+import { Piscina } from "piscina";
+import { placementOf, sharedThreads, type Placement } from "./balancer.js";
 import { loadableModule, withoutTsx, workerFile } from "./modules.js";
 import {
   WIRE_VERSION,
@@ -28,36 +29,6 @@ import {
   type ToolCallAnswer,
   type ToolCallMessage,
 } from "./wire.js";
-
-/**
- * Piscina's default balancer gives every abortable task a thread of its own, and every step is
- * abortable here (its kill switch), so `tasksPerThread` would never apply. This one shares: the
- * least busy thread under `tasksPerThread`. The cost is stated in `#cancel`: terminating a thread
- * for a stuck handler fails the other steps on it as `worker_crashed` (retryable).
- *
- * It also tells the pool which thread each step went to (`placed`, by the step's number, which
- * rides on the task under Piscina's queue-options symbol: structured cloning drops it, so the
- * worker never sees it). A stuck step's thread is known from then on, without a message from the
- * worker for every step; one of those cost w1 ~9 % of its steps a second (a wake-up of this thread
- * and a socket write more per step).
- */
-type LoadBalancer = NonNullable<NonNullable<ConstructorParameters<typeof Piscina>[0]>["loadBalancer"]>;
-type PoolThread = Parameters<LoadBalancer>[1][number];
-
-/** What a task carries for the balancer: the step's number in the pool. */
-interface Placement {
-  seq: number;
-}
-
-function sharedThreads(tasksPerThread: number, placed: (seq: number, thread: number) => void): LoadBalancer {
-  return (task, workers) => {
-    let best: PoolThread | null = null;
-    for (const w of workers) if (w.currentUsage < tasksPerThread && (!best || w.currentUsage < best.currentUsage)) best = w;
-    const placement = (task as { [queueOptionsSymbol]?: Placement | null })[queueOptionsSymbol];
-    if (best && placement) placed(placement.seq, best.id);
-    return best;
-  };
-}
 
 export type { FailureCode } from "./wire.js";
 
@@ -329,8 +300,8 @@ export class StepPool {
     this.#running.set(p.seq, p);
     p.timer = setTimeout(() => this.#cancel(p, "timeout"), Math.min(p.task.timeoutMs, MAX_TIMER_MS));
     const t = p.task;
-    const msg: RunMessage & { [queueOptionsSymbol]: Placement } = {
-      [queueOptionsSymbol]: { seq: p.seq },
+    const msg: RunMessage & Placement = {
+      ...placementOf(p.seq),
       t: "run",
       v: WIRE_VERSION,
       seq: p.seq,
