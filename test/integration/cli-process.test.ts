@@ -1,7 +1,7 @@
 // The `runway` command as a process: bin/runway.mjs runs the CLI in its own process, so a signal
 // to it reaches the node; under npm, a node whose npm was SIGKILLed drains and exits instead of
 // serving on as an orphan. Real processes, a real nats-server, the node's liveness record.
-import { existsSync, readdirSync, readFileSync, utimesSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync, utimesSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Kvm } from "@nats-io/kv";
@@ -107,8 +107,18 @@ it("./bin/runway.mjs runs a bundle of the sources as they are now: after a sourc
   }
   const cache = join(repoRoot, "node_modules", ".cache", "runway");
   const files = readdirSync(cache).filter((f) => f.startsWith("cli-"));
-  expect(files.filter((f) => !/^cli-[0-9a-f]+\.mjs$/.test(f))).toEqual([]);
-  expect(files.length).toBeGreaterThanOrEqual(1);
+  expect(files.filter((f) => !/^cli-[0-9a-f]+\.mjs(\.map)?$/.test(f))).toEqual([]);
+  expect(files.length).toBeGreaterThanOrEqual(2);
+  // The bundle made now has its source map beside it (stack traces name the .ts sources), without the sources' text.
+  const made = files.filter((f) => f.endsWith(".mjs") && statSync(join(cache, f)).mtimeMs >= now.getTime() - 1_000);
+  expect(made.length).toBeGreaterThanOrEqual(1);
+  for (const bundle of made) {
+    expect(files).toContain(`${bundle}.map`);
+    expect(readFileSync(join(cache, bundle), "utf8")).toContain(`//# sourceMappingURL=${bundle}.map`);
+    const map = JSON.parse(readFileSync(join(cache, `${bundle}.map`), "utf8")) as { sources: string[]; sourcesContent?: unknown };
+    expect(map.sources).toContain("../../../cluster/cli.ts");
+    expect(map.sourcesContent).toBeUndefined();
+  }
 });
 
 it("./bin/runway.mjs node is the node itself: SIGTERM to it drains the node, deletes its liveness record and exits 0", async () => {
