@@ -9,8 +9,8 @@
  * rides on the task under Piscina's queue-options symbol: structured cloning drops it, so the
  * worker never sees it), also when the step waited in Piscina's queue while a thread was
  * replaced. A stuck step's thread is known from then on, without a message from the worker for
- * every step: one of those cost w1 4–9 % of its steps a second (a wake-up of the main thread and
- * a socket write more per step).
+ * every step: one of those cost w1 ~4 % of its steps a second (median of six pairs), a wake-up of
+ * the main thread and a socket write more per step.
  */
 import { type Piscina, queueOptionsSymbol } from "piscina";
 
