@@ -17,14 +17,9 @@ import { type Piscina, queueOptionsSymbol } from "piscina";
 export type LoadBalancer = NonNullable<NonNullable<ConstructorParameters<typeof Piscina>[0]>["loadBalancer"]>;
 type PoolThread = Parameters<LoadBalancer>[1][number];
 
-/** What a task carries for the balancer: the step's number in the pool. */
+/** What a task carries for the balancer: the step's number in the pool, under Piscina's `queueOptionsSymbol`. */
 export interface Placement {
   readonly [queueOptionsSymbol]: { seq: number };
-}
-
-/** The mark that lets the balancer name step `seq`'s thread: spread it into the task message. */
-export function placementOf(seq: number): Placement {
-  return { [queueOptionsSymbol]: { seq } };
 }
 
 export function sharedThreads(tasksPerThread: number, placed: (seq: number, thread: number) => void): LoadBalancer {

@@ -11,8 +11,8 @@
  */
 import { randomUUID } from "node:crypto";
 import { BroadcastChannel } from "node:worker_threads";
-import { Piscina } from "piscina";
-import { placementOf, sharedThreads, type Placement } from "./balancer.js";
+import { Piscina, queueOptionsSymbol } from "piscina";
+import { sharedThreads, type Placement } from "./balancer.js";
 import { loadableModule, withoutTsx, workerFile } from "./modules.js";
 import {
   WIRE_VERSION,
@@ -301,7 +301,7 @@ export class StepPool {
     p.timer = setTimeout(() => this.#cancel(p, "timeout"), Math.min(p.task.timeoutMs, MAX_TIMER_MS));
     const t = p.task;
     const msg: RunMessage & Placement = {
-      ...placementOf(p.seq),
+      [queueOptionsSymbol]: { seq: p.seq },
       t: "run",
       v: WIRE_VERSION,
       seq: p.seq,

@@ -122,6 +122,9 @@ export const WIDE = {
   nodes: [{ id: "m", kind: "map", items: "${input.items}", handler: "noop", max_fanout: 1000, concurrency: 1000 }],
 };
 
+/** w1's one-in-flight phase: this many runs of 10 steps, each followed by a run of 1. */
+const ONE_IN_FLIGHT_PAIRS = 30;
+
 /** w1: 200 runs × 10 sequential no-op steps, 32 in flight; and the per-step overhead with 1 in flight. */
 export async function w1(): Promise<Record<string, unknown>> {
   const w = await world();
@@ -143,7 +146,7 @@ export async function w1(): Promise<Record<string, unknown>> {
     const storedBefore = await storedMessages(w.nc);
     const ticks = clockTicks();
     const serverCpu0 = procCpuSeconds(w.server.pid, ticks);
-    const main0 = procCpuSeconds(process.pid, ticks, process.pid);
+    // Every thread of this process; the main thread's id is the pid.
     const threads0 = threadCpuSeconds(process.pid, ticks);
     const cpu0 = process.cpuUsage();
     const io0 = syscalls(process.pid);
@@ -156,7 +159,6 @@ export async function w1(): Promise<Record<string, unknown>> {
     traced?.();
     const seconds = (performance.now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0);
-    const main1 = procCpuSeconds(process.pid, ticks, process.pid);
     const threads1 = threadCpuSeconds(process.pid, ticks);
     const io1 = syscalls(process.pid);
     const serverIo1 = syscalls(w.server.pid);
@@ -188,14 +190,15 @@ export async function w1(): Promise<Record<string, unknown>> {
       },
     });
     await w.nc.flush();
-    for (let i = 0; i < 30; i++) {
+    for (let i = 0; i < ONE_IN_FLIGHT_PAIRS; i++) {
       ten.push(await startAndFinish(w, "seq10", {}, answers));
       one.push(await startAndFinish(w, "seq1"));
     }
     steps.unsubscribe();
     // The same window again once the node is warm: after 1,000 runs in all, V8's helper threads
     // have settled (see the warm-up above). The first window stays the figure compared with the peers.
-    const settle = Math.max(0, Number(process.env.W1_SETTLE ?? 1_000) - warmup - runs - 60);
+    const before = warmup + runs + 2 * ONE_IN_FLIGHT_PAIRS;
+    const settle = Math.max(0, Number(process.env.W1_SETTLE ?? 1_000) - before);
     progress(`w1: ${settle} more runs, then the window again, warm`);
     await windowed(settle, 32, async () => void (await startAndFinish(w, "seq10")));
     const w0 = performance.now();
@@ -213,12 +216,12 @@ export async function w1(): Promise<Record<string, unknown>> {
       steps_per_s: Math.round((runs * 10) / seconds),
       // The window again after W1_SETTLE (default 1,000) runs in all: the node's steady state.
       warm_steps_per_s: Math.round((runs * 10) / warmSeconds),
-      warm_after_runs: warmup + runs + 60 + settle,
+      warm_after_runs: before + settle,
       run_latency_ms: percentiles(latencies),
       // CPU per step in microseconds: this process (the node, its pool threads and the client), its main thread, and nats-server.
       cpu_us_per_step: {
         process: Math.round((cpu.user + cpu.system) / (runs * 10)),
-        main_thread: cpuMicrosEach(main0, main1, runs * 10),
+        main_thread: cpuMicrosEach(threads0.get(String(process.pid)), threads1.get(String(process.pid)), runs * 10),
         nats_server: cpuMicrosEach(serverCpu0, serverCpu1, runs * 10),
         // The other threads of this process, busiest first: the pool's workers, V8's compiler and GC helpers.
         other_threads: [...threads1]
