@@ -88,6 +88,21 @@ export function workerFile(): string {
   return path;
 }
 
+/**
+ * The flags a pool's threads run with: the given ones, and `require()` of an ES module off where
+ * Node has it. Node 20.19+ and 22 abort the whole process (a failed C++ assertion, no exception)
+ * when a thread is terminated while `require()` links an ES module, and Piscina loads the worker
+ * file with `require()` first: a pool that terminates a thread while it starts (a stuck step, a
+ * pool closing during its start) took its node down. With the flag that `require()` throws at
+ * once and Piscina imports the file, which a termination stops cleanly. The cost: a handler's
+ * CommonJS dependency that `require()`s an ES module fails to load, as on Node before 20.19.
+ */
+export function threadExecArgv(base: readonly string[]): string[] {
+  const flag = "--no-experimental-require-module";
+  if (!process.allowedNodeEnvironmentFlags.has("--experimental-require-module") || base.includes(flag)) return [...base];
+  return [...base, flag];
+}
+
 /** This process's Node flags for the threads, less a tsx loader: they load no TypeScript (it costs each a loader thread). */
 export function withoutTsx(argv: readonly string[]): string[] {
   const out: string[] = [];

@@ -13,7 +13,7 @@ import { randomUUID } from "node:crypto";
 import { BroadcastChannel } from "node:worker_threads";
 import { Piscina, queueOptionsSymbol } from "piscina";
 import { sharedThreads, type Placement } from "./balancer.js";
-import { loadableModule, withoutTsx, workerFile } from "./modules.js";
+import { loadableModule, threadExecArgv, withoutTsx, workerFile } from "./modules.js";
 import {
   WIRE_VERSION,
   isWire,
@@ -65,7 +65,8 @@ export interface StepPoolOptions {
   /** Delay between `ctx.signal` aborting and the thread being terminated (default 250 ms). */
   cancelGraceMs?: number;
   /** Node flags for the workers. Default: the process's, less a tsx loader (the threads load no
-   *  TypeScript: the pool bundles its worker and .ts handler modules first, modules.ts). */
+   *  TypeScript: the pool bundles its worker and .ts handler modules first, modules.ts). Either
+   *  way `require()` of an ES module is turned off in them (`threadExecArgv`, modules.ts). */
   execArgv?: string[];
   /** Limit for loading the handler modules in every worker at start() (default 30 s). */
   startTimeoutMs?: number;
@@ -161,7 +162,7 @@ export class StepPool {
     if (this.#started) throw new Error("StepPool already started");
     if (this.#destroyed) throw new Error("StepPool is destroyed");
     this.#started = true;
-    const execArgv = this.#options.execArgv ?? withoutTsx(process.execArgv);
+    const execArgv = threadExecArgv(this.#options.execArgv ?? withoutTsx(process.execArgv));
     const booting = this.#boot(execArgv);
     // Tasks run meanwhile wait on it too, and go on after this (it awaited first): they find
     // the names set, or the pool destroyed.

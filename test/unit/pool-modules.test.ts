@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, expect, it } from "vitest";
-import { loadableModule, withoutTsx } from "../../runtime/pool/modules.js";
+import { loadableModule, threadExecArgv, withoutTsx } from "../../runtime/pool/modules.js";
 
 const root = mkdtempSync(join(tmpdir(), "runway-modules-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -74,4 +74,12 @@ it("gives the threads this process's Node flags less a tsx loader, in every spel
       "./mine.mjs",
     ]),
   ).toEqual(["--max-old-space-size=100", "--require", "./other.cjs", "--import", "./mine.mjs"]);
+});
+
+it("turns require() of ES modules off in the threads where Node has it, once, after the given flags", () => {
+  const has = process.allowedNodeEnvironmentFlags.has("--experimental-require-module");
+  const off = has ? ["--no-experimental-require-module"] : [];
+  expect(threadExecArgv([])).toEqual(off);
+  expect(threadExecArgv(["--max-old-space-size=100"])).toEqual(["--max-old-space-size=100", ...off]);
+  expect(threadExecArgv(["--no-experimental-require-module"])).toEqual(["--no-experimental-require-module"]);
 });

@@ -8,6 +8,7 @@ import { spawnTsx } from "../harness/index.js";
 
 const HANDLERS = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
 const POOL = fileURLToPath(new URL("../../runtime/pool/pool.ts", import.meta.url));
+const TERMINATE_WHILE_LOADING = fileURLToPath(new URL("../fixtures/terminate-while-loading.ts", import.meta.url));
 const tmp = mkdtempSync(join(tmpdir(), "runway-pool-"));
 
 const events: string[] = [];
@@ -260,6 +261,20 @@ describe("StepPool", () => {
     const p = new StepPool({ handlerModules: [bad] });
     await expect(p.start()).rejects.toThrow(/no `handlers` export/);
     await p.destroy();
+  });
+
+  it("its threads run with require() of ES modules off, so that a thread terminated while it loads the worker file never aborts the node", async () => {
+    expect(await pool.run(task("exec_argv"))).toMatchObject({ outcome: "succeeded", output: expect.arrayContaining(["--no-experimental-require-module"]) });
+    // Node aborts a process whose thread is terminated while require() links an ES module (CI
+    // saw it when a pool was destroyed while its threads loaded). A module this wide to link
+    // made that happen within ~2 s in 6 tries of 6 without the flag.
+    const wide = join(tmp, "wide-to-link.mjs");
+    writeFileSync(wide, `${Array.from({ length: 15_000 }, (_, i) => `export const v${i} = ${i};`).join("\n")}\nexport default () => 1;\n`);
+    const child = spawnTsx(TERMINATE_WHILE_LOADING, [wide, "8000"], { name: "terminate-while-loading" });
+    const exit = await child.exited;
+    const out = child.lines.join("\n");
+    expect(exit, out).toMatchObject({ code: 0 });
+    expect(Number(/survived (\d+) pools/.exec(out)?.[1])).toBeGreaterThan(20);
   });
 
   it("works in a child process run with node --import tsx", async () => {
