@@ -6,7 +6,7 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Piscina } from "piscina";
 import { packMsgpack } from "../../runtime/codec.js";
 import { startServer } from "../harness/index.js";
-import { clockTicks, cpuMicrosEach, procCpuSeconds, progress, windowed } from "./stats.js";
+import { clockTicks, cpuMicrosEach, percentiles, procCpuSeconds, progress, windowed } from "./stats.js";
 
 /** A body shaped like a run's head as w1 stores it mid-run: its fields, ten nodes, an outbox event, applied ids. */
 function head(run: number, step: number) {
@@ -83,6 +83,9 @@ function head(run: number, step: number) {
   };
 }
 
+/** floor's one-in-flight phase: this many runs of 10, one after another. */
+const ONE_IN_FLIGHT_RUNS = 60;
+
 /**
  * floor: what one step costs this stack on this machine with nothing of Runway's in between —
  * w1's shape (200 runs × 10 sequential steps, 32 in flight, after 1,000 warm-up runs) where a
@@ -90,7 +93,8 @@ function head(run: number, step: number) {
  * revision-checked KV write (expected last subject sequence) awaited, one live event (a core
  * publish), one no-op task through Piscina. Steps/s and CPU per step, this process (its main
  * thread apart) and nats-server: w1's `cpu_us_per_step` over this one, measured in the same
- * hour, is Runway's own cost per step, whatever the machine's speed that hour.
+ * hour, is Runway's own cost per step, whatever the machine's speed that hour. Then runs of 10
+ * one at a time: w1's one-in-flight run of 10 over this one is what Runway adds to its latency.
  */
 export async function floor(): Promise<Record<string, unknown>> {
   const server = await startServer();
@@ -130,6 +134,16 @@ export async function floor(): Promise<Record<string, unknown>> {
     const main1 = procCpuSeconds(process.pid, ticks, process.pid);
     const server1 = procCpuSeconds(server.pid, ticks);
     const steps = runs * 10;
+    // One run at a time, as w1's one-in-flight phase: each hop now wakes a thread that was idle.
+    progress("floor: one run in flight");
+    const ten: number[] = [];
+    const oneMain0 = procCpuSeconds(process.pid, ticks, process.pid);
+    for (let i = 0; i < ONE_IN_FLIGHT_RUNS; i++) {
+      const started = performance.now();
+      await run();
+      ten.push(performance.now() - started);
+    }
+    const oneMain1 = procCpuSeconds(process.pid, ticks, process.pid);
     return {
       bench: "floor",
       runs,
@@ -143,6 +157,8 @@ export async function floor(): Promise<Record<string, unknown>> {
         main_thread: cpuMicrosEach(main0, main1, steps),
         nats_server: cpuMicrosEach(server0, server1, steps),
       },
+      one_in_flight_run_of_10_ms: percentiles(ten),
+      one_in_flight_main_thread_cpu_us_per_step: cpuMicrosEach(oneMain0, oneMain1, ONE_IN_FLIGHT_RUNS * 10),
     };
   } finally {
     await pool.destroy();

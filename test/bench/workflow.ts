@@ -190,10 +190,12 @@ export async function w1(): Promise<Record<string, unknown>> {
       },
     });
     await w.nc.flush();
+    const oneMain0 = procCpuSeconds(process.pid, ticks, process.pid);
     for (let i = 0; i < ONE_IN_FLIGHT_PAIRS; i++) {
       ten.push(await startAndFinish(w, "seq10", {}, answers));
       one.push(await startAndFinish(w, "seq1"));
     }
+    const oneMain1 = procCpuSeconds(process.pid, ticks, process.pid);
     steps.unsubscribe();
     // The same window again once the node is warm: after 1,000 runs in all, V8's helper threads
     // have settled (see the warm-up above). The first window stays the figure compared with the peers.
@@ -243,6 +245,9 @@ export async function w1(): Promise<Record<string, unknown>> {
       one_in_flight_start_answer_ms: percentiles(answers),
       one_in_flight_step_ms: percentiles(stepMs),
       mean_step_overhead_ms_one_in_flight: Math.round(((mean(ten) - mean(one)) / 9) * 1000) / 1000,
+      // The main thread's CPU over that phase a step (its starts and ends included), beside
+      // floor's: one at a time, each hop wakes an idle thread and costs ~3× its CPU at 32 in flight.
+      one_in_flight_main_thread_cpu_us_per_step: cpuMicrosEach(oneMain0, oneMain1, ONE_IN_FLIGHT_PAIRS * 11),
     };
   } finally {
     await w.close();
