@@ -8,6 +8,8 @@ export {
   publish,
   readFirst,
   readLast,
+  publishChain,
+  type ChainOutcome,
   isRemoval,
   isRemovalOperation,
   incrementCounter,

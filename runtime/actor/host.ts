@@ -140,6 +140,7 @@ export class ActorHost {
       events: this.events,
       deadLetters: this.deadLetters,
       store: (self, effect) => this.keys.store(self, effect),
+      storeOwn: (self, effects) => this.keys.storeOwn(self, effects),
       deliver: { mayTake: (self, to) => this.takesInMemory(self, to), deliver: (to, event, id) => this.deliverInMemory(to, event, id) },
     };
     this.routing = {

@@ -22,6 +22,8 @@ export interface OutboxContext {
   deadLetters?: DeadLetterBox;
   /** Applies a `runway.store` entry (see EffectSchema): the host writes it through the partition's fenced log. */
   store(self: ActorAddress, effect: StoreEffect): Promise<PublishOutcome>;
+  /** Stores several of the actor's own keys (no bucket) in order as one write (see ActorKeys.storeOwn); without it, one `store` after another. */
+  storeOwn?(self: ActorAddress, effects: readonly StoreEffect[]): Promise<PublishOutcome>;
   /** Sends between this process's actors applied in memory (see `ActorDefinition.inbox`). */
   deliver?: InMemorySends;
 }
@@ -94,7 +96,10 @@ async function publishDurable(
   indexes: readonly StoreEffect[],
 ): Promise<boolean> {
   // State kept beside the record first, in order (a later entry for a key must land last).
-  if (!(await storeInOrder(ctx, self, own))) return false;
+  if (own.length > 1 && ctx.storeOwn) {
+    const stored = await withRetry(() => ctx.storeOwn!(self, own), retryable, { deadlineMs: 10_000 });
+    if (stored.outcome !== "stored") return false;
+  } else if (!(await storeInOrder(ctx, self, own))) return false;
   if (!(await publishAll(ctx, self, durable))) return false;
   // Index entries last: an index says a transition happened only once everything it published is out.
   return storeInOrder(ctx, self, indexes);

@@ -60,6 +60,15 @@ export class OwnKeys {
   }
 }
 
+/** A `runway.store` entry as written: a KV put with its history rolled up, or a purge (with a TTL, so the marker goes too). */
+function entryOf(effect: StoreEffect): { key: string; value: Uint8Array; headers: Record<string, string>; remove: boolean } {
+  const remove = effect.value === null || effect.value === undefined;
+  const headers: Record<string, string> = remove ? { "KV-Operation": "PURGE", "Nats-Rollup": "sub" } : { "Nats-Rollup": "sub" };
+  if (remove || effect.ttl_ms !== undefined) headers["Nats-TTL"] = `${Math.max(1, Math.ceil((effect.ttl_ms ?? 60_000) / 1_000))}s`;
+  const value = remove ? new Uint8Array() : new TextEncoder().encode(JSON.stringify(effect.value));
+  return { key: effect.key, value, headers, remove };
+}
+
 /** A partition this host serves, as ActorKeys sees it. */
 export interface ServedPartition {
   log: PartitionLog;
@@ -86,35 +95,52 @@ export class ActorKeys {
   ) {}
 
   async store(self: ActorAddress, effect: StoreEffect): Promise<PublishOutcome> {
-    const remove = effect.value === null || effect.value === undefined;
-    const headers: Record<string, string> = remove ? { "KV-Operation": "PURGE", "Nats-Rollup": "sub" } : { "Nats-Rollup": "sub" };
-    if (remove || effect.ttl_ms !== undefined) headers["Nats-TTL"] = `${Math.max(1, Math.ceil((effect.ttl_ms ?? 60_000) / 1_000))}s`;
-    const body = remove ? new Uint8Array() : new TextEncoder().encode(JSON.stringify(effect.value));
+    const entry = entryOf(effect);
     if (effect.bucket) {
       const h = makeHeaders();
-      for (const [k, v] of Object.entries(headers)) h.set(k, v);
-      return publish(this.deps.nc, kvSubject(effect.bucket, effect.key), body, { headers: h });
+      for (const [k, v] of Object.entries(entry.headers)) h.set(k, v);
+      return publish(this.deps.nc, kvSubject(effect.bucket, effect.key), entry.value, { headers: h });
     }
-    if (!effect.key.startsWith(`${self.kind}.${self.id}.`)) {
-      this.deps.logger.error("runway.store outside the actor's keys", { actor: `${self.kind}.${self.id}`, key: effect.key });
-      return { outcome: "rejected", code: 0, detail: `key ${effect.key} is not under ${self.kind}.${self.id}.` };
+    return this.storeOwn(self, [effect]);
+  }
+
+  /**
+   * Stores keys the actor keeps beside its record (`runway.store` without a bucket), in order:
+   * one write, or several chained in one round trip (PartitionLog.writeAll: a tenant's decision sets a member
+   * key per run it admits or ends, and its next decision reads them).
+   */
+  async storeOwn(self: ActorAddress, effects: readonly StoreEffect[]): Promise<PublishOutcome> {
+    const outside = effects.find((e) => e.bucket || !e.key.startsWith(`${self.kind}.${self.id}.`));
+    if (outside) {
+      this.deps.logger.error("runway.store outside the actor's keys", { actor: `${self.kind}.${self.id}`, key: outside.key });
+      return { outcome: "rejected", code: 0, detail: `key ${outside.key} is not under ${self.kind}.${self.id}.` };
     }
+    const entries = effects.map(entryOf);
     for (let attempt = 0; attempt < 5; attempt++) {
       const part = this.deps.servedAt(this.deps.partitionOf(self));
       if (!part) return { outcome: "unavailable", detail: "partition not served here" };
       const generation = part.log.generation;
-      part.keys.forget(effect.key);
+      for (const e of entries) part.keys.forget(e.key);
       try {
-        const written = await part.log.write(effect.key, body, headers);
+        const written =
+          entries.length === 1
+            ? await part.log
+                .write(entries[0]!.key, entries[0]!.value, entries[0]!.headers)
+                .then((w) => (w.outcome === "written" ? { outcome: "written" as const, revisions: [w.revision] } : w))
+            : await part.log.writeAll(entries);
         if (written.outcome === "written") {
-          const expires = effect.ttl_ms === undefined ? undefined : this.deps.clock.now() + effect.ttl_ms;
-          part.keys.set(effect.key, remove ? null : { data: body, seq: written.revision }, generation, expires);
-          return { outcome: "stored", seq: written.revision, duplicate: false };
+          const now = this.deps.clock.now();
+          effects.forEach((effect, i) => {
+            const expires = effect.ttl_ms === undefined ? undefined : now + effect.ttl_ms;
+            part.keys.set(effect.key, entries[i]!.remove ? null : { data: entries[i]!.value, seq: written.revisions[i]! }, generation, expires);
+          });
+          return { outcome: "stored", seq: written.revisions[written.revisions.length - 1]!, duplicate: false };
         }
         if (written.outcome === "fenced") return { outcome: "rejected", code: 0, detail: "fenced" };
         if (written.outcome === "unavailable") return { outcome: "unavailable", detail: written.detail };
+        if (written.outcome === "too_large") return { outcome: "too_large", bytes: written.bytes, limit: written.limit, detail: "a key beside the record" };
       } catch (err) {
-        this.deps.logger.error("runway.store refused", { actor: `${self.kind}.${self.id}`, key: effect.key, error: String(err) });
+        this.deps.logger.error("runway.store refused", { actor: `${self.kind}.${self.id}`, keys: entries.map((e) => e.key), error: String(err) });
         return { outcome: "rejected", code: 0, detail: String(err) };
       }
       // stale: something else landed in the partition; the log has caught up, write again.

@@ -1,4 +1,4 @@
-import { headers as makeHeaders, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
+import { headers as makeHeaders, nuid, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
 import { rawRequest, type RawReply } from "./requests.js";
 
 /**
@@ -38,7 +38,8 @@ export function headerBytes(h: MsgHdrs | undefined): number {
   return n;
 }
 
-export const CONFLICT_CODES: ReadonlySet<number> = new Set([10071, 10164]);
+// 10070: wrong last msg id (a chain's link, see publishChain).
+export const CONFLICT_CODES: ReadonlySet<number> = new Set([10070, 10071, 10164]);
 // 10163: expected-last-sequence temporarily unavailable; 10008: JetStream temporarily unavailable;
 // 10039: JetStream not enabled (seen during elections).
 export const RETRYABLE_CODES: ReadonlySet<number> = new Set([10163, 10008, 10039, 10076]);
@@ -50,13 +51,20 @@ interface PubAckJson {
   error?: { code: number; err_code?: number; description?: string };
 }
 
-export function parsePubAck(data: Uint8Array): PublishOutcome {
-  let ack: PubAckJson;
+function decodeAck(data: Uint8Array): PubAckJson | undefined {
   try {
-    ack = JSON.parse(new TextDecoder().decode(data)) as PubAckJson;
+    return JSON.parse(new TextDecoder().decode(data)) as PubAckJson;
   } catch {
-    return { outcome: "unknown", detail: "unparseable publish ack" };
+    return undefined;
   }
+}
+
+export function parsePubAck(data: Uint8Array): PublishOutcome {
+  return outcomeOf(decodeAck(data));
+}
+
+function outcomeOf(ack: PubAckJson | undefined): PublishOutcome {
+  if (!ack) return { outcome: "unknown", detail: "unparseable publish ack" };
   if (ack.error) {
     const code = ack.error.err_code ?? ack.error.code;
     const detail = ack.error.description ?? "";
@@ -97,7 +105,61 @@ export async function publish(nc: NatsConnection, subject: string, data: Uint8Ar
   return parsePubAck(reply.msg.data);
 }
 
-function tooLarge(subject: string, bytes: number, limit: number): PublishOutcome {
+/** One message of a chain (see {@link publishChain}). */
+export interface ChainMessage {
+  subject: string;
+  data: Uint8Array;
+  headers?: MsgHdrs;
+}
+
+/** The answers of {@link publishChain}: every message stored (their sequences, in order), or how it failed and how many landed before. */
+export type ChainOutcome =
+  | { outcome: "stored"; seqs: number[] }
+  /** `landed` messages (a prefix) are stored; `first` is the first answer that was not `stored` (an `unknown` one may have landed too). */
+  | { outcome: "failed"; landed: number; first: Exclude<PublishOutcome, { outcome: "stored" }> };
+
+/**
+ * Publishes `messages` to one stream, all in flight at once, each stored only right after the one
+ * before it: the first names `expectLastSequence` (the stream's last sequence), every later one
+ * names its predecessor's `Nats-Msg-Id` as the stream's last (`Nats-Expected-Last-Msg-Id`). So a
+ * chain lands as a prefix, behind nothing but the sequence the writer saw, and one foreign
+ * message anywhere stops the rest: the fence of one write, for the cost of one round trip. The
+ * ids are fresh, so the duplicate window never drops one. Sizes are checked before anything is
+ * sent.
+ */
+export async function publishChain(
+  nc: NatsConnection,
+  messages: readonly ChainMessage[],
+  options: { expectLastSequence: number; timeoutMs?: number },
+): Promise<ChainOutcome> {
+  const limit = payloadLimit(nc);
+  let previous = "";
+  const sized = messages.map((m, i) => {
+    const h = m.headers ?? makeHeaders();
+    if (i === 0) h.set("Nats-Expected-Last-Sequence", String(options.expectLastSequence));
+    else h.set("Nats-Expected-Last-Msg-Id", previous);
+    // The last one's id would be named by nothing: none, so the duplicate window keeps fewer.
+    if (i < messages.length - 1) h.set("Nats-Msg-Id", (previous = nuid.next()));
+    return { ...m, headers: h, bytes: m.data.length + headerBytes(h) };
+  });
+  const over = sized.find((m) => m.bytes > limit);
+  if (over) return { outcome: "failed", landed: 0, first: tooLarge(over.subject, over.bytes, limit) };
+  const answers = await Promise.all(
+    sized.map(async (m): Promise<PublishOutcome> => {
+      const reply = await rawRequest(nc, m.subject, m.data, { headers: m.headers, timeoutMs: options.timeoutMs ?? 2_000 });
+      if (!reply.ok) return reply.reason === "too_large" ? tooLarge(m.subject, m.bytes, limit) : failedReply(reply);
+      return parsePubAck(reply.msg.data);
+    }),
+  );
+  const seqs: number[] = [];
+  for (const answer of answers) {
+    if (answer.outcome !== "stored") return { outcome: "failed", landed: seqs.length, first: answer };
+    seqs.push(answer.seq);
+  }
+  return { outcome: "stored", seqs };
+}
+
+function tooLarge(subject: string, bytes: number, limit: number): Extract<PublishOutcome, { outcome: "too_large" }> {
   return { outcome: "too_large", bytes, limit, detail: `${subject}: ${bytes} bytes with headers, above the server's max_payload of ${limit}` };
 }
 

@@ -1,7 +1,7 @@
 import { headers as makeHeaders, type NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
 import { RunwayFault } from "../errors.js";
-import { isRemoval, publish, readLast, streamLastSequence, type ReadOutcome } from "../nats/jetstream.js";
+import { isRemoval, publish, publishChain, readLast, streamLastSequence, type PublishOutcome, type ReadOutcome } from "../nats/jetstream.js";
 import { kvSubject, partitionBucket, partitionStream } from "../topology.js";
 
 /**
@@ -49,6 +49,16 @@ export type LogWriteOutcome =
   | { outcome: "unavailable"; detail: string }
   /** Refused before sending: the record and its headers exceed the server's `max_payload`. Nothing was written. */
   | { outcome: "too_large"; bytes: number; limit: number };
+
+/** One key's value in a {@link PartitionLog.writeAll}. */
+export interface LogEntry {
+  key: string;
+  value: Uint8Array;
+  headers?: Record<string, string>;
+}
+
+/** The answers of {@link PartitionLog.writeAll}: `written` gives each entry's revision, in order; the others as for one write (nothing landed). */
+export type LogBatchOutcome = { outcome: "written"; revisions: number[] } | Exclude<LogWriteOutcome, { outcome: "written" }>;
 
 /**
  * The port an actor lane reads and writes its record through: a partition's fenced log
@@ -175,12 +185,58 @@ export class PartitionLog implements ActorLog {
 
   /** Serialised: one write in flight per partition, each naming the last sequence it saw. */
   write(key: string, value: Uint8Array, headers?: Record<string, string>): Promise<LogWriteOutcome> {
-    const run = this.tail.then(() => this.writeNow(key, value, headers));
+    return this.serialised(async () => {
+      const result = await this.writeNow(key, (expect) =>
+        publish(this.nc, kvSubject(this.bucket, key), value, { headers: this.headersOf(headers), expectLastSequence: expect }),
+      );
+      if (result.outcome !== "stored") return result;
+      this.stats.writes++;
+      return { outcome: "written", revision: result.seq };
+    });
+  }
+
+  /**
+   * Writes several keys in order, all in flight at once (one round trip), fenced like one write:
+   * the first names the last sequence this writer saw, each later one the one before it
+   * (publishChain). What lands is a prefix; when not all did, the view is rebuilt (`stale`).
+   */
+  writeAll(entries: readonly LogEntry[]): Promise<LogBatchOutcome> {
+    return this.serialised(async () => {
+      let seqs: number[] = [];
+      const messages = entries.map((e) => ({ subject: kvSubject(this.bucket, e.key), data: e.value, headers: this.headersOf(e.headers) }));
+      const result = await this.writeNow(`${entries.length} keys from ${entries[0]?.key}`, async (expect) => {
+        const chain = await publishChain(this.nc, messages, { expectLastSequence: expect });
+        if (chain.outcome === "stored") {
+          seqs = chain.seqs;
+          return { outcome: "stored", seq: chain.seqs[chain.seqs.length - 1]!, duplicate: false };
+        }
+        // Some landed: the head moved under us; rebuilt like after a write that may have landed.
+        return chain.landed > 0 ? { outcome: "unknown", detail: `${chain.landed} of ${entries.length} keys landed` } : chain.first;
+      });
+      if (result.outcome !== "stored") return result;
+      this.stats.writes += entries.length;
+      return { outcome: "written", revisions: seqs };
+    });
+  }
+
+  private serialised<T>(write: () => Promise<T>): Promise<T> {
+    const run = this.tail.then(write);
     this.tail = run.catch(() => undefined);
     return run;
   }
 
-  private async writeNow(key: string, value: Uint8Array, extra?: Record<string, string>): Promise<LogWriteOutcome> {
+  private headersOf(extra: Record<string, string> | undefined) {
+    const h = makeHeaders();
+    h.set("Rw-Writer", `${this.authority.node}/${this.epoch}`);
+    if (extra) for (const [k, v] of Object.entries(extra)) h.set(k, v);
+    return h;
+  }
+
+  /** Sends under the fence (the last sequence this writer saw); moves the head on `stored`, and maps every other answer to the log's. */
+  private async writeNow(
+    what: string,
+    send: (expectLastSequence: number) => Promise<PublishOutcome>,
+  ): Promise<Extract<PublishOutcome, { outcome: "stored" }> | Exclude<LogWriteOutcome, { outcome: "written" }>> {
     if (this.fencedBy !== undefined) return { outcome: "fenced", fence: this.fencedBy };
     if (this.needsResync) {
       const resynced = await this.resync();
@@ -188,15 +244,11 @@ export class PartitionLog implements ActorLog {
         return resynced.outcome === "fenced" ? { outcome: "fenced", fence: resynced.fence } : { outcome: "unavailable", detail: resynced.detail };
       return { outcome: "stale" };
     }
-    const h = makeHeaders();
-    h.set("Rw-Writer", `${this.authority.node}/${this.epoch}`);
-    if (extra) for (const [k, v] of Object.entries(extra)) h.set(k, v);
-    const result = await publish(this.nc, kvSubject(this.bucket, key), value, { headers: h, expectLastSequence: this.head });
+    const result = await send(this.head);
     switch (result.outcome) {
       case "stored":
         this.head = result.seq;
-        this.stats.writes++;
-        return { outcome: "written", revision: result.seq };
+        return result;
       case "conflict":
       case "unknown": {
         // Someone else wrote, or our own write may have landed: rebuild the view either way.
@@ -212,7 +264,7 @@ export class PartitionLog implements ActorLog {
       case "too_large":
         return { outcome: "too_large", bytes: result.bytes, limit: result.limit };
       case "rejected":
-        throw new RunwayFault("write_rejected", `write of ${key} in partition ${this.partition} rejected: ${result.code} ${result.detail}`);
+        throw new RunwayFault("write_rejected", `write of ${what} in partition ${this.partition} rejected: ${result.code} ${result.detail}`);
     }
   }
 
