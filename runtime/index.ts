@@ -51,6 +51,8 @@ export {
   readFence,
   FENCE_KEY,
   type ActorLog,
+  type LogBatchOutcome,
+  type LogEntry,
   type Authority,
   type FenceRecord,
   type LogWriteOutcome,

@@ -1,11 +1,13 @@
 import type { AnyMachineSnapshot, AnyStateMachine } from "xstate";
 import { isFault } from "../errors.js";
 import { isRemoval } from "../nats/jetstream.js";
+import type { LogWriteOutcome } from "../store/partition-log.js";
 import { decideBatch, type Cached, type Decision, type Lane, type Pass } from "./batch.js";
 import { DeadLetterReason } from "./dead-letters.js";
 import type { ActorAddress } from "./define.js";
 import { currentSnapshot, snapshotVersion } from "./migrate.js";
-import { publishOutbox } from "./outbox.js";
+import { publishOutbox, type StoreEffect } from "./outbox.js";
+import { isOwnKeyOf, ownKeyEntry } from "./own-keys.js";
 import { persistedSnapshot, pureMachine } from "./pure.js";
 import type { CellEnvironment, Delivery } from "./delivery.js";
 import { actorRecordCodec, APPLIED_WINDOW, type ActorRecord } from "./wire.js";
@@ -214,7 +216,8 @@ export class ActorCell implements Lane {
           : ROLLUP
         : { "Nats-TTL": `${Math.max(1, Math.ceil(ttl / 1_000))}s`, "Nats-Rollup": "sub" };
     const headers = assumedNew ? { ...kept, [EXPECT_NO_RECORD]: "0" } : kept;
-    const written = await this.env.log.write(this.key, encoded, headers);
+    const own = this.ownKeysOf(pass.outbox);
+    const written = own ? await this.writeWithKeys(encoded, headers, own, generation) : await this.env.log.write(this.key, encoded, headers);
     switch (written.outcome) {
       case "written": {
         this.env.stats.writes++;
@@ -224,7 +227,7 @@ export class ActorCell implements Lane {
         // The outbox's events go out at once (before anything a hand-over publishes), its
         // commands are published meanwhile; local hand-overs (a step to this node's executor)
         // need nothing from it and go now.
-        const publishing = publishOutbox(this.env.outbox, this.address, pass.outbox, written.revision);
+        const publishing = publishOutbox(this.env.outbox, this.address, pass.outbox, written.revision, own !== undefined);
         for (const e of pass.local) this.env.local(e.channel, e.payload, this.address);
         // A caller in this process hears once the durable entries are out; a mailbox command is
         // acknowledged once the sends applied in memory are too (the lane waits for both).
@@ -260,6 +263,42 @@ export class ActorCell implements Lane {
         await this.tooLarge(batch, `${written.bytes} bytes with headers, above the server's max_payload of ${written.limit}`);
         return "done";
     }
+  }
+
+  /**
+   * The keys beside its record this transition sets (`runway.store` without a bucket), when they
+   * can go out with the record: the host keeps the partition's own keys and every one is the actor's.
+   */
+  private ownKeysOf(outbox: Pass["outbox"]): StoreEffect[] | undefined {
+    if (!this.env.keys) return undefined;
+    const own: StoreEffect[] = [];
+    for (const entry of outbox) {
+      const effect = entry.effect;
+      if (effect.type !== "runway.store" || effect.bucket) continue;
+      if (!isOwnKeyOf(this.address, effect)) return undefined;
+      own.push(effect);
+    }
+    return own.length > 0 ? own : undefined;
+  }
+
+  /**
+   * The record and then the keys its transition sets, as one chain (PartitionLog.writeAll): one
+   * round trip instead of one after another, and the keys land only right behind their record.
+   * Their values are known from here on, for the actor's next reads.
+   */
+  private async writeWithKeys(
+    encoded: Uint8Array,
+    headers: Record<string, string> | undefined,
+    own: StoreEffect[],
+    generation: number,
+  ): Promise<LogWriteOutcome> {
+    const keys = this.env.keys!;
+    const entries = own.map(ownKeyEntry);
+    for (const e of entries) keys.forget(e.key);
+    const written = await this.env.log.writeAll([{ key: this.key, value: encoded, ...(headers ? { headers } : {}) }, ...entries]);
+    if (written.outcome !== "written") return written;
+    keys.learn(own, entries, written.revisions.slice(1), generation, this.env.clock.now());
+    return { outcome: "written", revision: written.revisions[0]! };
   }
 
   private settleAll(decisions: readonly Decision[], revision: number, published: boolean, which: (d: Decision) => boolean): void {

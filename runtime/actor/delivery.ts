@@ -5,6 +5,7 @@
 import type { Clock } from "../clock.js";
 import type { Logger } from "../log.js";
 import type { ActorLog } from "../store/partition-log.js";
+import type { OwnKeys } from "./own-keys.js";
 import type { DeadLetterReason } from "./dead-letters.js";
 import type { ActorAddress, ActorDefinition } from "./define.js";
 import type { OutboxContext } from "./outbox.js";
@@ -41,6 +42,8 @@ export interface Delivery {
 export interface CellEnvironment {
   definition: ActorDefinition;
   log: ActorLog;
+  /** The partition's own keys as its owner wrote them: given, a record and the keys its transition sets are written as one chain. */
+  keys?: OwnKeys;
   outbox: OutboxContext;
   clock: Clock;
   logger: Logger;

@@ -337,6 +337,7 @@ export class ActorHost {
     env = {
       definition,
       log: part.store,
+      keys: part.keys,
       outbox: this.outbox,
       clock: this.clock,
       logger: this.logger,

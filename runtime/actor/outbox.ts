@@ -64,7 +64,14 @@ export interface PublishedOutbox {
  * a dead letter (`effect_too_large`, the body left out) and counts as done, so the actor is not
  * wedged.
  */
-export function publishOutbox(ctx: OutboxContext, self: ActorAddress, entries: readonly OutboxEntry[], revision: number): PublishedOutbox {
+export function publishOutbox(
+  ctx: OutboxContext,
+  self: ActorAddress,
+  entries: readonly OutboxEntry[],
+  revision: number,
+  /** The actor's own keys went out with the record (ActorCell.commit): not stored again. */
+  ownStored = false,
+): PublishedOutbox {
   const durable: OutboxEntry[] = [];
   const inMemory: OutboxEntry[] = [];
   const lastSends: OutboxEntry[] = [];
@@ -75,8 +82,10 @@ export function publishOutbox(ctx: OutboxContext, self: ActorAddress, entries: r
   for (const entry of entries) {
     const effect = entry.effect;
     if (effect.type === "runway.event") ctx.events.publish(effect.subject, eventBody(eventId(revision, events++), effect.data));
-    else if (effect.type === "runway.store") (effect.bucket ? (effect.last ? last : indexes) : own).push(effect);
-    else if (effect.type === "runway.send" && ctx.deliver?.mayTake(self, effect.to)) inMemory.push(entry);
+    else if (effect.type === "runway.store") {
+      if (effect.bucket) (effect.last ? last : indexes).push(effect);
+      else if (!ownStored) own.push(effect);
+    } else if (effect.type === "runway.send" && ctx.deliver?.mayTake(self, effect.to)) inMemory.push(entry);
     else if (effect.type === "runway.send" && effect.last) lastSends.push(entry);
     else durable.push(entry);
   }

@@ -58,10 +58,29 @@ export class OwnKeys {
   forget(key: string): void {
     this.known.delete(key);
   }
+
+  /** What a write of `effects` (as `entries`, which landed at `revisions`, under `generation`) left in the keys. */
+  learn(
+    effects: readonly StoreEffect[],
+    entries: readonly { value: Uint8Array; remove: boolean }[],
+    revisions: readonly number[],
+    generation: number,
+    now: number,
+  ): void {
+    effects.forEach((effect, i) => {
+      const expires = effect.ttl_ms === undefined ? undefined : now + effect.ttl_ms;
+      this.set(effect.key, entries[i]!.remove ? null : { data: entries[i]!.value, seq: revisions[i]! }, generation, expires);
+    });
+  }
+}
+
+/** Whether `effect` sets a key `self` keeps beside its record: no bucket, and under the actor's own namespace. */
+export function isOwnKeyOf(self: ActorAddress, effect: StoreEffect): boolean {
+  return !effect.bucket && effect.key.startsWith(`${self.kind}.${self.id}.`);
 }
 
 /** A `runway.store` entry as written: a KV put with its history rolled up, or a purge (with a TTL, so the marker goes too). */
-function entryOf(effect: StoreEffect): { key: string; value: Uint8Array; headers: Record<string, string>; remove: boolean } {
+export function ownKeyEntry(effect: StoreEffect): { key: string; value: Uint8Array; headers: Record<string, string>; remove: boolean } {
   const remove = effect.value === null || effect.value === undefined;
   const headers: Record<string, string> = remove ? { "KV-Operation": "PURGE", "Nats-Rollup": "sub" } : { "Nats-Rollup": "sub" };
   if (remove || effect.ttl_ms !== undefined) headers["Nats-TTL"] = `${Math.max(1, Math.ceil((effect.ttl_ms ?? 60_000) / 1_000))}s`;
@@ -95,7 +114,7 @@ export class ActorKeys {
   ) {}
 
   async store(self: ActorAddress, effect: StoreEffect): Promise<PublishOutcome> {
-    const entry = entryOf(effect);
+    const entry = ownKeyEntry(effect);
     if (effect.bucket) {
       const h = makeHeaders();
       for (const [k, v] of Object.entries(entry.headers)) h.set(k, v);
@@ -110,12 +129,12 @@ export class ActorKeys {
    * key per run it admits or ends, and its next decision reads them).
    */
   async storeOwn(self: ActorAddress, effects: readonly StoreEffect[]): Promise<PublishOutcome> {
-    const outside = effects.find((e) => e.bucket || !e.key.startsWith(`${self.kind}.${self.id}.`));
+    const outside = effects.find((e) => !isOwnKeyOf(self, e));
     if (outside) {
       this.deps.logger.error("runway.store outside the actor's keys", { actor: `${self.kind}.${self.id}`, key: outside.key });
       return { outcome: "rejected", code: 0, detail: `key ${outside.key} is not under ${self.kind}.${self.id}.` };
     }
-    const entries = effects.map(entryOf);
+    const entries = effects.map(ownKeyEntry);
     for (let attempt = 0; attempt < 5; attempt++) {
       const part = this.deps.servedAt(this.deps.partitionOf(self));
       if (!part) return { outcome: "unavailable", detail: "partition not served here" };
@@ -130,10 +149,7 @@ export class ActorKeys {
             : await part.log.writeAll(entries);
         if (written.outcome === "written") {
           const now = this.deps.clock.now();
-          effects.forEach((effect, i) => {
-            const expires = effect.ttl_ms === undefined ? undefined : now + effect.ttl_ms;
-            part.keys.set(effect.key, entries[i]!.remove ? null : { data: entries[i]!.value, seq: written.revisions[i]! }, generation, expires);
-          });
+          part.keys.learn(effects, entries, written.revisions, generation, now);
           return { outcome: "stored", seq: written.revisions[written.revisions.length - 1]!, duplicate: false };
         }
         if (written.outcome === "fenced") return { outcome: "rejected", code: 0, detail: "fenced" };

@@ -73,6 +73,8 @@ export interface ActorLog {
   readonly fenced: boolean;
   read(key: string): Promise<ReadOutcome>;
   write(key: string, value: Uint8Array, headers?: Record<string, string>): Promise<LogWriteOutcome>;
+  /** Several keys in order, in one round trip, fenced like one write (see PartitionLog.writeAll). */
+  writeAll(entries: readonly LogEntry[]): Promise<LogBatchOutcome>;
 }
 
 const encoder = new TextEncoder();

@@ -6,8 +6,8 @@ import { waitFor } from "../harness/index.js";
 import { workflowWorld } from "./workflow-support.js";
 
 /**
- * Issue 9: a tenant's members are keys beside its record, written after the record through the
- * partition's fenced log and again whenever the record is loaded; a record stored before keeps
+ * Issue 9: a tenant's members are keys beside its record, written right behind the record (one
+ * chain through the partition's fenced log) and again whenever the record is loaded; a record stored before keeps
  * loading and is migrated. Commands go to the tenant actor on a real node (TenantService).
  */
 const world = workflowWorld({ name: "members-node", sweepIntervalMs: false });
@@ -127,4 +127,18 @@ it("a tenant's scheduling policy, stale, is read again once however many grants 
   await world.nc.flush();
   sub.unsubscribe();
   expect(reads).toBe(1);
+});
+
+it("a tenant's decision writes its record and the member keys it sets as one chain: each key stored right behind the message before it", async () => {
+  const tenants = world.node.tenants;
+  expect((await tenants.create("chain-a", { max_concurrency: 5 })).outcome).toBe("created");
+  expect(await tenants.admit("chain-a", "r1", "p")).toMatchObject({ outcome: "admitted", duplicate: false });
+  const p = partitionOf("chain-a", 32);
+  const record = await readLast(world.nc, partitionStream(p), kvSubject(partitionBucket(p), `${TENANT_KIND}.chain-a`));
+  const member = await readLast(world.nc, partitionStream(p), kvSubject(partitionBucket(p), `${TENANT_KIND}.chain-a.m.r1`));
+  if (record.outcome !== "found" || member.outcome !== "found") throw new Error("record or member key missing");
+  // The key named its record as the stream's last message (publishChain): one round trip, never ahead of it.
+  expect(member.message.seq).toBe(record.message.seq + 1);
+  expect(record.message.headers["Nats-Msg-Id"]).toBeDefined();
+  expect(member.message.headers["Nats-Expected-Last-Msg-Id"]).toBe(record.message.headers["Nats-Msg-Id"]);
 });
