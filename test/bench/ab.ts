@@ -7,19 +7,24 @@
  * own path); the packages in node_modules are shared.
  *
  * Per round: w1's workload (runs of 10 no-op steps, 32 in flight), one run of 10 with one in
- * flight, and w2's 200-wide map. Reported per side as the median of the rounds, and the median
+ * flight, and w2's 200-wide map. Over the w1 part, the main thread's CPU a step and the side's
+ * nats-server's: on a VM whose speed swings, a steadier measure of a change than the rate. Reported per side as the median of the rounds, and the median
  * of the rounds' ratios this / base.
  */
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { percentiles, progress, windowed } from "./stats.js";
+import { clockTicks, cpuMicrosEach, percentiles, procCpuSeconds, progress, windowed } from "./stats.js";
 import { sequential, startAndFinish, WIDE, type World } from "./workflow.js";
 
 interface Side {
   name: "base" | "this";
   world: World;
   w1: number[];
+  /** Main-thread CPU µs a step over each round's w1 part (node and client: this process). */
+  mainCpu: number[];
+  /** The side's nats-server, CPU µs a step over the same part. */
+  serverCpu: number[];
   one: number[];
   w2: number[];
 }
@@ -34,17 +39,25 @@ const median = (xs: number[]): number => percentiles(xs).p50;
 
 const ITEMS = Array.from({ length: 200 }, (_, i) => i);
 
+const TICKS = clockTicks();
+
 async function round(side: Side, runs: number, measured: boolean): Promise<void> {
   const w = side.world;
+  const main0 = procCpuSeconds(process.pid, TICKS, process.pid);
+  const server0 = procCpuSeconds(w.server.pid, TICKS);
   const t0 = performance.now();
   await windowed(runs, 32, async () => void (await startAndFinish(w, "seq10")));
   const w1 = (runs * 10) / ((performance.now() - t0) / 1_000);
+  const mainCpu = cpuMicrosEach(main0, procCpuSeconds(process.pid, TICKS, process.pid), runs * 10);
+  const serverCpu = cpuMicrosEach(server0, procCpuSeconds(w.server.pid, TICKS), runs * 10);
   const one: number[] = [];
   for (let i = 0; i < 20; i++) one.push(await startAndFinish(w, "seq10"));
   const wide: number[] = [];
   for (let i = 0; i < 3; i++) wide.push(await startAndFinish(w, "wide", { items: ITEMS }));
   if (!measured) return;
   side.w1.push(Math.round(w1));
+  if (mainCpu !== null) side.mainCpu.push(mainCpu);
+  if (serverCpu !== null) side.serverCpu.push(serverCpu);
   side.one.push(median(one));
   side.w2.push(median(wide));
 }
@@ -65,7 +78,7 @@ export async function ab(): Promise<Record<string, unknown>> {
     const w = await world();
     await w.client.putDefinition(sequential("seq10", 10));
     await w.client.putDefinition(WIDE);
-    sides.push({ name, world: w, w1: [], one: [], w2: [] });
+    sides.push({ name, world: w, w1: [], mainCpu: [], serverCpu: [], one: [], w2: [] });
   }
   try {
     progress(`ab: warm-up, then ${rounds} rounds of ${runs} runs × 10 steps (32 in flight), 20 runs one in flight, 3 maps of 200, each side in turn`);
@@ -89,6 +102,8 @@ export async function ab(): Promise<Record<string, unknown>> {
       rounds,
       runs_per_round: runs,
       w1_steps_per_s: figure((s) => s.w1),
+      w1_main_thread_cpu_us_per_step: figure((s) => s.mainCpu),
+      w1_nats_server_cpu_us_per_step: figure((s) => s.serverCpu),
       one_in_flight_run_of_10_ms: figure((s) => s.one),
       w2_200_wide_ms: figure((s) => s.w2),
     };
