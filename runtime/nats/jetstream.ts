@@ -132,6 +132,7 @@ export async function publishChain(
   messages: readonly ChainMessage[],
   options: { expectLastSequence: number; timeoutMs?: number },
 ): Promise<ChainOutcome> {
+  if (messages.length === 0) return { outcome: "failed", landed: 0, first: { outcome: "rejected", code: 0, detail: "a chain of no messages" } };
   const limit = payloadLimit(nc);
   let previous = "";
   const sized = messages.map((m, i) => {

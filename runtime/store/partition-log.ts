@@ -203,6 +203,7 @@ export class PartitionLog implements ActorLog {
    * (publishChain). What lands is a prefix; when not all did, the view is rebuilt (`stale`).
    */
   writeAll(entries: readonly LogEntry[]): Promise<LogBatchOutcome> {
+    if (entries.length === 0) return Promise.resolve({ outcome: "written", revisions: [] });
     return this.serialised(async () => {
       let seqs: number[] = [];
       const messages = entries.map((e) => ({ subject: kvSubject(this.bucket, e.key), data: e.value, headers: this.headersOf(e.headers) }));

@@ -97,6 +97,10 @@ describe("publishChain: every message in flight at once, each stored only right 
     expect(await lastSequence("CHAIN")).toBe(before + 1);
   });
 
+  it("a chain of no messages is refused, sending nothing", async () => {
+    expect(await publishChain(nc, [], { expectLastSequence: 0 })).toMatchObject({ outcome: "failed", landed: 0, first: { outcome: "rejected" } });
+  });
+
   it("one message above the server's max payload: nothing is sent", async () => {
     const before = await lastSequence("CHAIN");
     const big = new Uint8Array((nc.info?.max_payload ?? 1024 * 1024) + 1);
@@ -122,6 +126,12 @@ describe("PartitionLog.writeAll: several keys, one round trip, fenced like one w
     expect(revisions).toEqual([revisions[0], revisions[0]! + 1, revisions[0]! + 2]);
     expect(await value(1, "k2")).toBe("k2");
     expect(await log.write("k4", encoder.encode("k4"))).toEqual({ outcome: "written", revision: revisions[2]! + 1 });
+  });
+
+  it("no entries: nothing is sent and the next write still names the right sequence", async () => {
+    const log = await claim(5);
+    expect(await log.writeAll([])).toEqual({ outcome: "written", revisions: [] });
+    expect((await log.write("after-none", encoder.encode("x"))).outcome).toBe("written");
   });
 
   it("a write by another host in between: nothing of the chain lands, the log answers stale, and writes again after", async () => {
