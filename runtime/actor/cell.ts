@@ -7,7 +7,7 @@ import { DeadLetterReason } from "./dead-letters.js";
 import type { ActorAddress } from "./define.js";
 import { currentSnapshot, snapshotVersion } from "./migrate.js";
 import { publishOutbox, type StoreEffect } from "./outbox.js";
-import { isOwnKeyOf, ownKeyEntry } from "./own-keys.js";
+import { isOwnKeyOf, keyWrite } from "./own-keys.js";
 import { persistedSnapshot, pureMachine } from "./pure.js";
 import type { CellEnvironment, Delivery } from "./delivery.js";
 import { actorRecordCodec, APPLIED_WINDOW, type ActorRecord } from "./wire.js";
@@ -293,7 +293,7 @@ export class ActorCell implements Lane {
     generation: number,
   ): Promise<LogWriteOutcome> {
     const keys = this.env.keys!;
-    const entries = own.map(ownKeyEntry);
+    const entries = own.map(keyWrite);
     for (const e of entries) keys.forget(e.key);
     const written = await this.env.log.writeAll([{ key: this.key, value: encoded, ...(headers ? { headers } : {}) }, ...entries]);
     if (written.outcome !== "written") return written;

@@ -79,8 +79,8 @@ export function isOwnKeyOf(self: ActorAddress, effect: StoreEffect): boolean {
   return !effect.bucket && effect.key.startsWith(`${self.kind}.${self.id}.`);
 }
 
-/** A `runway.store` entry as written: a KV put with its history rolled up, or a purge (with a TTL, so the marker goes too). */
-export function ownKeyEntry(effect: StoreEffect): { key: string; value: Uint8Array; headers: Record<string, string>; remove: boolean } {
+/** A `runway.store` entry as it is written, in any bucket: a KV put with its history rolled up, or a purge (with a TTL, so the marker goes too). */
+export function keyWrite(effect: StoreEffect): { key: string; value: Uint8Array; headers: Record<string, string>; remove: boolean } {
   const remove = effect.value === null || effect.value === undefined;
   const headers: Record<string, string> = remove ? { "KV-Operation": "PURGE", "Nats-Rollup": "sub" } : { "Nats-Rollup": "sub" };
   if (remove || effect.ttl_ms !== undefined) headers["Nats-TTL"] = `${Math.max(1, Math.ceil((effect.ttl_ms ?? 60_000) / 1_000))}s`;
@@ -114,7 +114,7 @@ export class ActorKeys {
   ) {}
 
   async store(self: ActorAddress, effect: StoreEffect): Promise<PublishOutcome> {
-    const entry = ownKeyEntry(effect);
+    const entry = keyWrite(effect);
     if (effect.bucket) {
       const h = makeHeaders();
       for (const [k, v] of Object.entries(entry.headers)) h.set(k, v);
@@ -124,9 +124,9 @@ export class ActorKeys {
   }
 
   /**
-   * Stores keys the actor keeps beside its record (`runway.store` without a bucket), in order:
-   * one write, or several chained in one round trip (PartitionLog.writeAll: a tenant's decision sets a member
-   * key per run it admits or ends, and its next decision reads them).
+   * Stores keys the actor keeps beside its record (`runway.store` without a bucket), in order, in
+   * one round trip (PartitionLog.writeAll: a tenant's decision sets a member key per run it admits
+   * or ends, and its next decision reads them).
    */
   async storeOwn(self: ActorAddress, effects: readonly StoreEffect[]): Promise<PublishOutcome> {
     const outside = effects.find((e) => !isOwnKeyOf(self, e));
@@ -134,19 +134,15 @@ export class ActorKeys {
       this.deps.logger.error("runway.store outside the actor's keys", { actor: `${self.kind}.${self.id}`, key: outside.key });
       return { outcome: "rejected", code: 0, detail: `key ${outside.key} is not under ${self.kind}.${self.id}.` };
     }
-    const entries = effects.map(ownKeyEntry);
+    if (effects.length === 0) return { outcome: "stored", seq: 0, duplicate: false };
+    const entries = effects.map(keyWrite);
     for (let attempt = 0; attempt < 5; attempt++) {
       const part = this.deps.servedAt(this.deps.partitionOf(self));
       if (!part) return { outcome: "unavailable", detail: "partition not served here" };
       const generation = part.log.generation;
       for (const e of entries) part.keys.forget(e.key);
       try {
-        const written =
-          entries.length === 1
-            ? await part.log
-                .write(entries[0]!.key, entries[0]!.value, entries[0]!.headers)
-                .then((w) => (w.outcome === "written" ? { outcome: "written" as const, revisions: [w.revision] } : w))
-            : await part.log.writeAll(entries);
+        const written = await part.log.writeAll(entries);
         if (written.outcome === "written") {
           const now = this.deps.clock.now();
           part.keys.learn(effects, entries, written.revisions, generation, now);
