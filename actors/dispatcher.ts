@@ -3,6 +3,7 @@ import {
   enqueue,
   next,
   release,
+  removeTicket,
   schedulerMetrics,
   ticketId,
   type AbortRequest,
@@ -28,6 +29,29 @@ export interface LeaseDecision {
   offered_seq: number;
 }
 
+/** An offered ticket and the decision number at its offer. */
+interface Offer {
+  ticket: ReadyTicket;
+  seq: number;
+}
+
+/** A granted ticket until its attempt ended; `freed` once its handler returned (its slot is free, its report is being committed). */
+interface Lease {
+  ticket: Ticket;
+  run: string;
+  granted_at: number;
+  freed: boolean;
+}
+
+/** The service attempts of one tenant and class got here. */
+interface Served {
+  tenant: string;
+  class: string;
+  count: number;
+  wait_ms: number;
+  slowdown: number;
+}
+
 /** A grant of a quota-bound attempt: tenant, provider and the quota window it was counted in. */
 export interface QuotaGrant {
   tenant: string;
@@ -49,11 +73,11 @@ export interface QuotaGrant {
 export class Dispatcher {
   private state: SchedulerState = emptyScheduler();
   private buckets: Record<string, TokenBucket> = {};
-  /** Granted tickets until their attempt ended; `freed` once their handler returned (their slot is free, their report is being committed). */
-  private readonly leased = new Map<string, Ticket & { run: string; node: string; item?: number; granted_at: number; freed?: true }>();
-  /** Per `tenant/class`: attempts that ended after a lease here, their summed queue wait and slowdown. */
-  private readonly served = new Map<string, { tenant: string; class: string; count: number; wait_ms: number; slowdown: number }>();
-  private readonly offered = new Map<string, ReadyTicket & { offered_seq: number }>();
+  /** Granted tickets until their attempt ended. */
+  private readonly leased = new Map<string, Lease>();
+  /** Per tenant, then class: attempts that ended after a lease here, their summed queue wait and slowdown. */
+  private readonly served = new Map<string, Map<string, Served>>();
+  private readonly offered = new Map<string, Offer>();
   private decisions = 0;
   private wake: NodeJS.Timeout | undefined;
   /** Tenant policies change elsewhere (resume, new weights): queued work is looked at again periodically. */
@@ -100,7 +124,7 @@ export class Dispatcher {
 
   offer(ticket: ReadyTicket): void {
     if (this.offered.has(ticket.id) || this.leased.has(ticket.id)) return;
-    this.offered.set(ticket.id, { ...ticket, offered_seq: this.decisions });
+    this.offered.set(ticket.id, { ticket, seq: this.decisions });
     this.state = enqueue(this.state, ticket);
     this.pump();
   }
@@ -119,17 +143,19 @@ export class Dispatcher {
     this.freeSlot(t);
   }
 
-  /** Frees `t`'s slot, counting its service: slowdown = (queue wait + time holding the slot) / time holding the slot. */
-  private freeSlot(t: Ticket & { granted_at: number }): void {
+  /** Frees a lease's slot, counting its service: slowdown = (queue wait + time holding the slot) / time holding the slot. */
+  private freeSlot(lease: Lease): void {
+    const t = lease.ticket;
     const now = this.deps.clock.now();
-    const wait = Math.max(0, t.granted_at - t.enqueued_at);
-    const held = Math.max(1, now - t.granted_at);
-    const key = `${t.tenant}/${t.class}`;
-    const s = this.served.get(key) ?? { tenant: t.tenant, class: t.class, count: 0, wait_ms: 0, slowdown: 0 };
+    const wait = Math.max(0, lease.granted_at - t.enqueued_at);
+    const held = Math.max(1, now - lease.granted_at);
+    let byClass = this.served.get(t.tenant);
+    if (!byClass) this.served.set(t.tenant, (byClass = new Map()));
+    let s = byClass.get(t.class);
+    if (!s) byClass.set(t.class, (s = { tenant: t.tenant, class: t.class, count: 0, wait_ms: 0, slowdown: 0 }));
     s.count++;
     s.wait_ms += wait;
     s.slowdown += (wait + held) / held;
-    this.served.set(key, s);
     this.state = release(this.state, t);
     this.pump();
   }
@@ -164,43 +190,42 @@ export class Dispatcher {
 
   /** Mean queue wait and mean slowdown of the attempts served here, by tenant and class. */
   service(): { tenant: string; class: string; count: number; mean_wait_ms: number; mean_slowdown: number }[] {
-    return [...this.served.values()].map((s) => ({
-      tenant: s.tenant,
-      class: s.class,
-      count: s.count,
-      mean_wait_ms: s.wait_ms / s.count,
-      mean_slowdown: s.slowdown / s.count,
-    }));
+    return [...this.served.values()]
+      .flatMap((byClass) => [...byClass.values()])
+      .map((s) => ({
+        tenant: s.tenant,
+        class: s.class,
+        count: s.count,
+        mean_wait_ms: s.wait_ms / s.count,
+        mean_slowdown: s.slowdown / s.count,
+      }));
   }
 
   private pump(): void {
     if (this.pumping) return;
     this.pumping = true;
     try {
-      for (;;) {
+      // Every queued ticket is an offered one (`drop` takes both back): nothing offered, nothing to lease or wait for.
+      while (this.offered.size > 0) {
         const decision = next(this.state, { now: this.deps.clock.now(), config: this.deps.config, tenants: this.deps.policy, buckets: this.buckets });
         this.state = decision.state;
-        this.buckets = { ...decision.buckets };
+        // `next` is pure: it returns the buckets it was given, or new ones.
+        this.buckets = decision.buckets;
         if (decision.decision === "idle") {
           if (decision.wake_at !== undefined) this.arm(decision.wake_at);
           return;
         }
-        const offered = this.offered.get(decision.ticket.id);
+        const offer = this.offered.get(decision.ticket.id);
         this.offered.delete(decision.ticket.id);
-        if (!offered) {
+        if (!offer) {
           this.state = release(this.state, decision.ticket);
           continue;
         }
-        this.leased.set(offered.id, {
-          ...decision.ticket,
-          run: offered.run,
-          node: offered.node,
-          ...(offered.item !== undefined ? { item: offered.item } : {}),
-          granted_at: this.deps.clock.now(),
-        });
+        const offered = offer.ticket;
+        this.leased.set(offered.id, { ticket: decision.ticket, run: offered.run, granted_at: this.deps.clock.now(), freed: false });
         this.leasesByTenant.set(offered.tenant, (this.leasesByTenant.get(offered.tenant) ?? 0) + 1);
-        this.recent.push({ tenant: offered.tenant, class: offered.class, seq: ++this.decisions, offered_seq: offered.offered_seq });
-        void this.gateThenGrant(offered);
+        this.recent.push({ tenant: offered.tenant, class: offered.class, seq: ++this.decisions, offered_seq: offer.seq });
+        this.gateThenGrant(offered);
       }
     } finally {
       this.pumping = false;
@@ -219,22 +244,26 @@ export class Dispatcher {
     this.wake.unref();
   }
 
-  /** A step drawing on a provider quota is granted only if the cluster-wide window has room. */
-  private async gateThenGrant(t: ReadyTicket): Promise<void> {
-    const limits = t.provider_key ? this.deps.quotaOf?.(t.tenant, t.provider_key) : undefined;
-    if (t.provider_key && limits !== undefined && this.deps.quota) {
-      const taken = await this.deps.quota.take(t.tenant, t.provider_key, limits, t.cost, this.deps.clock.now());
-      if (taken.ok) this.grants.push({ tenant: t.tenant, provider: t.provider_key, window: taken.window });
-      if (!taken.ok) {
-        // Give the slot back at once; the ticket waits off the queue until the next window.
-        this.quotaWaits++;
-        this.done(t.id);
-        const retry = setTimeout(() => this.offer(t), Math.max(1, taken.retry_at - this.deps.clock.now()));
-        retry.unref();
-        return;
-      }
+  /** A step drawing on a provider quota is granted only if the cluster-wide window has room; any other at once. */
+  private gateThenGrant(t: ReadyTicket): void {
+    const provider = t.provider_key;
+    const limits = provider ? this.deps.quotaOf?.(t.tenant, provider) : undefined;
+    if (provider && limits !== undefined && this.deps.quota) void this.gateOnQuota(t, provider, limits, this.deps.quota);
+    else this.grant(t);
+  }
+
+  private async gateOnQuota(t: ReadyTicket, provider: string, limits: QuotaLimits, quota: QuotaGate): Promise<void> {
+    const taken = await quota.take(t.tenant, provider, limits, t.cost, this.deps.clock.now());
+    if (!taken.ok) {
+      // Give the slot back at once; the ticket waits off the queue until the next window.
+      this.quotaWaits++;
+      this.done(t.id);
+      const retry = setTimeout(() => this.offer(t), Math.max(1, taken.retry_at - this.deps.clock.now()));
+      retry.unref();
+      return;
     }
-    await this.grant(t);
+    this.grants.push({ tenant: t.tenant, provider, window: taken.window });
+    this.grant(t);
   }
 
   /**
@@ -242,28 +271,32 @@ export class Dispatcher {
    * result (or the heartbeat of a long attempt) is what the run stores. A ticket whose run moved
    * on meanwhile runs for nothing: its report is refused, and a cancel aborts it.
    */
-  private async grant(t: ReadyTicket): Promise<void> {
+  private grant(t: ReadyTicket): void {
     this.deps.execute(t.request);
   }
 
   /** Tickets of `run` this scheduler holds (queued or granted): offers that are not lost. */
   held(run: string): string[] {
     const out: string[] = [];
-    for (const [id, t] of this.offered) if (t.run === run) out.push(id);
-    for (const [id, t] of this.leased) if (t.run === run) out.push(id);
+    for (const [id, o] of this.offered) if (o.ticket.run === run) out.push(id);
+    for (const [id, l] of this.leased) if (l.run === run) out.push(id);
     return out;
   }
 
   /** The attempts of `run` this scheduler holds, as the executor would name them (for recovery in this process). */
   alive(run: string): { node: string; item?: number; attempt: number; lease_epoch: number }[] {
     return [...this.offered.values()]
+      .map((o) => o.ticket)
       .filter((t) => t.run === run)
       .map((t) => ({ node: t.node, ...(t.item !== undefined ? { item: t.item } : {}), attempt: t.request.attempt, lease_epoch: t.request.lease_epoch }));
   }
 
   /** Queued tickets of attempts their run stopped (cancelled, settled without them) are dropped before they take a slot. */
   drop(request: AbortRequest): void {
-    for (const a of request.attempts) this.offered.delete(ticketId(request.run, a.node, a.item, a.attempt));
+    for (const a of request.attempts) {
+      const id = ticketId(request.run, a.node, a.item, a.attempt);
+      if (this.offered.delete(id)) this.state = removeTicket(this.state, id);
+    }
   }
 
   stop(): void {

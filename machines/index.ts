@@ -125,6 +125,7 @@ export {
   enqueue,
   next,
   release,
+  remove as removeTicket,
   metrics as schedulerMetrics,
   type SchedulerState,
   type SchedulerConfig,

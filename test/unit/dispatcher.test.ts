@@ -129,3 +129,18 @@ it("an attempt whose handler returned frees its slot at once (the next is grante
   expect(grants).toHaveLength(10);
   expect(d.held("t_r")).toHaveLength(12 - 6);
 });
+
+it("a dropped ticket leaves the scheduler's queue with its offer: counted queued no more, and the next free slot goes to the ticket behind it", () => {
+  const { d, grants } = world(() => ({ weight: 1, max_concurrency: 1 }));
+  d.offer(ticket("acme", "a"));
+  d.offer(ticket("acme", "b"));
+  d.offer(ticket("acme", "c"));
+  expect(grants).toEqual(["a"]);
+  expect(d.metrics(T0).queued).toBe(2);
+  d.drop({ run: "acme_r", reason: "cancelled", attempts: [{ node: "b", attempt: 1, lease_epoch: 1 }] });
+  expect(d.metrics(T0).queued).toBe(1);
+  expect(d.held("acme_r").sort()).toEqual(["acme_r/a/1", "acme_r/c/1"]);
+  d.done("acme_r/a/1");
+  expect(grants).toEqual(["a", "c"]);
+  expect(d.metrics(T0).queued).toBe(0);
+});
