@@ -106,7 +106,18 @@ export function priorityLevel(priority: number): number {
 
 function normalise(input: TicketInput): Ticket {
   const cost = input.cost !== undefined && Number.isFinite(input.cost) && input.cost > 0 ? input.cost : 1;
-  const ticket: Ticket = { ...input, cost, priority: priorityLevel(input.priority), deadline: input.deadline ?? null };
+  // The schema's fields only: a caller's ticket may carry more (the dispatcher's carries the attempt to run), which the queue need not copy.
+  const ticket: Ticket = {
+    id: input.id,
+    tenant: input.tenant,
+    project: input.project,
+    class: input.class,
+    priority: priorityLevel(input.priority),
+    deadline: input.deadline ?? null,
+    cost,
+    enqueued_at: input.enqueued_at,
+  };
+  if (input.provider) ticket.provider = input.provider;
   return ticket;
 }
 
