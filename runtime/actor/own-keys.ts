@@ -134,7 +134,6 @@ export class ActorKeys {
       this.deps.logger.error("runway.store outside the actor's keys", { actor: `${self.kind}.${self.id}`, key: outside.key });
       return { outcome: "rejected", code: 0, detail: `key ${outside.key} is not under ${self.kind}.${self.id}.` };
     }
-    if (effects.length === 0) return { outcome: "stored", seq: 0, duplicate: false };
     const entries = effects.map(keyWrite);
     for (let attempt = 0; attempt < 5; attempt++) {
       const part = this.deps.servedAt(this.deps.partitionOf(self));
@@ -146,7 +145,7 @@ export class ActorKeys {
         if (written.outcome === "written") {
           const now = this.deps.clock.now();
           part.keys.learn(effects, entries, written.revisions, generation, now);
-          return { outcome: "stored", seq: written.revisions[written.revisions.length - 1]!, duplicate: false };
+          return { outcome: "stored", seq: written.revisions.at(-1) ?? 0, duplicate: false };
         }
         if (written.outcome === "fenced") return { outcome: "rejected", code: 0, detail: "fenced" };
         if (written.outcome === "unavailable") return { outcome: "unavailable", detail: written.detail };

@@ -8,8 +8,8 @@
  *
  * Per round: w1's workload (runs of 10 no-op steps, 32 in flight), one run of 10 with one in
  * flight, and w2's 200-wide map. Over the w1 part, the main thread's CPU a step and the side's
- * nats-server's: on a VM whose speed swings, a steadier measure of a change than the rate. Reported per side as the median of the rounds, and the median
- * of the rounds' ratios this / base.
+ * nats-server's: on a VM whose speed swings, a steadier measure of a change than the rate.
+ * Reported per side as the median of the rounds, and the median of the rounds' ratios this / base.
  */
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
