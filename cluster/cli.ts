@@ -29,6 +29,7 @@ import { toolsCommand, ToolsUsageError, TOOLS_USAGE } from "./cli-tools.js";
 import { approvalsCommand, ApprovalsUsageError, APPROVALS_USAGE } from "./cli-approvals.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
+import { tierUpSooner } from "./v8-tiering.js";
 
 const USAGE = `usage: runway <command> [options]
   dev   [--handlers a.ts,b.ts] [--tenant demo] [--store DIR]     embedded nats-server + one node
@@ -82,6 +83,7 @@ async function dev(argv: string[]): Promise<void> {
   const tenant = tenantId(values.tenant!, "--tenant");
   const store = values.store ?? mkdtempSync(join(tmpdir(), "runway-dev-"));
   const logger = createLogger("dev");
+  tierUpSooner();
   const nats = await startEmbeddedNats(store);
   const node = await startRunwayNode({
     connection: { servers: [nats.url] },
@@ -119,6 +121,7 @@ async function node(argv: string[]): Promise<void> {
   if (retention !== undefined && !(Number.isInteger(retention) && retention >= 1_000))
     throw new UsageError("--ended-run-retention-ms: an integer of at least 1000");
   const logger = createLogger(`node:${values.name}`);
+  tierUpSooner();
   const started = await startRunwayNode({
     connection: connection(values),
     name: values.name,

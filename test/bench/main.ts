@@ -1,5 +1,6 @@
 /** `npm run bench -- <name>`: runs one benchmark and prints one JSON line on stdout. */
 import { killAll } from "../harness/index.js";
+import { TIERING_FLAGS, tierUpSooner } from "../../cluster/v8-tiering.js";
 import { ab } from "./ab.js";
 import { actorBench } from "./actor.js";
 import { admission } from "./admission.js";
@@ -36,9 +37,11 @@ if (!bench) {
   process.stderr.write(`usage: npm run bench -- <${Object.keys(benches).join("|")}>\n`);
   process.exit(2);
 }
+// The benchmarks run their nodes in this process, tuned as `runway node` tunes its own.
+const tiering = tierUpSooner() ? TIERING_FLAGS : "default";
 try {
   const result = await bench();
-  process.stdout.write(`${JSON.stringify({ ...result, at: new Date().toISOString() })}\n`);
+  process.stdout.write(`${JSON.stringify({ ...result, v8_tiering: tiering, at: new Date().toISOString() })}\n`);
 } finally {
   await killAll();
 }
