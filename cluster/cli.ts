@@ -29,7 +29,7 @@ import { toolsCommand, ToolsUsageError, TOOLS_USAGE } from "./cli-tools.js";
 import { approvalsCommand, ApprovalsUsageError, APPROVALS_USAGE } from "./cli-approvals.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
-import { tierUpSooner } from "./v8-tiering.js";
+import { TIERING_FLAGS, tierUpSooner } from "./v8-tiering.js";
 
 const USAGE = `usage: runway <command> [options]
   dev   [--handlers a.ts,b.ts] [--tenant demo] [--store DIR]     embedded nats-server + one node
@@ -121,7 +121,7 @@ async function node(argv: string[]): Promise<void> {
   if (retention !== undefined && !(Number.isInteger(retention) && retention >= 1_000))
     throw new UsageError("--ended-run-retention-ms: an integer of at least 1000");
   const logger = createLogger(`node:${values.name}`);
-  tierUpSooner();
+  const tiering = tierUpSooner() ? TIERING_FLAGS : "default";
   const started = await startRunwayNode({
     connection: connection(values),
     name: values.name,
@@ -133,7 +133,7 @@ async function node(argv: string[]): Promise<void> {
     ...(retention !== undefined ? { endedRunRetentionMs: retention } : {}),
     logger,
   });
-  logger.info("node ready", { name: values.name, incarnation: started.node.incarnation, pid: process.pid });
+  logger.info("node ready", { name: values.name, incarnation: started.node.incarnation, pid: process.pid, v8_tiering: tiering });
   process.stdout.write(`READY ${values.name}\n`);
   runUntilStopped(logger, () => started.stop());
 }
