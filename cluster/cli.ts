@@ -83,7 +83,6 @@ async function dev(argv: string[]): Promise<void> {
   const tenant = tenantId(values.tenant!, "--tenant");
   const store = values.store ?? mkdtempSync(join(tmpdir(), "runway-dev-"));
   const logger = createLogger("dev");
-  tierUpSooner();
   const nats = await startEmbeddedNats(store);
   const node = await startRunwayNode({
     connection: { servers: [nats.url] },
@@ -92,6 +91,7 @@ async function dev(argv: string[]): Promise<void> {
     logger,
   });
   await node.tenants.create(tenant);
+  tierUpSooner();
   process.stdout.write(`runway dev: NATS ${nats.url} (store ${store}); node "dev" serving; tenant "${tenant}"\n  export RUNWAY_SERVERS=${nats.url}\n`);
   runUntilStopped(logger, async () => {
     try {
@@ -121,7 +121,6 @@ async function node(argv: string[]): Promise<void> {
   if (retention !== undefined && !(Number.isInteger(retention) && retention >= 1_000))
     throw new UsageError("--ended-run-retention-ms: an integer of at least 1000");
   const logger = createLogger(`node:${values.name}`);
-  const tiering = tierUpSooner() ? TIERING_FLAGS : "default";
   const started = await startRunwayNode({
     connection: connection(values),
     name: values.name,
@@ -133,6 +132,8 @@ async function node(argv: string[]): Promise<void> {
     ...(retention !== undefined ? { endedRunRetentionMs: retention } : {}),
     logger,
   });
+  // Once it serves: a start runs much code once, and compiling it sooner only slows the start.
+  const tiering = tierUpSooner() ? TIERING_FLAGS : "default";
   logger.info("node ready", { name: values.name, incarnation: started.node.incarnation, pid: process.pid, v8_tiering: tiering });
   process.stdout.write(`READY ${values.name}\n`);
   runUntilStopped(logger, () => started.stop());
