@@ -29,7 +29,7 @@ import { toolsCommand, ToolsUsageError, TOOLS_USAGE } from "./cli-tools.js";
 import { approvalsCommand, ApprovalsUsageError, APPROVALS_USAGE } from "./cli-approvals.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
-import { TIERING_FLAGS, tierUpSooner } from "./v8-tiering.js";
+import { applyV8Tiering, v8TieringOf, type V8Tiering } from "./v8-tiering.js";
 
 const USAGE = `usage: runway <command> [options]
   dev   [--handlers a.ts,b.ts] [--tenant demo] [--store DIR]     embedded nats-server + one node
@@ -78,10 +78,18 @@ function defaultHandlers(): string[] {
   return [new URL("./demo/handlers.ts", import.meta.url).pathname];
 }
 
+/** `RUNWAY_V8_TIERING` (see cluster/v8-tiering.ts), checked before a node starts. */
+function v8Tiering(): V8Tiering {
+  const tiering = v8TieringOf(process.env);
+  if (!tiering) throw new UsageError(`RUNWAY_V8_TIERING: "default" or "sooner", not ${JSON.stringify(process.env.RUNWAY_V8_TIERING)}`);
+  return tiering;
+}
+
 async function dev(argv: string[]): Promise<void> {
   const { values } = parseArgs({ args: argv, options: { handlers: { type: "string" }, tenant: common.tenant, store: { type: "string" } } });
   const tenant = tenantId(values.tenant!, "--tenant");
   const store = values.store ?? mkdtempSync(join(tmpdir(), "runway-dev-"));
+  const tiering = v8Tiering();
   const logger = createLogger("dev");
   const nats = await startEmbeddedNats(store);
   const node = await startRunwayNode({
@@ -91,7 +99,7 @@ async function dev(argv: string[]): Promise<void> {
     logger,
   });
   await node.tenants.create(tenant);
-  tierUpSooner();
+  applyV8Tiering(tiering);
   process.stdout.write(`runway dev: NATS ${nats.url} (store ${store}); node "dev" serving; tenant "${tenant}"\n  export RUNWAY_SERVERS=${nats.url}\n`);
   runUntilStopped(logger, async () => {
     try {
@@ -120,6 +128,7 @@ async function node(argv: string[]): Promise<void> {
   const retention = values["ended-run-retention-ms"] === undefined ? undefined : Number(values["ended-run-retention-ms"]);
   if (retention !== undefined && !(Number.isInteger(retention) && retention >= 1_000))
     throw new UsageError("--ended-run-retention-ms: an integer of at least 1000");
+  const tiering = v8Tiering();
   const logger = createLogger(`node:${values.name}`);
   const started = await startRunwayNode({
     connection: connection(values),
@@ -133,8 +142,8 @@ async function node(argv: string[]): Promise<void> {
     logger,
   });
   // Once it serves: a start runs much code once, and compiling it sooner only slows the start.
-  const tiering = tierUpSooner() ? TIERING_FLAGS : "default";
-  logger.info("node ready", { name: values.name, incarnation: started.node.incarnation, pid: process.pid, v8_tiering: tiering });
+  const v8 = applyV8Tiering(tiering);
+  logger.info("node ready", { name: values.name, incarnation: started.node.incarnation, pid: process.pid, v8_tiering: v8 });
   process.stdout.write(`READY ${values.name}\n`);
   runUntilStopped(logger, () => started.stop());
 }

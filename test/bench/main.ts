@@ -1,6 +1,6 @@
 /** `npm run bench -- <name>`: runs one benchmark and prints one JSON line on stdout. */
 import { killAll } from "../harness/index.js";
-import { TIERING_FLAGS, tierUpSooner } from "../../cluster/v8-tiering.js";
+import { applyV8Tiering, v8TieringOf } from "../../cluster/v8-tiering.js";
 import { ab } from "./ab.js";
 import { actorBench } from "./actor.js";
 import { admission } from "./admission.js";
@@ -37,8 +37,13 @@ if (!bench) {
   process.stderr.write(`usage: npm run bench -- <${Object.keys(benches).join("|")}>\n`);
   process.exit(2);
 }
-// The benchmarks run their nodes in this process, tuned as `runway node` tunes its own.
-const tiering = tierUpSooner() ? TIERING_FLAGS : "default";
+// The benchmarks run their nodes in this process, tuned as `runway node` would be (RUNWAY_V8_TIERING).
+const wanted = v8TieringOf(process.env);
+if (!wanted) {
+  process.stderr.write(`RUNWAY_V8_TIERING: "default" or "sooner", not ${JSON.stringify(process.env.RUNWAY_V8_TIERING)}\n`);
+  process.exit(2);
+}
+const tiering = applyV8Tiering(wanted);
 try {
   const result = await bench();
   process.stdout.write(`${JSON.stringify({ ...result, v8_tiering: tiering, at: new Date().toISOString() })}\n`);

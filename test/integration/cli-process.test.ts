@@ -92,6 +92,14 @@ it("./bin/runway.mjs --help and npm run runway -- help print the usage and exit 
   }
 });
 
+it("./bin/runway.mjs node with RUNWAY_V8_TIERING neither default nor sooner refuses to start: exit 2, and it says why", async () => {
+  const child = spawnProcess(BIN, nodeArgs("tiering-typo"), { cwd: repoRoot, env: { ...ENV, RUNWAY_V8_TIERING: "soon" } });
+  const exit = await child.exited;
+  expect(exit.code, child.lines.join("\n")).toBe(2);
+  expect(child.lines.join("\n")).toMatch(/RUNWAY_V8_TIERING: "default" or "sooner", not "soon"/);
+  expect(child.lines.join("\n")).not.toMatch(/^READY /m);
+});
+
 it("./bin/runway.mjs runs a bundle of the sources as they are now: after a source changes, four started at once each make or take the new one and run, and no half-written file is left", async () => {
   // A new mtime is a new state of the sources (the bundle is named by path, size and mtime).
   const source = join(repoRoot, "cluster", "cli.ts");

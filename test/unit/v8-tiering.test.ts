@@ -1,11 +1,19 @@
 import { describe, expect, it } from "vitest";
-import { TIERING_FLAGS, tierUpSooner } from "../../cluster/v8-tiering.js";
+import { applyV8Tiering, TIERING_FLAGS, v8TieringOf } from "../../cluster/v8-tiering.js";
 
-describe("V8 tiering of a node", () => {
-  it("RUNWAY_V8_TIERING=default keeps V8's own budget; anything else sets the node's", () => {
-    expect(tierUpSooner({ RUNWAY_V8_TIERING: "default" })).toBe(false);
-    expect(tierUpSooner({})).toBe(true);
-    expect(tierUpSooner({ RUNWAY_V8_TIERING: "" })).toBe(true);
+describe("V8 tiering of a node (RUNWAY_V8_TIERING)", () => {
+  it("unset or default keeps V8's budget, sooner lowers it, anything else is no setting", () => {
+    expect(v8TieringOf({})).toBe("default");
+    expect(v8TieringOf({ RUNWAY_V8_TIERING: "" })).toBe("default");
+    expect(v8TieringOf({ RUNWAY_V8_TIERING: "default" })).toBe("default");
+    expect(v8TieringOf({ RUNWAY_V8_TIERING: "sooner" })).toBe("sooner");
+    expect(v8TieringOf({ RUNWAY_V8_TIERING: "Sooner" })).toBeUndefined();
+    expect(v8TieringOf({ RUNWAY_V8_TIERING: "--interrupt-budget=1" })).toBeUndefined();
+  });
+
+  it("applying says which flags it set", () => {
+    expect(applyV8Tiering("default")).toBe("default");
+    expect(applyV8Tiering("sooner")).toBe(TIERING_FLAGS);
     expect(TIERING_FLAGS).toMatch(/^--interrupt-budget=\d+$/);
   });
 });
