@@ -7,7 +7,7 @@ import { DeadLetterReason } from "./dead-letters.js";
 import type { ActorAddress } from "./define.js";
 import { currentSnapshot, snapshotVersion } from "./migrate.js";
 import { publishOutbox, type StoreEffect } from "./outbox.js";
-import { isOwnKeyOf, keyWrite } from "./own-keys.js";
+import { isOwnKeyOf } from "./own-keys.js";
 import { persistedSnapshot, pureMachine } from "./pure.js";
 import type { CellEnvironment, Delivery } from "./delivery.js";
 import { actorRecordCodec, APPLIED_WINDOW, type ActorRecord } from "./wire.js";
@@ -292,13 +292,9 @@ export class ActorCell implements Lane {
     own: StoreEffect[],
     generation: number,
   ): Promise<LogWriteOutcome> {
-    const keys = this.env.keys!;
-    const entries = own.map(keyWrite);
-    for (const e of entries) keys.forget(e.key);
-    const written = await this.env.log.writeAll([{ key: this.key, value: encoded, ...(headers ? { headers } : {}) }, ...entries]);
-    if (written.outcome !== "written") return written;
-    keys.learn(own, entries, written.revisions.slice(1), generation, this.env.clock.now());
-    return { outcome: "written", revision: written.revisions[0]! };
+    const record = { key: this.key, value: encoded, ...(headers ? { headers } : {}) };
+    const written = await this.env.keys!.writeThrough(this.env.log, own, generation, this.env.clock, record);
+    return written.outcome === "written" ? { outcome: "written", revision: written.revisions[0]! } : written;
   }
 
   private settleAll(decisions: readonly Decision[], revision: number, published: boolean, which: (d: Decision) => boolean): void {

@@ -105,7 +105,7 @@ async function publishDurable(
   indexes: readonly StoreEffect[],
 ): Promise<boolean> {
   // State kept beside the record first, in order (a later entry for a key must land last).
-  if (own.length > 1 && ctx.storeOwn) {
+  if (own.length > 0 && ctx.storeOwn) {
     const stored = await withRetry(() => ctx.storeOwn!(self, own), retryable, { deadlineMs: 10_000 });
     if (stored.outcome !== "stored") return false;
   } else if (!(await storeInOrder(ctx, self, own))) return false;

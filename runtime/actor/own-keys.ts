@@ -2,7 +2,7 @@ import { headers as makeHeaders, type NatsConnection } from "@nats-io/transport-
 import type { Clock } from "../clock.js";
 import type { Logger } from "../log.js";
 import { isRemoval, publish, readLast, type PublishOutcome, type ReadOutcome } from "../nats/jetstream.js";
-import type { PartitionLog } from "../store/partition-log.js";
+import type { ActorLog, LogBatchOutcome, LogEntry, PartitionLog } from "../store/partition-log.js";
 import { kvSubject, partitionBucket, partitionStream } from "../topology.js";
 import type { ActorAddress } from "./define.js";
 import type { StoreEffect } from "./outbox.js";
@@ -59,18 +59,23 @@ export class OwnKeys {
     this.known.delete(key);
   }
 
-  /** What a write of `effects` (as `entries`, which landed at `revisions`, under `generation`) left in the keys. */
-  learn(
-    effects: readonly StoreEffect[],
-    entries: readonly { value: Uint8Array; remove: boolean }[],
-    revisions: readonly number[],
-    generation: number,
-    now: number,
-  ): void {
+  /**
+   * Writes `effects` through `log` as one chain (ActorLog.writeAll), behind `lead` when given (an
+   * actor's record): their keys are forgotten while it is in flight and known again from what
+   * landed. The revisions are the chain's, `lead`'s first.
+   */
+  async writeThrough(log: ActorLog, effects: readonly StoreEffect[], generation: number, clock: Clock, lead?: LogEntry): Promise<LogBatchOutcome> {
+    const entries = effects.map(keyWrite);
+    for (const e of entries) this.forget(e.key);
+    const written = await log.writeAll(lead ? [lead, ...entries] : entries);
+    if (written.outcome !== "written") return written;
+    const revisions = lead ? written.revisions.slice(1) : written.revisions;
+    const now = clock.now();
     effects.forEach((effect, i) => {
       const expires = effect.ttl_ms === undefined ? undefined : now + effect.ttl_ms;
       this.set(effect.key, entries[i]!.remove ? null : { data: entries[i]!.value, seq: revisions[i]! }, generation, expires);
     });
+    return written;
   }
 }
 
@@ -80,7 +85,7 @@ export function isOwnKeyOf(self: ActorAddress, effect: StoreEffect): boolean {
 }
 
 /** A `runway.store` entry as it is written, in any bucket: a KV put with its history rolled up, or a purge (with a TTL, so the marker goes too). */
-export function keyWrite(effect: StoreEffect): { key: string; value: Uint8Array; headers: Record<string, string>; remove: boolean } {
+function keyWrite(effect: StoreEffect): { key: string; value: Uint8Array; headers: Record<string, string>; remove: boolean } {
   const remove = effect.value === null || effect.value === undefined;
   const headers: Record<string, string> = remove ? { "KV-Operation": "PURGE", "Nats-Rollup": "sub" } : { "Nats-Rollup": "sub" };
   if (remove || effect.ttl_ms !== undefined) headers["Nats-TTL"] = `${Math.max(1, Math.ceil((effect.ttl_ms ?? 60_000) / 1_000))}s`;
@@ -134,24 +139,17 @@ export class ActorKeys {
       this.deps.logger.error("runway.store outside the actor's keys", { actor: `${self.kind}.${self.id}`, key: outside.key });
       return { outcome: "rejected", code: 0, detail: `key ${outside.key} is not under ${self.kind}.${self.id}.` };
     }
-    const entries = effects.map(keyWrite);
     for (let attempt = 0; attempt < 5; attempt++) {
       const part = this.deps.servedAt(this.deps.partitionOf(self));
       if (!part) return { outcome: "unavailable", detail: "partition not served here" };
-      const generation = part.log.generation;
-      for (const e of entries) part.keys.forget(e.key);
       try {
-        const written = await part.log.writeAll(entries);
-        if (written.outcome === "written") {
-          const now = this.deps.clock.now();
-          part.keys.learn(effects, entries, written.revisions, generation, now);
-          return { outcome: "stored", seq: written.revisions.at(-1) ?? 0, duplicate: false };
-        }
+        const written = await part.keys.writeThrough(part.log, effects, part.log.generation, this.deps.clock);
+        if (written.outcome === "written") return { outcome: "stored", seq: written.revisions.at(-1) ?? 0, duplicate: false };
         if (written.outcome === "fenced") return { outcome: "rejected", code: 0, detail: "fenced" };
         if (written.outcome === "unavailable") return { outcome: "unavailable", detail: written.detail };
         if (written.outcome === "too_large") return { outcome: "too_large", bytes: written.bytes, limit: written.limit, detail: "a key beside the record" };
       } catch (err) {
-        this.deps.logger.error("runway.store refused", { actor: `${self.kind}.${self.id}`, keys: entries.map((e) => e.key), error: String(err) });
+        this.deps.logger.error("runway.store refused", { actor: `${self.kind}.${self.id}`, keys: effects.map((e) => e.key), error: String(err) });
         return { outcome: "rejected", code: 0, detail: String(err) };
       }
       // stale: something else landed in the partition; the log has caught up, write again.
