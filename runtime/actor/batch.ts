@@ -136,15 +136,18 @@ export async function decideBatch(lane: Lane, batch: Delivery[], base: Cached | 
       }
     }
     try {
-      // A guard runs here too: one that throws is the machine's fault like any other.
-      if (!snapshot.can(event)) {
-        lane.env.stats.refused++;
-        pass.decisions.push({ delivery, answer: { outcome: "refused", state: snapshot.value }, how: "ack" });
-        continue;
-      }
+      // A guard that throws is the machine's fault like any other.
       const [next, actions] = pure.transition(snapshot, event);
       const produced = collectEffects(actions);
       if (next.context === snapshot.context && next.value === snapshot.value && produced.every((e) => e.type === "runway.answer")) {
+        // Nothing moved: the event was refused (no transition takes it) or answered without a
+        // change. Only now is it asked which: a change means a transition took it, so the common
+        // case selects the transitions once, not twice.
+        if (!snapshot.can(event)) {
+          lane.env.stats.refused++;
+          pass.decisions.push({ delivery, answer: { outcome: "refused", state: snapshot.value }, how: "ack" });
+          continue;
+        }
         // Answered without a change (e.g. a stale report): nothing to store, nothing to fence.
         const answer = produced.find((e) => e.type === "runway.answer");
         pass.decisions.push({
