@@ -6,7 +6,7 @@ import { RunwayClient } from "../../cluster/client.js";
 import { RUN_KIND } from "../../actors/index.js";
 import { readSnapshot } from "../../actors/records.js";
 import { startServer, waitFor, type ChildHandle } from "../harness/index.js";
-import { cpuProfile, heapUsedMb, progress, windowed } from "./stats.js";
+import { cpuProfile, heapUsedMb, progress, v8Trace, windowed } from "./stats.js";
 import { world } from "./workflow.js";
 import { startNodeProcess } from "./cluster.js";
 
@@ -47,10 +47,12 @@ export async function w4(): Promise<Record<string, unknown>> {
     const chosen = ids.slice(0, woken);
     const done = chosen.map((id) => w.finished(id));
     const profiled = await cpuProfile();
+    const traced = v8Trace();
     const t0 = performance.now();
     await Promise.all(chosen.map((id) => w.node.node.host.dispatch({ kind: RUN_KIND, id }, { type: "timer.fired", kind: "sleep", node: "nap" }, `wake/${id}`)));
     await Promise.all(done);
     const wakeMs = performance.now() - t0;
+    traced?.();
     await profiled?.();
     return {
       bench: "w4",
