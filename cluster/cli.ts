@@ -29,6 +29,7 @@ import { toolsCommand, ToolsUsageError, TOOLS_USAGE } from "./cli-tools.js";
 import { approvalsCommand, ApprovalsUsageError, APPROVALS_USAGE } from "./cli-approvals.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
+import { applyHelperThreads, describeHelpers, helperThreadsOf, type HelperThreads } from "./helper-threads.js";
 import { applyV8Tiering, v8TieringOf, type V8Tiering } from "./v8-tiering.js";
 
 const USAGE = `usage: runway <command> [options]
@@ -85,11 +86,20 @@ function v8Tiering(): V8Tiering {
   return tiering;
 }
 
+/** `RUNWAY_HELPER_THREADS` (see cluster/helper-threads.ts), checked before a node starts. */
+function helperThreads(): HelperThreads {
+  const setting = helperThreadsOf(process.env);
+  if (!setting) throw new UsageError(`RUNWAY_HELPER_THREADS: "low" or "normal", not ${JSON.stringify(process.env.RUNWAY_HELPER_THREADS)}`);
+  return setting;
+}
+
 async function dev(argv: string[]): Promise<void> {
   const { values } = parseArgs({ args: argv, options: { handlers: { type: "string" }, tenant: common.tenant, store: { type: "string" } } });
   const tenant = tenantId(values.tenant!, "--tenant");
   const store = values.store ?? mkdtempSync(join(tmpdir(), "runway-dev-"));
   const tiering = v8Tiering();
+  // Before the node starts its pool: the pool's threads keep the event loop's priority.
+  applyHelperThreads(helperThreads());
   const logger = createLogger("dev");
   const nats = await startEmbeddedNats(store);
   const node = await startRunwayNode({
@@ -129,6 +139,8 @@ async function node(argv: string[]): Promise<void> {
   if (retention !== undefined && !(Number.isInteger(retention) && retention >= 1_000))
     throw new UsageError("--ended-run-retention-ms: an integer of at least 1000");
   const tiering = v8Tiering();
+  // Before the node starts its pool: the pool's threads keep the event loop's priority.
+  const helpers = applyHelperThreads(helperThreads());
   const logger = createLogger(`node:${values.name}`);
   const started = await startRunwayNode({
     connection: connection(values),
@@ -143,7 +155,13 @@ async function node(argv: string[]): Promise<void> {
   });
   // Once it serves: a start runs much code once, and compiling it sooner only slows the start.
   const v8 = applyV8Tiering(tiering);
-  logger.info("node ready", { name: values.name, incarnation: started.node.incarnation, pid: process.pid, v8_tiering: v8 });
+  logger.info("node ready", {
+    name: values.name,
+    incarnation: started.node.incarnation,
+    pid: process.pid,
+    v8_tiering: v8,
+    helper_threads: describeHelpers(helpers),
+  });
   process.stdout.write(`READY ${values.name}\n`);
   runUntilStopped(logger, () => started.stop());
 }

@@ -1,11 +1,13 @@
 /** `npm run bench -- <name>`: runs one benchmark and prints one JSON line on stdout. */
 import { killAll } from "../harness/index.js";
+import { applyHelperThreads, describeHelpers, helperThreadsOf } from "../../cluster/helper-threads.js";
 import { applyV8Tiering, v8TieringOf } from "../../cluster/v8-tiering.js";
 import { ab } from "./ab.js";
 import { actorBench } from "./actor.js";
 import { admission } from "./admission.js";
 import { approvals } from "./approvals.js";
 import { cancel } from "./cancel.js";
+import { cpuBench } from "./cpu.js";
 import { floor } from "./floor.js";
 import { heartbeats } from "./heartbeats.js";
 import { tools } from "./tools.js";
@@ -19,6 +21,7 @@ const benches: Record<string, () => Promise<Record<string, unknown>>> = {
   admission,
   approvals,
   cancel,
+  cpu: cpuBench,
   floor,
   w1,
   w1cluster,
@@ -37,16 +40,23 @@ if (!bench) {
   process.stderr.write(`usage: npm run bench -- <${Object.keys(benches).join("|")}>\n`);
   process.exit(2);
 }
-// The benchmarks run their nodes in this process, tuned as `runway node` would be (RUNWAY_V8_TIERING).
+// The benchmarks run their nodes in this process, tuned as `runway node` would be (RUNWAY_V8_TIERING, RUNWAY_HELPER_THREADS).
 const wanted = v8TieringOf(process.env);
 if (!wanted) {
   process.stderr.write(`RUNWAY_V8_TIERING: "default" or "sooner", not ${JSON.stringify(process.env.RUNWAY_V8_TIERING)}\n`);
   process.exit(2);
 }
 const tiering = applyV8Tiering(wanted);
+const helpersWanted = helperThreadsOf(process.env);
+if (!helpersWanted) {
+  process.stderr.write(`RUNWAY_HELPER_THREADS: "low" or "normal", not ${JSON.stringify(process.env.RUNWAY_HELPER_THREADS)}\n`);
+  process.exit(2);
+}
+// Before any node starts its pool, as `runway node` does (a node a benchmark spawns applies its own).
+const helpers = describeHelpers(applyHelperThreads(helpersWanted));
 try {
   const result = await bench();
-  process.stdout.write(`${JSON.stringify({ ...result, v8_tiering: tiering, at: new Date().toISOString() })}\n`);
+  process.stdout.write(`${JSON.stringify({ ...result, v8_tiering: tiering, helper_threads: helpers, at: new Date().toISOString() })}\n`);
 } finally {
   await killAll();
 }

@@ -92,11 +92,14 @@ it("./bin/runway.mjs --help and npm run runway -- help print the usage and exit 
   }
 });
 
-it("./bin/runway.mjs node with RUNWAY_V8_TIERING neither default nor sooner refuses to start: exit 2, and it says why", async () => {
-  const child = spawnProcess(BIN, nodeArgs("tiering-typo"), { cwd: repoRoot, env: { ...ENV, RUNWAY_V8_TIERING: "soon" } });
+it.each([
+  ["RUNWAY_V8_TIERING", "neither default nor sooner", "soon", /RUNWAY_V8_TIERING: "default" or "sooner", not "soon"/],
+  ["RUNWAY_HELPER_THREADS", "neither low nor normal", "lowest", /RUNWAY_HELPER_THREADS: "low" or "normal", not "lowest"/],
+])("./bin/runway.mjs node with %s %s refuses to start: exit 2, and it says why", async (variable, _which, value, says) => {
+  const child = spawnProcess(BIN, nodeArgs(`${variable.toLowerCase()}-typo`), { cwd: repoRoot, env: { ...ENV, [variable]: value } });
   const exit = await child.exited;
   expect(exit.code, child.lines.join("\n")).toBe(2);
-  expect(child.lines.join("\n")).toMatch(/RUNWAY_V8_TIERING: "default" or "sooner", not "soon"/);
+  expect(child.lines.join("\n")).toMatch(says);
   expect(child.lines.join("\n")).not.toMatch(/^READY /m);
 });
 
@@ -136,6 +139,23 @@ it("./bin/runway.mjs node is the node itself: SIGTERM to it drains the node, del
   expect(exit, child.lines.join("\n")).toEqual({ code: 0, signal: null });
   await drained(child, "bin-node", pid, "SIGTERM");
 });
+
+it.skipIf(!existsSync("/proc/self/task"))(
+  "./bin/runway.mjs node runs V8's helper threads ten steps of nice below its event loop, and its step pool's threads at the event loop's; its ready line says so",
+  async () => {
+    const { child, pid } = await startNode(BIN, [], "nice-node");
+    const nice = (tid: string) => Number(readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8").split(") ")[1]!.split(" ")[16]);
+    const threads = readdirSync(`/proc/${pid}/task`).map((tid) => ({ tid: Number(tid), nice: nice(tid) }));
+    const main = threads.find((t) => t.tid === pid)!;
+    const lowered = Math.min(19, main.nice + 10);
+    // V8's compiler and GC threads (four in Node 20), and at least the pool's one thread as high as the event loop.
+    expect(threads.filter((t) => t.nice === lowered).length, JSON.stringify(threads)).toBeGreaterThanOrEqual(4);
+    expect(threads.filter((t) => t.tid !== pid && t.nice === main.nice).length, JSON.stringify(threads)).toBeGreaterThanOrEqual(1);
+    expect(child.lines.join("\n")).toMatch(new RegExp(`"msg":"node ready".*"helper_threads":"low \\(\\d+ threads at nice ${lowered}\\)"`));
+    const exit = await child.kill("SIGTERM");
+    expect(exit, child.lines.join("\n")).toEqual({ code: 0, signal: null });
+  },
+);
 
 it("SIGTERM to npm run runway -- node reaches the node: it drains, and npm exits 0 after it", async () => {
   const { child, pid } = await startNode("npm", ["run", "runway", "--"], "npm-term-node");
