@@ -50,7 +50,7 @@ export function applyHelperThreads(setting: HelperThreads): HelperThreadsApplied
       setPriority(tid, nice);
       lowered++;
     } catch {
-      // A thread that ended meanwhile.
+      // A thread that ended meanwhile, or one set lower than this already (raising it takes a privilege).
     }
   }
   return { setting, lowered, nice };
