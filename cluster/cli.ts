@@ -29,8 +29,8 @@ import { toolsCommand, ToolsUsageError, TOOLS_USAGE } from "./cli-tools.js";
 import { approvalsCommand, ApprovalsUsageError, APPROVALS_USAGE } from "./cli-approvals.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
-import { applyHelperThreads, describeHelpers, helperThreadsOf, type HelperThreads } from "./helper-threads.js";
-import { applyV8Tiering, v8TieringOf, type V8Tiering } from "./v8-tiering.js";
+import { applyHelperThreads, describeHelpers, helperThreadsOf, helperThreadsRefusal, type HelperThreads } from "./helper-threads.js";
+import { applyV8Tiering, v8TieringOf, v8TieringRefusal, type V8Tiering } from "./v8-tiering.js";
 
 const USAGE = `usage: runway <command> [options]
   dev   [--handlers a.ts,b.ts] [--tenant demo] [--store DIR]     embedded nats-server + one node
@@ -82,14 +82,14 @@ function defaultHandlers(): string[] {
 /** `RUNWAY_V8_TIERING` (see cluster/v8-tiering.ts), checked before a node starts. */
 function v8Tiering(): V8Tiering {
   const tiering = v8TieringOf(process.env);
-  if (!tiering) throw new UsageError(`RUNWAY_V8_TIERING: "default" or "sooner", not ${JSON.stringify(process.env.RUNWAY_V8_TIERING)}`);
+  if (!tiering) throw new UsageError(v8TieringRefusal(process.env));
   return tiering;
 }
 
 /** `RUNWAY_HELPER_THREADS` (see cluster/helper-threads.ts), checked before a node starts. */
 function helperThreads(): HelperThreads {
   const setting = helperThreadsOf(process.env);
-  if (!setting) throw new UsageError(`RUNWAY_HELPER_THREADS: "low" or "normal", not ${JSON.stringify(process.env.RUNWAY_HELPER_THREADS)}`);
+  if (!setting) throw new UsageError(helperThreadsRefusal(process.env));
   return setting;
 }
 

@@ -21,6 +21,11 @@ export function helperThreadsOf(env: NodeJS.ProcessEnv = process.env): HelperThr
   return value === "normal" ? "normal" : undefined;
 }
 
+/** Why `env`'s `RUNWAY_HELPER_THREADS` is no setting: what a node or a benchmark that refuses to start says. */
+export function helperThreadsRefusal(env: NodeJS.ProcessEnv = process.env): string {
+  return `RUNWAY_HELPER_THREADS: "low" or "normal", not ${JSON.stringify(env.RUNWAY_HELPER_THREADS)}`;
+}
+
 /** What applying did: the setting, and how many threads it lowered to which `nice`. */
 export interface HelperThreadsApplied {
   setting: HelperThreads;

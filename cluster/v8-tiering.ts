@@ -24,6 +24,11 @@ export function v8TieringOf(env: NodeJS.ProcessEnv = process.env): V8Tiering | u
   return value === "sooner" ? "sooner" : undefined;
 }
 
+/** Why `env`'s `RUNWAY_V8_TIERING` is no setting: what a node or a benchmark that refuses to start says. */
+export function v8TieringRefusal(env: NodeJS.ProcessEnv = process.env): string {
+  return `RUNWAY_V8_TIERING: "default" or "sooner", not ${JSON.stringify(env.RUNWAY_V8_TIERING)}`;
+}
+
 /**
  * Applies a tiering to this process, its worker threads included (V8's flags are the process's):
  * `runway node` and `runway dev` once they serve, the benchmarks before they start. Returns the

@@ -28,13 +28,13 @@ export async function cpuBench(): Promise<Record<string, unknown>> {
     await windowed(runs, 32, run);
     const seconds = (performance.now() - t0) / 1000;
     delay.disable();
-    const ms2 = (ns: number) => Math.round(ns / 10_000) / 100;
+    const msOf = (ns: number) => Math.round(ns / 10_000) / 100;
     return {
       bench: "cpu",
       runs,
       step_cpu_ms: ms,
       steps_per_s: Math.round((runs * 10) / seconds),
-      event_loop_delay_ms: { p50: ms2(delay.percentile(50)), p99: ms2(delay.percentile(99)), max: ms2(delay.max) },
+      event_loop_delay_ms: { p50: msOf(delay.percentile(50)), p99: msOf(delay.percentile(99)), max: msOf(delay.max) },
     };
   } finally {
     await w.close();

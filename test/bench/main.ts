@@ -1,7 +1,7 @@
 /** `npm run bench -- <name>`: runs one benchmark and prints one JSON line on stdout. */
 import { killAll } from "../harness/index.js";
-import { applyHelperThreads, describeHelpers, helperThreadsOf } from "../../cluster/helper-threads.js";
-import { applyV8Tiering, v8TieringOf } from "../../cluster/v8-tiering.js";
+import { applyHelperThreads, describeHelpers, helperThreadsOf, helperThreadsRefusal } from "../../cluster/helper-threads.js";
+import { applyV8Tiering, v8TieringOf, v8TieringRefusal } from "../../cluster/v8-tiering.js";
 import { ab } from "./ab.js";
 import { actorBench } from "./actor.js";
 import { admission } from "./admission.js";
@@ -43,13 +43,13 @@ if (!bench) {
 // The benchmarks run their nodes in this process, tuned as `runway node` would be (RUNWAY_V8_TIERING, RUNWAY_HELPER_THREADS).
 const wanted = v8TieringOf(process.env);
 if (!wanted) {
-  process.stderr.write(`RUNWAY_V8_TIERING: "default" or "sooner", not ${JSON.stringify(process.env.RUNWAY_V8_TIERING)}\n`);
+  process.stderr.write(`${v8TieringRefusal(process.env)}\n`);
   process.exit(2);
 }
 const tiering = applyV8Tiering(wanted);
 const helpersWanted = helperThreadsOf(process.env);
 if (!helpersWanted) {
-  process.stderr.write(`RUNWAY_HELPER_THREADS: "low" or "normal", not ${JSON.stringify(process.env.RUNWAY_HELPER_THREADS)}\n`);
+  process.stderr.write(`${helperThreadsRefusal(process.env)}\n`);
   process.exit(2);
 }
 // Before any node starts its pool, as `runway node` does (a node a benchmark spawns applies its own).
