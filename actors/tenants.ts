@@ -1,7 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { AnyMachineSnapshot, EventObject } from "xstate";
 import {
-  gatherFacts,
   isTenantId,
   MEMBER_PREFIX,
   memberKey,
@@ -17,6 +16,7 @@ import {
   type TenantContextV1,
   type TenantEvent,
   type TenantView,
+  withGatheredFacts,
 } from "../machines/index.js";
 import {
   defineActor,
@@ -71,8 +71,8 @@ export function tenantActor(options: TenantActorOptions) {
       // A tenant not created yet refuses everything but its create, which reads nothing.
       if (!context || current?.value === "new") return withRetention;
       const reader = membershipReader(options.nc(), options.partitions(), context.id, options.host?.(), written);
-      const facts = await gatherFacts(context, withRetention as TenantEvent, reader);
-      return { ...withRetention, facts };
+      // The event its decision was made on: the machine gets that decision back instead of making it again.
+      return withGatheredFacts(context, withRetention as TenantEvent, reader);
     },
   });
 }

@@ -99,6 +99,7 @@ export {
   TenantCommandSchema,
   TenantSettingsPatchSchema,
   gatherFacts,
+  withGatheredFacts,
   upgradeTenant,
   tenantKey,
   memberKey,

@@ -313,13 +313,31 @@ const ASKED_AGAIN = new Set(["tenant.admit_run", "tenant.put", "tenant.resume"])
 /** Commands that wait too, sent back to the tenant's own mailbox (their senders do not wait for an answer). */
 const SENT_AGAIN = new Set(["tenant.run_ended", "tenant.recheck", "tenant.admit_expansion", "tenant.release_expansion", "tenant.promote"]);
 
+type Applied = { context: TenantContext; effects: TenantEffect[] };
+
+/**
+ * Each event object's decision, with the context it was made on. A command's facts are found by
+ * deciding it (facts.ts: the actor's `prepare`), and the machine then decides that same event
+ * object on that same context: the second decision is the first one, kept. Decisions are pure
+ * and their results never changed, so a kept one is what deciding again would give.
+ */
+const applied = new WeakMap<TenantEvent, { stored: TenantContext | TenantContextV1; result: Applied }>();
+
 /**
  * The whole decision for one event: the next context and the effects — the answer, then any
  * audit record, the membership keys to write (after the record), the runs told `run.admitted`,
  * a reply to a run, and the commands the tenant sends itself. A record stored before issue 9 is
  * upgraded first (`migrate.ts`).
  */
-export function applyTenantCommand(stored: TenantContext | TenantContextV1, event: TenantEvent): { context: TenantContext; effects: TenantEffect[] } {
+export function applyTenantCommand(stored: TenantContext | TenantContextV1, event: TenantEvent): Applied {
+  const kept = applied.get(event);
+  if (kept?.stored === stored) return kept.result;
+  const result = applyAnew(stored, event);
+  applied.set(event, { stored, result });
+  return result;
+}
+
+function applyAnew(stored: TenantContext | TenantContextV1, event: TenantEvent): Applied {
   const d = decide(upgrade(stored), event);
   const context = d.context === upgrade(stored) && !d.store?.length ? (stored as TenantContext) : d.context;
   const effects: TenantEffect[] = [{ type: "runway.answer", value: d.answer }];

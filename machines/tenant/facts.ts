@@ -14,8 +14,12 @@ export interface MembershipReader {
 
 /** The facts `event`'s decision still lacks given `facts` (null: none, it can be decided). */
 export function missingFacts(context: TenantContext | TenantContextV1, event: TenantEvent, facts: Facts): readonly string[] | null {
+  return missingFor(context, { ...event, facts });
+}
+
+function missingFor(context: TenantContext | TenantContextV1, event: TenantEvent): readonly string[] | null {
   try {
-    applyTenantCommand(context, { ...event, facts });
+    applyTenantCommand(context, event);
     return null;
   } catch (err) {
     if (err instanceof MissingFacts) return err.keys;
@@ -24,18 +28,23 @@ export function missingFacts(context: TenantContext | TenantContextV1, event: Te
 }
 
 /**
- * The facts `event`'s decision reads, gathered by deciding until nothing is missing: the likely
- * keys first, together, then whatever a try asked for (a lane's next slots come in groups). The
- * decision is pure, so the machine, given these facts, decides exactly what the last try did.
- * Most commands need one round of reads; a run's end that starts queued runs, about one more per
+ * `event` with the facts its decision reads, gathered by deciding until nothing is missing: the
+ * likely keys first, together, then whatever a try asked for (a lane's next slots come in
+ * groups). The answer is the very object the last try decided, so the machine, given it on the
+ * same context, gets that decision back rather than making it again (decide.ts keeps it). Most
+ * commands need one round of reads; a run's end that starts queued runs, about one more per
  * sixteen runs started.
  */
-export async function gatherFacts(context: TenantContext | TenantContextV1, event: TenantEvent, reader: MembershipReader): Promise<Facts> {
+export async function withGatheredFacts(context: TenantContext | TenantContextV1, event: TenantEvent, reader: MembershipReader): Promise<TenantEvent> {
   const facts: Record<string, unknown> = {};
   const first = likelyFacts(event as { type: string; run_id?: string; fresh?: boolean });
   if (first.length > 0) Object.assign(facts, await reader.read(first));
   let counts: Record<string, number> | undefined;
-  for (let missing = missingFacts(context, event, facts); missing !== null; missing = missingFacts(context, event, facts)) {
+  for (;;) {
+    // A copy each try: a try's decision is kept with its event, which later reads must not change.
+    const decidable: TenantEvent = { ...event, facts: { ...facts } };
+    const missing = missingFor(context, decidable);
+    if (missing === null) return decidable;
     const keys = missing.filter((k) => !k.startsWith(COUNT_FACT) && !k.startsWith(SPENT_FACT));
     if (keys.length > 0) Object.assign(facts, await reader.read(keys));
     for (const key of missing.filter((k) => k.startsWith(SPENT_FACT))) facts[key] = await reader.spentOn(key.slice(SPENT_FACT.length));
@@ -44,5 +53,9 @@ export async function gatherFacts(context: TenantContext | TenantContextV1, even
       facts[key] = counts[key.slice(COUNT_FACT.length)] ?? 0;
     }
   }
-  return facts;
+}
+
+/** The facts `event`'s decision reads (see {@link withGatheredFacts}). */
+export async function gatherFacts(context: TenantContext | TenantContextV1, event: TenantEvent, reader: MembershipReader): Promise<Facts> {
+  return (await withGatheredFacts(context, event, reader)).facts ?? {};
 }

@@ -19,7 +19,7 @@ export {
 } from "./decide.js";
 export { PROMOTE_BATCH } from "./queue.js";
 export { MIGRATE_BATCH, upgrade as upgradeTenant } from "./migrate.js";
-export { gatherFacts, missingFacts, type MembershipReader } from "./facts.js";
+export { gatherFacts, missingFacts, withGatheredFacts, type MembershipReader } from "./facts.js";
 export {
   SHARED_LANE,
   MEMBER_PREFIX,

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { initialTransition, type SnapshotFrom } from "xstate";
+import { initialTransition, transition, type SnapshotFrom } from "xstate";
 import {
   DAY_MS,
   DEFAULT_ENDED_RETENTION_MS,
@@ -11,6 +11,7 @@ import {
   TENANT_STATES,
   TENANT_TRANSITIONS,
   TenantCommandSchema,
+  applyTenantCommand,
   auditSubject,
   gatherFacts,
   missingFacts,
@@ -18,6 +19,7 @@ import {
   tenantMachine,
   tenantView,
   utcDay,
+  withGatheredFacts,
   type TenantCommand,
   type MembershipReader,
   type TenantCommandType,
@@ -792,6 +794,28 @@ describe("gathering a decision's facts (the actor's prepare)", () => {
     expect(seen).toEqual({ rounds: 1, keys: 2 });
     expect(Object.keys(facts).sort()).toEqual(["e.fresh", "m.fresh"]);
     expect(facts).toEqual(d.store.facts(d.ctx, event));
+  });
+
+  it("the machine, given the event its facts were gathered with, emits the decision made while gathering them rather than deciding again", async () => {
+    const d = tenant({ max_concurrency: 10_000 });
+    d.admit("keyed");
+    for (const command of [
+      { type: "tenant.admit_run" as const, run_id: "fresh", project: "p" },
+      { type: "tenant.run_ended" as const, run_id: "keyed", project: "p" },
+    ]) {
+      const prepared = await withGatheredFacts(d.ctx, { ...command, now: d.now }, d.store.reader(d.now));
+      const [next, actions] = transition(tenantMachine, d.snap, prepared);
+      // XState types a machine's actions by its config; the emits it runs are `xstate.emit` with the effect as `params.event`.
+      const executed = actions as readonly { type: string; params?: unknown }[];
+      const emitted = executed.filter((a) => a.type === "xstate.emit").map((a) => (a.params as { event: unknown }).event);
+      // The same objects as the kept decision's, not equal copies: nothing was decided twice.
+      const kept = applyTenantCommand(d.ctx, prepared);
+      expect(emitted).toHaveLength(kept.effects.length);
+      emitted.forEach((effect, i) => expect(effect).toBe(kept.effects[i]));
+      // And what a fresh decision of an equal event gives.
+      expect(next.context).toEqual(applyTenantCommand(d.ctx, { ...prepared }).context);
+      expect(emitted).toEqual(applyTenantCommand(d.ctx, { ...prepared }).effects);
+    }
   });
 
   it("a run's end (and a recheck) reads its member key only: the ended mark is a second admission's to read, not an end's", async () => {
