@@ -29,8 +29,9 @@ import { toolsCommand, ToolsUsageError, TOOLS_USAGE } from "./cli-tools.js";
 import { approvalsCommand, ApprovalsUsageError, APPROVALS_USAGE } from "./cli-approvals.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
-import { applyHelperThreads, describeHelpers, helperThreadsOf, helperThreadsRefusal, type HelperThreads } from "./helper-threads.js";
-import { applyV8Tiering, v8TieringOf, v8TieringRefusal, type V8Tiering } from "./v8-tiering.js";
+import type { EnvSetting } from "./env-setting.js";
+import { applyHelperThreads, describeHelpers, HELPER_THREADS } from "./helper-threads.js";
+import { applyV8Tiering, V8_TIERING } from "./v8-tiering.js";
 
 const USAGE = `usage: runway <command> [options]
   dev   [--handlers a.ts,b.ts] [--tenant demo] [--store DIR]     embedded nats-server + one node
@@ -79,27 +80,20 @@ function defaultHandlers(): string[] {
   return [new URL("./demo/handlers.ts", import.meta.url).pathname];
 }
 
-/** `RUNWAY_V8_TIERING` (see cluster/v8-tiering.ts), checked before a node starts. */
-function v8Tiering(): V8Tiering {
-  const tiering = v8TieringOf(process.env);
-  if (!tiering) throw new UsageError(v8TieringRefusal(process.env));
-  return tiering;
-}
-
-/** `RUNWAY_HELPER_THREADS` (see cluster/helper-threads.ts), checked before a node starts. */
-function helperThreads(): HelperThreads {
-  const setting = helperThreadsOf(process.env);
-  if (!setting) throw new UsageError(helperThreadsRefusal(process.env));
-  return setting;
+/** A setting of the environment (`RUNWAY_V8_TIERING`, `RUNWAY_HELPER_THREADS`), checked before a node starts. */
+function settingOf<T extends string>(setting: EnvSetting<T>): T {
+  const value = setting.of(process.env);
+  if (!value) throw new UsageError(setting.refusal(process.env));
+  return value;
 }
 
 async function dev(argv: string[]): Promise<void> {
   const { values } = parseArgs({ args: argv, options: { handlers: { type: "string" }, tenant: common.tenant, store: { type: "string" } } });
   const tenant = tenantId(values.tenant!, "--tenant");
   const store = values.store ?? mkdtempSync(join(tmpdir(), "runway-dev-"));
-  const tiering = v8Tiering();
+  const tiering = settingOf(V8_TIERING);
   // Before the node starts its pool: the pool's threads keep the event loop's priority.
-  applyHelperThreads(helperThreads());
+  applyHelperThreads(settingOf(HELPER_THREADS));
   const logger = createLogger("dev");
   const nats = await startEmbeddedNats(store);
   const node = await startRunwayNode({
@@ -138,9 +132,9 @@ async function node(argv: string[]): Promise<void> {
   const retention = values["ended-run-retention-ms"] === undefined ? undefined : Number(values["ended-run-retention-ms"]);
   if (retention !== undefined && !(Number.isInteger(retention) && retention >= 1_000))
     throw new UsageError("--ended-run-retention-ms: an integer of at least 1000");
-  const tiering = v8Tiering();
+  const tiering = settingOf(V8_TIERING);
   // Before the node starts its pool: the pool's threads keep the event loop's priority.
-  const helpers = applyHelperThreads(helperThreads());
+  const helpers = applyHelperThreads(settingOf(HELPER_THREADS));
   const logger = createLogger(`node:${values.name}`);
   const started = await startRunwayNode({
     connection: connection(values),

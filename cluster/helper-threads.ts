@@ -1,5 +1,6 @@
 import { readdirSync } from "node:fs";
 import { getPriority, setPriority } from "node:os";
+import { envSetting } from "./env-setting.js";
 
 /**
  * A node's main thread (its event loop) is the serial part of every step, and its pool's threads
@@ -14,17 +15,8 @@ export const HELPER_NICE_STEP = 10;
 
 export type HelperThreads = "low" | "normal";
 
-/** `RUNWAY_HELPER_THREADS`: unset or `low` lowers the helpers, `normal` leaves them; anything else is no setting (undefined). */
-export function helperThreadsOf(env: NodeJS.ProcessEnv = process.env): HelperThreads | undefined {
-  const value = env.RUNWAY_HELPER_THREADS;
-  if (value === undefined || value === "" || value === "low") return "low";
-  return value === "normal" ? "normal" : undefined;
-}
-
-/** Why `env`'s `RUNWAY_HELPER_THREADS` is no setting: what a node or a benchmark that refuses to start says. */
-export function helperThreadsRefusal(env: NodeJS.ProcessEnv = process.env): string {
-  return `RUNWAY_HELPER_THREADS: "low" or "normal", not ${JSON.stringify(env.RUNWAY_HELPER_THREADS)}`;
-}
+/** `RUNWAY_HELPER_THREADS`: unset or `low` lowers the helpers, `normal` leaves them. */
+export const HELPER_THREADS = envSetting<HelperThreads>("RUNWAY_HELPER_THREADS", ["low", "normal"]);
 
 /** What applying did: the setting, and how many threads it lowered to which `nice`. */
 export interface HelperThreadsApplied {

@@ -1,4 +1,5 @@
 import { setFlagsFromString } from "node:v8";
+import { envSetting } from "./env-setting.js";
 
 /**
  * V8 compiles a function to optimised code once it has run its interrupt budget of bytecode a
@@ -17,17 +18,8 @@ export const TIERING_FLAGS = "--interrupt-budget=8448";
 
 export type V8Tiering = "default" | "sooner";
 
-/** `RUNWAY_V8_TIERING`: unset or `default` keeps V8's budget, `sooner` lowers it; anything else is no setting (undefined). */
-export function v8TieringOf(env: NodeJS.ProcessEnv = process.env): V8Tiering | undefined {
-  const value = env.RUNWAY_V8_TIERING;
-  if (value === undefined || value === "" || value === "default") return "default";
-  return value === "sooner" ? "sooner" : undefined;
-}
-
-/** Why `env`'s `RUNWAY_V8_TIERING` is no setting: what a node or a benchmark that refuses to start says. */
-export function v8TieringRefusal(env: NodeJS.ProcessEnv = process.env): string {
-  return `RUNWAY_V8_TIERING: "default" or "sooner", not ${JSON.stringify(env.RUNWAY_V8_TIERING)}`;
-}
+/** `RUNWAY_V8_TIERING`: unset or `default` keeps V8's budget, `sooner` lowers it. */
+export const V8_TIERING = envSetting<V8Tiering>("RUNWAY_V8_TIERING", ["default", "sooner"]);
 
 /**
  * Applies a tiering to this process, its worker threads included (V8's flags are the process's):

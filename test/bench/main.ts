@@ -1,7 +1,8 @@
 /** `npm run bench -- <name>`: runs one benchmark and prints one JSON line on stdout. */
 import { killAll } from "../harness/index.js";
-import { applyHelperThreads, describeHelpers, helperThreadsOf, helperThreadsRefusal } from "../../cluster/helper-threads.js";
-import { applyV8Tiering, v8TieringOf, v8TieringRefusal } from "../../cluster/v8-tiering.js";
+import type { EnvSetting } from "../../cluster/env-setting.js";
+import { applyHelperThreads, describeHelpers, HELPER_THREADS } from "../../cluster/helper-threads.js";
+import { applyV8Tiering, V8_TIERING } from "../../cluster/v8-tiering.js";
 import { ab } from "./ab.js";
 import { actorBench } from "./actor.js";
 import { admission } from "./admission.js";
@@ -41,19 +42,15 @@ if (!bench) {
   process.exit(2);
 }
 // The benchmarks run their nodes in this process, tuned as `runway node` would be (RUNWAY_V8_TIERING, RUNWAY_HELPER_THREADS).
-const wanted = v8TieringOf(process.env);
-if (!wanted) {
-  process.stderr.write(`${v8TieringRefusal(process.env)}\n`);
+function settingOrExit<T extends string>(setting: EnvSetting<T>): T {
+  const value = setting.of(process.env);
+  if (value) return value;
+  process.stderr.write(`${setting.refusal(process.env)}\n`);
   process.exit(2);
 }
-const tiering = applyV8Tiering(wanted);
-const helpersWanted = helperThreadsOf(process.env);
-if (!helpersWanted) {
-  process.stderr.write(`${helperThreadsRefusal(process.env)}\n`);
-  process.exit(2);
-}
+const tiering = applyV8Tiering(settingOrExit(V8_TIERING));
 // Before any node starts its pool, as `runway node` does (a node a benchmark spawns applies its own).
-const helpers = describeHelpers(applyHelperThreads(helpersWanted));
+const helpers = describeHelpers(applyHelperThreads(settingOrExit(HELPER_THREADS)));
 try {
   const result = await bench();
   process.stdout.write(`${JSON.stringify({ ...result, v8_tiering: tiering, helper_threads: helpers, at: new Date().toISOString() })}\n`);
