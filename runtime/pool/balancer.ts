@@ -1,33 +1,82 @@
 /**
- * Which thread takes a step. Piscina's default balancer gives every abortable task a thread of
- * its own, and every step is abortable here (its kill switch), so `tasksPerThread` would never
- * apply. This one shares: the least busy thread under `tasksPerThread`. The cost is stated in
- * StepPool's `#cancel`: terminating a thread for a stuck handler fails the other steps on it as
- * `worker_crashed` (retryable).
+ * Which thread takes which steps. The pool hands a thread the steps it got ready in one turn of
+ * its loop as one batch (one message, one wake-up of the thread). Piscina's default balancer
+ * counts tasks, not steps, and gives every abortable task a thread of its own; here a thread
+ * takes steps while it runs fewer than `tasksPerThread`, by the pool's own count of steps per
+ * thread. The cost is stated in StepPool's `#cancel`: terminating a thread for a stuck handler
+ * fails the other steps on it as `worker_crashed` (retryable).
  *
- * It also tells the pool which thread each step went to (`placed`, by the step's number, which
- * rides on the task under Piscina's queue-options symbol: structured cloning drops it, so the
- * worker never sees it), also when the step waited in Piscina's queue while a thread was
- * replaced. A stuck step's thread is known from then on, without a message from the worker for
- * every step: one of those cost w1 ~4 % of its steps a second (median of six pairs), a wake-up of
- * the main thread and a socket write more per step.
+ * The balancer also tells the pool which thread each batch went to (`placed`, by the steps'
+ * numbers, which ride on the task under Piscina's queue-options symbol: structured cloning drops
+ * it, so the worker never sees it), also when the batch waited in Piscina's queue while a thread
+ * was replaced. A stuck step's thread is known from then on, without a message from the worker
+ * for every step: one of those cost w1 ~4 % of its steps a second (median of six pairs), a
+ * wake-up of the main thread and a socket write more per step.
  */
 import { type Piscina, queueOptionsSymbol } from "piscina";
 
 export type LoadBalancer = NonNullable<NonNullable<ConstructorParameters<typeof Piscina>[0]>["loadBalancer"]>;
 type PoolThread = Parameters<LoadBalancer>[1][number];
 
-/** What a task carries for the balancer: the step's number in the pool, under Piscina's `queueOptionsSymbol`. */
+/** What a batch carries for the balancer: its steps' numbers, and the thread the pool chose for it. */
 export interface Placement {
-  readonly [queueOptionsSymbol]: { seq: number };
+  readonly [queueOptionsSymbol]: { seqs: readonly number[]; thread: number | undefined };
 }
 
-export function sharedThreads(tasksPerThread: number, placed: (seq: number, thread: number) => void): LoadBalancer {
+/** The pool's side of placement: steps running on a thread, and where a batch went. */
+export interface StepsPerThread {
+  on(thread: number): number;
+  placed(seqs: readonly number[], thread: number): void;
+}
+
+/**
+ * Splits `count` steps between threads running `load(thread)` steps each, at most
+ * `tasksPerThread` a thread: each step to the least loaded thread with room. Returns how many
+ * each thread takes (threads without room take none); those left over are the count less the sum.
+ */
+export function spread(count: number, threads: readonly number[], load: (thread: number) => number, tasksPerThread: number): Map<number, number> {
+  const taken = new Map<number, number>();
+  for (let i = 0; i < count; i++) {
+    let best: number | undefined;
+    let bestLoad = tasksPerThread;
+    for (const t of threads) {
+      const l = load(t) + (taken.get(t) ?? 0);
+      if (l < bestLoad) {
+        best = t;
+        bestLoad = l;
+      }
+    }
+    if (best === undefined) break;
+    taken.set(best, (taken.get(best) ?? 0) + 1);
+  }
+  return taken;
+}
+
+export function sharedThreads(tasksPerThread: number, steps: StepsPerThread): LoadBalancer {
   return (task, workers) => {
-    let best: PoolThread | null = null;
-    for (const w of workers) if (w.currentUsage < tasksPerThread && (!best || w.currentUsage < best.currentUsage)) best = w;
     const placement = (task as Partial<Placement>)[queueOptionsSymbol];
-    if (best && placement) placed(placement.seq, best.id);
+    // Not a batch (the start-up probes): the least busy thread by tasks.
+    if (!placement) {
+      let best: PoolThread | null = null;
+      for (const w of workers) if (w.currentUsage < tasksPerThread && (!best || w.currentUsage < best.currentUsage)) best = w;
+      return best;
+    }
+    const size = placement.seqs.length;
+    let best: PoolThread | null = null;
+    let bestLoad = Infinity;
+    for (const w of workers) {
+      const load = steps.on(w.id);
+      if (load + size > tasksPerThread && load > 0) continue;
+      if (w.id === placement.thread) {
+        best = w;
+        break;
+      }
+      if (load < bestLoad) {
+        best = w;
+        bestLoad = load;
+      }
+    }
+    if (best) steps.placed(placement.seqs, best.id);
     return best;
   };
 }

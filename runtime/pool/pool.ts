@@ -5,25 +5,30 @@
  * returning rubbish are all failures with a code and a retry verdict.
  *
  * Tasks wait in the pool's own FIFO until a slot is free (`threads × tasksPerThread`), so `timeoutMs` measures execution,
- * not queueing. On timeout or abort the handler's `ctx.signal` aborts first; a handler that has
+ * not queueing. The steps that got a slot in one turn of the event loop go to the threads at the
+ * end of that turn, one batch per thread (balancer.ts): under load a turn readies several, and a
+ * message each cost the main thread a post and a wake-up of a thread per step. On timeout or abort the handler's `ctx.signal` aborts first; a handler that has
  * not settled after `cancelGraceMs` has its thread terminated (and replaced). run() resolves
  * only after the handler settled or its thread was terminated.
  */
 import { randomUUID } from "node:crypto";
 import { BroadcastChannel } from "node:worker_threads";
 import { Piscina, queueOptionsSymbol } from "piscina";
-import { sharedThreads, type Placement } from "./balancer.js";
+import { sharedThreads, spread, type Placement } from "./balancer.js";
+import type { StepPoolOptions, StepPoolStats, StepResult, StepTask, TaskRef } from "./task.js";
 import { loadableModule, threadExecArgv, withoutTsx, workerFile } from "./modules.js";
 import {
   WIRE_VERSION,
   isWire,
   type CancelMessage,
+  type BatchMessage,
   type EventMessage,
   type FailureCode,
   type InitMessage,
   type ReadyMessage,
-  type ResultMessage,
+  type ResultsMessage,
   type RunMessage,
+  type StepOutcome,
   type WorkerConfig,
   type ToolAnswerMessage,
   type ToolCallAnswer,
@@ -31,66 +36,7 @@ import {
 } from "./wire.js";
 
 export type { FailureCode } from "./wire.js";
-
-export interface TaskRef {
-  handler: string;
-  runId: string;
-  stepId: string;
-  attempt: number;
-  leaseEpoch: number;
-}
-
-export interface StepTask extends TaskRef {
-  input: unknown;
-  /** Execution budget in ms, counted from the moment a thread takes the task. */
-  timeoutMs: number;
-}
-
-export type StepResult = { outcome: "succeeded"; output: unknown } | { outcome: "failed"; error: { code: FailureCode; message: string; retryable: boolean } };
-
-export interface StepPoolOptions {
-  /** Absolute paths of handler modules (.ts or .js), each `export const handlers = {...}`. */
-  handlerModules: string[];
-  /** Worker threads (default 2). */
-  threads?: number;
-  /**
-   * Tasks a thread interleaves (default 1). Handlers of agent work mostly await I/O, so several
-   * share a thread; a CPU-bound handler that hits its timeout takes its thread's other tasks
-   * down with it (they fail `worker_crashed`, retryable).
-   */
-  tasksPerThread?: number;
-  /** Old-generation heap limit per worker; a handler above it fails `resource_exhausted` and its
-   *  thread is replaced (default 512). */
-  maxOldGenerationSizeMb?: number;
-  /** Delay between `ctx.signal` aborting and the thread being terminated (default 250 ms). */
-  cancelGraceMs?: number;
-  /** Node flags for the workers. Default: the process's, less a tsx loader (the threads load no
-   *  TypeScript: the pool bundles its worker and .ts handler modules first, modules.ts). Either
-   *  way `require()` of an ES module is turned off in them (`threadExecArgv`, modules.ts). */
-  execArgv?: string[];
-  /** Limit for loading the handler modules in every worker at start() (default 30 s). */
-  startTimeoutMs?: number;
-  onHeartbeat?(ref: TaskRef): void;
-  onProgress?(ref: TaskRef, data: unknown): void;
-  /** A handler's `ctx.tools.call` (absent: every call fails `tool_gateway_unavailable`). */
-  onToolCall?(ref: TaskRef, call: { server: string; tool: string; arguments: unknown }): Promise<ToolCallAnswer>;
-}
-
-export interface StepPoolStats {
-  /** Tasks that succeeded. */
-  completed: number;
-  /** Tasks that failed, whatever the code (timeouts and aborts included). */
-  failed: number;
-  timeouts: number;
-  aborted: number;
-  /** Threads that died under a task (crash or memory limit). */
-  crashes: number;
-  /** Threads terminated because a handler ignored its aborted signal past the grace period. */
-  terminations: number;
-  running: number;
-  queued: number;
-  threads: number;
-}
+export type { StepPoolOptions, StepPoolStats, StepResult, StepTask, TaskRef } from "./task.js";
 
 interface Pending {
   seq: number;
@@ -98,7 +44,8 @@ interface Pending {
   resolve(result: StepResult): void;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
-  state: "queued" | "running" | "flushing";
+  /** queued: waits for a slot; ready: has one, waits for the end of the turn; running: sent to a thread. */
+  state: "queued" | "ready" | "running" | "flushing";
   /** Why the pool is stopping this task (set once). */
   ending?: "timeout" | "aborted";
   /** The thread the step runs on, once Piscina placed it (it may wait in Piscina's queue while a thread is replaced). */
@@ -107,6 +54,8 @@ interface Pending {
   killOnPlacement?: boolean;
   timer?: NodeJS.Timeout;
   graceTimer?: NodeJS.Timeout;
+  /** Its batch answered without it: its result was posted on the parent port and is on its way. */
+  lateTimer?: NodeJS.Timeout;
   /** Events received / announced by the worker's result (events may trail the result). */
   events: number;
   expected: number;
@@ -146,7 +95,11 @@ export class StepPool {
   #queueHead = 0;
   #queued = 0;
   readonly #running = new Map<number, Pending>();
-  readonly #stats = { completed: 0, failed: 0, timeouts: 0, aborted: 0, crashes: 0, terminations: 0 };
+  /** Steps that got a slot this turn; sent at its end (`#send`). */
+  #ready: Pending[] = [];
+  /** Steps running on each thread (by thread id), as the balancer placed them. */
+  readonly #stepsOn = new Map<number, number>();
+  readonly #stats = { completed: 0, failed: 0, timeouts: 0, aborted: 0, crashes: 0, terminations: 0, batches: 0 };
 
   constructor(options: StepPoolOptions) {
     if (options.handlerModules.length === 0) throw new TypeError("StepPool needs at least one handler module");
@@ -194,7 +147,10 @@ export class StepPool {
       minThreads: this.#threads,
       maxThreads: this.#threads,
       concurrentTasksPerWorker: this.#tasksPerThread,
-      loadBalancer: sharedThreads(this.#tasksPerThread, (seq, thread) => this.#placed(seq, thread)),
+      loadBalancer: sharedThreads(this.#tasksPerThread, {
+        on: (thread) => this.#stepsOn.get(thread) ?? 0,
+        placed: (seqs, thread) => this.#placed(seqs, thread),
+      }),
       idleTimeout: MAX_TIMER_MS,
       recordTiming: false,
       workerData,
@@ -293,32 +249,80 @@ export class StepPool {
     return undefined;
   }
 
+  /** Gives `p` its slot; it goes to a thread at the end of this turn, with the others that got one in it. */
   #dispatch(p: Pending): void {
-    const piscina = this.#piscina;
-    if (!piscina) return this.#finish(p, failure("worker_crashed", "the step pool was destroyed", true));
+    if (!this.#piscina) return this.#finish(p, failure("worker_crashed", "the step pool was destroyed", true));
     this.#active++;
-    p.state = "running";
+    p.state = "ready";
     this.#running.set(p.seq, p);
     p.timer = setTimeout(() => this.#cancel(p, "timeout"), Math.min(p.task.timeoutMs, MAX_TIMER_MS));
-    const t = p.task;
-    const msg: RunMessage & Placement = {
-      [queueOptionsSymbol]: { seq: p.seq },
-      t: "run",
-      v: WIRE_VERSION,
-      seq: p.seq,
-      handler: t.handler,
-      input: t.input,
-      runId: t.runId,
-      stepId: t.stepId,
-      attempt: t.attempt,
-      leaseEpoch: t.leaseEpoch,
-    };
+    this.#ready.push(p);
+    if (this.#ready.length > 1) return;
+    // An idle pool sends at once: one step in flight would wait for the turn's end for nothing.
+    if (this.#active === 1) this.#sendReady();
+    else setImmediate(this.#sendReady);
+  }
+
+  /** Sends the turn's ready steps, spread over the threads with room, one batch per thread. */
+  readonly #sendReady = (): void => {
+    const ready = this.#ready.filter((p) => p.state === "ready");
+    this.#ready = [];
+    const piscina = this.#piscina;
+    if (!piscina) {
+      for (const p of ready) this.#settle(p, undefined, new Error("the step pool was destroyed"));
+      return;
+    }
+    const threads = piscina.threads.map((w) => w.threadId);
+    let sent = 0;
+    for (const [thread, count] of spread(ready.length, threads, (t) => this.#stepsOn.get(t) ?? 0, this.#tasksPerThread)) {
+      this.#send(piscina, ready.slice(sent, sent + count), thread);
+      sent += count;
+    }
+    // No thread has room (one is being replaced): one at a time, as Piscina finds room for them.
+    for (const p of ready.slice(sent)) this.#send(piscina, [p], undefined);
+  };
+
+  #send(piscina: Piscina, batch: Pending[], thread: number | undefined): void {
+    const steps: RunMessage[] = [];
+    for (const p of batch) {
+      p.state = "running";
+      const t = p.task;
+      steps.push({ seq: p.seq, handler: t.handler, input: t.input, runId: t.runId, stepId: t.stepId, attempt: t.attempt, leaseEpoch: t.leaseEpoch });
+    }
+    this.#stats.batches++;
+    const msg: BatchMessage & Placement = { [queueOptionsSymbol]: { seqs: steps.map((m) => m.seq), thread }, t: "batch", v: WIRE_VERSION, steps };
     // No signal: Piscina gives an abortable task a thread of its own, which would defeat
     // `tasksPerThread`. A stuck step's thread is terminated by its thread id instead.
     (piscina.run(msg) as Promise<unknown>).then(
-      (reply) => this.#settle(p, reply, undefined),
-      (err: unknown) => this.#settle(p, undefined, err),
+      (reply) => this.#batchAnswered(batch, reply, undefined),
+      (err: unknown) => this.#batchAnswered(batch, undefined, err),
     );
+  }
+
+  /**
+   * A batch's task ended: its reply holds the results not posted before it. A step it does not
+   * hold was posted on the parent port, another port, whose message may come after this one: it
+   * waits for it (bounded). Without a readable reply, every step still running failed with it.
+   */
+  #batchAnswered(batch: Pending[], reply: unknown, err: unknown): void {
+    const answered = err === undefined && isWire<ResultsMessage>(reply, "results");
+    if (answered) for (const outcome of reply.results) this.#ended(outcome);
+    for (const p of batch) {
+      if (p.state !== "running") continue;
+      if (answered) {
+        p.lateTimer ??= setTimeout(() => this.#settle(p, undefined, new Error("its result never reached the pool")), EVENT_FLUSH_LIMIT_MS);
+      } else if (err !== undefined) this.#settle(p, undefined, err);
+      else {
+        const why = `unreadable worker reply ${JSON.stringify(reply)?.slice(0, 200)}`;
+        this.#settle(p, { t: "fail", seq: p.seq, code: "worker_crashed", message: why, retryable: true, events: 0 }, undefined);
+      }
+    }
+  }
+
+  /** A step's outcome, from its batch's reply or the parent port, whichever brings it. */
+  #ended(outcome: StepOutcome): void {
+    const p = this.#running.get(outcome.seq);
+    if (p?.state === "running") this.#settle(p, outcome, undefined);
   }
 
   #cancel(p: Pending, reason: "timeout" | "aborted"): void {
@@ -326,6 +330,11 @@ export class StepPool {
       this.#queued--;
       p.state = "flushing"; // skipped by #nextQueued
       return this.#finish(p, failure("aborted", "aborted while queued", false));
+    }
+    if (p.state === "ready") {
+      // not sent yet: it ends here (#sendReady skips it)
+      p.ending = reason;
+      return this.#settle(p, undefined, undefined);
     }
     if (p.state !== "running" || p.ending) return;
     p.ending = reason;
@@ -340,23 +349,30 @@ export class StepPool {
     else p.graceTimer = setTimeout(terminate, this.#graceMs);
   }
 
-  #settle(p: Pending, reply: unknown, err: unknown): void {
+  /** `p` stopped holding its slot (and its thread): with its outcome, or with the error that ended its thread. */
+  #settle(p: Pending, outcome: StepOutcome | undefined, err: unknown): void {
     clearTimeout(p.timer);
     clearTimeout(p.graceTimer);
+    clearTimeout(p.lateTimer);
     this.#active--;
+    if (p.thread !== undefined) {
+      const left = (this.#stepsOn.get(p.thread) ?? 1) - 1;
+      if (left > 0) this.#stepsOn.set(p.thread, left);
+      else this.#stepsOn.delete(p.thread);
+    }
     const next = this.#destroyed ? undefined : this.#nextQueued();
     if (next) this.#dispatch(next);
 
     let result: StepResult;
     if (p.ending === "timeout") result = failure("timeout", `step exceeded its ${p.task.timeoutMs} ms budget`, true);
     else if (p.ending === "aborted") result = failure("aborted", "step was cancelled", false);
-    else if (err !== undefined || reply === undefined) result = this.#crashed(err);
-    else if (isWire<ResultMessage>(reply, "ok", "fail")) {
-      result = reply.t === "ok" ? { outcome: "succeeded", output: reply.output } : failure(reply.code, reply.message, reply.retryable);
-      if (p.events < reply.events) {
+    else if (outcome === undefined) result = this.#crashed(err);
+    else {
+      result = outcome.t === "ok" ? { outcome: "succeeded", output: outcome.output } : failure(outcome.code, outcome.message, outcome.retryable);
+      if (p.events < outcome.events) {
         // heartbeat/progress travel on another port and may trail the result: deliver them first
         p.state = "flushing";
-        p.expected = reply.events;
+        p.expected = outcome.events;
         const limit = setTimeout(() => p.flushed?.(), EVENT_FLUSH_LIMIT_MS);
         p.flushed = () => {
           clearTimeout(limit);
@@ -365,7 +381,7 @@ export class StepPool {
         };
         return;
       }
-    } else result = failure("worker_crashed", `unreadable worker reply ${JSON.stringify(reply)?.slice(0, 200)}`, true);
+    }
     this.#finish(p, result);
   }
 
@@ -420,15 +436,22 @@ export class StepPool {
     void worker.terminate();
   }
 
-  /** Piscina gave step `seq` to `thread`: called from inside its distribution, so a termination waits for it to finish posting. */
-  #placed(seq: number, thread: number): void {
-    const p = this.#running.get(seq);
-    if (!p) return;
-    p.thread = thread;
-    if (p.killOnPlacement) queueMicrotask(() => p.state === "running" && this.#terminate(thread));
+  /** Piscina gave a batch to `thread`: called from inside its distribution, so a termination waits for it to finish posting. */
+  #placed(seqs: readonly number[], thread: number): void {
+    for (const seq of seqs) {
+      const p = this.#running.get(seq);
+      if (p?.state !== "running") continue;
+      p.thread = thread;
+      this.#stepsOn.set(thread, (this.#stepsOn.get(thread) ?? 0) + 1);
+      if (p.killOnPlacement) queueMicrotask(() => p.state === "running" && this.#terminate(thread));
+    }
   }
 
   #onEvent(m: unknown): void {
+    if (isWire<ResultsMessage>(m, "results")) {
+      for (const outcome of m.results) this.#ended(outcome);
+      return;
+    }
     if (isWire<ToolCallMessage>(m, "tool_call")) return this.#toolCall(m);
     if (!isWire<EventMessage>(m, "heartbeat", "progress")) return;
     const p = this.#running.get(m.seq);

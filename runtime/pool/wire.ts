@@ -2,8 +2,9 @@
  * Messages between the StepPool (main thread) and its worker threads: tagged (`t`), versioned
  * (`v`) plain objects, so that a worker built from another version is recognised, not misread.
  *
- *   main → worker (Piscina task)      RunMessage | InitMessage
- *   worker → main (Piscina result)    ResultMessage | ReadyMessage
+ *   main → worker (Piscina task)      BatchMessage (steps, each a RunMessage) | InitMessage
+ *   worker → main (Piscina result)    ResultsMessage (the batch's results not sent before) | ReadyMessage
+ *   worker → main (parentPort)        ResultsMessage (results of a batch that has steps still running)
  *   worker → main (parentPort)        EventMessage  (heartbeat / progress, while running)
  *   worker → main (parentPort)        ToolCallMessage (a handler's ctx.tools.call)
  *   main → workers (BroadcastChannel) CancelMessage (cooperative cancel before termination)
@@ -13,7 +14,7 @@ import { pathToFileURL } from "node:url";
 import { isAbsolute } from "node:path";
 import type { Handler } from "./handler-api.js";
 
-export const WIRE_VERSION = 1 as const;
+export const WIRE_VERSION = 2 as const;
 
 export type FailureCode =
   "handler_error" | "terminal" | "retryable" | "timeout" | "aborted" | "resource_exhausted" | "unknown_handler" | "bad_output" | "worker_crashed";
@@ -26,10 +27,9 @@ export interface WorkerConfig {
   channel: string;
 }
 
+/** One step of a batch. */
 export interface RunMessage {
-  t: "run";
-  v: typeof WIRE_VERSION;
-  /** Pool-local task number; routes events and cancels. */
+  /** Pool-local task number; routes results, events and cancels. */
   seq: number;
   handler: string;
   input: unknown;
@@ -39,17 +39,40 @@ export interface RunMessage {
   leaseEpoch: number;
 }
 
+/**
+ * Steps handed to one thread at once: those the main thread got ready in one turn of its loop.
+ * One message instead of one each (a post and a wake-up of the thread per step), and their
+ * results come back together when they end together.
+ */
+export interface BatchMessage {
+  t: "batch";
+  v: typeof WIRE_VERSION;
+  steps: RunMessage[];
+}
+
 /** Start-up probe: load the handler modules and report their names. */
 export interface InitMessage {
   t: "init";
   v: typeof WIRE_VERSION;
 }
 
-export type TaskMessage = RunMessage | InitMessage;
+export type TaskMessage = BatchMessage | InitMessage;
 
-export type ResultMessage =
-  | { t: "ok"; v: typeof WIRE_VERSION; output: unknown; events: number }
-  | { t: "fail"; v: typeof WIRE_VERSION; code: FailureCode; message: string; retryable: boolean; events: number };
+/** How one step ended; `events` is how many EventMessages it posted (they may trail this). */
+export type StepOutcome =
+  | { t: "ok"; seq: number; output: unknown; events: number }
+  | { t: "fail"; seq: number; code: FailureCode; message: string; retryable: boolean; events: number };
+
+/**
+ * Results of steps of one batch. A batch's task answers with the results not posted before it;
+ * while some of its steps still run, those that ended are posted on the parent port, together
+ * when they ended in the same turn of the thread's loop.
+ */
+export interface ResultsMessage {
+  t: "results";
+  v: typeof WIRE_VERSION;
+  results: StepOutcome[];
+}
 
 export interface ReadyMessage {
   t: "ready";

@@ -1,8 +1,8 @@
 /**
  * The Piscina worker of a StepPool. Loaded once per thread; imports the handler modules once
- * (at load, so that a replacement thread is warm before it takes work) and runs one step per
- * task. It never throws to Piscina: every outcome is a ResultMessage, so that a Piscina-level
- * rejection always means the thread itself failed.
+ * (at load, so that a replacement thread is warm before it takes work) and runs a batch of
+ * steps per task, side by side. It never throws to Piscina: every step's outcome is a
+ * StepOutcome, so that a Piscina-level rejection always means the thread itself failed.
  */
 import { BroadcastChannel, parentPort, workerData } from "node:worker_threads";
 import { isStepError, ToolError, type Handler, type StepContext } from "./handler-api.js";
@@ -16,8 +16,10 @@ import {
   type FailureCode,
   type InitMessage,
   type ReadyMessage,
-  type ResultMessage,
+  type BatchMessage,
+  type ResultsMessage,
   type RunMessage,
+  type StepOutcome,
   type TaskMessage,
   type ToolAnswerMessage,
   type ToolCallAnswer,
@@ -68,8 +70,8 @@ function cancelReason(reason: "timeout" | "aborted"): Error {
   return err;
 }
 
-function fail(code: FailureCode, message: string, retryable: boolean, events: number): ResultMessage {
-  return { t: "fail", v: WIRE_VERSION, code, message, retryable, events };
+function fail(seq: number, code: FailureCode, message: string, retryable: boolean, events: number): StepOutcome {
+  return { t: "fail", seq, code, message, retryable, events };
 }
 
 function describe(err: unknown): string {
@@ -84,15 +86,15 @@ function describe(err: unknown): string {
   }
 }
 
-async function runStep(msg: RunMessage): Promise<ResultMessage> {
+async function runStep(msg: RunMessage): Promise<StepOutcome> {
   let handlers: Map<string, Handler>;
   try {
     handlers = await loading;
   } catch (err) {
-    return fail("worker_crashed", describe(err), true, 0);
+    return fail(msg.seq, "worker_crashed", describe(err), true, 0);
   }
   const handler = handlers.get(msg.handler);
-  if (!handler) return fail("unknown_handler", `no handler named "${msg.handler}"`, false, 0);
+  if (!handler) return fail(msg.seq, "unknown_handler", `no handler named "${msg.handler}"`, false, 0);
 
   const state: Running = {};
   running.set(msg.seq, state);
@@ -135,14 +137,14 @@ async function runStep(msg: RunMessage): Promise<ResultMessage> {
   try {
     const output = await handler(ctx);
     done = true;
-    if (output === undefined) return { t: "ok", v: WIRE_VERSION, output: null, events };
+    if (output === undefined) return { t: "ok", seq: msg.seq, output: null, events };
     const problem = jsonProblem(output);
-    if (problem !== undefined) return fail("bad_output", `handler "${msg.handler}" returned bad output: ${problem}`, false, events);
-    return { t: "ok", v: WIRE_VERSION, output, events };
+    if (problem !== undefined) return fail(msg.seq, "bad_output", `handler "${msg.handler}" returned bad output: ${problem}`, false, events);
+    return { t: "ok", seq: msg.seq, output, events };
   } catch (err) {
     done = true;
-    if (isStepError(err)) return fail(err.kind, String(err.message), err.kind === "retryable", events);
-    return fail("handler_error", describe(err), true, events);
+    if (isStepError(err)) return fail(msg.seq, err.kind, String(err.message), err.kind === "retryable", events);
+    return fail(msg.seq, "handler_error", describe(err), true, events);
   } finally {
     done = true;
     running.delete(msg.seq);
@@ -154,9 +156,40 @@ async function init(): Promise<ReadyMessage> {
   return { t: "ready", v: WIRE_VERSION, handlers: [...handlers.keys()] };
 }
 
+/**
+ * Runs a batch's steps side by side. The task answers once every step ended, with the results
+ * not posted yet; a step that ends while others run is posted on the parent port at the end of
+ * this turn of the loop, with any that ended in the same turn, so that it does not wait for a
+ * slow sibling.
+ */
+function runBatch(batch: BatchMessage): Promise<ResultsMessage> {
+  return new Promise((resolve) => {
+    let left = batch.steps.length;
+    let ended: StepOutcome[] = [];
+    let posting = false;
+    const postEnded = () => {
+      posting = false;
+      if (ended.length === 0) return;
+      port.postMessage({ t: "results", v: WIRE_VERSION, results: ended } satisfies ResultsMessage);
+      ended = [];
+    };
+    const onEnd = (outcome: StepOutcome) => {
+      ended.push(outcome);
+      if (--left === 0) {
+        resolve({ t: "results", v: WIRE_VERSION, results: ended });
+        ended = [];
+      } else if (!posting) {
+        posting = true;
+        setImmediate(postEnded);
+      }
+    };
+    for (const step of batch.steps) runStep(step).then(onEnd, (err: unknown) => onEnd(fail(step.seq, "worker_crashed", describe(err), true, 0)));
+  });
+}
+
 /** Piscina's entry point. */
-export default function task(msg: TaskMessage): Promise<ResultMessage | ReadyMessage> {
-  if (isWire<RunMessage>(msg, "run")) return runStep(msg);
+export default function task(msg: TaskMessage): Promise<ResultsMessage | ReadyMessage> {
+  if (isWire<BatchMessage>(msg, "batch")) return runBatch(msg);
   if (isWire<InitMessage>(msg, "init")) return init();
-  return Promise.resolve(fail("worker_crashed", `worker cannot read task ${JSON.stringify(msg)?.slice(0, 200)}`, false, 0));
+  return Promise.resolve({ t: "results", v: WIRE_VERSION, results: [] });
 }

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spread } from "../../runtime/pool/balancer.js";
 import { StepPool, type StepResult, type StepTask, type TaskRef } from "../../runtime/pool/pool.js";
 import { spawnTsx } from "../harness/index.js";
 
@@ -227,6 +228,45 @@ describe("StepPool", () => {
     }
   });
 
+  it("sends the steps that got a slot in one turn as one batch a thread, and answers a step that ends before its batch-mates at once", async () => {
+    const batching = new StepPool({ handlerModules: [HANDLERS], threads: 2, tasksPerThread: 8 });
+    await batching.start();
+    try {
+      const cancels: (() => void)[] = [];
+      const long = () => batching.run(task("slow", { ms: 60_000 }, { timeoutMs: 120_000 }), { cancellable: (c) => cancels.push(c) });
+      // An idle pool sends its first step at once; the fifteen given in the same turn after it
+      // go at the turn's end, spread over the two threads: two more messages, not fifteen.
+      const first = long();
+      const noops = Array.from({ length: 14 }, () => batching.run(task("noop")));
+      const slowMate = long();
+      let slowEnded = false;
+      void Promise.all([first, slowMate]).then(() => (slowEnded = true));
+      // Every no-op is answered while the slow steps, one of them in a no-op's batch, still run.
+      expect((await Promise.all(noops)).every((r) => r.outcome === "succeeded")).toBe(true);
+      expect(slowEnded).toBe(false);
+      expect(batching.stats()).toMatchObject({ batches: 3, running: 2 });
+      for (const cancel of cancels) cancel();
+      expect((await Promise.all([first, slowMate])).map((r) => failed(r).code)).toEqual(["aborted", "aborted"]);
+    } finally {
+      await batching.destroy();
+    }
+  });
+
+  it("a step stopped in the turn it got its slot never reaches a thread", async () => {
+    const file = join(tmp, "never-sent.txt");
+    let stopSlow = () => {};
+    // The pool is busy, so the next step waits for the turn's end to be sent: it is stopped before.
+    const slow = pool.run(task("slow", { ms: 60_000 }, { timeoutMs: 120_000 }), { cancellable: (c) => (stopSlow = c) });
+    let stop = () => {};
+    const stopped = pool.run(task("count_invocations", { file }), { cancellable: (c) => (stop = c) });
+    stop();
+    expect(failed(await stopped)).toEqual({ code: "aborted", message: "step was cancelled", retryable: false });
+    stopSlow();
+    expect(failed(await slow).code).toBe("aborted");
+    expect(await pool.run(task("noop"))).toMatchObject({ outcome: "succeeded" });
+    expect(() => readFileSync(file, "utf8")).toThrow();
+  });
+
   it("runs a task given while its threads still load, once they have named the handlers", async () => {
     const early = new StepPool({ handlerModules: [HANDLERS], threads: 1 });
     const starting = early.start();
@@ -305,5 +345,23 @@ console.log("exit");
     expect(out).toContain('spin {"outcome":"failed","error":{"code":"timeout"');
     expect(out).toContain('terminal {"outcome":"failed","error":{"code":"terminal"');
     expect(out).toContain("exit");
+  });
+});
+
+describe("spread (which thread takes how many of a turn's steps)", () => {
+  const loads = (m: Record<number, number>) => (t: number) => m[t] ?? 0;
+  it("gives each step to the least loaded thread with room", () => {
+    expect([...spread(5, [1, 2], loads({ 1: 3 }), 4)]).toEqual([
+      [2, 4],
+      [1, 1],
+    ]);
+    expect([...spread(4, [1, 2], loads({}), 8)]).toEqual([
+      [1, 2],
+      [2, 2],
+    ]);
+  });
+  it("leaves over what no thread has room for", () => {
+    expect([...spread(3, [1, 2], loads({ 1: 4, 2: 3 }), 4)]).toEqual([[2, 1]]);
+    expect(spread(2, [], loads({}), 4).size).toBe(0);
   });
 });
