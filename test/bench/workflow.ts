@@ -131,10 +131,12 @@ export async function w1(): Promise<Record<string, unknown>> {
   try {
     await w.client.putDefinition(sequential("seq10", 10));
     await w.client.putDefinition(sequential("seq1", 1));
-    // Warm as the peer harness warms its workers (Restate 80 runs, DBOS 40), not to a steady
-    // state: after 100 runs V8 still optimises ~120 functions through the timed window
-    // (BENCH_V8_TRACE=1) and its helper threads (`other_threads`) take 265-300 µs a step, 100-130
-    // after 600. Both steady (1,000 warm-up runs each, three alternated pairs, 2026-12-04) Runway
+    // Warm about as the peer harness warms its workers, not to a steady state: Restate's worker
+    // runs 80 (40 workflow, 40 service) before its workflow window and 280 before its service
+    // window (the workflow window's 200 come first), DBOS's 40; `W1_WARMUP=280` measures as
+    // Restate's service window is measured. After 100 runs V8 still optimises ~120 functions
+    // through the timed window (BENCH_V8_TRACE=1) and its helper threads (`other_threads`) take
+    // 265-300 µs a step, 100-130 after 600. Both steady (1,000 warm-up runs each, three alternated pairs, 2026-12-04) Runway
     // made 2,047 / 2,363 / 2,697 steps/s and Restate's service mode 1,831 / 1,916 / 2,240.
     const warmup = Number(process.env.W1_WARMUP ?? 100);
     progress(`w1 warm-up: ${warmup} runs`);
