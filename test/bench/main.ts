@@ -4,6 +4,7 @@ import type { EnvSetting } from "../../cluster/env-setting.js";
 import { applyHelperThreads, describeHelpers, HELPER_THREADS } from "../../cluster/helper-threads.js";
 import { applyV8Tiering, V8_TIERING } from "../../cluster/v8-tiering.js";
 import { ab } from "./ab.js";
+import { abFresh } from "./ab-fresh.js";
 import { actorBench } from "./actor.js";
 import { admission } from "./admission.js";
 import { approvals } from "./approvals.js";
@@ -18,6 +19,7 @@ import { w1cluster } from "./cluster.js";
 
 const benches: Record<string, () => Promise<Record<string, unknown>>> = {
   ab,
+  abfresh: abFresh,
   actor: actorBench,
   admission,
   approvals,
