@@ -100,7 +100,9 @@ export const KIND_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
 export const ID_PATTERN = /^[A-Za-z0-9_=-]{1,200}$/;
 /** A KV key a `runway.store` effect may name: dot-separated tokens of ID_PATTERN's characters. */
 export const STORE_KEY_PATTERN = /^[A-Za-z0-9_=-]+(\.[A-Za-z0-9_=-]+)*$/;
-const BucketName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/);
+/** A KV bucket a `runway.store` effect may name. */
+export const BUCKET_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+const BucketName = z.string().regex(BUCKET_PATTERN);
 
 export function defineActor<TMachine extends AnyStateMachine>(definition: ActorDefinition<TMachine>): ActorDefinition<TMachine> {
   if (!KIND_PATTERN.test(definition.kind)) throw new RunwayFault("invalid_kind", `actor kind ${JSON.stringify(definition.kind)} must match ${KIND_PATTERN}`);
