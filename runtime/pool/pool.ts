@@ -251,16 +251,16 @@ export class StepPool {
 
   /** Gives `p` its slot; it goes to a thread at the end of this turn, with the others that got one in it. */
   #dispatch(p: Pending): void {
-    if (!this.#piscina) return this.#finish(p, failure("worker_crashed", "the step pool was destroyed", true));
+    const piscina = this.#piscina;
+    if (!piscina) return this.#finish(p, failure("worker_crashed", "the step pool was destroyed", true));
     this.#active++;
     p.state = "ready";
     this.#running.set(p.seq, p);
     p.timer = setTimeout(() => this.#cancel(p, "timeout"), Math.min(p.task.timeoutMs, MAX_TIMER_MS));
-    this.#ready.push(p);
-    if (this.#ready.length > 1) return;
     // An idle pool sends at once: one step in flight would wait for the turn's end for nothing.
-    if (this.#active === 1) this.#sendReady();
-    else setImmediate(this.#sendReady);
+    if (this.#active === 1) return this.#send(piscina, [p], undefined);
+    this.#ready.push(p);
+    if (this.#ready.length === 1) setImmediate(this.#sendReady);
   }
 
   /** Sends the turn's ready steps, spread over the threads with room, one batch per thread. */

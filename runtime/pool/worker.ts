@@ -163,6 +163,7 @@ async function init(): Promise<ReadyMessage> {
  * slow sibling.
  */
 function runBatch(batch: BatchMessage): Promise<ResultsMessage> {
+  if (batch.steps.length === 1) return runOne(batch.steps[0]!);
   return new Promise((resolve) => {
     let left = batch.steps.length;
     let ended: StepOutcome[] = [];
@@ -185,6 +186,17 @@ function runBatch(batch: BatchMessage): Promise<ResultsMessage> {
     };
     for (const step of batch.steps) runStep(step).then(onEnd, (err: unknown) => onEnd(fail(step.seq, "worker_crashed", describe(err), true, 0)));
   });
+}
+
+/** A batch of one (what an idle pool sends): its result is the answer. */
+async function runOne(step: RunMessage): Promise<ResultsMessage> {
+  let outcome: StepOutcome;
+  try {
+    outcome = await runStep(step);
+  } catch (err) {
+    outcome = fail(step.seq, "worker_crashed", describe(err), true, 0);
+  }
+  return { t: "results", v: WIRE_VERSION, results: [outcome] };
 }
 
 /** Piscina's entry point. */
