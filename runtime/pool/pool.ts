@@ -4,18 +4,21 @@
  * never rejects for anything a handler does: throwing, hanging, spinning, exhausting memory or
  * returning rubbish are all failures with a code and a retry verdict.
  *
- * Tasks wait in the pool's own FIFO until a slot is free (`threads × tasksPerThread`), so `timeoutMs` measures execution,
- * not queueing. The steps that got a slot in one turn of the event loop go to the threads at the
- * end of that turn, one batch per thread (balancer.ts): under load a turn readies several, and a
- * message each cost the main thread a post and a wake-up of a thread per step. On timeout or abort the handler's `ctx.signal` aborts first; a handler that has
- * not settled after `cancelGraceMs` has its thread terminated (and replaced). run() resolves
- * only after the handler settled or its thread was terminated.
+ * Tasks wait in the pool's own FIFO until a slot is free (`threads × tasksPerThread`), so
+ * `timeoutMs` measures execution, not queueing. The steps that got a slot in one turn of the
+ * event loop go to the threads at the end of that turn, one batch per thread (balancer.ts):
+ * under load a turn readies several, and a message each cost the main thread a post and a
+ * wake-up of a thread per step. On timeout or abort the handler's `ctx.signal` aborts first; a
+ * handler that has not settled after `cancelGraceMs` has its thread terminated (and replaced).
+ * run() resolves only after the handler settled or its thread was terminated.
  */
 import { randomUUID } from "node:crypto";
 import { BroadcastChannel } from "node:worker_threads";
 import { Piscina, queueOptionsSymbol } from "piscina";
 import { sharedThreads, spread, type Placement } from "./balancer.js";
-import type { StepPoolOptions, StepPoolStats, StepResult, StepTask, TaskRef } from "./task.js";
+import { failure, threadFailure, type StepPoolOptions, type StepPoolStats, type StepResult, type StepTask, type TaskRef } from "./task.js";
+import { Fifo } from "./fifo.js";
+import { probeThreads } from "./probe.js";
 import { loadableModule, threadExecArgv, withoutTsx, workerFile } from "./modules.js";
 import {
   WIRE_VERSION,
@@ -23,9 +26,6 @@ import {
   type CancelMessage,
   type BatchMessage,
   type EventMessage,
-  type FailureCode,
-  type InitMessage,
-  type ReadyMessage,
   type ResultsMessage,
   type RunMessage,
   type StepOutcome,
@@ -73,10 +73,6 @@ function refOf(t: StepTask): TaskRef {
   return { handler: t.handler, runId: t.runId, stepId: t.stepId, attempt: t.attempt, leaseEpoch: t.leaseEpoch };
 }
 
-function failure(code: FailureCode, message: string, retryable: boolean): StepResult {
-  return { outcome: "failed", error: { code, message, retryable } };
-}
-
 export class StepPool {
   readonly #options: StepPoolOptions;
   readonly #threads: number;
@@ -91,8 +87,7 @@ export class StepPool {
   #destroyed = false;
   #seq = 0;
   #active = 0;
-  readonly #queue: Pending[] = [];
-  #queueHead = 0;
+  readonly #queue = new Fifo<Pending>();
   #queued = 0;
   readonly #running = new Map<number, Pending>();
   /** Steps that got a slot this turn; sent at its end (`#send`). */
@@ -163,17 +158,7 @@ export class StepPool {
     this.#piscina = piscina;
     this.#channel = new BroadcastChannel(channel);
     this.#channel.unref();
-    const signal = AbortSignal.timeout(this.#options.startTimeoutMs ?? 30_000);
-    const init: InitMessage = { t: "init", v: WIRE_VERSION };
-    const replies = await Promise.all(Array.from({ length: this.#threads }, () => piscina.run(init, { signal }) as Promise<unknown>));
-    let names: string[] | undefined;
-    for (const reply of replies) {
-      if (!isWire<ReadyMessage>(reply, "ready")) throw new Error(`unexpected worker reply ${JSON.stringify(reply)}`);
-      const seen = [...reply.handlers].sort();
-      names ??= seen;
-      if (seen.join("\n") !== names.join("\n")) throw new Error(`workers see different handlers: ${names.join(", ")} and ${seen.join(", ")}`);
-    }
-    return names ?? [];
+    return probeThreads(piscina, this.#threads, this.#options.startTimeoutMs ?? 30_000);
   }
 
   handlerNames(): ReadonlySet<string> {
@@ -233,18 +218,12 @@ export class StepPool {
     this.#channel = undefined;
   }
 
+  /** The oldest step still waiting for a slot (those stopped while queued are passed over). */
   #nextQueued(): Pending | undefined {
-    while (this.#queueHead < this.#queue.length) {
-      const p = this.#queue[this.#queueHead]!;
-      this.#queueHead++;
-      if (this.#queueHead > 1024 && this.#queueHead * 2 > this.#queue.length) {
-        this.#queue.splice(0, this.#queueHead);
-        this.#queueHead = 0;
-      }
-      if (p.state === "queued") {
-        this.#queued--;
-        return p;
-      }
+    for (let p = this.#queue.shift(); p; p = this.#queue.shift()) {
+      if (p.state !== "queued") continue;
+      this.#queued--;
+      return p;
     }
     return undefined;
   }
@@ -285,13 +264,15 @@ export class StepPool {
 
   #send(piscina: Piscina, batch: Pending[], thread: number | undefined): void {
     const steps: RunMessage[] = [];
+    const seqs: number[] = [];
     for (const p of batch) {
       p.state = "running";
       const t = p.task;
       steps.push({ seq: p.seq, handler: t.handler, input: t.input, runId: t.runId, stepId: t.stepId, attempt: t.attempt, leaseEpoch: t.leaseEpoch });
+      seqs.push(p.seq);
     }
     this.#stats.batches++;
-    const msg: BatchMessage & Placement = { [queueOptionsSymbol]: { seqs: steps.map((m) => m.seq), thread }, t: "batch", v: WIRE_VERSION, steps };
+    const msg: BatchMessage & Placement = { [queueOptionsSymbol]: { seqs, thread }, t: "batch", v: WIRE_VERSION, steps };
     // No signal: Piscina gives an abortable task a thread of its own, which would defeat
     // `tasksPerThread`. A stuck step's thread is terminated by its thread id instead.
     (piscina.run(msg) as Promise<unknown>).then(
@@ -310,14 +291,15 @@ export class StepPool {
     if (answered) for (const outcome of reply.results) this.#ended(outcome);
     for (const p of batch) {
       if (p.state !== "running") continue;
-      if (answered) {
-        p.lateTimer ??= setTimeout(() => this.#settle(p, undefined, new Error("its result never reached the pool")), EVENT_FLUSH_LIMIT_MS);
-      } else if (err !== undefined) this.#settle(p, undefined, err);
-      else {
-        const why = `unreadable worker reply ${JSON.stringify(reply)?.slice(0, 200)}`;
-        this.#settle(p, { t: "fail", seq: p.seq, code: "worker_crashed", message: why, retryable: true, events: 0 }, undefined);
-      }
+      if (answered) p.lateTimer ??= setTimeout(() => this.#lost(p, "its result never reached the pool"), EVENT_FLUSH_LIMIT_MS);
+      else if (err !== undefined) this.#settle(p, undefined, err);
+      else this.#lost(p, `unreadable worker reply ${JSON.stringify(reply)?.slice(0, 200)}`);
     }
+  }
+
+  /** A step whose thread lives on but whose result is not to be had: `worker_crashed`, retryable, and no thread counted as crashed. */
+  #lost(p: Pending, why: string): void {
+    this.#settle(p, { t: "fail", seq: p.seq, code: "worker_crashed", message: why, retryable: true, events: 0 }, undefined);
   }
 
   /** A step's outcome, from its batch's reply or the parent port, whichever brings it. */
@@ -387,17 +369,9 @@ export class StepPool {
   }
 
   #crashed(err: unknown): StepResult {
-    const e = err as { code?: unknown; message?: unknown } | undefined;
     if (this.#destroyed) return failure("worker_crashed", "the step pool was destroyed", true);
     this.#stats.crashes++;
-    if (e?.code === "ERR_WORKER_OUT_OF_MEMORY") {
-      return failure(
-        "resource_exhausted",
-        `the step exceeded the worker memory limit (${this.#options.maxOldGenerationSizeMb ?? 512} MB old generation)`,
-        false,
-      );
-    }
-    return failure("worker_crashed", `worker thread failed: ${typeof e?.message === "string" ? e.message : String(err)}`, true);
+    return threadFailure(err, this.#options.maxOldGenerationSizeMb ?? 512);
   }
 
   #finish(p: Pending, result: StepResult): void {

@@ -62,3 +62,16 @@ export interface StepPoolStats {
   /** Messages that took steps to the threads: under load one a thread a turn of the loop, not one a step. */
   batches: number;
 }
+
+export function failure(code: FailureCode, message: string, retryable: boolean): StepResult {
+  return { outcome: "failed", error: { code, message, retryable } };
+}
+
+/** What a step's thread dying under it means for the step: over its memory limit, or crashed (retryable). */
+export function threadFailure(err: unknown, maxOldGenerationSizeMb: number): StepResult {
+  const e = err as { code?: unknown; message?: unknown } | undefined;
+  if (e?.code === "ERR_WORKER_OUT_OF_MEMORY") {
+    return failure("resource_exhausted", `the step exceeded the worker memory limit (${maxOldGenerationSizeMb} MB old generation)`, false);
+  }
+  return failure("worker_crashed", `worker thread failed: ${typeof e?.message === "string" ? e.message : String(err)}`, true);
+}

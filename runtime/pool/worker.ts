@@ -184,19 +184,18 @@ function runBatch(batch: BatchMessage): Promise<ResultsMessage> {
         setImmediate(postEnded);
       }
     };
-    for (const step of batch.steps) runStep(step).then(onEnd, (err: unknown) => onEnd(fail(step.seq, "worker_crashed", describe(err), true, 0)));
+    for (const step of batch.steps) void outcomeOf(step).then(onEnd);
   });
 }
 
 /** A batch of one (what an idle pool sends): its result is the answer. */
 async function runOne(step: RunMessage): Promise<ResultsMessage> {
-  let outcome: StepOutcome;
-  try {
-    outcome = await runStep(step);
-  } catch (err) {
-    outcome = fail(step.seq, "worker_crashed", describe(err), true, 0);
-  }
-  return { t: "results", v: WIRE_VERSION, results: [outcome] };
+  return { t: "results", v: WIRE_VERSION, results: [await outcomeOf(step)] };
+}
+
+/** A step's outcome, whatever happens: a fault outside the handler's own try is `worker_crashed`. */
+function outcomeOf(step: RunMessage): Promise<StepOutcome> {
+  return runStep(step).catch((err: unknown) => fail(step.seq, "worker_crashed", describe(err), true, 0));
 }
 
 /** Piscina's entry point. */

@@ -15,7 +15,7 @@ import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { percentiles, progress } from "./stats.js";
+import { median, progress } from "./stats.js";
 
 interface Sample {
   steps_per_s: number;
@@ -57,8 +57,6 @@ function w1Of(root: string): Promise<Sample> {
     });
   });
 }
-
-const median = (xs: number[]): number => percentiles(xs).p50;
 
 export async function abFresh(): Promise<Record<string, unknown>> {
   const base = process.env.AB_BASE;

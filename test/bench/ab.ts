@@ -14,7 +14,7 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { clockTicks, cpuMicrosEach, percentiles, procCpuSeconds, progress, windowed } from "./stats.js";
+import { clockTicks, cpuMicrosEach, median, procCpuSeconds, progress, windowed } from "./stats.js";
 import { sequential, startAndFinish, WIDE, type World } from "./workflow.js";
 
 interface Side {
@@ -34,8 +34,6 @@ type WorkflowModule = typeof import("./workflow.js");
 async function workflowOf(root: string): Promise<WorkflowModule> {
   return (await import(resolve(root, "test/bench/workflow.ts"))) as WorkflowModule;
 }
-
-const median = (xs: number[]): number => percentiles(xs).p50;
 
 const ITEMS = Array.from({ length: 200 }, (_, i) => i);
 

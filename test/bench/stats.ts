@@ -5,6 +5,9 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 
 /** Percentiles over recorded samples (milliseconds), rounded for a JSON line. */
+/** The p50 of `samples`, as {@link percentiles} takes it. */
+export const median = (samples: number[]): number => percentiles(samples).p50;
+
 export function percentiles(samples: number[]): { p50: number; p95: number; p99: number; mean: number } {
   const sorted = [...samples].sort((a, b) => a - b);
   const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;

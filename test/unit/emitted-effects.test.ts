@@ -28,9 +28,10 @@ const refused: [string, Record<string, unknown>][] = [
 ];
 
 describe("collectEffects: a machine's sends and stores are checked as EffectSchema checks them", () => {
-  it.each(accepted)("accepts %s", (_name, effect) => {
+  it.each(accepted)("accepts %s as it is, without the schema's parse", (_name, effect) => {
     expect(EffectSchema.safeParse(effect).success).toBe(true);
-    expect(emit(effect)).toEqual([effect]);
+    // The schema would hand back a copy: the very object means the field check accepted it.
+    expect(emit(effect)[0]).toBe(effect);
   });
   it.each(refused)("refuses %s, saying why", (_name, effect) => {
     expect(EffectSchema.safeParse(effect).success).toBe(false);
