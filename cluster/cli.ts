@@ -32,6 +32,7 @@ import { startRunwayNode } from "./runway-node.js";
 import type { EnvSetting } from "./env-setting.js";
 import { applyHelperThreads, describeHelpers, HELPER_THREADS } from "./helper-threads.js";
 import { applyV8Tiering, V8_TIERING } from "./v8-tiering.js";
+import { applyEventLoopSpin, EVENT_LOOP_SPIN } from "./event-loop-spin.js";
 
 const USAGE = `usage: runway <command> [options]
   dev   [--handlers a.ts,b.ts] [--tenant demo] [--store DIR]     embedded nats-server + one node
@@ -80,7 +81,7 @@ function defaultHandlers(): string[] {
   return [new URL("./demo/handlers.ts", import.meta.url).pathname];
 }
 
-/** A setting of the environment (`RUNWAY_V8_TIERING`, `RUNWAY_HELPER_THREADS`), checked before a node starts. */
+/** A setting of the environment (`RUNWAY_V8_TIERING`, `RUNWAY_HELPER_THREADS`, `RUNWAY_EVENT_LOOP_SPIN`), checked before a node starts. */
 function settingOf<T extends string>(setting: EnvSetting<T>): T {
   const value = setting.of(process.env);
   if (!value) throw new UsageError(setting.refusal(process.env));
@@ -92,6 +93,7 @@ async function dev(argv: string[]): Promise<void> {
   const tenant = tenantId(values.tenant!, "--tenant");
   const store = values.store ?? mkdtempSync(join(tmpdir(), "runway-dev-"));
   const tiering = settingOf(V8_TIERING);
+  applyEventLoopSpin(settingOf(EVENT_LOOP_SPIN));
   // Before the node starts its pool: the pool's threads keep the event loop's priority.
   applyHelperThreads(settingOf(HELPER_THREADS));
   const logger = createLogger("dev");
@@ -133,6 +135,7 @@ async function node(argv: string[]): Promise<void> {
   if (retention !== undefined && !(Number.isInteger(retention) && retention >= 1_000))
     throw new UsageError("--ended-run-retention-ms: an integer of at least 1000");
   const tiering = settingOf(V8_TIERING);
+  const spin = applyEventLoopSpin(settingOf(EVENT_LOOP_SPIN));
   // Before the node starts its pool: the pool's threads keep the event loop's priority.
   const helpers = applyHelperThreads(settingOf(HELPER_THREADS));
   const logger = createLogger(`node:${values.name}`);
@@ -155,6 +158,7 @@ async function node(argv: string[]): Promise<void> {
     pid: process.pid,
     v8_tiering: v8,
     helper_threads: describeHelpers(helpers),
+    event_loop_spin: spin,
   });
   process.stdout.write(`READY ${values.name}\n`);
   runUntilStopped(logger, () => started.stop());

@@ -1,4 +1,5 @@
 import { createInbox, type MsgHdrs, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { eventLoopSpin } from "../event-loop-spin.js";
 
 /**
  * Request-reply on one shared inbox subscription per connection, with one coarse timer for all
@@ -10,6 +11,7 @@ export type RawReply = { ok: true; msg: Msg } | { ok: false; reason: "timeout" |
 
 interface Pending {
   resolve(reply: RawReply): void;
+  sentAt: number;
   deadline: number;
 }
 
@@ -26,6 +28,9 @@ class RequestMux {
   private next = 0;
   private readonly sub: Subscription;
   private sweeper: NodeJS.Timeout | undefined;
+  private readonly unregisterSpin: () => void;
+  /** How long the last answer took: how soon the event loop may expect the next (event-loop-spin.ts). */
+  private answerMs = 0;
 
   constructor(private readonly nc: NatsConnection) {
     this.prefix = `${createInbox()}.`;
@@ -36,10 +41,12 @@ class RequestMux {
         const p = this.pending.get(token);
         if (!p) return;
         this.pending.delete(token);
+        this.answerMs = performance.now() - p.sentAt;
         if (msg.data.length === 0 && msg.headers?.code === 503) p.resolve({ ok: false, reason: "no_responders" });
         else p.resolve({ ok: true, msg });
       },
     });
+    this.unregisterSpin = eventLoopSpin.register(() => this.pending.size);
     void nc.closed().then(() => this.failAll("closed"));
   }
 
@@ -66,8 +73,10 @@ class RequestMux {
     const id = this.next++;
     if (this.nc.isClosed()) return { id, reply: Promise.resolve({ ok: false, reason: "closed" }) };
     const { promise, resolve } = withResolvers<RawReply>();
-    this.pending.set(id, { resolve, deadline: performance.now() + timeoutMs });
+    const now = performance.now();
+    this.pending.set(id, { resolve, sentAt: now, deadline: now + timeoutMs });
     this.ensureSweeper();
+    eventLoopSpin.expectAnswer(this.answerMs);
     return { id, reply: promise };
   }
 
@@ -99,6 +108,7 @@ class RequestMux {
     this.pending.clear();
     if (this.sweeper) clearInterval(this.sweeper);
     this.sub.unsubscribe();
+    this.unregisterSpin();
   }
 }
 

@@ -15,6 +15,7 @@
 import { randomUUID } from "node:crypto";
 import { BroadcastChannel } from "node:worker_threads";
 import { Piscina, queueOptionsSymbol } from "piscina";
+import { eventLoopSpin } from "../event-loop-spin.js";
 import { sharedThreads, spread, type Placement } from "./balancer.js";
 import { failure, threadFailure, type StepPoolOptions, type StepPoolStats, type StepResult, type StepTask, type TaskRef } from "./task.js";
 import { Fifo } from "./fifo.js";
@@ -59,6 +60,8 @@ interface Pending {
   /** Events received / announced by the worker's result (events may trail the result). */
   events: number;
   expected: number;
+  /** When it went to a thread (performance.now()). */
+  sentAt?: number;
   flushed?: () => void;
 }
 
@@ -76,6 +79,9 @@ function refOf(t: StepTask): TaskRef {
 export class StepPool {
   readonly #options: StepPoolOptions;
   readonly #threads: number;
+  readonly #unregisterSpin: () => void;
+  /** How long the last step took from its send to its outcome: how soon the event loop may expect the next (event-loop-spin.ts). */
+  #answerMs = 0;
   readonly #tasksPerThread: number;
   readonly #graceMs: number;
   #piscina: Piscina | undefined;
@@ -101,6 +107,7 @@ export class StepPool {
     this.#options = options;
     this.#threads = Math.max(1, Math.floor(options.threads ?? 2));
     this.#tasksPerThread = Math.max(1, Math.floor(options.tasksPerThread ?? 1));
+    this.#unregisterSpin = eventLoopSpin.register(() => this.#active);
     this.#graceMs = Math.max(0, options.cancelGraceMs ?? 250);
   }
 
@@ -210,6 +217,7 @@ export class StepPool {
   async destroy(): Promise<void> {
     if (this.#destroyed) return;
     this.#destroyed = true;
+    this.#unregisterSpin();
     for (let p = this.#nextQueued(); p; p = this.#nextQueued()) this.#finish(p, failure("worker_crashed", "the step pool was destroyed", true));
     const piscina = this.#piscina;
     this.#piscina = undefined;
@@ -263,10 +271,13 @@ export class StepPool {
   };
 
   #send(piscina: Piscina, batch: Pending[], thread: number | undefined): void {
+    const now = performance.now();
+    eventLoopSpin.expectAnswer(this.#answerMs);
     const steps: RunMessage[] = [];
     const seqs: number[] = [];
     for (const p of batch) {
       p.state = "running";
+      p.sentAt = now;
       const t = p.task;
       steps.push({ seq: p.seq, handler: t.handler, input: t.input, runId: t.runId, stepId: t.stepId, attempt: t.attempt, leaseEpoch: t.leaseEpoch });
       seqs.push(p.seq);
@@ -338,6 +349,7 @@ export class StepPool {
     clearTimeout(p.graceTimer);
     clearTimeout(p.lateTimer);
     this.#active--;
+    if (p.sentAt !== undefined) this.#answerMs = performance.now() - p.sentAt;
     if (p.thread !== undefined) {
       const left = (this.#stepsOn.get(p.thread) ?? 1) - 1;
       if (left > 0) this.#stepsOn.set(p.thread, left);

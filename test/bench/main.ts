@@ -3,6 +3,7 @@ import { killAll } from "../harness/index.js";
 import type { EnvSetting } from "../../cluster/env-setting.js";
 import { applyHelperThreads, describeHelpers, HELPER_THREADS } from "../../cluster/helper-threads.js";
 import { applyV8Tiering, V8_TIERING } from "../../cluster/v8-tiering.js";
+import { applyEventLoopSpin, EVENT_LOOP_SPIN } from "../../cluster/event-loop-spin.js";
 import { ab } from "./ab.js";
 import { abFresh } from "./ab-fresh.js";
 import { actorBench } from "./actor.js";
@@ -43,7 +44,7 @@ if (!bench) {
   process.stderr.write(`usage: npm run bench -- <${Object.keys(benches).join("|")}>\n`);
   process.exit(2);
 }
-// The benchmarks run their nodes in this process, tuned as `runway node` would be (RUNWAY_V8_TIERING, RUNWAY_HELPER_THREADS).
+// The benchmarks run their nodes in this process, tuned as `runway node` would be (RUNWAY_V8_TIERING, RUNWAY_HELPER_THREADS, RUNWAY_EVENT_LOOP_SPIN).
 function settingOrExit<T extends string>(setting: EnvSetting<T>): T {
   const value = setting.of(process.env);
   if (value) return value;
@@ -51,11 +52,12 @@ function settingOrExit<T extends string>(setting: EnvSetting<T>): T {
   process.exit(2);
 }
 const tiering = applyV8Tiering(settingOrExit(V8_TIERING));
+const spin = applyEventLoopSpin(settingOrExit(EVENT_LOOP_SPIN));
 // Before any node starts its pool, as `runway node` does (a node a benchmark spawns applies its own).
 const helpers = describeHelpers(applyHelperThreads(settingOrExit(HELPER_THREADS)));
 try {
   const result = await bench();
-  process.stdout.write(`${JSON.stringify({ ...result, v8_tiering: tiering, helper_threads: helpers, at: new Date().toISOString() })}\n`);
+  process.stdout.write(`${JSON.stringify({ ...result, v8_tiering: tiering, helper_threads: helpers, event_loop_spin: spin, at: new Date().toISOString() })}\n`);
 } finally {
   await killAll();
 }

@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spread } from "../../runtime/pool/balancer.js";
 import { StepPool, type StepResult, type StepTask, type TaskRef } from "../../runtime/pool/pool.js";
+import { eventLoopSpin, SPIN_OFF } from "../../runtime/index.js";
 import { spawnTsx } from "../harness/index.js";
 
 const HANDLERS = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
@@ -265,6 +266,32 @@ describe("StepPool", () => {
     expect(failed(await slow).code).toBe("aborted");
     expect(await pool.run(task("noop"))).toMatchObject({ outcome: "succeeded" });
     expect(() => readFileSync(file, "utf8")).toThrow();
+  });
+
+  it("has the event loop poll for the answers of short steps, and wait parked for those of steps that run long", async () => {
+    const before = eventLoopSpin.sources;
+    // A pool of its own: no thread of it is being replaced after an earlier test.
+    const own = new StepPool({ handlerModules: [HANDLERS], threads: 1 });
+    expect(eventLoopSpin.sources).toBe(before + 1);
+    // A window wide enough that a busy machine still answers a short step within it.
+    eventLoopSpin.configure({ windowMs: 50, soonMs: 50, maxOutstanding: 4 });
+    try {
+      await own.start();
+      await own.run(task("burn", { ms: 2 }));
+      let turns = eventLoopSpin.turns;
+      await own.run(task("burn", { ms: 2 }));
+      expect(eventLoopSpin.turns).toBeGreaterThan(turns);
+      // After a step of 100 ms the pool expects its next answer later than the window.
+      await own.run(task("slow", { ms: 100 }));
+      turns = eventLoopSpin.turns;
+      await own.run(task("slow", { ms: 100 }));
+      expect(eventLoopSpin.turns).toBe(turns);
+    } finally {
+      eventLoopSpin.configure(SPIN_OFF);
+      await own.destroy();
+    }
+    // A destroyed pool no longer counts its steps for the spin.
+    expect(eventLoopSpin.sources).toBe(before);
   });
 
   it("runs a task given while its threads still load, once they have named the handlers", async () => {
