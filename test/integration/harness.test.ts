@@ -132,7 +132,17 @@ describe("3-node cluster", () => {
         // socket and would lose the publish until it notices the disconnect
         const survivors = cluster.servers.filter((s) => s !== victim).map((s) => s.url);
         await withConnection({ ...cluster.connectOptions(), servers: survivors }, async (nc2) => {
-          await (await new Kvm(nc2).open("orders")).put("o2", "paid");
+          const kv2 = await new Kvm(nc2).open("orders");
+          // Under load the stream's leadership may move while its member dies (CI saw "no
+          // responders" here once): the write is retried until a leader takes it.
+          await waitFor(
+            () =>
+              kv2.put("o2", "paid").catch((err: unknown) => {
+                if (/jetstream is not enabled|no responders/i.test(String((err as Error).message))) return undefined;
+                throw err;
+              }),
+            { timeoutMs: 20_000, describe: "the survivors to take a write" },
+          );
         });
         await victim.restart(); // resolves once its healthz is ok, i.e. it caught up
         const after = await jsm.streams.info("KV_orders");
