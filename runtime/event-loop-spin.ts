@@ -8,10 +8,10 @@
  * answer is expected soon, the loop polls instead of sleeping: a chain of `setImmediate`
  * callbacks makes libuv check its sockets without blocking.
  *
- * It spins only for answers expected soon (the last of their kind came soon), while they are
- * few (more keep the loop busy by themselves), and no longer than a window after the last such
- * request: a handler that runs for seconds, or a write the server syncs to disk, is waited for
- * parked, and an idle node never spins.
+ * It spins only for answers expected soon (the last answer on the same connection, or from the
+ * same pool, came soon), while they are few (more keep the loop busy by themselves), and no
+ * longer than a window after the last such request: a handler that runs for seconds, or a
+ * write the server syncs to disk, is waited for parked, and an idle node never spins.
  */
 export interface SpinPolicy {
   /** How long after the last request the loop keeps polling; 0 never spins. */
@@ -37,8 +37,7 @@ export class EventLoopSpin {
   readonly #sources = new Set<() => number>();
   #until = 0;
   #spinning = false;
-  /** Turns the loop spent polling (metrics, tests). */
-  turns = 0;
+  #turns = 0;
 
   constructor(
     policy: SpinPolicy,
@@ -49,6 +48,11 @@ export class EventLoopSpin {
 
   get policy(): SpinPolicy {
     return this.#policy;
+  }
+
+  /** Turns the loop spent polling (metrics, tests). */
+  get turns(): number {
+    return this.#turns;
   }
 
   /** Whether the loop is polling now. */
@@ -97,7 +101,7 @@ export class EventLoopSpin {
   readonly #tick = (): void => {
     const n = this.#outstanding();
     if (n > 0 && n <= this.#policy.maxOutstanding && this.scheduler.now() < this.#until) {
-      this.turns++;
+      this.#turns++;
       this.scheduler.later(this.#tick);
     } else this.#spinning = false;
   };
