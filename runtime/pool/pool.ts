@@ -17,7 +17,8 @@ import { BroadcastChannel } from "node:worker_threads";
 import { Piscina, queueOptionsSymbol } from "piscina";
 import { eventLoopSpin } from "../event-loop-spin.js";
 import { sharedThreads, spread, type Placement } from "./balancer.js";
-import { failure, threadFailure, type StepPoolOptions, type StepPoolStats, type StepResult, type StepTask, type TaskRef } from "./task.js";
+import { failure, refOf, threadFailure, type StepPoolOptions, type StepPoolStats, type StepResult, type StepTask } from "./task.js";
+import { answerToolCall } from "./tool-calls.js";
 import { Fifo } from "./fifo.js";
 import { probeThreads } from "./probe.js";
 import { loadableModule, threadExecArgv, withoutTsx, workerFile } from "./modules.js";
@@ -31,8 +32,6 @@ import {
   type RunMessage,
   type StepOutcome,
   type WorkerConfig,
-  type ToolAnswerMessage,
-  type ToolCallAnswer,
   type ToolCallMessage,
 } from "./wire.js";
 
@@ -70,11 +69,6 @@ const MAX_TIMER_MS = 2_147_483_647;
 
 /** The same continuation whether a promise resolved or rejected. */
 const settled = <T>(next: () => T): [() => T, () => T] => [next, next];
-
-/** Which attempt a task is, without its input: what the pool's listeners are told. */
-function refOf(t: StepTask): TaskRef {
-  return { handler: t.handler, runId: t.runId, stepId: t.stepId, attempt: t.attempt, leaseEpoch: t.leaseEpoch };
-}
 
 export class StepPool {
   readonly #options: StepPoolOptions;
@@ -403,18 +397,6 @@ export class StepPool {
     return result;
   }
 
-  #toolCall(m: ToolCallMessage): void {
-    const p = this.#running.get(m.seq);
-    const reply = (answer: ToolCallAnswer) =>
-      this.#channel?.postMessage({ t: "tool_answer", v: WIRE_VERSION, seq: m.seq, id: m.id, answer } satisfies ToolAnswerMessage);
-    const handle = this.#options.onToolCall;
-    if (!p) return reply({ outcome: "stopped", reason: "attempt_not_running" });
-    if (!handle) return reply({ outcome: "failed", error: { code: "tool_gateway_unavailable", message: "this pool has no tool gateway", retryable: true } });
-    handle(refOf(p.task), { server: m.server, tool: m.tool, arguments: m.arguments }).then(reply, (err: unknown) =>
-      reply({ outcome: "failed", error: { code: "tool_gateway_error", message: err instanceof Error ? err.message : String(err), retryable: true } }),
-    );
-  }
-
   /** Terminates a thread (Piscina fails its tasks and replaces it): the only way to stop a handler that ignores its signal. */
   #terminate(thread: number): void {
     const worker = this.#piscina?.threads.find((w) => w.threadId === thread);
@@ -439,7 +421,10 @@ export class StepPool {
       for (const outcome of m.results) this.#ended(outcome);
       return;
     }
-    if (isWire<ToolCallMessage>(m, "tool_call")) return this.#toolCall(m);
+    if (isWire<ToolCallMessage>(m, "tool_call")) {
+      const task = this.#running.get(m.seq)?.task;
+      return answerToolCall(m, task && refOf(task), this.#options.onToolCall, (answer) => this.#channel?.postMessage(answer));
+    }
     if (!isWire<EventMessage>(m, "heartbeat", "progress")) return;
     const p = this.#running.get(m.seq);
     if (!p) return;

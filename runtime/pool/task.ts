@@ -15,6 +15,11 @@ export interface StepTask extends TaskRef {
   timeoutMs: number;
 }
 
+/** Which attempt a task is, without its input: what the pool's listeners are told. */
+export function refOf(t: StepTask): TaskRef {
+  return { handler: t.handler, runId: t.runId, stepId: t.stepId, attempt: t.attempt, leaseEpoch: t.leaseEpoch };
+}
+
 export type StepResult = { outcome: "succeeded"; output: unknown } | { outcome: "failed"; error: { code: FailureCode; message: string; retryable: boolean } };
 
 export interface StepPoolOptions {

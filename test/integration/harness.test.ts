@@ -4,7 +4,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { connect } from "@nats-io/transport-node";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { Kvm } from "@nats-io/kv";
+import { Kvm, type KV } from "@nats-io/kv";
 import { killAll, livePids, natsCli, spawnProcess, startCluster, startServer, waitFor } from "../harness/index.js";
 
 function isAlive(pid: number): boolean {
@@ -14,6 +14,18 @@ function isAlive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/** Puts `key` once a stream leader takes the write: until one is elected a publish meets no responder, which the client reports as "jetstream is not enabled". */
+async function putOnceLed(kv: KV, key: string, value: string, describe: string): Promise<void> {
+  await waitFor(
+    () =>
+      kv.put(key, value).catch((err: unknown) => {
+        if (/jetstream is not enabled|no responders/i.test(String((err as Error).message))) return undefined;
+        throw err;
+      }),
+    { timeoutMs: 20_000, describe },
+  );
 }
 
 async function withConnection<T>(opts: Parameters<typeof connect>[0], fn: (nc: NatsConnection) => Promise<T>): Promise<T> {
@@ -108,14 +120,7 @@ describe("3-node cluster", () => {
         );
         // The new R3 stream answers once its own leader is elected: until then a publish meets no
         // responder, which the client reports as "jetstream is not enabled".
-        await waitFor(
-          () =>
-            kv.put("o1", "placed").catch((err: unknown) => {
-              if (/jetstream is not enabled|no responders/i.test(String((err as Error).message))) return undefined;
-              throw err;
-            }),
-          { timeoutMs: 20_000, describe: "the R3 bucket's stream to elect a leader and take a write" },
-        );
+        await putOnceLed(kv, "o1", "placed", "the R3 bucket's stream to elect a leader and take a write");
         expect((await kv.get("o1"))?.string()).toBe("placed");
 
         const jsm = await jetstreamManager(nc);
@@ -132,17 +137,9 @@ describe("3-node cluster", () => {
         // socket and would lose the publish until it notices the disconnect
         const survivors = cluster.servers.filter((s) => s !== victim).map((s) => s.url);
         await withConnection({ ...cluster.connectOptions(), servers: survivors }, async (nc2) => {
-          const kv2 = await new Kvm(nc2).open("orders");
           // Under load the stream's leadership may move while its member dies (CI saw "no
-          // responders" here once): the write is retried until a leader takes it.
-          await waitFor(
-            () =>
-              kv2.put("o2", "paid").catch((err: unknown) => {
-                if (/jetstream is not enabled|no responders/i.test(String((err as Error).message))) return undefined;
-                throw err;
-              }),
-            { timeoutMs: 20_000, describe: "the survivors to take a write" },
-          );
+          // responders" here once).
+          await putOnceLed(await new Kvm(nc2).open("orders"), "o2", "paid", "the survivors to take a write");
         });
         await victim.restart(); // resolves once its healthz is ok, i.e. it caught up
         const after = await jsm.streams.info("KV_orders");
