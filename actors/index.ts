@@ -15,7 +15,7 @@ export { readParent, runActor, RUN_KIND } from "./run-actor.js";
 export { RunMemories } from "./run-memory.js";
 export { EndedRunCompaction } from "./compaction.js";
 export { StepExecutor, RESULT_INLINE_LIMIT, MAX_ERROR_MESSAGE, type HeartbeatOutcome, type ReportOutcome, type StepReport } from "./executor.js";
-export { recoverPartition, recoverPartitionPatiently, buildLiveIndex } from "./recovery.js";
+export { recoverPartition, recoverPartitionPatiently, buildLiveIndex, type RecoveryLog, type RecoveryReport } from "./recovery.js";
 export { LiveRunIndex, LIVE_BUCKET, type LiveEntry } from "./live-runs.js";
 export { CURSOR_PATTERN as RUNS_CURSOR_PATTERN, RunIndex, RUNS_STREAM, type RunSummaryEntry, type IndexPage } from "./run-index.js";
 export {

@@ -23,15 +23,22 @@ import type { RunMemories } from "./run-memory.js";
  */
 export const REPUBLISH_WINDOW_MS = 120_000;
 
-type StoredRun = { outcome: "live" | "ended"; run: RunContext | null; outbox: number } | { outcome: "missing" | "unreadable" };
+type StoredRun =
+  | { outcome: "live" | "ended"; run: RunContext | null; outbox: number }
+  /** Not answered (a timeout, a leader being elected): worth reading again. */
+  | { outcome: "unavailable"; detail: string }
+  | { outcome: "missing" | "undecodable" };
 
-async function readRun(log: PartitionLog, id: string): Promise<StoredRun> {
+/** The store a partition's runs are read from: its fenced log, or a decorator of it (tests). */
+export type RecoveryLog = Pick<PartitionLog, "read" | "epoch">;
+
+async function readRun(log: RecoveryLog, id: string): Promise<StoredRun> {
   const read = await log.read(`${RUN_KIND}.${id}`);
-  if (read.outcome === "unavailable") return { outcome: "unreadable" };
+  if (read.outcome === "unavailable") return read;
   if (read.outcome === "missing") return { outcome: "missing" };
   if (isRemoval(read.message)) return { outcome: "missing" };
   const decoded = actorRecordCodec.decode(read.message.data);
-  return decoded.ok ? storedRunOf(decoded.value) : { outcome: "unreadable" };
+  return decoded.ok ? storedRunOf(decoded.value) : { outcome: "undecodable" };
 }
 
 function storedRunOf(record: ActorRecord): StoredRun {
@@ -49,9 +56,53 @@ function storedRunOf(record: ActorRecord): StoredRun {
  * answer here (a run that looks live is loaded from the leader and refuses what does not fit;
  * one that looks ended has ended), and a run with no record there is read from the leader.
  */
-async function recalledRun(log: PartitionLog, id: string, memories: Pick<RunMemories, "recall"> | undefined): Promise<StoredRun> {
+async function recalledRun(log: RecoveryLog, id: string, memories: Pick<RunMemories, "recall"> | undefined): Promise<StoredRun> {
   const recalled = await memories?.recall(id);
   return recalled?.outcome === "read" && recalled.last ? storedRunOf(recalled.last) : readRun(log, id);
+}
+
+/** What recovering a partition did with the runs the live-run index listed. */
+export interface RecoveryReport {
+  /** Runs whose lost attempts were failed and retried. */
+  recovered: number;
+  /** Runs read and left as they were: nothing of theirs was lost, or they had ended (their last outbox published again, or their index entry removed). */
+  unchanged: number;
+  /** Listed runs with no record (a create in flight, or one refused) or one that does not decode: the sweep's and the dead-letter stream's. */
+  skipped: number;
+  /** Runs not settled: their record was not read, or their command was not applied (a store fault). {@link recoverPartitionPatiently} tries them again. */
+  unsettled: string[];
+}
+
+type RecoveryDeps = {
+  nc: NatsConnection;
+  host: ActorHost;
+  logger: Logger;
+  live: LiveRunIndex;
+  /** Where the runs' facts are kept: recovery reads each live run's journal once, for both (see recalledRun). */
+  memories?: Pick<RunMemories, "recall">;
+  now(): number;
+  alive(run: string): { node: string; item?: number; attempt: number; lease_epoch: number }[];
+};
+
+type Settled = "recovered" | "unchanged" | "skipped" | "unsettled" | "not_served";
+
+/** How a `run.recover` answered: applied or refused (nothing lost) settle the run; a command kept or refused for a store fault does not. */
+function settledBy(answer: Awaited<ReturnType<ActorHost["dispatch"]>>, applied: Settled): Settled {
+  switch (answer.outcome) {
+    case "applied":
+      return applied;
+    case "refused":
+    case "duplicate":
+      return "unchanged";
+    case "not_served":
+      return "not_served";
+    case "kept":
+      return "unsettled";
+    case "invalid_input":
+      return answer.reason === "unavailable" ? "unsettled" : "skipped";
+    case "unknown_kind":
+      return "skipped";
+  }
 }
 
 /**
@@ -68,72 +119,78 @@ async function recalledRun(log: PartitionLog, id: string, memories: Pick<RunMemo
  * again. Loading an actor publishes its stored outbox, so a run ended within the duplicate
  * window is touched too (refused without a write). An index key whose run ended earlier is
  * removed (a member key is its tenant's to remove: the sweep tells the tenant).
+ *
+ * A run whose record the store did not answer for, or whose command a store fault kept, is
+ * reported `unsettled`, never passed over: nothing else would look at it before its lease ran
+ * out. `only` limits the pass to those runs.
  */
-export async function recoverPartition(
-  deps: {
-    nc: NatsConnection;
-    host: ActorHost;
-    logger: Logger;
-    live: LiveRunIndex;
-    /** Where the runs' facts are kept: recovery reads each live run's journal once, for both (see recalledRun). */
-    memories?: Pick<RunMemories, "recall">;
-    now(): number;
-    alive(run: string): { node: string; item?: number; attempt: number; lease_epoch: number }[];
-  },
-  partition: number,
-  log: PartitionLog,
-): Promise<number> {
-  await buildLiveIndex(deps, partition, log);
-  let recovered = 0;
+export async function recoverPartition(deps: RecoveryDeps, partition: number, log: RecoveryLog, only?: ReadonlySet<string>): Promise<RecoveryReport> {
+  if (!only) await buildLiveIndex(deps, partition, log);
+  const report: RecoveryReport = { recovered: 0, unchanged: 0, skipped: 0, unsettled: [] };
   const entries = await deps.live.entries(partition);
   const keyed = new Set(entries.indexed);
+  const commandId = (id: string) => `recover/${partition}/${log.epoch}/${id}`;
+  const settle = async (id: string): Promise<Settled> => {
+    const stored = await recalledRun(log, id, deps.memories);
+    if (stored.outcome === "unavailable") return "unsettled";
+    // No record (yet): a create in flight, or one refused; the sweep removes a lasting one.
+    if (stored.outcome === "missing" || stored.outcome === "undecodable") return "skipped";
+    if (stored.outcome === "ended") {
+      const ended = stored.run?.lifecycle.ended_at;
+      if (stored.outbox > 0 && ended != null && deps.now() - ended <= REPUBLISH_WINDOW_MS)
+        return settledBy(await deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.recover", reason: "partition_claimed" }, commandId(id)), "unchanged");
+      if (keyed.has(id)) await deps.live.remove(id);
+      return "unchanged";
+    }
+    // A node that claims its own partition again (a lease it let lapse) still runs some attempts: those are not lost.
+    const answer = await deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.recover", reason: "partition_claimed", alive: deps.alive(id) }, commandId(id));
+    return settledBy(answer, "recovered");
+  };
+  const runs = everyRun(entries).filter((id) => !only || only.has(id));
   await Promise.all(
-    everyRun(entries).map(async (id) => {
-      const stored = await recalledRun(log, id, deps.memories);
-      // No record (yet): a create in flight, or one refused; the sweep removes a lasting one.
-      if (stored.outcome === "missing" || stored.outcome === "unreadable") return;
-      if (stored.outcome === "ended") {
-        const ended = stored.run?.lifecycle.ended_at;
-        if (stored.outbox > 0 && ended != null && deps.now() - ended <= REPUBLISH_WINDOW_MS) {
-          await deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.recover", reason: "partition_claimed" }, `recover/${partition}/${log.epoch}/${id}`);
-        } else if (keyed.has(id)) await deps.live.remove(id);
-        return;
-      }
-      // A node that claims its own partition again (a lease it let lapse) still runs some attempts: those are not lost.
-      const answer = await deps.host.dispatch(
-        { kind: RUN_KIND, id },
-        { type: "run.recover", reason: "partition_claimed", alive: deps.alive(id) },
-        `recover/${partition}/${log.epoch}/${id}`,
-      );
-      if (answer.outcome === "applied") recovered++;
+    runs.map(async (id) => {
+      const settled = await settle(id);
+      if (settled === "unsettled") report.unsettled.push(id);
+      else if (settled !== "not_served") report[settled]++;
     }),
   );
-  if (recovered > 0) deps.logger.info("recovered in-flight attempts", { partition, runs: recovered });
-  return recovered;
+  if (report.recovered > 0 || report.unsettled.length > 0)
+    deps.logger.info("recovered in-flight attempts", { partition, runs: report.recovered, unsettled: report.unsettled.length });
+  return report;
 }
 
 /**
  * {@link recoverPartition}, tried again while it fails (a listing or a read the store did not
- * answer: a stream leader being elected, say) and the partition is still served by `log`: after
- * 100 ms, doubling to 2 s, eight tries in all (about 7 s). Each try is idempotent (a run with
- * nothing in flight refuses `run.recover` without a write; the command's id dedupes it). After
- * the last, the failure is the caller's; the sweep's next pass repairs what is left.
+ * answer: a stream leader being elected, say) or leaves runs unsettled, and the partition is
+ * still served by `log`: after 100 ms, doubling to 2 s, eight tries in all (about 7 s). A try
+ * after one that listed the partition takes only the runs left unsettled. Each try is
+ * idempotent (a run with nothing in flight refuses `run.recover` without a write; the
+ * command's id dedupes it). After the last, the failure is the caller's. Returns the runs
+ * recovered.
  */
-export async function recoverPartitionPatiently(
-  deps: Parameters<typeof recoverPartition>[0] & { serving(partition: number, log: PartitionLog): boolean; sleep?(ms: number): Promise<void> },
+export async function recoverPartitionPatiently<L extends RecoveryLog>(
+  deps: RecoveryDeps & { serving(partition: number, log: L): boolean; sleep?(ms: number): Promise<void> },
   partition: number,
-  log: PartitionLog,
+  log: L,
 ): Promise<number> {
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  let recovered = 0;
+  let only: ReadonlySet<string> | undefined;
   for (let attempt = 1, delay = 100; ; attempt++, delay = Math.min(delay * 2, 2_000)) {
+    let failure: unknown;
     try {
-      return await recoverPartition(deps, partition, log);
+      const report = await recoverPartition(deps, partition, log, only);
+      recovered += report.recovered;
+      if (report.unsettled.length === 0) return recovered;
+      only = new Set(report.unsettled);
+      failure = new Error(`${report.unsettled.length} runs unsettled (${report.unsettled.slice(0, 5).join(", ")})`);
     } catch (err) {
-      if (attempt >= 8 || !deps.serving(partition, log)) throw err;
-      deps.logger.warn("recovery failed, trying again", { partition, attempt, error: String(err) });
-      await sleep(delay);
-      if (!deps.serving(partition, log)) return 0;
+      failure = err;
     }
+    if (attempt >= 8 || !deps.serving(partition, log)) throw failure;
+    deps.logger.warn("recovery incomplete, trying again", { partition, attempt, error: String(failure) });
+    await sleep(delay);
+    if (!deps.serving(partition, log)) return recovered;
   }
 }
 
@@ -144,15 +201,17 @@ const builtKey = (partition: number) => `built.p${partition}`;
  * Runs stored before the live-run index existed have no entry in it (nor in the runs index):
  * the first owner of each partition after the upgrade reads every run record of the partition
  * once, adds the live ones to the index and each one's summary to the runs index, and then
- * marks the partition built. A node that dies half way leaves no mark; the next owner does it
- * again (every step is idempotent). Records stored before keep no retention: they stay.
+ * marks the partition built. A node that dies half way, or a run record the store does not
+ * answer for, leaves no mark; the next try or owner does it again (every step is idempotent). Records stored before keep no retention: they stay.
  */
-export async function buildLiveIndex(deps: { nc: NatsConnection; live: LiveRunIndex; logger: Logger }, partition: number, log: PartitionLog): Promise<void> {
+export async function buildLiveIndex(deps: { nc: NatsConnection; live: LiveRunIndex; logger: Logger }, partition: number, log: RecoveryLog): Promise<void> {
   const { nc } = deps;
   if (await readLiveMark(nc, partition)) return;
   let indexed = 0;
   for (const id of await actorIdsIn(nc, partition, RUN_KIND)) {
     const stored = await readRun(log, id);
+    // Marked built with a live run left out, the partition would never recover that run: no mark yet, try again.
+    if (stored.outcome === "unavailable") throw new Error(`live index of partition ${partition}: run ${id} not read (${stored.detail})`);
     if (stored.outcome !== "live" && stored.outcome !== "ended") continue;
     const run = stored.run;
     if (!run) continue;

@@ -167,7 +167,15 @@ it("runs stored before the live-run index existed are indexed once by their part
   const created = async () => (await jsm.streams.getMessage(RUNS_STREAM, { last_by_subj: `rw.runs.old.${id}.c` }).catch(() => null)) !== null;
   expect(await live.indexed(p)).not.toContain(id);
   expect(await created()).toBe(false);
-  await buildLiveIndex({ nc: world.nc, live, logger: createLogger("test", "error") }, p, world.node.node.host.logOf(p)!);
+  const log = world.node.node.host.logOf(p)!;
+  // The store does not answer for the run's record: the partition is not marked built with the run left out, and the next try indexes it.
+  const unanswered = {
+    epoch: log.epoch,
+    read: (key: string) => (key.endsWith(id) ? Promise.resolve({ outcome: "unavailable" as const, detail: "timeout" }) : log.read(key)),
+  };
+  await expect(buildLiveIndex({ nc: world.nc, live, logger: createLogger("test", "error") }, p, unanswered)).rejects.toThrow(/not read \(timeout\)/);
+  expect(await live.indexed(p)).not.toContain(id);
+  await buildLiveIndex({ nc: world.nc, live, logger: createLogger("test", "error") }, p, log);
   expect(await live.indexed(p)).toContain(id);
   expect(await created()).toBe(true);
   // Its tenant counts it: listed once, by its member key, though it has a `.c` entry now too.
@@ -317,4 +325,62 @@ it("recovery at a claim tries again while listing the partition's runs fails and
     ),
   ).rejects.toThrow(/store unavailable/);
   expect(always.calls()).toBe(8);
+});
+
+it("recovery at a claim reads again a run whose record the store did not answer for, and a run whose command a store fault kept, and recovers both", async () => {
+  const client = await tenantWith("lost");
+  expect((await client.putDefinition({ name: "long", nodes: [{ id: "w", kind: "code", handler: "slow", input: { ms: 60_000 } }] })).outcome).toMatch(
+    /published|unchanged/,
+  );
+  // Two runs on one partition, each with an attempt running; recovery is told none is alive, as after a takeover.
+  const first = await started(client, "long");
+  const p = partitionOf(first, 32);
+  let second = first;
+  for (let i = 0; partitionOf(second, 32) !== p || second === first; i++)
+    second = await started(client, "long", { start_key: { source: "lost", delivery_id: `d${i}` } });
+  const log = world.node.node.host.logOf(p)!;
+  const running = async (id: string) => ((await client.getRun(id)).run as RunAnswer).status === "running";
+  await waitFor(async () => ((await running(first)) && (await running(second)) ? true : undefined), { timeoutMs: 10_000, describe: "both runs running" });
+  const reads = new Map<string, number>();
+  const flaky = {
+    epoch: log.epoch,
+    read: (key: string) => {
+      const n = (reads.get(key) ?? 0) + 1;
+      reads.set(key, n);
+      return key.endsWith(first) && n <= 2 ? Promise.resolve({ outcome: "unavailable" as const, detail: "timeout" }) : log.read(key);
+    },
+  };
+  const host = world.node.node.host;
+  let kept = 0;
+  const faulty = Object.create(host) as typeof host;
+  faulty.dispatch = (address, event, id, options) =>
+    address.id === second && kept++ === 0 ? Promise.resolve({ outcome: "kept", reason: "fault" }) : host.dispatch(address, event, id, options);
+  const slept: number[] = [];
+  const recovered = await recoverPartitionPatiently(
+    {
+      nc: world.nc,
+      host: faulty,
+      logger: createLogger("test", "error"),
+      live: new LiveRunIndex(world.nc, 32),
+      now: () => Date.now(),
+      alive: () => [],
+      serving: () => true,
+      sleep: (ms: number) => {
+        slept.push(ms);
+        return Promise.resolve();
+      },
+    },
+    p,
+    flaky,
+  );
+  expect(recovered).toBe(2);
+  expect(reads.get(`${RUN_KIND}.${first}`)).toBe(3);
+  expect(kept).toBe(2);
+  expect(slept).toEqual([100, 200]);
+  // Each lost attempt failed as worker_lost, its retry offered (the pool's threads still run the first ones).
+  for (const id of [first, second]) {
+    const journal = await readJournal(world.nc, 32, RUN_KIND, id);
+    expect(journal.outcome === "read" && JSON.stringify(journal.entries.at(-1)?.record.outbox)).toContain("step_retrying");
+    expect((await client.cancelRun(id)).outcome).toBe("cancelled");
+  }
 });
