@@ -10,6 +10,7 @@ import {
   type ExecutionContext,
   type ParentView,
   type RunFact,
+  type RunMemory,
   type SweepSettings,
 } from "../machines/index.js";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -34,7 +35,8 @@ export const RUN_KIND = "run";
  */
 export function runActor(
   deps: {
-    planOf(digest: string): Promise<CompiledPlan>;
+    /** Sync once the plan is held in memory. */
+    planOf(digest: string): CompiledPlan | Promise<CompiledPlan>;
     parentOf(parentId: string, childId: string): Promise<ParentView | null>;
     memories: Pick<RunMemories, "of" | "stored">;
   },
@@ -71,7 +73,7 @@ export function runActor(
       }
       return out;
     },
-    prepare: async (event: EventObject, current: AnyMachineSnapshot | undefined, pending: readonly unknown[]) => {
+    prepare: (event: EventObject, current: AnyMachineSnapshot | undefined, pending: readonly unknown[]): EventObject | Promise<EventObject> => {
       const e = event as EventObject & { run?: { id: string; tenant: string; parent_run_id?: string | null; definition: { digest: string }; counted?: true } };
       const stored = (current?.context as ExecutionContext | undefined)?.run ?? undefined;
       const creating = e.type === "run.create" && stored == null;
@@ -83,25 +85,44 @@ export function runActor(
       // person admits first added its key beside the rest of the start (`live_indexed`: set only
       // on a command dispatched here unparsed; the mailbox's schema strips it).
       const indexed = (e as { live_indexed?: unknown }).live_indexed === true || (e.type === "run.create" && e.run?.counted === true);
-      if (creating && settings.live && !indexed) await settings.live().add(run.id, { tenant: run.tenant, at: (e as { now?: number }).now ?? 0 });
+      const live = creating && !indexed ? settings.live : undefined;
       // A child's create reads its parent once: the machine refuses a child of a cancelled or ended parent before it exists.
-      const parent = creating && run.parent_run_id ? { parent: await deps.parentOf(run.parent_run_id, run.id) } : {};
-      const [compiled, memory] = await Promise.all([deps.planOf(run.definition.digest), stored ? deps.memories.of(stored, pending as RunFact[]) : undefined]);
-      return {
-        ...event,
-        ...parent,
-        ...(memory ? { memory } : {}),
-        plan: compiled.plan,
-        child_ids: childIdsOf(run, compiled),
-        child_definitions: compiled.children,
-        ...(settings.leaseTtlMs ? { lease_ttl_ms: settings.leaseTtlMs } : {}),
-        ...(settings.waitGraceMs !== undefined ? { wait_grace_ms: settings.waitGraceMs } : {}),
-        ...(settings.expansionAdmission ? { expansion_admission: true } : {}),
-        ...(settings.sweep ? { sweep: settings.sweep } : {}),
-        ...measuredOutput(event),
-      };
+      const parentId = creating ? run.parent_run_id : undefined;
+      const compiled = deps.planOf(run.definition.digest);
+      const memory = stored ? deps.memories.of(stored, pending as RunFact[]) : undefined;
+      // A run's step finds its plan and its facts in memory: decided without waiting on anything.
+      if (!live && !parentId && !(compiled instanceof Promise) && !(memory instanceof Promise)) return prepared(event, run, undefined, compiled, memory);
+      return (async () => {
+        if (live) await live().add(run.id, { tenant: run.tenant, at: (e as { now?: number }).now ?? 0 });
+        const parent = parentId ? { parent: await deps.parentOf(parentId, run.id) } : undefined;
+        const [plan, facts] = await Promise.all([compiled, memory]);
+        return prepared(event, run, parent, plan, facts);
+      })();
     },
   });
+
+  /** The event as the machine takes it: what the run's head does not hold, added. */
+  function prepared(
+    event: EventObject,
+    run: { id: string; tenant: string },
+    parent: { parent: ParentView | null } | undefined,
+    compiled: CompiledPlan,
+    memory: RunMemory | undefined,
+  ): EventObject {
+    return {
+      ...event,
+      ...parent,
+      ...(memory ? { memory } : {}),
+      plan: compiled.plan,
+      child_ids: childIdsOf(run, compiled),
+      child_definitions: compiled.children,
+      ...(settings.leaseTtlMs ? { lease_ttl_ms: settings.leaseTtlMs } : {}),
+      ...(settings.waitGraceMs !== undefined ? { wait_grace_ms: settings.waitGraceMs } : {}),
+      ...(settings.expansionAdmission ? { expansion_admission: true } : {}),
+      ...(settings.sweep ? { sweep: settings.sweep } : {}),
+      ...measuredOutput(event),
+    } as EventObject;
+  }
 }
 
 /**
