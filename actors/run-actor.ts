@@ -88,15 +88,20 @@ export function runActor(
       const live = creating && !indexed ? settings.live : undefined;
       // A child's create reads its parent once: the machine refuses a child of a cancelled or ended parent before it exists.
       const parentId = creating ? run.parent_run_id : undefined;
-      const compiled = deps.planOf(run.definition.digest);
-      const memory = stored ? deps.memories.of(stored, pending as RunFact[]) : undefined;
-      // A run's step finds its plan and its facts in memory: decided without waiting on anything.
-      if (!live && !parentId && !(compiled instanceof Promise) && !(memory instanceof Promise)) return prepared(event, run, undefined, compiled, memory);
+      const facts = () => (stored ? deps.memories.of(stored, pending as RunFact[]) : undefined);
+      if (!live && !parentId) {
+        const compiled = deps.planOf(run.definition.digest);
+        const memory = facts();
+        // A run's step finds its plan and its facts in memory: decided without waiting on anything.
+        if (!(compiled instanceof Promise) && !(memory instanceof Promise)) return prepared(event, run, undefined, compiled, memory);
+        return Promise.all([compiled, memory]).then(([plan, held]) => prepared(event, run, undefined, plan, held));
+      }
       return (async () => {
         if (live) await live().add(run.id, { tenant: run.tenant, at: (e as { now?: number }).now ?? 0 });
         const parent = parentId ? { parent: await deps.parentOf(parentId, run.id) } : undefined;
-        const [plan, facts] = await Promise.all([compiled, memory]);
-        return prepared(event, run, parent, plan, facts);
+        // Asked only now: a read that fails meanwhile would be a rejection nobody handles yet.
+        const [plan, held] = await Promise.all([deps.planOf(run.definition.digest), facts()]);
+        return prepared(event, run, parent, plan, held);
       })();
     },
   });
