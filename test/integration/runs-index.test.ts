@@ -335,9 +335,10 @@ it("recovery at a claim reads again a run whose record the store did not answer 
   // Two runs on one partition, each with an attempt running; recovery is told none is alive, as after a takeover.
   const first = await started(client, "long");
   const p = partitionOf(first, 32);
-  let second = first;
-  for (let i = 0; partitionOf(second, 32) !== p || second === first; i++)
-    second = await started(client, "long", { start_key: { source: "lost", delivery_id: `d${i}` } });
+  // A start key whose run lands on the same partition, found before anything is started.
+  let i = 0;
+  while (partitionOf(runIdFor("lost", startKey("lost", `d${i}`)), 32) !== p) i++;
+  const second = await started(client, "long", { start_key: { source: "lost", delivery_id: `d${i}` } });
   const log = world.node.node.host.logOf(p)!;
   const running = async (id: string) => ((await client.getRun(id)).run as RunAnswer).status === "running";
   await waitFor(async () => ((await running(first)) && (await running(second)) ? true : undefined), { timeoutMs: 10_000, describe: "both runs running" });
