@@ -246,8 +246,7 @@ export class DefinitionStore {
    * however many ask at the same time (a node that claims partitions loads hundreds of runs of the
    * same definition at once: each read and parse of the plan took the CPU their recovery needs).
    */
-  planOf(digest: string): CompiledPlan | Promise<CompiledPlan> {
-    // Held: answered at once (a run's every step asks).
+  async planOf(digest: string): Promise<CompiledPlan> {
     const cached = this.plans.get(digest);
     if (cached) return cached;
     let loading = this.loadingPlans.get(digest);

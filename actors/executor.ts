@@ -362,8 +362,7 @@ export class StepExecutor {
         error: { code: "bad_output", message: `the output nests deeper than ${MAX_OUTPUT_DEPTH} levels`, retryable: false },
       };
     } else if (result.outcome === "succeeded") {
-      // Most outputs are small: kept inline without a turn of the event loop.
-      output = fitsInline(result.output) ? (result.output ?? null) : await this.bounded(request, result.output);
+      output = await this.bounded(request, result.output);
       event = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, outcome: "succeeded", output };
     } else {
       const error =
@@ -375,18 +374,14 @@ export class StepExecutor {
 
   /** Keeps a result within the inline bound; a larger one goes to the object store by reference. */
   private async bounded(request: BoundedRef, output: unknown): Promise<unknown> {
-    if (fitsInline(output)) return output ?? null;
+    // Measured without building the JSON: only a result past the bound is serialised (for the object store).
+    if (jsonBytes(output ?? null) <= RESULT_INLINE_LIMIT) return output ?? null;
     const text = JSON.stringify(output ?? null);
     this.objects ??= new Objm(this.deps.nc).open(RESULTS_STORE);
     const name = `${request.run}/${request.node}/${request.item ?? "-"}/${request.attempt}`;
     const info = await (await this.objects).putBlob({ name }, new TextEncoder().encode(text));
     return { $ref: `${RESULTS_STORE}/${name}`, bytes: info.size, digest: info.digest };
   }
-}
-
-/** Measured without building the JSON: only a result past the bound is serialised (for the object store). */
-function fitsInline(output: unknown): boolean {
-  return jsonBytes(output ?? null) <= RESULT_INLINE_LIMIT;
 }
 
 function stepIdOf(request: Pick<ExecuteRequest, "node" | "item">): string {

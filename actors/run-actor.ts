@@ -10,7 +10,6 @@ import {
   type ExecutionContext,
   type ParentView,
   type RunFact,
-  type RunMemory,
   type SweepSettings,
 } from "../machines/index.js";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -35,8 +34,7 @@ export const RUN_KIND = "run";
  */
 export function runActor(
   deps: {
-    /** Sync once the plan is held in memory. */
-    planOf(digest: string): CompiledPlan | Promise<CompiledPlan>;
+    planOf(digest: string): Promise<CompiledPlan>;
     parentOf(parentId: string, childId: string): Promise<ParentView | null>;
     memories: Pick<RunMemories, "of" | "stored">;
   },
@@ -73,7 +71,7 @@ export function runActor(
       }
       return out;
     },
-    prepare: (event: EventObject, current: AnyMachineSnapshot | undefined, pending: readonly unknown[]): EventObject | Promise<EventObject> => {
+    prepare: async (event: EventObject, current: AnyMachineSnapshot | undefined, pending: readonly unknown[]) => {
       const e = event as EventObject & { run?: { id: string; tenant: string; parent_run_id?: string | null; definition: { digest: string }; counted?: true } };
       const stored = (current?.context as ExecutionContext | undefined)?.run ?? undefined;
       const creating = e.type === "run.create" && stored == null;
@@ -85,49 +83,25 @@ export function runActor(
       // person admits first added its key beside the rest of the start (`live_indexed`: set only
       // on a command dispatched here unparsed; the mailbox's schema strips it).
       const indexed = (e as { live_indexed?: unknown }).live_indexed === true || (e.type === "run.create" && e.run?.counted === true);
-      const live = creating && !indexed ? settings.live : undefined;
+      if (creating && settings.live && !indexed) await settings.live().add(run.id, { tenant: run.tenant, at: (e as { now?: number }).now ?? 0 });
       // A child's create reads its parent once: the machine refuses a child of a cancelled or ended parent before it exists.
-      const parentId = creating ? run.parent_run_id : undefined;
-      const facts = () => (stored ? deps.memories.of(stored, pending as RunFact[]) : undefined);
-      if (!live && !parentId) {
-        const compiled = deps.planOf(run.definition.digest);
-        const memory = facts();
-        // A run's step finds its plan and its facts in memory: decided without waiting on anything.
-        if (!(compiled instanceof Promise) && !(memory instanceof Promise)) return prepared(event, run, undefined, compiled, memory);
-        return Promise.all([compiled, memory]).then(([plan, held]) => prepared(event, run, undefined, plan, held));
-      }
-      return (async () => {
-        if (live) await live().add(run.id, { tenant: run.tenant, at: (e as { now?: number }).now ?? 0 });
-        const parent = parentId ? { parent: await deps.parentOf(parentId, run.id) } : undefined;
-        // Asked only now: a read that fails meanwhile would be a rejection nobody handles yet.
-        const [plan, held] = await Promise.all([deps.planOf(run.definition.digest), facts()]);
-        return prepared(event, run, parent, plan, held);
-      })();
+      const parent = creating && run.parent_run_id ? { parent: await deps.parentOf(run.parent_run_id, run.id) } : {};
+      const [compiled, memory] = await Promise.all([deps.planOf(run.definition.digest), stored ? deps.memories.of(stored, pending as RunFact[]) : undefined]);
+      return {
+        ...event,
+        ...parent,
+        ...(memory ? { memory } : {}),
+        plan: compiled.plan,
+        child_ids: childIdsOf(run, compiled),
+        child_definitions: compiled.children,
+        ...(settings.leaseTtlMs ? { lease_ttl_ms: settings.leaseTtlMs } : {}),
+        ...(settings.waitGraceMs !== undefined ? { wait_grace_ms: settings.waitGraceMs } : {}),
+        ...(settings.expansionAdmission ? { expansion_admission: true } : {}),
+        ...(settings.sweep ? { sweep: settings.sweep } : {}),
+        ...measuredOutput(event),
+      };
     },
   });
-
-  /** The event as the machine takes it: what the run's head does not hold, added. */
-  function prepared(
-    event: EventObject,
-    run: { id: string; tenant: string },
-    parent: { parent: ParentView | null } | undefined,
-    compiled: CompiledPlan,
-    memory: RunMemory | undefined,
-  ): EventObject {
-    return {
-      ...event,
-      ...parent,
-      ...(memory ? { memory } : {}),
-      plan: compiled.plan,
-      child_ids: childIdsOf(run, compiled),
-      child_definitions: compiled.children,
-      ...(settings.leaseTtlMs ? { lease_ttl_ms: settings.leaseTtlMs } : {}),
-      ...(settings.waitGraceMs !== undefined ? { wait_grace_ms: settings.waitGraceMs } : {}),
-      ...(settings.expansionAdmission ? { expansion_admission: true } : {}),
-      ...(settings.sweep ? { sweep: settings.sweep } : {}),
-      ...measuredOutput(event),
-    } as EventObject;
-  }
 }
 
 /**

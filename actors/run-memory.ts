@@ -24,18 +24,13 @@ export class RunMemories {
    * The memory of `run` as its head requires it (read from the journal when this copy is not
    * complete), with `pending`: facts of the batch being decided, not stored yet.
    */
-  of(run: RunContext, pending: readonly RunFact[] = []): RunMemory | Promise<RunMemory> {
+  async of(run: RunContext, pending: readonly RunFact[] = []): Promise<RunMemory> {
     const held = this.runs.get(run.id);
     const view = held?.with(pending);
-    // Held and complete (a run decided here): answered at once.
     if (held && view!.covers(run)) {
       this.touch(run.id, held);
       return view!;
     }
-    return this.read(run, pending);
-  }
-
-  private async read(run: RunContext, pending: readonly RunFact[]): Promise<RunMemory> {
     for (let attempt = 0; attempt < 5; attempt++) {
       const read = await readJournal(this.deps.nc, this.deps.partitions, this.deps.kind, run.id);
       if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", read.detail, { kind: "retryable" });

@@ -122,9 +122,7 @@ export async function decideBatch(lane: Lane, batch: Delivery[], base: Cached | 
     let event: EventObject = { ...(parsed.data as EventObject), now } as EventObject;
     if (definition.prepare) {
       try {
-        const first = prepareOnce(definition.prepare, event, snapshot, pass.journal, ownKeys);
-        // Most commands find what they need in memory: no promise, no turn of the event loop.
-        event = first instanceof Promise ? await prepareWithRetry(definition.prepare, first, event, snapshot, pass.journal, ownKeys) : first;
+        event = await prepareWithRetry(definition.prepare, event, snapshot, pass.journal, ownKeys);
       } catch (err) {
         if (isFault(err) && err.kind === "retryable") {
           // The store is unavailable: keep the command for a later delivery rather than lose it.
@@ -197,25 +195,8 @@ export async function decideBatch(lane: Lane, batch: Delivery[], base: Cached | 
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** A first `prepare`: its answer as it gave it, a throw as a rejected promise (tried again by {@link prepareWithRetry}). */
-function prepareOnce(
-  prepare: NonNullable<ActorDefinition["prepare"]>,
-  event: EventObject,
-  snapshot: AnyMachineSnapshot,
-  pending: readonly unknown[],
-  written: ReadonlyMap<string, unknown>,
-): EventObject | Promise<EventObject> {
-  try {
-    return prepare(event, snapshot, pending, written);
-  } catch (err) {
-    return Promise.reject(err);
-  }
-}
-
-/** Waits for a first `prepare` that did not answer at once, and calls it again after a retryable fault (five more times, backing off). */
 async function prepareWithRetry(
   prepare: NonNullable<ActorDefinition["prepare"]>,
-  first: Promise<EventObject>,
   event: EventObject,
   snapshot: AnyMachineSnapshot,
   pending: readonly unknown[],
@@ -223,7 +204,7 @@ async function prepareWithRetry(
 ): Promise<EventObject> {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await (attempt === 0 ? first : prepare(event, snapshot, pending, written));
+      return await prepare(event, snapshot, pending, written);
     } catch (err) {
       if (!(isFault(err) && err.kind === "retryable") || attempt >= 5) throw err;
       await sleep(Math.min(50 * 2 ** attempt, 1_000));

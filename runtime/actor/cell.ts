@@ -6,7 +6,7 @@ import { decideBatch, type Cached, type Decision, type Lane, type Pass } from ".
 import { DeadLetterReason } from "./dead-letters.js";
 import type { ActorAddress } from "./define.js";
 import { currentSnapshot, snapshotVersion } from "./migrate.js";
-import { publishOutbox, PUBLISHED, type StoreEffect } from "./outbox.js";
+import { publishOutbox, type StoreEffect } from "./outbox.js";
 import { isOwnKeyOf } from "./own-keys.js";
 import { persistedSnapshot, pureMachine } from "./pure.js";
 import type { CellEnvironment, Delivery } from "./delivery.js";
@@ -101,11 +101,11 @@ export class ActorCell implements Lane {
     }
   }
 
-  /** Reads the record from the store (the caller uses what it holds when that is current). */
   private async load(): Promise<
     { outcome: "loaded"; cached: Cached | undefined } | { outcome: "unavailable" } | { outcome: "corrupt"; revision: number; detail: string }
   > {
     const log = this.env.log;
+    if (this.cached && this.cached.generation === log.generation) return { outcome: "loaded", cached: this.cached };
     const generation = log.generation;
     const read = await log.read(this.key);
     if (read.outcome === "unavailable") return { outcome: "unavailable" };
@@ -145,12 +145,7 @@ export class ActorCell implements Lane {
       }
       // A first command to an actor its caller made up needs no read (see Delivery.fresh).
       const assumedNew = attempt === 0 && !this.cached && batch[0]!.fresh === true;
-      const held = this.cached && this.cached.generation === this.env.log.generation ? this.cached : undefined;
-      const loaded = assumedNew
-        ? ({ outcome: "loaded", cached: undefined } as const)
-        : held
-          ? ({ outcome: "loaded", cached: held } as const)
-          : await this.load();
+      const loaded = assumedNew ? ({ outcome: "loaded", cached: undefined } as const) : await this.load();
       if (loaded.outcome === "unavailable") {
         await sleep(Math.min(25 * 2 ** attempt, 1_000));
         continue;
@@ -236,9 +231,9 @@ export class ActorCell implements Lane {
         for (const e of pass.local) this.env.local(e.channel, e.payload, this.address);
         // A caller in this process hears once the durable entries are out; a mailbox command is
         // acknowledged once the sends applied in memory are too (the lane waits for both).
-        const durable = publishing.durable === PUBLISHED || (await publishing.durable);
+        const durable = await publishing.durable;
         this.settleAll(pass.decisions, written.revision, durable, (d) => d.delivery.deliveries === undefined);
-        const published = durable && (publishing.all === PUBLISHED || (await publishing.all));
+        const published = durable && (await publishing.all);
         // Unpublished entries are published again by whoever loads the record next.
         if (!published) this.cached = undefined;
         this.settleAll(pass.decisions, written.revision, published, (d) => d.delivery.deliveries !== undefined);

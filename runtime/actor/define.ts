@@ -25,8 +25,7 @@ export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMach
    * values those commands gave their own keys (`runway.store` without `bucket`; null: removed),
    * by full key: they land after the batch's record, so a read of such a key must look here
    * first. Throwing refuses the command as `invalid_input` with the error's message (a
-   * retryable fault, thrown or rejected, is tried again first). An answer given at once (not a
-   * promise) is decided on in the same turn: what is held in memory should be answered so.
+   * retryable fault, thrown or rejected, is tried again first).
    */
   prepare?: (
     event: EventObject,

@@ -49,9 +49,6 @@ export interface PublishedOutbox {
   all: Promise<boolean>;
 }
 
-/** What an outbox with nothing to publish but events answers: already out. */
-export const PUBLISHED: Promise<boolean> = Promise.resolve(true);
-
 /**
  * Publishes the effects of a stored transition. Each entry has a deterministic id (the command
  * id and the effect's position), used as `Nats-Msg-Id` and as the receiver's `Rw-Id`, so a
@@ -92,8 +89,7 @@ export function publishOutbox(
     else if (effect.type === "runway.send" && effect.last) lastSends.push(entry);
     else durable.push(entry);
   }
-  // A step's transition mostly has only events: nothing to wait for.
-  const out = own.length === 0 && durable.length === 0 && indexes.length === 0 ? PUBLISHED : publishDurable(ctx, self, own, durable, indexes);
+  const out = publishDurable(ctx, self, own, durable, indexes);
   if (inMemory.length === 0 && lastSends.length === 0 && last.length === 0) return { durable: out, all: out };
   return {
     durable: out,

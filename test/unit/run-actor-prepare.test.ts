@@ -5,10 +5,9 @@ import type { CompiledPlan } from "../../actors/definitions.js";
 import { RunwayFault } from "../../runtime/index.js";
 
 /**
- * The run actor's `prepare` answers at once from what it holds, and otherwise through one
- * promise. A create waits for the live-run index first; a plan that fails meanwhile must reach
- * the command as its answer, not the process as an unhandled rejection (Node 20 ends a process
- * on one).
+ * The run actor's `prepare`: a create waits for the live-run index first; a plan that fails
+ * meanwhile must reach the command as its answer, not the process as an unhandled rejection
+ * (Node 20 ends a process on one).
  */
 const unhandled: unknown[] = [];
 const onUnhandled = (reason: unknown) => void unhandled.push(reason);
@@ -22,7 +21,7 @@ const plan = { plan: { nodes: [] }, children: {} } as unknown as CompiledPlan;
 const create = (id: string) =>
   ({ type: "run.create", now: 1, run: { id, tenant: "t", parent_run_id: null, definition: { digest: "d" } } }) as unknown as EventObject;
 
-function actor(planOf: () => CompiledPlan | Promise<CompiledPlan>, addMs: number) {
+function actor(planOf: () => Promise<CompiledPlan>, addMs: number) {
   const live = { add: () => new Promise<void>((r) => setTimeout(r, addMs)) } as unknown as LiveRunIndex;
   return runActor(
     { planOf, parentOf: () => Promise.resolve(null), memories: { of: () => Promise.reject(new Error("not asked")), stored: () => undefined } },
@@ -30,14 +29,14 @@ function actor(planOf: () => CompiledPlan | Promise<CompiledPlan>, addMs: number
   );
 }
 
-it("answers a create with its plan once the run is in the live-run index, and a plan held in memory at once for a command with no create", async () => {
-  const prepared = actor(() => plan, 1).prepare!(create("r1"), undefined, [], new Map());
-  expect(prepared).toBeInstanceOf(Promise);
-  expect(await prepared).toMatchObject({ type: "run.create", plan: plan.plan, child_ids: {} });
+it("answers a create with its plan once the run is in the live-run index, and a counted run's create (its tenant's member key indexes it) with its plan", async () => {
+  expect(await actor(() => Promise.resolve(plan), 1).prepare!(create("r1"), undefined, [], new Map())).toMatchObject({
+    type: "run.create",
+    plan: plan.plan,
+    child_ids: {},
+  });
   const counted = { ...create("r2"), run: { ...(create("r2") as unknown as { run: object }).run, counted: true } } as EventObject;
-  const atOnce = actor(() => plan, 1).prepare!(counted, undefined, [], new Map());
-  expect(atOnce).not.toBeInstanceOf(Promise);
-  expect(atOnce).toMatchObject({ plan: plan.plan });
+  expect(await actor(() => Promise.resolve(plan), 1).prepare!(counted, undefined, [], new Map())).toMatchObject({ plan: plan.plan });
 });
 
 it("refuses a create whose plan fails while the run is being indexed, with the plan's fault and no unhandled rejection", async () => {
