@@ -4,7 +4,7 @@
  * within the hour, two bench runs minutes apart compare the hours as much as the code; here each
  * round of one side is next to a round of the other. Each side has its own server and node (the
  * other side's stay idle meanwhile), and its own copy of every project module (imported from its
- * own path); the packages in node_modules are shared.
+ * own path; each copy's process settings applied alike); the packages in node_modules are shared.
  *
  * Per round: w1's workload (runs of 10 no-op steps, 32 in flight), one run of 10 with one in
  * flight, and w2's 200-wide map. Over the w1 part, the main thread's CPU a step and the side's
@@ -33,6 +33,22 @@ type WorkflowModule = typeof import("./workflow.js");
 
 async function workflowOf(root: string): Promise<WorkflowModule> {
   return (await import(resolve(root, "test/bench/workflow.ts"))) as WorkflowModule;
+}
+
+type SpinModule = typeof import("../../cluster/event-loop-spin.js");
+
+/**
+ * The event-loop spin is a singleton of its module, and each side has its own copy: main.ts
+ * applies the setting to this checkout's only. The other side's is applied here the same way
+ * (a checkout from before the spin has none): without it, `ab` put one run of 10 one in flight
+ * at 0.79 with the same commit on both sides.
+ */
+async function applySpinOf(root: string): Promise<void> {
+  const file = resolve(root, "cluster/event-loop-spin.ts");
+  if (!existsSync(file)) return;
+  const spin = (await import(file)) as SpinModule;
+  const setting = spin.EVENT_LOOP_SPIN.of(process.env);
+  if (setting) spin.applyEventLoopSpin(setting);
 }
 
 const ITEMS = Array.from({ length: 200 }, (_, i) => i);
@@ -73,6 +89,7 @@ export async function ab(): Promise<Record<string, unknown>> {
   ] as const) {
     // The side's own world (its server, node and modules); the workload is this checkout's.
     const { world } = await workflowOf(root);
+    await applySpinOf(root);
     const w = await world();
     await w.client.putDefinition(sequential("seq10", 10));
     await w.client.putDefinition(WIDE);
