@@ -87,7 +87,7 @@ type RecoveryDeps = {
 type Settled = "recovered" | "unchanged" | "skipped" | "unsettled" | "not_served";
 
 /** How a `run.recover` answered: applied or refused (nothing lost) settle the run; a command kept or refused for a store fault does not. */
-function settledBy(answer: Awaited<ReturnType<ActorHost["dispatch"]>>, applied: Settled): Settled {
+function settledBy(answer: Awaited<ReturnType<ActorHost["dispatch"]>>, applied: "recovered" | "unchanged"): Settled {
   switch (answer.outcome) {
     case "applied":
       return applied;
@@ -154,8 +154,8 @@ export async function recoverPartition(deps: RecoveryDeps, partition: number, lo
       else if (settled !== "not_served") report[settled]++;
     }),
   );
-  if (report.recovered > 0 || report.unsettled.length > 0)
-    deps.logger.info("recovered in-flight attempts", { partition, runs: report.recovered, unsettled: report.unsettled.length });
+  // Unsettled runs are the caller's to log (recoverPartitionPatiently warns as it tries them again).
+  if (report.recovered > 0) deps.logger.info("recovered in-flight attempts", { partition, runs: report.recovered });
   return report;
 }
 
@@ -202,7 +202,8 @@ const builtKey = (partition: number) => `built.p${partition}`;
  * the first owner of each partition after the upgrade reads every run record of the partition
  * once, adds the live ones to the index and each one's summary to the runs index, and then
  * marks the partition built. A node that dies half way, or a run record the store does not
- * answer for, leaves no mark; the next try or owner does it again (every step is idempotent). Records stored before keep no retention: they stay.
+ * answer for, leaves no mark; the next try or owner does it again (every step is idempotent).
+ * Records stored before keep no retention: they stay.
  */
 export async function buildLiveIndex(deps: { nc: NatsConnection; live: LiveRunIndex; logger: Logger }, partition: number, log: RecoveryLog): Promise<void> {
   const { nc } = deps;

@@ -43,7 +43,7 @@ it("refuses a create whose plan fails while the run is being indexed, with the p
   const fault = new RunwayFault("plan_not_found", "no plan d");
   const prepared = actor(() => Promise.reject(fault), 30).prepare!(create("r3"), undefined, [], new Map());
   await expect(prepared).rejects.toBe(fault);
-  // Past the turn in which Node reports a rejection nobody handled.
-  await new Promise((r) => setTimeout(r, 10));
+  // Past the turn in which Node reports a rejection nobody handled (it does so before any immediate runs).
+  await new Promise((r) => setImmediate(r));
   expect(unhandled).toEqual([]);
 });
