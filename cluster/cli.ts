@@ -31,6 +31,7 @@ import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
 import type { EnvSetting } from "./env-setting.js";
 import { applyHelperThreads, describeHelpers, HELPER_THREADS } from "./helper-threads.js";
+import { applyV8Inlining, V8_INLINING } from "./v8-inlining.js";
 import { applyV8Tiering, V8_TIERING } from "./v8-tiering.js";
 import { applyEventLoopSpin, EVENT_LOOP_SPIN } from "./event-loop-spin.js";
 
@@ -93,6 +94,8 @@ async function dev(argv: string[]): Promise<void> {
   const tenant = tenantId(values.tenant!, "--tenant");
   const store = values.store ?? mkdtempSync(join(tmpdir(), "runway-dev-"));
   const tiering = settingOf(V8_TIERING);
+  // Before any code runs hot: every compile after it is within the budget.
+  applyV8Inlining(settingOf(V8_INLINING));
   applyEventLoopSpin(settingOf(EVENT_LOOP_SPIN));
   // Before the node starts its pool: the pool's threads keep the event loop's priority.
   applyHelperThreads(settingOf(HELPER_THREADS));
@@ -135,6 +138,8 @@ async function node(argv: string[]): Promise<void> {
   if (retention !== undefined && !(Number.isInteger(retention) && retention >= 1_000))
     throw new UsageError("--ended-run-retention-ms: an integer of at least 1000");
   const tiering = settingOf(V8_TIERING);
+  // Before any code runs hot: every compile after it is within the budget.
+  const inlining = applyV8Inlining(settingOf(V8_INLINING));
   const spin = applyEventLoopSpin(settingOf(EVENT_LOOP_SPIN));
   // Before the node starts its pool: the pool's threads keep the event loop's priority.
   const helpers = applyHelperThreads(settingOf(HELPER_THREADS));
@@ -157,6 +162,7 @@ async function node(argv: string[]): Promise<void> {
     incarnation: started.node.incarnation,
     pid: process.pid,
     v8_tiering: v8,
+    v8_inlining: inlining,
     helper_threads: describeHelpers(helpers),
     event_loop_spin: spin,
   });

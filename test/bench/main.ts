@@ -2,6 +2,7 @@
 import { killAll } from "../harness/index.js";
 import type { EnvSetting } from "../../cluster/env-setting.js";
 import { applyHelperThreads, describeHelpers, HELPER_THREADS } from "../../cluster/helper-threads.js";
+import { applyV8Inlining, V8_INLINING } from "../../cluster/v8-inlining.js";
 import { applyV8Tiering, V8_TIERING } from "../../cluster/v8-tiering.js";
 import { applyEventLoopSpin, EVENT_LOOP_SPIN } from "../../cluster/event-loop-spin.js";
 import { ab } from "./ab.js";
@@ -44,20 +45,23 @@ if (!bench) {
   process.stderr.write(`usage: npm run bench -- <${Object.keys(benches).join("|")}>\n`);
   process.exit(2);
 }
-// The benchmarks run their nodes in this process, tuned as `runway node` would be (RUNWAY_V8_TIERING, RUNWAY_HELPER_THREADS, RUNWAY_EVENT_LOOP_SPIN).
+// The benchmarks run their nodes in this process, tuned as `runway node` would be (RUNWAY_V8_INLINING, RUNWAY_V8_TIERING, RUNWAY_HELPER_THREADS, RUNWAY_EVENT_LOOP_SPIN).
 function settingOrExit<T extends string>(setting: EnvSetting<T>): T {
   const value = setting.of(process.env);
   if (value) return value;
   process.stderr.write(`${setting.refusal(process.env)}\n`);
   process.exit(2);
 }
+const inlining = applyV8Inlining(settingOrExit(V8_INLINING));
 const tiering = applyV8Tiering(settingOrExit(V8_TIERING));
 const spin = applyEventLoopSpin(settingOrExit(EVENT_LOOP_SPIN));
 // Before any node starts its pool, as `runway node` does (a node a benchmark spawns applies its own).
 const helpers = describeHelpers(applyHelperThreads(settingOrExit(HELPER_THREADS)));
 try {
   const result = await bench();
-  process.stdout.write(`${JSON.stringify({ ...result, v8_tiering: tiering, helper_threads: helpers, event_loop_spin: spin, at: new Date().toISOString() })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ ...result, v8_inlining: inlining, v8_tiering: tiering, helper_threads: helpers, event_loop_spin: spin, at: new Date().toISOString() })}\n`,
+  );
 } finally {
   await killAll();
 }

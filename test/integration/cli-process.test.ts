@@ -94,6 +94,7 @@ it("./bin/runway.mjs --help and npm run runway -- help print the usage and exit 
 
 it.each([
   ["RUNWAY_V8_TIERING", "neither default nor sooner", "soon", /RUNWAY_V8_TIERING: "default" or "sooner", not "soon"/],
+  ["RUNWAY_V8_INLINING", "neither lean nor full", "half", /RUNWAY_V8_INLINING: "lean" or "full", not "half"/],
   ["RUNWAY_HELPER_THREADS", "neither low nor normal", "lowest", /RUNWAY_HELPER_THREADS: "low" or "normal", not "lowest"/],
   ["RUNWAY_EVENT_LOOP_SPIN", "neither on nor off", "1ms", /RUNWAY_EVENT_LOOP_SPIN: "on" or "off", not "1ms"/],
 ])("./bin/runway.mjs node with %s %s refuses to start: exit 2, and it says why", async (variable, _which, value, says) => {
@@ -138,6 +139,8 @@ it("./bin/runway.mjs node is the node itself: SIGTERM to it drains the node, del
   expect(pid).toBe(child.pid);
   // Its event loop polls for answers it expects soon (RUNWAY_EVENT_LOOP_SPIN unset), and its ready line says so.
   expect(child.lines.join("\n")).toMatch(/"msg":"node ready".*"event_loop_spin":"on \(answers expected within 0.25 ms/);
+  // V8 inlines within three quarters of its budget (RUNWAY_V8_INLINING unset), and its ready line says so.
+  expect(child.lines.join("\n")).toMatch(/"msg":"node ready".*"v8_inlining":"--max-inlined-bytecode-size-cumulative=690"/);
   const exit = await child.kill("SIGTERM");
   expect(exit, child.lines.join("\n")).toEqual({ code: 0, signal: null });
   await drained(child, "bin-node", pid, "SIGTERM");
