@@ -1,0 +1,9 @@
+// `npm run bench -- <name>`: test/bench/main.ts as `runway node` runs the sources, from one bundle
+// (scripts/bundle.mjs: esbuild, no kept names), so a benchmark measures the code a node runs.
+// Through tsx, module by module, the same w1 was 4–7 % slower (alternated runs, 2026-12-05): tsx
+// keeps every function's name, a call for each closure made, and leaves each module its own.
+// `node --import tsx test/bench/main.ts <name>` still runs the sources directly.
+import { runBundled } from "../../scripts/bundle.mjs";
+
+// `ab` and `abfresh` load checkouts' sources (this one's and another's) at run time, through tsx.
+await runBundled("bench", "bench", "test/bench/main.ts", ["machines", "runtime", "actors", "gateways", "cluster", "test"], { tsx: "always" });
