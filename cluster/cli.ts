@@ -31,8 +31,7 @@ import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
 import type { EnvSetting } from "./env-setting.js";
 import { applyHelperThreads, describeHelpers, HELPER_THREADS } from "./helper-threads.js";
-import { applyV8Inlining, V8_INLINING } from "./v8-inlining.js";
-import { applyV8Tiering, V8_TIERING } from "./v8-tiering.js";
+import { applyV8Inlining, applyV8Tiering, V8_INLINING, V8_TIERING } from "./v8-flags.js";
 import { applyEventLoopSpin, EVENT_LOOP_SPIN } from "./event-loop-spin.js";
 
 const USAGE = `usage: runway <command> [options]

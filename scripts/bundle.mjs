@@ -100,14 +100,23 @@ function whyNotBuilt(err) {
   return err?.errors?.[0] ? `${err.errors[0].text} (${err.errors[0].location?.file}:${err.errors[0].location?.line})` : String(err);
 }
 
+let tsxRegistered = false;
+
+/** Lets this process import TypeScript sources (tsx's loader), once. */
+async function registerTsx() {
+  if (tsxRegistered) return;
+  (await import("tsx/esm/api")).register();
+  tsxRegistered = true;
+}
+
 /**
  * Runs `entry` in this process from its bundle (source maps on: stack traces name the .ts
  * sources, as under tsx) or, should the bundle not build, from its sources through tsx, saying
- * why on stderr as `<who>: …`. `tsx: "always"` registers tsx either way, for code that imports
- * sources at run time.
+ * why on stderr as `<who>: …`. `withTsx` registers tsx either way, for code that imports sources
+ * at run time.
  */
-export async function runBundled(who, name, entry, dirs, { tsx = "fallback" } = {}) {
-  if (tsx === "always") (await import("tsx/esm/api")).register();
+export async function runBundled(who, name, entry, dirs, { withTsx = false } = {}) {
+  if (withTsx) await registerTsx();
   let bundled;
   try {
     bundled = await bundleOf(name, entry, dirs);
@@ -119,6 +128,6 @@ export async function runBundled(who, name, entry, dirs, { tsx = "fallback" } = 
     await import(pathToFileURL(bundled).href);
     return;
   }
-  if (tsx !== "always") (await import("tsx/esm/api")).register();
+  await registerTsx();
   await import(pathToFileURL(join(root, entry)).href);
 }

@@ -2,8 +2,7 @@
 import { killAll } from "../harness/index.js";
 import type { EnvSetting } from "../../cluster/env-setting.js";
 import { applyHelperThreads, describeHelpers, HELPER_THREADS } from "../../cluster/helper-threads.js";
-import { applyV8Inlining, V8_INLINING } from "../../cluster/v8-inlining.js";
-import { applyV8Tiering, V8_TIERING } from "../../cluster/v8-tiering.js";
+import { applyV8Inlining, applyV8Tiering, V8_INLINING, V8_TIERING } from "../../cluster/v8-flags.js";
 import { applyEventLoopSpin, EVENT_LOOP_SPIN } from "../../cluster/event-loop-spin.js";
 import { ab } from "./ab.js";
 import { abFresh } from "./ab-fresh.js";

@@ -7,5 +7,6 @@ import { runBundled } from "../../scripts/bundle.mjs";
 
 // `ab` loads both checkouts' sources at run time, through tsx (`abfresh` runs each side in a process
 // of its own, through tsx too); the others run as a node does, without tsx's ~30 MB of heap.
-const tsx = process.argv[2] === "ab" ? "always" : "fallback";
-await runBundled("bench", "bench", "test/bench/main.ts", ["machines", "runtime", "actors", "gateways", "cluster", "test"], { tsx });
+await runBundled("bench", "bench", "test/bench/main.ts", ["machines", "runtime", "actors", "gateways", "cluster", "test"], {
+  withTsx: process.argv[2] === "ab",
+});
