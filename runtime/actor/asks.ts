@@ -14,13 +14,13 @@
  * hand-over a request reaches one owner.
  */
 import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
-import { headers as makeHeaders } from "@nats-io/transport-node";
 import type { Logger } from "../log.js";
 import { askFilter } from "../topology.js";
 import type { ActorAddress } from "./define.js";
 import { readInbound } from "./inbound.js";
 import type { HostStats } from "./delivery.js";
 import { answerCodec, HEADER_ID, type CommandAnswer } from "./wire.js";
+import { sentHeaders } from "../nats/headers.js";
 
 /** Header of a direct answer that is no answer: send the command through the mailbox. */
 export const HEADER_ASK = "Rw-Ask";
@@ -65,7 +65,7 @@ function answer(routing: AskRouting, partition: number, msg: Msg): void {
   );
 }
 
-const toMailbox = makeHeaders();
+const toMailbox = sentHeaders();
 toMailbox.set(HEADER_ASK, ASK_MAILBOX);
 
 /** Sends the closed answer, or (`undefined`) tells the requester to use the mailbox; never throws into a lane. */

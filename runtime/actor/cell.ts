@@ -6,7 +6,7 @@ import { decideBatch, type Cached, type Decision, type Lane, type Pass } from ".
 import { DeadLetterReason } from "./dead-letters.js";
 import type { ActorAddress } from "./define.js";
 import { currentSnapshot, snapshotVersion } from "./migrate.js";
-import { publishOutbox, type StoreEffect } from "./outbox.js";
+import { NOTHING_TO_WAIT_FOR, publishOutbox, type StoreEffect } from "./outbox.js";
 import { isOwnKeyOf } from "./own-keys.js";
 import { persistedSnapshot, pureMachine } from "./pure.js";
 import type { CellEnvironment, Delivery } from "./delivery.js";
@@ -229,6 +229,11 @@ export class ActorCell implements Lane {
         // need nothing from it and go now.
         const publishing = publishOutbox(this.env.outbox, this.address, pass.outbox, written.revision, own !== undefined);
         for (const e of pass.local) this.env.local(e.channel, e.payload, this.address);
+        if (publishing === NOTHING_TO_WAIT_FOR) {
+          this.settleAll(pass.decisions, written.revision, true, () => true);
+          this.countTerminated(pass.decisions);
+          return "done";
+        }
         // A caller in this process hears once the durable entries are out; a mailbox command is
         // acknowledged once the sends applied in memory are too (the lane waits for both).
         const durable = await publishing.durable;

@@ -1,4 +1,4 @@
-import { headers as makeHeaders, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "../log.js";
 import { jsonBytes } from "../json-size.js";
 import { headerBytes, payloadLimit, publish, readSequence, withRetry, type PublishOutcome } from "../nats/jetstream.js";
@@ -6,6 +6,7 @@ import { rawRequest } from "../nats/requests.js";
 import { deadLetterSubject, DLQ_STREAM } from "../topology.js";
 import { ID_PATTERN, KIND_PATTERN } from "./define.js";
 import { commandCodec } from "./wire.js";
+import { sentHeaders } from "../nats/headers.js";
 
 /**
  * Why a message left its mailbox (or an outbox) for the dead-letter stream: the `reason` of a
@@ -126,7 +127,7 @@ export class DeadLetterBox {
 
   /** Stores `letter`; true once the stream holds it (a duplicate included). Retries an unavailable stream for a few seconds. */
   async put(letter: DeadLetter): Promise<boolean> {
-    const h = makeHeaders();
+    const h = sentHeaders();
     h.set(H.reason, letter.reason);
     h.set(H.detail, headerValue(letter.detail || "-", MAX_DETAIL));
     h.set(H.subject, letter.subject);

@@ -1,4 +1,4 @@
-import { headers as makeHeaders, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { expectReply, rawRequest } from "../nats/requests.js";
 import { publish, type PublishOutcome } from "../nats/jetstream.js";
 import { partitionOf } from "../partitions/hash.js";
@@ -6,6 +6,7 @@ import { askSubject, mailboxSubject } from "../topology.js";
 import { ASK_MAILBOX, HEADER_ASK } from "./asks.js";
 import type { ActorAddress } from "./define.js";
 import { answerCodec, commandCodec, HEADER_ID, HEADER_REPLY, type CommandAnswer } from "./wire.js";
+import { sentHeaders } from "../nats/headers.js";
 
 /** An event for an actor: a `type` and whatever fields the actor's event schema accepts. */
 export type CommandEvent = { type: string } & Record<string, unknown>;
@@ -45,7 +46,7 @@ export class MailboxClient {
   }
 
   private async store(address: ActorAddress, body: Uint8Array, id: string, reply?: string): Promise<PublishOutcome> {
-    const h = makeHeaders();
+    const h = sentHeaders();
     h.set(HEADER_ID, id);
     if (reply) h.set(HEADER_REPLY, reply);
     const sent = await publish(this.nc, this.subjectOf(address), body, { headers: h, msgId: id });
@@ -96,7 +97,7 @@ export class MailboxClient {
     const body = commandCodec.encode({ event });
     // Built once: the mailbox fallback stores the very bytes the owner was asked with.
     if (options.through === "mailbox" || this.#wasStored(id)) return this.requestThroughMailbox(address, body, id, timeoutMs);
-    const h = makeHeaders();
+    const h = sentHeaders();
     h.set(HEADER_ID, id);
     const asked = await rawRequest(this.nc, askSubject(partitionOf(this.keyOf(address), this.partitions), address.kind, address.id), body, {
       headers: h,

@@ -1,4 +1,4 @@
-import { headers as makeHeaders, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { publish, withRetry, type PublishOutcome } from "../nats/jetstream.js";
 import { partitionOf } from "../partitions/hash.js";
 import { CMD_STREAM, mailboxSubject, timerSubject } from "../topology.js";
@@ -6,6 +6,7 @@ import { DeadLetterReason, type DeadLetterBox } from "./dead-letters.js";
 import type { ActorAddress, Effect } from "./define.js";
 import { eventId, type LiveEvents } from "./live-events.js";
 import { commandCodec, HEADER_ID, type OutboxEntry } from "./wire.js";
+import { sentHeaders } from "../nats/headers.js";
 
 /** Timers due this soon are delivered straight to the mailbox instead of being scheduled. */
 const IMMEDIATE_TIMER_MS = 20;
@@ -49,6 +50,15 @@ export interface PublishedOutbox {
   all: Promise<boolean>;
 }
 
+const ALL_OUT = Promise.resolve(true);
+
+/**
+ * The outbox of most transitions (a step's result, a counter's increment): live events at most,
+ * out before {@link publishOutbox} returns. A caller given this has nothing to wait for, and
+ * settles its commands without an empty async stage (and its turns of the microtask queue) each.
+ */
+export const NOTHING_TO_WAIT_FOR: PublishedOutbox = { durable: ALL_OUT, all: ALL_OUT };
+
 /**
  * Publishes the effects of a stored transition. Each entry has a deterministic id (the command
  * id and the effect's position), used as `Nats-Msg-Id` and as the receiver's `Rw-Id`, so a
@@ -89,8 +99,10 @@ export function publishOutbox(
     else if (effect.type === "runway.send" && effect.last) lastSends.push(entry);
     else durable.push(entry);
   }
+  const noneLast = inMemory.length === 0 && lastSends.length === 0 && last.length === 0;
+  if (noneLast && own.length === 0 && durable.length === 0 && indexes.length === 0) return NOTHING_TO_WAIT_FOR;
   const out = publishDurable(ctx, self, own, durable, indexes);
-  if (inMemory.length === 0 && lastSends.length === 0 && last.length === 0) return { durable: out, all: out };
+  if (noneLast) return { durable: out, all: out };
   return {
     durable: out,
     all: out.then(async (ok) => ok && (await deliverAll(ctx, self, inMemory)) && (await publishAll(ctx, self, lastSends)) && storeInOrder(ctx, self, last)),
@@ -171,7 +183,7 @@ function subjectFor(ctx: OutboxContext, address: ActorAddress): string {
 
 async function publishEntry(ctx: OutboxContext, self: ActorAddress, entry: OutboxEntry): Promise<PublishOutcome> {
   const effect = entry.effect;
-  const h = makeHeaders();
+  const h = sentHeaders();
   h.set(HEADER_ID, entry.id);
   switch (effect.type) {
     case "runway.send":

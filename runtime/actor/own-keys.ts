@@ -1,4 +1,4 @@
-import { headers as makeHeaders, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../log.js";
 import { isRemoval, publish, readLast, type PublishOutcome, type ReadOutcome } from "../nats/jetstream.js";
@@ -6,6 +6,7 @@ import type { ActorLog, LogBatchOutcome, LogEntry, PartitionLog } from "../store
 import { kvSubject, partitionBucket, partitionStream } from "../topology.js";
 import type { ActorAddress } from "./define.js";
 import type { StoreEffect } from "./outbox.js";
+import { sentHeaders } from "../nats/headers.js";
 
 /**
  * What a key of the partition held as this process last wrote or read it: its value's bytes and
@@ -121,7 +122,7 @@ export class ActorKeys {
   async store(self: ActorAddress, effect: StoreEffect): Promise<PublishOutcome> {
     const entry = keyWrite(effect);
     if (effect.bucket) {
-      const h = makeHeaders();
+      const h = sentHeaders();
       for (const [k, v] of Object.entries(entry.headers)) h.set(k, v);
       return publish(this.deps.nc, kvSubject(effect.bucket, effect.key), entry.value, { headers: h });
     }

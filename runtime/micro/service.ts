@@ -7,7 +7,8 @@
  *   $SRV.<PING|INFO|STATS>, $SRV.<VERB>.<name>, $SRV.<VERB>.<name>.<id>
  * Endpoints subscribe in a queue group (`q` by default), so instances share the requests.
  */
-import { headers as createHeaders, nuid, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { nuid, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { sentHeaders } from "../nats/headers.js";
 
 export const SERVICE_ERROR_HEADER = "Nats-Service-Error";
 export const SERVICE_ERROR_CODE_HEADER = "Nats-Service-Error-Code";
@@ -207,7 +208,7 @@ export class MicroService {
         const description = `reply not sent: ${err instanceof Error ? err.message : String(err)}`.replace(/[\r\n]+/g, " ").slice(0, 500);
         error(500, description);
         try {
-          const h = createHeaders();
+          const h = sentHeaders();
           h.set(SERVICE_ERROR_HEADER, description);
           h.set(SERVICE_ERROR_CODE_HEADER, "500");
           msg.respond(new Uint8Array(0), { headers: h });
@@ -223,7 +224,7 @@ export class MicroService {
       respond: (data, hdrs) => send(data, hdrs),
       respondError: (code, description, data) => {
         if (responded) return;
-        const h = createHeaders();
+        const h = sentHeaders();
         h.set(SERVICE_ERROR_HEADER, description.replace(/[\r\n]+/g, " "));
         h.set(SERVICE_ERROR_CODE_HEADER, String(Math.trunc(code)));
         error(code, description);

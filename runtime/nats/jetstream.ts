@@ -1,5 +1,6 @@
-import { headers as makeHeaders, nuid, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
+import { nuid, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
 import { rawRequest, type RawReply } from "./requests.js";
+import { sentHeaders } from "./headers.js";
 
 /**
  * Raw JetStream publish and read, with every outcome a caller branches on made explicit.
@@ -91,7 +92,7 @@ export interface PublishOptions {
 }
 
 export async function publish(nc: NatsConnection, subject: string, data: Uint8Array, options: PublishOptions = {}): Promise<PublishOutcome> {
-  const h = options.headers ?? makeHeaders();
+  const h = options.headers ?? sentHeaders();
   if (options.msgId !== undefined) h.set("Nats-Msg-Id", options.msgId);
   if (options.expectLastSequence !== undefined) h.set("Nats-Expected-Last-Sequence", String(options.expectLastSequence));
   if (options.expectLastSubjectSequence !== undefined) h.set("Nats-Expected-Last-Subject-Sequence", String(options.expectLastSubjectSequence));
@@ -136,7 +137,7 @@ export async function publishChain(
   const limit = payloadLimit(nc);
   let previous = "";
   const sized = messages.map((m, i) => {
-    const h = m.headers ?? makeHeaders();
+    const h = m.headers ?? sentHeaders();
     if (i === 0) h.set("Nats-Expected-Last-Sequence", String(options.expectLastSequence));
     else h.set("Nats-Expected-Last-Msg-Id", previous);
     // The last one's id would be named by nothing: none, so the duplicate window keeps fewer.
@@ -284,7 +285,7 @@ export async function withRetry<T>(
  * the counter's new total, or why it is unavailable. One round trip; every caller sees one total.
  */
 export async function incrementCounter(nc: NatsConnection, subject: string, by: number, timeoutMs = 2_000): Promise<number | string> {
-  const h = makeHeaders();
+  const h = sentHeaders();
   h.set("Nats-Incr", String(by));
   const reply = await rawRequest(nc, subject, "", { headers: h, timeoutMs });
   if (!reply.ok) return reply.reason;

@@ -1,4 +1,4 @@
-import { headers as makeHeaders, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV, type KvWatchEntry } from "@nats-io/kv";
 import { z } from "zod";
 import type { Clock } from "../clock.js";
@@ -6,6 +6,7 @@ import type { Logger } from "../log.js";
 import { isRemovalOperation, publish } from "../nats/jetstream.js";
 import { kvSubject, NODES_BUCKET } from "../topology.js";
 import { PLACEMENT_VERSION, type PlacementVersion } from "./placement.js";
+import { sentHeaders } from "../nats/headers.js";
 
 export const NodeRecordSchema = z.object({
   node: z.string(),
@@ -121,7 +122,7 @@ export class Membership {
       ttlMs: this.config.ttlMs,
       placement: PLACEMENT_VERSION,
     };
-    const h = makeHeaders();
+    const h = sentHeaders();
     const data = new TextEncoder().encode(JSON.stringify(record));
     // The first write takes the name over unconditionally (a restart of the same node); later
     // renewals are revision-checked so a lapse is noticed and logged.

@@ -1,8 +1,9 @@
-import { headers as makeHeaders, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
 import { RunwayFault } from "../errors.js";
 import { isRemoval, publish, publishChain, readLast, streamLastSequence, type PublishOutcome, type ReadOutcome } from "../nats/jetstream.js";
 import { kvSubject, partitionBucket, partitionStream } from "../topology.js";
+import { sentHeaders } from "../nats/headers.js";
 
 /**
  * The fenced writer of one partition.
@@ -81,7 +82,7 @@ const encoder = new TextEncoder();
 
 /** A fence write replaces the key's history: the partition stream keeps every message per subject (journals). */
 function rollup() {
-  const h = makeHeaders();
+  const h = sentHeaders();
   h.set("Nats-Rollup", "sub");
   return h;
 }
@@ -229,7 +230,7 @@ export class PartitionLog implements ActorLog {
   }
 
   private headersOf(extra: Record<string, string> | undefined) {
-    const h = makeHeaders();
+    const h = sentHeaders();
     h.set("Rw-Writer", `${this.authority.node}/${this.epoch}`);
     if (extra) for (const [k, v] of Object.entries(extra)) h.set(k, v);
     return h;
