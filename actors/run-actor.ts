@@ -47,6 +47,13 @@ export function runActor(
     live?: () => LiveRunIndex;
   } = {},
 ) {
+  // What every prepared event carries from the node's settings, made once.
+  const tuned = {
+    ...(settings.leaseTtlMs ? { lease_ttl_ms: settings.leaseTtlMs } : {}),
+    ...(settings.waitGraceMs !== undefined ? { wait_grace_ms: settings.waitGraceMs } : {}),
+    ...(settings.expansionAdmission ? { expansion_admission: true } : {}),
+    ...(settings.sweep ? { sweep: settings.sweep } : {}),
+  };
   return defineActor({
     kind: RUN_KIND,
     machine: executionMachine,
@@ -94,10 +101,7 @@ export function runActor(
         plan: compiled.plan,
         child_ids: childIdsOf(run, compiled),
         child_definitions: compiled.children,
-        ...(settings.leaseTtlMs ? { lease_ttl_ms: settings.leaseTtlMs } : {}),
-        ...(settings.waitGraceMs !== undefined ? { wait_grace_ms: settings.waitGraceMs } : {}),
-        ...(settings.expansionAdmission ? { expansion_admission: true } : {}),
-        ...(settings.sweep ? { sweep: settings.sweep } : {}),
+        ...tuned,
         ...measuredOutput(event),
       };
     },

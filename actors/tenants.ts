@@ -77,8 +77,10 @@ export function tenantActor(options: TenantActorOptions) {
   });
 }
 
+const decoder = new TextDecoder();
+
 function decodeJson(data: Uint8Array): unknown {
-  return JSON.parse(new TextDecoder().decode(data)) as unknown;
+  return JSON.parse(decoder.decode(data)) as unknown;
 }
 
 /**

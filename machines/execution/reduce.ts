@@ -150,7 +150,10 @@ export const decisions = {
  */
 function copyForWrite(run: RunContext): RunContext {
   const nodes: Record<string, NodeRun> = {};
-  for (const [id, n] of Object.entries(run.nodes)) nodes[id] = n.map ? { ...n, map: draftMap(n.map) } : { ...n };
+  for (const id in run.nodes) {
+    const n = run.nodes[id]!;
+    nodes[id] = n.map ? { ...n, map: draftMap(n.map) } : { ...n };
+  }
   return { ...run, nodes };
 }
 

@@ -89,7 +89,8 @@ export async function decideBatch(lane: Lane, batch: Delivery[], base: Cached | 
   // The own keys this batch's commands wrote so far (they land after the record): what `prepare` reads first.
   const ownKeys = new Map<string, unknown>();
   let journalBytes = 0;
-  for (const [index, delivery] of batch.entries()) {
+  for (let index = 0; index < batch.length; index++) {
+    const delivery = batch[index]!;
     // A write carries at most about JOURNAL_BYTES_PER_WRITE of journal facts: the commands
     // after the one that reached it wait for the next write (a batch of large outputs would
     // otherwise make one record too large to store).
@@ -172,20 +173,22 @@ export async function decideBatch(lane: Lane, batch: Delivery[], base: Cached | 
       });
       continue;
     }
-    const answer = effects.find((e) => e.type === "runway.answer");
+    let answer: Extract<Effect, { type: "runway.answer" }> | undefined;
     // Only a later command of this batch reads the count (a single command's facts are never split).
     const counted = index < batch.length - 1;
+    // The outbox entries are numbered in effect order, answers, hand-overs and facts left out.
+    let entry = 0;
     for (const e of effects) {
-      if (e.type === "runway.local") pass.local.push(e);
-      else if (e.type === "runway.store" && !e.bucket) ownKeys.set(e.key, e.value);
+      if (e.type === "runway.answer") answer ??= e;
+      else if (e.type === "runway.local") pass.local.push(e);
       else if (e.type === "runway.journal") {
         pass.journal.push(e.data);
         if (counted) journalBytes += factBytes(e.data);
+      } else {
+        if (e.type === "runway.store" && !e.bucket) ownKeys.set(e.key, e.value);
+        pass.outbox.push({ id: `${delivery.id}/${entry++}`, effect: e });
       }
     }
-    effects
-      .filter((e) => e.type !== "runway.answer" && e.type !== "runway.local" && e.type !== "runway.journal")
-      .forEach((effect, i) => pass.outbox.push({ id: `${delivery.id}/${i}`, effect }));
     pass.applied.push(mark);
     pass.changed++;
     pass.decisions.push({ delivery, answer: { outcome: "applied", revision: 0, ...(answer ? { value: answer.value } : {}) }, how: "ack" });

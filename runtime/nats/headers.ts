@@ -14,6 +14,8 @@ const CR_OR_LF = /[\r\n]/;
 export class SentHeaders implements MsgHdrs {
   readonly #keys: string[] = [];
   readonly #values: string[] = [];
+  /** The block as last encoded: a publish sizes it first (jetstream.ts) and nats.js encodes it again. */
+  #encoded: Uint8Array | undefined;
 
   get hasError(): boolean {
     return false;
@@ -63,6 +65,7 @@ export class SentHeaders implements MsgHdrs {
   append(k: string, v: string, match: Match = Match.Exact): void {
     checkKey(k);
     if (CR_OR_LF.test(v)) throw new TypeError(`header ${k}: values cannot contain \\r or \\n`);
+    this.#encoded = undefined;
     // A key already present keeps the spelling it was first given, and its values stay together
     // (nats.js groups them by key): the block is then encoded in one pass.
     let last = -1;
@@ -77,6 +80,7 @@ export class SentHeaders implements MsgHdrs {
   }
 
   delete(k: string, match: Match = Match.Exact): void {
+    this.#encoded = undefined;
     for (let i = this.#keys.length - 1; i >= 0; i--) {
       if (!same(this.#keys[i]!, k, match)) continue;
       this.#keys.splice(i, 1);
@@ -90,10 +94,11 @@ export class SentHeaders implements MsgHdrs {
 
   /** The header block as NATS sends it (empty without headers), byte for byte as nats.js encodes it. */
   encode(): Uint8Array {
-    if (this.#keys.length === 0) return new Uint8Array(0);
+    if (this.#encoded) return this.#encoded;
+    if (this.#keys.length === 0) return (this.#encoded = new Uint8Array(0));
     let s = "NATS/1.0";
     for (let i = 0; i < this.#keys.length; i++) s += `\r\n${this.#keys[i]}: ${this.#values[i]}`;
-    return encoder.encode(`${s}\r\n\r\n`);
+    return (this.#encoded = encoder.encode(`${s}\r\n\r\n`));
   }
 
   #find(k: string, match: Match): number {

@@ -1,6 +1,6 @@
 import { nuid, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
 import { rawRequest, type RawReply } from "./requests.js";
-import { sentHeaders } from "./headers.js";
+import { SentHeaders, sentHeaders } from "./headers.js";
 
 /**
  * Raw JetStream publish and read, with every outcome a caller branches on made explicit.
@@ -34,6 +34,7 @@ export function payloadLimit(nc: NatsConnection): number {
 /** The encoded size of a header block as the client sends it (`NATS/1.0` line, one line per value, blank line). */
 export function headerBytes(h: MsgHdrs | undefined): number {
   if (!h) return 0;
+  if (h instanceof SentHeaders) return h.encode().length;
   let n = 12;
   for (const [key, values] of h) for (const v of values) n += Buffer.byteLength(key) + Buffer.byteLength(v) + 4;
   return n;
