@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { describeHelpers, HELPER_NICE_STEP, HELPER_THREADS } from "../../cluster/helper-threads.js";
+import { describeHelpers, HELPER_NICE_STEP } from "../../cluster/helper-threads.js";
 
 const module = fileURLToPath(new URL("../../cluster/helper-threads.ts", import.meta.url));
 
@@ -35,17 +35,7 @@ function probe(setting: string) {
   };
 }
 
-describe("a node's helper threads (RUNWAY_HELPER_THREADS)", () => {
-  it("unset or low lowers them, normal leaves them, anything else is no setting", () => {
-    expect(HELPER_THREADS.of({})).toBe("low");
-    expect(HELPER_THREADS.of({ RUNWAY_HELPER_THREADS: "" })).toBe("low");
-    expect(HELPER_THREADS.of({ RUNWAY_HELPER_THREADS: "low" })).toBe("low");
-    expect(HELPER_THREADS.of({ RUNWAY_HELPER_THREADS: "normal" })).toBe("normal");
-    expect(HELPER_THREADS.of({ RUNWAY_HELPER_THREADS: "Low" })).toBeUndefined();
-    expect(HELPER_THREADS.of({ RUNWAY_HELPER_THREADS: "10" })).toBeUndefined();
-    expect(HELPER_THREADS.refusal({ RUNWAY_HELPER_THREADS: "10" })).toBe('RUNWAY_HELPER_THREADS: "low" or "normal", not "10"');
-  });
-
+describe("a node's helper threads (RUNWAY_HELPER_THREADS; how it is read: env-settings.test.ts)", () => {
   it("says what it did", () => {
     expect(describeHelpers({ setting: "normal", lowered: 0 })).toBe("normal");
     expect(describeHelpers({ setting: "low", lowered: 9, nice: 10 })).toBe("low (9 threads at nice 10)");
