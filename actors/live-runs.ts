@@ -1,10 +1,19 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { MEMBER_PREFIX, tenantKey } from "../machines/index.js";
-import { isRemovalOperation, kvSubject, partitionBucket, partitionOf, partitionStream, publish, RunwayFault, type Effect } from "../runtime/index.js";
+import {
+  isRemovalOperation,
+  kvSubject,
+  partitionBucket,
+  partitionOf,
+  partitionStream,
+  publish,
+  RunwayFault,
+  sentHeaders,
+  type Effect,
+} from "../runtime/index.js";
 import { lastValues } from "./records.js";
 import { runOfMemberKey } from "./tenants.js";
-import { sentHeaders } from "../runtime/index.js";
 
 /** KV bucket of the live-run index: `p<partition>.<run>` for every run that may be live. */
 export const LIVE_BUCKET = "rw_live";

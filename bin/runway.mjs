@@ -7,6 +7,6 @@
 // through tsx's loader thread took ~0.4 s more of every start, a node's restart included. The
 // bundle is named by the sources it was made of, so it always runs the sources as they are now,
 // never a `dist/` that may be older. Should the bundle not build, tsx runs the sources directly.
-import { runBundled } from "../scripts/bundle.mjs";
+import { runBundled, SOURCE_DIRS } from "../scripts/bundle.mjs";
 
-await runBundled("runway", "cli", "cluster/cli.ts", ["machines", "runtime", "actors", "gateways", "cluster"]);
+await runBundled("runway", "cli", "cluster/cli.ts", SOURCE_DIRS);

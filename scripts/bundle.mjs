@@ -9,6 +9,9 @@ import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
+
+/** The folders of the product's sources: what `runway` bundles, and with `test` what `npm run bench` does. */
+export const SOURCE_DIRS = ["machines", "runtime", "actors", "gateways", "cluster"];
 const cache = join(root, "node_modules", ".cache", "runway");
 
 /** Names the sources as they are now: the entry, every .ts file's path, size and mtime under `dirs`, and this file. */

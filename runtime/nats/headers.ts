@@ -1,4 +1,4 @@
-import { Match, type MsgHdrs } from "@nats-io/transport-node";
+import { canonicalMIMEHeaderKey, Match, type MsgHdrs } from "@nats-io/transport-node";
 
 const encoder = new TextEncoder();
 const CR_OR_LF = /[\r\n]/;
@@ -71,7 +71,7 @@ export class SentHeaders implements MsgHdrs {
     let last = -1;
     for (let i = 0; i < this.#keys.length; i++) if (same(this.#keys[i]!, k, match)) last = i;
     if (last < 0) {
-      this.#keys.push(match === Match.CanonicalMIME ? canonical(k) : k);
+      this.#keys.push(match === Match.CanonicalMIME ? canonicalMIMEHeaderKey(k) : k);
       this.#values.push(v.trim());
     } else {
       this.#keys.splice(last + 1, 0, this.#keys[last]!);
@@ -114,7 +114,7 @@ export function sentHeaders(): SentHeaders {
 
 function same(stored: string, k: string, match: Match): boolean {
   if (match === Match.Exact) return stored === k;
-  if (match === Match.CanonicalMIME) return stored === canonical(k);
+  if (match === Match.CanonicalMIME) return stored === canonicalMIMEHeaderKey(k);
   return stored.toLowerCase() === k.toLowerCase();
 }
 
@@ -124,15 +124,4 @@ function checkKey(k: string): void {
     const c = k.charCodeAt(i);
     if (c === 58 || c < 33 || c > 126) throw new TypeError(`'${k[i]}' is not a valid character in a header name`);
   }
-}
-
-/** `content-type` → `Content-Type`, as nats.js's canonicalMIMEHeaderKey. */
-function canonical(k: string): string {
-  let out = "";
-  let upper = true;
-  for (const ch of k) {
-    out += upper ? ch.toUpperCase() : ch.toLowerCase();
-    upper = ch === "-";
-  }
-  return out;
 }

@@ -1,6 +1,6 @@
 import { nuid, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
 import { rawRequest, type RawReply } from "./requests.js";
-import { SentHeaders, sentHeaders } from "./headers.js";
+import { sentHeaders } from "./headers.js";
 
 /**
  * Raw JetStream publish and read, with every outcome a caller branches on made explicit.
@@ -31,13 +31,12 @@ export function payloadLimit(nc: NatsConnection): number {
   return nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
 }
 
-/** The encoded size of a header block as the client sends it (`NATS/1.0` line, one line per value, blank line). */
+/**
+ * The size of a header block as the client sends it: its own encoding, which nats.js's
+ * `publish` takes from every headers object (ours keep theirs, so it is made once).
+ */
 export function headerBytes(h: MsgHdrs | undefined): number {
-  if (!h) return 0;
-  if (h instanceof SentHeaders) return h.encode().length;
-  let n = 12;
-  for (const [key, values] of h) for (const v of values) n += Buffer.byteLength(key) + Buffer.byteLength(v) + 4;
-  return n;
+  return h ? (h as MsgHdrs & { encode(): Uint8Array }).encode().length : 0;
 }
 
 // 10070: wrong last msg id (a chain's link, see publishChain).

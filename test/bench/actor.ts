@@ -3,7 +3,7 @@ import { Kvm } from "@nats-io/kv";
 import { createLogger, MailboxClient, startNode } from "../../runtime/index.js";
 import { startServer, waitFor } from "../harness/index.js";
 import { testActors } from "../fixtures/counter-actor.js";
-import { clockTicks, cpuMicrosEach, cpuProfile, percentiles, procCpuSeconds, progress, windowed } from "./stats.js";
+import { clockTicks, cpuProfile, cpuWindow, percentiles, progress, windowed } from "./stats.js";
 
 /**
  * `npm run bench -- actor`: 1,000 actors × 10 events requested of one node
@@ -33,9 +33,7 @@ export async function actorBench(): Promise<Record<string, unknown>> {
     const askedBefore = node.host.stats.asked;
     const latencies: number[] = [];
     const ticks = clockTicks();
-    const cpu0 = process.cpuUsage();
-    const main0 = procCpuSeconds(process.pid, ticks, process.pid);
-    const server0 = procCpuSeconds(server.pid, ticks);
+    const cpu = cpuWindow(server.pid, ticks);
     const profiled = await cpuProfile();
     const started = performance.now();
     await windowed(total, window, async (i) => {
@@ -46,11 +44,9 @@ export async function actorBench(): Promise<Record<string, unknown>> {
     });
     const elapsed = (performance.now() - started) / 1000;
     await profiled?.();
-    const cpu = process.cpuUsage(cpu0);
-    const main1 = procCpuSeconds(process.pid, ticks, process.pid);
-    const server1 = procCpuSeconds(server.pid, ticks);
     const writes = node.host.stats.writes - writesBefore;
     const transitions = node.host.stats.transitions - transitionsBefore;
+    const transitionCpu = cpu(transitions);
     const asked = node.host.stats.asked - askedBefore;
     progress(`the same through the mailbox (stored, delivered and acknowledged on the way in)`);
     const mailboxStarted = performance.now();
@@ -75,16 +71,14 @@ export async function actorBench(): Promise<Record<string, unknown>> {
     const revs: number[] = [];
     for (let i = 0; i < keys; i++) revs.push(await kv.put(`k${i}`, "v"));
     const kvTotal = 10_000;
-    const kvCpu0 = process.cpuUsage();
-    const kvServer0 = procCpuSeconds(server.pid, ticks);
+    const kvCpu = cpuWindow(server.pid, ticks);
     const kvStarted = performance.now();
     await windowed(kvTotal, 64, async (i) => {
       const k = i % keys;
       revs[k] = await kv.update(`k${k}`, `v${i}`, revs[k]!);
     });
     const kvRate = kvTotal / ((performance.now() - kvStarted) / 1000);
-    const kvCpu = process.cpuUsage(kvCpu0);
-    const kvServer1 = procCpuSeconds(server.pid, ticks);
+    const kvUpdateCpu = kvCpu(kvTotal);
     const kvLatencies: number[] = [];
     for (let i = 0; i < 2_000; i++) {
       const k = i % keys;
@@ -107,15 +101,8 @@ export async function actorBench(): Promise<Record<string, unknown>> {
       latency_ms: percentiles(latencies),
       // CPU a timed transition cost in microseconds: this process (the node and the client, one
       // main thread), its main thread, and nats-server; beside it what one raw KV update cost.
-      cpu_us_per_transition: {
-        process: Math.round((cpu.user + cpu.system) / transitions),
-        main_thread: cpuMicrosEach(main0, main1, transitions),
-        nats_server: cpuMicrosEach(server0, server1, transitions),
-      },
-      cpu_us_per_raw_kv_update: {
-        process: Math.round((kvCpu.user + kvCpu.system) / kvTotal),
-        nats_server: cpuMicrosEach(kvServer0, kvServer1, kvTotal),
-      },
+      cpu_us_per_transition: transitionCpu,
+      cpu_us_per_raw_kv_update: kvUpdateCpu,
       latency_ms_one_in_flight: percentiles(single),
       kv_writes: writes,
       transitions_per_kv_write: Math.round((transitions / Math.max(1, writes)) * 100) / 100,

@@ -80,6 +80,24 @@ export function cpuMicrosEach(before: number | undefined, after: number | undefi
   return before === undefined || after === undefined ? null : Math.round(((after - before) * 1e6) / count);
 }
 
+/**
+ * CPU spent from now on, read when the returned function is called: microseconds per item (of
+ * `count`) of this process (every thread), its main thread, and the process `serverPid`.
+ */
+export function cpuWindow(serverPid: number, ticks: number): (count: number) => { process: number; main_thread: number | null; nats_server: number | null } {
+  const cpu0 = process.cpuUsage();
+  const main0 = procCpuSeconds(process.pid, ticks, process.pid);
+  const server0 = procCpuSeconds(serverPid, ticks);
+  return (count) => {
+    const cpu = process.cpuUsage(cpu0);
+    return {
+      process: Math.round((cpu.user + cpu.system) / count),
+      main_thread: cpuMicrosEach(main0, procCpuSeconds(process.pid, ticks, process.pid), count),
+      nats_server: cpuMicrosEach(server0, procCpuSeconds(serverPid, ticks), count),
+    };
+  };
+}
+
 /** Busy and total CPU seconds of the whole machine (all cores), from /proc/stat (Linux). */
 export function machineCpuSeconds(ticks: number): { busy: number; total: number } | undefined {
   try {

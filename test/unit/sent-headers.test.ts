@@ -89,6 +89,7 @@ describe("headers of sent messages (runtime/nats/headers.ts)", () => {
       expect(h.get("Nats-Msg-Id")).toBe("m1");
       expect(h.get("nats-msg-id")).toBe("");
       expect(h.get("nats-msg-id", Match.IgnoreCase)).toBe("m1");
+      expect(h.get("nats-msg-id", Match.CanonicalMIME)).toBe("m1");
       expect(h.has("X")).toBe(true);
       expect(h.values("X")).toEqual(["1", "2"]);
       expect(h.last("X")).toBe("2");
