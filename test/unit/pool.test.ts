@@ -273,15 +273,18 @@ describe("StepPool", () => {
     // A pool of its own: no thread of it is being replaced after an earlier test.
     const own = new StepPool({ handlerModules: [HANDLERS], threads: 1 });
     expect(eventLoopSpin.sources).toBe(before + 1);
-    // A window wide enough that a busy machine still answers a short step within it.
-    eventLoopSpin.configure({ windowMs: 50, soonMs: 50, maxOutstanding: 4 });
+    // "Soon" wider than any busy machine needs for these steps. Each sleeps 30 ms on its thread, so
+    // the loop's first polling turn comes before the answer (a step of 2 ms could answer while the
+    // loop was off its core, before any turn: 1 run in 8 alone, more beside other tests).
+    eventLoopSpin.configure({ windowMs: 10_000, soonMs: 10_000, maxOutstanding: 4 });
     try {
       await own.start();
-      await own.run(task("burn", { ms: 2 }));
+      await own.run(task("slow", { ms: 30 }));
       let turns = eventLoopSpin.turns;
-      await own.run(task("burn", { ms: 2 }));
+      await own.run(task("slow", { ms: 30 }));
       expect(eventLoopSpin.turns).toBeGreaterThan(turns);
-      // After a step of 100 ms the pool expects its next answer later than the window.
+      // A step of 100 ms answers no sooner than 100 ms, later than this "soon": the next is waited for parked.
+      eventLoopSpin.configure({ windowMs: 50, soonMs: 50, maxOutstanding: 4 });
       await own.run(task("slow", { ms: 100 }));
       turns = eventLoopSpin.turns;
       await own.run(task("slow", { ms: 100 }));
