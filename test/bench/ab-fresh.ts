@@ -1,13 +1,14 @@
 /**
  * `abfresh`: this checkout against another (`AB_BASE`), each sample a fresh process running w1
- * (`W1_SETTLE=0`: the first window and one in flight, no warm window), the two sides alternated
+ * (`W1_SETTLE=0`: the first and second windows and one in flight, no warm window), the two sides alternated
  * pair by pair (the order flips each pair, so a drift of the machine's speed favours neither).
  * `ab` runs both sides in one process and reports their warm rounds; w1's headline is the first
  * window after a start, where V8 still compiles the hot path and the two cores, not the main
  * thread, are the bound: a change that saves nats-server or the compiler CPU shows here and not
  * in `ab`, and one that adds latency to a cold path shows here first.
  *
- * Per side the medians of w1's `steps_per_s`, its main thread's, the process's and nats-server's
+ * Per side the medians of w1's `steps_per_s` and `second_window_steps_per_s` (null against a base
+ * without it), its main thread's, the process's and nats-server's
  * CPU a step, and the one-in-flight run of 10 p50; and the medians of the pairs' ratios this / base.
  * `AB_PAIRS` (default 6). Other variables (e.g. `RW_SYNC`, `W1_WARMUP`) reach both sides.
  */
@@ -19,13 +20,15 @@ import { median, progress } from "./stats.js";
 
 interface Sample {
   steps_per_s: number;
+  /** The window after 280 runs; absent from a base older than it. */
+  second_window_steps_per_s: number | undefined;
   main_thread: number;
   process: number;
   nats_server: number;
   one_in_flight_p50: number;
 }
 
-const FIELDS: (keyof Sample)[] = ["steps_per_s", "main_thread", "process", "nats_server", "one_in_flight_p50"];
+const FIELDS: (keyof Sample)[] = ["steps_per_s", "second_window_steps_per_s", "main_thread", "process", "nats_server", "one_in_flight_p50"];
 
 /** One w1 run of the checkout at `root`, in a process of its own. */
 function w1Of(root: string): Promise<Sample> {
@@ -44,11 +47,13 @@ function w1Of(root: string): Promise<Sample> {
       if (code !== 0 || !line) return fail(new Error(`w1 in ${root} exited ${code} without a result`));
       const r = JSON.parse(line) as {
         steps_per_s: number;
+        second_window_steps_per_s?: number;
         cpu_us_per_step: { main_thread: number; process: number; nats_server: number };
         one_in_flight_run_of_10_ms: { p50: number };
       };
       done({
         steps_per_s: r.steps_per_s,
+        second_window_steps_per_s: r.second_window_steps_per_s,
         main_thread: r.cpu_us_per_step.main_thread,
         process: r.cpu_us_per_step.process,
         nats_server: r.cpu_us_per_step.nats_server,
@@ -57,6 +62,8 @@ function w1Of(root: string): Promise<Sample> {
     });
   });
 }
+
+const isFigures = (xs: (number | undefined)[]): xs is number[] => xs.every((x) => typeof x === "number");
 
 export async function abFresh(): Promise<Record<string, unknown>> {
   const base = process.env.AB_BASE;
@@ -74,6 +81,7 @@ export async function abFresh(): Promise<Record<string, unknown>> {
   const report = (field: keyof Sample) => {
     const b = sides.base.map((s) => s[field]);
     const t = sides.this.map((s) => s[field]);
+    if (!isFigures(b) || !isFigures(t)) return null;
     return {
       base: median(b),
       this: median(t),
@@ -86,7 +94,10 @@ export async function abFresh(): Promise<Record<string, unknown>> {
     base,
     pairs,
     ...Object.fromEntries(
-      FIELDS.map((f) => [f === "one_in_flight_p50" ? "one_in_flight_run_of_10_ms_p50" : `w1_${f}${f === "steps_per_s" ? "" : "_cpu_us_per_step"}`, report(f)]),
+      FIELDS.map((f) => [
+        f === "one_in_flight_p50" ? "one_in_flight_run_of_10_ms_p50" : `w1_${f}${f.endsWith("steps_per_s") ? "" : "_cpu_us_per_step"}`,
+        report(f),
+      ]),
     ),
   };
 }
