@@ -36,7 +36,7 @@ export function runActor(
   deps: {
     planOf(digest: string): Promise<CompiledPlan>;
     parentOf(parentId: string, childId: string): Promise<ParentView | null>;
-    memories: Pick<RunMemories, "of" | "stored">;
+    memories: Pick<RunMemories, "of" | "stored" | "forget">;
   },
   settings: {
     leaseTtlMs?: number;
@@ -64,6 +64,11 @@ export function runActor(
     version: 3,
     migrate: (_from, snapshot) => migrateRunSnapshot(snapshot),
     onJournal: (address, facts) => deps.memories.stored(address.id, facts),
+    // An ended run is rarely addressed again (a duplicate start, a late report): it leaves this
+    // node's memory once its last write is out, its journal's facts with it, so a node holds what
+    // its live runs need, not every run it has served (a later command reads both back).
+    keepInMemory: (snapshot) => !isEnded(snapshot.value),
+    onDropped: (address) => deps.memories.forget(address.id),
     // The live index, the runs index and the reconciliation items follow the run's own transitions (live-runs.ts, run-index.ts, reconciliations.ts).
     effects: (_address: ActorAddress, before: AnyMachineSnapshot, after: AnyMachineSnapshot): Effect[] => {
       const was = (before.context as ExecutionContext).run;

@@ -72,6 +72,16 @@ export class RunMemories {
     for (const f of facts) held.add(f as RunFact);
   }
 
+  /** Lets `runId`'s memory go (the run left this node's memory: see the run actor's `keepInMemory`). */
+  forget(runId: string): void {
+    this.runs.delete(runId);
+  }
+
+  /** How many runs' memories are held. */
+  get size(): number {
+    return this.runs.size;
+  }
+
   private touch(runId: string, facts: RunFacts): void {
     this.runs.delete(runId);
     this.runs.set(runId, facts);

@@ -38,6 +38,11 @@ export function collectNodeMetrics(node: RunwayNode, executor: StepExecutor, poo
     c("handler_timeouts", "handlers stopped at their timeout", p.timeouts),
     g("attempts_in_flight", "attempts executing on this node", executor.inFlight),
     g("partitions_owned", "partitions this node serves", node.host.ownedPartitions().length),
+    g(
+      "actors_in_memory",
+      "actors this node holds in memory (live runs and tenants; an ended run leaves once its last write is out)",
+      node.host.actorsInMemory(),
+    ),
     c("events_published", "progress events published live (each is also in its run's journal)", node.host.events.stats.published),
     c(
       "events_dropped",
@@ -76,13 +81,15 @@ export function collectSchedulerMetrics(dispatcher: Dispatcher | undefined, now:
   return out;
 }
 
-/** Starts admitted early (actors/early-admission.ts), the recovery sweep's passes, and the live-run index's listings of member keys. */
+/** Starts admitted early (actors/early-admission.ts), the recovery sweep's passes, the live-run index's listings of member keys, and the run memories held. */
 export function collectRunMetrics(
   early: { admittedEarly: number; givenBack: number },
   sweep: { passes: number; errors: number },
   memberListings: number,
+  memoriesHeld: number,
 ): Metric[] {
   return [
+    g("run_memories_held", "runs whose input and outputs this node holds in memory (its live runs; an ended run's leave with it)", memoriesHeld),
     c(
       "starts_admitted_early",
       "starts admitted on the definition version this node last resolved while it read the latest (one round trip less)",

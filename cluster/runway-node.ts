@@ -189,7 +189,11 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
         {
           planOf: (digest) => definitionsOf().planOf(digest),
           parentOf: (parent, child) => readParent(node().nc, node().topology.partitions, parent, child),
-          memories: { of: (run, pending) => memoriesOf().of(run, pending), stored: (id, facts) => memoriesOf().stored(id, facts) },
+          memories: {
+            of: (run, pending) => memoriesOf().of(run, pending),
+            stored: (id, facts) => memoriesOf().stored(id, facts),
+            forget: (id) => memoriesOf().forget(id),
+          },
         },
         {
           ...(config.stepLeaseTtlMs ? { leaseTtlMs: config.stepLeaseTtlMs } : {}),
@@ -350,7 +354,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
               collect: () => [
                 ...collectNodeMetrics(self(), executor!, pool),
                 ...collectSchedulerMetrics(dispatcher, clock.now()),
-                ...collectRunMetrics(runs!.early.stats, sweeper!.totals, live().memberListings),
+                ...collectRunMetrics(runs!.early.stats, sweeper!.totals, live().memberListings, memories?.size ?? 0),
               ],
             });
           },

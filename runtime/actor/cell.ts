@@ -98,6 +98,8 @@ export class ActorCell implements Lane {
       this.markIdle?.();
       this.idle = undefined;
       this.markIdle = undefined;
+      const keep = this.env.definition.keepInMemory;
+      if (keep && this.cached && !keep(this.cached.snapshot)) this.env.drop(this.key, this);
     }
   }
 

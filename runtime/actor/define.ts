@@ -94,6 +94,19 @@ export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMach
    * per-message TTL (the partition buckets do).
    */
   ttl?: (snapshot: AnyMachineSnapshot) => number | undefined;
+  /**
+   * Whether an idle actor in this state stays in this node's memory. Default: it does, until the
+   * host's least-recently-used bound (`cacheLimit`) drops it. A kind whose actors end and are
+   * rarely addressed again (a finished run) says no for those states: the host drops such an
+   * actor once its lane is idle after the write, so a node's memory follows the actors it
+   * serves, not how many it has served. A later command loads it again from the store.
+   */
+  keepInMemory?: (snapshot: AnyMachineSnapshot) => boolean;
+  /**
+   * Called when this node drops an actor from memory (it ended, it was the least recently used,
+   * or its partition was released): what the kind keeps in memory beside it can go too.
+   */
+  onDropped?: (address: ActorAddress) => void;
 }
 
 export const KIND_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;

@@ -54,6 +54,8 @@ export interface CellEnvironment {
   onFenced(): void;
   /** Delivers a stored transition's `runway.local` effects in this process. */
   local(channel: string, payload: unknown, from: ActorAddress): void;
+  /** Drops the idle lane `lane` of `key` from memory (its kind keeps no actor in its state; see `keepInMemory`). */
+  drop(key: string, lane: object): void;
 }
 
 export interface HostStats {

@@ -236,6 +236,7 @@ export class ActorHost {
     await part.consuming?.catch(() => undefined);
     await Promise.all([...part.cells.values()].map((c) => c.whenIdle()));
     this.owned.delete(partition);
+    for (const [key, cell] of part.cells) this.dropCell(part, key, cell);
     return part.log;
   }
 
@@ -324,10 +325,22 @@ export class ActorHost {
     if (part.cells.size > limit) {
       for (const [k, c] of part.cells) {
         if (part.cells.size <= limit) break;
-        if (!c.busy) part.cells.delete(k);
+        if (!c.busy) this.dropCell(part, k, c);
       }
     }
     return cell;
+  }
+
+  private dropCell(part: OwnedPartition, key: string, cell: ActorCell): void {
+    part.cells.delete(key);
+    cell.env.definition.onDropped?.(cell.address);
+  }
+
+  /** The actors held in memory, over the partitions served now (ended runs are not: see `keepInMemory`). */
+  actorsInMemory(): number {
+    let n = 0;
+    for (const part of this.owned.values()) n += part.cells.size;
+    return n;
   }
 
   private environment(part: OwnedPartition, kind: string): CellEnvironment {
@@ -356,6 +369,11 @@ export class ActorHost {
         } catch (err) {
           this.logger.error("local effect receiver failed", { channel, actor: `${from.kind}.${from.id}`, error: String(err) });
         }
+      },
+      drop: (key, lane) => {
+        const cell = part.cells.get(key);
+        // Only the lane that asked, and only while it is still idle: a command may have reached it since.
+        if (cell === lane && !cell.busy) this.dropCell(part, key, cell);
       },
     };
     part.envs.set(kind, env);

@@ -4,6 +4,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import {
   ActorHost,
   CMD_STREAM,
+  defineActor,
   commandCodec,
   DEFAULT_TOPOLOGY,
   ensureTopology,
@@ -17,7 +18,7 @@ import {
   type HostDecorators,
 } from "../../runtime/index.js";
 import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
-import { testActors } from "../fixtures/counter-actor.js";
+import { counterMachine, CounterEvent, testActors } from "../fixtures/counter-actor.js";
 import { readActor } from "../fixtures/read-actor.js";
 import { decorateLog } from "../fixtures/faults.js";
 
@@ -228,5 +229,46 @@ describe("actor runtime on a real server", () => {
     expect(reads).not.toContain(`counter.${other}`);
     expect((await readActor(second.nc, "counter", other))?.context.count).toBe(1);
     await second.host.stop();
+  });
+
+  it("an actor its kind keeps no more in memory leaves once idle after its write, and a later command loads it from the store; what the LRU bound and a released partition drop is reported too", async () => {
+    // Kept in memory below 3, as a run is until it ends.
+    const dropped: string[] = [];
+    const ending = defineActor({
+      kind: "ending",
+      machine: counterMachine,
+      events: CounterEvent,
+      keepInMemory: (snapshot) => (snapshot.context as { count: number }).count < 3,
+      onDropped: (address) => dropped.push(address.id),
+    });
+    const p = partitionOf("ends", P);
+    const nc = await conn();
+    const claimed = await PartitionLog.claim(nc, p, { node: "ending", incarnation: "ending" }, () => true, Date.now());
+    if (claimed.outcome !== "claimed") throw new Error(`claim failed: ${claimed.outcome}`);
+    const host = new ActorHost({ nc, partitions: P, actors: [ending], logger: silentLogger, cacheLimit: 2 });
+    await host.serve(claimed.log, { mailbox: false });
+    const target = { kind: "ending", id: "ends" };
+    for (let i = 1; i <= 2; i++) expect((await host.dispatch(target, { type: "inc", by: 1 }, `e-${i}`)).outcome).toBe("applied");
+    expect(host.actorsInMemory()).toBe(1);
+    expect((await host.dispatch(target, { type: "inc", by: 1 }, "e-3")).outcome).toBe("applied");
+    await waitFor(() => host.actorsInMemory() === 0 || undefined, { timeoutMs: 5_000, describe: "the actor to leave memory" });
+    expect(dropped).toEqual(["ends"]);
+    // Loaded again: the count goes on from the stored 3, and a redelivered command is still a duplicate.
+    expect((await host.dispatch(target, { type: "inc", by: 1 }, "e-4")).outcome).toBe("applied");
+    expect((await readActor(nc, "ending", "ends"))?.context.count).toBe(4);
+    expect((await host.dispatch(target, { type: "inc", by: 1 }, "e-4")).outcome).toBe("duplicate");
+    await waitFor(() => host.actorsInMemory() === 0 || undefined, { timeoutMs: 5_000, describe: "the actor to leave memory again" });
+    expect(dropped).toEqual(["ends", "ends", "ends"]);
+    dropped.length = 0;
+    // Past the LRU bound (2 here) the least recently used idle actor goes, reported the same way.
+    const onPartition = Array.from({ length: 2_000 }, (_, i) => `lru-${i}`).filter((id) => partitionOf(id, P) === p);
+    const [a, b, c] = onPartition as [string, string, string];
+    for (const id of [a, b, c]) expect((await host.dispatch({ kind: "ending", id }, { type: "inc", by: 1 }, `${id}-1`)).outcome).toBe("applied");
+    expect(dropped).toEqual([a]);
+    expect(host.actorsInMemory()).toBe(2);
+    // A released partition drops what it held.
+    await host.release(p);
+    expect(dropped.slice(1).sort()).toEqual([b, c].sort());
+    expect(host.actorsInMemory()).toBe(0);
   });
 });

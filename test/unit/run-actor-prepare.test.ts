@@ -24,7 +24,11 @@ const create = (id: string) =>
 function actor(planOf: () => Promise<CompiledPlan>, addMs: number) {
   const live = { add: () => new Promise<void>((r) => setTimeout(r, addMs)) } as unknown as LiveRunIndex;
   return runActor(
-    { planOf, parentOf: () => Promise.resolve(null), memories: { of: () => Promise.reject(new Error("not asked")), stored: () => undefined } },
+    {
+      planOf,
+      parentOf: () => Promise.resolve(null),
+      memories: { of: () => Promise.reject(new Error("not asked")), stored: () => undefined, forget: () => undefined },
+    },
     { live: () => live },
   );
 }
