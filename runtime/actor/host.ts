@@ -333,7 +333,12 @@ export class ActorHost {
 
   private dropCell(part: OwnedPartition, key: string, cell: ActorCell): void {
     part.cells.delete(key);
-    cell.env.definition.onDropped?.(cell.address);
+    try {
+      cell.env.definition.onDropped?.(cell.address);
+    } catch (err) {
+      // A lane's end runs it: a throw there would be an unhandled rejection, which ends the process.
+      this.logger.error("onDropped failed", { actor: key, error: String(err) });
+    }
   }
 
   /** The actors held in memory, over the partitions served now (ended runs are not: see `keepInMemory`). */

@@ -271,4 +271,32 @@ describe("actor runtime on a real server", () => {
     expect(dropped.slice(1).sort()).toEqual([b, c].sort());
     expect(host.actorsInMemory()).toBe(0);
   });
+
+  it("an onDropped that throws is logged, and the host goes on serving the actor", async () => {
+    const faulty = defineActor({
+      kind: "faulty",
+      machine: counterMachine,
+      events: CounterEvent,
+      keepInMemory: () => false,
+      onDropped: () => {
+        throw new Error("bookkeeping bug");
+      },
+    });
+    const p = partitionOf("drops", P);
+    const nc = await conn();
+    const claimed = await PartitionLog.claim(nc, p, { node: "faulty", incarnation: "faulty" }, () => true, Date.now());
+    if (claimed.outcome !== "claimed") throw new Error(`claim failed: ${claimed.outcome}`);
+    const logged: string[] = [];
+    const logger = { ...silentLogger, error: (msg: string) => void logged.push(msg) };
+    const host = new ActorHost({ nc, partitions: P, actors: [faulty], logger });
+    await host.serve(claimed.log, { mailbox: false });
+    for (let i = 1; i <= 3; i++) {
+      expect((await host.dispatch({ kind: "faulty", id: "drops" }, { type: "inc", by: 1 }, `d-${i}`)).outcome).toBe("applied");
+      await waitFor(() => logged.length === i || undefined, { timeoutMs: 5_000, describe: `drop ${i} logged` });
+      expect(host.actorsInMemory()).toBe(0);
+    }
+    expect(logged).toEqual(["onDropped failed", "onDropped failed", "onDropped failed"]);
+    expect((await readActor(nc, "faulty", "drops"))?.context.count).toBe(3);
+    await host.release(p);
+  });
 });
