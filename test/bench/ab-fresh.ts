@@ -17,6 +17,7 @@ import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { median, progress } from "./stats.js";
+import { W1_WARMUP_RUNS } from "./workflow.js";
 
 interface Sample {
   steps_per_s: number;
@@ -35,7 +36,8 @@ function w1Of(root: string): Promise<Sample> {
   return new Promise((done, fail) => {
     const child = spawn(process.execPath, ["--import", "tsx", resolve(root, "test/bench/main.ts"), "w1"], {
       cwd: root,
-      env: { ...process.env, W1_SETTLE: "0" },
+      // Both sides warm as this one does by default: a base older than 15af8b6 would warm with 100.
+      env: { ...process.env, W1_SETTLE: "0", W1_WARMUP: process.env.W1_WARMUP ?? String(W1_WARMUP_RUNS) },
       stdio: ["ignore", "pipe", "ignore"],
     });
     let out = "";

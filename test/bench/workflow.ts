@@ -122,6 +122,9 @@ export const WIDE = {
   nodes: [{ id: "m", kind: "map", items: "${input.items}", handler: "noop", max_fanout: 1000, concurrency: 1000 }],
 };
 
+/** w1's warm-up runs by default (`W1_WARMUP`): as many as Restate's workflow window follows (below). */
+export const W1_WARMUP_RUNS = 80;
+
 /** w1's one-in-flight phase: this many runs of 10 steps, each followed by a run of 1. */
 const ONE_IN_FLIGHT_PAIRS = 30;
 
@@ -137,7 +140,7 @@ export async function w1(): Promise<Record<string, unknown>> {
     // Restate's workflow mode (and DBOS, warmed with 40); its second window follows 280 and is
     // compared with Restate's service mode. V8 still optimises the hot path through both
     // (BENCH_V8_TRACE=1): the JIT's state is the variable the order keeps equal.
-    const warmup = Number(process.env.W1_WARMUP ?? 80);
+    const warmup = Number(process.env.W1_WARMUP ?? W1_WARMUP_RUNS);
     progress(`w1 warm-up: ${warmup} runs`);
     await windowed(warmup, 32, async () => void (await startAndFinish(w, "seq10")));
     progress("w1: 200 runs x 10 steps, 32 in flight");
