@@ -10,7 +10,8 @@
  * Per side the medians of w1's `steps_per_s` and `second_window_steps_per_s` (null against a base
  * without it), its main thread's, the process's and nats-server's
  * CPU a step, and the one-in-flight run of 10 p50; and the medians of the pairs' ratios this / base.
- * `AB_PAIRS` (default 6). Other variables (e.g. `RW_SYNC`, `W1_WARMUP`) reach both sides.
+ * `AB_PAIRS` (default 6). Other variables (e.g. `RW_SYNC`, `W1_WARMUP`) reach both sides; unset,
+ * `W1_WARMUP` is this side's default on both.
  */
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
