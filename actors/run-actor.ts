@@ -98,7 +98,13 @@ export function runActor(
       if (creating && settings.live && !indexed) await settings.live().add(run.id, { tenant: run.tenant, at: (e as { now?: number }).now ?? 0 });
       // A child's create reads its parent once: the machine refuses a child of a cancelled or ended parent before it exists.
       const parent = creating && run.parent_run_id ? { parent: await deps.parentOf(run.parent_run_id, run.id) } : {};
-      const [compiled, memory] = await Promise.all([deps.planOf(run.definition.digest), stored ? deps.memories.of(stored, pending as RunFact[]) : undefined]);
+      // An ended run only answers (late reports, signals, decisions): it reads no input or
+      // output, so a command to one that has left memory does not read its journal back.
+      const needsMemory = stored != null && !isEnded(current?.value);
+      const [compiled, memory] = await Promise.all([
+        deps.planOf(run.definition.digest),
+        needsMemory ? deps.memories.of(stored, pending as RunFact[]) : undefined,
+      ]);
       return {
         ...event,
         ...parent,

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, expect, it } from "vitest";
-import type { EventObject } from "xstate";
+import type { AnyMachineSnapshot, EventObject } from "xstate";
 import { runActor, type LiveRunIndex } from "../../actors/index.js";
 import type { CompiledPlan } from "../../actors/definitions.js";
 import { RunwayFault } from "../../runtime/index.js";
@@ -50,4 +50,14 @@ it("refuses a create whose plan fails while the run is being indexed, with the p
   // Past the turn in which Node reports a rejection nobody handled (it does so before any immediate runs).
   await new Promise((r) => setImmediate(r));
   expect(unhandled).toEqual([]);
+});
+
+it("reads no memory for an ended run (it only answers), and does for a live one", async () => {
+  const run = { id: "r4", tenant: "t", parent_run_id: null, definition: { digest: "d" }, nodes: {} };
+  const late = { type: "step.result", now: 2, node: "s", attempt: 1, lease_epoch: 1 } as unknown as EventObject;
+  const ended = { value: "succeeded", context: { run } } as unknown as AnyMachineSnapshot;
+  const prepared = await actor(() => Promise.resolve(plan), 1).prepare!(late, ended, [], new Map());
+  expect(prepared).not.toHaveProperty("memory");
+  const live = { value: "running", context: { run } } as unknown as AnyMachineSnapshot;
+  await expect(actor(() => Promise.resolve(plan), 1).prepare!(late, live, [], new Map())).rejects.toThrow("not asked");
 });
