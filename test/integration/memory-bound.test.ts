@@ -43,7 +43,7 @@ it("a node holds its live runs in memory, not every run it has served: 40 runs e
     describe: "the ended runs to leave the node's memory",
   });
 
-  // Addressed again, an ended run is loaded from the store, its journal read back for its outputs.
+  // Addressed again, an ended run is loaded from the store (its head: an ended run needs no outputs to answer).
   const again = await client.startRun({ definition: "chain", input: { v: 999 }, start_key: keys[7]! });
   expect(again.outcome).toBe("duplicate");
   expect((again.run as RunAnswer).id).toBe(ids[7]);
