@@ -1,15 +1,15 @@
 /**
  * `abfresh`: this checkout against another (`AB_BASE`), each sample a fresh process running w1
- * (`W1_SETTLE=0`: the first and second windows and one in flight, no warm window), the two sides alternated
- * pair by pair (the order flips each pair, so a drift of the machine's speed favours neither).
- * `ab` runs both sides in one process and reports their warm rounds; w1's headline is the first
- * window after a start, where V8 still compiles the hot path and the two cores, not the main
- * thread, are the bound: a change that saves nats-server or the compiler CPU shows here and not
- * in `ab`, and one that adds latency to a cold path shows here first.
+ * (`W1_SETTLE=0`: the first and second windows and one in flight, no warm window), the two sides
+ * alternated pair by pair (the order flips each pair, so a drift of the machine's speed favours
+ * neither). `ab` runs both sides in one process and reports their warm rounds; w1's headlines are
+ * its first two windows after a start, where V8 still compiles the hot path and the two cores,
+ * not the main thread, are the bound: a change that saves nats-server or the compiler CPU shows
+ * here and not in `ab`, and one that adds latency to a cold path shows here first.
  *
  * Per side the medians of w1's `steps_per_s` and `second_window_steps_per_s` (null against a base
- * without it), its main thread's, the process's and nats-server's
- * CPU a step, and the one-in-flight run of 10 p50; and the medians of the pairs' ratios this / base.
+ * without it), its main thread's, the process's and nats-server's CPU a step, and the one-in-flight
+ * run of 10 p50; and the medians of the pairs' ratios this / base.
  * `AB_PAIRS` (default 6). Other variables (e.g. `RW_SYNC`, `W1_WARMUP`) reach both sides; unset,
  * `W1_WARMUP` is this side's default on both.
  */
