@@ -144,7 +144,9 @@ export async function recoverPartition(deps: RecoveryDeps, partition: number, lo
     }
     // A node that claims its own partition again (a lease it let lapse) still runs some attempts: those are not lost.
     const answer = await deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.recover", reason: "partition_claimed", alive: deps.alive(id) }, commandId(id));
-    return settledBy(answer, "recovered");
+    const settled = settledBy(answer, "recovered");
+    if (settled !== "recovered") deps.logger.debug("live run not recovered", { partition, run: id, settled, answer });
+    return settled;
   };
   const runs = everyRun(entries).filter((id) => !only || only.has(id));
   await Promise.all(
@@ -156,6 +158,14 @@ export async function recoverPartition(deps: RecoveryDeps, partition: number, lo
   );
   // Unsettled runs are the caller's to log (recoverPartitionPatiently warns as it tries them again).
   if (report.recovered > 0) deps.logger.info("recovered in-flight attempts", { partition, runs: report.recovered });
+  deps.logger.debug("partition recovery pass", {
+    partition,
+    listed: runs.length,
+    recovered: report.recovered,
+    unchanged: report.unchanged,
+    skipped: report.skipped,
+    unsettled: report.unsettled.length,
+  });
   return report;
 }
 

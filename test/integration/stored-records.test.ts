@@ -117,6 +117,13 @@ function world(options: { before?: (nc: NatsConnection) => Promise<void> } = {})
     node: undefined as unknown as RunwayWorkflowNode,
     nc: undefined as unknown as NatsConnection,
     client: (tenant: string) => new RunwayClient(w.nc, tenant),
+    /** The node's last log lines (each partition's recovery pass among them), for a failure to show; errors also go to stderr. */
+    log: [] as string[],
+  };
+  const sink = (line: string) => {
+    w.log.push(line);
+    if (w.log.length > 500) w.log.shift();
+    if (line.includes('"level":"error"')) process.stderr.write(`${line}\n`);
   };
   beforeAll(async () => {
     w.server = await startServer();
@@ -126,7 +133,7 @@ function world(options: { before?: (nc: NatsConnection) => Promise<void> } = {})
       connection: w.server.connectOptions(),
       name: "today",
       handlers: [HANDLERS],
-      logger: createLogger("today", "error"),
+      logger: createLogger("today", "debug", sink),
       clock: later,
       sweepIntervalMs: false,
     });
@@ -431,7 +438,9 @@ describe("v1 stored records already in the store when a node of today's code sta
               .map(async (x) => ({ role: x.role, id: x.id, now: ((await w.client(s.tenant).getRun(x.id)) as { run?: unknown }).run })),
           );
           const node = { executor: w.node.executor.stats, pool: w.node.pool.stats(), held: runs.map((x) => w.node.dispatcher?.held(x.id)) };
-          throw new Error(`${String(err)}\n${JSON.stringify({ scenario: name, runs, node }, null, 1).slice(0, 6_000)}`);
+          // What recovery said of each partition (runs recovered, tries again), and the rest of the node's last words.
+          const log = w.log.slice(-60);
+          throw new Error(`${String(err)}\n${JSON.stringify({ scenario: name, runs, node }, null, 1).slice(0, 6_000)}\n${log.join("\n")}`);
         });
         expect(done.status, `${name}/${r.role} ${r.id}: ${JSON.stringify(done)}`).toBe(ended ? r.state : "succeeded");
         if (ended) expect(done.result, `${name}/${r.role}`).toEqual(r.run!.result);
