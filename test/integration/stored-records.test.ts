@@ -111,7 +111,7 @@ const LATER_MS = 7 * 24 * 3_600_000;
 const later: Clock = { now: () => systemClock.now() + LATER_MS, monotonic: () => systemClock.monotonic() };
 
 /** A server and one node of today's code with the fixtures' handlers; the sweep only on demand. */
-function world(options: { before?: (nc: NatsConnection) => Promise<void> } = {}) {
+function world(options: { before?: (nc: NatsConnection) => Promise<void>; clock?: Clock } = {}) {
   const w = {
     server: undefined as unknown as NatsServerHandle,
     node: undefined as unknown as RunwayWorkflowNode,
@@ -134,7 +134,7 @@ function world(options: { before?: (nc: NatsConnection) => Promise<void> } = {})
       name: "today",
       handlers: [HANDLERS],
       logger: createLogger("today", "debug", sink),
-      clock: later,
+      clock: options.clock ?? later,
       sweepIntervalMs: false,
     });
     await waitFor(() => w.node.node.host.ownedPartitions().length === index.partitions, { timeoutMs: 20_000, describe: "the node to own all partitions" });
@@ -412,7 +412,15 @@ describe("v1 stored records already in the store when a node of today's code sta
   // its record, and a fresh stream has none (its stored outbox re-arms both the sleep and the
   // wait deadline, long past, so which fires first is a race no deploy has).
   const names = index.scenarios.map((s) => s.name).filter((n) => n !== "sleep");
+  // The wall clock, not a week ahead: two paths may retry a leased step the old node lost, and
+  // the test must not depend on which wins. Recovery retries it at once; its lease's stored timer,
+  // past due when the record is loaded, expires it and retries it after its backoff, which a
+  // week-ahead clock schedules a week out (a rare failure under load: the recovery's command met
+  // a store fault and was tried again after the timer's). The fixtures are days old, so every
+  // instant they stored is past here too; right after a regeneration a lease is not, and
+  // recovery alone retries its step.
   const w = world({
+    clock: systemClock,
     before: async (nc) => {
       await ensureTopology(nc, DEFAULT_TOPOLOGY);
       await ensureDomainTopology(nc, 1);
