@@ -87,5 +87,5 @@ export {
 } from "./pool/index.js";
 export { MicroService, SERVICE_ERROR_HEADER, SERVICE_ERROR_CODE_HEADER, type ServiceInfo, type EndpointSpec, type MicroRequest } from "./micro/index.js";
 export { rawRequest, expectReply, type RawReply } from "./nats/requests.js";
-export { sentHeaders, SentHeaders } from "./nats/headers.js";
+export { sentHeaders } from "./nats/headers.js";
 export { eventLoopSpin, EventLoopSpin, SPIN_OFF, type SpinPolicy, type SpinScheduler } from "./event-loop-spin.js";

@@ -1,7 +1,6 @@
-import { canonicalMIMEHeaderKey, Match, type MsgHdrs } from "@nats-io/transport-node";
+import { canonicalMIMEHeaderKey, Match, MsgHdrsImpl, type MsgHdrs } from "@nats-io/transport-node";
 
 const encoder = new TextEncoder();
-const CR_OR_LF = /[\r\n]/;
 
 /**
  * The headers of a message this process sends. nats.js's own (`headers()`) keeps a map of
@@ -64,7 +63,8 @@ export class SentHeaders implements MsgHdrs {
 
   append(k: string, v: string, match: Match = Match.Exact): void {
     checkKey(k);
-    if (CR_OR_LF.test(v)) throw new TypeError(`header ${k}: values cannot contain \\r or \\n`);
+    // nats.js's own check (no CR or LF) and trim.
+    const value = MsgHdrsImpl.validHeaderValue(v);
     this.#encoded = undefined;
     // A key already present keeps the spelling it was first given, and its values stay together
     // (nats.js groups them by key): the block is then encoded in one pass.
@@ -72,10 +72,10 @@ export class SentHeaders implements MsgHdrs {
     for (let i = 0; i < this.#keys.length; i++) if (same(this.#keys[i]!, k, match)) last = i;
     if (last < 0) {
       this.#keys.push(match === Match.CanonicalMIME ? canonicalMIMEHeaderKey(k) : k);
-      this.#values.push(v.trim());
+      this.#values.push(value);
     } else {
       this.#keys.splice(last + 1, 0, this.#keys[last]!);
-      this.#values.splice(last + 1, 0, v.trim());
+      this.#values.splice(last + 1, 0, value);
     }
   }
 
