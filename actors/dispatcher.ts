@@ -7,6 +7,7 @@ import {
   schedulerMetrics,
   ticketId,
   type AbortRequest,
+  type AliveAttempt,
   type ExecuteRequest,
   type ReadyTicket,
   type SchedulerConfig,
@@ -38,7 +39,8 @@ interface Offer {
 /** A granted ticket until its attempt ended; `freed` once its handler returned (its slot is free, its report is being committed). */
 interface Lease {
   ticket: Ticket;
-  run: string;
+  /** The offer it was granted from: the attempt it runs. */
+  offered: ReadyTicket;
   granted_at: number;
   freed: boolean;
 }
@@ -78,6 +80,8 @@ export class Dispatcher {
   /** Per tenant, then class: attempts that ended after a lease here, their summed queue wait and slowdown. */
   private readonly served = new Map<string, Map<string, Served>>();
   private readonly offered = new Map<string, Offer>();
+  /** Tickets off the queue until their provider's next quota window (offered again then, unless dropped meanwhile). */
+  private readonly quotaWaiting = new Map<string, ReadyTicket>();
   private decisions = 0;
   private wake: NodeJS.Timeout | undefined;
   /** Tenant policies change elsewhere (resume, new weights): queued work is looked at again periodically. */
@@ -222,7 +226,7 @@ export class Dispatcher {
           continue;
         }
         const offered = offer.ticket;
-        this.leased.set(offered.id, { ticket: decision.ticket, run: offered.run, granted_at: this.deps.clock.now(), freed: false });
+        this.leased.set(offered.id, { ticket: decision.ticket, offered, granted_at: this.deps.clock.now(), freed: false });
         this.leasesByTenant.set(offered.tenant, (this.leasesByTenant.get(offered.tenant) ?? 0) + 1);
         this.recent.push({ tenant: offered.tenant, class: offered.class, seq: ++this.decisions, offered_seq: offer.seq });
         this.gateThenGrant(offered);
@@ -258,7 +262,8 @@ export class Dispatcher {
       // Give the slot back at once; the ticket waits off the queue until the next window.
       this.quotaWaits++;
       this.done(t.id);
-      const retry = setTimeout(() => this.offer(t), Math.max(1, taken.retry_at - this.deps.clock.now()));
+      this.quotaWaiting.set(t.id, t);
+      const retry = setTimeout(() => this.quotaWaiting.delete(t.id) && this.offer(t), Math.max(1, taken.retry_at - this.deps.clock.now()));
       retry.unref();
       return;
     }
@@ -275,26 +280,35 @@ export class Dispatcher {
     this.deps.execute(t.request);
   }
 
-  /** Tickets of `run` this scheduler holds (queued or granted): offers that are not lost. */
+  /** Tickets of `run` this scheduler holds (queued, granted, or waiting for a quota window): offers that are not lost. */
   held(run: string): string[] {
-    const out: string[] = [];
-    for (const [id, o] of this.offered) if (o.ticket.run === run) out.push(id);
-    for (const [id, l] of this.leased) if (l.run === run) out.push(id);
-    return out;
+    return this.heldTickets(run).map((t) => t.id);
   }
 
   /** The attempts of `run` this scheduler holds, as the executor would name them (for recovery in this process). */
-  alive(run: string): { node: string; item?: number; attempt: number; lease_epoch: number }[] {
-    return [...this.offered.values()]
-      .map((o) => o.ticket)
-      .filter((t) => t.run === run)
-      .map((t) => ({ node: t.node, ...(t.item !== undefined ? { item: t.item } : {}), attempt: t.request.attempt, lease_epoch: t.request.lease_epoch }));
+  alive(run: string): AliveAttempt[] {
+    return this.heldTickets(run).map((t) => ({
+      node: t.node,
+      ...(t.item !== undefined ? { item: t.item } : {}),
+      attempt: t.request.attempt,
+      lease_epoch: t.request.lease_epoch,
+    }));
+  }
+
+  private heldTickets(run: string): ReadyTicket[] {
+    const out: ReadyTicket[] = [];
+    for (const o of this.offered.values()) if (o.ticket.run === run) out.push(o.ticket);
+    // A granted ticket whose attempt has not reached the executor yet (its quota being taken) is held here alone.
+    for (const l of this.leased.values()) if (l.offered.run === run) out.push(l.offered);
+    for (const t of this.quotaWaiting.values()) if (t.run === run) out.push(t);
+    return out;
   }
 
   /** Queued tickets of attempts their run stopped (cancelled, settled without them) are dropped before they take a slot. */
   drop(request: AbortRequest): void {
     for (const a of request.attempts) {
       const id = ticketId(request.run, a.node, a.item, a.attempt);
+      this.quotaWaiting.delete(id);
       if (this.offered.delete(id)) this.state = removeTicket(this.state, id);
     }
   }

@@ -81,7 +81,6 @@ type RecoveryDeps = {
   /** Where the runs' facts are kept: recovery reads each live run's journal once, for both (see recalledRun). */
   memories?: Pick<RunMemories, "recall">;
   now(): number;
-  alive(run: string): { node: string; item?: number; attempt: number; lease_epoch: number }[];
 };
 
 type Settled = "recovered" | "unchanged" | "skipped" | "unsettled" | "not_served";
@@ -142,8 +141,9 @@ export async function recoverPartition(deps: RecoveryDeps, partition: number, lo
       if (keyed.has(id)) await deps.live.remove(id);
       return "unchanged";
     }
-    // A node that claims its own partition again (a lease it let lapse) still runs some attempts: those are not lost.
-    const answer = await deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.recover", reason: "partition_claimed", alive: deps.alive(id) }, commandId(id));
+    // Which attempts this process still holds (a run it served since the claim, or before a lease it
+    // let lapse) is read by the run actor as it decides the command, not here: the run may move first.
+    const answer = await deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.recover", reason: "partition_claimed" }, commandId(id));
     const settled = settledBy(answer, "recovered");
     if (settled !== "recovered") deps.logger.debug("live run not recovered", { partition, run: id, settled, answer });
     return settled;

@@ -11,6 +11,7 @@ import {
   type ParentView,
   type RunFact,
   type SweepSettings,
+  type AliveAttempt,
 } from "../machines/index.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { defineActor, jsonBytes, RunwayFault, type ActorAddress, type Effect } from "../runtime/index.js";
@@ -37,6 +38,8 @@ export function runActor(
     planOf(digest: string): Promise<CompiledPlan>;
     parentOf(parentId: string, childId: string): Promise<ParentView | null>;
     memories: Pick<RunMemories, "of" | "stored" | "forget">;
+    /** The attempts of `run` this process holds now (queued for a worker, granted or executing): what a recovery must not count lost. */
+    alive?(run: string): AliveAttempt[];
   },
   settings: {
     leaseTtlMs?: number;
@@ -69,6 +72,9 @@ export function runActor(
     // its live runs need, not every run it has served (a later command reads both back).
     keepInMemory: (snapshot) => !isEnded(snapshot.value),
     onDropped: (address) => deps.memories.forget(address.id),
+    // A recovery judges which offered attempts this process still holds: the offers of the commands
+    // decided before it must have reached the scheduler, or it would count them lost and run them twice.
+    readsHandOvers: (event) => event.type === "run.recover",
     // The live index, the runs index and the reconciliation items follow the run's own transitions (live-runs.ts, run-index.ts, reconciliations.ts).
     effects: (_address: ActorAddress, before: AnyMachineSnapshot, after: AnyMachineSnapshot): Effect[] => {
       const was = (before.context as ExecutionContext).run;
@@ -109,6 +115,8 @@ export function runActor(
         ...event,
         ...parent,
         ...(memory ? { memory } : {}),
+        // Read now, as it is decided, not when it was sent: a run that moved meanwhile offered attempts since.
+        ...(e.type === "run.recover" ? { alive: deps.alive?.(run.id) ?? [] } : {}),
         plan: compiled.plan,
         child_ids: childIdsOf(run, compiled),
         child_definitions: compiled.children,

@@ -194,6 +194,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
             stored: (id, facts) => memoriesOf().stored(id, facts),
             forget: (id) => memoriesOf().forget(id),
           },
+          alive: (run) => [...(executor?.alive(run) ?? []), ...(dispatcher?.alive(run) ?? [])],
         },
         {
           ...(config.stepLeaseTtlMs ? { leaseTtlMs: config.stepLeaseTtlMs } : {}),
@@ -243,7 +244,6 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
           live: live(),
           memories: memoriesOf(),
           now: () => clock.now(),
-          alive: (run) => [...(executor?.alive(run) ?? []), ...(dispatcher?.alive(run) ?? [])],
           serving: (p, log) => node().host.logOf(p) === log && !log.fenced,
         },
         partition,

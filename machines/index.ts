@@ -90,6 +90,7 @@ export {
   isHeadV1,
   migrateHeadV1,
   ticketId,
+  type AliveAttempt,
   changedKeys,
   LEASE_AFTER_MS,
 } from "./execution/index.js";

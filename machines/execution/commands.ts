@@ -168,7 +168,10 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
   z.object({
     type: z.literal("run.recover"),
     reason: z.string().max(200),
-    /** Attempts still executing in the claiming process (it claimed its own partition again): not lost. */
+    /**
+     * Attempts the deciding process still holds (queued for a worker, granted or executing): not
+     * lost. The run actor sets it as it decides the command (see its `prepare`), never the sender.
+     */
     alive: z
       .array(
         z.object({

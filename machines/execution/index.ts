@@ -23,7 +23,7 @@ export {
   type Effect,
 } from "./reduce.js";
 export { RunFacts, factsOfHeadV1, isHeadV1, migrateHeadV1 } from "./memory.js";
-export { ticketId } from "./attempts.js";
+export { ticketId, type AliveAttempt } from "./attempts.js";
 export { changedKeys } from "./items.js";
 export {
   type RunCommand,

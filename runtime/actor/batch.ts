@@ -20,7 +20,7 @@ export interface Lane {
   address: ActorAddress;
   /** `<kind>.<id>`, for logs. */
   key: string;
-  /** Commands left for the next pass (past the journal budget of this one). */
+  /** Commands left for the next pass (past the journal budget of this one, or waiting for its hand-overs). */
   requeue(rest: Delivery[]): void;
 }
 
@@ -111,6 +111,11 @@ export async function decideBatch(lane: Lane, batch: Delivery[], base: Cached | 
       const reason = parsed.error.issues.map((i) => `${i.path.join(".") || "event"}: ${i.message}`).join("; ");
       pass.decisions.push({ delivery, answer: { outcome: "invalid_input", reason }, how: "term", reason: `invalid_input: ${reason}` });
       continue;
+    }
+    // Its prepare must see this pass's hand-overs made: it waits for the next pass (after this one's write).
+    if (pass.local.length > 0 && definition.readsHandOvers?.(parsed.data as EventObject)) {
+      lane.requeue(batch.splice(index));
+      break;
     }
     const now = clock.now();
     const effects: Effect[] = [];

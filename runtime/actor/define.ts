@@ -34,6 +34,13 @@ export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMach
     written: ReadonlyMap<string, unknown>,
   ) => EventObject | Promise<EventObject>;
   /**
+   * Whether `event`'s `prepare` reads what this process was handed by the actor's own earlier
+   * transitions (`runway.local`: e.g. which attempts this node still holds). Such a command is
+   * never decided after another command of its batch that handed something over: it starts the
+   * next pass, which follows that pass's write and hand-overs, so `prepare` sees them made.
+   */
+  readsHandOvers?: (event: EventObject) => boolean;
+  /**
    * `journal`: every stored transition stays in the actor key's history (the subject's messages
    * in its partition stream), so the key's history is the actor's append-only journal, and
    * `runway.journal` facts written with a transition can be read back in order (see

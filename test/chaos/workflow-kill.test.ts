@@ -92,6 +92,7 @@ it("SIGKILL of the node mid-run: the run completes after restart and no complete
     { timeoutMs: 20_000, intervalMs: 5, describe: "some steps to complete" },
   );
   await node.kill("SIGKILL");
+  const beforeRestart = readFileSync(ledger, "utf8").trim().split("\n").length;
   node = await startNode();
   const final = await allSucceeded(client, runs);
   expect(final).toHaveLength(runs.length);
@@ -101,6 +102,20 @@ it("SIGKILL of the node mid-run: the run completes after restart and no complete
     const [run, step, attempt] = line.split(" ");
     const key = `${run} ${step}`;
     perStep.set(key, [...(perStep.get(key) ?? []), attempt!]);
+  }
+  // On a failure, say in what order the handler ran and what the run's journal says of the step.
+  const twice = committed.filter((key) => (perStep.get(key) ?? []).length > 1);
+  if (twice.length > 0) {
+    const [run, step] = twice[0]!.split(" ");
+    const events = ((await client.runEvents(run!, { limit: 500 })).events ?? []) as { type: string; data?: { node?: string } }[];
+    console.log(`ledger (the first ${beforeRestart} lines before the restart):\n${lines.join("\n")}`);
+    console.log(`committed before the kill: ${committed.join(", ")}`);
+    console.log(
+      `events of ${run} for ${step}:\n${events
+        .filter((e) => e.data?.node === step || !e.data?.node)
+        .map((e) => JSON.stringify(e))
+        .join("\n")}`,
+    );
   }
   // Each step committed before the kill ran exactly once.
   for (const key of committed) {

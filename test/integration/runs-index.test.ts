@@ -293,7 +293,6 @@ it("recovery at a claim tries again while listing the partition's runs fails and
     logger: createLogger("test", "error"),
     live,
     now: () => Date.now(),
-    alive: () => [],
     serving,
     sleep: (ms: number) => {
       slept.push(ms);
@@ -332,7 +331,7 @@ it("recovery at a claim reads again a run whose record the store did not answer 
   expect((await client.putDefinition({ name: "long", nodes: [{ id: "w", kind: "code", handler: "slow", input: { ms: 60_000 } }] })).outcome).toMatch(
     /published|unchanged/,
   );
-  // Two runs on one partition, each with an attempt running; recovery is told none is alive, as after a takeover.
+  // Two runs on one partition, each with an attempt running; this process is made to hold none of them, as after a takeover.
   const first = await started(client, "long");
   const p = partitionOf(first, 32);
   // A start key whose run lands on the same partition, found before anything is started.
@@ -356,6 +355,11 @@ it("recovery at a claim reads again a run whose record the store did not answer 
   const faulty = Object.create(host) as typeof host;
   faulty.dispatch = (address, event, id, options) =>
     address.id === second && kept++ === 0 ? Promise.resolve({ outcome: "kept", reason: "fault" }) : host.dispatch(address, event, id, options);
+  // As after a takeover: this process holds none of their attempts (they run on, as a lost node's would).
+  const { executor, dispatcher } = world.node;
+  const holds = { executor: executor.alive, dispatcher: dispatcher?.alive };
+  executor.alive = () => [];
+  if (dispatcher) dispatcher.alive = () => [];
   const slept: number[] = [];
   const recovered = await recoverPartitionPatiently(
     {
@@ -364,7 +368,6 @@ it("recovery at a claim reads again a run whose record the store did not answer 
       logger: createLogger("test", "error"),
       live: new LiveRunIndex(world.nc, 32),
       now: () => Date.now(),
-      alive: () => [],
       serving: () => true,
       sleep: (ms: number) => {
         slept.push(ms);
@@ -374,6 +377,8 @@ it("recovery at a claim reads again a run whose record the store did not answer 
     p,
     flaky,
   );
+  executor.alive = holds.executor;
+  if (dispatcher) dispatcher.alive = holds.dispatcher!;
   expect(recovered).toBe(2);
   expect(reads.get(`${RUN_KIND}.${first}`)).toBe(3);
   expect(kept).toBe(2);

@@ -1,5 +1,5 @@
-import { afterEach, expect, it } from "vitest";
-import { Dispatcher } from "../../actors/index.js";
+import { afterEach, expect, it, vi } from "vitest";
+import { Dispatcher, type QuotaGate } from "../../actors/index.js";
 import { Ring } from "../../actors/ring.js";
 import type { ReadyTicket, TenantPolicy } from "../../machines/index.js";
 import { createLogger } from "../../runtime/index.js";
@@ -14,7 +14,8 @@ afterEach(() => {
   for (const d of dispatchers.splice(0)) d.stop();
 });
 
-function world(policy: (tenant: string) => TenantPolicy | undefined, bounds: { recentLimit?: number } = {}) {
+/** `extra`: bounds, a quota, or other settings over the defaults. */
+function world(policy: (tenant: string) => TenantPolicy | undefined, extra: Partial<ConstructorParameters<typeof Dispatcher>[0]> = {}) {
   const grants: string[] = [];
   const d = new Dispatcher({
     execute: (request) => grants.push(request.node),
@@ -22,7 +23,7 @@ function world(policy: (tenant: string) => TenantPolicy | undefined, bounds: { r
     logger: createLogger("dispatcher", "error"),
     config: { slots: 4, interactive_reserve: 0, migration_cap: 1, aging_ms: 10_000 },
     policy,
-    ...bounds,
+    ...extra,
   });
   dispatchers.push(d);
   return { d, grants };
@@ -143,4 +144,42 @@ it("a dropped ticket leaves the scheduler's queue with its offer: counted queued
   d.done("acme_r/a/1");
   expect(grants).toEqual(["a", "c"]);
   expect(d.metrics(T0).queued).toBe(0);
+});
+
+it("an attempt this scheduler holds is alive to a recovery in this process while queued, granted, or waiting for its provider's next quota window; one dropped while it waits is not offered again", async () => {
+  vi.useFakeTimers({ toFake: ["setTimeout", "setInterval"] });
+  try {
+    const takes: string[] = [];
+    // The provider's window is full: every take is refused until 20 ms on.
+    const quota = { take: async (_t: string, _p: string, _l: unknown, _c: number, now: number) => (takes.push("take"), { ok: false, retry_at: now + 20 }) };
+    const { d, grants } = world(() => ({ weight: 1, max_concurrency: 10 }), {
+      config: { slots: 1, interactive_reserve: 0, migration_cap: 1, aging_ms: 10_000 },
+      quotaOf: (_tenant, provider) => (provider === "llm" ? { requests: 1 } : undefined),
+      quota: quota as unknown as QuotaGate,
+    });
+    const alive = () =>
+      d
+        .alive("t_r")
+        .map((a) => a.node)
+        .sort();
+    d.offer(ticket("t", "plain"));
+    d.offer({ ...ticket("t", "bound"), provider_key: "llm" });
+    // `plain` holds the one slot: `bound` is queued.
+    expect(grants).toEqual(["plain"]);
+    expect(alive()).toEqual(["bound", "plain"]);
+    d.done(ticket("t", "plain").id);
+    // `bound` is granted, its quota being taken; then it waits off the queue for the next window.
+    expect(alive()).toEqual(["bound"]);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(takes).toHaveLength(1);
+    expect(d.held("t_r")).toEqual([ticket("t", "bound").id]);
+    expect(alive()).toEqual(["bound"]);
+    d.drop({ run: "t_r", reason: "cancelled", attempts: [{ node: "bound", attempt: 1, lease_epoch: 1 }] });
+    expect(alive()).toEqual([]);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(takes).toHaveLength(1);
+    expect(grants).toEqual(["plain"]);
+  } finally {
+    vi.useRealTimers();
+  }
 });
