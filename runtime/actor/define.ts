@@ -20,7 +20,8 @@ export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMach
   /**
    * Adds what the machine needs but the actor does not store (e.g. an immutable plan looked up
    * by the digest the actor pinned), after validation and before the transition. May do I/O;
-   * must be deterministic for a given event and snapshot. `pending`: the `runway.journal` facts
+   * must be deterministic for a given event and snapshot, but for what it reads of this process
+   * (see {@link readsHandOvers}), read afresh each time the command is decided. `pending`: the `runway.journal` facts
    * of the commands decided earlier in the same batch (stored with it, not yet). `written`: the
    * values those commands gave their own keys (`runway.store` without `bucket`; null: removed),
    * by full key: they land after the batch's record, so a read of such a key must look here
