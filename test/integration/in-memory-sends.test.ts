@@ -59,9 +59,16 @@ it("a send to a kind that takes sends in memory is applied in the sender's lane,
     );
     expect(answer.outcome).toBe("applied");
   }
-  // The sender's command is acknowledged only after the receiver stored the send: nothing to wait for.
-  const receiver = await readActor(nc, "inbox", "mem-receiver");
-  expect(receiver?.context.count).toBe(10);
+  // A ping asked of the owner directly is answered as an in-process caller is, once the sender's
+  // durable entries are out: the receiver stores the last send right after (the mailbox path,
+  // answered only after it, is the last test's).
+  const receiver = await waitFor(
+    async () => {
+      const read = await readActor(nc, "inbox", "mem-receiver");
+      return read?.context.count === 10 ? read : undefined;
+    },
+    { timeoutMs: 10_000, describe: "the receiver to store the five sends" },
+  );
   expect(receiver?.transitions).toBe(5);
   // The pings were asked of the owner directly (or, while its partitions were still being
   // served, went through the mailbox); the five sends were applied in memory, never in the mailbox.
