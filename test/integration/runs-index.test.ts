@@ -361,24 +361,28 @@ it("recovery at a claim reads again a run whose record the store did not answer 
   executor.alive = () => [];
   if (dispatcher) dispatcher.alive = () => [];
   const slept: number[] = [];
-  const recovered = await recoverPartitionPatiently(
-    {
-      nc: world.nc,
-      host: faulty,
-      logger: createLogger("test", "error"),
-      live: new LiveRunIndex(world.nc, 32),
-      now: () => Date.now(),
-      serving: () => true,
-      sleep: (ms: number) => {
-        slept.push(ms);
-        return Promise.resolve();
+  let recovered: number;
+  try {
+    recovered = await recoverPartitionPatiently(
+      {
+        nc: world.nc,
+        host: faulty,
+        logger: createLogger("test", "error"),
+        live: new LiveRunIndex(world.nc, 32),
+        now: () => Date.now(),
+        serving: () => true,
+        sleep: (ms: number) => {
+          slept.push(ms);
+          return Promise.resolve();
+        },
       },
-    },
-    p,
-    flaky,
-  );
-  executor.alive = holds.executor;
-  if (dispatcher) dispatcher.alive = holds.dispatcher!;
+      p,
+      flaky,
+    );
+  } finally {
+    executor.alive = holds.executor;
+    if (dispatcher) dispatcher.alive = holds.dispatcher!;
+  }
   expect(recovered).toBe(2);
   expect(reads.get(`${RUN_KIND}.${first}`)).toBe(3);
   expect(kept).toBe(2);
