@@ -15,6 +15,13 @@ const NEEDS_APPROVAL = (server: string, tool: string) => ({
   retryable: false,
 });
 
+/** A gated call a person rejected, or nobody decided in time: never made (as the run that asked failed it). */
+function notMade(d: Extract<JournaledDecision, { decision: "rejected" | "expired" }>) {
+  return d.decision === "rejected"
+    ? { code: "approval_rejected", message: `${d.by} rejected it${d.reason ? `: ${d.reason}` : ""}`, retryable: false }
+    : { code: "approval_expired", message: "nobody decided in time", retryable: false };
+}
+
 /** A tool's own failure, as its receipt keeps it (so a later attempt that meets the claim fails the same way, without a call). */
 const TOOL_ERROR = "$tool_error";
 
@@ -30,8 +37,20 @@ export interface ToolCall {
   arguments: unknown;
 }
 
+/**
+ * What a person decided on a tool node's gated call, as its run's journal keeps it: the call is
+ * made with `arguments` (the request's, or an edit's), or it is not made at all.
+ */
+export type JournaledDecision =
+  { decision: "approved" | "edited"; arguments: unknown } | { decision: "rejected"; by: string | null; reason?: string } | { decision: "expired" };
+
 export interface ToolStepDeps {
   tools: ToolPort;
+  /**
+   * A replay's: the original run's decision on the step's gated call (undefined: none was asked).
+   * A replay is never gated itself; it follows every decision its original journaled.
+   */
+  decided?(node: string, server: string, tool: string): Promise<JournaledDecision | undefined>;
   /** Sends an effect command to the run on this node: its closed answer, or undefined when this node does not decide for the run now. */
   ask(request: ExecuteRequest, event: Record<string, unknown>, id: string): Promise<{ outcome: string; value?: unknown; arguments?: unknown } | undefined>;
   /** Keeps a value within the inline bound (a larger one goes to the object store by reference). */
@@ -79,9 +98,12 @@ export async function callThroughJournal(
   if (found.outcome === "unavailable") return { answer: { outcome: "failed", error: { code: found.code, message: found.message, retryable: true } } };
   if (found.outcome !== "found") return { answer: { outcome: "failed", error: { code: `tool_${found.outcome}`, message: found.message, retryable: false } } };
   let args = call.arguments ?? null;
+  const own = request.tool?.server === server && request.tool.tool === tool;
+  const decided = own ? await deps.decided?.(request.node, server, tool) : undefined;
+  if (decided?.decision === "rejected" || decided?.decision === "expired") return { answer: { outcome: "failed", error: notMade(decided) } };
+  if (decided) args = decided.arguments ?? null;
   const gated = gatedBy(request.gate, server, tool, found.class);
   if (gated) {
-    const own = request.tool?.server === server && request.tool.tool === tool;
     if (!own) return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
     const gate = await deps.ask(
       request,
