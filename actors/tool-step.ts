@@ -1,4 +1,4 @@
-import { gatedBy, type ExecuteRequest, type Receipt } from "../machines/index.js";
+import { gatedBy, type ExecuteRequest, type Receipt, type ToolClass } from "../machines/index.js";
 import { effectKey, type ToolPort, type ToolResultOutcome } from "./tool-calls.js";
 import type { Charge, ChargeRequest } from "./meter.js";
 
@@ -72,6 +72,36 @@ export function fenceOf(request: ExecuteRequest) {
 }
 
 /**
+ * The arguments a call is made with, once its gate (if any) let it through: a replay's as its
+ * original's journaled decision says; a gated tool node's own call as its approval record holds
+ * them (asked of the run: `stopped` while a person has not decided). Otherwise the answer the
+ * step ends with, and no call.
+ */
+async function gateCall(
+  deps: ToolStepDeps,
+  request: ExecuteRequest,
+  call: ToolCall,
+  cls: ToolClass,
+): Promise<{ arguments: unknown; gated: boolean } | { answer: ToolAnswer }> {
+  const { server, tool } = call;
+  let args = call.arguments ?? null;
+  const own = request.tool?.server === server && request.tool.tool === tool;
+  const decided = own ? await deps.decided?.(request.node, server, tool) : undefined;
+  if (decided?.decision === "rejected" || decided?.decision === "expired") return { answer: { outcome: "failed", error: notMade(decided) } };
+  if (decided) args = decided.arguments ?? null;
+  if (!gatedBy(request.gate, server, tool, cls)) return { arguments: args, gated: false };
+  if (!own) return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
+  const gate = await deps.ask(
+    request,
+    { type: "effect.gate", ...fenceOf(request), server, tool, class: cls, arguments: args },
+    `gate/${request.run}/${request.node}/${request.attempt}/${request.lease_epoch}`,
+  );
+  if (gate?.outcome === "needs_approval") return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
+  if (gate?.outcome !== "approved") return { answer: { outcome: "stopped", reason: gate?.outcome ?? "not_decided_here" } };
+  return { arguments: gate.arguments ?? null, gated: true };
+}
+
+/**
  * One call that may change the world, made by an attempt: intent, call, receipt. The intent is
  * recorded in the run (under the attempt's lease and the run's cancellation epoch) before the
  * call; the run answers from its journal — a completed claim gives its stored response and no
@@ -97,23 +127,9 @@ export async function callThroughJournal(
   const found = await deps.tools.lookup(request.tenant, server, tool);
   if (found.outcome === "unavailable") return { answer: { outcome: "failed", error: { code: found.code, message: found.message, retryable: true } } };
   if (found.outcome !== "found") return { answer: { outcome: "failed", error: { code: `tool_${found.outcome}`, message: found.message, retryable: false } } };
-  let args = call.arguments ?? null;
-  const own = request.tool?.server === server && request.tool.tool === tool;
-  const decided = own ? await deps.decided?.(request.node, server, tool) : undefined;
-  if (decided?.decision === "rejected" || decided?.decision === "expired") return { answer: { outcome: "failed", error: notMade(decided) } };
-  if (decided) args = decided.arguments ?? null;
-  const gated = gatedBy(request.gate, server, tool, found.class);
-  if (gated) {
-    if (!own) return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
-    const gate = await deps.ask(
-      request,
-      { type: "effect.gate", ...fenceOf(request), server, tool, class: found.class, arguments: args },
-      `gate/${request.run}/${request.node}/${request.attempt}/${request.lease_epoch}`,
-    );
-    if (gate?.outcome === "needs_approval") return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
-    if (gate?.outcome !== "approved") return { answer: { outcome: "stopped", reason: gate?.outcome ?? "not_decided_here" } };
-    args = gate.arguments ?? null;
-  }
+  const admitted = await gateCall(deps, request, call, found.class);
+  if ("answer" in admitted) return admitted;
+  const { arguments: args, gated } = admitted;
   const key = effectKey(request.run, request.node, request.item, { server, tool, arguments: args });
   const charged = await chargeFor(deps, request, found.cost_cents ?? 0);
   if (charged.outcome === "unavailable")
