@@ -314,7 +314,8 @@ export class StepExecutor {
   }
 
   private callTool(request: ExecuteRequest, key: string, call: ToolCall): Promise<{ answer: ToolAnswer; receipt?: Receipt }> {
-    const tools = request.replay_of ? this.deps.replay?.of(request.replay_of, request.run) : this.deps.tools;
+    const replay = request.replay_of ? this.deps.replay?.of(request.replay_of, request.run) : undefined;
+    const tools = request.replay_of ? replay : this.deps.tools;
     if (!tools)
       return Promise.resolve({
         answer: { outcome: "failed", error: { code: "tool_gateway_unavailable", message: "this node has no tool gateway", retryable: true } },
@@ -322,6 +323,7 @@ export class StepExecutor {
     return callThroughJournal(
       {
         tools,
+        ...(replay ? { decided: replay.decided } : {}),
         ask: async (r, event, id) => {
           const local = await this.deps.host.dispatch({ kind: RUN_KIND, id: r.run }, event, id, { trusted: true });
           return local.outcome === "applied" ? (local.value as { outcome: string; value?: unknown } | undefined) : undefined;

@@ -254,7 +254,9 @@ export class TenantService {
   async create(id: string, settings?: unknown): Promise<Answer> {
     const valid = TenantIdSchema.safeParse(id);
     if (!valid.success) return { outcome: "invalid_input", reason: `id: ${valid.error.issues.map((i) => i.message).join("; ")}` };
-    return this.command(id, { type: "tenant.create", ...(settings ? { settings } : {}) }, `tenant.create/${id}`);
+    // A fresh command id, as every other command: the tenant answers a second create `exists`
+    // itself; one id for every create would meet the duplicate windows and answer a fault.
+    return this.command(id, { type: "tenant.create", ...(settings ? { settings } : {}) });
   }
 
   put(id: string, settings: unknown): Promise<Answer> {

@@ -1,4 +1,4 @@
-import { gatedBy, type ExecuteRequest, type Receipt } from "../machines/index.js";
+import { gatedBy, type ExecuteRequest, type Receipt, type ToolClass } from "../machines/index.js";
 import { effectKey, type ToolPort, type ToolResultOutcome } from "./tool-calls.js";
 import type { Charge, ChargeRequest } from "./meter.js";
 
@@ -15,6 +15,13 @@ const NEEDS_APPROVAL = (server: string, tool: string) => ({
   retryable: false,
 });
 
+/** A gated call a person rejected, or nobody decided in time: never made (as the run that asked failed it). */
+function notMade(d: Extract<JournaledDecision, { decision: "rejected" | "expired" }>) {
+  return d.decision === "rejected"
+    ? { code: "approval_rejected", message: `${d.by} rejected it${d.reason ? `: ${d.reason}` : ""}`, retryable: false }
+    : { code: "approval_expired", message: "nobody decided in time", retryable: false };
+}
+
 /** A tool's own failure, as its receipt keeps it (so a later attempt that meets the claim fails the same way, without a call). */
 const TOOL_ERROR = "$tool_error";
 
@@ -30,8 +37,20 @@ export interface ToolCall {
   arguments: unknown;
 }
 
+/**
+ * What a person decided on a tool node's gated call, as its run's journal keeps it: the call is
+ * made with `arguments` (the request's, or an edit's), or it is not made at all.
+ */
+export type JournaledDecision =
+  { decision: "approved" | "edited"; arguments: unknown } | { decision: "rejected"; by: string | null; reason?: string } | { decision: "expired" };
+
 export interface ToolStepDeps {
   tools: ToolPort;
+  /**
+   * A replay's: the original run's decision on the step's gated call (undefined: none was asked).
+   * A replay is never gated itself; it follows every decision its original journaled.
+   */
+  decided?(node: string, server: string, tool: string): Promise<JournaledDecision | undefined>;
   /** Sends an effect command to the run on this node: its closed answer, or undefined when this node does not decide for the run now. */
   ask(request: ExecuteRequest, event: Record<string, unknown>, id: string): Promise<{ outcome: string; value?: unknown; arguments?: unknown } | undefined>;
   /** Keeps a value within the inline bound (a larger one goes to the object store by reference). */
@@ -50,6 +69,36 @@ export function fenceOf(request: ExecuteRequest) {
     lease_epoch: request.lease_epoch,
     cancellation_epoch: request.cancellation_epoch,
   };
+}
+
+/**
+ * The arguments a call is made with, once its gate (if any) let it through: a replay's as its
+ * original's journaled decision says; a gated tool node's own call as its approval record holds
+ * them (asked of the run: `stopped` while a person has not decided). Otherwise the answer the
+ * step ends with, and no call.
+ */
+async function gateCall(
+  deps: ToolStepDeps,
+  request: ExecuteRequest,
+  call: ToolCall,
+  cls: ToolClass,
+): Promise<{ arguments: unknown; gated: boolean } | { answer: ToolAnswer }> {
+  const { server, tool } = call;
+  let args = call.arguments ?? null;
+  const own = request.tool?.server === server && request.tool.tool === tool;
+  const decided = own ? await deps.decided?.(request.node, server, tool) : undefined;
+  if (decided?.decision === "rejected" || decided?.decision === "expired") return { answer: { outcome: "failed", error: notMade(decided) } };
+  if (decided) args = decided.arguments ?? null;
+  if (!gatedBy(request.gate, server, tool, cls)) return { arguments: args, gated: false };
+  if (!own) return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
+  const gate = await deps.ask(
+    request,
+    { type: "effect.gate", ...fenceOf(request), server, tool, class: cls, arguments: args },
+    `gate/${request.run}/${request.node}/${request.attempt}/${request.lease_epoch}`,
+  );
+  if (gate?.outcome === "needs_approval") return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
+  if (gate?.outcome !== "approved") return { answer: { outcome: "stopped", reason: gate?.outcome ?? "not_decided_here" } };
+  return { arguments: gate.arguments ?? null, gated: true };
 }
 
 /**
@@ -78,20 +127,9 @@ export async function callThroughJournal(
   const found = await deps.tools.lookup(request.tenant, server, tool);
   if (found.outcome === "unavailable") return { answer: { outcome: "failed", error: { code: found.code, message: found.message, retryable: true } } };
   if (found.outcome !== "found") return { answer: { outcome: "failed", error: { code: `tool_${found.outcome}`, message: found.message, retryable: false } } };
-  let args = call.arguments ?? null;
-  const gated = gatedBy(request.gate, server, tool, found.class);
-  if (gated) {
-    const own = request.tool?.server === server && request.tool.tool === tool;
-    if (!own) return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
-    const gate = await deps.ask(
-      request,
-      { type: "effect.gate", ...fenceOf(request), server, tool, class: found.class, arguments: args },
-      `gate/${request.run}/${request.node}/${request.attempt}/${request.lease_epoch}`,
-    );
-    if (gate?.outcome === "needs_approval") return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
-    if (gate?.outcome !== "approved") return { answer: { outcome: "stopped", reason: gate?.outcome ?? "not_decided_here" } };
-    args = gate.arguments ?? null;
-  }
+  const admitted = await gateCall(deps, request, call, found.class);
+  if ("answer" in admitted) return admitted;
+  const { arguments: args, gated } = admitted;
   const key = effectKey(request.run, request.node, request.item, { server, tool, arguments: args });
   const charged = await chargeFor(deps, request, found.cost_cents ?? 0);
   if (charged.outcome === "unavailable")

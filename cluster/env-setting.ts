@@ -5,8 +5,11 @@
  */
 export interface EnvSetting<T extends string> {
   readonly variable: string;
-  /** The word `env` sets; undefined for one not among the setting's words. */
-  of(env?: NodeJS.ProcessEnv): T | undefined;
+  /**
+   * The word `env` sets; undefined for one not among the setting's words. `cores`: the machine's,
+   * for a setting whose default follows the host profile (`host-profile.ts`; default: this machine's).
+   */
+  of(env?: NodeJS.ProcessEnv, cores?: number): T | undefined;
   /** Why `env`'s word is no setting: what a node or a benchmark that refuses to start says. */
   refusal(env?: NodeJS.ProcessEnv): string;
 }

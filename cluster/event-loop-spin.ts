@@ -4,11 +4,10 @@ import { envSetting } from "./env-setting.js";
 /**
  * A node's event loop polls for an answer it expects within 0.25 ms (the last answer on its
  * connection, or from its pool, came that soon), for up to a millisecond after such a request,
- * while it waits for at most four answers (runtime/event-loop-spin.ts). On this 2-core VM a
- * write's acknowledgement takes ~0.14 ms (~0.42 when the server syncs every write: waited for
- * parked, polling for it took the cores the server's disk work needed), a no-op handler's
- * result ~0.07; four answers outstanding keep the loop busy by themselves. Figures in the README
- * (`RUNWAY_EVENT_LOOP_SPIN`).
+ * while it waits for at most four answers (runtime/event-loop-spin.ts). A sleeping loop wakes to
+ * cold caches; four answers outstanding keep the loop busy by themselves, and an answer that
+ * comes slower (a write the server syncs to disk) is waited for asleep. It assumes no core count:
+ * it costs CPU only while an answer is expected soon. docs/tuning.md (`RUNWAY_EVENT_LOOP_SPIN`).
  */
 export const SPIN_ON: SpinPolicy = { windowMs: 1, soonMs: 0.25, maxOutstanding: 4 };
 

@@ -1,22 +1,24 @@
 import { readdirSync } from "node:fs";
 import { getPriority, setPriority } from "node:os";
-import { envSetting } from "./env-setting.js";
+import { profiledSetting } from "./host-profile.js";
 
 /**
  * A node's main thread (its event loop) is the serial part of every step, and its pool's threads
  * run the handlers. The process's other threads are V8's compiler and garbage-collector helpers
- * (and libuv's): work that can wait a little, which on a busy machine took the cores from the
- * event loop (in w1's first window after a start, ~230 µs of CPU a step against the main
- * thread's ~305). Ten steps of `nice` lower, they work when a core is free. The price is paid
- * where the pool's own threads keep the cores busy: a collection the event loop waits on waits
- * longer for its helpers. Figures in the README (`RUNWAY_HELPER_THREADS`).
+ * (and libuv's): work that can wait a little, which on a small host takes the cores from the event
+ * loop. Ten steps of `nice` lower, they work when a core is free. The price is paid where the
+ * pool's own threads keep the cores busy: a collection the event loop waits on waits longer for
+ * its helpers. docs/tuning.md (`RUNWAY_HELPER_THREADS`).
  */
 export const HELPER_NICE_STEP = 10;
 
 export type HelperThreads = "low" | "normal";
 
-/** `RUNWAY_HELPER_THREADS`: unset or `low` lowers the helpers, `normal` leaves them. */
-export const HELPER_THREADS = envSetting<HelperThreads>("RUNWAY_HELPER_THREADS", ["low", "normal"]);
+/**
+ * `RUNWAY_HELPER_THREADS`: `low` lowers the helpers, `normal` leaves them; unset, the host
+ * profile says (`low` on a small host, where they take the event loop's cores).
+ */
+export const HELPER_THREADS = profiledSetting<HelperThreads>("RUNWAY_HELPER_THREADS", ["low", "normal"], { "small-host": "low", standard: "normal" });
 
 /** What applying did: the setting, and how many threads it lowered to which `nice`. */
 export interface HelperThreadsApplied {

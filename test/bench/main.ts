@@ -45,6 +45,9 @@ if (!bench) {
   process.exit(2);
 }
 // The benchmarks run their nodes in this process, tuned as `runway node` would be (RUNWAY_V8_INLINING, RUNWAY_V8_TIERING, RUNWAY_HELPER_THREADS, RUNWAY_EVENT_LOOP_SPIN).
+// Under the small-host profile unless told otherwise, whatever the machine: the one their figures
+// were measured with (docs/tuning.md). Set here, the nodes a benchmark spawns inherit it.
+if (!process.env.RUNWAY_PROFILE) process.env.RUNWAY_PROFILE = "small-host";
 function settingOrExit<T extends string>(setting: EnvSetting<T>): T {
   const value = setting.of(process.env);
   if (value) return value;
@@ -59,7 +62,7 @@ const helpers = describeHelpers(applyHelperThreads(settingOrExit(HELPER_THREADS)
 try {
   const result = await bench();
   process.stdout.write(
-    `${JSON.stringify({ ...result, v8_inlining: inlining, v8_tiering: tiering, helper_threads: helpers, event_loop_spin: spin, at: new Date().toISOString() })}\n`,
+    `${JSON.stringify({ ...result, profile: process.env.RUNWAY_PROFILE, v8_inlining: inlining, v8_tiering: tiering, helper_threads: helpers, event_loop_spin: spin, at: new Date().toISOString() })}\n`,
   );
 } finally {
   await killAll();

@@ -13,7 +13,8 @@ import { repoRoot, RUNWAY_USER, spawnProcess, startServer, waitFor, type ChildHa
 const BIN = fileURLToPath(new URL("../../bin/runway.mjs", import.meta.url));
 // npm sets its own npm_lifecycle_event for its script; the direct spawns must not inherit the
 // one of an `npm test` around vitest. No update check: the tests ask no registry anything.
-const ENV = { npm_lifecycle_event: undefined, npm_config_update_notifier: "false" };
+// The nodes run under the small-host profile whatever the machine: the tests below check its tunings.
+const ENV = { npm_lifecycle_event: undefined, npm_config_update_notifier: "false", RUNWAY_PROFILE: "small-host" };
 
 let server: NatsServerHandle;
 let nc: NatsConnection;
@@ -60,8 +61,13 @@ function running(pid: number): boolean {
 }
 
 /** Starts `runway node` through `command`, waits for READY, and answers the node's pid from its liveness record. */
-async function startNode(command: string, args: string[], name: string): Promise<{ child: ChildHandle; pid: number }> {
-  const child = spawnProcess(command, [...args, ...nodeArgs(name)], { cwd: repoRoot, env: ENV, name: `${command.split("/").pop()} ${name}` });
+async function startNode(
+  command: string,
+  args: string[],
+  name: string,
+  env: Record<string, string | undefined> = {},
+): Promise<{ child: ChildHandle; pid: number }> {
+  const child = spawnProcess(command, [...args, ...nodeArgs(name)], { cwd: repoRoot, env: { ...ENV, ...env }, name: `${command.split("/").pop()} ${name}` });
   await child.waitForLine(new RegExp(`^READY ${name}$`), { timeoutMs: 60_000 });
   const record = await waitFor(() => liveness(name), { timeoutMs: 10_000, describe: `the liveness record of ${name}` });
   nodePids.add(record.pid);
@@ -97,6 +103,7 @@ it.each([
   ["RUNWAY_V8_INLINING", "neither lean nor full", "half", /RUNWAY_V8_INLINING: "lean" or "full", not "half"/],
   ["RUNWAY_HELPER_THREADS", "neither low nor normal", "lowest", /RUNWAY_HELPER_THREADS: "low" or "normal", not "lowest"/],
   ["RUNWAY_EVENT_LOOP_SPIN", "neither on nor off", "1ms", /RUNWAY_EVENT_LOOP_SPIN: "on" or "off", not "1ms"/],
+  ["RUNWAY_PROFILE", "no profile", "tiny", /RUNWAY_PROFILE: "auto" or "small-host" or "standard", not "tiny"/],
 ])("./bin/runway.mjs node with %s %s refuses to start: exit 2, and it says why", async (variable, _which, value, says) => {
   const child = spawnProcess(BIN, nodeArgs(`${variable.toLowerCase()}-typo`), { cwd: repoRoot, env: { ...ENV, [variable]: value } });
   const exit = await child.exited;
@@ -162,6 +169,14 @@ it.skipIf(!existsSync("/proc/self/task"))(
     expect(exit, child.lines.join("\n")).toEqual({ code: 0, signal: null });
   },
 );
+
+it("./bin/runway.mjs node under the standard profile keeps V8's own inlining budgets and its helper threads' priority; its ready line says so", async () => {
+  const { child, pid } = await startNode(BIN, [], "standard-node", { RUNWAY_PROFILE: "standard" });
+  expect(child.lines.join("\n")).toMatch(/"msg":"node ready".*"v8_inlining":"full".*"helper_threads":"normal"/);
+  const exit = await child.kill("SIGTERM");
+  expect(exit, child.lines.join("\n")).toEqual({ code: 0, signal: null });
+  await drained(child, "standard-node", pid, "SIGTERM");
+});
 
 it("SIGTERM to npm run runway -- node reaches the node: it drains, and npm exits 0 after it", async () => {
   const { child, pid } = await startNode("npm", ["run", "runway", "--"], "npm-term-node");

@@ -179,6 +179,31 @@ it("rejected: the node fails approval_rejected, the run fails and the tool is ne
   expect(await inbox(id)).toEqual([]);
 });
 
+it("a replay follows every journaled decision: a call approved with edited arguments replays identical, making no call; so do a plain approval and a rejection", async () => {
+  const edited = await gated("gated-refund", { account: "replay-edit", amount: 500 });
+  expect(await world.client.decide(edited.approval, "edit", { payload: { account: "replay-edit", amount: 45 }, by: "alice" })).toMatchObject({
+    decision: "edited",
+  });
+  const approved = await gated("gated-refund", { account: "replay-approve", amount: 7 });
+  expect(await world.client.decide(approved.approval, "approve", { by: "alice" })).toMatchObject({ decision: "approved" });
+  const rejected = await gated("gated-refund", { account: "replay-reject", amount: 9 });
+  expect(await world.client.decide(rejected.approval, "reject", { reason: "no", by: "alice" })).toMatchObject({ decision: "rejected" });
+  expect(await world.settled(edited.id)).toMatchObject({ status: "succeeded", result: { pay: { account: "replay-edit", amount: 45 } } });
+  expect((await world.settled(approved.id)).status).toBe("succeeded");
+  expect((await world.settled(rejected.id)).status).toBe("failed");
+
+  const before = JSON.stringify(fx.counts().calls);
+  for (const original of [edited.id, approved.id, rejected.id]) {
+    const replayed = await world.client.replay(original);
+    expect(replayed, original).toMatchObject({ outcome: "replayed", original, identical: true });
+    expect(replayed.divergence, original).toBeUndefined();
+    // A replay asks no person.
+    expect(await inbox(String(replayed.replay))).toEqual([]);
+  }
+  // No call of a replay left the node.
+  expect(JSON.stringify(fx.counts().calls)).toBe(before);
+});
+
 it("C036 C095 a gated tool's approval that expires after earlier work ends the run succeeded with partial_reason approval_expired; the gated call is never made", async () => {
   const before = charges();
   const id = ((await world.client.startRun({ definition: "gated-late", input: { account: "slow" } })).run as RunAnswer).id;

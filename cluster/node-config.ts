@@ -1,0 +1,88 @@
+import type {
+  DefinitionStore,
+  Dispatcher,
+  HeartbeatOutcome,
+  NodeMetrics,
+  RunService,
+  StepExecutor,
+  StepReport,
+  Sweeper,
+  TenantService,
+} from "../actors/index.js";
+import type { SchedulerConfig, SweepSettings } from "../machines/index.js";
+import type { ActorAddress, Clock, ConnectionConfig, HostDecorators, Logger, RunwayNode, StepPool } from "../runtime/index.js";
+
+export interface RunwayNodeConfig {
+  connection: ConnectionConfig;
+  name: string;
+  /** Handler modules (paths), each `export const handlers = { name: async (ctx) => … }`. */
+  handlers: readonly string[];
+  threads?: number;
+  /** Attempts one pool thread interleaves (default 8): agent handlers mostly await I/O. */
+  tasksPerThread?: number;
+  replicas?: number;
+  leaseTtlMs?: number;
+  clock?: Clock;
+  logger?: Logger;
+  /** Serve the `runway` micro service from this node (default true). */
+  api?: boolean;
+  /** How long an attempt's lease lasts past its last heartbeat (default: the node's timeout + 5 s). */
+  stepLeaseTtlMs?: number;
+  /** Serve Prometheus text metrics on http://127.0.0.1:<port>/metrics. */
+  metricsPort?: number;
+  /** Fair scheduler settings (worker slots, interactive reserve, migration cap, aging); `false` leases at once. */
+  scheduler?: Partial<SchedulerConfig> | false;
+  /** Window of provider quotas (default one minute: `requests_per_minute` per window). */
+  quotaWindowMs?: number;
+  /** How long a parked run may stay parked past its last wake-up before it is abandoned (default 60 s). */
+  waitGraceMs?: number;
+  /** How often the recovery sweep passes over the runs this node serves (default 60 s); `false`: only on demand (`sweeper.pass()`). */
+  sweepIntervalMs?: number | false;
+  /** Maps start their items only once the run's tenant admitted the expansion (default true). */
+  expansionAdmission?: boolean;
+  /** How old a lost lease (past its expiry) or a lost offer must be before the sweep repairs it (default 5 s and 60 s). */
+  sweep?: SweepSettings;
+  /** Runs one sweep pass reads at most (default 5,000); the next pass goes on from there. */
+  sweepMaxPerPass?: number;
+  /**
+   * How long an ended run is kept whole (default 7 days): then its record and journal are
+   * removed by the recovery sweep and only its final summary in the runs index is left; its
+   * tenant forgets it then too (a duplicate admission of it is answered rather than counted until then).
+   */
+  endedRunRetentionMs?: number;
+  /**
+   * Wrappers of the node's ports, applied before use: the log its actors write through, the
+   * in-process receivers of `runway.local` effects (an attempt handed to the executor, a ticket
+   * offered to the scheduler, …) and the executor's report path. Tests decorate them to inject
+   * faults (a lost hand-over, a lost report); production passes none.
+   */
+  decorate?: NodeDecorators;
+  /** Deliveries after which a command that faults its actor is dead-lettered (default 5). */
+  maxDeliveries?: number;
+  /** Observes each heartbeat renewal: ms from dispatch to the run's stored answer (the `heartbeats` benchmark). */
+  onHeartbeatSettled?(ms: number, outcome: HeartbeatOutcome): void;
+}
+
+/** Receives one `runway.local` channel's payloads in this process. */
+export type LocalReceiver = (payload: unknown, from: ActorAddress) => void;
+
+/** The node's ports a test may wrap (Orleans' FaultInjectionGrainStorage style: faults live in the test, not here). */
+export interface NodeDecorators extends HostDecorators {
+  /** Wraps the receiver of `runway.local` effects on `channel`. */
+  local?(channel: string, receiver: LocalReceiver): LocalReceiver;
+  /** Wraps the executor's report path (step results and heartbeats to their runs). */
+  report?(report: StepReport): StepReport;
+}
+
+export interface RunwayWorkflowNode {
+  node: RunwayNode;
+  definitions: DefinitionStore;
+  tenants: TenantService;
+  runs: RunService;
+  executor: StepExecutor;
+  pool: StepPool;
+  metrics: NodeMetrics;
+  dispatcher: Dispatcher | undefined;
+  sweeper: Sweeper;
+  stop(): Promise<void>;
+}
