@@ -102,13 +102,16 @@ function codeUnions(sources: Source[]): string[] {
 
 /**
  * Codes and outcomes the code answers with: every `code:` and `outcome:` literal (or union of
- * literals) in the domain, a `ToolError` a handler sees, a gateway's refusal, the closed code
+ * literals, or zod literal or enum) in the domain, a `ToolError` a handler sees, a gateway's refusal, the closed code
  * lists, and the pool's failure codes.
  */
 function emittedCodes(): Set<string> {
   const codes = new Set<string>();
   for (const { text } of DOMAIN) {
     for (const m of text.matchAll(/\b(?:code|outcome)\s*:\s*("[a-z_]+"(?:\s*\|\s*"[a-z_]+")*)/g)) for (const c of literals(m[1]!)) codes.add(c);
+    // The same, written as zod schemas (an answer union's single source): `outcome: z.literal("x")`, `code: z.enum([...])`.
+    for (const m of text.matchAll(/\b(?:code|outcome)\s*:\s*z\s*\.\s*(?:literal\(\s*("[a-z_]+")|enum\(\s*\[([^\]]*)\])/g))
+      for (const c of literals(m[1] ?? m[2] ?? "")) codes.add(c);
     for (const m of text.matchAll(/(?:new ToolError|refused)\(\s*"([a-z_]+)"/g)) codes.add(m[1]!);
   }
   for (const { text } of sourcesUnder("runtime/pool")) for (const m of text.matchAll(/new ToolError\(\s*"([a-z_]+)"/g)) codes.add(m[1]!);
