@@ -2,7 +2,7 @@
 // nothing it does not (issue 37 §6: `run_cancel_requested` and the `stopped` code had gone
 // undocumented). The emitted sets are read from the sources that emit them, the documented sets
 // from the tables of docs/*.md; both directions are checked.
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
@@ -230,5 +230,16 @@ describe("the reference pages list what the system emits", () => {
     expect(missing(INTERNAL, emitted), "listed as internal but no longer emitted").toEqual([]);
     expect([...INTERNAL].filter((c) => docs.has(c)).sort(), "listed as internal and documented as an answer").toEqual([]);
     expect(docs).toContain("stopped");
+  });
+
+  it("every source file the README and docs/ name exists", () => {
+    const pages = ["README.md", ...readdirSync(join(ROOT, "docs")).map((f) => `docs/${f}`)].filter((f) => f.endsWith(".md"));
+    const named = pages.flatMap((page) =>
+      [...readFileSync(join(ROOT, page), "utf8").matchAll(/`((?:bin|cluster|machines|runtime|actors|gateways|scripts|test)\/[\w./-]+\.(?:ts|mjs|md))`/g)].map(
+        (m) => `${page}: ${m[1]}`,
+      ),
+    );
+    expect(named.length).toBeGreaterThan(10);
+    expect(named.filter((n) => !existsSync(join(ROOT, n.split(": ")[1]!)))).toEqual([]);
   });
 });
