@@ -5,8 +5,8 @@ const encoder = new TextEncoder();
 /**
  * The headers of a message this process sends. nats.js's own (`headers()`) keeps a map of
  * arrays, lists and filters its keys on every `set`, canonicalises each key through an array
- * of char codes, and builds the block again on publish: on the actor loop about 5.8 KB of
- * garbage and 4 % of the CPU a transition (three to five headers a message). These are a short
+ * of char codes, and builds the block again on publish: garbage and CPU on every transition of
+ * the actor loop (three to five headers a message). These are a short
  * list of pairs, checked as nats.js checks them, and encoded to the same bytes: the client only
  * calls `encode()` on headers it sends. Keys match exactly unless a `Match` says otherwise.
  */

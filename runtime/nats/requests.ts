@@ -4,8 +4,8 @@ import { eventLoopSpin } from "../event-loop-spin.js";
 /**
  * Request-reply on one shared inbox subscription per connection, with one coarse timer for all
  * deadlines. The client's own `request()` builds two Error objects (with stack traces) per
- * call; on the actor hot path, where every transition makes two or three requests, that was a
- * sixth of the CPU. Failures here are plain outcomes, not exceptions.
+ * call, and on the actor hot path every transition makes two or three requests. Failures here
+ * are plain outcomes, not exceptions.
  */
 export type RawReply = { ok: true; msg: Msg } | { ok: false; reason: "timeout" | "no_responders" | "closed" | "too_large" };
 

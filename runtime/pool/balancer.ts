@@ -10,8 +10,7 @@
  * numbers, which ride on the task under Piscina's queue-options symbol: structured cloning drops
  * it, so the worker never sees it), also when the batch waited in Piscina's queue while a thread
  * was replaced. A stuck step's thread is known from then on, without a message from the worker
- * for every step: one of those cost w1 ~4 % of its steps a second (median of six pairs), a
- * wake-up of the main thread and a socket write more per step.
+ * for every step, which would cost the main thread a wake-up and a socket write more per step.
  */
 import { type Piscina, queueOptionsSymbol } from "piscina";
 

@@ -14,14 +14,12 @@ import type { Plugin } from "esbuild";
  * esbuild (its relative imports inlined, packages left as imports, an inline source map, each
  * source keeping its own `import.meta.url`) into a file named by its content; anything else is
  * loaded as it is. On Node 20 a thread that imports TypeScript through tsx needs a loader
- * thread of its own: two pool threads took ~300 ms to load their handlers that way, ~50 ms
- * bundled, and no thread of a pool needs tsx.
+ * thread of its own, which makes a pool slow to start; bundled, no thread of a pool needs tsx.
  */
 export async function loadableModule(path: string): Promise<string> {
   if (!/\.[mc]?ts$/.test(path)) return path;
-  // Imported here, not at load: ~40 ms a node's start spent before anything else, now spent while
-  // the node connects and claims its partitions (the pool starts beside them), and never by a
-  // CLI command that starts no pool.
+  // Imported here, not at load: the import is paid while the node connects and claims its
+  // partitions (the pool starts beside them), and never by a CLI command that starts no pool.
   const { build } = await import("esbuild");
   const result = await build({
     entryPoints: [path],

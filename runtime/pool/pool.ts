@@ -238,8 +238,7 @@ export class StepPool {
     p.state = "ready";
     this.#running.set(p.seq, p);
     p.timer = setTimeout(() => this.#cancel(p, "timeout"), Math.min(p.task.timeoutMs, MAX_TIMER_MS));
-    // An idle pool sends at once: one step in flight would wait for the turn's end for nothing
-    // (a run of ten one in flight was 10 % slower so).
+    // An idle pool sends at once: one step in flight would wait for the turn's end for nothing.
     if (this.#active === 1) return this.#send(piscina, [p], undefined);
     this.#ready.push(p);
     if (this.#ready.length === 1) setImmediate(this.#sendReady);

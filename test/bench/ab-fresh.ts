@@ -37,7 +37,7 @@ function w1Of(root: string): Promise<Sample> {
   return new Promise((done, fail) => {
     const child = spawn(process.execPath, ["--import", "tsx", resolve(root, "test/bench/main.ts"), "w1"], {
       cwd: root,
-      // Both sides warm as this one does by default: a base older than 15af8b6 would warm with 100.
+      // Both sides warm as this one does by default, whatever the base's own default is.
       env: { ...process.env, W1_SETTLE: "0", W1_WARMUP: process.env.W1_WARMUP ?? String(W1_WARMUP_RUNS) },
       stdio: ["ignore", "pipe", "ignore"],
     });

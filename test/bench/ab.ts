@@ -39,9 +39,9 @@ type SpinModule = typeof import("../../cluster/event-loop-spin.js");
 
 /**
  * The event-loop spin is a singleton of its module, and each side has its own copy: main.ts
- * applies the setting to this checkout's only. The other side's is applied here the same way
- * (a checkout from before the spin has none): without it, `ab` put one run of 10 one in flight
- * at 0.79 with the same commit on both sides.
+ * applies the setting to this checkout's only, so the other side's is applied here the same way
+ * (a checkout without the module has none). Otherwise one side spins and the other sleeps, and
+ * the one-in-flight ratio measures that instead of the change.
  */
 async function applySpinOf(root: string): Promise<void> {
   const file = resolve(root, "cluster/event-loop-spin.ts");

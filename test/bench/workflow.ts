@@ -268,7 +268,7 @@ export async function w1(): Promise<Record<string, unknown>> {
       one_in_flight_step_ms: percentiles(stepMs),
       mean_step_overhead_ms_one_in_flight: Math.round(((mean(ten) - mean(one)) / 9) * 1000) / 1000,
       // The main thread's CPU over that phase a step (its starts and ends included), beside
-      // floor's: one at a time, each hop wakes an idle thread and costs ~3× its CPU at 32 in flight.
+      // floor's: one at a time, each hop wakes an idle thread, which costs more than at 32 in flight.
       one_in_flight_main_thread_cpu_us_per_step: cpuMicrosEach(oneMain0, oneMain1, ONE_IN_FLIGHT_PAIRS * 11),
     };
   } finally {
@@ -282,9 +282,8 @@ export async function w2(): Promise<Record<string, unknown>> {
   try {
     await w.client.putDefinition(WIDE);
     const items = Array.from({ length: 200 }, (_, i) => i);
-    // Warm, as w1 is: with 10 maps V8 was still optimising the map's path through the timed runs
-    // (p50 68-84 ms against 45-63 after 40, five alternated pairs); the peer harness measures its
-    // w2 in a process its w1 warm-up and runs have warmed.
+    // Warm, as w1 is, so V8 has optimised the map's path before the timed runs; the peer harness
+    // measures its w2 in a process its w1 warm-up and runs have warmed.
     const warmup = Number(process.env.W2_WARMUP ?? 40);
     progress(`w2 warm-up: ${warmup} runs`);
     for (let i = 0; i < warmup; i++) await startAndFinish(w, "wide", { items });
