@@ -16,10 +16,59 @@ const parentView = (over: Record<string, unknown> = {}) => ({ status: "running",
 const answer = (effects: Emitted[]) => effects.find((e) => e.type === "runway.answer")?.value;
 
 describe("platform stops (seed 004: a platform stop is never tolerated)", () => {
-  it("the never-tolerated set is one list, and each code in it is recognised", () => {
-    for (const code of PLATFORM_STOP_CODES) expect(isPlatformStop(code)).toBe(true);
-    for (const code of ["child_failed", "handler_error", "depth_exceeded", "map_item_failed", "fanout_output_too_large", "budget_exhausted", undefined])
-      expect(isPlatformStop(code)).toBe(false);
+  // Written out here from seed 004 ("A platform stop is never tolerated"), not read from the list under test.
+  const neverTolerated = [
+    "reference_unreadable",
+    "condition_unreadable",
+    "no_parent_span",
+    "snapshot_unbuildable",
+    "invalid_snapshot",
+    "policy_unavailable",
+    "metering_unavailable",
+    "approval_unwritable",
+    "invalid_tool_contract",
+    "state_too_large",
+  ];
+  // Codes the runtime read and answered: continue_on_error decides them.
+  const tolerated = [
+    "child_failed",
+    "handler_error",
+    "depth_exceeded",
+    "map_item_failed",
+    "fanout_output_too_large",
+    "budget_exhausted",
+    "node_failed",
+    "start_refused",
+  ];
+
+  it("the never-tolerated set is the seed's list, and a child ending under each of its codes (and no other) stops a continue_on_error parent", () => {
+    expect([...PLATFORM_STOP_CODES].sort()).toEqual([...neverTolerated].sort());
+    expect(isPlatformStop(undefined)).toBe(false);
+    const p = plan({
+      name: "w",
+      nodes: [
+        { id: "sub", kind: "subworkflow", workflow: "leaf", continue_on_error: true },
+        { id: "after", kind: "code", handler: "h", needs: [{ node: "sub", when: "always" }] },
+      ],
+    });
+    const prepared = { child_ids: { sub: "t_c" }, child_definitions: { leaf: { name: "leaf", version: 1, digest: "d2" } } };
+    const settle = (code: string) => {
+      const r = runner(p, prepared);
+      r.send({ type: "run.create", run: seed() });
+      const effects = r.send({ type: "child.settled", node: "sub", child: "t_c", status: "failed", error: { code, message: `c: ${code}` } });
+      return { r, started: executes(effects).map((e) => e.node) };
+    };
+    for (const code of neverTolerated) {
+      const { r, started } = settle(code);
+      expect(started, code).toEqual([]);
+      expect(r.run.lifecycle.status, code).toBe("failed");
+      expect(r.run.error, code).toMatchObject({ code, nodes: ["sub"] });
+    }
+    for (const code of tolerated) {
+      const { r, started } = settle(code);
+      expect(started, code).toEqual(["after"]);
+      expect(r.run.lifecycle.status, code).toBe("running");
+    }
   });
 
   it("C043 a continue_on_error node that fails reference_unreadable ends the run at once; no node after it starts, not even one that needs it `always`", () => {
