@@ -1,6 +1,6 @@
 import { applyStepOp, type RetryPolicy, type StepError, type StepState } from "../step/index.js";
 import { isPlatformStop, mapItemInput, mapItems, resolveTemplate, type PlanNode } from "../workflow/index.js";
-import { stopMapIdle } from "./ceilings.js";
+import { settleStop, stopMapIdle } from "./ceilings.js";
 import { gateRuleOf } from "./gates.js";
 import { addItem, hasLive, itemLoad, liveItem, liveItems, removeItem } from "./items.js";
 import {
@@ -243,7 +243,7 @@ export function onHeartbeat(
 export function pumpMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>): void {
   const n = d.run.nodes[node.id]!;
   const map = n.map!;
-  if (d.run.ceiling) {
+  if (map.stop || d.run.ceiling) {
     if (n.s === "active") stopMapIdle(d, node);
     return;
   }
@@ -289,6 +289,8 @@ export function settleItem(d: Draft, node: Extract<PlanNode, { kind: "map" }>, i
   const it = map.live[String(i)];
   if (!it) return;
   if (it.step.status === "succeeded") {
+    // Under a held platform stop the map fails whatever its items return: no output is kept.
+    if (map.stop) return removeItem(map, String(i));
     const value = output === undefined ? null : output;
     map.output_bytes += outputBytes;
     if (map.output_bytes > MAP_OUTPUT_LIMIT) {
@@ -304,10 +306,11 @@ export function settleItem(d: Draft, node: Extract<PlanNode, { kind: "map" }>, i
   } else if (it.step.status === "failed") {
     const error = it.step.last_error;
     if (isPlatformStop(error?.code)) {
-      // A platform stop wins over everything else in the batch, a ceiling included, at any input position.
+      // A platform stop wins over everything else in the batch, a ceiling included, at any input
+      // position; among several, the lowest position's (ceilings.ts `settleStop`).
       removeItem(map, String(i));
-      stopItems(d, node.id, error.code);
-      return fail(d, node.id, { code: error.code, message: `item #${i}: ${error.message}` });
+      if (map.stop === undefined || i < map.stop.at) map.stop = { at: i, error: { code: error.code, message: `item #${i}: ${error.message}` } };
+      return settleStop(d, node);
     }
     map.failed++;
     map.first_failed = Math.min(map.first_failed ?? i, i);

@@ -1,7 +1,7 @@
 import { isTerminal } from "../run/index.js";
 import { applyStepOp } from "../step/index.js";
 import type { CeilingReason, PlanNode } from "../workflow/index.js";
-import { fail, publish, succeed, type Draft } from "./draft.js";
+import { abortAttempts, fail, liveAttempts, publish, succeed, type Draft } from "./draft.js";
 import { hasLive, liveItems, removeItem } from "./items.js";
 import type { ItemRun, NodeRun } from "./types.js";
 
@@ -65,6 +65,7 @@ export function stopIdle(d: Draft): void {
 export function stopMapIdle(d: Draft, node: Extract<PlanNode, { kind: "map" }>): void {
   const n = d.run.nodes[node.id]!;
   const map = n.map!;
+  if (map.stop) return settleStop(d, node);
   map.stopped_at = Math.min(map.stopped_at ?? map.next, map.next);
   for (const [i, it] of liveItems(map)) {
     if (inFlight(it)) continue;
@@ -78,6 +79,32 @@ export function stopMapIdle(d: Draft, node: Extract<PlanNode, { kind: "map" }>):
     return fail(d, node.id, { code: "map_item_failed", message: `item #${map.first_failed} failed before the ceiling stopped the map at #${kept}` });
   if (kept === 0) n.s = "cancelled";
   else succeed(d, node.id);
+}
+
+/**
+ * A map holding a returned platform stop (C064: among several, the lowest input position's wins,
+ * whatever order they return in). An item after it cannot change that: it is aborted and leaves
+ * the map; so does one before it that is not in flight (nothing new starts or retries). Items
+ * before it in flight finish, and once none is live the map fails with the stop, a ceiling's
+ * prefix notwithstanding (a platform stop wins over a ceiling).
+ */
+export function settleStop(d: Draft, node: Extract<PlanNode, { kind: "map" }>): void {
+  const map = d.run.nodes[node.id]!.map!;
+  const stop = map.stop!;
+  const dropped = liveItems(map).filter(([i, it]) => Number(i) > stop.at || !inFlight(it));
+  abortAttempts(
+    d,
+    liveAttempts(
+      node.id,
+      dropped.map(([i, it]) => [Number(i), it]),
+    ),
+    stop.error.code,
+  );
+  for (const [i, it] of dropped) {
+    stopHolder(it, d.now);
+    removeItem(map, i);
+  }
+  if (!hasLive(map)) fail(d, node.id, stop.error);
 }
 
 /** An attempt that may be running now: leased or running, or offered (granted in memory, or about to be). */

@@ -77,6 +77,8 @@ export function advance(d: Draft): void {
 /** Under a draining ceiling (`ceilings.ts`): nothing starts, what is not in flight stops; the run settles once nothing is. */
 export function drain(d: Draft): void {
   stopIdle(d);
+  // A map's held platform stop settled as it drained: it stops the run as any platform stop does.
+  if (d.stop) return stopRun(d);
   settleRun(d);
 }
 
@@ -87,6 +89,9 @@ export function drain(d: Draft): void {
  */
 export function ceilingStop(d: Draft, which: string, reason: CeilingReason = "limit_reached"): void {
   if (isTerminal(d.run.lifecycle.status)) return;
+  // A platform stop a map holds was returned before the time ran out: it wins (C063, C064).
+  for (const [id, n] of Object.entries(d.run.nodes)) if (n.s === "active" && n.map?.stop) fail(d, id, n.map.stop.error);
+  if (d.stop) return stopRun(d);
   ceilingDrain(d, which, reason);
   stopNodes(d, d.run.ceiling!.reason);
   settleRun(d);

@@ -142,6 +142,11 @@ export interface MapRun {
    * Once settled, its output is the items before it, a contiguous prefix.
    */
   stopped_at?: number;
+  /**
+   * A platform stop an item returned, the lowest input position's so far (C064): the map fails
+   * with it once no item before it is live (one of those may still return a lower one).
+   */
+  stop?: { at: number; error: RunError };
   /** Combined size (JSON, UTF-8) of the item outputs so far (bounded by MAP_OUTPUT_LIMIT). */
   output_bytes: number;
 }

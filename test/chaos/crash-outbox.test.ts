@@ -42,7 +42,7 @@ it.each(["sink", "inbox"])("crash between write and outbox: the outbox message r
   }
 });
 
-it("C129 crash between write and outbox: a progress event kept in the stored outbox is published by the next owner", async () => {
+it("crash between write and outbox: a progress event kept in the stored outbox is published by the next owner", async () => {
   const jsm = await jetstreamManager(world.nc);
   await jsm.streams.add({ name: "TEST_NOTES", subjects: ["rw.note.>"], duplicate_window: 120_000_000_000 });
   const node = await startNodeProcess([world.server.url], { name: "crashy-notes", crashAfterWrite: "counter.noter" });

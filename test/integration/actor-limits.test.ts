@@ -208,15 +208,22 @@ it("a durable effect larger than the max payload is dead-lettered (effect_too_la
   expect(counted(host, "effect_too_large")).toBe(1);
 });
 
-it("a progress event larger than the max payload is not published live and is counted; the next ones are (no outage)", async () => {
+// C129 in Runway's terms: the live events path failing (here the server refuses the event) leaves the durable record as it was written.
+it("C129 a progress event larger than the max payload is not published live and is counted; the next ones are (no outage), and the actor's record holds both commands", async () => {
   const id = "loudmouth";
-  const { host, mailbox } = await hostFor(id);
+  const { host, mailbox, partition } = await hostFor(id);
   const target = { kind: "load", id };
   // 20 KB in the record, 120 KB as JSON.
   expect(await mailbox.request(target, { type: "loud", chars: 20_000 }, "l-1", 5_000)).toMatchObject({ outcome: "applied" });
   expect(await mailbox.request(target, { type: "loud", chars: 10 }, "l-2", 5_000)).toMatchObject({ outcome: "applied" });
   await waitFor(() => host.events.stats.published === 1, { timeoutMs: 10_000, describe: "the small event to be published" });
   expect(host.events.stats.dropped).toBe(1);
+  await drained(partition);
+  const stored = await readActor(nc, "load", id);
+  expect(stored?.context.count).toBe(2);
+  expect(stored?.transitions).toBe(2);
+  const listed = await listDeadLetters(nc, { limit: 100 });
+  expect(listed.outcome === "ok" && listed.letters.filter((l) => l.kind === "load" && l.id === id)).toEqual([]);
 });
 
 it("a poison command (its write faults on every delivery) is dead-lettered after N deliveries and counted; the actor's other commands are served meanwhile", async () => {

@@ -152,7 +152,8 @@ describe("progress events", () => {
     }
   });
 
-  it("C129 a subscriber killed mid-run: the runs complete, and the journal gives the rest of each history after the last id it saw, each event once and in order", async () => {
+  // Not C129: the subscriber's own connection closing touches nothing of the node's; C129 is in test/integration/actor-limits.test.ts.
+  it("a subscriber that disconnects mid-run: the runs complete, and the journal gives the rest of each history after the last id it saw, each event once and in order", async () => {
     const { runs, release } = await gatedRuns("killed", 2);
     const watcher = await connect(world.server.connectOptions());
     const seen = new Map<string, Event[]>(runs.map((r) => [r, []]));

@@ -19,22 +19,30 @@ it("C097 subtree cancel of three-deep trees, each cancelled at another moment wh
   // A sibling tree that nobody cancels: it must keep running.
   const untouched = ((await c.startRun({ definition: "root", start_key: { source: "test", delivery_id: "untouched" } })).run as RunAnswer).id;
 
+  const treeOf = (root: string) => {
+    const mid = runIdFor("t1", childStartKey(root, "down"));
+    return [root, mid, runIdFor("t1", childStartKey(mid, "down"))];
+  };
+  const born = (id: string) =>
+    waitFor(async () => (await c.getRun(id)).outcome !== "run_not_found" || undefined, { timeoutMs: 20_000, describe: `run ${id} to be created` });
   const roots: string[] = [];
   await Promise.all(
     Array.from({ length: 8 }, async (_, i) => {
       const root = ((await c.startRun({ definition: "root", start_key: { source: "test", delivery_id: `tree-${i}` } })).run as RunAnswer).id;
       roots.push(root);
-      // Cancel at different moments: before the middle run exists, while it or the leaf is created, after.
-      await new Promise((r) => setTimeout(r, i * 15));
+      // Cancel at different moments: before the middle run exists (or while it is created), once it
+      // exists (while the leaf is created), after the leaf exists. Trees 3 to 7 are cancelled with
+      // children, so a cancel that stops only the roots cannot pass for a subtree cancel below.
+      const [, mid, leaf] = treeOf(root);
+      if (i === 3) await born(mid!);
+      if (i >= 4) await born(leaf!);
+      await new Promise((r) => setTimeout(r, i < 3 ? i * 15 : (i - 4) * 15));
       const answer = await c.cancelRun(root, "subtree test");
       expect(["cancelled", "not_cancellable"]).toContain(answer.outcome);
     }),
   );
-  const treeOf = (root: string) => {
-    const mid = runIdFor("t1", childStartKey(root, "down"));
-    return [root, mid, runIdFor("t1", childStartKey(mid, "down"))];
-  };
   const seen = { cancelled: 0, absent: 0 };
+  let descendantsCancelled = 0;
   for (const root of roots) {
     for (const id of treeOf(root)) {
       // A run that was never born is fine; every one that was ends cancelled.
@@ -49,12 +57,17 @@ it("C097 subtree cancel of three-deep trees, each cancelled at another moment wh
       );
       expect(["cancelled", "absent"], id).toContain(status);
       seen[status as "cancelled" | "absent"]++;
+      if (status === "cancelled" && id !== root) descendantsCancelled++;
       // Every descendant that exists is fenced by a raised cancellation epoch.
       if (status === "cancelled")
         expect(((await readActor(world.nc, RUN_KIND, id))!.context as unknown as RunRecord).run.cancellation_epoch, id).toBeGreaterThan(0);
     }
   }
-  console.log(`subtree cancel: ${seen.cancelled} runs cancelled, ${seen.absent} children never born (refused or not yet asked for)`);
+  console.log(
+    `subtree cancel: ${seen.cancelled} runs cancelled (${descendantsCancelled} descendants), ${seen.absent} children never born (refused or not yet asked for)`,
+  );
+  // The cancel reached the descendants, not the roots alone (trees 3 to 7 alone hold 9 of them).
+  expect(descendantsCancelled).toBeGreaterThan(roots.length);
   // Nothing outside the subtrees was touched.
   for (const id of treeOf(untouched))
     await waitFor(async () => ((await c.getRun(id)).run as RunAnswer | undefined)?.status === "running" || undefined, {

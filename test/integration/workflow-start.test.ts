@@ -53,9 +53,9 @@ describe("starting runs", () => {
     expect(new Set(answers.map((a) => (a.run as RunAnswer).id)).size).toBe(1);
   });
 
-  it("a crash in the middle of a start leaves either nothing or one run; the retry yields exactly one", async () => {
+  it("a start whose create was stored but never answered: the retry answers duplicate with the same run; a key nothing was stored for starts exactly one", async () => {
     expect((await world.client.putDefinition({ name: "crashy-start", nodes: [{ id: "a", kind: "code", handler: "noop" }] })).outcome).toBe("published");
-    // Crash after the create command was stored, before the caller heard back: the run exists once.
+    // The create command stored, as a crash before the caller heard back leaves it: the run exists once.
     const key = { source: "cron", delivery_id: "tick-1" };
     const id = runIdFor("t1", startKey(key.source, key.delivery_id));
     const def = (await world.client.getDefinition("crashy-start")) as unknown as { ref: { name: string; version: number; digest: string } };
@@ -77,7 +77,7 @@ describe("starting runs", () => {
     const retry = await world.client.startRun({ definition: "crashy-start", start_key: key });
     expect(retry.outcome).toBe("duplicate");
     expect((retry.run as RunAnswer).id).toBe(id);
-    // Crash before anything was stored: the retry starts exactly one.
+    // Nothing stored for this key, as a crash before the store leaves it (a real SIGKILL there: C010 in test/chaos/start-crash.test.ts).
     const fresh = { source: "cron", delivery_id: "tick-2" };
     expect(await runKeys("t1")).not.toContain(`run.${runIdFor("t1", startKey(fresh.source, fresh.delivery_id))}`);
     const started = await world.client.startRun({ definition: "crashy-start", start_key: fresh });

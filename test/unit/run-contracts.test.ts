@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_SWEEP, isPlatformStop, MAP_OUTPUT_LIMIT, PLATFORM_STOP_CODES, sweepPlan, type Plan } from "../../machines/index.js";
+import type { ExecuteRequest } from "../../machines/index.js";
 import { executes, plan, runDriver, type Emitted, rootSeed } from "./run-driver.js";
 
 /** Seed 004 contract rows on the pure run machine: platform stops, tree shape at create, map output bound, lost dispatch. */
@@ -16,10 +17,59 @@ const parentView = (over: Record<string, unknown> = {}) => ({ status: "running",
 const answer = (effects: Emitted[]) => effects.find((e) => e.type === "runway.answer")?.value;
 
 describe("platform stops (seed 004: a platform stop is never tolerated)", () => {
-  it("the never-tolerated set is one list, and each code in it is recognised", () => {
-    for (const code of PLATFORM_STOP_CODES) expect(isPlatformStop(code)).toBe(true);
-    for (const code of ["child_failed", "handler_error", "depth_exceeded", "map_item_failed", "fanout_output_too_large", "budget_exhausted", undefined])
-      expect(isPlatformStop(code)).toBe(false);
+  // Written out here from seed 004 ("A platform stop is never tolerated"), not read from the list under test.
+  const neverTolerated = [
+    "reference_unreadable",
+    "condition_unreadable",
+    "no_parent_span",
+    "snapshot_unbuildable",
+    "invalid_snapshot",
+    "policy_unavailable",
+    "metering_unavailable",
+    "approval_unwritable",
+    "invalid_tool_contract",
+    "state_too_large",
+  ];
+  // Codes the runtime read and answered: continue_on_error decides them.
+  const tolerated = [
+    "child_failed",
+    "handler_error",
+    "depth_exceeded",
+    "map_item_failed",
+    "fanout_output_too_large",
+    "budget_exhausted",
+    "node_failed",
+    "start_refused",
+  ];
+
+  it("the never-tolerated set is the seed's list, and a child ending under each of its codes (and no other) stops a continue_on_error parent", () => {
+    expect([...PLATFORM_STOP_CODES].sort()).toEqual([...neverTolerated].sort());
+    expect(isPlatformStop(undefined)).toBe(false);
+    const p = plan({
+      name: "w",
+      nodes: [
+        { id: "sub", kind: "subworkflow", workflow: "leaf", continue_on_error: true },
+        { id: "after", kind: "code", handler: "h", needs: [{ node: "sub", when: "always" }] },
+      ],
+    });
+    const prepared = { child_ids: { sub: "t_c" }, child_definitions: { leaf: { name: "leaf", version: 1, digest: "d2" } } };
+    const settle = (code: string) => {
+      const r = runner(p, prepared);
+      r.send({ type: "run.create", run: seed() });
+      const effects = r.send({ type: "child.settled", node: "sub", child: "t_c", status: "failed", error: { code, message: `c: ${code}` } });
+      return { r, started: executes(effects).map((e) => e.node) };
+    };
+    for (const code of neverTolerated) {
+      const { r, started } = settle(code);
+      expect(started, code).toEqual([]);
+      expect(r.run.lifecycle.status, code).toBe("failed");
+      expect(r.run.error, code).toMatchObject({ code, nodes: ["sub"] });
+    }
+    for (const code of tolerated) {
+      const { r, started } = settle(code);
+      expect(started, code).toEqual(["after"]);
+      expect(r.run.lifecycle.status, code).toBe("running");
+    }
   });
 
   it("C043 a continue_on_error node that fails reference_unreadable ends the run at once; no node after it starts, not even one that needs it `always`", () => {
@@ -203,6 +253,116 @@ describe("a map's combined output is bounded", () => {
     expect(JSON.stringify(r.run).length).toBeLessThan(16 * 1024);
     const abort = effects.find((e) => e.channel === "step.abort")!.payload as { attempts: unknown[] };
     expect(abort.attempts).toHaveLength(width - sent);
+  });
+});
+
+describe("among a map's returned platform stops, the lowest input position's wins, whatever the finish order (C064)", () => {
+  const map = (width: number, concurrency: number) =>
+    plan({
+      name: "w",
+      nodes: [
+        { id: "m", kind: "map", items: "${input.list}", handler: "h", concurrency, max_fanout: width, continue_on_error: true },
+        { id: "after", kind: "code", handler: "h", needs: [{ node: "m", when: "always" }] },
+      ],
+    });
+  const list = (width: number) => seed({ input: { list: Array.from({ length: width }, (_, i) => i) } });
+  const stop = (code: string, i: number) => ({ code, message: `item ${i} could not be served`, retryable: false });
+
+  for (const order of [
+    [0, 1, 2],
+    [0, 2, 1],
+    [1, 0, 2],
+    [1, 2, 0],
+    [2, 0, 1],
+    [2, 1, 0],
+  ])
+    it(`C064 items 0 and 2 return platform stops and item 1 succeeds, finishing ${order.join(", ")}: the node and the run fail with item 0's stop`, () => {
+      const r = runner(map(3, 3));
+      const batch = executes(r.send({ type: "run.create", run: list(3) }));
+      expect(batch.map((e) => e.item)).toEqual([0, 1, 2]);
+      const codes: Record<number, string> = { 0: "policy_unavailable", 2: "invalid_tool_contract" };
+      const started = order.flatMap((i) =>
+        executes(codes[i] ? r.result(batch[i]!, "failed", undefined, stop(codes[i], i)) : r.result(batch[i]!, "succeeded", i)),
+      );
+      expect(started).toEqual([]);
+      expect(r.run.nodes.m!.error).toMatchObject({ code: "policy_unavailable", message: expect.stringContaining("item #0") });
+      expect(r.run.lifecycle.status).toBe("failed");
+      expect(r.run.error).toMatchObject({ code: "policy_unavailable", nodes: ["m"] });
+    });
+
+  it("C064 a later item's stop that returns first stops the items after it and starts nothing; the items before it finish, and the lowest stop among them wins", () => {
+    const r = runner(map(5, 4));
+    const batch = executes(r.send({ type: "run.create", run: list(5) }));
+    expect(batch.map((e) => e.item)).toEqual([0, 1, 2, 3]);
+    const first = r.result(batch[2]!, "failed", undefined, stop("invalid_tool_contract", 2));
+    expect(executes(first)).toEqual([]);
+    expect(
+      first.filter((e) => e.channel === "step.abort").flatMap((e) => (e.payload as { attempts: { item?: number }[] }).attempts.map((a) => a.item)),
+    ).toEqual([3]);
+    expect(r.run.lifecycle.status).toBe("running");
+    expect(answer(r.result(batch[3]!, "failed", undefined, stop("policy_unavailable", 3)))).toMatchObject({ outcome: expect.stringMatching(/^stale/) });
+    expect(executes(r.result(batch[1]!, "failed", undefined, stop("state_too_large", 1)))).toEqual([]);
+    expect(r.run.lifecycle.status).toBe("running");
+    r.result(batch[0]!, "succeeded", 0);
+    expect(r.run.nodes.m!.error).toMatchObject({ code: "state_too_large", message: expect.stringContaining("item #1") });
+    expect(r.run.lifecycle.status).toBe("failed");
+    expect(r.run.error).toMatchObject({ code: "state_too_large", nodes: ["m"] });
+  });
+
+  it("C064 a stop held for the items before it, released as a call ceiling drains the run, stops the run at once: a node still running is aborted", () => {
+    const p = plan({
+      name: "w",
+      limits: { max_tool_calls: 1 },
+      nodes: [
+        { id: "m", kind: "map", items: "${input.list}", handler: "h", concurrency: 2, max_fanout: 2 },
+        { id: "other", kind: "code", handler: "h" },
+      ],
+    });
+    const r = runner(p);
+    const started = executes(r.send({ type: "run.create", run: list(2) }));
+    const [i0, i1] = started.filter((e) => e.node === "m");
+    const other = started.find((e) => e.node === "other")!;
+    const call = (e: ExecuteRequest) =>
+      r.send({
+        type: "effect.intent",
+        node: e.node,
+        ...(e.item !== undefined ? { item: e.item } : {}),
+        attempt: e.attempt,
+        lease_epoch: e.lease_epoch,
+        cancellation_epoch: e.cancellation_epoch,
+        key: `${e.node}-${e.item ?? "x"}`,
+        server: "fx",
+        tool: "t",
+        class: "idempotent",
+        arguments: {},
+      });
+    expect(answer(call(other))).toMatchObject({ outcome: "recorded" });
+    r.result(i1!, "failed", undefined, stop("invalid_tool_contract", 1));
+    expect(r.run.lifecycle.status).toBe("running");
+    const refused = call(i0!);
+    expect(answer(refused)).toEqual({ outcome: "limit_reached" });
+    expect(r.run.lifecycle.status).toBe("failed");
+    expect(r.run.error).toMatchObject({ code: "invalid_tool_contract", nodes: ["m"] });
+    expect(
+      refused.filter((e) => e.channel === "step.abort").flatMap((e) => (e.payload as { attempts: { node: string }[] }).attempts.map((a) => a.node)),
+    ).toContain("other");
+  });
+
+  it("C064 a stop held for the items before it still wins when the run's wall clock runs out first", () => {
+    const p = plan({
+      name: "w",
+      limits: { max_wall_ms: 1_000 },
+      nodes: [{ id: "m", kind: "map", items: "${input.list}", handler: "h", concurrency: 2, max_fanout: 2 }],
+    });
+    const r = runner(p);
+    const [i0, i1] = executes(r.send({ type: "run.create", run: list(2) }, T0));
+    r.result(i1!, "failed", undefined, stop("invalid_tool_contract", 1));
+    expect(r.run.lifecycle.status).toBe("running");
+    r.send({ type: "timer.fired", kind: "ceiling", node: "(run)" }, T0 + 1_000);
+    expect(r.run.lifecycle.status).toBe("failed");
+    expect(r.run.error).toMatchObject({ code: "invalid_tool_contract", nodes: ["m"] });
+    expect(r.run.partial_reason).toBeUndefined();
+    expect(answer(r.result(i0!, "failed", undefined, stop("policy_unavailable", 0)))).toMatchObject({ outcome: expect.stringMatching(/^stale/) });
   });
 });
 
