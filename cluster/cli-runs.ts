@@ -4,13 +4,16 @@
  *   runway run start <definition> [--input JSON] [--key SOURCE:ID] [--lane L] [--project P] [--priority N]
  *   runway run get|cancel|watch|events|trajectory|replay|held <id>     runway run list [--status S]
  *   runway run signal <id> <name> [--data JSON]     runway run reconcile <id> --key K --decision D
+ *
+ * The command line is checked whole before anything is sent (runCommand answers what to do once
+ * connected), so a wrong one is a usage error with or without a server.
  */
 import type { NatsConnection } from "@nats-io/transport-node";
 import { ID_PATTERN } from "../runtime/index.js";
-import type { ApiAnswer, RunwayClient } from "./client.js";
+import type { RunwayClient } from "./client.js";
+import { jsonFlag, positiveInt } from "./cli-args.js";
+import { answered, UsageError, type Done } from "./cli-errors.js";
 import { followRun } from "./follow.js";
-
-export class RunsUsageError extends Error {}
 
 /** The options `runway run` accepts (beside the connection's). */
 export const RUN_OPTIONS = {
@@ -34,82 +37,118 @@ export const RUN_OPTIONS = {
 
 type RunValues = { [K in keyof typeof RUN_OPTIONS]?: string };
 
-/** What to print (nothing for a command that wrote its own lines) and whether the command failed. */
-export type RunCommandDone = { print?: ApiAnswer; failed?: boolean };
+/** What a checked `runway run` command does once connected. */
+export type RunAction = (c: RunwayClient, nc: NatsConnection) => Promise<Done>;
 
-export async function runCommand(
-  c: RunwayClient,
-  nc: NatsConnection,
-  tenant: string,
-  sub: string | undefined,
-  positionals: string[],
-  values: RunValues,
-): Promise<RunCommandDone> {
+const SUBCOMMANDS = "run start|get|list|events|watch|cancel|signal|held|reconcile|trajectory|replay";
+
+function usage(message: string): UsageError {
+  return new UsageError(message, "run");
+}
+
+/** Checks `runway run <sub> …` and answers what it does; a wrong command line throws a UsageError. */
+export function runCommand(tenant: string, sub: string | undefined, positionals: string[], values: RunValues): RunAction {
   const id = positionals[0];
-  if (sub === "start" && id) {
-    const key = values.key?.split(":");
-    return {
-      print: await c.startRun({
+  const needsId = (form: string): string => {
+    if (!id) throw usage(`${form}: which run? (missing <id>)`);
+    return id;
+  };
+  switch (sub) {
+    case "start": {
+      if (!id) throw usage("run start <definition>: which definition? (missing <definition>)");
+      const key = values.key?.split(":");
+      if (values.key !== undefined && !(key && key.length >= 2 && key[0] && key.slice(1).join(":")))
+        throw usage(`--key ${values.key}: expected SOURCE:DELIVERY`);
+      if (values.lane !== undefined && values.lane !== "batch" && values.lane !== "interactive" && values.lane !== "migration")
+        throw usage(`--lane ${values.lane}: expected interactive, batch or migration`);
+      const lane = values.lane as "batch" | "interactive" | "migration" | undefined;
+      const input = values.input ? jsonFlag("run", "--input", values.input) : {};
+      const request = {
         definition: id,
-        input: values.input ? JSON.parse(values.input) : {},
+        input,
         ...(key && key.length >= 2 ? { start_key: { source: key[0]!, delivery_id: key.slice(1).join(":") } } : {}),
-        ...(values.lane === "batch" || values.lane === "interactive" || values.lane === "migration" ? { lane: values.lane } : {}),
+        ...(lane ? { lane } : {}),
         // Who asks decides the default lane: a person at the CLI is interactive where the tenant allows `cli`.
         source: values.source ?? "cli",
         ...(values.project ? { project: values.project } : {}),
         // Passed as given: the API answers invalid_input for anything but an integer 0–9.
         ...(values.priority !== undefined ? { priority: Number(values.priority) } : {}),
-      }),
-    };
+      };
+      // `duplicate`: the start key's run, started before; what a retried start is for.
+      return async (c) => answered(await c.startRun(request), "started", "duplicate");
+    }
+    case "get": {
+      const run = needsId("run get <id>");
+      return async (c) => answered(await c.getRun(run), "found");
+    }
+    case "list": {
+      const limit = positiveInt("run", "--limit", values.limit);
+      return async (c) =>
+        answered(
+          await c.listRuns({
+            ...(values.status ? { status: values.status } : {}),
+            ...(limit !== undefined ? { limit } : {}),
+            ...(values.cursor ? { cursor: values.cursor } : {}),
+          }),
+          "ok",
+        );
+    }
+    case "cancel": {
+      const run = needsId("run cancel <id>");
+      return async (c) => answered(await c.cancelRun(run, values.reason), "cancelled", "cancel_requested");
+    }
+    case "held":
+      return async (c) => answered(await c.reconciliations(id), "ok");
+    case "signal": {
+      const run = needsId("run signal <id> <name>");
+      const name = positionals[1];
+      if (!name) throw usage("run signal <id> <name>: which signal? (missing <name>)");
+      const data = values.data === undefined ? undefined : jsonFlag("run", "--data", values.data);
+      return async (c) => answered(await c.signal(run, name, data), "delivered");
+    }
+    case "trajectory": {
+      const run = needsId("run trajectory <id>");
+      return async (c) => {
+        // JSON lines, one per step, item, tool call and outcome: ready for an evaluation pipeline.
+        const answer = await c.trajectory(run);
+        if (answer.outcome !== "trajectory") return { print: answer, failed: true };
+        for (const line of answer.lines as unknown[]) process.stdout.write(`${JSON.stringify(line)}\n`);
+        return {};
+      };
+    }
+    case "replay": {
+      const run = needsId("run replay <id>");
+      const waitMs = values["wait-ms"] === undefined ? undefined : Number(values["wait-ms"]);
+      if (waitMs !== undefined && !(Number.isInteger(waitMs) && waitMs >= 0)) throw usage(`--wait-ms ${values["wait-ms"]}: expected milliseconds`);
+      return async (c) => {
+        const answer = await c.replay(run, waitMs);
+        return { print: answer, failed: answer.outcome !== "replayed" || answer.identical !== true };
+      };
+    }
+    case "reconcile": {
+      const run = needsId("run reconcile <id>");
+      const decision = values.decision;
+      if (!values.key || (decision !== "done" && decision !== "retry" && decision !== "abandon"))
+        throw usage("run reconcile <id> --key K --decision done|retry|abandon [--result JSON]");
+      const key = values.key;
+      const result = values.result === undefined ? undefined : jsonFlag("run", "--result", values.result);
+      return async (c) => answered(await c.reconcile(run, key, decision, { ...(result !== undefined ? { result } : {}), by: values.by ?? "cli" }), "settled");
+    }
+    case "watch": {
+      const run = needsId("run watch <id>");
+      // The id goes into a subject filter: a wildcard would follow other runs.
+      if (!ID_PATTERN.test(run)) throw usage(`run id ${JSON.stringify(run)}: expected 1-200 characters of [A-Za-z0-9_=-]`);
+      return async (c, nc) => ((await watch(c, nc, tenant, run)) ? {} : { failed: true });
+    }
+    case "events": {
+      const run = needsId("run events <id>");
+      const limit = positiveInt("run", "--limit", values.limit);
+      return async (c) =>
+        answered(await c.runEvents(run, { ...(values.after ? { after: values.after } : {}), ...(limit !== undefined ? { limit } : {}) }), "events");
+    }
+    default:
+      throw usage(sub ? `unknown subcommand: run ${sub} (${SUBCOMMANDS})` : `which one? ${SUBCOMMANDS}`);
   }
-  if (sub === "get" && id) return { print: await c.getRun(id) };
-  if (sub === "list")
-    return {
-      print: await c.listRuns({
-        ...(values.status ? { status: values.status } : {}),
-        ...(values.limit ? { limit: Number(values.limit) } : {}),
-        ...(values.cursor ? { cursor: values.cursor } : {}),
-      }),
-    };
-  if (sub === "cancel" && id) return { print: await c.cancelRun(id, values.reason) };
-  if (sub === "held") return { print: await c.reconciliations(id) };
-  if (sub === "signal" && id && positionals[1]) {
-    const data = values.data === undefined ? undefined : (JSON.parse(values.data) as unknown);
-    const answer = await c.signal(id, positionals[1], data);
-    return { print: answer, failed: answer.outcome !== "delivered" };
-  }
-  if (sub === "trajectory" && id) {
-    // JSON lines, one per step, item, tool call and outcome: ready for an evaluation pipeline.
-    const answer = await c.trajectory(id);
-    if (answer.outcome !== "trajectory") return { print: answer, failed: true };
-    for (const line of answer.lines as unknown[]) process.stdout.write(`${JSON.stringify(line)}\n`);
-    return {};
-  }
-  if (sub === "replay" && id) {
-    const answer = await c.replay(id, values["wait-ms"] ? Number(values["wait-ms"]) : undefined);
-    return { print: answer, failed: answer.outcome !== "replayed" || answer.identical !== true };
-  }
-  if (sub === "reconcile" && id) {
-    const decision = values.decision;
-    if (!values.key || (decision !== "done" && decision !== "retry" && decision !== "abandon"))
-      throw new RunsUsageError("run reconcile <id> --key K --decision done|retry|abandon [--result JSON]");
-    const result = values.result === undefined ? undefined : (JSON.parse(values.result) as unknown);
-    const answer = await c.reconcile(id, values.key, decision, { ...(result !== undefined ? { result } : {}), by: values.by ?? "cli" });
-    return { print: answer, failed: answer.outcome !== "settled" };
-  }
-  if (sub === "watch" && id) {
-    // The id goes into a subject filter: a wildcard would follow other runs.
-    if (!ID_PATTERN.test(id)) throw new RunsUsageError(`run id ${JSON.stringify(id)}: expected 1-200 characters of [A-Za-z0-9_=-]`);
-    return (await watch(c, nc, tenant, id)) ? {} : { failed: true };
-  }
-  if (sub === "events" && id)
-    return {
-      print: await c.runEvents(id, {
-        ...(values.after ? { after: values.after } : {}),
-        ...(values.limit ? { limit: Number(values.limit) } : {}),
-      }),
-    };
-  throw new RunsUsageError("run start|get|list|events|watch|cancel|signal|held|reconcile|trajectory|replay");
 }
 
 /**
