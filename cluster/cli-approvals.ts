@@ -54,12 +54,12 @@ export function approvalsCommand(sub: string | undefined, id: string | undefined
       ...(limit !== undefined ? { limit } : {}),
       ...(values.cursor ? { cursor: values.cursor } : {}),
     };
-    return async (client) => answered(await client.approvals(filter), "ok");
+    return async (client) => answered("approvals ls", await client.approvals(filter));
   }
   if (sub !== "show" && sub !== "approve" && sub !== "reject" && sub !== "edit")
     throw usage(sub ? `unknown subcommand: approvals ${sub} (ls|show|approve|reject|edit)` : "which one? approvals ls|show|approve|reject|edit");
   if (!id) throw usage(`approvals ${sub} <id>: which item? (missing <id>; approvals ls lists them)`);
-  if (sub === "show") return async (client) => answered(await client.approval(id), "found");
+  if (sub === "show") return async (client) => answered("approvals show", await client.approval(id));
   // Approve: an input item's form content (the API checks it against the server's schema), else nothing. Edit: what the run goes on with.
   const payload = sub === "reject" ? undefined : payloadOf(values);
   if (sub === "edit" && payload === undefined) throw usage("approvals edit <id> --payload JSON: the payload the run goes on with");
@@ -72,5 +72,5 @@ export function approvalsCommand(sub: string | undefined, id: string | undefined
     ...(values.reason ? { reason: values.reason } : {}),
     by: values.by ?? process.env.USER ?? "cli",
   };
-  return async (client) => answered(await client.decide(id, sub, decision), "decided");
+  return async (client) => answered(`approvals ${sub}`, await client.decide(id, sub, decision));
 }

@@ -40,9 +40,50 @@ export class UnreachableError extends Error {
 /** What a command did: what to print on stdout (nothing for a command that wrote its own lines), and whether it failed. */
 export type Done = { print?: unknown; failed?: boolean };
 
-/** An API answer as a command's result: failed unless its outcome is one of `success`. */
-export function answered(answer: ApiAnswer, ...success: string[]): Done {
-  return { print: answer, failed: !success.includes(answer.outcome) };
+/**
+ * The outcomes each command counts as its success (exit 0); any other answer exits 1. An
+ * idempotent answer is a success: the start key's run (`duplicate`), the tenant that is there
+ * (`exists`), the definition as stored (`unchanged`). docs/cli.md lists the same table.
+ */
+export const SUCCESS = {
+  "tenant create": ["created", "exists"],
+  "tenant get": ["found"],
+  "tenant put": ["updated"],
+  "tenant kill": ["killed"],
+  "tenant drain": ["draining"],
+  "tenant resume": ["active"],
+  "def put": ["published", "unchanged", "draft_saved"],
+  "def get": ["found"],
+  "def list": ["ok"],
+  "run start": ["started", "duplicate"],
+  "run get": ["found"],
+  "run list": ["ok"],
+  "run events": ["events"],
+  "run watch": ["events"],
+  "run cancel": ["cancelled", "cancel_requested"],
+  "run signal": ["delivered"],
+  "run held": ["ok"],
+  "run trajectory": ["trajectory"],
+  "run replay": ["replayed"],
+  "run reconcile": ["settled"],
+  "approvals ls": ["ok"],
+  "approvals show": ["found"],
+  "approvals approve": ["decided"],
+  "approvals reject": ["decided"],
+  "approvals edit": ["decided"],
+  "tools servers put": ["saved"],
+  "tools servers get": ["found"],
+  "tools servers ls": ["ok"],
+  "tools servers rm": ["deleted"],
+  "tools ls": ["tools"],
+  "tools call": ["ok"],
+  "ops dead-letters": ["ok"],
+} as const satisfies Record<string, readonly string[]>;
+export type CommandForm = keyof typeof SUCCESS;
+
+/** An API answer as the result of `form`: failed unless its outcome is one of the form's SUCCESS. */
+export function answered(form: CommandForm, answer: ApiAnswer): Done {
+  return { print: answer, failed: !(SUCCESS[form] as readonly string[]).includes(answer.outcome) };
 }
 
 /** A nats.js error's name (its classes are matched by name: the CLI may run a bundled copy of the library). */

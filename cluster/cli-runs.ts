@@ -10,7 +10,7 @@
  */
 import type { NatsConnection } from "@nats-io/transport-node";
 import { ID_PATTERN } from "../runtime/index.js";
-import type { RunwayClient } from "./client.js";
+import type { ApiAnswer, RunwayClient } from "./client.js";
 import { jsonFlag, positiveInt } from "./cli-args.js";
 import { answered, UsageError, type Done } from "./cli-errors.js";
 import { followRun } from "./follow.js";
@@ -75,43 +75,44 @@ export function runCommand(tenant: string, sub: string | undefined, positionals:
         ...(values.priority !== undefined ? { priority: Number(values.priority) } : {}),
       };
       // `duplicate`: the start key's run, started before; what a retried start is for.
-      return async (c) => answered(await c.startRun(request), "started", "duplicate");
+      return async (c) => answered("run start", await c.startRun(request));
     }
     case "get": {
       const run = needsId("run get <id>");
-      return async (c) => answered(await c.getRun(run), "found");
+      return async (c) => answered("run get", await c.getRun(run));
     }
     case "list": {
       const limit = positiveInt("run", "--limit", values.limit);
       return async (c) =>
         answered(
+          "run list",
           await c.listRuns({
             ...(values.status ? { status: values.status } : {}),
             ...(limit !== undefined ? { limit } : {}),
             ...(values.cursor ? { cursor: values.cursor } : {}),
           }),
-          "ok",
         );
     }
     case "cancel": {
       const run = needsId("run cancel <id>");
-      return async (c) => answered(await c.cancelRun(run, values.reason), "cancelled", "cancel_requested");
+      return async (c) => answered("run cancel", await c.cancelRun(run, values.reason));
     }
     case "held":
-      return async (c) => answered(await c.reconciliations(id), "ok");
+      return async (c) => answered("run held", await c.reconciliations(id));
     case "signal": {
       const run = needsId("run signal <id> <name>");
       const name = positionals[1];
       if (!name) throw usage("run signal <id> <name>: which signal? (missing <name>)");
       const data = values.data === undefined ? undefined : jsonFlag("run", "--data", values.data);
-      return async (c) => answered(await c.signal(run, name, data), "delivered");
+      return async (c) => answered("run signal", await c.signal(run, name, data));
     }
     case "trajectory": {
       const run = needsId("run trajectory <id>");
       return async (c) => {
         // JSON lines, one per step, item, tool call and outcome: ready for an evaluation pipeline.
         const answer = await c.trajectory(run);
-        if (answer.outcome !== "trajectory") return { print: answer, failed: true };
+        const done = answered("run trajectory", answer);
+        if (done.failed) return done;
         for (const line of answer.lines as unknown[]) process.stdout.write(`${JSON.stringify(line)}\n`);
         return {};
       };
@@ -122,7 +123,8 @@ export function runCommand(tenant: string, sub: string | undefined, positionals:
       if (waitMs !== undefined && !(Number.isInteger(waitMs) && waitMs >= 0)) throw usage(`--wait-ms ${values["wait-ms"]}: expected milliseconds`);
       return async (c) => {
         const answer = await c.replay(run, waitMs);
-        return { print: answer, failed: answer.outcome !== "replayed" || answer.identical !== true };
+        const done = answered("run replay", answer);
+        return { ...done, failed: done.failed || answer.identical !== true };
       };
     }
     case "reconcile": {
@@ -132,19 +134,23 @@ export function runCommand(tenant: string, sub: string | undefined, positionals:
         throw usage("run reconcile <id> --key K --decision done|retry|abandon [--result JSON]");
       const key = values.key;
       const result = values.result === undefined ? undefined : jsonFlag("run", "--result", values.result);
-      return async (c) => answered(await c.reconcile(run, key, decision, { ...(result !== undefined ? { result } : {}), by: values.by ?? "cli" }), "settled");
+      return async (c) =>
+        answered("run reconcile", await c.reconcile(run, key, decision, { ...(result !== undefined ? { result } : {}), by: values.by ?? "cli" }));
     }
     case "watch": {
       const run = needsId("run watch <id>");
       // The id goes into a subject filter: a wildcard would follow other runs.
       if (!ID_PATTERN.test(run)) throw usage(`run id ${JSON.stringify(run)}: expected 1-200 characters of [A-Za-z0-9_=-]`);
-      return async (c, nc) => ((await watch(c, nc, tenant, run)) ? {} : { failed: true });
+      return async (c, nc) => {
+        const refused = await watch(c, nc, tenant, run);
+        return refused ? answered("run watch", refused) : {};
+      };
     }
     case "events": {
       const run = needsId("run events <id>");
       const limit = positiveInt("run", "--limit", values.limit);
       return async (c) =>
-        answered(await c.runEvents(run, { ...(values.after ? { after: values.after } : {}), ...(limit !== undefined ? { limit } : {}) }), "events");
+        answered("run events", await c.runEvents(run, { ...(values.after ? { after: values.after } : {}), ...(limit !== undefined ? { limit } : {}) }));
     }
     default:
       throw usage(sub ? `unknown subcommand: run ${sub} (${SUBCOMMANDS})` : `which one? ${SUBCOMMANDS}`);
@@ -153,17 +159,14 @@ export function runCommand(tenant: string, sub: string | undefined, positionals:
 
 /**
  * Prints a run's progress events from the start of its history until it ends: what its journal
- * holds, then live events as they come (see followRun). False if there is no such run.
+ * holds, then live events as they come (see followRun). The answer that refused it, if any (no such run).
  */
-async function watch(client: RunwayClient, nc: NatsConnection, tenant: string, runId: string): Promise<boolean> {
+async function watch(client: RunwayClient, nc: NatsConnection, tenant: string, runId: string): Promise<ApiAnswer | undefined> {
   const first = await client.runEvents(runId, { limit: 1 });
-  if (first.outcome !== "events") {
-    process.stdout.write(`${JSON.stringify(first, null, 2)}\n`);
-    return false;
-  }
+  if (first.outcome !== "events") return first;
   if (first.compacted) {
     process.stdout.write(`${runId}: its record was compacted after the ended-run retention; runs.get shows its final summary\n`);
-    return true;
+    return undefined;
   }
   for await (const e of followRun(nc, client, tenant, runId)) {
     const what = [
@@ -174,5 +177,5 @@ async function watch(client: RunwayClient, nc: NatsConnection, tenant: string, r
     ].join("");
     process.stdout.write(`${new Date(e.at).toISOString()}  ${(e.id ?? "live").padEnd(10)}  ${e.type.padEnd(15)} ${what}\n`);
   }
-  return true;
+  return undefined;
 }

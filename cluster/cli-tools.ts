@@ -52,14 +52,14 @@ export function toolsCommand(sub: string | undefined, positionals: string[], val
     if (verb === "put" && arg) {
       const server = jsonFile("tools", arg);
       if (typeof server !== "object" || server === null || Array.isArray(server)) throw usage(`${arg}: a tool server is a JSON object`);
-      return async (client) => answered(await client.putToolServer(server as Record<string, unknown>), "saved");
+      return async (client) => answered("tools servers put", await client.putToolServer(server as Record<string, unknown>));
     }
-    if (verb === "get" && arg) return async (client) => answered(await client.getToolServer(arg), "found");
-    if (verb === "ls") return async (client) => answered(await client.listToolServers(), "ok");
-    if (verb === "rm" && arg) return async (client) => answered(await client.deleteToolServer(arg), "deleted");
+    if (verb === "get" && arg) return async (client) => answered("tools servers get", await client.getToolServer(arg));
+    if (verb === "ls") return async (client) => answered("tools servers ls", await client.listToolServers());
+    if (verb === "rm" && arg) return async (client) => answered("tools servers rm", await client.deleteToolServer(arg));
     throw usage("tools servers put <file.json> | get <name> | ls | rm <name>");
   }
-  if (sub === "ls") return async (client) => answered(await client.listTools(values.server), "tools");
+  if (sub === "ls") return async (client) => answered("tools ls", await client.listTools(values.server));
   if (sub === "call") {
     const [server, tool] = positionals;
     if (!server || !tool) throw usage("tools call <server> <tool> [--args JSON]: which server and tool?");

@@ -252,14 +252,13 @@ function tenantCommand(
   if (positionals[0] === undefined) throw new UsageError(`tenant ${sub} <id>: which tenant? (missing <id>)`, "tenant");
   const id = tenantId(positionals[0], "tenant id", "tenant");
   const settings = values.settings === undefined ? undefined : jsonObjectFlag("tenant", "--settings", values.settings);
-  if (sub === "create") return { values, act: async (c) => answered(await c.createTenant(id, settings), "created", "exists") };
-  if (sub === "get") return { values: { ...values, tenant: id }, act: async (c) => answered(await c.getTenant(), "found") };
+  if (sub === "create") return { values, act: async (c) => answered("tenant create", await c.createTenant(id, settings)) };
+  if (sub === "get") return { values: { ...values, tenant: id }, act: async (c) => answered("tenant get", await c.getTenant()) };
   if (sub === "put") {
     if (!settings) throw new UsageError("tenant put <id> --settings JSON: which settings?", "tenant");
-    return { values: { ...values, tenant: id }, act: async (c) => answered(await c.putTenant(settings), "updated") };
+    return { values: { ...values, tenant: id }, act: async (c) => answered("tenant put", await c.putTenant(settings)) };
   }
-  const state = { kill: "killed", drain: "draining", resume: "active" }[sub];
-  return { values, act: async (c) => answered(await c.setTenantState(id, sub, values.reason), state) };
+  return { values, act: async (c) => answered(`tenant ${sub}`, await c.setTenantState(id, sub, values.reason)) };
 }
 
 /** Checks `runway def <sub> …` and answers what it does once connected. */
@@ -268,14 +267,14 @@ function defCommand(sub: string | undefined, positionals: string[], values: { dr
   if (sub === "put") {
     if (!name) throw new UsageError("def put <file.json>: which file? (missing <file.json>)", "def");
     const definition = jsonFile("def", name);
-    return async (c) => answered(await c.putDefinition(definition, !values.draft), "published", "unchanged", "draft_saved");
+    return async (c) => answered("def put", await c.putDefinition(definition, !values.draft));
   }
   if (sub === "get") {
     if (!name) throw new UsageError("def get <name>: which definition? (missing <name>)", "def");
     const version = positiveInt("def", "--version", values.version);
-    return async (c) => answered(await c.getDefinition(name, version), "found");
+    return async (c) => answered("def get", await c.getDefinition(name, version));
   }
-  if (sub === "list") return async (c) => answered(await c.listDefinitions(), "ok");
+  if (sub === "list") return async (c) => answered("def list", await c.listDefinitions());
   throw new UsageError(sub ? `unknown subcommand: def ${sub} (put|get|list)` : "which one? def put|get|list", "def");
 }
 
@@ -345,7 +344,7 @@ async function main(argv: string[]): Promise<void> {
       const { values } = parseArgs({ args: rest, options: { ...common, limit: { type: "string" } } });
       if (sub !== "dead-letters") throw new UsageError(sub ? `unknown subcommand: ops ${sub} (dead-letters)` : "which one? ops dead-letters", "ops");
       const limit = positiveInt("ops", "--limit", values.limit);
-      return finish(command, sub, await withClient(values, async (c) => answered(await c.deadLetters(limit), "ok")));
+      return finish(command, sub, await withClient(values, async (c) => answered("ops dead-letters", await c.deadLetters(limit))));
     }
   }
 }
