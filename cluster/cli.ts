@@ -293,6 +293,7 @@ async function main(argv: string[]): Promise<void> {
   if (command === undefined) throw new UsageError("no command");
   if (command === "help" || command === "--help" || command === "-h") {
     if (sub === undefined || command !== "help") return void process.stdout.write(`${overview()}\n`);
+    if (sub === "--help" || sub === "-h") return void process.stdout.write(`${commandUsage("help")}\n`);
     if (!commandHelp(sub)) throw new UsageError(`unknown command: ${sub}`);
     return void process.stdout.write(`${commandUsage(sub)}\n`);
   }
