@@ -75,6 +75,11 @@ describe("with no server", () => {
     expect(oneLine(ran)).toBe(
       `runway: cannot reach NATS at ${url} (connection refused): start one with \`runway dev\`, or point --servers (env RUNWAY_SERVERS) at yours`,
     );
+    // For developers: the stack after the same line.
+    const debug = await runway(["tools", "ls", "--servers", url], { RUNWAY_DEBUG: "1" });
+    expect(debug.code).toBe(EXIT.unreachable);
+    expect(debug.stderr.split("\n")[0]).toBe(ran.stderr.trimEnd());
+    expect(debug.stderr).toMatch(/^\s+at /m);
   });
 
   it("def put of a file that is not JSON, or that is not there: one line naming the file, exit 2, before anything is connected", async () => {
