@@ -173,8 +173,8 @@ export const COMMANDS: readonly CommandHelp[] = [
   },
   {
     name: "machines",
-    summary: "Prints the production state machines as Mermaid diagrams.",
-    forms: [["machines", "the production state machines as Mermaid diagrams; needs no server"]],
+    summary: "Prints the production state machines (run, tenant) as diagrams, read off the machines themselves.",
+    forms: [["machines", "the production state machines as diagrams; needs no server"]],
     options: [],
     example: ["runway machines > machines.md"],
     connects: "none",
