@@ -46,6 +46,70 @@ function usage(message: string): UsageError {
   return new UsageError(message, "run");
 }
 
+const LANES = ["interactive", "batch", "migration"] as const;
+
+/** `runway run start <definition> …`, checked. */
+function startAction(definition: string, values: RunValues): RunAction {
+  const key = values.key === undefined ? undefined : /^([^:]+):(.+)$/.exec(values.key);
+  if (key === null) throw usage(`--key ${values.key}: expected SOURCE:DELIVERY`);
+  const lane = LANES.find((l) => l === values.lane);
+  if (values.lane !== undefined && !lane) throw usage(`--lane ${values.lane}: expected interactive, batch or migration`);
+  const request = {
+    definition,
+    input: values.input ? jsonFlag("run", "--input", values.input) : {},
+    // Split at its first `:`: a delivery id may hold more.
+    ...(key ? { start_key: { source: key[1]!, delivery_id: key[2]! } } : {}),
+    ...(lane ? { lane } : {}),
+    // Who asks decides the default lane: a person at the CLI is interactive where the tenant allows `cli`.
+    source: values.source ?? "cli",
+    ...(values.project ? { project: values.project } : {}),
+    // Passed as given: the API answers invalid_input for anything but an integer 0–9.
+    ...(values.priority !== undefined ? { priority: Number(values.priority) } : {}),
+  };
+  // `duplicate`: the start key's run, started before; what a retried start is for.
+  return async (c) => answered("run start", await c.startRun(request));
+}
+
+/** `runway run trajectory <id>`: JSON lines, one per step, item, tool call and outcome, ready for an evaluation pipeline. */
+function trajectoryAction(run: string): RunAction {
+  return async (c) => {
+    const answer = await c.trajectory(run);
+    const done = answered("run trajectory", answer);
+    if (done.failed) return done;
+    for (const line of answer.lines as unknown[]) process.stdout.write(`${JSON.stringify(line)}\n`);
+    return {};
+  };
+}
+
+/** `runway run replay <id>`: failed unless the replay is identical. */
+function replayAction(run: string, values: RunValues): RunAction {
+  const waitMs = values["wait-ms"] === undefined ? undefined : Number(values["wait-ms"]);
+  if (waitMs !== undefined && !(Number.isInteger(waitMs) && waitMs >= 0)) throw usage(`--wait-ms ${values["wait-ms"]}: expected milliseconds`);
+  return async (c) => {
+    const answer = await c.replay(run, waitMs);
+    const done = answered("run replay", answer);
+    return { ...done, failed: done.failed || answer.identical !== true };
+  };
+}
+
+/** `runway run reconcile <id> --key K --decision D`, checked. */
+function reconcileAction(run: string, values: RunValues): RunAction {
+  const { key, decision } = values;
+  if (!key || (decision !== "done" && decision !== "retry" && decision !== "abandon"))
+    throw usage("run reconcile <id> --key K --decision done|retry|abandon [--result JSON]");
+  const result = values.result === undefined ? undefined : jsonFlag("run", "--result", values.result);
+  return async (c) => answered("run reconcile", await c.reconcile(run, key, decision, { ...(result !== undefined ? { result } : {}), by: values.by ?? "cli" }));
+}
+
+/** `runway run watch <id>`, checked: the id goes into a subject filter, where a wildcard would follow other runs. */
+function watchAction(tenant: string, run: string): RunAction {
+  if (!ID_PATTERN.test(run)) throw usage(`run id ${JSON.stringify(run)}: expected 1-200 characters of [A-Za-z0-9_=-]`);
+  return async (c, nc) => {
+    const refused = await watch(c, nc, tenant, run);
+    return refused ? answered("run watch", refused) : {};
+  };
+}
+
 /** Checks `runway run <sub> …` and answers what it does; a wrong command line throws a UsageError. */
 export function runCommand(tenant: string, sub: string | undefined, positionals: string[], values: RunValues): RunAction {
   const id = positionals[0];
@@ -54,29 +118,9 @@ export function runCommand(tenant: string, sub: string | undefined, positionals:
     return id;
   };
   switch (sub) {
-    case "start": {
+    case "start":
       if (!id) throw usage("run start <definition>: which definition? (missing <definition>)");
-      const key = values.key?.split(":");
-      if (values.key !== undefined && !(key && key.length >= 2 && key[0] && key.slice(1).join(":")))
-        throw usage(`--key ${values.key}: expected SOURCE:DELIVERY`);
-      if (values.lane !== undefined && values.lane !== "batch" && values.lane !== "interactive" && values.lane !== "migration")
-        throw usage(`--lane ${values.lane}: expected interactive, batch or migration`);
-      const lane = values.lane as "batch" | "interactive" | "migration" | undefined;
-      const input = values.input ? jsonFlag("run", "--input", values.input) : {};
-      const request = {
-        definition: id,
-        input,
-        ...(key && key.length >= 2 ? { start_key: { source: key[0]!, delivery_id: key.slice(1).join(":") } } : {}),
-        ...(lane ? { lane } : {}),
-        // Who asks decides the default lane: a person at the CLI is interactive where the tenant allows `cli`.
-        source: values.source ?? "cli",
-        ...(values.project ? { project: values.project } : {}),
-        // Passed as given: the API answers invalid_input for anything but an integer 0–9.
-        ...(values.priority !== undefined ? { priority: Number(values.priority) } : {}),
-      };
-      // `duplicate`: the start key's run, started before; what a retried start is for.
-      return async (c) => answered("run start", await c.startRun(request));
-    }
+      return startAction(id, values);
     case "get": {
       const run = needsId("run get <id>");
       return async (c) => answered("run get", await c.getRun(run));
@@ -106,46 +150,14 @@ export function runCommand(tenant: string, sub: string | undefined, positionals:
       const data = values.data === undefined ? undefined : jsonFlag("run", "--data", values.data);
       return async (c) => answered("run signal", await c.signal(run, name, data));
     }
-    case "trajectory": {
-      const run = needsId("run trajectory <id>");
-      return async (c) => {
-        // JSON lines, one per step, item, tool call and outcome: ready for an evaluation pipeline.
-        const answer = await c.trajectory(run);
-        const done = answered("run trajectory", answer);
-        if (done.failed) return done;
-        for (const line of answer.lines as unknown[]) process.stdout.write(`${JSON.stringify(line)}\n`);
-        return {};
-      };
-    }
-    case "replay": {
-      const run = needsId("run replay <id>");
-      const waitMs = values["wait-ms"] === undefined ? undefined : Number(values["wait-ms"]);
-      if (waitMs !== undefined && !(Number.isInteger(waitMs) && waitMs >= 0)) throw usage(`--wait-ms ${values["wait-ms"]}: expected milliseconds`);
-      return async (c) => {
-        const answer = await c.replay(run, waitMs);
-        const done = answered("run replay", answer);
-        return { ...done, failed: done.failed || answer.identical !== true };
-      };
-    }
-    case "reconcile": {
-      const run = needsId("run reconcile <id>");
-      const decision = values.decision;
-      if (!values.key || (decision !== "done" && decision !== "retry" && decision !== "abandon"))
-        throw usage("run reconcile <id> --key K --decision done|retry|abandon [--result JSON]");
-      const key = values.key;
-      const result = values.result === undefined ? undefined : jsonFlag("run", "--result", values.result);
-      return async (c) =>
-        answered("run reconcile", await c.reconcile(run, key, decision, { ...(result !== undefined ? { result } : {}), by: values.by ?? "cli" }));
-    }
-    case "watch": {
-      const run = needsId("run watch <id>");
-      // The id goes into a subject filter: a wildcard would follow other runs.
-      if (!ID_PATTERN.test(run)) throw usage(`run id ${JSON.stringify(run)}: expected 1-200 characters of [A-Za-z0-9_=-]`);
-      return async (c, nc) => {
-        const refused = await watch(c, nc, tenant, run);
-        return refused ? answered("run watch", refused) : {};
-      };
-    }
+    case "trajectory":
+      return trajectoryAction(needsId("run trajectory <id>"));
+    case "replay":
+      return replayAction(needsId("run replay <id>"), values);
+    case "reconcile":
+      return reconcileAction(needsId("run reconcile <id>"), values);
+    case "watch":
+      return watchAction(tenant, needsId("run watch <id>"));
     case "events": {
       const run = needsId("run events <id>");
       const limit = positiveInt("run", "--limit", values.limit);
