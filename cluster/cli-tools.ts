@@ -7,14 +7,16 @@
  *   runway tools call <server> <tool> [--args JSON] [--timeout-ms N]
  */
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
 import type { ApiAnswer, RunwayClient } from "./client.js";
+import { jsonFile, jsonObjectFlag } from "./cli-args.js";
+import { answered, UsageError, type Done } from "./cli-errors.js";
 
-export const TOOLS_USAGE = `  tools servers put <file.json> | tools servers get <name> | tools servers ls | tools servers rm <name>
-  tools ls [--server S]                                         every tool with its effective class
-  tools call <server> <tool> [--args JSON] [--timeout-ms N]     a one-step tool run through the gateway; prints its result`;
+/** What a checked `runway tools` command does once connected. */
+export type ToolsAction = (client: RunwayClient) => Promise<Done>;
 
-export class ToolsUsageError extends Error {}
+function usage(message: string): UsageError {
+  return new UsageError(message, "tools");
+}
 
 /** Polls a run until it ended (a tool run is short; a line on stderr every few seconds says it is still going). */
 async function settle(client: RunwayClient, runId: string, deadlineMs: number): Promise<ApiAnswer> {
@@ -43,41 +45,42 @@ function toolCallDefinition(server: string, tool: string) {
   };
 }
 
-/** Runs `runway tools <sub> …`; answers what to print and whether it failed. */
-export async function toolsCommand(
-  client: RunwayClient,
-  sub: string | undefined,
-  positionals: string[],
-  values: { server?: string; args?: string; "timeout-ms"?: string },
-): Promise<{ print: unknown; failed?: boolean }> {
+/** Checks `runway tools <sub> …` and answers what it does; a wrong command line (or file) throws a UsageError. */
+export function toolsCommand(sub: string | undefined, positionals: string[], values: { server?: string; args?: string; "timeout-ms"?: string }): ToolsAction {
   if (sub === "servers") {
     const [verb, arg] = positionals;
-    if (verb === "put" && arg) return { print: await client.putToolServer(JSON.parse(readFileSync(arg, "utf8")) as Record<string, unknown>) };
-    if (verb === "get" && arg) return { print: await client.getToolServer(arg) };
-    if (verb === "ls") return { print: await client.listToolServers() };
-    if (verb === "rm" && arg) return { print: await client.deleteToolServer(arg) };
-    throw new ToolsUsageError("tools servers put <file.json> | get <name> | ls | rm <name>");
+    if (verb === "put" && arg) {
+      const server = jsonFile("tools", arg);
+      if (typeof server !== "object" || server === null || Array.isArray(server)) throw usage(`${arg}: a tool server is a JSON object`);
+      return async (client) => answered("tools servers put", await client.putToolServer(server as Record<string, unknown>));
+    }
+    if (verb === "get" && arg) return async (client) => answered("tools servers get", await client.getToolServer(arg));
+    if (verb === "ls") return async (client) => answered("tools servers ls", await client.listToolServers());
+    if (verb === "rm" && arg) return async (client) => answered("tools servers rm", await client.deleteToolServer(arg));
+    throw usage("tools servers put <file.json> | get <name> | ls | rm <name>");
   }
-  if (sub === "ls") return { print: await client.listTools(values.server) };
+  if (sub === "ls") return async (client) => answered("tools ls", await client.listTools(values.server));
   if (sub === "call") {
     const [server, tool] = positionals;
-    if (!server || !tool) throw new ToolsUsageError("tools call <server> <tool> [--args JSON]");
-    let args: unknown;
-    try {
-      args = JSON.parse(values.args ?? "{}");
-    } catch {
-      throw new ToolsUsageError(`--args ${values.args}: not JSON`);
-    }
-    if (typeof args !== "object" || args === null || Array.isArray(args)) throw new ToolsUsageError("--args must be a JSON object");
-    const put = await client.putDefinition(toolCallDefinition(server, tool));
-    if (put.outcome !== "published" && put.outcome !== "unchanged") return { print: put, failed: true };
-    const started = await client.startRun({ definition: String(put.name), input: args, source: "cli" });
-    if (started.outcome !== "started") return { print: started, failed: true };
-    const runId = (started.run as { id: string }).id;
-    const ended = await settle(client, runId, Number(values["timeout-ms"] ?? 120_000));
-    const run = ended.run as { status: string; result?: { call?: unknown }; nodes?: Record<string, { error?: unknown }> } | undefined;
-    if (run?.status === "succeeded") return { print: { outcome: "ok", run: runId, result: run.result?.call ?? null } };
-    return { print: { outcome: run?.status ?? "unknown", run: runId, error: run?.nodes?.call?.error ?? null }, failed: true };
+    if (!server || !tool) throw usage("tools call <server> <tool> [--args JSON]: which server and tool?");
+    const args = jsonObjectFlag("tools", "--args", values.args ?? "{}");
+    const timeoutMs = Number(values["timeout-ms"] ?? 120_000);
+    if (!(Number.isInteger(timeoutMs) && timeoutMs > 0)) throw usage(`--timeout-ms ${values["timeout-ms"]}: expected milliseconds`);
+    return async (client) => {
+      const put = await client.putDefinition(toolCallDefinition(server, tool));
+      if (put.outcome !== "published" && put.outcome !== "unchanged") return { print: put, failed: true };
+      const started = await client.startRun({ definition: String(put.name), input: args, source: "cli" });
+      if (started.outcome !== "started") return { print: started, failed: true };
+      const runId = (started.run as { id: string }).id;
+      const ended = await settle(client, runId, timeoutMs);
+      const run = ended.run as { status: string; result?: { call?: unknown }; nodes?: Record<string, { error?: unknown }> } | undefined;
+      if (run?.status === "succeeded") return { print: { outcome: "ok", run: runId, result: run.result?.call ?? null } };
+      return { print: { outcome: run?.status ?? "unknown", run: runId, error: run?.nodes?.call?.error ?? null }, failed: true };
+    };
   }
-  throw new ToolsUsageError("tools servers … | tools ls | tools call <server> <tool>");
+  throw usage(
+    sub
+      ? `unknown subcommand: tools ${sub} (tools servers … | tools ls | tools call <server> <tool>)`
+      : "which one? tools servers … | tools ls | tools call <server> <tool>",
+  );
 }

@@ -3,18 +3,9 @@
  * `npm run runway -- <command> …`, all of which run this module in the `runway` process itself
  * (bin/runway.mjs registers tsx and imports it), so signals reach the node.
  *
- *   runway dev                      NATS (embedded nats-server) + one node + a `demo` tenant
- *   runway node                     one node of a cluster
- *   runway tenant create <id>
- *   runway def put <file.json> [--draft]     runway def get <name> [--version N]     runway def list
- *   runway run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane batch] [--project P] [--priority 0-9]
- *   runway run get <id>   runway run list [--status S] [--cursor C]   runway run events <id> [--after ID]   runway run watch <id>
- *   runway run cancel <id> [--reason R]
- *   runway run trajectory <id>   runway run replay <id>
- *   runway run held [<id>]   runway run reconcile <id> --key K --decision done|retry|abandon [--result JSON]
- *   runway approvals ls|show|approve|reject|edit …
- *   runway tools servers put|get|ls|rm …   runway tools ls   runway tools call <server> <tool> [--args JSON]
- *   runway ops dead-letters [--limit N]
+ * Its commands and their usage are listed once, in cli-help.ts (`runway --help`, docs/cli.md);
+ * how it fails and its exit codes, in cli-errors.ts. A command line is checked whole before
+ * anything is connected: `--help` and a usage error need no server.
  */
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -23,39 +14,19 @@ import { parseArgs } from "node:util";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { createLogger, type Logger } from "../runtime/index.js";
 import { machineDiagrams, TenantIdSchema } from "../machines/index.js";
-import { ApiFault, RunwayClient } from "./client.js";
-import { runCommand, RunsUsageError, RUN_OPTIONS } from "./cli-runs.js";
-import { toolsCommand, ToolsUsageError, TOOLS_USAGE } from "./cli-tools.js";
-import { approvalsCommand, ApprovalsUsageError, APPROVALS_USAGE } from "./cli-approvals.js";
+import { RunwayClient } from "./client.js";
+import { jsonFile, jsonObjectFlag, positiveInt } from "./cli-args.js";
+import { answered, connectFailure, describeFailure, UsageError, type Done } from "./cli-errors.js";
+import { commandHelp, commandUsage, overview } from "./cli-help.js";
+import { runCommand, RUN_OPTIONS } from "./cli-runs.js";
+import { toolsCommand } from "./cli-tools.js";
+import { approvalsCommand, APPROVALS_OPTIONS } from "./cli-approvals.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
 import type { EnvSetting } from "./env-setting.js";
 import { applyHelperThreads, describeHelpers, HELPER_THREADS } from "./helper-threads.js";
 import { applyV8Inlining, applyV8Tiering, V8_INLINING, V8_TIERING } from "./v8-flags.js";
 import { applyEventLoopSpin, EVENT_LOOP_SPIN } from "./event-loop-spin.js";
-
-const USAGE = `usage: runway <command> [options]
-  dev   [--handlers a.ts,b.ts] [--tenant demo] [--store DIR]     embedded nats-server + one node
-  node  --name N [--servers URL,…] [--handlers a.ts,…] [--threads 2] [--replicas 1] [--lease-ttl-ms 10000] [--metrics-port P] [--ended-run-retention-ms 604800000]
-  tenant create <id> [--settings JSON] | tenant get <id> | tenant put <id> --settings JSON | tenant kill|drain|resume <id> [--reason R]
-  def put <file.json> [--draft] | def get <name> [--version N] | def list
-  run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane interactive|batch|migration] [--source cli] [--project P] [--priority 0-9]
-  run get <id> | run list [--status S] [--limit N] [--cursor C] | run events <id> [--after ID] [--limit N]
-  run watch <id> | run cancel <id> [--reason TEXT]
-  run signal <id> <name> [--data JSON]                          a signal for the run's wait nodes; exit 1 unless delivered
-  run held [<id>]                                               steps held for reconciliation (of one run), oldest first
-  run trajectory <id>                                           its steps, tool calls and outcome as JSON lines
-  run replay <id> [--wait-ms 30000]                             re-executes it with every tool call answered from its receipts; exit 1 unless identical
-  run reconcile <id> --key K --decision done|retry|abandon [--result JSON] [--by NAME]
-${TOOLS_USAGE}
-${APPROVALS_USAGE}
-  ops dead-letters [--limit N]                                  the newest dead letters first (default 50, at most 500)
-  machines                                                      the production state machines as Mermaid diagrams; needs no server
-  help | --help | -h
-common: --servers URL,… (env RUNWAY_SERVERS, default nats://127.0.0.1:4222)  --user U --pass P  --tenant T (env RUNWAY_TENANT, default demo)
-node and dev drain on SIGTERM or SIGINT, and when the npm that started them is gone`;
-
-class UsageError extends Error {}
 
 const common = {
   servers: { type: "string" as const, default: process.env.RUNWAY_SERVERS ?? "nats://127.0.0.1:4222" },
@@ -64,14 +35,18 @@ const common = {
   tenant: { type: "string" as const, default: process.env.RUNWAY_TENANT ?? "demo" },
 };
 
+/** The NATS URLs the command was pointed at, for the line that says it could not reach them. */
+let target: string | undefined;
+
 function connection(values: { servers?: string; user?: string; pass?: string }) {
+  target = values.servers;
   return { servers: (values.servers ?? "").split(","), ...(values.user ? { user: values.user, pass: values.pass ?? "" } : {}) };
 }
 
 /** A tenant id by the API's own rule, refused here before anything is sent or started. */
-function tenantId(value: string, what: string): string {
+function tenantId(value: string, what: string, command?: string): string {
   const parsed = TenantIdSchema.safeParse(value);
-  if (!parsed.success) throw new UsageError(`${what} ${JSON.stringify(value)}: ${parsed.error.issues.map((i) => i.message).join("; ")}`);
+  if (!parsed.success) throw new UsageError(`${what} ${JSON.stringify(value)}: ${parsed.error.issues.map((i) => i.message).join("; ")}`, command);
   return parsed.data;
 }
 
@@ -90,7 +65,7 @@ function settingOf<T extends string>(setting: EnvSetting<T>): T {
 
 async function dev(argv: string[]): Promise<void> {
   const { values } = parseArgs({ args: argv, options: { handlers: { type: "string" }, tenant: common.tenant, store: { type: "string" } } });
-  const tenant = tenantId(values.tenant!, "--tenant");
+  const tenant = tenantId(values.tenant!, "--tenant", "dev");
   const store = values.store ?? mkdtempSync(join(tmpdir(), "runway-dev-"));
   const tiering = settingOf(V8_TIERING);
   // Before any code runs hot: every compile after it is within the budget.
@@ -132,10 +107,10 @@ async function node(argv: string[]): Promise<void> {
       "ended-run-retention-ms": { type: "string" },
     },
   });
-  if (!values.name) throw new UsageError("node needs --name");
+  if (!values.name) throw new UsageError("node needs --name", "node");
   const retention = values["ended-run-retention-ms"] === undefined ? undefined : Number(values["ended-run-retention-ms"]);
   if (retention !== undefined && !(Number.isInteger(retention) && retention >= 1_000))
-    throw new UsageError("--ended-run-retention-ms: an integer of at least 1000");
+    throw new UsageError("--ended-run-retention-ms: an integer of at least 1000", "node");
   const tiering = settingOf(V8_TIERING);
   // Before any code runs hot: every compile after it is within the budget.
   const inlining = applyV8Inlining(settingOf(V8_INLINING));
@@ -246,7 +221,12 @@ async function withClient<T>(
   body: (client: RunwayClient, nc: NatsConnection) => Promise<T>,
 ): Promise<T> {
   const tenant = tenantId(values.tenant ?? "demo", "--tenant");
-  const nc = await connect(connection(values));
+  let nc: NatsConnection;
+  try {
+    nc = await connect(connection(values));
+  } catch (err) {
+    throw connectFailure(err, values.servers ?? "", values.user);
+  }
   try {
     return await body(new RunwayClient(nc, tenant), nc);
   } finally {
@@ -254,32 +234,83 @@ async function withClient<T>(
   }
 }
 
-async function main(): Promise<void> {
-  const [command, sub, ...rest] = process.argv.slice(2);
+/** Checks `runway tenant <sub> …` and answers what it does once connected. */
+function tenantCommand(
+  sub: string | undefined,
+  rest: string[],
+): { values: { servers?: string; user?: string; pass?: string; tenant?: string }; act: (c: RunwayClient) => Promise<Done> } {
+  const { values, positionals } = parseArgs({
+    args: rest,
+    allowPositionals: true,
+    options: { ...common, settings: { type: "string" }, reason: { type: "string" } },
+  });
+  if (sub !== "create" && sub !== "get" && sub !== "put" && sub !== "kill" && sub !== "drain" && sub !== "resume")
+    throw new UsageError(
+      sub ? `unknown subcommand: tenant ${sub} (create|get|put|kill|drain|resume)` : "which one? tenant create|get|put|kill|drain|resume",
+      "tenant",
+    );
+  if (positionals[0] === undefined) throw new UsageError(`tenant ${sub} <id>: which tenant? (missing <id>)`, "tenant");
+  const id = tenantId(positionals[0], "tenant id", "tenant");
+  const settings = values.settings === undefined ? undefined : jsonObjectFlag("tenant", "--settings", values.settings);
+  if (sub === "create") return { values, act: async (c) => answered("tenant create", await c.createTenant(id, settings)) };
+  if (sub === "get") return { values: { ...values, tenant: id }, act: async (c) => answered("tenant get", await c.getTenant()) };
+  if (sub === "put") {
+    if (!settings) throw new UsageError("tenant put <id> --settings JSON: which settings?", "tenant");
+    return { values: { ...values, tenant: id }, act: async (c) => answered("tenant put", await c.putTenant(settings)) };
+  }
+  return { values, act: async (c) => answered(`tenant ${sub}`, await c.setTenantState(id, sub, values.reason)) };
+}
+
+/** Checks `runway def <sub> …` and answers what it does once connected. */
+function defCommand(sub: string | undefined, positionals: string[], values: { draft?: boolean; version?: string }): (c: RunwayClient) => Promise<Done> {
+  const name = positionals[0];
+  if (sub === "put") {
+    if (!name) throw new UsageError("def put <file.json>: which file? (missing <file.json>)", "def");
+    const definition = jsonFile("def", name);
+    return async (c) => answered("def put", await c.putDefinition(definition, !values.draft));
+  }
+  if (sub === "get") {
+    if (!name) throw new UsageError("def get <name>: which definition? (missing <name>)", "def");
+    const version = positiveInt("def", "--version", values.version);
+    return async (c) => answered("def get", await c.getDefinition(name, version));
+  }
+  if (sub === "list") return async (c) => answered("def list", await c.listDefinitions());
+  throw new UsageError(sub ? `unknown subcommand: def ${sub} (put|get|list)` : "which one? def put|get|list", "def");
+}
+
+/** Prints what a command did; a failed answer also gets one line on stderr, and the exit code 1. */
+function finish(command: string, sub: string | undefined, done: Done): void {
+  if (done.print !== undefined) print(done.print);
+  if (!done.failed) return;
+  process.exitCode = 1;
+  const answer = done.print as { outcome?: unknown; reason?: unknown } | undefined;
+  if (typeof answer?.outcome === "string")
+    process.stderr.write(`runway: ${command}${sub ? ` ${sub}` : ""}: ${answer.outcome}${typeof answer.reason === "string" ? `: ${answer.reason}` : ""}\n`);
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [command, sub, ...rest] = argv;
+  if (command === undefined) throw new UsageError("no command");
+  if (command === "help" || command === "--help" || command === "-h") {
+    if (sub === undefined || command !== "help") return void process.stdout.write(`${overview()}\n`);
+    if (sub === "--help" || sub === "-h") return void process.stdout.write(`${commandUsage("help")}\n`);
+    if (!commandHelp(sub)) throw new UsageError(`unknown command: ${sub}`);
+    return void process.stdout.write(`${commandUsage(sub)}\n`);
+  }
+  if (!commandHelp(command)) throw new UsageError(`unknown command: ${command}`);
+  // Before anything is parsed or connected: the usage needs no server.
+  if (argv.includes("--help") || argv.includes("-h")) return void process.stdout.write(`${commandUsage(command)}\n`);
+  const args = [sub, ...rest].filter((x): x is string => x !== undefined);
   switch (command) {
-    case "help":
-    case "--help":
-    case "-h":
-      return void process.stdout.write(`${USAGE}\n`);
     case "machines":
       return void process.stdout.write(machineDiagrams());
     case "dev":
-      return dev([sub, ...rest].filter((x): x is string => x !== undefined));
+      return dev(args);
     case "node":
-      return node([sub, ...rest].filter((x): x is string => x !== undefined));
+      return node(args);
     case "tenant": {
-      const { values, positionals } = parseArgs({
-        args: rest,
-        allowPositionals: true,
-        options: { ...common, settings: { type: "string" }, reason: { type: "string" } },
-      });
-      const id = positionals[0] === undefined ? undefined : tenantId(positionals[0], "tenant id");
-      if (sub === "create" && id) return print(await withClient(values, (c) => c.createTenant(id, values.settings ? JSON.parse(values.settings) : undefined)));
-      if ((sub === "kill" || sub === "drain" || sub === "resume") && id)
-        return print(await withClient(values, (c) => c.setTenantState(id, sub, values.reason)));
-      if (sub === "get" && id) return print(await withClient({ ...values, tenant: id }, (c) => c.getTenant()));
-      if (sub === "put" && id && values.settings) return print(await withClient({ ...values, tenant: id }, (c) => c.putTenant(JSON.parse(values.settings!))));
-      throw new UsageError("tenant create|get|put|kill|drain|resume <id>");
+      const { values, act } = tenantCommand(sub, rest);
+      return finish(command, sub, await withClient(values, act));
     }
     case "def": {
       const { values, positionals } = parseArgs({
@@ -287,43 +318,19 @@ async function main(): Promise<void> {
         allowPositionals: true,
         options: { ...common, draft: { type: "boolean", default: false }, version: { type: "string" } },
       });
-      if (sub === "put" && positionals[0])
-        return print(await withClient(values, (c) => c.putDefinition(JSON.parse(readFileSync(positionals[0]!, "utf8")), !values.draft)));
-      if (sub === "get" && positionals[0])
-        return print(await withClient(values, (c) => c.getDefinition(positionals[0]!, values.version ? Number(values.version) : undefined)));
-      if (sub === "list") return print(await withClient(values, (c) => c.listDefinitions()));
-      throw new UsageError("def put <file> | def get <name> | def list");
+      const act = defCommand(sub, positionals, values);
+      return finish(command, sub, await withClient(values, act));
     }
     case "run": {
       const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...common, ...RUN_OPTIONS } });
-      const tenant = tenantId(values.tenant ?? "demo", "--tenant");
-      const done = await withClient(values, (c, nc) => runCommand(c, nc, tenant, sub, positionals, values)).catch((err: unknown) => {
-        throw err instanceof RunsUsageError ? new UsageError(err.message) : err;
-      });
-      if (done.failed) process.exitCode = 1;
-      if (done.print !== undefined) print(done.print);
-      return;
+      const tenant = tenantId(values.tenant ?? "demo", "--tenant", "run");
+      const act = runCommand(tenant, sub, positionals, values);
+      return finish(command, sub, await withClient(values, act));
     }
     case "approvals": {
-      const { values, positionals } = parseArgs({
-        args: rest,
-        allowPositionals: true,
-        options: {
-          ...common,
-          group: { type: "string" },
-          run: { type: "string" },
-          reason: { type: "string" },
-          payload: { type: "string" },
-          by: { type: "string" },
-          limit: { type: "string" },
-          cursor: { type: "string" },
-        },
-      });
-      const done = await withClient(values, (c) => approvalsCommand(c, sub, positionals[0], values)).catch((err: unknown) => {
-        throw err instanceof ApprovalsUsageError ? new UsageError(err.message) : err;
-      });
-      if (done.failed) process.exitCode = 1;
-      return print(done.print);
+      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...common, ...APPROVALS_OPTIONS } });
+      const act = approvalsCommand(sub, positionals[0], values);
+      return finish(command, sub, await withClient(values, act));
     }
     case "tools": {
       const { values, positionals } = parseArgs({
@@ -331,37 +338,24 @@ async function main(): Promise<void> {
         allowPositionals: true,
         options: { ...common, server: { type: "string" }, args: { type: "string" }, "timeout-ms": { type: "string" } },
       });
-      const done = await withClient(values, (c) => toolsCommand(c, sub, positionals, values)).catch((err: unknown) => {
-        throw err instanceof ToolsUsageError ? new UsageError(err.message) : err;
-      });
-      if (done.failed) process.exitCode = 1;
-      return print(done.print);
+      const act = toolsCommand(sub, positionals, values);
+      return finish(command, sub, await withClient(values, act));
     }
     case "ops": {
       const { values } = parseArgs({ args: rest, options: { ...common, limit: { type: "string" } } });
-      if (sub === "dead-letters") {
-        const limit = values.limit === undefined ? undefined : Number(values.limit);
-        if (limit !== undefined && !(Number.isInteger(limit) && limit > 0)) throw new UsageError(`--limit ${values.limit}: expected a positive integer`);
-        return print(await withClient(values, (c) => c.deadLetters(limit)));
-      }
-      throw new UsageError("ops dead-letters [--limit N]");
+      if (sub !== "dead-letters") throw new UsageError(sub ? `unknown subcommand: ops ${sub} (dead-letters)` : "which one? ops dead-letters", "ops");
+      const limit = positiveInt("ops", "--limit", values.limit);
+      return finish(command, sub, await withClient(values, async (c) => answered("ops dead-letters", await c.deadLetters(limit))));
     }
-    default:
-      throw new UsageError(command ? `unknown command: ${command}` : "no command");
   }
 }
 
+const argv = process.argv.slice(2);
 try {
-  await main();
+  await main(argv);
 } catch (err) {
-  // node:util parseArgs refuses an unknown or malformed option with a TypeError coded ERR_PARSE_ARGS_*.
-  if (err instanceof UsageError || (err instanceof TypeError && String((err as { code?: unknown }).code).startsWith("ERR_PARSE_ARGS"))) {
-    process.stderr.write(`runway: ${err.message}\n${USAGE}\n`);
-    process.exit(2);
-  }
-  if (err instanceof ApiFault) {
-    process.stderr.write(`runway: service error ${err.code}: ${err.message}\n`);
-    process.exit(1);
-  }
-  throw err;
+  const { line, code } = describeFailure(err, { command: argv[0] && commandHelp(argv[0]) ? argv[0] : undefined, servers: target });
+  process.stderr.write(`runway: ${line}\n`);
+  if (process.env.RUNWAY_DEBUG) process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(code);
 }

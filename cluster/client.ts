@@ -13,6 +13,18 @@ export class ApiFault extends Error {
   }
 }
 
+/** A request that got no answer: `timeout`, `no_responders` (no node serves the API) or the connection `closed`. */
+export class ApiNoAnswer extends Error {
+  constructor(
+    readonly subject: string,
+    readonly reason: string,
+    readonly timeoutMs: number,
+  ) {
+    super(`${subject}: ${reason === "no_responders" ? "no responders (is a Runway node running?)" : reason}`);
+    this.name = "ApiNoAnswer";
+  }
+}
+
 /** A thin client of the `runway` micro service, used by the CLI, the demo and tests. */
 export class RunwayClient {
   constructor(
@@ -28,7 +40,7 @@ export class RunwayClient {
    */
   async call(subject: string, body: unknown): Promise<ApiAnswer> {
     const answer = await rawRequest(this.nc, subject, JSON.stringify(body ?? {}), { timeoutMs: this.timeoutMs });
-    if (!answer.ok) throw new Error(`${subject}: ${answer.reason === "no_responders" ? "no responders (is a Runway node running?)" : answer.reason}`);
+    if (!answer.ok) throw new ApiNoAnswer(subject, answer.reason, this.timeoutMs);
     const reply = answer.msg;
     const error = reply.headers?.get(SERVICE_ERROR_HEADER);
     if (error) throw new ApiFault(Number(reply.headers?.get(SERVICE_ERROR_CODE_HEADER) ?? 500), error);

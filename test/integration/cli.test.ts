@@ -51,6 +51,17 @@ it("the runway CLI publishes a definition, starts a run, watches it live to the 
   expect(again.out).toContain('"duplicate"');
 });
 
+it("an answer that is not the command's success exits 1: run get of an unknown run, run start of an unknown definition (the answer on stdout, one line on stderr)", async () => {
+  const got = await runway(["run", "get", "t1_0123456789abcdef0123456789abcdee"]);
+  expect(got.code, got.out).toBe(1);
+  expect(JSON.parse(got.out.slice(got.out.indexOf("{"), got.out.lastIndexOf("}") + 1))).toEqual({ outcome: "run_not_found" });
+  expect(got.out).toMatch(/^runway: run get: run_not_found$/m);
+  const started = await runway(["run", "start", "no-such-flow"]);
+  expect(started.code, started.out).toBe(1);
+  expect(started.out).toContain('"definition_not_found"');
+  expect(started.out).toMatch(/^runway: run start: definition_not_found$/m);
+});
+
 it("the CLI refuses a tenant id the API would refuse as a usage error (exit 2), not an API answer", async () => {
   const created = await runway(["tenant", "create", "Bad Tenant!"]);
   expect(created.code, created.out).toBe(2);

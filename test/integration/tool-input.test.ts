@@ -1,5 +1,10 @@
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { waitFor } from "../harness/index.js";
+import { repoRoot, RUNWAY_USER, waitFor } from "../harness/index.js";
 import { startModernServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
 import { workflowWorld, type RunAnswer } from "./workflow-support.js";
 
@@ -99,4 +104,49 @@ it("a handler's call cannot wait on a person: it fails tool_requires_input", asy
   const ended = await world.settled((started.run as RunAnswer).id);
   expect(ended.status).toBe("failed");
   expect(JSON.stringify(ended.nodes.h!.error)).toContain("tool_requires_input");
+});
+
+it("runway approvals answers a request for input as the API does: approve --payload (or --payload-file) sends the form's content; content that does not fit and an edit are refused with the API's reason, exit 1", async () => {
+  const bin = fileURLToPath(new URL("../../bin/runway.mjs", import.meta.url));
+  const runway = (args: string[]) =>
+    new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
+      execFile(
+        process.execPath,
+        [bin, ...args, "--servers", world.server.url, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--tenant", "t1"],
+        { cwd: repoRoot, env: { ...process.env, npm_lifecycle_event: undefined, RUNWAY_SERVERS: undefined, RUNWAY_TENANT: undefined } },
+        (err, stdout, stderr) => resolve({ code: err ? Number((err as { code?: unknown }).code ?? 1) : 0, stdout, stderr }),
+      ),
+    );
+  const dir = mkdtempSync(join(tmpdir(), "runway-cli-input-"));
+  try {
+    const before = confirmed();
+    const { id, item } = await waitingOnInput("dora");
+    const shown = await runway(["approvals", "show", item.id]);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain('"kind": "input"');
+    const misfit = await runway(["approvals", "approve", item.id, "--payload", '{"ok":"yes"}', "--by", "bob"]);
+    expect(misfit.code, misfit.stderr).toBe(1);
+    expect(misfit.stderr).toMatch(/^runway: approvals approve: invalid_input: confirm: /);
+    const edited = await runway(["approvals", "edit", item.id, "--payload", '{"ok":true}', "--by", "bob"]);
+    expect(edited.code, edited.stderr).toBe(1);
+    expect(edited.stderr).toMatch(/^runway: approvals edit: invalid_input: a request for input is answered with approve/);
+    expect((await inbox(id)).map((i) => i.id)).toEqual([item.id]);
+    const form = join(dir, "form.json");
+    writeFileSync(form, JSON.stringify({ ok: true, note: "from the cli" }));
+    const approved = await runway(["approvals", "approve", item.id, "--payload-file", form, "--by", "bob"]);
+    expect(approved.code, approved.stderr).toBe(0);
+    expect(JSON.parse(approved.stdout)).toMatchObject({ outcome: "decided", approval: item.id, decision: "approved" });
+    const ended = await world.settled(id);
+    expect(ended.status).toBe("succeeded");
+    expect(ended.result).toMatchObject({ pay: { account: "dora", amount: 5, note: "from the cli" } });
+    expect(confirmed()).toBe(before + 1);
+    // Rejected from the command line, the next form is declined.
+    const next = await waitingOnInput("erin");
+    const rejected = await runway(["approvals", "reject", next.item.id, "--reason", "not today", "--by", "bob"]);
+    expect(rejected.code, rejected.stderr).toBe(0);
+    expect((await world.settled(next.id)).status).toBe("failed");
+    expect(confirmed()).toBe(before + 1);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -1,0 +1,233 @@
+/**
+ * The usage of every `runway` command, in one place: `runway --help` (the overview),
+ * `runway <command> --help` and `runway help <command>` print from it, and docs/cli.md shows the
+ * same text (test/integration/cli-usage.test.ts compares them). None of it needs a server.
+ */
+
+/** One form of a command: its syntax and what it does. */
+type Form = readonly [syntax: string, does?: string];
+
+export interface CommandHelp {
+  readonly name: string;
+  readonly summary: string;
+  readonly forms: readonly Form[];
+  readonly options: readonly (readonly [flag: string, means: string])[];
+  readonly example: readonly string[];
+  /** It talks to a Runway node through NATS (the connection options apply). */
+  readonly connects: "api" | "nats" | "none";
+}
+
+const CONNECTION = "--servers URL,… (env RUNWAY_SERVERS, default nats://127.0.0.1:4222)  --user U --pass P";
+const TENANT = "--tenant T (env RUNWAY_TENANT, default demo)";
+export const EXIT_CODES =
+  "exit codes: 0 success · 1 the API refused, did not find, or a run failed · 2 usage (bad flag, argument or file) · 3 no answer (NATS unreachable, credentials refused, no node, timeout)";
+
+export const COMMANDS: readonly CommandHelp[] = [
+  {
+    name: "dev",
+    summary: "Runs NATS (an embedded nats-server), one node and a tenant on this machine: a place to try Runway.",
+    forms: [["dev [--handlers a.ts,b.ts] [--tenant demo] [--store DIR]", "embedded nats-server + one node"]],
+    options: [
+      ["--handlers FILES", "comma-separated modules of code handlers (default: the demo handlers)"],
+      ["--tenant ID", "the tenant it creates (default demo)"],
+      ["--store DIR", "where NATS keeps its data (default: a new temporary directory)"],
+    ],
+    example: ["runway dev", "export RUNWAY_SERVERS=nats://127.0.0.1:4222   # as it prints, in another shell"],
+    connects: "none",
+  },
+  {
+    name: "node",
+    summary: "Runs one node of a cluster against a NATS server; it drains and exits 0 on SIGTERM or SIGINT.",
+    forms: [
+      [
+        "node --name N [--servers URL,…] [--handlers a.ts,…] [--threads 2] [--replicas 1] [--lease-ttl-ms 10000] [--metrics-port P] [--ended-run-retention-ms 604800000]",
+      ],
+    ],
+    options: [
+      ["--name N", "the node's name, unique in the cluster (required)"],
+      ["--handlers FILES", "comma-separated modules of code handlers (default: the demo handlers)"],
+      ["--threads N", "worker threads for code steps (default 2)"],
+      ["--replicas N", "JetStream replicas of the streams and buckets it creates (default 1)"],
+      ["--lease-ttl-ms MS", "how long a partition's lease lives without renewal (default 10000)"],
+      ["--metrics-port P", "serve Prometheus metrics on this port"],
+      ["--ended-run-retention-ms MS", "how long an ended run's record is kept whole (at least 1000; default 604800000)"],
+    ],
+    example: ["runway node --name n1 --servers nats://10.0.0.5:4222 --handlers ./handlers.ts"],
+    connects: "nats",
+  },
+  {
+    name: "tenant",
+    summary: "Creates a tenant, reads or changes its settings, and stops or resumes its admissions.",
+    forms: [
+      ["tenant create <id> [--settings JSON]", "a new tenant (`exists` if it is there already)"],
+      ["tenant get <id>", "its settings and state"],
+      ["tenant put <id> --settings JSON", "changes its settings"],
+      ["tenant kill|drain|resume <id> [--reason R]", "stops new runs (kill, drain) or lets them in again"],
+    ],
+    options: [
+      ["--settings JSON", 'a JSON object of settings, e.g. {"max_concurrency":20}'],
+      ["--reason R", "why, kept with the state change"],
+    ],
+    example: [`runway tenant create acme --settings '{"max_concurrency":20}'`],
+    connects: "api",
+  },
+  {
+    name: "def",
+    summary: "Publishes and reads the tenant's workflow definitions.",
+    forms: [
+      ["def put <file.json> [--draft]", "publishes the definition in the file (--draft: saves it unpublished)"],
+      ["def get <name> [--version N]", "a definition: its latest published version, or version N"],
+      ["def list", "the tenant's definitions"],
+    ],
+    options: [
+      ["--draft", "save without publishing"],
+      ["--version N", "the version to read"],
+    ],
+    example: ["runway def put flow.json"],
+    connects: "api",
+  },
+  {
+    name: "run",
+    summary: "Starts runs, reads and follows them, and steers them (cancel, signal, reconcile, replay).",
+    forms: [
+      [
+        "run start <definition> [--input JSON] [--key SOURCE:DELIVERY] [--lane interactive|batch|migration] [--source cli] [--project P] [--priority 0-9]",
+        "starts a run (a start key makes a retried start answer `duplicate`)",
+      ],
+      ["run get <id>", "the run as it is now"],
+      ["run list [--status S] [--limit N] [--cursor C]", "a page of the tenant's runs"],
+      ["run events <id> [--after ID] [--limit N]", "a page of its stored progress events"],
+      ["run watch <id>", "its progress events from its start until it ends"],
+      ["run cancel <id> [--reason TEXT]"],
+      ["run signal <id> <name> [--data JSON]", "a signal for the run's wait nodes; exit 1 unless delivered"],
+      ["run held [<id>]", "steps held for reconciliation (of one run), oldest first"],
+      ["run trajectory <id>", "its steps, tool calls and outcome as JSON lines"],
+      ["run replay <id> [--wait-ms 30000]", "re-executes it with every tool call answered from its receipts; exit 1 unless identical"],
+      ["run reconcile <id> --key K --decision done|retry|abandon [--result JSON] [--by NAME]", "settles a step held on an intent whose outcome is unknown"],
+    ],
+    options: [
+      ["--input JSON", "the run's input (default {})"],
+      ["--key SOURCE:DELIVERY", "a start key: the same key starts one run"],
+      ["--lane L", "interactive, batch or migration"],
+      ["--source S", "who asks (default cli): decides the default lane"],
+      ["--project P", "the project the run counts against"],
+      ["--priority 0-9", "its priority within its lane"],
+      ["--status S", "list only runs in this status"],
+      ["--limit N / --cursor C", "page size / the next_cursor of the page before"],
+      ["--after ID", "events after this event id"],
+      ["--reason TEXT", "why it is cancelled"],
+      ["--data JSON", "what the signal carries"],
+      ["--wait-ms MS", "how long a replay may take (default 30000)"],
+      ["--key K --decision D", "the held intent and how to settle it"],
+      ["--result JSON", "the call's result, for --decision done"],
+      ["--by NAME", "who settles it (default cli)"],
+    ],
+    example: [`runway run start hello --input '{"name":"Ada"}' --key cli:1`, "runway run watch <the id it printed>"],
+    connects: "api",
+  },
+  {
+    name: "approvals",
+    summary: "The reviewers' inbox: approval nodes, gated tool calls, tool servers' requests for input, runs waiting to be admitted.",
+    forms: [
+      ["approvals ls [--group G] [--run ID] [--limit N] [--cursor C]", "pending items, soonest deadline first, a page at a time"],
+      ["approvals show <id>", "one item: its kind (node, tool, input, admission), prompt and payload"],
+      ["approvals approve <id> [--payload JSON]", "approves; a request for input is answered with its form's content"],
+      ["approvals reject <id> [--reason R]", "rejects (a request for input: declines it)"],
+      ["approvals edit <id> --payload JSON", "approves with a changed payload (a gated call: its arguments)"],
+    ],
+    options: [
+      ["--payload JSON", "approve: the content of an input item's form (several forms: an object by key); edit: the new payload"],
+      ["--payload-file FILE", "the same, read from a file"],
+      ["--reason R", "why it is rejected"],
+      ["--by NAME", "who decides (default $USER)"],
+      ["--group G / --run ID", "list only one reviewer group's items / one run's"],
+      ["--limit N / --cursor C", "page size / the next_cursor of the page before"],
+    ],
+    example: ["runway approvals ls --group finance", `runway approvals approve t1_0a1b:pay:input.bank/confirm_charge.1 --payload '{"ok":true}'`],
+    connects: "api",
+  },
+  {
+    name: "tools",
+    summary: "The tenant's MCP tool servers and their tools, and a one-step run to try a tool.",
+    forms: [
+      ["tools servers put <file.json>", "registers or changes a server (the file: its name, transport, overrides…)"],
+      ["tools servers get <name> | tools servers ls | tools servers rm <name>"],
+      ["tools ls [--server S]", "every tool with its effective class"],
+      ["tools call <server> <tool> [--args JSON] [--timeout-ms N]", "a one-step tool run through the gateway; prints its result"],
+    ],
+    options: [
+      ["--server S", "list only this server's tools"],
+      ["--args JSON", "the call's arguments, a JSON object (default {})"],
+      ["--timeout-ms N", "how long to wait for the call's run (default 120000)"],
+    ],
+    example: [`runway tools call fx get_value --args '{"key":"x"}'`],
+    connects: "api",
+  },
+  {
+    name: "ops",
+    summary: "Operators' reads.",
+    forms: [["ops dead-letters [--limit N]", "the newest dead letters first (default 50, at most 500)"]],
+    options: [["--limit N", "how many"]],
+    example: ["runway ops dead-letters --limit 10"],
+    connects: "api",
+  },
+  {
+    name: "machines",
+    summary: "Prints the production state machines (run, tenant) as diagrams, read off the machines themselves.",
+    forms: [["machines", "the production state machines as diagrams; needs no server"]],
+    options: [],
+    example: ["runway machines > machines.md"],
+    connects: "none",
+  },
+  {
+    name: "help",
+    summary: "Prints the overview, or one command's usage.",
+    forms: [["help [<command>]", "this overview, or one command's usage (also: runway <command> --help)"]],
+    options: [],
+    example: ["runway help run"],
+    connects: "none",
+  },
+];
+
+const COLUMN = 62;
+
+function formLine([syntax, does]: Form): string {
+  if (!does) return `  ${syntax}`;
+  return syntax.length < COLUMN ? `  ${syntax.padEnd(COLUMN)}${does}` : `  ${syntax}\n  ${" ".repeat(COLUMN)}${does}`;
+}
+
+export function commandHelp(name: string): CommandHelp | undefined {
+  return COMMANDS.find((c) => c.name === name);
+}
+
+/** `runway <name> --help`: the command's forms, its options, the connection's, one example and the exit codes. */
+export function commandUsage(name: string): string {
+  const help = commandHelp(name);
+  if (!help) throw new Error(`no usage for ${name}`);
+  const width = Math.max(0, ...help.options.map(([flag]) => flag.length)) + 2;
+  return [
+    `usage: runway ${help.name}${help.forms.length > 1 ? " <…>" : ""} [options]`,
+    help.summary,
+    "",
+    ...help.forms.map(formLine),
+    ...(help.options.length ? ["", "options:", ...help.options.map(([flag, means]) => `  ${flag.padEnd(width)}${means}`)] : []),
+    ...(help.connects === "none" ? [] : ["", `connection: ${CONNECTION}${help.connects === "api" ? `  ${TENANT}` : ""}`]),
+    "",
+    "example:",
+    ...help.example.map((line) => `  ${line}`),
+    "",
+    EXIT_CODES,
+  ].join("\n");
+}
+
+/** `runway --help`: every command's forms, the connection's options and the exit codes. */
+export function overview(): string {
+  return [
+    "usage: runway <command> [options]",
+    ...COMMANDS.flatMap((c) => c.forms.map(formLine)),
+    `common: ${CONNECTION}  ${TENANT}`,
+    "node and dev drain on SIGTERM or SIGINT, and when the npm that started them is gone",
+    "runway <command> --help (or runway help <command>): that command's options and an example",
+    EXIT_CODES,
+  ].join("\n");
+}
