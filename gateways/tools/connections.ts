@@ -1,8 +1,8 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
-import type { ToolServerRecord } from "./registry.js";
+import { toolServerKey, type ToolServerRecord } from "./registry.js";
 import { ModernMcpClient } from "./mcp-2026.js";
-import { mcpSdk } from "./sdk.js";
+import { loadedMcpSdk, mcpSdk } from "./sdk.js";
 
 /** How long connecting (spawn or HTTP, plus the handshake and the tool list) may take. */
 const CONNECT_TIMEOUT_MS = 15_000;
@@ -36,7 +36,7 @@ export class ToolConnections {
   constructor(private readonly clientInfo = { name: "runway-tool-gateway", version: "0.2.0" }) {}
 
   get(record: ToolServerRecord): Promise<Connection> {
-    const key = `${record.tenant}.${record.spec.name}`;
+    const key = toolServerKey(record.tenant, record.spec.name);
     const existing = this.open.get(key);
     if (existing) {
       return existing.then(
@@ -48,8 +48,27 @@ export class ToolConnections {
   }
 
   private replace(key: string, record: ToolServerRecord, old: Connection | undefined): Promise<Connection> {
-    if (old && !old.closed && old.wire === "2025-11-25") void old.client.close().catch(() => undefined);
+    if (old && !old.closed) void closeSession(old);
     return this.start(key, record);
+  }
+
+  /**
+   * The registry learnt that a server changed or was deleted: a session opened with another
+   * record is closed now (a stdio server's process ends, an HTTP server's streams and session
+   * end), not when the next call finds it stale or the node stops. Calls in flight on it fail as
+   * a server that went away; the next call opens a session with the new record.
+   */
+  forget(key: string, record: ToolServerRecord | null): void {
+    const opening = this.open.get(key);
+    if (!opening) return;
+    void opening.then(
+      (c) => {
+        if (record && c.updatedAt === record.updated_at) return;
+        if (this.open.get(key) === opening) this.open.delete(key);
+        return closeSession(c);
+      },
+      () => undefined,
+    );
   }
 
   private start(key: string, record: ToolServerRecord): Promise<Connection> {
@@ -72,10 +91,10 @@ export class ToolConnections {
 
   /** Drops a session (a call through it timed out: it may be wedged). */
   discard(record: ToolServerRecord): void {
-    const key = `${record.tenant}.${record.spec.name}`;
+    const key = toolServerKey(record.tenant, record.spec.name);
     const opening = this.open.get(key);
     this.open.delete(key);
-    void opening?.then((c) => (c.wire === "2025-11-25" ? c.client.close() : undefined)).catch(() => undefined);
+    void opening?.then(closeSession).catch(() => undefined);
   }
 
   private async connect(record: ToolServerRecord): Promise<Connection> {
@@ -131,8 +150,29 @@ export class ToolConnections {
   async close(): Promise<void> {
     const all = [...this.open.values()];
     this.open.clear();
-    await Promise.all(all.map((p) => p.then((c) => (c.wire === "2025-11-25" ? c.client.close() : undefined)).catch(() => undefined)));
+    await Promise.all(all.map((p) => p.then(closeSession).catch(() => undefined)));
   }
+}
+
+/** How long ending an HTTP session (its DELETE) may hold up closing it. */
+const END_SESSION_TIMEOUT_MS = 2_000;
+
+/**
+ * Closes a session: a stdio server's process is ended (the SDK closes its stdin, then signals
+ * it); an HTTP session is ended at the server (DELETE, best effort and bounded) and its streams
+ * closed. A stateless 2026-07-28 client holds nothing open.
+ */
+async function closeSession(c: Connection): Promise<void> {
+  c.closed = true;
+  if (c.wire !== "2025-11-25") return;
+  const transport = c.client.transport;
+  const sdk = loadedMcpSdk();
+  if (sdk && transport instanceof sdk.StreamableHTTPClientTransport && transport.sessionId !== undefined) {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([transport.terminateSession().catch(() => undefined), new Promise((resolve) => (timer = setTimeout(resolve, END_SESSION_TIMEOUT_MS)))]);
+    clearTimeout(timer);
+  }
+  await c.client.close().catch(() => undefined);
 }
 
 /** What a spawned stdio server inherits: the basics a program needs, not the node's own secrets. */
