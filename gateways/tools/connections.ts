@@ -1,8 +1,11 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import { toolServerKey, type ToolServerRecord } from "./registry.js";
-import { ModernMcpClient } from "./mcp-2026.js";
+import { ModernMcpClient, ModernMcpVersionError } from "./mcp-2026.js";
 import { loadedMcpSdk, mcpSdk } from "./sdk.js";
+
+/** The revision the SDK's client speaks (its `initialize` handshake). */
+const LEGACY_PROTOCOL = "2025-11-25";
 
 /** How long connecting (spawn or HTTP, plus the handshake and the tool list) may take. */
 const CONNECT_TIMEOUT_MS = 15_000;
@@ -97,16 +100,33 @@ export class ToolConnections {
     void opening?.then(closeSession).catch(() => undefined);
   }
 
+  /**
+   * A server registered as 2026-07-28 that offers, when refused, only 2025-11-25 is reached with
+   * the SDK's client on 2025-11-25; one that offers neither fails with a {@link ModernMcpVersionError}
+   * naming what each side speaks.
+   */
   private async connect(record: ToolServerRecord): Promise<Connection> {
-    const t0 = record.spec.transport;
-    if (record.spec.protocol === "2026-07-28" && t0.type === "http") {
-      // Stateless: nothing to open or close, only what it serves to learn.
-      const client = new ModernMcpClient(t0.url, { headers: { ...t0.secret_headers }, clientInfo: this.clientInfo });
-      const discovered = await client.discover({ timeoutMs: CONNECT_TIMEOUT_MS });
-      const tools = new Map<string, ListedTool>();
-      for (const tool of await client.listTools({ timeoutMs: CONNECT_TIMEOUT_MS })) tools.set(tool.name, tool as ListedTool);
-      return { wire: "2026-07-28", client, tools, tasks: discovered.tasks, updatedAt: record.updated_at, closed: false };
+    const t = record.spec.transport;
+    if (record.spec.protocol !== "2026-07-28" || t.type !== "http") return this.connectSdk(record);
+    try {
+      return await this.connectModern(record, t.url, { ...t.secret_headers });
+    } catch (err) {
+      if (!(err instanceof ModernMcpVersionError)) throw err;
+      if (!err.supported.includes(LEGACY_PROTOCOL)) throw new ModernMcpVersionError(err.url, err.requested, err.supported, [...err.speaks, LEGACY_PROTOCOL]);
     }
+    return this.connectSdk(record);
+  }
+
+  private async connectModern(record: ToolServerRecord, url: string, headers: Record<string, string>): Promise<Connection> {
+    // Stateless: nothing to open or close, only what it serves to learn.
+    const client = new ModernMcpClient(url, { headers, clientInfo: this.clientInfo });
+    const discovered = await client.discover({ timeoutMs: CONNECT_TIMEOUT_MS });
+    const tools = new Map<string, ListedTool>();
+    for (const tool of await client.listTools({ timeoutMs: CONNECT_TIMEOUT_MS })) tools.set(tool.name, tool as ListedTool);
+    return { wire: "2026-07-28", client, tools, tasks: discovered.tasks, updatedAt: record.updated_at, closed: false };
+  }
+
+  private async connectSdk(record: ToolServerRecord): Promise<Connection> {
     const { Client, CreateMessageRequestSchema, ElicitRequestSchema, ErrorCode, McpError, StdioClientTransport, StreamableHTTPClientTransport } =
       await mcpSdk();
     const client = new Client(this.clientInfo, { capabilities: { elicitation: {}, sampling: {} } });

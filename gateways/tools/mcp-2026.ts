@@ -22,7 +22,12 @@
 import { encodeHeaderValue, isObject, paramHeadersOf, readResponse, sameHeaders, type JsonObject, type ParamHeader } from "./mcp-2026-http.js";
 
 export const MODERN_PROTOCOL = "2026-07-28";
+/** The modern revisions this client speaks, preferred first. */
+export const MODERN_PROTOCOLS: readonly string[] = [MODERN_PROTOCOL];
 export const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";
+
+/** UnsupportedProtocolVersionError: the server does not take the request's version, and names those it does. */
+const UNSUPPORTED_PROTOCOL_VERSION = -32022;
 
 const META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion";
 const META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities";
@@ -43,6 +48,34 @@ export class ModernMcpError extends Error {
     super(message);
     this.name = "ModernMcpError";
   }
+}
+
+/**
+ * The server refused the protocol version and no retry can help: it names no version the client
+ * speaks, or it refused again the one it named.
+ */
+export class ModernMcpVersionError extends Error {
+  constructor(
+    readonly url: string,
+    readonly requested: string,
+    readonly supported: readonly string[],
+    readonly speaks: readonly string[],
+  ) {
+    const named = supported.length > 0 ? supported.join(", ") : "no version";
+    super(
+      supported.some((v) => speaks.includes(v))
+        ? `MCP server at ${url} refused protocol version ${requested}, though it names ${named}`
+        : `MCP server at ${url} speaks ${named}; Runway speaks ${speaks.join(", ")}: no protocol version in common`,
+    );
+    this.name = "ModernMcpVersionError";
+  }
+}
+
+/** The versions an UnsupportedProtocolVersionError names (`data.supported`), or undefined for any other error. */
+function supportedVersionsOf(err: unknown): string[] | undefined {
+  if (!(err instanceof ModernMcpError) || err.code !== UNSUPPORTED_PROTOCOL_VERSION) return undefined;
+  const listed = isObject(err.data) && Array.isArray(err.data.supported) ? err.data.supported : [];
+  return listed.filter((v): v is string => typeof v === "string");
 }
 
 /** The server answered with an HTTP error status and no JSON-RPC error in the body. */
@@ -105,6 +138,8 @@ export interface ModernMcpClientOptions {
 
 export class ModernMcpClient {
   private nextId = 1;
+  /** The revision every request declares: the preferred one, until `discover` settles on another. */
+  private version = MODERN_PROTOCOLS[0] ?? MODERN_PROTOCOL;
   private readonly headers: Record<string, string>;
   private readonly clientInfo: { name: string; version: string };
   private readonly declareTasks: boolean;
@@ -120,9 +155,35 @@ export class ModernMcpClient {
     this.declareTasks = options.declareTasks ?? true;
   }
 
-  /** server/discover: protocol versions, capabilities (extensions), server info. */
+  /** The protocol revision this client's requests declare. */
+  get protocolVersion(): string {
+    return this.version;
+  }
+
+  /**
+   * server/discover: protocol versions, capabilities (extensions), server info. A server that
+   * refuses the version (-32022) is asked once more with a version of its `supported` list this
+   * client speaks (the spec's SHOULD), which later requests then declare; with none in common, or
+   * refused again, it throws {@link ModernMcpVersionError}.
+   */
   async discover(opts: ModernRequestOptions = {}): Promise<{ protocolVersions: string[]; tasks: boolean; raw: unknown }> {
-    const result = await this.request("server/discover", {}, undefined, opts);
+    let result: JsonObject;
+    try {
+      result = await this.request("server/discover", {}, undefined, opts);
+    } catch (err) {
+      const supported = supportedVersionsOf(err);
+      if (supported === undefined) throw err;
+      const version = MODERN_PROTOCOLS.find((v) => supported.includes(v));
+      if (version === undefined) throw new ModernMcpVersionError(this.url, this.version, supported, MODERN_PROTOCOLS);
+      this.version = version;
+      try {
+        result = await this.request("server/discover", {}, undefined, opts);
+      } catch (again) {
+        const still = supportedVersionsOf(again);
+        if (still === undefined) throw again;
+        throw new ModernMcpVersionError(this.url, version, still, MODERN_PROTOCOLS);
+      }
+    }
     // The spec field is `supportedVersions` (schema.ts DiscoverResult); `protocolVersions` is
     // accepted too in case a server follows older drafts.
     const versions = Array.isArray(result.supportedVersions) ? result.supportedVersions : Array.isArray(result.protocolVersions) ? result.protocolVersions : [];
@@ -296,7 +357,7 @@ export class ModernMcpClient {
         ...params,
         _meta: {
           ...(meta ?? {}),
-          [META_PROTOCOL_VERSION]: MODERN_PROTOCOL,
+          [META_PROTOCOL_VERSION]: this.version,
           [META_CLIENT_CAPABILITIES]: capabilities,
           [META_CLIENT_INFO]: this.clientInfo,
         },
@@ -307,7 +368,7 @@ export class ModernMcpClient {
       ...extraHeaders,
       "Content-Type": "application/json",
       Accept: "application/json, text/event-stream",
-      "MCP-Protocol-Version": MODERN_PROTOCOL,
+      "MCP-Protocol-Version": this.version,
       "Mcp-Method": method,
     };
     if (mcpName !== undefined) headers["Mcp-Name"] = encodeHeaderValue(mcpName);

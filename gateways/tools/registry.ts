@@ -33,7 +33,8 @@ export const ToolServerSpecSchema = z
     ]),
     /**
      * The MCP revision the server speaks: `2025-11-25` (the SDK's, with its `initialize` handshake
-     * and core tasks) or `2026-07-28` (stateless, Streamable HTTP only, tasks extension).
+     * and core tasks) or `2026-07-28` (stateless, Streamable HTTP only, tasks extension). A
+     * 2026-07-28 server that refuses it and offers only 2025-11-25 is reached on 2025-11-25.
      */
     protocol: z.enum(["2025-11-25", "2026-07-28"]).default("2025-11-25"),
     /** Annotations count only for a trusted server (see `effectiveClass`). */
