@@ -1,23 +1,11 @@
-// A minimal client for MCP protocol revision 2026-07-28 (stateless core, Streamable HTTP only) and
-// its Tasks extension `io.modelcontextprotocol/tasks`. The npm SDK 1.x stops at 2025-11-25, so
-// this is hand-rolled on the Node 20 global fetch. No sessions and no handshake: every request is
-// one POST that carries the protocol version and the client's capabilities in `params._meta`, and
-// mirrors the method (and the tool name or task id) into HTTP headers.
-//
-// Sources checked (stored copies of modelcontextprotocol/modelcontextprotocol, commit b0f60ba5, and
-// modelcontextprotocol/ext-tasks, commits fb36f400 / fb610842):
-// - schema/2026-07-28/schema.ts: RequestMetaObject (`io.modelcontextprotocol/protocolVersion`,
-//   `…/clientInfo`, `…/clientCapabilities`), Result.resultType ("complete" | "input_required" |
-//   string; absent = "complete"), DiscoverResult.supportedVersions, error codes -32020/-32021/-32022.
-// - docs/specification/2026-07-28/basic/transports/streamable-http.mdx: Accept both JSON and SSE,
-//   `MCP-Protocol-Version` equal to the body's version, `Mcp-Method` on every request, `Mcp-Name`
-//   for tools/call, the `=?base64?…?=` encoding of unsafe header values, `x-mcp-header` parameter
-//   mirroring into `Mcp-Param-{Name}`, 400/404 statuses carrying JSON-RPC error bodies.
-// - ext-tasks specification/2026-07-28/tasks.md: `resultType: "task"` with a flat Task
-//   (taskId, status, ttlMs, pollIntervalMs…), tasks/get returning a DetailedTask with inline
-//   `result` / `error`, tasks/cancel an empty ack, `Mcp-Name: <taskId>` on tasks/* requests.
-// Not implemented: MRTR (`input_required` results are refused with an error), tasks/update,
-// subscriptions/listen and notifications/tasks, result caching (ttlMs/cacheScope are ignored).
+// A client for MCP protocol revision 2026-07-28 (stateless core, Streamable HTTP only) and its
+// Tasks extension `io.modelcontextprotocol/tasks`, on Node's global fetch: the SDK's 1.x line
+// stops at 2025-11-25. No sessions and no handshake: every request is one POST that carries the
+// protocol version and the client's capabilities in `params._meta`, and mirrors the method (and
+// the tool name or task id) into HTTP headers. A server's questions come back as MRTR
+// `input_required` results. Not implemented: tasks/update, subscriptions/listen and
+// notifications/tasks, result caching (ttlMs/cacheScope are ignored). Spec: the 2026-07-28 schema,
+// versioning and Streamable HTTP pages, and the ext-tasks repository's tasks.md.
 
 import { encodeHeaderValue, isObject, paramHeadersOf, readResponse, sameHeaders, type JsonObject, type ParamHeader } from "./mcp-2026-http.js";
 
