@@ -97,7 +97,8 @@ export class ToolConnections {
     const key = toolServerKey(record.tenant, record.spec.name);
     const opening = this.open.get(key);
     this.open.delete(key);
-    void opening?.then(closeSession).catch(() => undefined);
+    // A stateless 2026-07-28 client has no session to wedge: its other calls go on.
+    void opening?.then((c) => (c.wire === "2025-11-25" ? closeSession(c) : undefined)).catch(() => undefined);
   }
 
   /**
@@ -170,7 +171,7 @@ export class ToolConnections {
   async close(): Promise<void> {
     const all = [...this.open.values()];
     this.open.clear();
-    await Promise.all(all.map((p) => p.then(closeSession).catch(() => undefined)));
+    await Promise.all(all.map((p) => p.then((c) => (c.wire === "2025-11-25" ? closeSession(c) : undefined)).catch(() => undefined)));
   }
 }
 
@@ -180,11 +181,11 @@ const END_SESSION_TIMEOUT_MS = 2_000;
 /**
  * Closes a session: a stdio server's process is ended (the SDK closes its stdin, then signals
  * it); an HTTP session is ended at the server (DELETE, best effort and bounded) and its streams
- * closed. A stateless 2026-07-28 client holds nothing open.
+ * closed. A stateless 2026-07-28 client has no session: its requests in flight are stopped.
  */
 async function closeSession(c: Connection): Promise<void> {
   c.closed = true;
-  if (c.wire !== "2025-11-25") return;
+  if (c.wire !== "2025-11-25") return c.client.close();
   const transport = c.client.transport;
   const sdk = loadedMcpSdk();
   if (sdk && transport instanceof sdk.StreamableHTTPClientTransport && transport.sessionId !== undefined) {

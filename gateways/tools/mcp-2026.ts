@@ -133,6 +133,8 @@ export class ModernMcpClient {
   private readonly declareTasks: boolean;
   /** `x-mcp-header` annotations per tool, from the last tools/list of this instance. */
   private readonly paramHeaders = new Map<string, ParamHeader[]>();
+  /** Aborted by `close`: the requests in flight stop and no more are sent. */
+  private readonly closing = new AbortController();
 
   constructor(
     readonly url: string,
@@ -141,6 +143,11 @@ export class ModernMcpClient {
     this.headers = { ...(options.headers ?? {}) };
     this.clientInfo = options.clientInfo ?? { name: "runway", version: "0.1.0" };
     this.declareTasks = options.declareTasks ?? true;
+  }
+
+  /** Stops the requests in flight (their connections close) and refuses any more. */
+  close(): void {
+    this.closing.abort();
   }
 
   /** The protocol revision this client's requests declare. */
@@ -363,8 +370,9 @@ export class ModernMcpClient {
 
     const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const timeout = AbortSignal.timeout(timeoutMs);
-    const signal = opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout;
+    const signal = AbortSignal.any(opts.signal ? [timeout, this.closing.signal, opts.signal] : [timeout, this.closing.signal]);
     try {
+      if (this.closing.signal.aborted) throw new Error(`MCP ${method} to ${this.url}: the client was closed`);
       const res = await fetch(this.url, { method: "POST", headers, body: JSON.stringify(body), signal });
       const message = await readResponse(res, id, method);
       if (message === undefined) {
@@ -388,6 +396,7 @@ export class ModernMcpClient {
         throw timedOut;
       }
       if (opts.signal?.aborted && err !== opts.signal.reason) throw opts.signal.reason ?? err;
+      if (this.closing.signal.aborted) throw new Error(`MCP ${method} to ${this.url}: the client was closed during the request`, { cause: err });
       throw err;
     }
   }

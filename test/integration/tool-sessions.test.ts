@@ -1,9 +1,10 @@
 /**
  * A tool server deleted or changed has its sessions closed at once, on every node that holds one
- * (issue 37 §6): a stdio server's process ends, an HTTP server's streams and session end (so the
- * server can stop without waiting on the node), and the next call opens a session with the new
- * record. The second "node" here is what a node builds of the tool gateway (its own connection,
- * registry and sessions): it learns of the change only through the registry's watch.
+ * (issue 37 §6): a stdio server's process ends, an HTTP server's streams and session end and a
+ * 2026-07-28 server's requests in flight stop (so the server can stop without waiting on the
+ * node), and the next call opens a session with the new record. The second "node" here is what a
+ * node builds of the tool gateway (its own connection, registry and sessions): it learns of the
+ * change only through the registry's watch.
  */
 import { randomUUID } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
@@ -166,6 +167,60 @@ describe("an HTTP tool server", () => {
     } finally {
       server.http.closeAllConnections();
       server.http.close();
+    }
+  });
+
+  it("2026-07-28, deleted during a call: the call in flight is stopped (its outcome unknown) and the server stops without waiting on it", async () => {
+    let calls = 0;
+    let open = 0;
+    const http = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { id: number; method: string };
+        const answer = (result: object) =>
+          res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id: body.id, result }));
+        if (body.method === "server/discover") return answer({ resultType: "complete", supportedVersions: ["2026-07-28"], capabilities: {} });
+        if (body.method === "tools/list") return answer({ resultType: "complete", tools: [{ name: "hang", inputSchema: { type: "object" } }] });
+        // tools/call: never answered.
+        calls++;
+        open++;
+        res.on("close", () => open--);
+      });
+    });
+    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+    const addr = http.address();
+    const url = `http://127.0.0.1:${typeof addr === "object" && addr ? addr.port : 0}/mcp`;
+    try {
+      expect((await world.client.putToolServer({ name: "modern", protocol: "2026-07-28", transport: { type: "http", url } })).outcome).toBe("saved");
+      const calling = otherGateway.call({
+        tenant: "t1",
+        server: "modern",
+        tool: "hang",
+        arguments: {},
+        key: "k-hang",
+        timeoutMs: 60_000,
+        signal: new AbortController().signal,
+        allowTask: false,
+      });
+      await waitFor(() => open === 1 || undefined, { timeoutMs: 10_000, describe: "the call to reach the server" });
+
+      expect((await world.client.deleteToolServer("modern")).outcome).toBe("deleted");
+      let timer: NodeJS.Timeout | undefined;
+      const outcome = await Promise.race([calling, new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), 10_000)))]);
+      clearTimeout(timer);
+      expect(outcome).toMatchObject({ outcome: "unknown", code: "tool_server_unavailable" });
+      await waitFor(() => open === 0 || undefined, { timeoutMs: 10_000, describe: "the call's request to be closed" });
+      const stopped = await Promise.race([
+        new Promise<boolean>((resolve) => http.close(() => resolve(true))),
+        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 5_000))),
+      ]);
+      clearTimeout(timer);
+      expect(stopped).toBe(true);
+      expect(calls).toBe(1);
+    } finally {
+      http.closeAllConnections();
+      http.close();
     }
   });
 });
