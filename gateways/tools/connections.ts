@@ -57,16 +57,16 @@ export class ToolConnections {
 
   /**
    * The registry learnt that a server changed or was deleted: a session opened with another
-   * record is closed now (a stdio server's process ends, an HTTP server's streams and session
-   * end), not when the next call finds it stale or the node stops. Calls in flight on it fail as
-   * a server that went away; the next call opens a session with the new record.
+   * record is closed now (see `closeSession`), not when the next call finds it stale or the node
+   * stops. Calls in flight on it fail as to a server that went away; the next call opens a
+   * session with the new record.
    */
   forget(key: string, record: ToolServerRecord | null): void {
     const opening = this.open.get(key);
     if (!opening) return;
     void opening.then(
       (c) => {
-        if (record && c.updatedAt === record.updated_at) return;
+        if (c.closed || (record && c.updatedAt === record.updated_at)) return;
         if (this.open.get(key) === opening) this.open.delete(key);
         return closeSession(c);
       },
