@@ -56,8 +56,11 @@ const call = (server: string, tool: string, args: unknown) =>
     allowTask: false,
   });
 
-/** A 2026-07-28 endpoint whose first server/discover is refused with -32022 naming `supported`; it records each request's version. */
-async function refusingOnce(supported: string[]): Promise<{ url: string; versions: { method: string; header: IncomingHttpHeaders[string]; meta: unknown }[] }> {
+/** A 2026-07-28 endpoint that refuses its first `refusals` requests with -32022 naming `supported`, recording every request's version. */
+async function refusing(
+  supported: string[],
+  refusals = 1,
+): Promise<{ url: string; versions: { method: string; header: IncomingHttpHeaders[string]; meta: unknown }[] }> {
   const versions: { method: string; header: IncomingHttpHeaders[string]; meta: unknown }[] = [];
   const http = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -68,7 +71,8 @@ async function refusingOnce(supported: string[]): Promise<{ url: string; version
       versions.push({ method: body.method, header: req.headers["mcp-protocol-version"], meta });
       const answer = (status: number, payload: object) =>
         res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id: body.id, ...payload }));
-      if (versions.length === 1) return answer(400, { error: { code: -32022, message: "Unsupported protocol version", data: { supported, requested: meta } } });
+      if (versions.length <= refusals)
+        return answer(400, { error: { code: -32022, message: "Unsupported protocol version", data: { supported, requested: meta } } });
       if (body.method === "server/discover") return answer(200, { result: { resultType: "complete", supportedVersions: supported, capabilities: {} } });
       answer(200, { result: { resultType: "complete", tools: [{ name: "echo", inputSchema: { type: "object" } }] } });
     });
@@ -81,7 +85,7 @@ async function refusingOnce(supported: string[]): Promise<{ url: string; version
 
 describe("a server that refuses the first server/discover with -32022", () => {
   it("naming a version the client speaks: discover is asked again with it, and later requests declare it", async () => {
-    const server = await refusingOnce(["2099-01-01", MODERN_PROTOCOL]);
+    const server = await refusing(["2099-01-01", MODERN_PROTOCOL]);
     const client = new ModernMcpClient(server.url);
     const found = await client.discover({ timeoutMs: 5_000 });
     expect(found.protocolVersions).toEqual(["2099-01-01", MODERN_PROTOCOL]);
@@ -92,6 +96,17 @@ describe("a server that refuses the first server/discover with -32022", () => {
       { method: "server/discover", header: MODERN_PROTOCOL, meta: MODERN_PROTOCOL },
       { method: "tools/list", header: MODERN_PROTOCOL, meta: MODERN_PROTOCOL },
     ]);
+  });
+
+  it("refused again with the version it names: a typed error after one retry, not a loop", async () => {
+    const server = await refusing([MODERN_PROTOCOL], 5);
+    const err = await new ModernMcpClient(server.url).discover({ timeoutMs: 5_000 }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(ModernMcpVersionError);
+    expect((err as Error).message).toBe(`MCP server at ${server.url} refused protocol version ${MODERN_PROTOCOL}, though it names ${MODERN_PROTOCOL}`);
+    expect(server.versions.map((v) => v.method)).toEqual(["server/discover", "server/discover"]);
   });
 
   it("through the gateway: the 2026-07-28 fixture refusing its first discover is reached on 2026-07-28 and its tools are called", async () => {
