@@ -1,8 +1,11 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
-import type { ToolServerRecord } from "./registry.js";
-import { ModernMcpClient } from "./mcp-2026.js";
-import { mcpSdk } from "./sdk.js";
+import { toolServerKey, type ToolServerRecord } from "./registry.js";
+import { ModernMcpClient, ModernMcpVersionError } from "./mcp-2026.js";
+import { loadedMcpSdk, mcpSdk } from "./sdk.js";
+
+/** The revision the SDK's client speaks (its `initialize` handshake). */
+const LEGACY_PROTOCOL = "2025-11-25";
 
 /** How long connecting (spawn or HTTP, plus the handshake and the tool list) may take. */
 const CONNECT_TIMEOUT_MS = 15_000;
@@ -36,7 +39,7 @@ export class ToolConnections {
   constructor(private readonly clientInfo = { name: "runway-tool-gateway", version: "0.2.0" }) {}
 
   get(record: ToolServerRecord): Promise<Connection> {
-    const key = `${record.tenant}.${record.spec.name}`;
+    const key = toolServerKey(record.tenant, record.spec.name);
     const existing = this.open.get(key);
     if (existing) {
       return existing.then(
@@ -48,8 +51,27 @@ export class ToolConnections {
   }
 
   private replace(key: string, record: ToolServerRecord, old: Connection | undefined): Promise<Connection> {
-    if (old && !old.closed && old.wire === "2025-11-25") void old.client.close().catch(() => undefined);
+    if (old && !old.closed) void closeSession(old);
     return this.start(key, record);
+  }
+
+  /**
+   * The registry learnt that a server changed or was deleted: a session opened with another
+   * record is closed now (see `closeSession`), not when the next call finds it stale or the node
+   * stops. Calls in flight on it fail as to a server that went away; the next call opens a
+   * session with the new record.
+   */
+  forget(key: string, record: ToolServerRecord | null): void {
+    const opening = this.open.get(key);
+    if (!opening) return;
+    void opening.then(
+      (c) => {
+        if (c.closed || (record && c.updatedAt === record.updated_at)) return;
+        if (this.open.get(key) === opening) this.open.delete(key);
+        return closeSession(c);
+      },
+      () => undefined,
+    );
   }
 
   private start(key: string, record: ToolServerRecord): Promise<Connection> {
@@ -72,22 +94,40 @@ export class ToolConnections {
 
   /** Drops a session (a call through it timed out: it may be wedged). */
   discard(record: ToolServerRecord): void {
-    const key = `${record.tenant}.${record.spec.name}`;
+    const key = toolServerKey(record.tenant, record.spec.name);
     const opening = this.open.get(key);
     this.open.delete(key);
-    void opening?.then((c) => (c.wire === "2025-11-25" ? c.client.close() : undefined)).catch(() => undefined);
+    // A stateless 2026-07-28 client has no session to wedge: its other calls go on.
+    void opening?.then((c) => (c.wire === "2025-11-25" ? closeSession(c) : undefined)).catch(() => undefined);
   }
 
+  /**
+   * A server registered as 2026-07-28 that offers, when refused, only 2025-11-25 is reached with
+   * the SDK's client on 2025-11-25; one that offers neither fails with a {@link ModernMcpVersionError}
+   * naming what each side speaks.
+   */
   private async connect(record: ToolServerRecord): Promise<Connection> {
-    const t0 = record.spec.transport;
-    if (record.spec.protocol === "2026-07-28" && t0.type === "http") {
-      // Stateless: nothing to open or close, only what it serves to learn.
-      const client = new ModernMcpClient(t0.url, { headers: { ...t0.secret_headers }, clientInfo: this.clientInfo });
-      const discovered = await client.discover({ timeoutMs: CONNECT_TIMEOUT_MS });
-      const tools = new Map<string, ListedTool>();
-      for (const tool of await client.listTools({ timeoutMs: CONNECT_TIMEOUT_MS })) tools.set(tool.name, tool as ListedTool);
-      return { wire: "2026-07-28", client, tools, tasks: discovered.tasks, updatedAt: record.updated_at, closed: false };
+    const t = record.spec.transport;
+    if (record.spec.protocol !== "2026-07-28" || t.type !== "http") return this.connectSdk(record);
+    try {
+      return await this.connectModern(record, t.url, { ...t.secret_headers });
+    } catch (err) {
+      if (!(err instanceof ModernMcpVersionError)) throw err;
+      if (!err.supported.includes(LEGACY_PROTOCOL)) throw new ModernMcpVersionError(err.url, err.requested, err.supported, [...err.speaks, LEGACY_PROTOCOL]);
     }
+    return this.connectSdk(record);
+  }
+
+  private async connectModern(record: ToolServerRecord, url: string, headers: Record<string, string>): Promise<Connection> {
+    // Stateless: nothing to open or close, only what it serves to learn.
+    const client = new ModernMcpClient(url, { headers, clientInfo: this.clientInfo });
+    const discovered = await client.discover({ timeoutMs: CONNECT_TIMEOUT_MS });
+    const tools = new Map<string, ListedTool>();
+    for (const tool of await client.listTools({ timeoutMs: CONNECT_TIMEOUT_MS })) tools.set(tool.name, tool as ListedTool);
+    return { wire: "2026-07-28", client, tools, tasks: discovered.tasks, updatedAt: record.updated_at, closed: false };
+  }
+
+  private async connectSdk(record: ToolServerRecord): Promise<Connection> {
     const { Client, CreateMessageRequestSchema, ElicitRequestSchema, ErrorCode, McpError, StdioClientTransport, StreamableHTTPClientTransport } =
       await mcpSdk();
     const client = new Client(this.clientInfo, { capabilities: { elicitation: {}, sampling: {} } });
@@ -131,8 +171,29 @@ export class ToolConnections {
   async close(): Promise<void> {
     const all = [...this.open.values()];
     this.open.clear();
-    await Promise.all(all.map((p) => p.then((c) => (c.wire === "2025-11-25" ? c.client.close() : undefined)).catch(() => undefined)));
+    await Promise.all(all.map((p) => p.then((c) => (c.wire === "2025-11-25" ? closeSession(c) : undefined)).catch(() => undefined)));
   }
+}
+
+/** How long ending an HTTP session (its DELETE) may hold up closing it. */
+const END_SESSION_TIMEOUT_MS = 2_000;
+
+/**
+ * Closes a session: a stdio server's process is ended (the SDK closes its stdin, then signals
+ * it); an HTTP session is ended at the server (DELETE, best effort and bounded) and its streams
+ * closed. A stateless 2026-07-28 client has no session: its requests in flight are stopped.
+ */
+async function closeSession(c: Connection): Promise<void> {
+  c.closed = true;
+  if (c.wire !== "2025-11-25") return c.client.close();
+  const transport = c.client.transport;
+  const sdk = loadedMcpSdk();
+  if (sdk && transport instanceof sdk.StreamableHTTPClientTransport && transport.sessionId !== undefined) {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([transport.terminateSession().catch(() => undefined), new Promise((resolve) => (timer = setTimeout(resolve, END_SESSION_TIMEOUT_MS)))]);
+    clearTimeout(timer);
+  }
+  await c.client.close().catch(() => undefined);
 }
 
 /** What a spawned stdio server inherits: the basics a program needs, not the node's own secrets. */

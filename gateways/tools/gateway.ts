@@ -84,7 +84,10 @@ export class ToolGateway implements ToolPort {
   constructor(
     private readonly registry: ToolRegistry,
     private readonly connections: ToolConnections,
-  ) {}
+  ) {
+    // A server changed or deleted, here or on another node: its sessions on this node close now.
+    registry.onChange((key, record) => connections.forget(key, record));
+  }
 
   async lookup(tenant: string, server: string, tool: string): Promise<ToolLookup> {
     const record = await this.registry.get(tenant, server);

@@ -1,28 +1,21 @@
-// A minimal client for MCP protocol revision 2026-07-28 (stateless core, Streamable HTTP only) and
-// its Tasks extension `io.modelcontextprotocol/tasks`. The npm SDK 1.x stops at 2025-11-25, so
-// this is hand-rolled on the Node 20 global fetch. No sessions and no handshake: every request is
-// one POST that carries the protocol version and the client's capabilities in `params._meta`, and
-// mirrors the method (and the tool name or task id) into HTTP headers.
-//
-// Sources checked (stored copies of modelcontextprotocol/modelcontextprotocol, commit b0f60ba5, and
-// modelcontextprotocol/ext-tasks, commits fb36f400 / fb610842):
-// - schema/2026-07-28/schema.ts: RequestMetaObject (`io.modelcontextprotocol/protocolVersion`,
-//   `…/clientInfo`, `…/clientCapabilities`), Result.resultType ("complete" | "input_required" |
-//   string; absent = "complete"), DiscoverResult.supportedVersions, error codes -32020/-32021/-32022.
-// - docs/specification/2026-07-28/basic/transports/streamable-http.mdx: Accept both JSON and SSE,
-//   `MCP-Protocol-Version` equal to the body's version, `Mcp-Method` on every request, `Mcp-Name`
-//   for tools/call, the `=?base64?…?=` encoding of unsafe header values, `x-mcp-header` parameter
-//   mirroring into `Mcp-Param-{Name}`, 400/404 statuses carrying JSON-RPC error bodies.
-// - ext-tasks specification/2026-07-28/tasks.md: `resultType: "task"` with a flat Task
-//   (taskId, status, ttlMs, pollIntervalMs…), tasks/get returning a DetailedTask with inline
-//   `result` / `error`, tasks/cancel an empty ack, `Mcp-Name: <taskId>` on tasks/* requests.
-// Not implemented: MRTR (`input_required` results are refused with an error), tasks/update,
-// subscriptions/listen and notifications/tasks, result caching (ttlMs/cacheScope are ignored).
+// A client for MCP protocol revision 2026-07-28 (stateless core, Streamable HTTP only) and its
+// Tasks extension `io.modelcontextprotocol/tasks`, on Node's global fetch: the SDK's 1.x line
+// stops at 2025-11-25. No sessions and no handshake: every request is one POST that carries the
+// protocol version and the client's capabilities in `params._meta`, and mirrors the method (and
+// the tool name or task id) into HTTP headers. A server's questions come back as MRTR
+// `input_required` results. Not implemented: tasks/update, subscriptions/listen and
+// notifications/tasks, result caching (ttlMs/cacheScope are ignored). Spec: the 2026-07-28 schema,
+// versioning and Streamable HTTP pages, and the ext-tasks repository's tasks.md.
 
 import { encodeHeaderValue, isObject, paramHeadersOf, readResponse, sameHeaders, type JsonObject, type ParamHeader } from "./mcp-2026-http.js";
 
 export const MODERN_PROTOCOL = "2026-07-28";
+/** The modern revisions this client speaks, preferred first. */
+export const MODERN_PROTOCOLS: readonly string[] = [MODERN_PROTOCOL];
 export const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";
+
+/** UnsupportedProtocolVersionError: the server does not take the request's version, and names those it does. */
+const UNSUPPORTED_PROTOCOL_VERSION = -32022;
 
 const META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion";
 const META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities";
@@ -43,6 +36,34 @@ export class ModernMcpError extends Error {
     super(message);
     this.name = "ModernMcpError";
   }
+}
+
+/**
+ * The server refused the protocol version and no retry can help: it names no version the client
+ * speaks, or it refused again the one it named.
+ */
+export class ModernMcpVersionError extends Error {
+  constructor(
+    readonly url: string,
+    readonly requested: string,
+    readonly supported: readonly string[],
+    readonly speaks: readonly string[],
+  ) {
+    const named = supported.length > 0 ? supported.join(", ") : "no version";
+    super(
+      supported.some((v) => speaks.includes(v))
+        ? `MCP server at ${url} refused protocol version ${requested}, though it names ${named}`
+        : `MCP server at ${url} speaks ${named}; Runway speaks ${speaks.join(", ")}: no protocol version in common`,
+    );
+    this.name = "ModernMcpVersionError";
+  }
+}
+
+/** The versions an UnsupportedProtocolVersionError names (`data.supported`), or undefined for any other error. */
+function supportedVersionsOf(err: unknown): string[] | undefined {
+  if (!(err instanceof ModernMcpError) || err.code !== UNSUPPORTED_PROTOCOL_VERSION) return undefined;
+  const listed = isObject(err.data) && Array.isArray(err.data.supported) ? err.data.supported : [];
+  return listed.filter((v): v is string => typeof v === "string");
 }
 
 /** The server answered with an HTTP error status and no JSON-RPC error in the body. */
@@ -105,11 +126,15 @@ export interface ModernMcpClientOptions {
 
 export class ModernMcpClient {
   private nextId = 1;
+  /** The revision every request declares: the preferred one, until `discover` settles on another. */
+  private version = MODERN_PROTOCOLS[0] ?? MODERN_PROTOCOL;
   private readonly headers: Record<string, string>;
   private readonly clientInfo: { name: string; version: string };
   private readonly declareTasks: boolean;
   /** `x-mcp-header` annotations per tool, from the last tools/list of this instance. */
   private readonly paramHeaders = new Map<string, ParamHeader[]>();
+  /** Aborted by `close`: the requests in flight stop and no more are sent. */
+  private readonly closing = new AbortController();
 
   constructor(
     readonly url: string,
@@ -120,9 +145,40 @@ export class ModernMcpClient {
     this.declareTasks = options.declareTasks ?? true;
   }
 
-  /** server/discover: protocol versions, capabilities (extensions), server info. */
+  /** Stops the requests in flight (their connections close) and refuses any more. */
+  close(): void {
+    this.closing.abort();
+  }
+
+  /** The protocol revision this client's requests declare. */
+  get protocolVersion(): string {
+    return this.version;
+  }
+
+  /**
+   * server/discover: protocol versions, capabilities (extensions), server info. A server that
+   * refuses the version (-32022) is asked once more with a version of its `supported` list this
+   * client speaks (the spec's SHOULD), which later requests then declare; with none in common, or
+   * refused again, it throws {@link ModernMcpVersionError}.
+   */
   async discover(opts: ModernRequestOptions = {}): Promise<{ protocolVersions: string[]; tasks: boolean; raw: unknown }> {
-    const result = await this.request("server/discover", {}, undefined, opts);
+    let result: JsonObject;
+    try {
+      result = await this.request("server/discover", {}, undefined, opts);
+    } catch (err) {
+      const supported = supportedVersionsOf(err);
+      if (supported === undefined) throw err;
+      const version = MODERN_PROTOCOLS.find((v) => supported.includes(v));
+      if (version === undefined) throw new ModernMcpVersionError(this.url, this.version, supported, MODERN_PROTOCOLS);
+      this.version = version;
+      try {
+        result = await this.request("server/discover", {}, undefined, opts);
+      } catch (again) {
+        const still = supportedVersionsOf(again);
+        if (still === undefined) throw again;
+        throw new ModernMcpVersionError(this.url, version, still, MODERN_PROTOCOLS);
+      }
+    }
     // The spec field is `supportedVersions` (schema.ts DiscoverResult); `protocolVersions` is
     // accepted too in case a server follows older drafts.
     const versions = Array.isArray(result.supportedVersions) ? result.supportedVersions : Array.isArray(result.protocolVersions) ? result.protocolVersions : [];
@@ -296,7 +352,7 @@ export class ModernMcpClient {
         ...params,
         _meta: {
           ...(meta ?? {}),
-          [META_PROTOCOL_VERSION]: MODERN_PROTOCOL,
+          [META_PROTOCOL_VERSION]: this.version,
           [META_CLIENT_CAPABILITIES]: capabilities,
           [META_CLIENT_INFO]: this.clientInfo,
         },
@@ -307,15 +363,16 @@ export class ModernMcpClient {
       ...extraHeaders,
       "Content-Type": "application/json",
       Accept: "application/json, text/event-stream",
-      "MCP-Protocol-Version": MODERN_PROTOCOL,
+      "MCP-Protocol-Version": this.version,
       "Mcp-Method": method,
     };
     if (mcpName !== undefined) headers["Mcp-Name"] = encodeHeaderValue(mcpName);
 
     const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const timeout = AbortSignal.timeout(timeoutMs);
-    const signal = opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout;
+    const signal = AbortSignal.any(opts.signal ? [timeout, this.closing.signal, opts.signal] : [timeout, this.closing.signal]);
     try {
+      if (this.closing.signal.aborted) throw new Error(`MCP ${method} to ${this.url}: the client was closed`);
       const res = await fetch(this.url, { method: "POST", headers, body: JSON.stringify(body), signal });
       const message = await readResponse(res, id, method);
       if (message === undefined) {
@@ -339,6 +396,7 @@ export class ModernMcpClient {
         throw timedOut;
       }
       if (opts.signal?.aborted && err !== opts.signal.reason) throw opts.signal.reason ?? err;
+      if (this.closing.signal.aborted) throw new Error(`MCP ${method} to ${this.url}: the client was closed during the request`, { cause: err });
       throw err;
     }
   }

@@ -33,7 +33,8 @@ export const ToolServerSpecSchema = z
     ]),
     /**
      * The MCP revision the server speaks: `2025-11-25` (the SDK's, with its `initialize` handshake
-     * and core tasks) or `2026-07-28` (stateless, Streamable HTTP only, tasks extension).
+     * and core tasks) or `2026-07-28` (stateless, Streamable HTTP only, tasks extension). A
+     * 2026-07-28 server that refuses it and offers only 2025-11-25 is reached on 2025-11-25.
      */
     protocol: z.enum(["2025-11-25", "2026-07-28"]).default("2025-11-25"),
     /** Annotations count only for a trusted server (see `effectiveClass`). */
@@ -77,16 +78,33 @@ export function redacted(record: ToolServerRecord): Record<string, unknown> {
   return { ...spec, transport, updated_at: record.updated_at };
 }
 
+/** The registry's key of a tenant's server (and the key its sessions are pooled under). */
+export function toolServerKey(tenant: string, name: string): string {
+  return `${tenant}.${name}`;
+}
+
+/** Told of a server's record that changed (put again, or deleted: `null`), by this node or another. */
+export type ToolServerChange = (key: string, record: ToolServerRecord | null) => void;
+
+/** How long a watch that ended waits before it starts again. */
+const REWATCH_MS = 1_000;
+
 /**
  * Per-tenant MCP server registry: bucket `rw_tools`, key `<tenant>.<server>`. Every tool call
  * reads its server's record, so reads are served from memory, kept current by a watch of the
  * bucket (a put replaces, a delete forgets); a key not yet seen is read from the bucket. Each
  * entry keeps its revision, so an older read never overwrites a newer watched value.
+ *
+ * The watch is also how every node learns that a server changed or went (`onChange`): it starts
+ * with the node's first read, before any session to a server can be open, and starts again if it
+ * ends while the registry is in use.
  */
 export class ToolRegistry {
   private kv: KV | undefined;
   private readonly cache = new Map<string, { revision: number; record: ToolServerRecord | null }>();
   private watcher: Promise<{ stop(): void }> | undefined;
+  private readonly listeners: ToolServerChange[] = [];
+  private closed = false;
 
   constructor(private readonly nc: NatsConnection) {}
 
@@ -95,16 +113,21 @@ export class ToolRegistry {
     return this.kv;
   }
 
+  /** Calls `listener` for every change this registry learns of (from its own writes and its watch). */
+  onChange(listener: ToolServerChange): void {
+    this.listeners.push(listener);
+  }
+
   async put(tenant: string, spec: ToolServerSpec, now: number): Promise<ToolServerRecord> {
     const record: ToolServerRecord = { tenant, spec, updated_at: now };
-    const key = `${tenant}.${spec.name}`;
+    const key = toolServerKey(tenant, spec.name);
     this.remember(key, await (await this.bucket()).put(key, JSON.stringify(record)), record);
     return record;
   }
 
   async get(tenant: string, name: string): Promise<ToolServerRecord | undefined> {
     this.watch();
-    const key = `${tenant}.${name}`;
+    const key = toolServerKey(tenant, name);
     const cached = this.cache.get(key);
     if (cached) return cached.record ?? undefined;
     const e = await (await this.bucket()).get(key);
@@ -115,11 +138,17 @@ export class ToolRegistry {
 
   private remember(key: string, revision: number, record: ToolServerRecord | null): void {
     const known = this.cache.get(key);
-    if (!known || known.revision <= revision) this.cache.set(key, { revision, record });
+    if (known && known.revision > revision) return;
+    this.cache.set(key, { revision, record });
+    if (known?.revision !== revision) this.changed(key, record);
+  }
+
+  private changed(key: string, record: ToolServerRecord | null): void {
+    for (const listener of this.listeners) listener(key, record);
   }
 
   private watch(): void {
-    if (this.watcher) return;
+    if (this.watcher || this.closed) return;
     const watching = (async () => {
       const iterator = await (await this.bucket()).watch({ key: ">" });
       void (async () => {
@@ -127,9 +156,11 @@ export class ToolRegistry {
       })()
         .catch(() => undefined)
         .finally(() => {
-          // A watch that ended (connection lost, stopped) leaves nothing stale behind: the next read starts another.
+          // A watch that ended (connection lost) leaves nothing stale behind. Another starts, so
+          // changes made meanwhile still reach the sessions: it replays every key's last value.
           if (this.watcher === watching) this.watcher = undefined;
           this.cache.clear();
+          if (!this.closed && this.listeners.length > 0) setTimeout(() => this.watch(), REWATCH_MS).unref();
         });
       return iterator;
     })();
@@ -141,6 +172,7 @@ export class ToolRegistry {
 
   /** Stops the watch (the node is stopping). */
   async close(): Promise<void> {
+    this.closed = true;
     const w = this.watcher;
     this.watcher = undefined;
     (await w?.catch(() => undefined))?.stop();
@@ -159,10 +191,12 @@ export class ToolRegistry {
 
   async delete(tenant: string, name: string): Promise<boolean> {
     const kv = await this.bucket();
-    const e = await kv.get(`${tenant}.${name}`);
+    const key = toolServerKey(tenant, name);
+    const e = await kv.get(key);
     if (!e || e.operation !== "PUT") return false;
-    await kv.purge(`${tenant}.${name}`);
-    this.cache.delete(`${tenant}.${name}`);
+    await kv.purge(key);
+    this.cache.delete(key);
+    this.changed(key, null);
     return true;
   }
 }

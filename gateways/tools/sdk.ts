@@ -22,9 +22,9 @@ let loading: Promise<McpSdk> | undefined;
 let loaded: McpSdk | undefined;
 
 /**
- * The MCP SDK, imported on first use. Importing it (with Ajv) costs ~110 ms of every process
- * start on this machine — a node's restart, every `runway` CLI command — and a node serves runs
- * that call no tool, and many commands never reach one.
+ * The MCP SDK, imported on first use: importing it (with Ajv) is a large part of starting a
+ * process (a node's restart, every `runway` CLI command), and a node serves runs that call no
+ * tool, and many commands never reach one.
  */
 export function mcpSdk(): Promise<McpSdk> {
   loading ??= (async () => {

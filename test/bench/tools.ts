@@ -122,7 +122,7 @@ export async function tools(): Promise<Record<string, unknown>> {
       // cache, say): the same gateway code over the same pooled sessions, the record held here.
       const record = await registry.get(TENANT, server);
       if (!record) throw new Error(`no registry record for ${server}`);
-      const cached = new ToolGateway({ get: async () => record } as unknown as ToolRegistry, connections);
+      const cached = new ToolGateway({ get: async () => record, onChange: () => undefined } as unknown as ToolRegistry, connections);
 
       progress(`tools ${transport}: ${WARM_UP} warm-up + ${calls} calls each: direct, through the gateway, and its steps alone (interleaved)`);
       for (let i = 0; i < WARM_UP; i++) {
