@@ -2,12 +2,12 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager, RetentionPolicy, StorageType, type StreamConfig } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { Objm } from "@nats-io/obj";
-import { LIVE_BUCKET } from "./live-runs.js";
-import { RECONCILE_BUCKET } from "./reconciliations.js";
-import { APPROVALS_BUCKET } from "./approvals.js";
-import { runsStreamConfig } from "./run-index.js";
+import { LIVE_BUCKET } from "./run/live-runs.js";
+import { RECONCILE_BUCKET } from "./run/reconciliations.js";
+import { APPROVALS_BUCKET } from "./run/approvals.js";
+import { runsStreamConfig } from "./run/runs-index.js";
 import { ensureBucket, ensureFlags, streamConfigs } from "../runtime/index.js";
-import { meterStreamConfig } from "./meter.js";
+import { meterStreamConfig } from "./tenant/meter.js";
 
 /** JetStream resources of the workflow domain, beside the runtime's own. */
 export const DEFINITIONS_BUCKET = "rw_defs";

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { expect, it } from "vitest";
 import type { RunwayClient } from "../../cluster/client.js";
 import { childStartKey, RUN_KIND, runIdFor } from "../../actors/index.js";
-import { readSnapshot } from "../../actors/records.js";
+import { readSnapshot } from "../../actors/records/records.js";
 import { runShapeViolations, type ExecutionContext } from "../../machines/index.js";
 import { kvSubject, partitionBucket, partitionOf, partitionStream, readLast } from "../../runtime/index.js";
 import { waitFor } from "../harness/index.js";

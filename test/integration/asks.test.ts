@@ -32,7 +32,7 @@ import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js
 import { testActors } from "../fixtures/counter-actor.js";
 import { readActor } from "../fixtures/read-actor.js";
 import { decorateLog } from "../fixtures/faults.js";
-import { askActor } from "../../actors/ask.js";
+import { askActor } from "../../gateways/api/ask.js";
 
 const P = DEFAULT_TOPOLOGY.partitions;
 let server: NatsServerHandle;

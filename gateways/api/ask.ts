@@ -1,4 +1,4 @@
-import type { ActorAddress, ActorHost, CommandAnswer, MailboxClient } from "../runtime/index.js";
+import type { ActorAddress, ActorHost, CommandAnswer, MailboxClient } from "../../runtime/index.js";
 
 export type AskAnswer = CommandAnswer | { outcome: "timeout" } | { outcome: "not_stored"; detail: string };
 

@@ -17,7 +17,7 @@ import {
   type TenantEvent,
   type TenantView,
   withGatheredFacts,
-} from "../machines/index.js";
+} from "../../machines/index.js";
 import {
   defineActor,
   isRemoval,
@@ -29,11 +29,11 @@ import {
   RunwayFault,
   type ActorHost,
   type MailboxClient,
-} from "../runtime/index.js";
+} from "../../runtime/index.js";
 import { UsageMeter } from "./meter.js";
-import { askActor } from "./ask.js";
-import { actorIdsIn, lastValues, readSnapshot } from "./records.js";
-import { randomDeliveryId } from "./ids.js";
+import { askActor } from "../../gateways/api/ask.js";
+import { actorIdsIn, lastValues, readSnapshot } from "../records/records.js";
+import { randomDeliveryId } from "../records/ids.js";
 
 export const TENANT_KIND = "tenant";
 

@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { incrementCounter, readLast } from "../runtime/index.js";
-import { utcDay } from "../machines/index.js";
+import { incrementCounter, readLast } from "../../runtime/index.js";
+import { utcDay } from "../../machines/index.js";
 
 export const METER_STREAM = "RUNWAY_METER";
 

@@ -1,5 +1,5 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { isTerminal, type RunContext } from "../machines/index.js";
+import { isTerminal, type RunContext } from "../../machines/index.js";
 import {
   actorRecordCodec,
   isRemoval,
@@ -10,12 +10,12 @@ import {
   type ActorRecord,
   type Logger,
   type PartitionLog,
-} from "../runtime/index.js";
-import { everyRun, LIVE_BUCKET, type LiveRunIndex } from "./live-runs.js";
-import { actorIdsIn } from "./records.js";
-import { createdSubject, endedSubject, summaryOf } from "./run-index.js";
-import { RUN_KIND } from "./run-actor.js";
-import type { RunMemories } from "./run-memory.js";
+} from "../../runtime/index.js";
+import { everyRun, LIVE_BUCKET, type LiveRunIndex } from "../run/live-runs.js";
+import { actorIdsIn } from "../records/records.js";
+import { createdSubject, endedSubject, summaryOf } from "../run/runs-index.js";
+import { RUN_KIND } from "../run/actor.js";
+import type { RunMemories } from "../run/memory.js";
 
 /**
  * The streams' duplicate window: an outbox published again within it is dropped by the stream,

@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
-import { MEMBER_PREFIX, tenantKey } from "../machines/index.js";
+import { MEMBER_PREFIX, tenantKey } from "../../machines/index.js";
 import {
   isRemovalOperation,
   kvSubject,
@@ -11,9 +11,9 @@ import {
   RunwayFault,
   sentHeaders,
   type Effect,
-} from "../runtime/index.js";
-import { lastValues } from "./records.js";
-import { runOfMemberKey } from "./tenants.js";
+} from "../../runtime/index.js";
+import { lastValues } from "../records/records.js";
+import { runOfMemberKey } from "../tenant/tenants.js";
 
 /** KV bucket of the live-run index: `p<partition>.<run>` for every run that may be live. */
 export const LIVE_BUCKET = "rw_live";

@@ -1,12 +1,12 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { isTerminal, parentGone, sweepPlan, type RunContext, isHeadV1, migrateHeadV1, type SweepSettings } from "../machines/index.js";
-import type { ActorHost, Clock, Logger, MailboxClient } from "../runtime/index.js";
-import { tenantOfRun } from "./ids.js";
-import { everyRun, type LiveRunIndex } from "./live-runs.js";
-import { actorIdsIn, readSnapshot } from "./records.js";
-import type { EndedRunCompaction } from "./compaction.js";
-import { RUN_KIND } from "./run-actor.js";
-import { TENANT_KIND } from "./tenants.js";
+import { isTerminal, parentGone, sweepPlan, type RunContext, isHeadV1, migrateHeadV1, type SweepSettings } from "../../machines/index.js";
+import type { ActorHost, Clock, Logger, MailboxClient } from "../../runtime/index.js";
+import { tenantOfRun } from "../records/ids.js";
+import { everyRun, type LiveRunIndex } from "../run/live-runs.js";
+import { actorIdsIn, readSnapshot } from "../records/records.js";
+import type { EndedRunCompaction } from "../run/compaction.js";
+import { RUN_KIND } from "../run/actor.js";
+import { TENANT_KIND } from "../tenant/tenants.js";
 
 export interface SweepReport {
   at: number;

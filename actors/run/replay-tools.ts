@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import type { IntentFact, Receipt } from "../machines/index.js";
-import { RunwayFault } from "../runtime/index.js";
+import type { IntentFact, Receipt } from "../../machines/index.js";
+import { RunwayFault } from "../../runtime/index.js";
 import type { ToolCallOutcome, ToolCallRequest, ToolLookup, ToolPort } from "./tool-calls.js";
 import { readFacts } from "./trajectory.js";
 

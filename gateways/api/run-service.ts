@@ -1,17 +1,26 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { heldForAdmission, isHeadV1, laneFor, migrateHeadV1, validateAgainstSchema, type RunContext, type RunFact, type RunStatus } from "../machines/index.js";
-import { ID_PATTERN, jsonBytes, parseEventId, publish, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
+import {
+  heldForAdmission,
+  isHeadV1,
+  laneFor,
+  migrateHeadV1,
+  validateAgainstSchema,
+  type RunContext,
+  type RunFact,
+  type RunStatus,
+} from "../../machines/index.js";
+import { ID_PATTERN, jsonBytes, parseEventId, publish, RunwayFault, type ActorHost, type MailboxClient } from "../../runtime/index.js";
 import { askActor, type AskAnswer } from "./ask.js";
-import { readFirstRecord, readSnapshot } from "./records.js";
-import { readRunEvents, type RunEvent } from "./run-events.js";
-import { partsHolding, RunIndex } from "./run-index.js";
-import { compactedView, view, type RunSummary, type RunView } from "./run-views.js";
-import type { DefinitionStore } from "./definitions.js";
-import { randomDeliveryId, runIdFor, startKey, tenantOfRun } from "./ids.js";
+import { readFirstRecord, readSnapshot } from "../../actors/records/records.js";
+import { readRunEvents, type RunEvent } from "../../actors/run/events.js";
+import { partsHolding, RunIndex } from "../../actors/run/runs-index.js";
+import { compactedView, view, type RunSummary, type RunView } from "../../actors/run/views.js";
+import type { DefinitionStore } from "../../actors/definitions/store.js";
+import { randomDeliveryId, runIdFor, startKey, tenantOfRun } from "../../actors/records/ids.js";
 import { EarlyAdmissions } from "./early-admission.js";
-import { RUN_KIND } from "./run-actor.js";
-import type { TenantService } from "./tenants.js";
-import type { LiveRunIndex } from "./live-runs.js";
+import { RUN_KIND } from "../../actors/run/actor.js";
+import type { TenantService } from "../../actors/tenant/tenants.js";
+import type { LiveRunIndex } from "../../actors/run/live-runs.js";
 
 export const MAX_INPUT_BYTES = 32 * 1024;
 

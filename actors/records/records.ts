@@ -12,7 +12,7 @@ import {
   readFirst,
   readLast,
   type ActorRecord,
-} from "../runtime/index.js";
+} from "../../runtime/index.js";
 
 /** An actor's stored machine snapshot: its state value and context. */
 export interface StoredSnapshot<C> {

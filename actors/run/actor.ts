@@ -12,17 +12,17 @@ import {
   type RunFact,
   type SweepSettings,
   type AliveAttempt,
-} from "../machines/index.js";
+} from "../../machines/index.js";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { defineActor, jsonBytes, RunwayFault, type ActorAddress, type Effect } from "../runtime/index.js";
+import { defineActor, jsonBytes, RunwayFault, type ActorAddress, type Effect } from "../../runtime/index.js";
 import type { LiveRunIndex } from "./live-runs.js";
-import { runCreatedEffect, runEndedEffect } from "./run-index.js";
+import { runCreatedEffect, runEndedEffect } from "./runs-index.js";
 import { reconcileIndexEffects } from "./reconciliations.js";
 import { inboxEffects } from "./approvals.js";
-import { readSnapshot } from "./records.js";
-import type { CompiledPlan } from "./definitions.js";
-import { childStartKey, runIdFor } from "./ids.js";
-import type { RunMemories } from "./run-memory.js";
+import { readSnapshot } from "../records/records.js";
+import type { CompiledPlan } from "../definitions/store.js";
+import { childStartKey, runIdFor } from "../records/ids.js";
+import type { RunMemories } from "./memory.js";
 
 export const RUN_KIND = "run";
 

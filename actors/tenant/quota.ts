@@ -1,5 +1,5 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { incrementCounter } from "../runtime/index.js";
+import { incrementCounter } from "../../runtime/index.js";
 
 export const QUOTA_STREAM = "RUNWAY_QUOTA";
 

@@ -1,8 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { canonicalJson, type ExecutionContext, type IntentFact, type Receipt, type RunFact } from "../machines/index.js";
-import { readJournal, type ActorRecord } from "../runtime/index.js";
-import { eventsOf } from "./run-events.js";
-import { RUN_KIND } from "./run-actor.js";
+import { canonicalJson, type ExecutionContext, type IntentFact, type Receipt, type RunFact } from "../../machines/index.js";
+import { readJournal, type ActorRecord } from "../../runtime/index.js";
+import { eventsOf } from "./events.js";
+import { RUN_KIND } from "./actor.js";
 
 /** One line of a run's trajectory: what it did, in the order its journal stored it. */
 export type TrajectoryLine =

@@ -1,14 +1,14 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Objm, type ObjectStore } from "@nats-io/obj";
-import { nestingDepth, type AbortRequest, type ExecuteRequest, type Receipt, type TaskPoll } from "../machines/index.js";
-import { tenantOfRun } from "./ids.js";
-import { jsonBytes, type ActorHost, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../runtime/index.js";
-import { RUN_KIND } from "./run-actor.js";
-import { RESULTS_STORE } from "./topology.js";
-import type { ToolPort } from "./tool-calls.js";
-import type { ReplayTools } from "./replay.js";
-import type { UsageMeter } from "./meter.js";
-import { callThroughJournal, fenceOf, settleCall, type BoundedRef, type ToolAnswer, type ToolCall } from "./tool-step.js";
+import { nestingDepth, type AbortRequest, type ExecuteRequest, type Receipt, type TaskPoll } from "../../machines/index.js";
+import { tenantOfRun } from "../records/ids.js";
+import { jsonBytes, type ActorHost, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../../runtime/index.js";
+import { RUN_KIND } from "../run/actor.js";
+import { RESULTS_STORE } from "../topology.js";
+import type { ToolPort } from "../run/tool-calls.js";
+import type { ReplayTools } from "../run/replay-tools.js";
+import type { UsageMeter } from "../tenant/meter.js";
+import { callThroughJournal, fenceOf, settleCall, type BoundedRef, type ToolAnswer, type ToolCall } from "../run/tool-step.js";
 
 /** What became of a heartbeat renewal (see `StepExecutor`'s `onHeartbeatSettled`). */
 export type HeartbeatOutcome = "renewed" | "stale" | "mailbox";

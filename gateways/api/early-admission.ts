@@ -1,6 +1,6 @@
-import { heldForAdmission, validateAgainstSchema } from "../machines/index.js";
-import type { DefinitionStore } from "./definitions.js";
-import type { TenantService } from "./tenants.js";
+import { heldForAdmission, validateAgainstSchema } from "../../machines/index.js";
+import type { DefinitionStore } from "../../actors/definitions/store.js";
+import type { TenantService } from "../../actors/tenant/tenants.js";
 
 type Answer = { outcome: string } & Record<string, unknown>;
 

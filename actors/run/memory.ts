@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { factsOfHeadV1, isHeadV1, RunFacts, type RunContext, type RunFact, type RunMemory } from "../machines/index.js";
-import { readJournal, RunwayFault, type ActorRecord, type JournalEntry } from "../runtime/index.js";
+import { factsOfHeadV1, isHeadV1, RunFacts, type RunContext, type RunFact, type RunMemory } from "../../machines/index.js";
+import { readJournal, RunwayFault, type ActorRecord, type JournalEntry } from "../../runtime/index.js";
 
 /** A run's journal read through {@link RunMemories.recall}: its last record, if it has any. */
 export type Recalled = { outcome: "read"; last: ActorRecord | undefined } | { outcome: "unavailable" | "corrupt"; detail: string };

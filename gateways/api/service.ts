@@ -1,7 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z, type ZodType } from "zod";
-import type { DefinitionStore, NodeMetrics, RunReplays, RunService, Sweeper, TenantService } from "../actors/index.js";
-import { getInboxItem, INBOX_PAGE_MAX, listInbox, listReconciliations, RUNS_CURSOR_PATTERN } from "../actors/index.js";
+import type { DefinitionStore, NodeMetrics, RunReplays, RunService, Sweeper, TenantService } from "../../actors/index.js";
+import { getInboxItem, INBOX_PAGE_MAX, listInbox, listReconciliations, RUNS_CURSOR_PATTERN } from "../../actors/index.js";
 import {
   isTenantId,
   MAX_JSON_DEPTH,
@@ -11,11 +11,11 @@ import {
   TokenSchema,
   ToolServerNameSchema,
   WorkflowNameSchema,
-} from "../machines/index.js";
+} from "../../machines/index.js";
 import type { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation";
-import { mcpSdk, redacted, ToolServerSpecSchema, type ToolGateway, type ToolRegistry } from "./tools/index.js";
-import { ID_PATTERN, isFault, listDeadLetters, MicroService, RunwayFault, StoreUnavailable, type MicroRequest } from "../runtime/index.js";
+import { mcpSdk, redacted, ToolServerSpecSchema, type ToolGateway, type ToolRegistry } from "../tools/index.js";
+import { ID_PATTERN, isFault, listDeadLetters, MicroService, RunwayFault, StoreUnavailable, type MicroRequest } from "../../runtime/index.js";
 
 export const API_VERSION = "0.2.0";
 /** Larger request bodies are refused before parsing. */

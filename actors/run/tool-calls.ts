@@ -1,6 +1,6 @@
-import type { ToolClass } from "../machines/index.js";
-import { sha256Hex } from "./ids.js";
-import { canonicalJson } from "../machines/index.js";
+import type { ToolClass } from "../../machines/index.js";
+import { sha256Hex } from "../records/ids.js";
+import { canonicalJson } from "../../machines/index.js";
 
 /** The `_meta` key an effect key travels in, so a server can deduplicate. */
 export const EFFECT_KEY_META = "io.runway/effect-key";

@@ -1,9 +1,9 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
-import { DEFAULT_ENDED_RETENTION_MS } from "../machines/index.js";
-import { kvSubject, partitionBucket, partitionOf, partitionStream } from "../runtime/index.js";
-import { RUN_KIND } from "./run-actor.js";
-import { RUNS_STREAM } from "./run-index.js";
+import { DEFAULT_ENDED_RETENTION_MS } from "../../machines/index.js";
+import { kvSubject, partitionBucket, partitionOf, partitionStream } from "../../runtime/index.js";
+import { RUN_KIND } from "./actor.js";
+import { RUNS_STREAM } from "./runs-index.js";
 
 const ENDED = "rw.runs.*.*.e";
 const BATCH = 500;

@@ -1,5 +1,5 @@
-import { runSummary, type RunContext } from "../machines/index.js";
-import type { RunSummaryEntry } from "./run-index.js";
+import { runSummary, type RunContext } from "../../machines/index.js";
+import type { RunSummaryEntry } from "./runs-index.js";
 
 /** The narrow read of a run (seed 004): what a start answer carries. */
 export type RunSummary = ReturnType<typeof runSummary>;

@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { eventBody, eventId, jsonBytes, readJournal, type ActorRecord } from "../runtime/index.js";
-import { RUN_KIND } from "./run-actor.js";
+import { eventBody, eventId, jsonBytes, readJournal, type ActorRecord } from "../../runtime/index.js";
+import { RUN_KIND } from "./actor.js";
 
 /** A progress event as published live and as read back: its id (`<revision>.<index>`), type, run, time, and what the run said. */
 export type RunEvent = { id: string; type: string; run: string; at: number } & Record<string, unknown>;
