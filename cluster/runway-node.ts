@@ -18,14 +18,11 @@ import {
   recoverPartitionPatiently,
   runActor,
   ReplayTools,
-  RunReplays,
-  RunService,
   StepExecutor,
   Sweeper,
   tenantActor,
-  TenantService,
 } from "../actors/index.js";
-import { ensureToolsBucket, startApi, ToolConnections, ToolGateway, ToolRegistry } from "../gateways/index.js";
+import { ensureToolsBucket, RunReplays, RunService, startApi, TenantService, ToolConnections, ToolGateway, ToolRegistry } from "../gateways/index.js";
 import { collectNodeMetrics, collectRunMetrics, collectSchedulerMetrics } from "./node-metrics.js";
 import {
   METRICS_CHANNEL,

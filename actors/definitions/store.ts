@@ -3,8 +3,10 @@ import { Kvm, type KV } from "@nats-io/kv";
 import { z } from "zod";
 import { canonicalJson, compileDefinition, MAX_DEPTH, PlanSchema, WorkflowNameSchema, type CompileError, type Plan } from "../../machines/index.js";
 import { isRemoval, kvSubject, payloadLimit, readLast, RunwayFault } from "../../runtime/index.js";
-import { sha256Hex } from "../records/ids.js";
-import { DEFINITIONS_BUCKET } from "../topology.js";
+import { sha256Hex } from "../records/index.js";
+
+/** The definitions bucket: `<tenant>.<name>.v<N>`, `.latest`, `.draft`; `plan.<digest>`. */
+export const DEFINITIONS_BUCKET = "rw_defs";
 
 const RefSchema = z.object({ name: z.string(), version: z.number().int().positive(), digest: z.string() });
 export type DefinitionRef = z.infer<typeof RefSchema>;

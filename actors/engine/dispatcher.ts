@@ -17,7 +17,7 @@ import {
   type TokenBucket,
 } from "../../machines/index.js";
 import type { Clock, Logger } from "../../runtime/index.js";
-import type { QuotaGate, QuotaLimits } from "../tenant/quota.js";
+import type { QuotaGate, QuotaLimits } from "../tenant/index.js";
 import { Ring } from "./ring.js";
 
 export const DEFAULT_SCHEDULER: SchedulerConfig = { slots: 16, interactive_reserve: 2, migration_cap: 4, aging_ms: 10_000 };

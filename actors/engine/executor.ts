@@ -1,14 +1,23 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Objm, type ObjectStore } from "@nats-io/obj";
 import { nestingDepth, type AbortRequest, type ExecuteRequest, type Receipt, type TaskPoll } from "../../machines/index.js";
-import { tenantOfRun } from "../records/ids.js";
+import { tenantOfRun } from "../records/index.js";
+import {
+  RUN_KIND,
+  type ToolPort,
+  type ReplayTools,
+  callThroughJournal,
+  fenceOf,
+  settleCall,
+  type BoundedRef,
+  type ToolAnswer,
+  type ToolCall,
+} from "../run/index.js";
+import type { UsageMeter } from "../tenant/index.js";
 import { jsonBytes, type ActorHost, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../../runtime/index.js";
-import { RUN_KIND } from "../run/actor.js";
-import { RESULTS_STORE } from "../topology.js";
-import type { ToolPort } from "../run/tool-calls.js";
-import type { ReplayTools } from "../run/replay-tools.js";
-import type { UsageMeter } from "../tenant/meter.js";
-import { callThroughJournal, fenceOf, settleCall, type BoundedRef, type ToolAnswer, type ToolCall } from "../run/tool-step.js";
+
+/** The object store of step results over the inline bound, kept by reference. */
+export const RESULTS_STORE = "rw-results";
 
 /** What became of a heartbeat renewal (see `StepExecutor`'s `onHeartbeatSettled`). */
 export type HeartbeatOutcome = "renewed" | "stale" | "mailbox";

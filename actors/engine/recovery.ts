@@ -11,11 +11,8 @@ import {
   type Logger,
   type PartitionLog,
 } from "../../runtime/index.js";
-import { everyRun, LIVE_BUCKET, type LiveRunIndex } from "../run/live-runs.js";
-import { actorIdsIn } from "../records/records.js";
-import { createdSubject, endedSubject, summaryOf } from "../run/runs-index.js";
-import { RUN_KIND } from "../run/actor.js";
-import type { RunMemories } from "../run/memory.js";
+import { everyRun, LIVE_BUCKET, type LiveRunIndex, createdSubject, endedSubject, summaryOf, RUN_KIND, type RunMemories } from "../run/index.js";
+import { actorIdsIn } from "../records/index.js";
 
 /**
  * The streams' duplicate window: an outbox published again within it is dropped by the stream,

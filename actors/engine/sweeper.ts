@@ -1,12 +1,9 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { isTerminal, parentGone, sweepPlan, type RunContext, isHeadV1, migrateHeadV1, type SweepSettings } from "../../machines/index.js";
 import type { ActorHost, Clock, Logger, MailboxClient } from "../../runtime/index.js";
-import { tenantOfRun } from "../records/ids.js";
-import { everyRun, type LiveRunIndex } from "../run/live-runs.js";
-import { actorIdsIn, readSnapshot } from "../records/records.js";
-import type { EndedRunCompaction } from "../run/compaction.js";
-import { RUN_KIND } from "../run/actor.js";
-import { TENANT_KIND } from "../tenant/tenants.js";
+import { tenantOfRun, actorIdsIn, readSnapshot } from "../records/index.js";
+import { everyRun, type LiveRunIndex, type EndedRunCompaction, RUN_KIND } from "../run/index.js";
+import { TENANT_KIND } from "../tenant/index.js";
 
 export interface SweepReport {
   at: number;

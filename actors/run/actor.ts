@@ -19,9 +19,8 @@ import type { LiveRunIndex } from "./live-runs.js";
 import { runCreatedEffect, runEndedEffect } from "./runs-index.js";
 import { reconcileIndexEffects } from "./reconciliations.js";
 import { inboxEffects } from "./approvals.js";
-import { readSnapshot } from "../records/records.js";
-import type { CompiledPlan } from "../definitions/store.js";
-import { childStartKey, runIdFor } from "../records/ids.js";
+import { readSnapshot, childStartKey, runIdFor } from "../records/index.js";
+import type { CompiledPlan } from "../definitions/index.js";
 import type { RunMemories } from "./memory.js";
 
 export const RUN_KIND = "run";

@@ -2,8 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
 import { ADMISSION, type ApprovalState, type RunContext } from "../../machines/index.js";
 import type { Effect } from "../../runtime/index.js";
-import { sha256Hex } from "../records/ids.js";
-import { lastValues } from "../records/records.js";
+import { sha256Hex, lastValues } from "../records/index.js";
 
 /** Bucket of the reviewers' inbox: one key per pending approval, `<tenant>.<hash of its id>`. */
 export const APPROVALS_BUCKET = "rw_approvals";

@@ -12,8 +12,8 @@ import {
   sentHeaders,
   type Effect,
 } from "../../runtime/index.js";
-import { lastValues } from "../records/records.js";
-import { runOfMemberKey } from "../tenant/tenants.js";
+import { lastValues } from "../records/index.js";
+import { runOfMemberKey } from "../tenant/index.js";
 
 /** KV bucket of the live-run index: `p<partition>.<run>` for every run that may be live. */
 export const LIVE_BUCKET = "rw_live";

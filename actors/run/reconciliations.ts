@@ -2,7 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
 import { changedKeys, type ItemRun, type NodeRun, type RunContext } from "../../machines/index.js";
 import type { Effect } from "../../runtime/index.js";
-import { sha256Hex } from "../records/ids.js";
+import { sha256Hex } from "../records/index.js";
 
 /** Bucket of the open reconciliation items: `<tenant>.<run>.<hash of the effect key>`. */
 export const RECONCILE_BUCKET = "rw_reconcile";

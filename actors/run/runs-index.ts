@@ -2,7 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { MEMBER_PREFIX, NON_TERMINAL, runSummary, tenantKey, type RunContext, type RunStatus } from "../../machines/index.js";
 import { isRemovalOperation, kvSubject, partitionBucket, partitionOf, partitionStream, RunwayFault, type Effect } from "../../runtime/index.js";
-import { runOfMemberKey } from "../tenant/tenants.js";
+import { runOfMemberKey } from "../tenant/index.js";
 
 /**
  * The runs index, what `runs.list` pages through: a tenant's runs in three parts, each in the

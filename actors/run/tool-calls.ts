@@ -1,5 +1,5 @@
 import type { ToolClass } from "../../machines/index.js";
-import { sha256Hex } from "../records/ids.js";
+import { sha256Hex } from "../records/index.js";
 import { canonicalJson } from "../../machines/index.js";
 
 /** The `_meta` key an effect key travels in, so a server can deduplicate. */

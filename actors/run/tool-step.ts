@@ -1,6 +1,6 @@
 import { gatedBy, type ExecuteRequest, type Receipt } from "../../machines/index.js";
 import { effectKey, type ToolPort, type ToolResultOutcome } from "./tool-calls.js";
-import type { Charge, ChargeRequest } from "../tenant/meter.js";
+import type { Charge, ChargeRequest } from "../tenant/index.js";
 
 /** Names a stored large value: whose attempt produced it. */
 export type BoundedRef = Pick<ExecuteRequest, "run" | "node" | "item" | "attempt">;

@@ -1,6 +1,6 @@
 import { heldForAdmission, validateAgainstSchema } from "../../machines/index.js";
-import type { DefinitionStore } from "../../actors/definitions/store.js";
-import type { TenantService } from "../../actors/tenant/tenants.js";
+import type { DefinitionStore } from "../../actors/index.js";
+import type { TenantService } from "./tenant-service.js";
 
 type Answer = { outcome: string } & Record<string, unknown>;
 

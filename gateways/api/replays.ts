@@ -1,9 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { RunwayFault } from "../../runtime/index.js";
-import { tenantOfRun } from "../../actors/records/ids.js";
+import { compareTrajectories, readTrajectory, tenantOfRun, type TrajectoryLine } from "../../actors/index.js";
 import type { RunService } from "./run-service.js";
-import { compareTrajectories, readTrajectory, type TrajectoryLine } from "../../actors/run/trajectory.js";
 
 export type TrajectoryResult =
   { outcome: "trajectory"; run: string; status: string | null; lines: TrajectoryLine[] } | { outcome: "run_not_found" | "run_compacted" };

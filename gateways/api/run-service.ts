@@ -11,16 +11,27 @@ import {
 } from "../../machines/index.js";
 import { ID_PATTERN, jsonBytes, parseEventId, publish, RunwayFault, type ActorHost, type MailboxClient } from "../../runtime/index.js";
 import { askActor, type AskAnswer } from "./ask.js";
-import { readFirstRecord, readSnapshot } from "../../actors/records/records.js";
-import { readRunEvents, type RunEvent } from "../../actors/run/events.js";
-import { partsHolding, RunIndex } from "../../actors/run/runs-index.js";
-import { compactedView, view, type RunSummary, type RunView } from "../../actors/run/views.js";
-import type { DefinitionStore } from "../../actors/definitions/store.js";
-import { randomDeliveryId, runIdFor, startKey, tenantOfRun } from "../../actors/records/ids.js";
+import {
+  compactedView,
+  partsHolding,
+  randomDeliveryId,
+  readFirstRecord,
+  readRunEvents,
+  readSnapshot,
+  RUN_KIND,
+  RunIndex,
+  runIdFor,
+  startKey,
+  tenantOfRun,
+  view,
+  type DefinitionStore,
+  type LiveRunIndex,
+  type RunEvent,
+  type RunSummary,
+  type RunView,
+} from "../../actors/index.js";
 import { EarlyAdmissions } from "./early-admission.js";
-import { RUN_KIND } from "../../actors/run/actor.js";
-import type { TenantService } from "../../actors/tenant/tenants.js";
-import type { LiveRunIndex } from "../../actors/run/live-runs.js";
+import type { TenantService } from "./tenant-service.js";
 
 export const MAX_INPUT_BYTES = 32 * 1024;
 

@@ -1,6 +1,9 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z, type ZodType } from "zod";
-import type { DefinitionStore, NodeMetrics, RunReplays, RunService, Sweeper, TenantService } from "../../actors/index.js";
+import type { DefinitionStore, NodeMetrics, Sweeper } from "../../actors/index.js";
+import type { RunService } from "./run-service.js";
+import type { TenantService } from "./tenant-service.js";
+import type { RunReplays } from "./replays.js";
 import { getInboxItem, INBOX_PAGE_MAX, listInbox, listReconciliations, RUNS_CURSOR_PATTERN } from "../../actors/index.js";
 import {
   isTenantId,
