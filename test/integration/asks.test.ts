@@ -8,26 +8,13 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
-import {
-  ActorHost,
-  ASK_MAILBOX,
-  askSubject,
-  answerCodec,
-  CMD_STREAM,
-  commandCodec,
-  DEFAULT_TOPOLOGY,
-  ensureTopology,
-  HEADER_ASK,
-  HEADER_ID,
-  MailboxClient,
-  packMsgpack,
-  partitionOf,
-  PartitionLog,
-  rawRequest,
-  silentLogger,
-  type ActorLog,
-  type HostDecorators,
-} from "../../runtime/index.js";
+import { ActorHost, MailboxClient, partitionOf, PartitionLog, rawRequest, type HostDecorators } from "../../runtime/index.js";
+import { ASK_MAILBOX, HEADER_ASK } from "../../runtime/actor/asks.js";
+import { askSubject, CMD_STREAM, DEFAULT_TOPOLOGY, ensureTopology } from "../../runtime/topology.js";
+import { answerCodec, commandCodec, HEADER_ID } from "../../runtime/actor/wire.js";
+import { packMsgpack } from "../../runtime/codec.js";
+import { silentLogger } from "../../runtime/log.js";
+import type { ActorLog } from "../../runtime/store/partition-log.js";
 import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
 import { testActors } from "../fixtures/counter-actor.js";
 import { readActor } from "../fixtures/read-actor.js";
