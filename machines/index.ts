@@ -70,6 +70,8 @@ export {
   type TenantView,
   TokenSchema,
   laneFor,
+  RunLaneSchema,
+  type RunLane,
   TenantIdSchema,
   isTenantId,
 } from "./tenant/index.js";

@@ -2,7 +2,7 @@ import { heldForAdmission, validateAgainstSchema } from "../../machines/index.js
 import type { DefinitionStore } from "../../actors/index.js";
 import type { TenantService } from "./tenant-service.js";
 
-type Answer = { outcome: string } & Record<string, unknown>;
+import type { ApiAnswer as Answer } from "./schemas.js";
 
 /** A start's admission asked on a guess of its plan: which run, and the ceiling it reserved under. */
 export interface EarlyAdmission {

@@ -31,29 +31,13 @@ import {
   type RunView,
 } from "../../actors/index.js";
 import { EarlyAdmissions } from "./early-admission.js";
+import type { StartRunRequest } from "./schemas.js";
 import type { TenantService } from "./tenant-service.js";
 
 export const MAX_INPUT_BYTES = 32 * 1024;
 
-export interface StartRunRequest {
-  definition: string;
-  version?: number;
-  input?: unknown;
-  /** Identity of the delivery that asked for this run; the same pair always means the same run. */
-  start_key?: { source: string; delivery_id: string };
-  /** The lane; absent: interactive for a source the tenant allows it, batch for any other (C037). */
-  lane?: "interactive" | "batch" | "migration";
-  /** Who asks (a token, default the start key's source, else `api`; the CLI says `cli`): decides the lane. */
-  source?: string;
-  /** The tenant's project the run counts under (its project cap); default `default`. */
-  project?: string;
-  /** Scheduling priority of its attempts, 0–9 (default 5); its children inherit it, never more. */
-  priority?: number;
-  /** Its attempts should be leased within this many ms of the start (earlier deadlines first at equal priority). */
-  deadline_ms?: number;
-  /** A replay of this run (see `replay`): not offered by the API's runs.start. */
-  replay_of?: string;
-}
+/** The API's runs.start request (schemas.ts), or a replay of a run (RunReplays: not offered by the API). */
+export type StartRun = StartRunRequest & { replay_of?: string };
 
 /** The closed answers of `start` (seed 004's StartRunResult, adapted). Never an exception for these. */
 export type StartRunResult =
@@ -153,7 +137,7 @@ export class RunService {
     this.early = new EarlyAdmissions(deps);
   }
 
-  async start(tenant: string, request: StartRunRequest): Promise<StartRunResult> {
+  async start(tenant: string, request: StartRun): Promise<StartRunResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
     let key = request.start_key ? startKey(request.start_key.source, request.start_key.delivery_id) : startKey("api", randomDeliveryId());
     let id = runIdFor(tenant, key);

@@ -3,6 +3,7 @@ import { isTenantId, TenantIdSchema, tenantView, upgradeTenant, type TenantConte
 import { RunwayFault, type ActorHost, type MailboxClient } from "../../runtime/index.js";
 import { actorIdsIn, listMembers, randomDeliveryId, readSnapshot, TENANT_KIND } from "../../actors/index.js";
 import { askActor } from "./ask.js";
+import type { ApiAnswer as Answer } from "./schemas.js";
 
 /** What the scheduler needs of a tenant, refreshed at most once a second. */
 export interface TenantPolicyView {
@@ -16,8 +17,6 @@ export interface TenantPolicyView {
   /** Sources that may start interactive runs (absent in a record stored before the setting). */
   interactive_sources?: readonly string[];
 }
-
-type Answer = { outcome: string } & Record<string, unknown>;
 
 /**
  * Tenants as actors (`tenant.<id>` in their partition's bucket). Every command is answered
