@@ -70,6 +70,7 @@ export {
   type TenantView,
   TokenSchema,
   laneFor,
+  type LaneDecision,
   RunLaneSchema,
   type RunLane,
   TenantIdSchema,

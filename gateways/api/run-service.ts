@@ -7,6 +7,8 @@ import {
   validateAgainstSchema,
   type RunContext,
   type RunFact,
+  type LaneDecision,
+  type RunLane,
   type RunStatus,
 } from "../../machines/index.js";
 import { ID_PATTERN, jsonBytes, parseEventId, publish, RunwayFault, type ActorHost, type MailboxClient } from "../../runtime/index.js";
@@ -25,12 +27,13 @@ import {
   tenantOfRun,
   view,
   type DefinitionStore,
+  type ResolveResult,
   type LiveRunIndex,
   type RunEvent,
   type RunSummary,
   type RunView,
 } from "../../actors/index.js";
-import { EarlyAdmissions } from "./early-admission.js";
+import { EarlyAdmissions, type EarlyAdmission } from "./early-admission.js";
 import type { StartRunRequest } from "./schemas.js";
 import type { TenantService } from "./tenant-service.js";
 
@@ -98,6 +101,32 @@ export type CancelRunResult =
   | { outcome: "run_not_found" }
   | { outcome: "tenant_not_found" };
 
+/** A start as planned before anything is read (RunService.planStart). */
+interface StartPlan {
+  key: string;
+  id: string;
+  input: unknown;
+  bytes: number;
+  source: string;
+  lane: LaneDecision;
+  project: string;
+  early: EarlyAdmission | undefined;
+}
+
+/** The definition version a start resolved, and the lane it runs in. */
+type Resolved = Extract<ResolveResult, { outcome: "found" }> & { lane: RunLane };
+
+/** A start its tenant admitted, queued or left to a person (held): under which key and id, and what its seed says of it. */
+interface Admitted {
+  outcome: "admitted";
+  key: string;
+  id: string;
+  ceiling: number | undefined;
+  queued: boolean;
+  counted: boolean;
+  indexed: boolean;
+}
+
 /**
  * The run actor refused a command in its machine's first state: it holds no run. The id names no
  * run, or one whose record was compacted after the ended-run retention (`get` tells which).
@@ -137,20 +166,42 @@ export class RunService {
     this.early = new EarlyAdmissions(deps);
   }
 
+  /**
+   * Starts a run: the start is planned (key, id, lane, an early admission), its definition and
+   * any run its start key made are read, its tenant admits it, and the run actor creates it.
+   */
   async start(tenant: string, request: StartRun): Promise<StartRunResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
-    let key = request.start_key ? startKey(request.start_key.source, request.start_key.delivery_id) : startKey("api", randomDeliveryId());
-    let id = runIdFor(tenant, key);
+    const plan = this.planStart(tenant, request);
+    const checked = await this.checkStart(tenant, request, plan);
+    if (checked.outcome !== "found") return checked;
+    const admitted = await this.admitStart(tenant, request, plan, checked);
+    if (admitted.outcome === "refused") return admitted.answer;
+    return this.createRun(tenant, request, plan, checked, admitted);
+  }
+
+  /** What a start is decided on before anything is read; an early admission is asked at once when the start may use one. */
+  private planStart(tenant: string, request: StartRun): StartPlan {
+    const key = request.start_key ? startKey(request.start_key.source, request.start_key.delivery_id) : startKey("api", randomDeliveryId());
+    const id = runIdFor(tenant, key);
     const input = request.input ?? {};
     const bytes = jsonBytes(input);
     const source = request.source ?? request.start_key?.source ?? "api";
     const lane = laneFor(request.lane, source, this.deps.tenants.policy(tenant)?.interactive_sources);
     const project = request.project ?? "default";
     const early = request.start_key || bytes > MAX_INPUT_BYTES || !lane.ok ? undefined : this.early.admit(tenant, id, project, request, input);
-    // Two independent reads, side by side: the definition, and a run this start key already made.
+    return { key, id, input, bytes, source, lane, project, early };
+  }
+
+  /**
+   * The definition and a run this start key already made, read side by side, and the refusals
+   * that need no admission. An early admission is given back with any refusal.
+   */
+  private async checkStart(tenant: string, request: StartRun, plan: StartPlan): Promise<Resolved | Exclude<StartRunResult, { outcome: "started" }>> {
+    const { early, input, bytes, lane } = plan;
     const [resolved, existing] = await Promise.all([
       this.deps.definitions.resolve(tenant, request.definition, request.version),
-      request.start_key ? this.get(tenant, id) : Promise.resolve(undefined),
+      request.start_key ? this.get(tenant, plan.id) : Promise.resolve(undefined),
     ]).catch((err: unknown) => {
       void this.early.giveBack(early);
       throw err;
@@ -159,7 +210,7 @@ export class RunService {
     if (existing) return { outcome: "duplicate", run: existing };
     if (bytes > MAX_INPUT_BYTES) return { outcome: "input_too_large", bytes, limit: MAX_INPUT_BYTES };
     // From here an early admission (if any) is used as this start's, or given back.
-    const refuse = async (answer: StartRunResult): Promise<StartRunResult> => (await this.early.giveBack(early), answer);
+    const refuse = async <A extends StartRunResult>(answer: A): Promise<A> => (await this.early.giveBack(early), answer);
     if (resolved.outcome === "definition_not_found") return refuse(resolved);
     if (resolved.outcome === "definition_not_published") return refuse(resolved);
     if (resolved.plan.input_schema) {
@@ -167,7 +218,21 @@ export class RunService {
       if (!checked.ok) return refuse({ outcome: "invalid_input", reason: checked.errors.map((e) => `${e.path}: ${e.message}`).join("; ") });
     }
     if (!lane.ok) return { outcome: "lane_not_allowed", reason: lane.reason };
-    // Admission by the tenant actor: kill switch, drain, day cap, day budget, run concurrency.
+    return { ...resolved, lane: lane.lane };
+  }
+
+  /**
+   * Admission by the tenant actor: kill switch, drain, day cap, day budget, run concurrency. A
+   * refusal is audited and answered; an admission that did not answer is a retryable fault.
+   */
+  private async admitStart(
+    tenant: string,
+    request: StartRun,
+    plan: StartPlan,
+    resolved: Resolved,
+  ): Promise<Admitted | { outcome: "refused"; answer: StartRunResult }> {
+    const { early, project } = plan;
+    let { key, id } = plan;
     const ceiling = resolved.plan.limits?.max_cost_cents;
     // A run a person admits first (its definition's `admission` policy) asks its tenant only once approved (machines/execution/admission.ts).
     const held = heldForAdmission(resolved.plan, { parent_run_id: null, replay_of: request.replay_of });
@@ -194,14 +259,21 @@ export class RunService {
       admitted.outcome === "budget_exhausted" ||
       admitted.outcome === "queue_full"
     ) {
-      await this.auditRefusal(tenant, admitted.outcome, { source, definition: resolved.ref, start_key: key });
-      return { outcome: admitted.outcome, detail: admitted };
+      await this.auditRefusal(tenant, admitted.outcome, { source: plan.source, definition: resolved.ref, start_key: key });
+      return { outcome: "refused", answer: { outcome: admitted.outcome, detail: admitted } };
     }
     // Queued behind the tenant's caps: the run is created `queued` and starts when its tenant gives it a slot.
     if (admitted.outcome !== "admitted" && admitted.outcome !== "queued" && admitted.outcome !== "held")
       throw new RunwayFault("admission_unavailable", `admission of ${id}: ${admitted.outcome}`, { kind: "retryable" });
     // Counted by this very decision: its member key is stored. A duplicate admission may answer for a run that ended.
     const counted = admitted.outcome !== "held" && (admitted as { duplicate?: unknown }).duplicate === false;
+    return { outcome: "admitted", key, id, ceiling, queued: admitted.outcome === "queued", counted, indexed };
+  }
+
+  /** The run actor creates the run from a seed built of the validated request: `started`, or the run another start with its key made. */
+  private async createRun(tenant: string, request: StartRun, plan: StartPlan, resolved: Resolved, admitted: Admitted): Promise<StartRunResult> {
+    const { id, key, ceiling } = admitted;
+    const { project } = plan;
     const seed = {
       id,
       tenant,
@@ -210,21 +282,21 @@ export class RunService {
       parent_node: null,
       depth: 0,
       definition: resolved.ref,
-      source,
+      source: plan.source,
       start_key: key,
-      lane: lane.lane,
-      ...(admitted.outcome === "queued" ? { admission: "queued" as const } : {}),
+      lane: resolved.lane,
+      ...(admitted.queued ? { admission: "queued" as const } : {}),
       ...(request.project ? { project } : {}),
       ...(request.priority !== undefined ? { priority: request.priority } : {}),
       ...(request.deadline_ms !== undefined ? { deadline: this.deps.now() + request.deadline_ms } : {}),
       ...(request.replay_of ? { replay_of: request.replay_of } : {}),
       ...(ceiling !== undefined ? { cost_ceiling_cents: ceiling } : {}),
-      ...(counted ? { counted: true as const } : {}),
-      input,
+      ...(admitted.counted ? { counted: true as const } : {}),
+      input: plan.input,
     };
     // The seed is built here from the validated request: applied without parsing it again; a run
     // whose id was made up for this start (no start key) has no record to read first.
-    const create = { type: "run.create", run: seed, ...(indexed ? { live_indexed: true } : {}) };
+    const create = { type: "run.create", run: seed, ...(admitted.indexed ? { live_indexed: true } : {}) };
     const answer = await askActor(this.deps, { kind: RUN_KIND, id }, create, `create/${id}`, 10_000, {
       trusted: true,
       fresh: !request.start_key,
