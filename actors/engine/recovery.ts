@@ -106,7 +106,7 @@ function settledBy(answer: Awaited<ReturnType<ActorHost["dispatch"]>>, applied: 
  * memory of whichever process served it before; that process is gone (or fenced). Every live
  * run of the partition gets `run.recover`: its leased and running attempts fail as
  * `worker_lost` and are retried at once. The runs come from the live-run index
- * (`live-runs.ts`): the cost follows the live runs, not every run stored. A run
+ * (`run/live-runs.ts`): the cost follows the live runs, not every run stored. A run
  * with nothing in flight refuses the command without a write.
  *
  * A run that ended just before its node died may not have published its last outbox (the word

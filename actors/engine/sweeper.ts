@@ -21,7 +21,7 @@ export interface SweepReport {
 
 /**
  * The recovery sweep (seed 004's reaper and wait sweep): a bounded, periodic pass over the live
- * runs of the partitions this node serves, as the live-run index lists them (`live-runs.ts`), so
+ * runs of the partitions this node serves, as the live-run index lists them (`run/live-runs.ts`), so
  * a pass costs what is live, not what was ever stored. It repairs what a lost clock or hand-over left behind —
  * a queued run asks its tenant again (never failed for waiting), a lease past expiry is expired, a
  * lost offer is offered again, a wait past its deadline ends `wait_abandoned`, and a child whose
@@ -63,7 +63,7 @@ export class Sweeper {
       settings?: SweepSettings;
       /** Tickets of a run the node's scheduler holds (queued or running): its offers that are not lost. */
       held?(run: string): string[];
-      /** Ended runs past their retention, purged to their final summary (see compaction.ts). */
+      /** Ended runs past their retention, purged to their final summary (see run/compaction.ts). */
       compaction?: EndedRunCompaction;
     },
   ) {}

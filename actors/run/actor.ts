@@ -74,13 +74,13 @@ export function runActor(
     // A recovery judges which offered attempts this process still holds: the offers of the commands
     // decided before it must have reached the scheduler, or it would count them lost and run them twice.
     readsHandOvers: (event) => event.type === "run.recover",
-    // The live index, the runs index and the reconciliation items follow the run's own transitions (live-runs.ts, run-index.ts, reconciliations.ts).
+    // The live index, the runs index and the reconciliation items follow the run's own transitions (live-runs.ts, runs-index.ts, reconciliations.ts).
     effects: (_address: ActorAddress, before: AnyMachineSnapshot, after: AnyMachineSnapshot): Effect[] => {
       const was = (before.context as ExecutionContext).run;
       const run = (after.context as ExecutionContext).run;
       if (!run) return [];
       const out: Effect[] = [...reconcileIndexEffects(was, run), ...inboxEffects(was, run)];
-      // A run its tenant counts is listed by its member key while it lives (run-index.ts).
+      // A run its tenant counts is listed by its member key while it lives (runs-index.ts).
       if (!was && !run.counted) out.push(runCreatedEffect(run));
       if (!isEnded(before.value) && isEnded(after.value)) {
         out.push(runEndedEffect(run));

@@ -28,7 +28,7 @@ export interface LiveEntry {
  * `rw_live`, so recovery at partition claim and the sweep list a partition's live runs (a key
  * listing filtered to the partition) instead of every run it ever stored.
  *
- * Contract (the run actor keeps it, `run-actor.ts`):
+ * Contract (the run actor keeps it, `actor.ts`):
  * - **add before the record**: a run's create adds its key in `prepare`, before the create is
  *   stored, so no live record ever lacks its key (a crash after the add and before the record
  *   leaves a key without a record: harmless, removed by the sweep);
@@ -48,7 +48,7 @@ export interface LiveEntry {
  * stored before the admission answers, so before the run's record, and its tenant removes it when
  * it hears of the run's end, which the run sends last. So the index lists those runs from the
  * tenants' member keys (every partition bucket's, filtered to the runs of the partition asked
- * for) and a run costs two server operations fewer (`w1`'s 17 a run of 10 steps: 15; 14 since its `.c` entry went too, run-index.ts). Children,
+ * for) and a run costs two server operations fewer (`w1`'s 17 a run of 10 steps: 15; 14 since its `.c` entry went too, runs-index.ts). Children,
  * runs a person admits first and runs stored before keep their key here. A node older than this
  * code lists only the keys here (what that costs in a mixed cluster: actors/README.md).
  */

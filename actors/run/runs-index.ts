@@ -23,7 +23,7 @@ import { runOfMemberKey } from "../tenant/index.js";
  * none is missed. The final summary is also what is left of a run once its record is compacted
  * (the ended-run retention): `runs.get` falls back to it, and compaction walks the `.e` entries.
  *
- * Both entries are `runway.publish` effects of the run actor's own transitions (`run-actor.ts`):
+ * Both entries are `runway.publish` effects of the run actor's own transitions (`actor.ts`):
  * stored in its outbox, published after its record, again after a crash, deduplicated by id.
  */
 export const RUNS_STREAM = "RUNWAY_RUNS";

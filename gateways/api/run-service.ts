@@ -246,7 +246,7 @@ export class RunService {
       id = runIdFor(tenant, key);
     }
     // The run's live-index entry must precede its record. A run its tenant counts from this
-    // admission has one once it answers: its member key (`counted`; live-runs.ts). A held run asks
+    // admission has one once it answers: its member key (`counted`; actors/run/live-runs.ts). A held run asks
     // its tenant later: its key is added now, beside the rest of the start rather than after it.
     const [admitted, indexed] = await Promise.all([
       reused ? this.early.use(early) : held ? { outcome: "held" as const } : this.deps.tenants.admit(tenant, id, project, ceiling, !request.start_key),
@@ -381,7 +381,7 @@ export class RunService {
   }
 
   /**
-   * A page of a tenant's runs from the runs index (run-index.ts): first those its tenant did not
+   * A page of a tenant's runs from the runs index (actors/run/runs-index.ts): first those its tenant did not
    * count at their start (children, runs a person admits first) in the order they were created,
    * then those it counts, live ones in the order it admitted or queued them, then ended ones in
    * the order they ended. `limit` (default 50, at most 500) index entries read from `cursor` on

@@ -3,7 +3,7 @@
  * over core NATS first and uses the durable mailbox only when no owner answers or the owner
  * cannot settle the command at once. What each test shows is read from the server (the
  * mailbox stream's sequence, the actor's stored record) and the host's counters. The last tests
- * are of `askActor` (actors/ask.ts), which tries this process's own lane before any of that.
+ * are of `askActor` (gateways/api/ask.ts), which tries this process's own lane before any of that.
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
@@ -299,7 +299,7 @@ function halfClock() {
 }
 
 /**
- * `askActor` (actors/ask.ts) when its local attempt is slow: one id must never travel both paths
+ * `askActor` (gateways/api/ask.ts) when its local attempt is slow: one id must never travel both paths
  * at once, or a busy actor applies it twice (its applied window holds 32 ids). The actor's writes
  * wait at a gate; the host applies one command a write, so each command is its own transition.
  */
