@@ -25,22 +25,18 @@ export const StartRunRequestSchema = z.strictObject({
   definition: WorkflowNameSchema,
   version: Version.optional(),
   input: z.unknown().optional(),
-  start_key: StartKey.optional(),
-  /** The lane; absent: interactive for a source the tenant allows it, batch for any other (C037). */
-  lane: RunLaneSchema.optional(),
-  /** Who asks (a token, default the start key's source, else `api`; the CLI says `cli`): decides the lane. */
-  source: TokenSchema.optional(),
-  /** The tenant's project the run counts under (its project cap); default `default`. */
-  project: TokenSchema.optional(),
-  /** Scheduling priority of its attempts, 0–9 (default 5); its children inherit it, never more. */
-  priority: z.number().int().min(0).max(9).optional(),
-  /** Its attempts should be leased within this many ms of the start (earlier deadlines first at equal priority). */
+  start_key: StartKey.optional().describe("Identity of the delivery that asked for this run; the same pair always means the same run."),
+  lane: RunLaneSchema.optional().describe("The lane; absent: interactive for a source the tenant allows it, batch for any other."),
+  source: TokenSchema.optional().describe("Who asks (default the start key's source, else `api`; the CLI says `cli`): decides the lane."),
+  project: TokenSchema.optional().describe("The tenant's project the run counts under (its project cap); default `default`."),
+  priority: z.number().int().min(0).max(9).optional().describe("Scheduling priority of its attempts, 0-9 (default 5); its children inherit it, never more."),
   deadline_ms: z
     .number()
     .int()
     .positive()
     .max(366 * 86_400_000)
-    .optional(),
+    .optional()
+    .describe("Its attempts should be leased within this many ms of the start (earlier deadlines first at equal priority)."),
 });
 export type StartRunRequest = z.infer<typeof StartRunRequestSchema>;
 
@@ -48,19 +44,18 @@ export type StartRunRequest = z.infer<typeof StartRunRequestSchema>;
 export const ListRunsRequestSchema = z.strictObject({
   status: z.enum(["queued", "running", "waiting", "succeeded", "failed", "cancelled"]).optional(),
   limit: z.number().int().positive().max(500).optional(),
-  /** `next_cursor` of the previous page (a part of the runs index and a sequence in it). */
-  cursor: z.string().regex(RUNS_CURSOR_PATTERN).optional(),
+  cursor: z.string().regex(RUNS_CURSOR_PATTERN).optional().describe("`next_cursor` of the previous page."),
 });
 export type ListRunsRequest = z.infer<typeof ListRunsRequestSchema>;
 
 /** `runs.events`. */
 export const RunEventsRequestSchema = z.strictObject({
   run_id: RunId,
-  /** The last event id the caller has (`<revision>.<index>`, as published); absent: from the run's first event. */
   after: z
     .string()
     .regex(/^[1-9][0-9]{0,15}\.(0|[1-9][0-9]{0,5})$/, "an event id is <revision>.<index>, as events carry it")
-    .optional(),
+    .optional()
+    .describe("The last event id the caller has (`<revision>.<index>`, as published); absent: from the run's first event."),
   limit: z.number().int().positive().max(1_000).optional(),
 });
 
@@ -81,8 +76,10 @@ export type ListApprovalsRequest = z.infer<typeof ListApprovalsRequestSchema>;
 export const DecideRequestSchema = z.strictObject({
   id: z.string().min(3).max(500),
   decision: z.enum(["approve", "reject", "edit"]),
-  /** `edit`: what the run goes on with instead of the request's payload. */
-  payload: z.unknown().optional(),
+  payload: z
+    .unknown()
+    .optional()
+    .describe("`edit`: what the run goes on with instead of the request's payload; `approve` of a request for input: the form's content."),
   reason: z.string().max(4_096).optional(),
   by: z.string().min(1).max(200).default("api"),
 });
@@ -92,8 +89,7 @@ export const ReconcileRequestSchema = z.strictObject({
   run_id: RunId,
   key: z.string().min(1).max(600),
   decision: z.enum(["done", "retry", "abandon"]),
-  /** `done`: the call's result as the person found it (what the step gets instead of calling). */
-  result: z.unknown().optional(),
+  result: z.unknown().optional().describe("`done`: the call's result as the person found it (what the step gets instead of calling)."),
   by: z.string().min(1).max(200).default("api"),
 });
 
