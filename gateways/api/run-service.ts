@@ -9,7 +9,6 @@ import {
   type RunFact,
   type LaneDecision,
   type RunLane,
-  type RunStatus,
 } from "../../machines/index.js";
 import { ID_PATTERN, jsonBytes, parseEventId, publish, RunwayFault, type ActorHost, type MailboxClient } from "../../runtime/index.js";
 import { askActor, type AskAnswer } from "./ask.js";
@@ -34,7 +33,7 @@ import {
   type RunView,
 } from "../../actors/index.js";
 import { EarlyAdmissions, type EarlyAdmission } from "./early-admission.js";
-import type { StartRunRequest } from "./schemas.js";
+import type { DecideRequest, ListRunsRequest, ReconcileRequest, SignalRequest, StartRunRequest } from "./schemas.js";
 import type { TenantService } from "./tenant-service.js";
 
 export const MAX_INPUT_BYTES = 32 * 1024;
@@ -391,9 +390,9 @@ export class RunService {
    * `next_cursor` goes on after this page; null when the index has nothing more. A run that ends
    * while the pages are read may be listed twice, once live and once ended.
    */
-  async list(tenant: string, options: { status?: string; limit?: number; cursor?: string } = {}): Promise<{ runs: RunView[]; next_cursor: string | null }> {
+  async list(tenant: string, options: ListRunsRequest = {}): Promise<{ runs: RunView[]; next_cursor: string | null }> {
     const limit = Math.min(options.limit ?? 50, 500);
-    const page = await this.index.page(tenant, options.cursor, limit, partsHolding(options.status as RunStatus | undefined));
+    const page = await this.index.page(tenant, options.cursor, limit, partsHolding(options.status));
     const read = await Promise.all(page.entries.map(async (e) => ({ part: e.part, run: await this.read(tenant, e.run) })));
     const runs = read
       // Each run in one part: a run a person admitted first is counted later (its `.c` entry lists
@@ -427,7 +426,7 @@ export class RunService {
   }
 
   /** Delivers a named signal to the run's `wait` nodes: `delivered` (with the nodes it woke), `run_not_waiting`, or `invalid_input` (the data does not fit a node's schema; nothing written). */
-  async signal(tenant: string, id: string, signal: { name: string; data?: unknown; by: string }): Promise<SignalResult> {
+  async signal(tenant: string, id: string, signal: Omit<SignalRequest, "run_id">): Promise<SignalResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
     if (!mayBeRunOf(tenant, id)) return { outcome: "run_not_found" };
     const answer = await askActor(this.deps, { kind: RUN_KIND, id }, { type: "run.signal", ...signal }, `signal/${id}/${randomDeliveryId()}`, 10_000);
@@ -438,11 +437,7 @@ export class RunService {
   }
 
   /** A person decides an approval (`<run>:<node>`): `decided`, or `approval_not_found`, `run_not_waiting`, `approval_expired`, `already_decided`. */
-  async decide(
-    tenant: string,
-    approval: string,
-    decision: { decision: "approve" | "reject" | "edit"; payload?: unknown; reason?: string; by: string },
-  ): Promise<DecideResult> {
+  async decide(tenant: string, approval: string, decision: Omit<DecideRequest, "id">): Promise<DecideResult> {
     const cut = approval.indexOf(":");
     const id = cut > 0 ? approval.slice(0, cut) : "";
     const node = approval.slice(cut + 1);
@@ -460,11 +455,7 @@ export class RunService {
   }
 
   /** A person settles a step held on an intent whose outcome is unknown (see `machines/execution/intents.ts`). */
-  async reconcile(
-    tenant: string,
-    id: string,
-    settle: { key: string; decision: "done" | "retry" | "abandon"; result?: unknown; by: string },
-  ): Promise<ReconcileResult> {
+  async reconcile(tenant: string, id: string, settle: Omit<ReconcileRequest, "run_id">): Promise<ReconcileResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
     if (!mayBeRunOf(tenant, id)) return { outcome: "run_not_found" };
     const event = { type: "effect.settle", ...settle };

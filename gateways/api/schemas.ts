@@ -83,6 +83,16 @@ export const DecideRequestSchema = z.strictObject({
   reason: z.string().max(4_096).optional(),
   by: z.string().min(1).max(200).default("api"),
 });
+export type DecideRequest = z.infer<typeof DecideRequestSchema>;
+
+/** `runs.signal`. */
+export const SignalRequestSchema = z.strictObject({
+  run_id: RunId,
+  name: SignalNameSchema,
+  data: z.unknown().optional(),
+  by: z.string().min(1).max(200).default("api"),
+});
+export type SignalRequest = z.infer<typeof SignalRequestSchema>;
 
 /** `runs.reconcile`. */
 export const ReconcileRequestSchema = z.strictObject({
@@ -92,6 +102,7 @@ export const ReconcileRequestSchema = z.strictObject({
   result: z.unknown().optional().describe("`done`: the call's result as the person found it (what the step gets instead of calling)."),
   by: z.string().min(1).max(200).default("api"),
 });
+export type ReconcileRequest = z.infer<typeof ReconcileRequestSchema>;
 
 /** Every endpoint's request, by endpoint (the micro service's endpoint names, grouped). */
 export const requests = {
@@ -103,7 +114,7 @@ export const requests = {
   runsList: ListRunsRequestSchema,
   runsEvents: RunEventsRequestSchema,
   runsCancel: z.strictObject({ run_id: RunId, reason: z.string().max(1_000).default("cancelled by request"), by: z.string().max(200).default("api") }),
-  runsSignal: z.strictObject({ run_id: RunId, name: SignalNameSchema, data: z.unknown().optional(), by: z.string().min(1).max(200).default("api") }),
+  runsSignal: SignalRequestSchema,
   runsReconcile: ReconcileRequestSchema,
   runsReconciliations: z.strictObject({ run_id: RunId.optional() }),
   runsTrajectory: z.strictObject({ run_id: RunId }),
