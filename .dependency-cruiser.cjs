@@ -1,7 +1,8 @@
 /**
  * The one-way layering of docs/ARCHITECTURE.md §5, enforced: machines/ and runtime/ import no project
  * folder; actors/ binds the two; gateways/ sit on top of those; cluster/ may use everything.
- * Folders are entered only through their index.ts; no import cycles anywhere.
+ * Folders are entered only through their index.ts, and so are the rooms inside actors/; no import
+ * cycles anywhere.
  */
 const folders = ["machines", "runtime", "actors", "gateways", "cluster"];
 const allowed = {
@@ -41,6 +42,20 @@ module.exports = {
         // threads, where the whole runtime surface (NATS, Piscina) would be dead weight.
         pathNot: ["^(machines|runtime|actors|gateways|cluster)/index\\.ts$", "^$1/", "^runtime/pool/handler-api\\.ts$"],
       },
+    },
+    {
+      name: "rooms-through-index",
+      comment: "A room of actors/ (run/, tenant/, engine/, definitions/, records/) enters another only through that room's index.ts.",
+      severity: "error",
+      from: { path: "^actors/([^/]+)/" },
+      to: { path: "^actors/[^/]+/", pathNot: ["^actors/$1/", "^actors/[^/]+/index\\.ts$"] },
+    },
+    {
+      name: "rooms-below-the-hall",
+      comment: "actors/index.ts and topology.ts sit above the rooms: a room imports neither (that would make a cycle through the index).",
+      severity: "error",
+      from: { path: "^actors/[^/]+/" },
+      to: { path: "^actors/[^/]+\\.ts$" },
     },
     {
       name: "mcp-sdk-on-first-use",

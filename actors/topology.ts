@@ -2,17 +2,14 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager, RetentionPolicy, StorageType, type StreamConfig } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { Objm } from "@nats-io/obj";
-import { LIVE_BUCKET } from "./live-runs.js";
-import { RECONCILE_BUCKET } from "./reconciliations.js";
-import { APPROVALS_BUCKET } from "./approvals.js";
-import { runsStreamConfig } from "./run-index.js";
+import { LIVE_BUCKET, RECONCILE_BUCKET, APPROVALS_BUCKET, runsStreamConfig } from "./run/index.js";
+import { meterStreamConfig } from "./tenant/index.js";
+import { DEFINITIONS_BUCKET } from "./definitions/index.js";
+import { RESULTS_STORE } from "./engine/index.js";
 import { ensureBucket, ensureFlags, streamConfigs } from "../runtime/index.js";
-import { meterStreamConfig } from "./meter.js";
 
 /** JetStream resources of the workflow domain, beside the runtime's own. */
-export const DEFINITIONS_BUCKET = "rw_defs";
 export const AUDIT_STREAM = "RUNWAY_AUDIT";
-export const RESULTS_STORE = "rw-results";
 
 /**
  * `rw.evt.<tenant>.<root>.<run>.<type>`: live progress events (plain publishes; each run's are

@@ -1,7 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { rawRequest, SERVICE_ERROR_CODE_HEADER, SERVICE_ERROR_HEADER } from "../runtime/index.js";
+import type { ApiAnswer, ListApprovalsRequest, StartRunRequest } from "../gateways/index.js";
 
-export type ApiAnswer = { outcome: string } & Record<string, unknown>;
+export type { ApiAnswer };
 
 export class ApiFault extends Error {
   constructor(
@@ -72,17 +73,7 @@ export class RunwayClient {
   listDefinitions() {
     return this.t("definitions.list");
   }
-  startRun(request: {
-    definition: string;
-    input?: unknown;
-    version?: number;
-    start_key?: { source: string; delivery_id: string };
-    lane?: "interactive" | "batch" | "migration";
-    source?: string;
-    project?: string;
-    priority?: number;
-    deadline_ms?: number;
-  }) {
+  startRun(request: StartRunRequest) {
     return this.t("runs.start", request);
   }
   getRun(runId: string) {
@@ -100,7 +91,7 @@ export class RunwayClient {
     return this.t("runs.cancel", { run_id: runId, ...(reason ? { reason } : {}) });
   }
   /** The tenant's pending approvals, soonest deadline first. */
-  approvals(filter: { group?: string; run_id?: string; expires_before?: number; limit?: number; cursor?: string } = {}) {
+  approvals(filter: ListApprovalsRequest = {}) {
     return this.t("approvals.list", filter);
   }
   approval(id: string) {

@@ -1,14 +1,5 @@
-import type {
-  DefinitionStore,
-  Dispatcher,
-  HeartbeatOutcome,
-  NodeMetrics,
-  RunService,
-  StepExecutor,
-  StepReport,
-  Sweeper,
-  TenantService,
-} from "../actors/index.js";
+import type { DefinitionStore, Dispatcher, HeartbeatOutcome, NodeMetrics, StepExecutor, StepReport, Sweeper } from "../actors/index.js";
+import type { RunService, TenantService } from "../gateways/index.js";
 import type { SchedulerConfig, SweepSettings } from "../machines/index.js";
 import type { ActorAddress, Clock, ConnectionConfig, HostDecorators, Logger, RunwayNode, StepPool } from "../runtime/index.js";
 

@@ -81,7 +81,7 @@ export function collectSchedulerMetrics(dispatcher: Dispatcher | undefined, now:
   return out;
 }
 
-/** Starts admitted early (actors/early-admission.ts), the recovery sweep's passes, the live-run index's listings of member keys, and the run memories held. */
+/** Starts admitted early (gateways/api/early-admission.ts), the recovery sweep's passes, the live-run index's listings of member keys, and the run memories held. */
 export function collectRunMetrics(
   early: { admittedEarly: number; givenBack: number },
   sweep: { passes: number; errors: number },

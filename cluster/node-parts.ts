@@ -15,13 +15,11 @@ import {
   recoverPartitionPatiently,
   runActor,
   ReplayTools,
-  RunService,
   StepExecutor,
   Sweeper,
   tenantActor,
-  TenantService,
 } from "../actors/index.js";
-import type { ToolConnections, ToolGateway, ToolRegistry } from "../gateways/index.js";
+import { RunService, TenantService, type ToolConnections, type ToolGateway, type ToolRegistry } from "../gateways/index.js";
 import { METRICS_CHANNEL, STEP_ABORT, TASK_POLL, STEP_LAPSED, STEP_READY, type AbortRequest, type ReadyTicket, type TaskPoll } from "../machines/index.js";
 import { StepPool, type ActorDefinition, type Clock, type Logger, type NodeConfig, type RunwayNode } from "../runtime/index.js";
 import type { LocalReceiver, NodeDecorators, RunwayNodeConfig } from "./node-config.js";

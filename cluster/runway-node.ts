@@ -1,6 +1,6 @@
 import type { Server } from "node:http";
-import { ensureDomainTopology, NodeMetrics, RunReplays } from "../actors/index.js";
-import { ensureToolsBucket, startApi, ToolConnections, ToolGateway, ToolRegistry } from "../gateways/index.js";
+import { ensureDomainTopology, NodeMetrics } from "../actors/index.js";
+import { ensureToolsBucket, RunReplays, startApi, ToolConnections, ToolGateway, ToolRegistry } from "../gateways/index.js";
 import { createLogger, startNode, systemClock, type MicroService, type RunwayNode, type Stage } from "../runtime/index.js";
 import type { RunwayNodeConfig, RunwayWorkflowNode } from "./node-config.js";
 import {

@@ -4,7 +4,7 @@
 import { readFileSync, readdirSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import ts from "typescript";
-import { PRODUCTION_MACHINES } from "../machines/index.js";
+import { PRODUCTION_MACHINES } from "../machines/diagram.js";
 
 const ROOT = process.cwd();
 const FOLDERS = ["machines", "runtime", "actors", "gateways", "cluster"];

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { TokenSchema } from "../tenant/index.js";
+import { RunLaneSchema, TokenSchema } from "../tenant/index.js";
 
 /** The commands a run actor accepts (validated at its mailbox), with the schemas their parts share. */
 
@@ -15,7 +15,7 @@ export const RunSeedSchema = z.object({
   source: z.string(),
   start_key: z.string(),
   /** A seed that names no lane is batch: a value nobody wrote never reads as interactive. */
-  lane: z.enum(["interactive", "batch", "migration"]).default("batch"),
+  lane: RunLaneSchema.default("batch"),
   admission: z.enum(["admitted", "queued"]).optional(),
   project: TokenSchema.optional(),
   priority: z.number().int().min(0).max(9).optional(),

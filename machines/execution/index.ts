@@ -43,7 +43,6 @@ export {
   type IntentFact,
   type TaskRef,
   type DefinitionRef,
-  type Lane,
   type Prepared,
   type ParentView,
   type MapRun,

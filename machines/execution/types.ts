@@ -3,6 +3,7 @@ import type { RunLifecycle } from "../run/index.js";
 import type { StepError, StepState } from "../step/index.js";
 import type { NodeStatus, Plan } from "../workflow/index.js";
 import type { RunCommand } from "./commands.js";
+import type { RunLane } from "../tenant/index.js";
 
 export type { RunCommand, RunSeed } from "./commands.js";
 
@@ -228,8 +229,6 @@ export interface SweepSettings {
   reoffer_after_ms: number;
 }
 
-export type Lane = "interactive" | "batch" | "migration";
-
 export interface DefinitionRef {
   name: string;
   version: number;
@@ -246,7 +245,7 @@ export interface RunContext {
   definition: DefinitionRef;
   source: string;
   start_key: string;
-  lane: Lane;
+  lane: RunLane;
   /** `queued`: created behind its tenant's concurrency caps (or asking it, once a person admitted it); it starts on `run.admitted`. */
   admission?: "admitted" | "queued";
   /** A person admits the run before it asks its tenant (`admission.ts`): pending from its create, then decided. */

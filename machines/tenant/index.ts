@@ -81,4 +81,4 @@ export {
   type SettingsResult,
 } from "./settings.js";
 export { TENANT_TRANSITIONS, STATE_COMMANDS, isLiveState } from "./table.js";
-export { laneFor, type LaneDecision, type StartLane } from "./lanes.js";
+export { laneFor, RunLaneSchema, type LaneDecision, type RunLane } from "./lanes.js";

@@ -1,8 +1,11 @@
+import { z } from "zod";
 import { DEFAULT_INTERACTIVE_SOURCES } from "./settings.js";
 
-export type StartLane = "interactive" | "batch" | "migration";
+/** The lane a run is scheduled in: the one definition of it (run seeds, the API's runs.start, the client). */
+export const RunLaneSchema = z.enum(["interactive", "batch", "migration"]);
+export type RunLane = z.infer<typeof RunLaneSchema>;
 
-export type LaneDecision = { ok: true; lane: StartLane } | { ok: false; reason: string };
+export type LaneDecision = { ok: true; lane: RunLane } | { ok: false; reason: string };
 
 /**
  * The lane a top-level start runs in, from who asks (C037): the interactive lane (the scheduler's
@@ -11,7 +14,7 @@ export type LaneDecision = { ok: true; lane: StartLane } | { ok: false; reason: 
  * such a source and batch for any other; naming interactive from another source is refused, so
  * a service's flood never takes the reserve by asking for it.
  */
-export function laneFor(requested: StartLane | undefined, source: string, interactiveSources: readonly string[] | undefined): LaneDecision {
+export function laneFor(requested: RunLane | undefined, source: string, interactiveSources: readonly string[] | undefined): LaneDecision {
   const allowed = (interactiveSources ?? DEFAULT_INTERACTIVE_SOURCES).includes(source);
   if (requested === undefined) return { ok: true, lane: allowed ? "interactive" : "batch" };
   if (requested === "interactive" && !allowed)

@@ -1,7 +1,8 @@
 import { fileURLToPath } from "node:url";
 import { connect } from "@nats-io/transport-node";
 import { RunwayClient } from "../../cluster/client.js";
-import { preferredOwner, readFence } from "../../runtime/index.js";
+import { preferredOwner } from "../../runtime/partitions/placement.js";
+import { readFence } from "../../runtime/store/partition-log.js";
 import { RUNWAY_USER, spawnProcess, startServer, waitFor, type ChildHandle } from "../harness/index.js";
 import { clockTicks, cpuMicrosEach, percentiles, procCpuSeconds, progress, windowed } from "./stats.js";
 import { runEnds, sequential } from "./workflow.js";

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { connect } from "@nats-io/transport-node";
 import { RunwayClient } from "../../cluster/client.js";
 import { RUN_KIND } from "../../actors/index.js";
-import { readSnapshot } from "../../actors/records.js";
+import { readSnapshot } from "../../actors/records/records.js";
 import { startServer, waitFor, type ChildHandle } from "../harness/index.js";
 import { cpuProfile, heapUsedMb, progress, v8Trace, windowed } from "./stats.js";
 import { world } from "./workflow.js";

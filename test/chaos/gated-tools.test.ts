@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { expect, it } from "vitest";
 import { RunwayClient } from "../../cluster/client.js";
 import { listInbox, RUN_KIND, runIdFor, startKey } from "../../actors/index.js";
-import { readSnapshot } from "../../actors/records.js";
+import { readSnapshot } from "../../actors/records/records.js";
 import type { ExecutionContext } from "../../machines/index.js";
 import { RUNWAY_USER, spawnTsx, waitFor } from "../harness/index.js";
 import { startEffectsServer } from "../fixtures/mcp/start.js";

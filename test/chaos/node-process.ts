@@ -1,7 +1,7 @@
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { readFence } from "../../runtime/index.js";
+import { readFence } from "../../runtime/store/partition-log.js";
 import { RUNWAY_USER, spawnTsx, startServer, waitFor, type ChildHandle, type NatsServerHandle } from "../harness/index.js";
 import type { RunwayClient } from "../../cluster/client.js";
 import type { RunAnswer } from "../integration/workflow-support.js";

@@ -1,5 +1,6 @@
 import { expect, it } from "vitest";
-import { DEFAULT_TOPOLOGY, MailboxClient } from "../../runtime/index.js";
+import { MailboxClient } from "../../runtime/index.js";
+import { DEFAULT_TOPOLOGY } from "../../runtime/topology.js";
 import { waitFor } from "../harness/index.js";
 import { readActor } from "../fixtures/read-actor.js";
 import { fenceOwners, singleServerWorld, startNodeProcess } from "./node-process.js";

@@ -1,6 +1,7 @@
 import { expect, it } from "vitest";
 import { RunwayClient } from "../../cluster/client.js";
-import { CMD_STREAM, partitionOf, timerSubject } from "../../runtime/index.js";
+import { partitionOf } from "../../runtime/index.js";
+import { CMD_STREAM, timerSubject } from "../../runtime/topology.js";
 import { waitFor } from "../harness/index.js";
 import { workflowWorld, type RunAnswer } from "../integration/workflow-support.js";
 import { losingLocal, losingReports } from "../fixtures/faults.js";

@@ -1,6 +1,7 @@
 import { expect, it } from "vitest";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { CMD_STREAM, DEFAULT_TOPOLOGY, MailboxClient, partitionConsumer, partitionOf } from "../../runtime/index.js";
+import { MailboxClient, partitionOf } from "../../runtime/index.js";
+import { CMD_STREAM, DEFAULT_TOPOLOGY, partitionConsumer } from "../../runtime/topology.js";
 import { waitFor } from "../harness/index.js";
 import { readActor } from "../fixtures/read-actor.js";
 import { singleServerWorld, startNodeProcess } from "./node-process.js";

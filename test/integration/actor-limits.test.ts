@@ -6,20 +6,17 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import {
   ActorHost,
-  CMD_STREAM,
   defineActor,
-  DEFAULT_TOPOLOGY,
-  ensureTopology,
   listDeadLetters,
   MailboxClient,
   partitionBucket,
-  partitionConsumer,
   partitionOf,
   PartitionLog,
-  silentLogger,
-  type DeadLetterView,
   type HostDecorators,
 } from "../../runtime/index.js";
+import { CMD_STREAM, DEFAULT_TOPOLOGY, ensureTopology, partitionConsumer } from "../../runtime/topology.js";
+import { silentLogger } from "../../runtime/log.js";
+import type { DeadLetterView } from "../../runtime/actor/dead-letters.js";
 import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
 import { readActor } from "../fixtures/read-actor.js";
 import { decorateLog } from "../fixtures/faults.js";

@@ -3,7 +3,10 @@
 // version 2; a host still on version 1 never decides on a version-2 record.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { ActorHost, DEFAULT_TOPOLOGY, ensureTopology, partitionOf, PartitionLog, silentLogger, type ActorDefinition } from "../../runtime/index.js";
+import { ActorHost, partitionOf, PartitionLog } from "../../runtime/index.js";
+import { DEFAULT_TOPOLOGY, ensureTopology } from "../../runtime/topology.js";
+import { silentLogger } from "../../runtime/log.js";
+import type { ActorDefinition } from "../../runtime/actor/define.js";
 import { startServer, type NatsServerHandle } from "../harness/index.js";
 import { readActor } from "../fixtures/read-actor.js";
 import { tallyV1, tallyV2 } from "../fixtures/tally-actor.js";

@@ -6,7 +6,9 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { EventObject } from "xstate";
-import { ActorHost, DEFAULT_TOPOLOGY, defineActor, ensureTopology, partitionOf, PartitionLog, RunwayFault, silentLogger } from "../../runtime/index.js";
+import { ActorHost, defineActor, partitionOf, PartitionLog, RunwayFault } from "../../runtime/index.js";
+import { DEFAULT_TOPOLOGY, ensureTopology } from "../../runtime/topology.js";
+import { silentLogger } from "../../runtime/log.js";
 import { startServer, type NatsServerHandle } from "../harness/index.js";
 import { CounterEvent, counterMachine } from "../fixtures/counter-actor.js";
 import { readActor } from "../fixtures/read-actor.js";

@@ -1,22 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
-import {
-  ActorHost,
-  CMD_STREAM,
-  defineActor,
-  commandCodec,
-  DEFAULT_TOPOLOGY,
-  ensureTopology,
-  mailboxSubject,
-  MailboxClient,
-  packMsgpack,
-  partitionConsumer,
-  partitionOf,
-  PartitionLog,
-  silentLogger,
-  type HostDecorators,
-} from "../../runtime/index.js";
+import { ActorHost, defineActor, MailboxClient, partitionOf, PartitionLog, type HostDecorators } from "../../runtime/index.js";
+import { CMD_STREAM, DEFAULT_TOPOLOGY, ensureTopology, mailboxSubject, partitionConsumer } from "../../runtime/topology.js";
+import { commandCodec } from "../../runtime/actor/wire.js";
+import { packMsgpack } from "../../runtime/codec.js";
+import { silentLogger } from "../../runtime/log.js";
 import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
 import { counterMachine, CounterEvent, testActors } from "../fixtures/counter-actor.js";
 import { readActor } from "../fixtures/read-actor.js";

@@ -3,18 +3,9 @@ import { assign, emit, setup } from "xstate";
 import { z } from "zod";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
-import {
-  ActorHost,
-  CMD_STREAM,
-  defineActor,
-  DEFAULT_TOPOLOGY,
-  ensureTopology,
-  MailboxClient,
-  partitionConsumer,
-  partitionOf,
-  PartitionLog,
-  silentLogger,
-} from "../../runtime/index.js";
+import { ActorHost, defineActor, MailboxClient, partitionOf, PartitionLog } from "../../runtime/index.js";
+import { CMD_STREAM, DEFAULT_TOPOLOGY, ensureTopology, partitionConsumer } from "../../runtime/topology.js";
+import { silentLogger } from "../../runtime/log.js";
 import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
 import { readActor } from "../fixtures/read-actor.js";
 

@@ -3,36 +3,23 @@
  * over core NATS first and uses the durable mailbox only when no owner answers or the owner
  * cannot settle the command at once. What each test shows is read from the server (the
  * mailbox stream's sequence, the actor's stored record) and the host's counters. The last tests
- * are of `askActor` (actors/ask.ts), which tries this process's own lane before any of that.
+ * are of `askActor` (gateways/api/ask.ts), which tries this process's own lane before any of that.
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
-import {
-  ActorHost,
-  ASK_MAILBOX,
-  askSubject,
-  answerCodec,
-  CMD_STREAM,
-  commandCodec,
-  DEFAULT_TOPOLOGY,
-  ensureTopology,
-  HEADER_ASK,
-  HEADER_ID,
-  MailboxClient,
-  packMsgpack,
-  partitionOf,
-  PartitionLog,
-  rawRequest,
-  silentLogger,
-  type ActorLog,
-  type HostDecorators,
-} from "../../runtime/index.js";
+import { ActorHost, MailboxClient, partitionOf, PartitionLog, rawRequest, type HostDecorators } from "../../runtime/index.js";
+import { ASK_MAILBOX, HEADER_ASK } from "../../runtime/actor/asks.js";
+import { askSubject, CMD_STREAM, DEFAULT_TOPOLOGY, ensureTopology } from "../../runtime/topology.js";
+import { answerCodec, commandCodec, HEADER_ID } from "../../runtime/actor/wire.js";
+import { packMsgpack } from "../../runtime/codec.js";
+import { silentLogger } from "../../runtime/log.js";
+import type { ActorLog } from "../../runtime/store/partition-log.js";
 import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
 import { testActors } from "../fixtures/counter-actor.js";
 import { readActor } from "../fixtures/read-actor.js";
 import { decorateLog } from "../fixtures/faults.js";
-import { askActor } from "../../actors/ask.js";
+import { askActor } from "../../gateways/api/ask.js";
 
 const P = DEFAULT_TOPOLOGY.partitions;
 let server: NatsServerHandle;
@@ -312,7 +299,7 @@ function halfClock() {
 }
 
 /**
- * `askActor` (actors/ask.ts) when its local attempt is slow: one id must never travel both paths
+ * `askActor` (gateways/api/ask.ts) when its local attempt is slow: one id must never travel both paths
  * at once, or a busy actor applies it twice (its applied window holds 32 ids). The actor's writes
  * wait at a gate; the host applies one command a write, so each command is its own transition.
  */

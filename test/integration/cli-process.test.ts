@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { NODES_BUCKET } from "../../runtime/index.js";
+import { NODES_BUCKET } from "../../runtime/topology.js";
 import { repoRoot, RUNWAY_USER, spawnProcess, startServer, waitFor, type ChildHandle, type NatsServerHandle } from "../harness/index.js";
 
 const BIN = fileURLToPath(new URL("../../bin/runway.mjs", import.meta.url));

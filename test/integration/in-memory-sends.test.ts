@@ -1,21 +1,9 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
-import {
-  ActorHost,
-  CMD_STREAM,
-  createLogger,
-  DEFAULT_TOPOLOGY,
-  ensureTopology,
-  MailboxClient,
-  mailboxSubject,
-  partitionOf,
-  PartitionLog,
-  silentLogger,
-  startNode,
-  type HostDecorators,
-  type RunwayNode,
-} from "../../runtime/index.js";
+import { ActorHost, createLogger, MailboxClient, partitionOf, PartitionLog, startNode, type HostDecorators, type RunwayNode } from "../../runtime/index.js";
+import { CMD_STREAM, DEFAULT_TOPOLOGY, ensureTopology, mailboxSubject } from "../../runtime/topology.js";
+import { silentLogger } from "../../runtime/log.js";
 import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
 import { testActors } from "../fixtures/counter-actor.js";
 import { readActor } from "../fixtures/read-actor.js";

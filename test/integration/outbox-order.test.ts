@@ -7,7 +7,9 @@
 import { beforeAll, expect, it } from "vitest";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { CMD_STREAM, createLogger, DEFAULT_TOPOLOGY, LiveEvents, mailboxSubject, partitionOf } from "../../runtime/index.js";
+import { createLogger, partitionOf } from "../../runtime/index.js";
+import { CMD_STREAM, DEFAULT_TOPOLOGY, mailboxSubject } from "../../runtime/topology.js";
+import { LiveEvents } from "../../runtime/actor/live-events.js";
 import { publishOutbox, type OutboxContext } from "../../runtime/actor/outbox.js";
 import { topologyWorld } from "./topology-world.js";
 

@@ -6,19 +6,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
-import {
-  DEFAULT_TOPOLOGY,
-  ensureTopology,
-  kvSubject,
-  LiveEvents,
-  partitionBucket,
-  PartitionLog,
-  partitionStream,
-  publishChain,
-  readLast,
-  silentLogger,
-  systemClock,
-} from "../../runtime/index.js";
+import { kvSubject, partitionBucket, PartitionLog, partitionStream, readLast, systemClock } from "../../runtime/index.js";
+import { DEFAULT_TOPOLOGY, ensureTopology } from "../../runtime/topology.js";
+import { LiveEvents } from "../../runtime/actor/live-events.js";
+import { publishChain } from "../../runtime/nats/jetstream.js";
+import { silentLogger } from "../../runtime/log.js";
 import { ActorKeys, OwnKeys, type ServedPartition } from "../../runtime/actor/own-keys.js";
 import { publishOutbox, type OutboxContext, type StoreEffect } from "../../runtime/actor/outbox.js";
 import { startServer, type NatsServerHandle } from "../harness/index.js";

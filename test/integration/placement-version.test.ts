@@ -5,7 +5,11 @@
  * agree on every partition's owner (none released by one and left unclaimed by the other).
  */
 import { expect, it } from "vitest";
-import { kvSubject, Membership, NODES_BUCKET, PLACEMENT_VERSION, publish, silentLogger, systemClock } from "../../runtime/index.js";
+import { kvSubject, publish, systemClock } from "../../runtime/index.js";
+import { Membership } from "../../runtime/partitions/membership.js";
+import { NODES_BUCKET } from "../../runtime/topology.js";
+import { PLACEMENT_VERSION } from "../../runtime/partitions/placement.js";
+import { silentLogger } from "../../runtime/log.js";
 import { waitFor } from "../harness/index.js";
 import { topologyWorld } from "./topology-world.js";
 

@@ -1,7 +1,7 @@
 import { expect, it } from "vitest";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { RUN_KIND, RunMemories } from "../../actors/index.js";
-import { readSnapshot } from "../../actors/records.js";
+import { readSnapshot } from "../../actors/records/records.js";
 import type { ExecutionContext, RunContext } from "../../machines/index.js";
 import { kvSubject, partitionBucket, partitionOf, partitionStream } from "../../runtime/index.js";
 import { waitFor } from "../harness/index.js";

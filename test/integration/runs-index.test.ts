@@ -1,7 +1,7 @@
 import { expect, it } from "vitest";
 import { headers } from "@nats-io/transport-node";
 import { buildLiveIndex, LIVE_BUCKET, LiveRunIndex, recoverPartitionPatiently, RUN_KIND, RUNS_STREAM, runIdFor, startKey } from "../../actors/index.js";
-import { readSnapshot } from "../../actors/records.js";
+import { readSnapshot } from "../../actors/records/records.js";
 import { RunwayClient } from "../../cluster/client.js";
 import { createLogger, kvSubject, partitionBucket, partitionOf, partitionStream, publish, readJournal } from "../../runtime/index.js";
 import { waitFor } from "../harness/index.js";

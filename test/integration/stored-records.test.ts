@@ -13,7 +13,8 @@ import { Kvm } from "@nats-io/kv";
 import { RunwayClient, type ApiAnswer } from "../../cluster/client.js";
 import { startRunwayNode, type RunwayWorkflowNode } from "../../cluster/runway-node.js";
 import { DEFINITIONS_BUCKET, ensureDomainTopology } from "../../actors/index.js";
-import { createLogger, DEFAULT_TOPOLOGY, ensureTopology, partitionBucket, partitionOf, systemClock, type Clock } from "../../runtime/index.js";
+import { createLogger, partitionBucket, partitionOf, systemClock, type Clock } from "../../runtime/index.js";
+import { DEFAULT_TOPOLOGY, ensureTopology } from "../../runtime/topology.js";
 import { startServer, waitFor, type NatsServerHandle } from "../harness/index.js";
 import { settled, type RunAnswer } from "./workflow-support.js";
 

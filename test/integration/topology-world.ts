@@ -1,6 +1,6 @@
 import { afterAll, beforeAll } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { DEFAULT_TOPOLOGY, ensureTopology } from "../../runtime/index.js";
+import { DEFAULT_TOPOLOGY, ensureTopology } from "../../runtime/topology.js";
 import { startServer, type NatsServerHandle } from "../harness/index.js";
 
 /** One server with Runway's streams and buckets, and a connection to it, for a test file's tests. */

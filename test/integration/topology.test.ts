@@ -2,7 +2,8 @@ import { afterEach, beforeEach, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import { ensureTopology, JOURNAL_LIMIT, partitionBucket, partitionStream } from "../../runtime/index.js";
+import { partitionBucket, partitionStream } from "../../runtime/index.js";
+import { ensureTopology, JOURNAL_LIMIT } from "../../runtime/topology.js";
 import { startServer, type NatsServerHandle } from "../harness/index.js";
 
 /**

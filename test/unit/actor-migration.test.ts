@@ -3,7 +3,9 @@
 // record (see test/integration/actor-migration.test.ts for the host doing so on a real server).
 import { describe, expect, it, vi } from "vitest";
 import { initialTransition, transition, type AnyMachineSnapshot } from "xstate";
-import { actorRecordCodec, currentSnapshot, defineActor, isFault, packMsgpack, snapshotVersion, type ActorRecord } from "../../runtime/index.js";
+import { actorRecordCodec, defineActor, isFault, type ActorRecord } from "../../runtime/index.js";
+import { currentSnapshot, snapshotVersion } from "../../runtime/actor/migrate.js";
+import { packMsgpack } from "../../runtime/codec.js";
 import { migrateTally, tallyMachineV1, tallyMachineV2, tallyV1, tallyV2, type TallyV2 } from "../fixtures/tally-actor.js";
 
 /** A version-1 tally after `adds`, as its record stores it (XState's persisted snapshot). */

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { ADMISSION, compileDefinition, runShapeViolations, WAIT_GRACE_MS, type RunContext } from "../../machines/index.js";
+import { ADMISSION, compileDefinition, type RunContext } from "../../machines/index.js";
+import { runShapeViolations } from "../../machines/run/index.js";
+import { WAIT_GRACE_MS } from "../../machines/execution/index.js";
 import { executes, plan, rootSeed, runDriver, type Emitted } from "./run-driver.js";
 import { tenantDriver } from "./tenant-twin.js";
 

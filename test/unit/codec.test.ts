@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { actorRecordCodec, isFault, MAX_ENCODED_DEPTH, packMsgpack, versionedCodec, type ActorRecord } from "../../runtime/index.js";
+import { actorRecordCodec, isFault, type ActorRecord } from "../../runtime/index.js";
+import { MAX_ENCODED_DEPTH, packMsgpack, versionedCodec } from "../../runtime/codec.js";
 
 const body = z.object({ n: z.number(), tags: z.array(z.string()) });
 

@@ -1,6 +1,6 @@
 import { afterEach, expect, it, vi } from "vitest";
 import { Dispatcher, type QuotaGate } from "../../actors/index.js";
-import { Ring } from "../../actors/ring.js";
+import { Ring } from "../../actors/engine/ring.js";
 import type { ReadyTicket, TenantPolicy } from "../../machines/index.js";
 import { createLogger } from "../../runtime/index.js";
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { applyEventLoopSpin, SPIN_ON } from "../../cluster/event-loop-spin.js";
-import { EventLoopSpin, eventLoopSpin, SPIN_OFF, type SpinScheduler } from "../../runtime/index.js";
+import { eventLoopSpin, SPIN_OFF } from "../../runtime/index.js";
+import { EventLoopSpin, type SpinScheduler } from "../../runtime/event-loop-spin.js";
 import { waitFor } from "../harness/index.js";
 
 /** A loop whose turns run when the test says, on a clock the test moves. */

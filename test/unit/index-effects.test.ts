@@ -7,8 +7,8 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { inboxEffects } from "../../actors/approvals.js";
-import { reconcileIndexEffects } from "../../actors/reconciliations.js";
+import { inboxEffects } from "../../actors/run/approvals.js";
+import { reconcileIndexEffects } from "../../actors/run/reconciliations.js";
 import { ADMISSION, type ApprovalState, type ItemRun, type NodeRun, type RunContext } from "../../machines/index.js";
 import type { Effect } from "../../runtime/index.js";
 

@@ -1,5 +1,6 @@
 import { expect, it } from "vitest";
-import { Lifecycle, silentLogger } from "../../runtime/index.js";
+import { Lifecycle } from "../../runtime/lifecycle.js";
+import { silentLogger } from "../../runtime/log.js";
 
 it("starts stages in order, stops them in reverse, and runs every stop even when one throws", async () => {
   const seen: string[] = [];

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { expect, it } from "vitest";
-import { executionMachine, machineDiagrams, mermaidOf } from "../../machines/index.js";
+import { executionMachine, machineDiagrams } from "../../machines/index.js";
+import { mermaidOf } from "../../machines/diagram.js";
 
 it("the diagrams machines/README.md embeds are the production machines as they are now (runway machines)", () => {
   const readme = readFileSync(new URL("../../machines/README.md", import.meta.url), "utf8");

@@ -17,7 +17,8 @@ import {
   type RunOpEvent,
   type RunStatus,
 } from "../../machines/run/index.js";
-import { executionMachine, reachableFrom } from "../../machines/index.js";
+import { executionMachine } from "../../machines/index.js";
+import { reachableFrom } from "../../machines/execution/index.js";
 
 const T0 = 1_700_000_000_000;
 const HOUR = 3_600_000;

@@ -10,7 +10,8 @@ import { runInNewContext } from "node:vm";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { addItem, changedKeys, draftMap, itemLoad, liveItem, newMap, removeItem, sealDrafts } from "../../machines/execution/items.js";
-import type { ItemRun, MapRun } from "../../machines/index.js";
+import type { ItemRun } from "../../machines/index.js";
+import type { MapRun } from "../../machines/execution/index.js";
 
 type Status = ItemRun["step"]["status"];
 const STATUSES: Status[] = ["pending", "ready", "leased", "running", "succeeded", "failed"];

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
-import { fnv1a32, partitionOf, PLACEMENT_VERSION, placementFor, preferredOwner } from "../../runtime/index.js";
+import { partitionOf } from "../../runtime/index.js";
+import { fnv1a32 } from "../../runtime/partitions/hash.js";
+import { PLACEMENT_VERSION, placementFor, preferredOwner } from "../../runtime/partitions/placement.js";
 import { natsCli } from "../harness/index.js";
 
 describe("partition hashing", () => {

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, expect, it } from "vitest";
 import type { AnyMachineSnapshot, EventObject } from "xstate";
 import { runActor, type LiveRunIndex } from "../../actors/index.js";
-import type { CompiledPlan } from "../../actors/definitions.js";
+import type { CompiledPlan } from "../../actors/definitions/store.js";
 import { RunwayFault } from "../../runtime/index.js";
 
 /**

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_SWEEP, isPlatformStop, MAP_OUTPUT_LIMIT, PLATFORM_STOP_CODES, sweepPlan, type Plan } from "../../machines/index.js";
+import { sweepPlan, type Plan } from "../../machines/index.js";
 import type { ExecuteRequest } from "../../machines/index.js";
+import { DEFAULT_SWEEP, MAP_OUTPUT_LIMIT } from "../../machines/execution/index.js";
+import { isPlatformStop, PLATFORM_STOP_CODES } from "../../machines/workflow/index.js";
 import { executes, plan, runDriver, type Emitted, rootSeed } from "./run-driver.js";
 
 /** Seed 004 contract rows on the pure run machine: platform stops, tree shape at create, map output bound, lost dispatch. */

@@ -1,5 +1,5 @@
 import { initialTransition, transition, type AnyMachineSnapshot, type EventObject } from "xstate";
-import { measuredOutput } from "../../actors/run-actor.js";
+import { measuredOutput } from "../../actors/run/actor.js";
 import { compileDefinition, executionMachine, RunFacts, type ExecuteRequest, type Plan, type RunContext, type RunFact } from "../../machines/index.js";
 
 /** An effect the run machine emitted, loosely typed for assertions. */

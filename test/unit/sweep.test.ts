@@ -1,17 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { rootSeed } from "./run-driver.js";
 import { initialTransition, transition, type AnyMachineSnapshot } from "xstate";
-import {
-  compileDefinition,
-  DEFAULT_SWEEP,
-  executionMachine,
-  parentGone,
-  RunFacts,
-  sweepPlan,
-  type Plan,
-  type RunContext,
-  type RunFact,
-} from "../../machines/index.js";
+import { compileDefinition, executionMachine, parentGone, RunFacts, sweepPlan, type Plan, type RunContext, type RunFact } from "../../machines/index.js";
+import { DEFAULT_SWEEP } from "../../machines/execution/index.js";
 
 /** The recovery sweep's decisions (seed 004's reaper and wait sweep contract tests that apply), on the pure run machine. */
 

@@ -1,6 +1,7 @@
 import { expect, it } from "vitest";
 import { initialTransition, transition, type AnyMachineSnapshot } from "xstate";
-import { compileDefinition, executionMachine, WAIT_GRACE_MS } from "../../machines/index.js";
+import { compileDefinition, executionMachine } from "../../machines/index.js";
+import { WAIT_GRACE_MS } from "../../machines/execution/index.js";
 import { rootSeed } from "./run-driver.js";
 
 it("C014 C015 a waiting run past its deadline plus the grace window is ended wait_abandoned; inside it, it is left alone", () => {

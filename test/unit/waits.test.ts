@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { runShapeViolations, type Plan } from "../../machines/index.js";
+import { type Plan } from "../../machines/index.js";
+import { runShapeViolations } from "../../machines/run/index.js";
 import { executes, plan, runDriver, type Emitted, rootSeed } from "./run-driver.js";
 
 /** Seed 004's wait and approval contract rows on the pure run machine: expiry under the one status rule, branches that park, cancelling a parked run. */

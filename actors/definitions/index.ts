@@ -1,0 +1,1 @@
+export { DefinitionStore, DEFINITIONS_BUCKET, type CompiledPlan, type ResolveResult } from "./store.js";

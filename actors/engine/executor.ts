@@ -1,0 +1,436 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { Objm, type ObjectStore } from "@nats-io/obj";
+import { nestingDepth, type AbortRequest, type ExecuteRequest, type Receipt, type TaskPoll } from "../../machines/index.js";
+import { tenantOfRun } from "../records/index.js";
+import {
+  RUN_KIND,
+  type ToolPort,
+  type ReplayTools,
+  callThroughJournal,
+  fenceOf,
+  settleCall,
+  type BoundedRef,
+  type ToolAnswer,
+  type ToolCall,
+} from "../run/index.js";
+import type { UsageMeter } from "../tenant/index.js";
+import { jsonBytes, type ActorHost, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../../runtime/index.js";
+
+/** The object store of step results over the inline bound, kept by reference. */
+export const RESULTS_STORE = "rw-results";
+
+/** What became of a heartbeat renewal (see `StepExecutor`'s `onHeartbeatSettled`). */
+export type HeartbeatOutcome = "renewed" | "stale" | "mailbox";
+
+/** Outputs nesting deeper than this fail `bad_output`: a run record (with its own levels around it) must stay encodable. */
+export const MAX_OUTPUT_DEPTH = 256;
+
+/** Results above this are stored in the object store and recorded by reference. */
+export const RESULT_INLINE_LIMIT = 32 * 1024;
+
+/** A handler's error message is cut to this many characters: a run record keeps it, and must stay storable. */
+export const MAX_ERROR_MESSAGE = 4 * 1024;
+
+/** What became of a report (a result or a heartbeat) sent to its run. */
+export type ReportOutcome = "committed" | "stale" | "mailbox";
+
+/**
+ * The executor's report path as a port: hands `event` (a `step.result` or `step.heartbeat`) with
+ * command id `id` to the run at `address`. Tests decorate it (a lost report); production uses it as is.
+ */
+export type StepReport = (address: { kind: string; id: string }, event: Record<string, unknown>, id: string) => Promise<ReportOutcome>;
+
+/**
+ * Runs the attempts this node's run actors lease (the `step.execute` local effect) in the
+ * Piscina pool and reports each outcome to its run. The report goes straight to the local
+ * actor lane when this node still serves the run's partition, and through the run's durable
+ * mailbox otherwise; either way it carries the attempt and lease epoch, so a report from an
+ * attempt that is no longer current is refused by the run.
+ */
+export class StepExecutor {
+  private readonly running = new Map<string, ExecuteRequest>();
+  /** Each running attempt's kill switch: stopping it aborts the handler's `ctx.signal`. */
+  private readonly stops = new Map<string, AttemptStop>();
+  /** Running attempts leased durably (they ran past `lease_after_ms`): their heartbeats are sent. */
+  private readonly leased = new Set<string>();
+  private readonly lastBeat = new Map<string, number>();
+  private beats = 0;
+  private objects: Promise<ObjectStore> | undefined;
+  readonly stats = { started: 0, reported: 0, viaMailbox: 0, staleCommits: 0, staleCancelCommits: 0, partitionFenced: 0, heartbeats: 0, aborted: 0 };
+
+  constructor(
+    private readonly deps: {
+      nc: NatsConnection;
+      pool: StepPool;
+      host: ActorHost;
+      mailbox: MailboxClient;
+      logger: Logger;
+      onDone?(request: ExecuteRequest): void;
+      /** The attempt's handler (or tool call) returned: its worker is free; its report to the run follows, then `onDone`. */
+      onReturned?(request: ExecuteRequest): void;
+      /** The node's clock (progress events carry its time, as the run's own do). */
+      now?(): number;
+      /**
+       * Observes each heartbeat renewal this node sends: milliseconds from the executor's
+       * dispatch to the run's stored answer, and what the answer was (`renewed`: the lease was
+       * extended; `stale`: refused, the attempt is no longer current; `mailbox`: the partition
+       * is served elsewhere and only the hand-off to the durable mailbox was timed). Optional,
+       * for benchmarks and metrics; it costs one timestamp per renewal.
+       */
+      onHeartbeatSettled?(ms: number, outcome: HeartbeatOutcome): void;
+      /** The tool gateway tool nodes call through (absent: they fail `tool_gateway_unavailable`). */
+      tools?: ToolPort;
+      /** Answers a replay's calls from its original run's receipts (absent: a replay's calls fail). */
+      replay?: ReplayTools;
+      /** Charges priced tool calls (absent: a priced call fails `metering_unavailable`). */
+      meter?: UsageMeter;
+      /** Wraps the report path (see {@link StepReport}); production passes none. */
+      decorateReport?(report: StepReport): StepReport;
+    },
+  ) {
+    const report: StepReport = (address, event, id) => this.report(address, event, id);
+    this.send = deps.decorateReport ? deps.decorateReport(report) : report;
+  }
+
+  /** Where results and heartbeats go: the report path, or its decorator. */
+  private readonly send: StepReport;
+
+  /**
+   * Runs a granted attempt. Its grant was not written: a short attempt's result is its one write.
+   * One still running after `lease_after_ms` is leased durably by a heartbeat; from then on its
+   * handler's heartbeats renew the lease (before, they are not sent: there is nothing to renew).
+   */
+  execute(request: ExecuteRequest): void {
+    const key = `${request.run}/${stepIdOf(request)}/${request.attempt}/${request.lease_epoch}`;
+    if (this.running.has(key)) return;
+    this.running.set(key, request);
+    this.stops.set(key, new AttemptStop());
+    this.stats.started++;
+    this.started(request);
+    const lease = setTimeout(() => {
+      this.leased.add(key);
+      this.beat(key, true);
+    }, request.lease_after_ms);
+    lease.unref();
+    void this.run(request, key).finally(() => {
+      clearTimeout(lease);
+      this.leased.delete(key);
+      this.running.delete(key);
+      this.stops.delete(key);
+      this.deps.onDone?.(request);
+    });
+  }
+
+  /**
+   * `step_started`, when the attempt starts on this node's workers: published live from here,
+   * after the run's own events that led to it, because the grant that starts it is not a
+   * transition of the run. So it has no id and is not in the journal: the attempt's start is
+   * stored with its heartbeat or its result.
+   */
+  private started(r: ExecuteRequest): void {
+    const data = {
+      type: "step_started",
+      run: r.run,
+      tenant: r.tenant,
+      at: this.deps.now?.() ?? Date.now(),
+      node: r.node,
+      ...(r.item !== undefined ? { item: r.item } : {}),
+      attempt: r.attempt,
+    };
+    this.deps.host.events.publish(`rw.evt.${r.tenant}.${r.root}.${r.run}.step_started`, data);
+  }
+
+  /**
+   * Stops attempts their run no longer wants (cancelled, stopped, settled without them, lease
+   * lapsed): each handler's `ctx.signal` aborts now, and a handler that ignores it past the pool's
+   * grace has its thread terminated. The attempt's slot frees when its handler settles; its late
+   * report is refused by the run.
+   */
+  abort(request: AbortRequest): void {
+    for (const a of request.attempts) {
+      // An attempt waiting on an MCP task runs on the tool server: ask it to stop.
+      if (a.task) void this.deps.tools?.cancelTask(tenantOfRun(request.run) ?? "", a.task.server, a.task.id, a.task.wire).catch(() => undefined);
+      const key = `${request.run}/${stepIdOf({ node: a.node, ...(a.item !== undefined ? { item: a.item } : {}) })}/${a.attempt}/${a.lease_epoch}`;
+      this.abortKey(key, request.reason);
+    }
+  }
+
+  private abortKey(key: string, reason: string): void {
+    const stop = this.stops.get(key);
+    if (!stop || stop.stopped) return;
+    this.stats.aborted++;
+    stop.abort(reason);
+  }
+
+  /** Attempts of `run` executing in this process now (their lease epochs): not lost when this node claims the run's partition again. */
+  alive(run: string): { node: string; item?: number; attempt: number; lease_epoch: number }[] {
+    const out: { node: string; item?: number; attempt: number; lease_epoch: number }[] = [];
+    for (const r of this.running.values())
+      if (r.run === run) out.push({ node: r.node, ...(r.item !== undefined ? { item: r.item } : {}), attempt: r.attempt, lease_epoch: r.lease_epoch });
+    return out;
+  }
+
+  get inFlight(): number {
+    return this.running.size;
+  }
+
+  /**
+   * A handler's heartbeat renews its attempt's lease (at most one renewal a second per
+   * attempt). A renewal for an attempt that is no longer current is refused by the run.
+   */
+  heartbeat(ref: { runId: string; stepId: string; attempt: number; leaseEpoch: number }): void {
+    const key = `${ref.runId}/${ref.stepId}/${ref.attempt}/${ref.leaseEpoch}`;
+    if (this.leased.has(key)) this.beat(key, false);
+  }
+
+  /** Sends one heartbeat for a running attempt (the first one leases it durably). */
+  private beat(key: string, first: boolean): void {
+    if (!this.running.has(key)) return;
+    const now = Date.now();
+    if (!first && now - (this.lastBeat.get(key) ?? 0) < 1_000) return;
+    this.lastBeat.set(key, now);
+    const request = this.running.get(key)!;
+    const event: Record<string, unknown> = {
+      type: "step.heartbeat",
+      node: request.node,
+      attempt: request.attempt,
+      lease_epoch: request.lease_epoch,
+      cancellation_epoch: request.cancellation_epoch,
+    };
+    if (request.item !== undefined) event.item = request.item;
+    this.stats.heartbeats++;
+    const sent = this.send({ kind: RUN_KIND, id: request.run }, event, `hb/${key}/${this.beats++}`);
+    // A refused renewal means the run no longer wants this attempt (cancelled, or a newer lease): stop it.
+    void sent.then((outcome) => outcome === "stale" && this.abortKey(key, "stale_heartbeat"));
+    const observe = this.deps.onHeartbeatSettled;
+    if (observe) {
+      const t0 = performance.now();
+      void sent.then((outcome) => observe(performance.now() - t0, outcome === "committed" ? "renewed" : outcome === "stale" ? "stale" : "mailbox"));
+    }
+  }
+
+  private async report(address: { kind: string; id: string }, event: Record<string, unknown>, id: string): Promise<ReportOutcome> {
+    // Built here from what the pool returned (its closed codes, plain JSON output): validated once, not again by the run.
+    const local = await this.deps.host.dispatch(address, event, id, { trusted: true });
+    // Refused with a closed code: the attempt is no longer the current one (a newer lease:
+    // stale_lease; the run or its tree was cancelled since the attempt began: stale_cancel_epoch).
+    const code =
+      local.outcome === "applied" ? (local.value as { outcome?: string } | undefined)?.outcome : local.outcome === "refused" ? "stale_lease" : undefined;
+    if (code === "stale_lease" || code === "stale_cancel_epoch") {
+      this.stats.staleCommits++;
+      if (code === "stale_cancel_epoch") this.stats.staleCancelCommits++;
+      // A cancel fences every attempt it stops, so each cancelled attempt's late report lands here: expected, counted, not a warning.
+      const fields = { run: address.id, event: event.type, node: event.node, attempt: event.attempt };
+      if (code === "stale_cancel_epoch") this.deps.logger.debug(`commit refused: ${code}`, fields);
+      else this.deps.logger.warn(`commit refused: ${code}`, fields);
+      return "stale";
+    }
+    if (local.outcome === "kept" && local.reason === "fenced") {
+      // This node's partition epoch is stale (the partition moved on): its write was refused at
+      // the store. The partition's owner decides; it has recovered the attempt meanwhile.
+      this.stats.partitionFenced++;
+      this.deps.logger.warn("commit refused: stale_partition_epoch; forwarded to the partition's owner", {
+        run: address.id,
+        event: event.type,
+        node: event.node,
+        attempt: event.attempt,
+      });
+    }
+    if (local.outcome === "not_served" || local.outcome === "kept") {
+      this.stats.viaMailbox++;
+      const sent = await this.deps.mailbox.send(address, event as { type: string }, id);
+      if (sent.outcome !== "stored")
+        this.deps.logger.warn("report not delivered; the attempt will be recovered", { run: address.id, event: event.type, outcome: sent.outcome });
+      return "mailbox";
+    }
+    return "committed";
+  }
+
+  private async run(request: ExecuteRequest, key: string): Promise<void> {
+    const event = request.tool ? await this.runTool(request, key) : await this.runHandler(request, key);
+    this.deps.onReturned?.(request);
+    if (!event) return;
+    if (request.item !== undefined) event.item = request.item;
+    event.cancellation_epoch = request.cancellation_epoch;
+    this.lastBeat.delete(key);
+    await this.send({ kind: RUN_KIND, id: request.run }, event, `result/${key}`);
+    this.stats.reported++;
+  }
+
+  /** A tool node's attempt (intent, call through the gateway, receipt): its result, or none when the run refused or held it. */
+  private async runTool(request: ExecuteRequest, key: string): Promise<Record<string, unknown> | undefined> {
+    const fence = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch };
+    const { answer, receipt } = await this.callTool(request, key, { ...request.tool!, arguments: request.input });
+    if (answer.outcome === "stopped") return undefined;
+    return { ...fence, ...answer, ...(receipt ? { receipts: [receipt] } : {}) };
+  }
+
+  /**
+   * A task poll is due (the run's durable timer fired): asks the server, and when the task ended
+   * reports its result as the attempt's (fenced by its attempt and lease epoch, with the receipt).
+   * A task still working, or a server that cannot be asked now, costs nothing: the next timer
+   * asks again.
+   */
+  async pollTask(p: TaskPoll): Promise<void> {
+    const tools = this.deps.tools;
+    if (!tools) return;
+    const polled = await tools.pollTask(p.tenant, p.task.server, p.task.id, p.task.wire);
+    if (polled.outcome === "working" || polled.outcome === "unknown") return;
+    const ref = { run: p.run, node: p.node, ...(p.item !== undefined ? { item: p.item } : {}), attempt: p.attempt };
+    const { answer, receipt } = await settleCall(
+      { bounded: (r, v) => this.bounded(r, v), now: () => this.deps.now?.() ?? Date.now() },
+      ref,
+      { server: p.task.server, tool: p.task.tool, key: p.task.key },
+      polled,
+    );
+    if (answer.outcome === "stopped") return;
+    const event: Record<string, unknown> = {
+      type: "step.result",
+      node: p.node,
+      ...(p.item !== undefined ? { item: p.item } : {}),
+      attempt: p.attempt,
+      lease_epoch: p.lease_epoch,
+      cancellation_epoch: p.cancellation_epoch,
+      ...answer,
+      ...(receipt ? { receipts: [receipt] } : {}),
+    };
+    await this.send({ kind: RUN_KIND, id: p.run }, event, `task/${p.task.id}/${p.attempt}/${p.lease_epoch}`);
+  }
+
+  /**
+   * A handler's `ctx.tools.call`: the same intent, call and receipt as a tool node's, the receipt
+   * stored on its own (the handler goes on). An attempt the run refused or held is stopped.
+   */
+  async toolCallOf(ref: TaskRef, call: ToolCall): Promise<ToolAnswer> {
+    const key = `${ref.runId}/${ref.stepId}/${ref.attempt}/${ref.leaseEpoch}`;
+    const request = this.running.get(key);
+    if (!request) return { outcome: "stopped", reason: "attempt_not_running" };
+    const { answer, receipt } = await this.callTool(request, key, call);
+    let out = answer;
+    if (receipt) {
+      const local = await this.deps.host.dispatch(
+        { kind: RUN_KIND, id: request.run },
+        { type: "effect.receipt", ...fenceOf(request), receipt },
+        `receipt/${receipt.key}/${request.attempt}/${request.lease_epoch}`,
+        { trusted: true },
+      );
+      const stored = local.outcome === "applied" && (local.value as { outcome?: string } | undefined)?.outcome === "recorded";
+      // The attempt became a zombie during the call: what it learnt is not its to record.
+      if (!stored) out = { outcome: "stopped", reason: "receipt_refused" };
+    }
+    if (out.outcome === "stopped") this.abortKey(key, out.reason);
+    return out;
+  }
+
+  private callTool(request: ExecuteRequest, key: string, call: ToolCall): Promise<{ answer: ToolAnswer; receipt?: Receipt }> {
+    const replay = request.replay_of ? this.deps.replay?.of(request.replay_of, request.run) : undefined;
+    const tools = request.replay_of ? replay : this.deps.tools;
+    if (!tools)
+      return Promise.resolve({
+        answer: { outcome: "failed", error: { code: "tool_gateway_unavailable", message: "this node has no tool gateway", retryable: true } },
+      });
+    return callThroughJournal(
+      {
+        tools,
+        ...(replay ? { decided: replay.decided } : {}),
+        ask: async (r, event, id) => {
+          const local = await this.deps.host.dispatch({ kind: RUN_KIND, id: r.run }, event, id, { trusted: true });
+          return local.outcome === "applied" ? (local.value as { outcome: string; value?: unknown } | undefined) : undefined;
+        },
+        bounded: (r, value) => this.bounded(r, value),
+        ...(this.deps.meter ? { meter: this.deps.meter } : {}),
+        now: () => this.deps.now?.() ?? Date.now(),
+      },
+      request,
+      call,
+      this.stops.get(key)?.signal ?? AbortSignal.abort(),
+    );
+  }
+
+  private async runHandler(request: ExecuteRequest, key: string): Promise<Record<string, unknown>> {
+    const result = await this.deps.pool.run(
+      {
+        handler: request.handler,
+        input: request.input,
+        runId: request.run,
+        stepId: stepIdOf(request),
+        attempt: request.attempt,
+        leaseEpoch: request.lease_epoch,
+        timeoutMs: request.timeout_ms,
+      },
+      { cancellable: (cancel) => this.stops.get(key)!.onCancel(cancel) },
+    );
+    let output: unknown;
+    let event: Record<string, unknown>;
+    if (result.outcome === "succeeded" && nestingDepth(result.output, MAX_OUTPUT_DEPTH) > MAX_OUTPUT_DEPTH) {
+      // A run could never store it (records refuse deep values): the handler's own bug, not worth a retry.
+      event = {
+        type: "step.result",
+        node: request.node,
+        attempt: request.attempt,
+        lease_epoch: request.lease_epoch,
+        outcome: "failed",
+        error: { code: "bad_output", message: `the output nests deeper than ${MAX_OUTPUT_DEPTH} levels`, retryable: false },
+      };
+    } else if (result.outcome === "succeeded") {
+      output = await this.bounded(request, result.output);
+      event = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, outcome: "succeeded", output };
+    } else {
+      const error =
+        result.error.message.length > MAX_ERROR_MESSAGE ? { ...result.error, message: `${result.error.message.slice(0, MAX_ERROR_MESSAGE)}…` } : result.error;
+      event = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, outcome: "failed", error };
+    }
+    return event;
+  }
+
+  /** Keeps a result within the inline bound; a larger one goes to the object store by reference. */
+  private async bounded(request: BoundedRef, output: unknown): Promise<unknown> {
+    // Measured without building the JSON: only a result past the bound is serialised (for the object store).
+    if (jsonBytes(output ?? null) <= RESULT_INLINE_LIMIT) return output ?? null;
+    const text = JSON.stringify(output ?? null);
+    this.objects ??= new Objm(this.deps.nc).open(RESULTS_STORE);
+    const name = `${request.run}/${request.node}/${request.item ?? "-"}/${request.attempt}`;
+    const info = await (await this.objects).putBlob({ name }, new TextEncoder().encode(text));
+    return { $ref: `${RESULTS_STORE}/${name}`, bytes: info.size, digest: info.digest };
+  }
+}
+
+function stepIdOf(request: Pick<ExecuteRequest, "node" | "item">): string {
+  return request.item === undefined ? request.node : `${request.node}[${request.item}]`;
+}
+
+/**
+ * An attempt's kill switch, cheap until used: most attempts end without being stopped, so the
+ * AbortSignal (a tool call's) is made only when asked for, and the pool is stopped through the
+ * function it handed over rather than by a listener on a signal.
+ */
+class AttemptStop {
+  private controller: AbortController | undefined;
+  private cancelTask: (() => void) | undefined;
+  private reason: string | undefined;
+
+  get stopped(): boolean {
+    return this.reason !== undefined;
+  }
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.reason !== undefined) this.controller.abort(this.reason);
+    }
+    return this.controller.signal;
+  }
+
+  /** The pool's way to stop the attempt's task (called at once if the attempt was stopped already). */
+  onCancel(cancel: () => void): void {
+    this.cancelTask = cancel;
+    if (this.reason !== undefined) cancel();
+  }
+
+  abort(reason: string): void {
+    if (this.reason !== undefined) return;
+    this.reason = reason;
+    this.controller?.abort(reason);
+    this.cancelTask?.();
+  }
+}

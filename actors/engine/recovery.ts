@@ -1,0 +1,242 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { isTerminal, type RunContext } from "../../machines/index.js";
+import {
+  actorRecordCodec,
+  isRemoval,
+  kvSubject,
+  publish,
+  readLast,
+  type ActorHost,
+  type ActorRecord,
+  type Logger,
+  type PartitionLog,
+} from "../../runtime/index.js";
+import { everyRun, LIVE_BUCKET, type LiveRunIndex, createdSubject, endedSubject, summaryOf, RUN_KIND, type RunMemories } from "../run/index.js";
+import { actorIdsIn } from "../records/index.js";
+
+/**
+ * The streams' duplicate window: an outbox published again within it is dropped by the stream,
+ * so a recently ended run's last outbox can be republished without a second delivery.
+ */
+export const REPUBLISH_WINDOW_MS = 120_000;
+
+type StoredRun =
+  | { outcome: "live" | "ended"; run: RunContext | null; outbox: number }
+  /** Not answered (a timeout, a leader being elected): worth reading again. */
+  | { outcome: "unavailable"; detail: string }
+  | { outcome: "missing" | "undecodable" };
+
+/** The store a partition's runs are read from: its fenced log, or a decorator of it (tests). */
+export type RecoveryLog = Pick<PartitionLog, "read" | "epoch">;
+
+async function readRun(log: RecoveryLog, id: string): Promise<StoredRun> {
+  const read = await log.read(`${RUN_KIND}.${id}`);
+  if (read.outcome === "unavailable") return read;
+  if (read.outcome === "missing") return { outcome: "missing" };
+  if (isRemoval(read.message)) return { outcome: "missing" };
+  const decoded = actorRecordCodec.decode(read.message.data);
+  return decoded.ok ? storedRunOf(decoded.value) : { outcome: "undecodable" };
+}
+
+function storedRunOf(record: ActorRecord): StoredRun {
+  const snapshot = record.snapshot as { value?: unknown; context?: { run?: RunContext | null } };
+  const run = snapshot.context?.run ?? null;
+  // Any version of the run's record holds its lifecycle: live until its status is terminal.
+  return { outcome: run && !isTerminal(run.lifecycle.status) ? "live" : "ended", run, outbox: record.outbox.length };
+}
+
+/**
+ * A listed run as recovery sees it. With `memories`, from its journal, read once: the run's
+ * facts stay in memory for the `run.recover` that follows (which would read the journal anyway,
+ * for the outputs its retried steps take), and its last record says whether it is live. That
+ * read may be answered by a replica behind the leader: an older record is never a wrong
+ * answer here (a run that looks live is loaded from the leader and refuses what does not fit;
+ * one that looks ended has ended), and a run with no record there is read from the leader.
+ */
+async function recalledRun(log: RecoveryLog, id: string, memories: Pick<RunMemories, "recall"> | undefined): Promise<StoredRun> {
+  const recalled = await memories?.recall(id);
+  return recalled?.outcome === "read" && recalled.last ? storedRunOf(recalled.last) : readRun(log, id);
+}
+
+/** What recovering a partition did with the runs the live-run index listed. */
+export interface RecoveryReport {
+  /** Runs whose lost attempts were failed and retried. */
+  recovered: number;
+  /** Runs read and left as they were: nothing of theirs was lost, or they had ended (their last outbox published again, or their index entry removed). */
+  unchanged: number;
+  /** Listed runs with no record (a create in flight, or one refused) or one that does not decode: the sweep's and the dead-letter stream's. */
+  skipped: number;
+  /** Runs not settled: their record was not read, or their command was not applied (a store fault). {@link recoverPartitionPatiently} tries them again. */
+  unsettled: string[];
+}
+
+type RecoveryDeps = {
+  nc: NatsConnection;
+  host: ActorHost;
+  logger: Logger;
+  live: LiveRunIndex;
+  /** Where the runs' facts are kept: recovery reads each live run's journal once, for both (see recalledRun). */
+  memories?: Pick<RunMemories, "recall">;
+  now(): number;
+};
+
+type Settled = "recovered" | "unchanged" | "skipped" | "unsettled" | "not_served";
+
+/** How a `run.recover` answered: applied or refused (nothing lost) settle the run; a command kept or refused for a store fault does not. */
+function settledBy(answer: Awaited<ReturnType<ActorHost["dispatch"]>>, applied: "recovered" | "unchanged"): Settled {
+  switch (answer.outcome) {
+    case "applied":
+      return applied;
+    case "refused":
+    case "duplicate":
+      return "unchanged";
+    case "not_served":
+      return "not_served";
+    case "kept":
+      return "unsettled";
+    case "invalid_input":
+      return answer.reason === "unavailable" ? "unsettled" : "skipped";
+    case "unknown_kind":
+      return "skipped";
+  }
+}
+
+/**
+ * When this node starts serving a partition, the attempts its runs had leased lived in the
+ * memory of whichever process served it before; that process is gone (or fenced). Every live
+ * run of the partition gets `run.recover`: its leased and running attempts fail as
+ * `worker_lost` and are retried at once. The runs come from the live-run index
+ * (`run/live-runs.ts`): the cost follows the live runs, not every run stored. A run
+ * with nothing in flight refuses the command without a write.
+ *
+ * A run that ended just before its node died may not have published its last outbox (the word
+ * to its tenant or its parent, and the removal of its own index entry, published last), and a
+ * command applied in-process leaves no mailbox message to redeliver: nothing would load it
+ * again. Loading an actor publishes its stored outbox, so a run ended within the duplicate
+ * window is touched too (refused without a write). An index key whose run ended earlier is
+ * removed (a member key is its tenant's to remove: the sweep tells the tenant).
+ *
+ * A run whose record the store did not answer for, or whose command a store fault kept, is
+ * reported `unsettled`, never passed over: nothing else would look at it before its lease ran
+ * out. `only` limits the pass to those runs.
+ */
+export async function recoverPartition(deps: RecoveryDeps, partition: number, log: RecoveryLog, only?: ReadonlySet<string>): Promise<RecoveryReport> {
+  if (!only) await buildLiveIndex(deps, partition, log);
+  const report: RecoveryReport = { recovered: 0, unchanged: 0, skipped: 0, unsettled: [] };
+  const entries = await deps.live.entries(partition);
+  const keyed = new Set(entries.indexed);
+  const commandId = (id: string) => `recover/${partition}/${log.epoch}/${id}`;
+  const settle = async (id: string): Promise<Settled> => {
+    const stored = await recalledRun(log, id, deps.memories);
+    if (stored.outcome === "unavailable") return "unsettled";
+    // No record (yet): a create in flight, or one refused; the sweep removes a lasting one.
+    if (stored.outcome === "missing" || stored.outcome === "undecodable") return "skipped";
+    if (stored.outcome === "ended") {
+      const ended = stored.run?.lifecycle.ended_at;
+      if (stored.outbox > 0 && ended != null && deps.now() - ended <= REPUBLISH_WINDOW_MS)
+        return settledBy(await deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.recover", reason: "partition_claimed" }, commandId(id)), "unchanged");
+      if (keyed.has(id)) await deps.live.remove(id);
+      return "unchanged";
+    }
+    // Which attempts this process still holds (a run it served since the claim, or before a lease it
+    // let lapse) is read by the run actor as it decides the command, not here: the run may move first.
+    const answer = await deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.recover", reason: "partition_claimed" }, commandId(id));
+    const settled = settledBy(answer, "recovered");
+    if (settled !== "recovered") deps.logger.debug("live run not recovered", { partition, run: id, settled, answer });
+    return settled;
+  };
+  const runs = everyRun(entries).filter((id) => !only || only.has(id));
+  await Promise.all(
+    runs.map(async (id) => {
+      const settled = await settle(id);
+      if (settled === "unsettled") report.unsettled.push(id);
+      else if (settled !== "not_served") report[settled]++;
+    }),
+  );
+  // Unsettled runs are the caller's to log (recoverPartitionPatiently warns as it tries them again).
+  if (report.recovered > 0) deps.logger.info("recovered in-flight attempts", { partition, runs: report.recovered });
+  deps.logger.debug("partition recovery pass", {
+    partition,
+    listed: runs.length,
+    recovered: report.recovered,
+    unchanged: report.unchanged,
+    skipped: report.skipped,
+    unsettled: report.unsettled.length,
+  });
+  return report;
+}
+
+/**
+ * {@link recoverPartition}, tried again while it fails (a listing or a read the store did not
+ * answer: a stream leader being elected, say) or leaves runs unsettled, and the partition is
+ * still served by `log`: after 100 ms, doubling to 2 s, eight tries in all (about 7 s). A try
+ * after one that listed the partition takes only the runs left unsettled. Each try is
+ * idempotent (a run with nothing in flight refuses `run.recover` without a write; the
+ * command's id dedupes it). After the last, the failure is the caller's. Returns the runs
+ * recovered.
+ */
+export async function recoverPartitionPatiently<L extends RecoveryLog>(
+  deps: RecoveryDeps & { serving(partition: number, log: L): boolean; sleep?(ms: number): Promise<void> },
+  partition: number,
+  log: L,
+): Promise<number> {
+  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  let recovered = 0;
+  let only: ReadonlySet<string> | undefined;
+  for (let attempt = 1, delay = 100; ; attempt++, delay = Math.min(delay * 2, 2_000)) {
+    let failure: unknown;
+    try {
+      const report = await recoverPartition(deps, partition, log, only);
+      recovered += report.recovered;
+      if (report.unsettled.length === 0) return recovered;
+      only = new Set(report.unsettled);
+      failure = new Error(`${report.unsettled.length} runs unsettled (${report.unsettled.slice(0, 5).join(", ")})`);
+    } catch (err) {
+      failure = err;
+    }
+    if (attempt >= 8 || !deps.serving(partition, log)) throw failure;
+    deps.logger.warn("recovery incomplete, trying again", { partition, attempt, error: String(failure) });
+    await sleep(delay);
+    if (!deps.serving(partition, log)) return recovered;
+  }
+}
+
+/** Marks a partition whose stored runs are all in the live-run index and the runs index. */
+const builtKey = (partition: number) => `built.p${partition}`;
+
+/**
+ * Runs stored before the live-run index existed have no entry in it (nor in the runs index):
+ * the first owner of each partition after the upgrade reads every run record of the partition
+ * once, adds the live ones to the index and each one's summary to the runs index, and then
+ * marks the partition built. A node that dies half way, or a run record the store does not
+ * answer for, leaves no mark; the next try or owner does it again (every step is idempotent).
+ * Records stored before keep no retention: they stay.
+ */
+export async function buildLiveIndex(deps: { nc: NatsConnection; live: LiveRunIndex; logger: Logger }, partition: number, log: RecoveryLog): Promise<void> {
+  const { nc } = deps;
+  if (await readLiveMark(nc, partition)) return;
+  let indexed = 0;
+  for (const id of await actorIdsIn(nc, partition, RUN_KIND)) {
+    const stored = await readRun(log, id);
+    // Marked built with a live run left out, the partition would never recover that run: no mark yet, try again.
+    if (stored.outcome === "unavailable") throw new Error(`live index of partition ${partition}: run ${id} not read (${stored.detail})`);
+    if (stored.outcome !== "live" && stored.outcome !== "ended") continue;
+    const run = stored.run;
+    if (!run) continue;
+    if (stored.outcome === "live") await deps.live.add(id, { tenant: run.tenant, at: run.created_at });
+    const data = new TextEncoder().encode(JSON.stringify(summaryOf(run)));
+    await publish(nc, createdSubject(run.tenant, id), data, { msgId: `index-built/${id}/c` });
+    if (stored.outcome === "ended") await publish(nc, endedSubject(run.tenant, id), data, { msgId: `index-built/${id}/e` });
+    indexed++;
+  }
+  const done = await publish(nc, kvSubject(LIVE_BUCKET, builtKey(partition)), new TextEncoder().encode(JSON.stringify({ at: Date.now(), runs: indexed })));
+  if (done.outcome !== "stored") throw new Error(`live index of partition ${partition}: mark not stored (${done.outcome})`);
+  if (indexed > 0) deps.logger.info("indexed runs stored before the live-run index", { partition, runs: indexed });
+}
+
+async function readLiveMark(nc: NatsConnection, partition: number): Promise<boolean> {
+  const read = await readLast(nc, `KV_${LIVE_BUCKET}`, kvSubject(LIVE_BUCKET, builtKey(partition)));
+  if (read.outcome === "unavailable") throw new Error(`live index of partition ${partition}: ${read.detail}`);
+  if (read.outcome === "missing") return false;
+  return !isRemoval(read.message);
+}

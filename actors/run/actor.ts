@@ -1,0 +1,173 @@
+import type { AnyMachineSnapshot, EventObject } from "xstate";
+import {
+  executionMachine,
+  isHeadV1,
+  migrateHeadV1,
+  RunCommandSchema,
+  TERMINAL,
+  type RunContext,
+  type RunStatus,
+  type ExecutionContext,
+  type ParentView,
+  type RunFact,
+  type SweepSettings,
+  type AliveAttempt,
+} from "../../machines/index.js";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { defineActor, jsonBytes, RunwayFault, type ActorAddress, type Effect } from "../../runtime/index.js";
+import type { LiveRunIndex } from "./live-runs.js";
+import { runCreatedEffect, runEndedEffect } from "./runs-index.js";
+import { reconcileIndexEffects } from "./reconciliations.js";
+import { inboxEffects } from "./approvals.js";
+import { readSnapshot, childStartKey, runIdFor } from "../records/index.js";
+import type { CompiledPlan } from "../definitions/index.js";
+import type { RunMemories } from "./memory.js";
+
+export const RUN_KIND = "run";
+
+/**
+ * The run actor: the execution machine bound to the actor host. `prepare` hands the machine
+ * what a run's head does not hold — the immutable plan of the version it pinned (cached by
+ * digest), the ids its subworkflow nodes' children will have, and its input and outputs (its
+ * journal's facts, `RunMemories`) — so the stored head stays small and the machine stays pure.
+ * A run keeps every stored transition (`history: "journal"`): that history is its journal.
+ */
+export function runActor(
+  deps: {
+    planOf(digest: string): Promise<CompiledPlan>;
+    parentOf(parentId: string, childId: string): Promise<ParentView | null>;
+    memories: Pick<RunMemories, "of" | "stored" | "forget">;
+    /** The attempts of `run` this process holds now (queued for a worker, granted or executing): what a recovery must not count lost. */
+    alive?(run: string): AliveAttempt[];
+  },
+  settings: {
+    leaseTtlMs?: number;
+    waitGraceMs?: number;
+    expansionAdmission?: boolean;
+    sweep?: SweepSettings;
+    /** The live-run index (made on first use: the actor is defined before the connection exists). */
+    live?: () => LiveRunIndex;
+  } = {},
+) {
+  // What every prepared event carries from the node's settings, made once.
+  const tuned = {
+    ...(settings.leaseTtlMs ? { lease_ttl_ms: settings.leaseTtlMs } : {}),
+    ...(settings.waitGraceMs !== undefined ? { wait_grace_ms: settings.waitGraceMs } : {}),
+    ...(settings.expansionAdmission ? { expansion_admission: true } : {}),
+    ...(settings.sweep ? { sweep: settings.sweep } : {}),
+  };
+  return defineActor({
+    kind: RUN_KIND,
+    machine: executionMachine,
+    events: RunCommandSchema,
+    history: "journal",
+    // Version 3: the machine's states are the run's statuses (2: `new`/`live`/`ended`); version 2
+    // made the head bounded, with a journal (1 held its input and outputs itself).
+    version: 3,
+    migrate: (_from, snapshot) => migrateRunSnapshot(snapshot),
+    onJournal: (address, facts) => deps.memories.stored(address.id, facts),
+    // An ended run is rarely addressed again (a duplicate start, a late report): it leaves this
+    // node's memory once its last write is out, its journal's facts with it, so a node holds what
+    // its live runs need, not every run it has served (a later command reads both back).
+    keepInMemory: (snapshot) => !isEnded(snapshot.value),
+    onDropped: (address) => deps.memories.forget(address.id),
+    // A recovery judges which offered attempts this process still holds: the offers of the commands
+    // decided before it must have reached the scheduler, or it would count them lost and run them twice.
+    readsHandOvers: (event) => event.type === "run.recover",
+    // The live index, the runs index and the reconciliation items follow the run's own transitions (live-runs.ts, runs-index.ts, reconciliations.ts).
+    effects: (_address: ActorAddress, before: AnyMachineSnapshot, after: AnyMachineSnapshot): Effect[] => {
+      const was = (before.context as ExecutionContext).run;
+      const run = (after.context as ExecutionContext).run;
+      if (!run) return [];
+      const out: Effect[] = [...reconcileIndexEffects(was, run), ...inboxEffects(was, run)];
+      // A run its tenant counts is listed by its member key while it lives (runs-index.ts).
+      if (!was && !run.counted) out.push(runCreatedEffect(run));
+      if (!isEnded(before.value) && isEnded(after.value)) {
+        out.push(runEndedEffect(run));
+        if (settings.live && !run.counted) out.push(settings.live().removal(run.id));
+      }
+      return out;
+    },
+    prepare: async (event: EventObject, current: AnyMachineSnapshot | undefined, pending: readonly unknown[]) => {
+      const e = event as EventObject & { run?: { id: string; tenant: string; parent_run_id?: string | null; definition: { digest: string }; counted?: true } };
+      const stored = (current?.context as ExecutionContext | undefined)?.run ?? undefined;
+      const creating = e.type === "run.create" && stored == null;
+      const run = e.type === "run.create" ? e.run : stored;
+      // No run yet and not a create: the machine refuses it; no plan is needed for that.
+      if (!run) return event;
+      // In the live index before the record exists, so recovery never misses a live run: a run
+      // its tenant counts is there by its member key already; an in-process start of a run a
+      // person admits first added its key beside the rest of the start (`live_indexed`: set only
+      // on a command dispatched here unparsed; the mailbox's schema strips it).
+      const indexed = (e as { live_indexed?: unknown }).live_indexed === true || (e.type === "run.create" && e.run?.counted === true);
+      if (creating && settings.live && !indexed) await settings.live().add(run.id, { tenant: run.tenant, at: (e as { now?: number }).now ?? 0 });
+      // A child's create reads its parent once: the machine refuses a child of a cancelled or ended parent before it exists.
+      const parent = creating && run.parent_run_id ? { parent: await deps.parentOf(run.parent_run_id, run.id) } : {};
+      // An ended run only answers (late reports, signals, decisions): it reads no input or
+      // output, so a command to one that has left memory does not read its journal back.
+      const needsMemory = stored != null && !isEnded(current?.value);
+      const [compiled, memory] = await Promise.all([
+        deps.planOf(run.definition.digest),
+        needsMemory ? deps.memories.of(stored, pending as RunFact[]) : undefined,
+      ]);
+      return {
+        ...event,
+        ...parent,
+        ...(memory ? { memory } : {}),
+        // Read now, as it is decided, not when it was sent: a run that moved meanwhile offered attempts since.
+        ...(e.type === "run.recover" ? { alive: deps.alive?.(run.id) ?? [] } : {}),
+        plan: compiled.plan,
+        child_ids: childIdsOf(run, compiled),
+        child_definitions: compiled.children,
+        ...tuned,
+        ...measuredOutput(event),
+      };
+    },
+  });
+}
+
+/**
+ * A map item's successful output, measured here once without building its JSON: the machine caps
+ * a map's combined output by these sizes (`Prepared.output_bytes`) instead of serialising each.
+ */
+export function measuredOutput(event: EventObject): { output_bytes?: number } {
+  const e = event as EventObject & { item?: number; outcome?: string; output?: unknown };
+  return e.type === "step.result" && e.item !== undefined && e.outcome === "succeeded" ? { output_bytes: jsonBytes(e.output ?? null) } : {};
+}
+
+function childIdsOf(run: { id: string; tenant: string }, compiled: CompiledPlan): Record<string, string> {
+  const ids: Record<string, string> = {};
+  for (const node of compiled.plan.nodes) if (node.kind === "subworkflow") ids[node.id] = runIdFor(run.tenant, childStartKey(run.id, node.id));
+  return ids;
+}
+
+/**
+ * A run stored by an earlier version, brought up to date when it is loaded: a head stored before
+ * journals (1) becomes bounded, and the machine's state (`live`/`ended` before 3) its status.
+ */
+function migrateRunSnapshot(persisted: unknown): unknown {
+  const p = persisted as { value?: unknown; context?: { run?: unknown } } | undefined;
+  const stored = p?.context?.run;
+  const run = stored && isHeadV1(stored) ? migrateHeadV1(stored as never) : (stored as RunContext | null | undefined);
+  const value = p?.value === "live" || p?.value === "ended" ? (run?.lifecycle.status ?? "new") : p?.value;
+  return { ...p, value, context: { ...p?.context, run: run ?? null } };
+}
+
+/** A run machine state (a stored snapshot's value) that is terminal. */
+export function isEnded(value: unknown): boolean {
+  return typeof value === "string" && TERMINAL.has(value as RunStatus);
+}
+
+/**
+ * A child's parent as its create sees it: one read of the parent's stored record (the parent's
+ * write that made this child is stored before the create is sent, so it is visible).
+ */
+export async function readParent(nc: NatsConnection, partitions: number, parentId: string, childId: string): Promise<ParentView | null> {
+  const read = await readSnapshot<ExecutionContext>(nc, partitions, RUN_KIND, parentId);
+  if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", read.detail, { kind: "retryable" });
+  if (read.outcome === "corrupt") throw new RunwayFault("corrupt_record", `parent run ${parentId}: ${read.detail}`);
+  const parent = read.outcome === "found" ? read.snapshot.context?.run : null;
+  if (!parent) return null;
+  const node = Object.values(parent.nodes).find((n) => n.child === childId);
+  return { status: parent.lifecycle.status, tenant: parent.tenant, root_run_id: parent.root_run_id, depth: parent.depth, waits: node?.s === "active" };
+}

@@ -1,0 +1,22 @@
+export { readParent, runActor, RUN_KIND } from "./actor.js";
+export { RunMemories } from "./memory.js";
+export { EndedRunCompaction } from "./compaction.js";
+export { everyRun, LiveRunIndex, LIVE_BUCKET } from "./live-runs.js";
+export { createdSubject, CURSOR_PATTERN, endedSubject, partsHolding, RunIndex, RUNS_STREAM, runsStreamConfig, summaryOf } from "./runs-index.js";
+export { compactedView, view, type RunSummary, type RunView } from "./views.js";
+export { readRunEvents, type RunEvent } from "./events.js";
+export {
+  effectKey,
+  EFFECT_KEY_META,
+  type TaskPollOutcome,
+  type ToolCallOutcome,
+  type ToolCallRequest,
+  type ToolInputRequest,
+  type ToolLookup,
+  type ToolPort,
+} from "./tool-calls.js";
+export { callThroughJournal, fenceOf, settleCall, type BoundedRef, type ToolAnswer, type ToolCall } from "./tool-step.js";
+export { ReplayTools } from "./replay-tools.js";
+export { compareTrajectories, readTrajectory, type TrajectoryLine } from "./trajectory.js";
+export { APPROVALS_BUCKET, getInboxItem, INBOX_PAGE_MAX, listInbox } from "./approvals.js";
+export { listReconciliations, RECONCILE_BUCKET } from "./reconciliations.js";

@@ -1,0 +1,80 @@
+import type { ToolClass } from "../../machines/index.js";
+import { sha256Hex } from "../records/index.js";
+import { canonicalJson } from "../../machines/index.js";
+
+/** The `_meta` key an effect key travels in, so a server can deduplicate. */
+export const EFFECT_KEY_META = "io.runway/effect-key";
+
+/**
+ * `<run>:<step path>:<sha256 of the canonical call>` (the call: server, tool and arguments, so the
+ * key's scope is the tool): the same call of the same step is one effect, however often its
+ * step runs. Two effects need two nodes (or different arguments).
+ */
+export function effectKey(run: string, node: string, item: number | undefined, call: { server: string; tool: string; arguments: unknown }): string {
+  const hash = sha256Hex(canonicalJson({ server: call.server, tool: call.tool, arguments: call.arguments ?? null }));
+  return `${run}:${node}${item !== undefined ? `[${item}]` : ""}:${hash}`;
+}
+
+/** What the gateway knows of a tool before a call. */
+export type ToolLookup =
+  /**
+   * `lookup`: a read-only tool of the same server that tells whether a call of this one happened
+   * (by effect key); `cost_cents`: the operator's price of one call (metered before it is made).
+   */
+  | { outcome: "found"; class: ToolClass; lookup?: string; cost_cents?: number }
+  | { outcome: "server_not_found" | "tool_not_found"; message: string }
+  | { outcome: "unavailable"; code: string; message: string };
+
+/**
+ * How a call ended, as far as the world is concerned:
+ * - `ok`: the tool answered (`result` is MCP's CallToolResult; `isError` in it is the tool's own failure);
+ * - `refused`: it is known that nothing happened (the server refused the request or was never reached);
+ * - `unknown`: it may have happened (timeout, the server died mid-call): only reconciliation can tell.
+ */
+export type ToolCallOutcome =
+  | ToolResultOutcome
+  /** The server runs the call as an MCP task: poll it (the call is not made again). */
+  | { outcome: "task"; taskId: string; pollMs: number; wire: string }
+  /** The server needs a person's input first (MCP 2026-07-28 MRTR): nothing happened; call again with the answers and `state`. */
+  | { outcome: "input_required"; requests: ToolInputRequest[]; state?: string };
+
+/** A form a person fills for a tool: the server's key for it, its message, and the JSON schema the answer must fit. */
+export interface ToolInputRequest {
+  key: string;
+  message: string;
+  schema: Record<string, unknown>;
+}
+
+/** A call's (or a task's) end as the world saw it. */
+export type ToolResultOutcome =
+  | { outcome: "ok"; result: { content?: unknown[]; structuredContent?: unknown; isError?: boolean } & Record<string, unknown>; bytes: number }
+  | { outcome: "refused"; code: string; message: string; retryable: boolean }
+  | { outcome: "unknown"; code: string; message: string };
+
+/** How a task is doing: still working (ask again), ended (its result, or why not), or not known now (the server could not be asked). */
+export type TaskPollOutcome = { outcome: "working"; pollMs?: number } | ToolResultOutcome;
+
+export interface ToolCallRequest {
+  tenant: string;
+  server: string;
+  tool: string;
+  arguments: unknown;
+  key: string;
+  timeoutMs: number;
+  signal: AbortSignal;
+  /** The caller can wait on an MCP task (a tool node can; a handler's call cannot). */
+  allowTask: boolean;
+  /** The caller can wait on a person's input (a tool node can; a handler's call cannot). */
+  allowInput?: boolean;
+  /** A call again after `input_required`: a person's answers (`{action, content?}` by the server's keys) and the server's state. */
+  input?: { responses: Record<string, unknown>; state?: string };
+}
+
+/** The tool gateway as the executor sees it (the MCP gateway in `gateways/tools` implements it). */
+export interface ToolPort {
+  lookup(tenant: string, server: string, tool: string): Promise<ToolLookup>;
+  call(request: ToolCallRequest): Promise<ToolCallOutcome>;
+  pollTask(tenant: string, server: string, taskId: string, wire: string): Promise<TaskPollOutcome>;
+  /** Best effort: a task the run no longer wants (`tasks/cancel`). */
+  cancelTask(tenant: string, server: string, taskId: string, wire: string): Promise<void>;
+}

@@ -1,0 +1,302 @@
+import { gatedBy, type ExecuteRequest, type Receipt, type ToolClass } from "../../machines/index.js";
+import { effectKey, type ToolPort, type ToolResultOutcome } from "./tool-calls.js";
+import type { Charge, ChargeRequest } from "../tenant/index.js";
+
+/** Names a stored large value: whose attempt produced it. */
+export type BoundedRef = Pick<ExecuteRequest, "run" | "node" | "item" | "attempt">;
+
+/** A tool's answer larger than this (JSON) fails `tool_output_too_large`; up to it, one over the inline bound is stored by reference. */
+export const MAX_TOOL_OUTPUT = 4 * 1024 * 1024;
+
+/** A gated call that no approval lets through (a handler's call: it cannot wait for a person mid-handler). */
+const NEEDS_APPROVAL = (server: string, tool: string) => ({
+  code: "tool_needs_approval",
+  message: `${server}/${tool} is gated: a person approves its calls, which only a tool node can wait for`,
+  retryable: false,
+});
+
+/** A gated call a person rejected, or nobody decided in time: never made (as the run that asked failed it). */
+function notMade(d: Extract<JournaledDecision, { decision: "rejected" | "expired" }>) {
+  return d.decision === "rejected"
+    ? { code: "approval_rejected", message: `${d.by} rejected it${d.reason ? `: ${d.reason}` : ""}`, retryable: false }
+    : { code: "approval_expired", message: "nobody decided in time", retryable: false };
+}
+
+/** A tool's own failure, as its receipt keeps it (so a later attempt that meets the claim fails the same way, without a call). */
+const TOOL_ERROR = "$tool_error";
+
+/** What a call through the journal gives its step: the tool's output, a failure, or `stopped` (the run refused the attempt or held the step). */
+export type ToolAnswer =
+  | { outcome: "succeeded"; output: unknown }
+  | { outcome: "failed"; error: { code: string; message: string; retryable: boolean } }
+  | { outcome: "stopped"; reason: string };
+
+export interface ToolCall {
+  server: string;
+  tool: string;
+  arguments: unknown;
+}
+
+/**
+ * What a person decided on a tool node's gated call, as its run's journal keeps it: the call is
+ * made with `arguments` (the request's, or an edit's), or it is not made at all.
+ */
+export type JournaledDecision =
+  { decision: "approved" | "edited"; arguments: unknown } | { decision: "rejected"; by: string | null; reason?: string } | { decision: "expired" };
+
+export interface ToolStepDeps {
+  tools: ToolPort;
+  /**
+   * A replay's: the original run's decision on the step's gated call (undefined: none was asked).
+   * A replay is never gated itself; it follows every decision its original journaled.
+   */
+  decided?(node: string, server: string, tool: string): Promise<JournaledDecision | undefined>;
+  /** Sends an effect command to the run on this node: its closed answer, or undefined when this node does not decide for the run now. */
+  ask(request: ExecuteRequest, event: Record<string, unknown>, id: string): Promise<{ outcome: string; value?: unknown; arguments?: unknown } | undefined>;
+  /** Keeps a value within the inline bound (a larger one goes to the object store by reference). */
+  bounded(request: BoundedRef, value: unknown): Promise<unknown>;
+  /** Charges a priced call to its tree and tenant before it is made (absent: priced calls cannot be made). */
+  meter?: { charge(c: ChargeRequest): Promise<Charge> };
+  now(): number;
+}
+
+/** The fence an attempt's effect commands carry. */
+export function fenceOf(request: ExecuteRequest) {
+  return {
+    node: request.node,
+    ...(request.item !== undefined ? { item: request.item } : {}),
+    attempt: request.attempt,
+    lease_epoch: request.lease_epoch,
+    cancellation_epoch: request.cancellation_epoch,
+  };
+}
+
+/**
+ * The arguments a call is made with, once its gate (if any) let it through: a replay's as its
+ * original's journaled decision says; a gated tool node's own call as its approval record holds
+ * them (asked of the run: `stopped` while a person has not decided). Otherwise the answer the
+ * step ends with, and no call.
+ */
+async function gateCall(
+  deps: ToolStepDeps,
+  request: ExecuteRequest,
+  call: ToolCall,
+  cls: ToolClass,
+): Promise<{ arguments: unknown; gated: boolean } | { answer: ToolAnswer }> {
+  const { server, tool } = call;
+  let args = call.arguments ?? null;
+  const own = request.tool?.server === server && request.tool.tool === tool;
+  const decided = own ? await deps.decided?.(request.node, server, tool) : undefined;
+  if (decided?.decision === "rejected" || decided?.decision === "expired") return { answer: { outcome: "failed", error: notMade(decided) } };
+  if (decided) args = decided.arguments ?? null;
+  if (!gatedBy(request.gate, server, tool, cls)) return { arguments: args, gated: false };
+  if (!own) return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
+  const gate = await deps.ask(
+    request,
+    { type: "effect.gate", ...fenceOf(request), server, tool, class: cls, arguments: args },
+    `gate/${request.run}/${request.node}/${request.attempt}/${request.lease_epoch}`,
+  );
+  if (gate?.outcome === "needs_approval") return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
+  if (gate?.outcome !== "approved") return { answer: { outcome: "stopped", reason: gate?.outcome ?? "not_decided_here" } };
+  return { arguments: gate.arguments ?? null, gated: true };
+}
+
+/**
+ * One call that may change the world, made by an attempt: intent, call, receipt. The intent is
+ * recorded in the run (under the attempt's lease and the run's cancellation epoch) before the
+ * call; the run answers from its journal — a completed claim gives its stored response and no
+ * call is made; an intent of a lost attempt is called again (same key) only when the tool is
+ * safe to call again, otherwise the step is held for a person (`stopped`). The receipt is
+ * returned for the caller to store: with the step's result (a tool node, one write) or on its own
+ * (`ctx.tools.call`, the handler goes on).
+ *
+ * A call the attempt's rule gates (`request.gate`, by the tool's name or its class as the gateway
+ * knows it; see `machines/execution/gates.ts`) asks a person first, before its key, charge and
+ * intent: a tool node's own call asks its run (`effect.gate`) and is made with the arguments its
+ * approval record holds (an edit's), its effect key following them; while the approval is
+ * pending the attempt ends (`stopped`: the run parked the step, no worker held). A handler's call
+ * cannot wait mid-handler: it fails `tool_needs_approval`, not retryable.
+ */
+export async function callThroughJournal(
+  deps: ToolStepDeps,
+  request: ExecuteRequest,
+  call: ToolCall,
+  signal: AbortSignal,
+): Promise<{ answer: ToolAnswer; receipt?: Receipt }> {
+  const { server, tool } = call;
+  const found = await deps.tools.lookup(request.tenant, server, tool);
+  if (found.outcome === "unavailable") return { answer: { outcome: "failed", error: { code: found.code, message: found.message, retryable: true } } };
+  if (found.outcome !== "found") return { answer: { outcome: "failed", error: { code: `tool_${found.outcome}`, message: found.message, retryable: false } } };
+  const admitted = await gateCall(deps, request, call, found.class);
+  if ("answer" in admitted) return admitted;
+  const { arguments: args, gated } = admitted;
+  const key = effectKey(request.run, request.node, request.item, { server, tool, arguments: args });
+  const charged = await chargeFor(deps, request, found.cost_cents ?? 0);
+  if (charged.outcome === "unavailable")
+    return { answer: { outcome: "failed", error: { code: "metering_unavailable", message: charged.detail, retryable: true } } };
+  const asked = await deps.ask(
+    request,
+    {
+      type: "effect.intent",
+      ...fenceOf(request),
+      key,
+      server,
+      tool,
+      class: found.class,
+      ...(found.lookup ? { lookup: found.lookup } : {}),
+      arguments: args,
+      ...(charged.outcome === "charged" && found.cost_cents ? { cost_cents: found.cost_cents } : {}),
+      ...(charged.outcome === "budget_exhausted" ? { budget_exhausted: `${charged.spent_cents} of ${charged.ceiling_cents} cents spent` } : {}),
+    },
+    `intent/${key}/${request.attempt}/${request.lease_epoch}`,
+  );
+  if (asked?.outcome === "observed") return { answer: fromClaim(asked.value) };
+  if (asked?.outcome === "needs_approval") return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
+  if (asked?.outcome === "lookup") {
+    // An earlier attempt's call of a non-idempotent tool, outcome unknown: the server's lookup says whether it happened.
+    const looked = await lookUp(deps, request, { server, tool, key, lookup: String((asked as { tool?: unknown }).tool) }, args, signal);
+    if (looked.outcome === "found")
+      return settleCall(deps, request, { server, tool, key }, { outcome: "ok", result: { structuredContent: looked.result }, bytes: 0 });
+    if (looked.outcome === "failed") return { answer: { outcome: "failed", error: looked.error } };
+  } else if (asked?.outcome !== "recorded" && asked?.outcome !== "reconcile")
+    return { answer: { outcome: "stopped", reason: asked?.outcome ?? "not_decided_here" } };
+  const answers = (asked as { input?: { responses: Record<string, unknown>; state?: string } } | undefined)?.input;
+  const called = await deps.tools.call({
+    tenant: request.tenant,
+    server,
+    tool,
+    arguments: args,
+    key,
+    timeoutMs: request.timeout_ms,
+    signal,
+    allowTask: request.tool !== undefined,
+    // A person can answer a tool node's own call (not a gated one: its record is the gate's).
+    allowInput: request.tool !== undefined && !gated,
+    ...(answers ? { input: { responses: answers.responses, ...(answers.state !== undefined ? { state: answers.state } : {}) } } : {}),
+  });
+  if (called.outcome === "input_required") {
+    const parked = await deps.ask(
+      request,
+      {
+        type: "effect.input",
+        ...fenceOf(request),
+        key,
+        server,
+        tool,
+        requests: called.requests,
+        ...(called.state !== undefined ? { state: called.state } : {}),
+      },
+      `input/${key}/${request.attempt}/${request.lease_epoch}`,
+    );
+    return { answer: { outcome: "stopped", reason: parked?.outcome ?? "not_decided_here" } };
+  }
+  if (called.outcome === "task") {
+    const waiting = await deps.ask(
+      request,
+      { type: "effect.task", ...fenceOf(request), key, task_id: called.taskId, server, tool, wire: called.wire, poll_ms: called.pollMs },
+      `task/${key}/${request.attempt}/${request.lease_epoch}`,
+    );
+    // Refused (the attempt became a zombie meanwhile): nobody will wait on this task.
+    if (waiting?.outcome !== "waiting") await deps.tools.cancelTask(request.tenant, server, called.taskId, called.wire);
+    return { answer: { outcome: "stopped", reason: waiting?.outcome === "waiting" ? "task" : (waiting?.outcome ?? "not_decided_here") } };
+  }
+  return settleCall(deps, request, { server, tool, key }, called);
+}
+
+/**
+ * A priced call is charged to its run tree (against the root's money ceiling) and its tenant's
+ * day before its intent: a refusal goes to the run with the intent, which stops the run
+ * `budget_exhausted` and records no call. The meter not answering is a fault, never a spent budget.
+ */
+async function chargeFor(deps: ToolStepDeps, request: ExecuteRequest, cents: number): Promise<Charge> {
+  if (cents <= 0) return { outcome: "charged" };
+  if (!deps.meter) return { outcome: "unavailable", detail: "this node has no usage meter for a priced call" };
+  return deps.meter
+    .charge({
+      tenant: request.tenant,
+      root: request.root,
+      ...(request.cost_ceiling_cents !== undefined ? { ceiling_cents: request.cost_ceiling_cents } : {}),
+      cents,
+      now: deps.now(),
+    })
+    .catch((err: unknown) => ({ outcome: "unavailable" as const, detail: String((err as Error).message ?? err) }));
+}
+
+/**
+ * Asks a server's lookup tool whether the call keyed `key` happened. Its contract: arguments
+ * `{effect_key, tool, arguments}`, structured answer `{found: boolean, result?}`. Anything else
+ * (it failed, it answered something else) leaves the outcome unknown: the attempt fails
+ * retryable and the next one asks again.
+ */
+async function lookUp(
+  deps: ToolStepDeps,
+  request: ExecuteRequest,
+  c: { server: string; tool: string; key: string; lookup: string },
+  args: unknown,
+  signal: AbortSignal,
+): Promise<
+  { outcome: "found"; result: unknown } | { outcome: "not_found" } | { outcome: "failed"; error: { code: string; message: string; retryable: boolean } }
+> {
+  const asked = await deps.tools.call({
+    tenant: request.tenant,
+    server: c.server,
+    tool: c.lookup,
+    arguments: { effect_key: c.key, tool: c.tool, arguments: args ?? null },
+    key: `${c.key}:lookup`,
+    timeoutMs: request.timeout_ms,
+    signal,
+    allowTask: false,
+  });
+  const answer =
+    asked.outcome === "ok" && !asked.result.isError ? (asked.result.structuredContent as { found?: unknown; result?: unknown } | undefined) : undefined;
+  if (answer?.found === true) return { outcome: "found", result: answer.result ?? null };
+  if (answer?.found === false) return { outcome: "not_found" };
+  const why =
+    asked.outcome === "ok"
+      ? "it answered no {found}"
+      : asked.outcome === "task" || asked.outcome === "input_required"
+        ? `it answered ${asked.outcome}`
+        : `${asked.code}: ${asked.message}`;
+  return {
+    outcome: "failed",
+    error: { code: "tool_lookup_failed", message: `${c.server}/${c.lookup} could not tell whether ${c.tool} happened (${why})`, retryable: true },
+  };
+}
+
+/** The answer and receipt of a call (or a task) that ended: what the world saw, bounded. */
+export async function settleCall(
+  deps: Pick<ToolStepDeps, "bounded" | "now">,
+  request: BoundedRef,
+  { server, tool, key }: { server: string; tool: string; key: string },
+  called: ToolResultOutcome,
+): Promise<{ answer: ToolAnswer; receipt?: Receipt }> {
+  const at = deps.now();
+  if (called.outcome === "unknown") return { answer: { outcome: "failed", error: { code: called.code, message: called.message, retryable: true } } };
+  if (called.outcome === "refused") {
+    const error = { code: called.code, message: called.message };
+    return { answer: { outcome: "failed", error: { ...error, retryable: called.retryable } }, receipt: { key, state: "failed", error, at } };
+  }
+  const value =
+    called.bytes > MAX_TOOL_OUTPUT
+      ? { [TOOL_ERROR]: { code: "tool_output_too_large", message: `${server}/${tool} answered ${called.bytes} bytes (at most ${MAX_TOOL_OUTPUT})` } }
+      : called.result.isError
+        ? { [TOOL_ERROR]: { code: "tool_error", message: textOf(called.result.content).slice(0, 4_096) || `${server}/${tool} reported an error` } }
+        : await deps.bounded(request, called.result.structuredContent ?? { content: called.result.content ?? [] });
+  return { answer: fromClaim(value), receipt: { key, state: "observed", value, at } };
+}
+
+/** The step's outcome from a stored response: the tool's own failure fails the step (calling again would meet the same claim). */
+function fromClaim(value: unknown): ToolAnswer {
+  const failure = typeof value === "object" && value !== null ? (value as Record<string, unknown>)[TOOL_ERROR] : undefined;
+  if (failure && typeof failure === "object") {
+    const f = failure as { code?: unknown; message?: unknown };
+    return { outcome: "failed", error: { code: String(f.code ?? "tool_error"), message: String(f.message ?? ""), retryable: false } };
+  }
+  return { outcome: "succeeded", output: value ?? null };
+}
+
+function textOf(content: unknown[] | undefined): string {
+  return (content ?? [])
+    .map((c) => (typeof c === "object" && c !== null && (c as { type?: unknown }).type === "text" ? String((c as { text?: unknown }).text ?? "") : ""))
+    .join("\n");
+}

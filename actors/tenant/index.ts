@@ -1,0 +1,3 @@
+export { listMembers, runOfMemberKey, tenantActor, TENANT_KIND } from "./tenants.js";
+export { meterStreamConfig, UsageMeter, type Charge, type ChargeRequest } from "./meter.js";
+export { QuotaGate, type QuotaLimits } from "./quota.js";

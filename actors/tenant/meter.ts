@@ -1,0 +1,84 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { incrementCounter, readLast } from "../../runtime/index.js";
+import { utcDay } from "../../machines/index.js";
+
+export const METER_STREAM = "RUNWAY_METER";
+
+/** What a metered call was told before it was made. */
+export type Charge =
+  | { outcome: "charged" }
+  /** The tree's money ceiling would be passed: nothing was charged, the call is not made. */
+  | { outcome: "budget_exhausted"; spent_cents: number; ceiling_cents: number }
+  /** The meter could not be read or written: a fault, never a spent budget (the attempt fails retryable). */
+  | { outcome: "unavailable"; detail: string };
+
+export interface ChargeRequest {
+  tenant: string;
+  /** The run tree's root: its money ceiling is shared by the whole tree. */
+  root: string;
+  /** The tree's ceiling (its root's `limits.max_cost_cents`); absent: only the tenant's day is metered. */
+  ceiling_cents?: number;
+  cents: number;
+  now: number;
+}
+
+/**
+ * The usage meter: money spent, in cents, on JetStream counters (`Nats-Incr`, one round trip
+ * each) — `rw.meter.<tenant>.tree.<root>` for a run tree and `rw.meter.<tenant>.day.<YYYY-MM-DD>`
+ * for a tenant's UTC day. A call is charged before it is made: the tree's counter is raised
+ * first, and a total past the ceiling is taken back and the call refused, so concurrent calls of
+ * one tree (ten children at once) never spend past it together; a refusal that raced another can
+ * only refuse one that would have fitted. A charge whose call is then not made (a crash between
+ * the two) stays spent: the meter errs towards less money, never more.
+ */
+export class UsageMeter {
+  constructor(private readonly nc: NatsConnection) {}
+
+  async charge(c: ChargeRequest): Promise<Charge> {
+    if (c.cents <= 0) return { outcome: "charged" };
+    if (c.ceiling_cents !== undefined) {
+      const tree = treeSubject(c.tenant, c.root);
+      const total = await incrementCounter(this.nc, tree, c.cents);
+      if (typeof total === "string") return { outcome: "unavailable", detail: total };
+      if (total > c.ceiling_cents) {
+        const back = await incrementCounter(this.nc, tree, -c.cents);
+        if (typeof back === "string") return { outcome: "unavailable", detail: back };
+        return { outcome: "budget_exhausted", spent_cents: total - c.cents, ceiling_cents: c.ceiling_cents };
+      }
+    }
+    const day = await incrementCounter(this.nc, daySubject(c.tenant, utcDay(c.now)), c.cents);
+    return typeof day === "string" ? { outcome: "unavailable", detail: day } : { outcome: "charged" };
+  }
+
+  /** Cents a tenant's runs spent on UTC day `day`. */
+  spentOn(tenant: string, day: string): Promise<number> {
+    return this.total(daySubject(tenant, day));
+  }
+
+  /** Cents a run tree spent. */
+  spentByTree(tenant: string, root: string): Promise<number> {
+    return this.total(treeSubject(tenant, root));
+  }
+
+  private async total(subject: string): Promise<number> {
+    const read = await readLast(this.nc, METER_STREAM, subject);
+    if (read.outcome === "missing") return 0;
+    if (read.outcome !== "found") throw new Error(`meter ${subject}: ${read.detail}`);
+    return Number((JSON.parse(new TextDecoder().decode(read.message.data)) as { val?: string }).val ?? 0);
+  }
+}
+
+const treeSubject = (tenant: string, root: string): string => `rw.meter.${tenant}.tree.${root}`;
+const daySubject = (tenant: string, day: string): string => `rw.meter.${tenant}.day.${day}`;
+
+/** The meter's stream: counters only; a tree's or a day's total is kept 35 days. */
+export function meterStreamConfig(replicas: number) {
+  return {
+    name: METER_STREAM,
+    description: "Runway usage meter (cents): rw.meter.<tenant>.tree.<root>, rw.meter.<tenant>.day.<YYYY-MM-DD>",
+    subjects: ["rw.meter.>"],
+    max_age: 35 * 86_400 * 1_000_000_000,
+    num_replicas: replicas,
+    allow_msg_counter: true,
+  };
+}

@@ -1,0 +1,148 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { AnyMachineSnapshot, EventObject } from "xstate";
+import {
+  MEMBER_PREFIX,
+  memberKey,
+  tenantKey,
+  tenantMachine,
+  TenantCommandSchema,
+  type Member,
+  type MembershipReader,
+  type TenantContext,
+  type TenantContextV1,
+  type TenantEvent,
+  withGatheredFacts,
+} from "../../machines/index.js";
+import {
+  defineActor,
+  isRemoval,
+  kvSubject,
+  partitionBucket,
+  partitionOf,
+  partitionStream,
+  readLast,
+  RunwayFault,
+  type ActorHost,
+} from "../../runtime/index.js";
+import { UsageMeter } from "./meter.js";
+import { lastValues } from "../records/index.js";
+
+export const TENANT_KIND = "tenant";
+
+export interface TenantActorOptions {
+  /** The node's connection (the actor is defined before it exists). */
+  nc(): NatsConnection;
+  partitions(): number;
+  /** How long a tenant remembers an ended run, so a late duplicate admission is answered and not counted (default 7 days). */
+  endedRunRetentionMs?: number;
+  /** The node's host: a tenant served here reads its member keys through it (from memory when it wrote them itself). */
+  host?(): ActorHost;
+}
+
+/**
+ * The tenant actor: settings, kill switch and drain, day cap, run concurrency admission and the
+ * queue, expansion admission. Its record holds counters; its members are keys beside it
+ * (`machines/tenant/members.ts`), read by `prepare` before each decision (the facts) and
+ * written after each write. Commands queued together share one write; each decision reads the
+ * keys of the batch's earlier commands from what they wrote (`written`), the rest from the store.
+ */
+export function tenantActor(options: TenantActorOptions) {
+  return defineActor({
+    kind: TENANT_KIND,
+    machine: tenantMachine,
+    events: TenantCommandSchema,
+    input: (id: string) => ({ id }),
+    // Commands queued together share one record write; each decision reads the member keys of
+    // the ones before it from `written` (they land after the record).
+    maxBatch: 32,
+    // A run's report (ended, expansions) is applied in the run's lane when this node serves the tenant.
+    inbox: "memory",
+    prepare: async (event: EventObject, current: AnyMachineSnapshot | undefined, _pending: readonly unknown[], written: ReadonlyMap<string, unknown>) => {
+      const context = current?.context as TenantContext | TenantContextV1 | undefined;
+      const withRetention = options.endedRunRetentionMs !== undefined ? { ...event, retention_ms: options.endedRunRetentionMs } : event;
+      // A tenant not created yet refuses everything but its create, which reads nothing.
+      if (!context || current?.value === "new") return withRetention;
+      const reader = membershipReader(options.nc(), options.partitions(), context.id, options.host?.(), written);
+      // The event its decision was made on: the machine gets that decision back instead of making it again.
+      return withGatheredFacts(context, withRetention as TenantEvent, reader);
+    },
+  });
+}
+
+const decoder = new TextDecoder();
+
+function decodeJson(data: Uint8Array): unknown {
+  return JSON.parse(decoder.decode(data)) as unknown;
+}
+
+/**
+ * The tenant's membership keys as its decisions read them: from the stream leader, so the owner
+ * sees its own last writes; through `host` (the owner's own record of what it wrote) when given.
+ */
+/**
+ * `written`: member keys the batch's earlier commands gave values not stored yet (full keys):
+ * read before the store, and laid over the listing that counts running runs.
+ */
+export function membershipReader(
+  nc: NatsConnection,
+  partitions: number,
+  tenant: string,
+  host?: ActorHost,
+  written: ReadonlyMap<string, unknown> = new Map(),
+): MembershipReader {
+  const p = partitionOf(tenant, partitions);
+  const stream = partitionStream(p);
+  const bucket = partitionBucket(p);
+  const meter = new UsageMeter(nc);
+  const address = { kind: TENANT_KIND, id: tenant };
+  return {
+    read: async (keys) => {
+      const values = await Promise.all(
+        keys.map(async (key) => {
+          const full = tenantKey(tenant, key);
+          if (written.has(full)) return [key, written.get(full) ?? null] as const;
+          const read = host ? await host.readOwn(address, tenantKey(tenant, key)) : await readLast(nc, stream, kvSubject(bucket, tenantKey(tenant, key)));
+          if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", `tenant ${tenant} ${key}: ${read.detail}`, { kind: "retryable" });
+          if (read.outcome === "missing") return [key, null] as const;
+          return [key, isRemoval(read.message) ? null : decodeJson(read.message.data)] as const;
+        }),
+      );
+      return Object.fromEntries(values);
+    },
+    spentOn: (day) => meter.spentOn(tenant, day),
+    runningByProject: async () => {
+      const members = new Map<string, Member | null>((await listMembers(nc, partitions, tenant)).map((m) => [tenantKey(tenant, memberKey(m.run)), m.member]));
+      const prefix = tenantKey(tenant, MEMBER_PREFIX);
+      for (const [key, value] of written) if (key.startsWith(prefix)) members.set(key, value as Member | null);
+      const counts: Record<string, number> = {};
+      for (const member of members.values()) if (member?.s === "r") counts[member.p] = (counts[member.p] ?? 0) + 1;
+      return counts;
+    },
+  };
+}
+
+/** A run a tenant counts (admitted or queued), as its member key says. */
+export interface TenantMember {
+  run: string;
+  member: Member;
+}
+
+/** Every member key of `tenant` (one listing of `tenant.<id>.m.*`): its running and queued runs. */
+export async function listMembers(nc: NatsConnection, partitions: number, tenant: string): Promise<TenantMember[]> {
+  const prefix = tenantKey(tenant, MEMBER_PREFIX);
+  const out: TenantMember[] = [];
+  for (const v of await lastValues(nc, partitionBucket(partitionOf(tenant, partitions)), `${prefix}*`)) {
+    out.push({ run: runOfMemberKey(v.key), member: decodeJson(v.data) as Member });
+  }
+  return out;
+}
+
+/**
+ * The run id a member key names, whether given as a key or as its KV subject: its last token,
+ * decoded (the inverse of `keyToken`: `=` and base64url for an id that is not key-safe).
+ */
+export function runOfMemberKey(key: string): string {
+  const token = key.slice(key.lastIndexOf(".") + 1);
+  if (!token.startsWith("=")) return token;
+  return Buffer.from(token.slice(1), "base64url").toString("utf8");
+}

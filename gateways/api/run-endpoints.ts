@@ -1,0 +1,34 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { listReconciliations } from "../../actors/index.js";
+import type { RunReplays } from "./replays.js";
+import type { RunService } from "./run-service.js";
+import { requests } from "./schemas.js";
+import type { TenantEndpoint } from "./serve.js";
+
+/** `runs.start|get|list|events|cancel|signal|reconcile|reconciliations`, and `runs.trajectory|replay` where this node replays. */
+export function addRunEndpoints(endpoint: TenantEndpoint, nc: NatsConnection, runs: RunService, replays: RunReplays | undefined): void {
+  endpoint("runs_start", "runs.start", requests.runsStart, (t, b) => runs.start(t, b));
+  endpoint("runs_get", "runs.get", requests.runsGet, async (t, b) => {
+    const run = await runs.get(t, b.run_id);
+    return run ? { outcome: "found", run } : { outcome: "run_not_found" };
+  });
+  endpoint("runs_list", "runs.list", requests.runsList, async (t, b) => ({ outcome: "ok", ...(await runs.list(t, b)) }));
+  endpoint("runs_events", "runs.events", requests.runsEvents, (t, b) => runs.events(t, b.run_id, b));
+  endpoint("runs_cancel", "runs.cancel", requests.runsCancel, (t, b) => runs.cancel(t, b.run_id, b.reason, b.by));
+  endpoint("runs_signal", "runs.signal", requests.runsSignal, (t, b) => {
+    const { run_id, ...signal } = b;
+    return runs.signal(t, run_id, signal);
+  });
+  endpoint("runs_reconcile", "runs.reconcile", requests.runsReconcile, (t, b) => {
+    const { run_id, ...settle } = b;
+    return runs.reconcile(t, run_id, settle);
+  });
+  endpoint("runs_reconciliations", "runs.reconciliations", requests.runsReconciliations, async (t, b) => ({
+    outcome: "ok",
+    items: await listReconciliations(nc, t, b.run_id),
+  }));
+  if (replays) {
+    endpoint("runs_trajectory", "runs.trajectory", requests.runsTrajectory, (t, b) => replays.trajectory(t, b.run_id));
+    endpoint("runs_replay", "runs.replay", requests.runsReplay, (t, b) => replays.replay(t, b.run_id, { waitMs: b.wait_ms }));
+  }
+}

@@ -1,0 +1,54 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { DefinitionStore, NodeMetrics, Sweeper } from "../../actors/index.js";
+import { MicroService } from "../../runtime/index.js";
+import type { ToolGateway, ToolRegistry } from "../tools/index.js";
+import { addApprovalEndpoints } from "./approval-endpoints.js";
+import { addDefinitionEndpoints } from "./definition-endpoints.js";
+import { addOpsEndpoints } from "./ops-endpoints.js";
+import type { RunReplays } from "./replays.js";
+import { addRunEndpoints } from "./run-endpoints.js";
+import type { RunService } from "./run-service.js";
+import { tenantEndpoints } from "./serve.js";
+import { addTenantEndpoints } from "./tenant-endpoints.js";
+import type { TenantService } from "./tenant-service.js";
+import { addToolEndpoints } from "./tool-endpoints.js";
+
+export const API_VERSION = "0.2.0";
+
+export interface ApiServices {
+  tenants: TenantService;
+  definitions: DefinitionStore;
+  runs: RunService;
+  metrics: NodeMetrics;
+  /** This node's recovery sweep (an operator may run a pass now). */
+  sweeper?: Sweeper;
+  /** Trajectories and replays of finished runs. */
+  replays?: RunReplays;
+  /** The tool gateway: the tenant's MCP server registry and the tools behind it. */
+  tools?: { registry: ToolRegistry; gateway: ToolGateway };
+  now(): number;
+}
+
+/**
+ * The `runway` NATS micro service: `runway.v1.<tenant>.definitions.put|get|list`,
+ * `runway.v1.<tenant>.runs.start|get|list|events|cancel|signal|reconcile|reconciliations|trajectory|replay`,
+ * `runway.v1.<tenant>.tools.servers.put|get|list|delete`, `runway.v1.<tenant>.tools.list`,
+ * `runway.v1.<tenant>.approvals.list|get|decide`,
+ * `runway.v1.ops.tenants.put|list` and the
+ * operators' `runway.v1.ops.*` (metrics, sweep, dead letters).
+ * Every request and reply is JSON; requests are validated by the zod schemas of schemas.ts
+ * (unknown fields refused) and every business answer is a closed `{ outcome, … }`. Only faults
+ * use the `Nats-Service-Error` / `-Code` headers (503 when retrying may help, 500 otherwise).
+ */
+export async function startApi(nc: NatsConnection, services: ApiServices): Promise<MicroService> {
+  const service = new MicroService(nc, { name: "runway", version: API_VERSION, description: "Runway durable workflow runtime" });
+  const endpoint = tenantEndpoints(service, services.tenants);
+  addDefinitionEndpoints(endpoint, services.definitions, () => services.now());
+  addRunEndpoints(endpoint, nc, services.runs, services.replays);
+  addApprovalEndpoints(endpoint, nc, services.runs, services.tools?.gateway);
+  if (services.tools) addToolEndpoints(endpoint, services.tools, () => services.now());
+  addTenantEndpoints(service, endpoint, services.tenants);
+  addOpsEndpoints(service, nc, services.metrics, services.sweeper);
+  await service.start();
+  return service;
+}
