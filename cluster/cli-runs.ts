@@ -10,6 +10,7 @@
  */
 import type { NatsConnection } from "@nats-io/transport-node";
 import { ID_PATTERN } from "../runtime/index.js";
+import { RunLaneSchema } from "../machines/index.js";
 import type { ApiAnswer, RunwayClient } from "./client.js";
 import { jsonFlag, positiveInt } from "./cli-args.js";
 import { answered, UsageError, type Done } from "./cli-errors.js";
@@ -46,14 +47,14 @@ function usage(message: string): UsageError {
   return new UsageError(message, "run");
 }
 
-const LANES = ["interactive", "batch", "migration"] as const;
+const LANES = RunLaneSchema.options;
 
 /** `runway run start <definition> …`, checked. */
 function startAction(definition: string, values: RunValues): RunAction {
   const key = values.key === undefined ? undefined : /^([^:]+):(.+)$/.exec(values.key);
   if (key === null) throw usage(`--key ${values.key}: expected SOURCE:DELIVERY`);
   const lane = LANES.find((l) => l === values.lane);
-  if (values.lane !== undefined && !lane) throw usage(`--lane ${values.lane}: expected interactive, batch or migration`);
+  if (values.lane !== undefined && !lane) throw usage(`--lane ${values.lane}: expected ${LANES.join(", ")}`);
   const request = {
     definition,
     input: values.input ? jsonFlag("run", "--input", values.input) : {},
