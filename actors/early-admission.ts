@@ -1,8 +1,8 @@
 import { heldForAdmission, validateAgainstSchema } from "../machines/index.js";
 import type { DefinitionStore } from "./definitions.js";
-import type { TenantService } from "./tenants.js";
+import type { TenantReply, TenantService } from "./tenants.js";
 
-type Answer = { outcome: string } & Record<string, unknown>;
+type Answer = TenantReply<"tenant.admit_run">;
 
 /** A start's admission asked on a guess of its plan: which run, and the ceiling it reserved under. */
 export interface EarlyAdmission {

@@ -1,11 +1,8 @@
 import type { AnyMachineSnapshot, EventObject } from "xstate";
 import {
   executionMachine,
-  isHeadV1,
-  migrateHeadV1,
   RunCommandSchema,
   TERMINAL,
-  type RunContext,
   type RunStatus,
   type ExecutionContext,
   type ParentView,
@@ -23,8 +20,17 @@ import { readSnapshot } from "./records.js";
 import type { CompiledPlan } from "./definitions.js";
 import { childStartKey, runIdFor } from "./ids.js";
 import type { RunMemories } from "./run-memory.js";
+import { MIGRATIONS, RECORD_VERSIONS } from "./migrations.js";
+import type { RunTypes } from "./run-protocol.js";
 
 export const RUN_KIND = "run";
+
+/**
+ * The run record's format: version 3, the machine's states are the run's statuses (2: `new`/
+ * `live`/`ended`); version 2 made the head bounded, with a journal (1 held its input and outputs
+ * itself). Older records are brought forward by the steps of `MIGRATIONS.run`.
+ */
+export const RUN_RECORD = { kind: RUN_KIND, version: RECORD_VERSIONS.run, migrations: MIGRATIONS.run };
 
 /**
  * The run actor: the execution machine bound to the actor host. `prepare` hands the machine
@@ -57,15 +63,11 @@ export function runActor(
     ...(settings.expansionAdmission ? { expansion_admission: true } : {}),
     ...(settings.sweep ? { sweep: settings.sweep } : {}),
   };
-  return defineActor({
-    kind: RUN_KIND,
+  return defineActor<typeof executionMachine, RunTypes>({
     machine: executionMachine,
     events: RunCommandSchema,
     history: "journal",
-    // Version 3: the machine's states are the run's statuses (2: `new`/`live`/`ended`); version 2
-    // made the head bounded, with a journal (1 held its input and outputs itself).
-    version: 3,
-    migrate: (_from, snapshot) => migrateRunSnapshot(snapshot),
+    ...RUN_RECORD,
     onJournal: (address, facts) => deps.memories.stored(address.id, facts),
     // An ended run is rarely addressed again (a duplicate start, a late report): it leaves this
     // node's memory once its last write is out, its journal's facts with it, so a node holds what
@@ -140,18 +142,6 @@ function childIdsOf(run: { id: string; tenant: string }, compiled: CompiledPlan)
   const ids: Record<string, string> = {};
   for (const node of compiled.plan.nodes) if (node.kind === "subworkflow") ids[node.id] = runIdFor(run.tenant, childStartKey(run.id, node.id));
   return ids;
-}
-
-/**
- * A run stored by an earlier version, brought up to date when it is loaded: a head stored before
- * journals (1) becomes bounded, and the machine's state (`live`/`ended` before 3) its status.
- */
-function migrateRunSnapshot(persisted: unknown): unknown {
-  const p = persisted as { value?: unknown; context?: { run?: unknown } } | undefined;
-  const stored = p?.context?.run;
-  const run = stored && isHeadV1(stored) ? migrateHeadV1(stored as never) : (stored as RunContext | null | undefined);
-  const value = p?.value === "live" || p?.value === "ended" ? (run?.lifecycle.status ?? "new") : p?.value;
-  return { ...p, value, context: { ...p?.context, run: run ?? null } };
 }
 
 /** A run machine state (a stored snapshot's value) that is terminal. */

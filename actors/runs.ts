@@ -1,7 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { heldForAdmission, isHeadV1, laneFor, migrateHeadV1, validateAgainstSchema, type RunContext, type RunFact, type RunStatus } from "../machines/index.js";
 import { ID_PATTERN, jsonBytes, parseEventId, publish, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
-import { askActor, type AskAnswer } from "./ask.js";
+import type { AskAnswer } from "./ask.js";
+import { RunHandles } from "./run-handles.js";
 import { readFirstRecord, readSnapshot } from "./records.js";
 import { readRunEvents, type RunEvent } from "./run-events.js";
 import { partsHolding, RunIndex } from "./run-index.js";
@@ -113,6 +114,8 @@ function mayBeRunOf(tenant: string, id: string): boolean {
  */
 export class RunService {
   private readonly index: RunIndex;
+  /** Typed handles on runs: each command's answer as the run actor declares it. */
+  readonly runs: RunHandles;
   /** Starts admitted on the version this node last resolved, while the latest is read (early-admission.ts). */
   readonly early: EarlyAdmissions;
 
@@ -130,6 +133,7 @@ export class RunService {
     },
   ) {
     this.index = new RunIndex(deps.nc, deps.partitions);
+    this.runs = new RunHandles(deps);
     this.early = new EarlyAdmissions(deps);
   }
 
@@ -220,13 +224,10 @@ export class RunService {
     };
     // The seed is built here from the validated request: applied without parsing it again; a run
     // whose id was made up for this start (no start key) has no record to read first.
-    const create = { type: "run.create", run: seed, ...(indexed ? { live_indexed: true } : {}) };
-    const answer = await askActor(this.deps, { kind: RUN_KIND, id }, create, `create/${id}`, 10_000, {
-      trusted: true,
-      fresh: !request.start_key,
-    });
-    const started = answer.outcome === "applied" ? (answer.value as { outcome?: string; run?: RunSummary } | undefined) : undefined;
-    if (started?.outcome === "started" && started.run) return { outcome: "started", run: started.run };
+    const create = { type: "run.create" as const, run: seed, ...(indexed ? { live_indexed: true as const } : {}) };
+    const answer = await this.runs.of(id).create(create, `create/${id}`, { trusted: true, fresh: !request.start_key });
+    const started = answer.outcome === "applied" ? answer.value : undefined;
+    if (started?.outcome === "started") return { outcome: "started", run: started.run };
     if (answer.outcome === "applied" || answer.outcome === "refused" || answer.outcome === "duplicate") {
       // Another start with this key got there first (or this one was stored and is being applied).
       const run = await this.waitForRun(tenant, id);
@@ -354,8 +355,8 @@ export class RunService {
   async signal(tenant: string, id: string, signal: { name: string; data?: unknown; by: string }): Promise<SignalResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
     if (!mayBeRunOf(tenant, id)) return { outcome: "run_not_found" };
-    const answer = await askActor(this.deps, { kind: RUN_KIND, id }, { type: "run.signal", ...signal }, `signal/${id}/${randomDeliveryId()}`, 10_000);
-    if (answer.outcome === "applied") return (answer.value as SignalResult | undefined) ?? { outcome: "run_not_waiting" };
+    const answer = await this.runs.of(id).signal(signal, `signal/${id}/${randomDeliveryId()}`);
+    if (answer.outcome === "applied") return answer.value ?? { outcome: "run_not_waiting" };
     if (answer.outcome === "refused") return (await this.unknown(tenant, id, answer)) ? { outcome: "run_not_found" } : { outcome: "run_not_waiting" };
     if (answer.outcome === "invalid_input") return { outcome: "invalid_input", reason: answer.reason };
     throw new RunwayFault("signal_unavailable", `signal ${signal.name} to ${id} not confirmed: ${answer.outcome}`, { kind: "retryable" });
@@ -371,14 +372,8 @@ export class RunService {
     const id = cut > 0 ? approval.slice(0, cut) : "";
     const node = approval.slice(cut + 1);
     if (!id || !node || !mayBeRunOf(tenant, id)) return { outcome: "approval_not_found" };
-    const answer = await askActor(
-      this.deps,
-      { kind: RUN_KIND, id },
-      { type: "approval.decide", node, ...decision },
-      `decide/${approval}/${randomDeliveryId()}`,
-      10_000,
-    );
-    if (answer.outcome === "applied") return (answer.value as DecideResult | undefined) ?? { outcome: "run_not_waiting" };
+    const answer = await this.runs.of(id).decide({ node, ...decision }, `decide/${approval}/${randomDeliveryId()}`);
+    if (answer.outcome === "applied") return answer.value ?? { outcome: "run_not_waiting" };
     if (answer.outcome === "refused") return (await this.unknown(tenant, id, answer)) ? { outcome: "approval_not_found" } : { outcome: "run_not_waiting" };
     throw new RunwayFault("decide_unavailable", `decision on ${approval} not confirmed: ${answer.outcome}`, { kind: "retryable" });
   }
@@ -391,12 +386,8 @@ export class RunService {
   ): Promise<ReconcileResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
     if (!mayBeRunOf(tenant, id)) return { outcome: "run_not_found" };
-    const event = { type: "effect.settle", ...settle };
-    const answer = await askActor(this.deps, { kind: RUN_KIND, id }, event, `settle/${id}/${randomDeliveryId()}`, 10_000);
-    if (answer.outcome === "applied") {
-      const value = answer.value as ReconcileResult | undefined;
-      return value?.outcome === "settled" ? value : { outcome: "not_reconciling" };
-    }
+    const answer = await this.runs.of(id).settle(settle, `settle/${id}/${randomDeliveryId()}`);
+    if (answer.outcome === "applied") return answer.value?.outcome === "settled" ? answer.value : { outcome: "not_reconciling" };
     if (answer.outcome === "refused") return (await this.unknown(tenant, id, answer)) ? { outcome: "run_not_found" } : { outcome: "not_reconciling" };
     throw new RunwayFault("reconcile_unavailable", `settling ${settle.key} of ${id} not confirmed: ${answer.outcome}`, { kind: "retryable" });
   }
@@ -409,10 +400,10 @@ export class RunService {
   async cancel(tenant: string, id: string, reason: string, by: string): Promise<CancelRunResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
     if (!mayBeRunOf(tenant, id)) return { outcome: "run_not_found" };
-    const answer = await askActor(this.deps, { kind: RUN_KIND, id }, { type: "run.cancel", reason, by }, `cancel/${id}/${randomDeliveryId()}`, 10_000);
+    const answer = await this.runs.of(id).cancel(reason, by, `cancel/${id}/${randomDeliveryId()}`);
     // Requested: calls it let finish are still in flight; the run is cancelled once they are settled.
     if (answer.outcome === "applied") {
-      const value = answer.value as { outcome?: string; run?: CancelView } | undefined;
+      const value = answer.value;
       const outcome = value?.outcome === "cancel_requested" ? "cancel_requested" : "cancelled";
       // A node of an earlier version answers without the run: read it then.
       const run = value?.run ?? (await this.get(tenant, id));

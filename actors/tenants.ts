@@ -14,6 +14,8 @@ import {
   type MembershipReader,
   type TenantContext,
   type TenantContextV1,
+  type AdmitAnswer,
+  type TenantAnswer,
   type TenantEvent,
   type TenantView,
   withGatheredFacts,
@@ -27,11 +29,15 @@ import {
   partitionStream,
   readLast,
   RunwayFault,
+  answerOf,
   type ActorHost,
+  type AnswerTo,
+  type ActorTypes,
   type MailboxClient,
 } from "../runtime/index.js";
+import type { z } from "zod";
 import { UsageMeter } from "./meter.js";
-import { askActor } from "./ask.js";
+import { askActor, type AskAnswer } from "./ask.js";
 import { actorIdsIn, lastValues, readSnapshot } from "./records.js";
 import { randomDeliveryId } from "./ids.js";
 
@@ -55,7 +61,7 @@ export interface TenantActorOptions {
  * keys of the batch's earlier commands from what they wrote (`written`), the rest from the store.
  */
 export function tenantActor(options: TenantActorOptions) {
-  return defineActor({
+  return defineActor<typeof tenantMachine, TenantTypes>({
     kind: TENANT_KIND,
     machine: tenantMachine,
     events: TenantCommandSchema,
@@ -168,7 +174,59 @@ export interface TenantPolicyView {
   interactive_sources?: readonly string[];
 }
 
-type Answer = { outcome: string } & Record<string, unknown>;
+/** A tenant whose record stored before issue 9 is still moving its members out: asked again later. */
+type MigratingAnswer = Extract<TenantAnswer, { outcome: "migrating" }>;
+/** The state a tenant that exists is in: what kill, drain and resume answer with. */
+type LiveTenantState = "active" | "draining" | "killed";
+
+/** The tenant answers with these outcomes (see `machines/tenant/events.ts`), picked from its closed answer union. */
+type TenantAnswerOf<O extends string> = Extract<TenantAnswer, { outcome: O }> | MigratingAnswer;
+
+/**
+ * The tenant actor's protocol: its stored context (a record stored before issue 9 holds its
+ * members itself), its commands, and per command the value its `runway.answer` carries.
+ */
+export interface TenantTypes extends ActorTypes {
+  state: TenantContext | TenantContextV1;
+  commands: z.input<typeof TenantCommandSchema>;
+  answers: {
+    "tenant.create": TenantAnswerOf<"created" | "exists" | "invalid_input">;
+    "tenant.put": TenantAnswerOf<"updated" | "invalid_input">;
+    "tenant.kill": TenantAnswerOf<LiveTenantState>;
+    "tenant.drain": TenantAnswerOf<LiveTenantState>;
+    "tenant.resume": TenantAnswerOf<LiveTenantState>;
+    "tenant.admit_run": AdmitAnswer | MigratingAnswer;
+    "tenant.run_ended": TenantAnswerOf<"ended" | "not_running">;
+    "tenant.recheck": TenantAnswerOf<"admitted" | "queued" | "unknown">;
+    "tenant.admit_expansion": TenantAnswerOf<"expansion_admitted" | "expansion_refused">;
+    "tenant.release_expansion": TenantAnswerOf<"expansion_released" | "not_held">;
+    "tenant.promote": TenantAnswerOf<"promoted" | "migrated">;
+    "tenant.migrate": TenantAnswerOf<"promoted" | "migrated">;
+  };
+}
+
+function isMigrating(answer: { outcome: string }): answer is MigratingAnswer {
+  return answer.outcome === "migrating";
+}
+
+/**
+ * A tenant's answer, unless it is `migrating`: a record stored before issue 9 is being moved out
+ * of itself for a moment, which is a retryable fault (ask again), never an answer to a caller.
+ */
+function unlessMigrating<A extends { outcome: string }>(id: string, answer: A): Exclude<A, MigratingAnswer> {
+  if (isMigrating(answer))
+    throw new RunwayFault("tenant_migrating", `tenant ${id}: membership being migrated (${String(answer.left)} left)`, { kind: "retryable" });
+  // Narrowed by the guard above; TypeScript does not narrow a generic union on the false branch.
+  return answer as Exclude<A, MigratingAnswer>;
+}
+
+/** What a tenant service call answers for command `K`: the tenant's own answer, or why it could not be asked. */
+export type TenantReply<K extends keyof TenantTypes["answers"]> =
+  | Exclude<AnswerTo<TenantTypes, K>, MigratingAnswer>
+  /** An applied command the tenant answered nothing to. */
+  | { outcome: "ok" }
+  | { outcome: "tenant_not_found" }
+  | { outcome: "invalid_input"; reason: string };
 
 /**
  * Tenants as actors (`tenant.<id>` in their partition's bucket). Every command is answered
@@ -188,19 +246,15 @@ export class TenantService {
 
   constructor(private readonly deps: { nc: NatsConnection; partitions: number; mailbox: MailboxClient; host?: ActorHost; now(): number }) {}
 
-  private async command(
+  private async command<K extends keyof TenantTypes["answers"]>(
     id: string,
-    event: { type: string } & Record<string, unknown>,
+    event: { type: K } & Record<string, unknown>,
     commandId = `${event.type}/${id}/${randomDeliveryId()}`,
     trusted = false,
-  ): Promise<Answer> {
-    const answer = await askActor(this.deps, { kind: TENANT_KIND, id }, event, commandId, 10_000, { trusted });
+  ): Promise<TenantReply<K>> {
+    const answer = answerOf<TenantTypes, K, AskAnswer>(await askActor(this.deps, { kind: TENANT_KIND, id }, event, commandId, 10_000, { trusted }));
     if (answer.outcome === "applied") {
-      const value = (answer.value as Answer | undefined) ?? { outcome: "ok" };
-      // A record stored before issue 9 is being moved out of itself for a moment: ask again.
-      if (value.outcome === "migrating")
-        throw new RunwayFault("tenant_migrating", `tenant ${id}: membership being migrated (${String(value.left)} left)`, { kind: "retryable" });
-      return value;
+      return unlessMigrating(id, answer.value ?? { outcome: "ok" as const });
     }
     if (answer.outcome === "refused") return { outcome: "tenant_not_found" };
     if (answer.outcome === "invalid_input") return { outcome: "invalid_input", reason: answer.reason };
@@ -251,17 +305,17 @@ export class TenantService {
     };
   }
 
-  async create(id: string, settings?: unknown): Promise<Answer> {
+  async create(id: string, settings?: unknown): Promise<TenantReply<"tenant.create">> {
     const valid = TenantIdSchema.safeParse(id);
     if (!valid.success) return { outcome: "invalid_input", reason: `id: ${valid.error.issues.map((i) => i.message).join("; ")}` };
     return this.command(id, { type: "tenant.create", ...(settings ? { settings } : {}) }, `tenant.create/${id}`);
   }
 
-  put(id: string, settings: unknown): Promise<Answer> {
+  put(id: string, settings: unknown): Promise<TenantReply<"tenant.put">> {
     return this.command(id, { type: "tenant.put", settings });
   }
 
-  async setState(id: string, to: "kill" | "drain" | "resume", reason: string): Promise<Answer> {
+  async setState(id: string, to: "kill" | "drain" | "resume", reason: string): Promise<TenantReply<`tenant.${typeof to}`>> {
     const answer = await this.command(id, { type: `tenant.${to}`, reason });
     this.known.delete(id);
     await this.get(id).catch(() => undefined);
@@ -273,7 +327,7 @@ export class TenantService {
    * absent: the tenant's default). `fresh`: the run id was made up at random for this start, so
    * the tenant cannot have counted it: its member keys are not read.
    */
-  admit(id: string, runId: string, project: string, reserveCents?: number, fresh = false): Promise<Answer> {
+  admit(id: string, runId: string, project: string, reserveCents?: number, fresh = false): Promise<TenantReply<"tenant.admit_run">> {
     // A fresh command id each time: the tenant itself counts a run id once, and each caller needs its own answer.
     // Built from a start request the API validated: not parsed again when applied here.
     return this.command(
@@ -294,7 +348,7 @@ export class TenantService {
    * Gives back the slot `admit` gave `runId` (`tenant.run_ended`), for a start whose run was
    * never created. Idempotent: the tenant counts a run id's end once.
    */
-  runEnded(id: string, runId: string, project: string): Promise<Answer> {
+  runEnded(id: string, runId: string, project: string): Promise<TenantReply<"tenant.run_ended">> {
     return this.command(id, { type: "tenant.run_ended", run_id: runId, project, withdrawn: true }, `release/${runId}/not-created`, true);
   }
 

@@ -60,7 +60,19 @@ export {
 } from "./store/partition-log.js";
 export { readJournal, type JournalEntry, type JournalRead } from "./store/journal.js";
 export { currentSnapshot, snapshotVersion } from "./actor/migrate.js";
-export { defineActor, EffectSchema, AddressSchema, ID_PATTERN, KIND_PATTERN, type ActorDefinition, type ActorAddress, type Effect } from "./actor/define.js";
+export {
+  defineActor,
+  EffectSchema,
+  AddressSchema,
+  ID_PATTERN,
+  KIND_PATTERN,
+  type ActorDefinition,
+  type ActorAddress,
+  type Effect,
+  type ActorTypes,
+  type MigrationStep,
+} from "./actor/define.js";
+export { answerOf, type AnswerTo, type Answered, type Asked, type CommandOf, type Dispatched, type WithValue } from "./actor/protocol.js";
 export { ActorHost, DEFAULT_MAX_DELIVERIES, type ActorHostConfig, type HostDecorators } from "./actor/host.js";
 export { DeadLetterBox, DeadLetterReason, listDeadLetters, type DeadLetter, type DeadLetterView } from "./actor/dead-letters.js";
 export { LiveEvents, eventId, parseEventId, type LiveEventStats } from "./actor/live-events.js";

@@ -16,7 +16,8 @@ import { ActorKeys, OwnKeys } from "./own-keys.js";
 import type { OutboxContext } from "./outbox.js";
 import { consumeMailbox, type MailboxRouting } from "./mailbox-consumer.js";
 import { serveAsks, type AskRouting } from "./asks.js";
-import { APPLIED_WINDOW, commandCodec, HEADER_ID, type CommandAnswer } from "./wire.js";
+import { APPLIED_WINDOW, commandCodec, HEADER_ID } from "./wire.js";
+import type { Dispatched } from "./protocol.js";
 
 export interface ActorHostConfig {
   nc: NatsConnection;
@@ -251,7 +252,7 @@ export class ActorHost {
     event: unknown,
     id: string,
     options: { trusted?: boolean; fresh?: boolean; onQueued?: (withdraw: () => boolean) => void } = {},
-  ): Promise<CommandAnswer | { outcome: "not_served" } | { outcome: "kept"; reason: string }> {
+  ): Promise<Dispatched<unknown>> {
     const part = this.owned.get(this.partitionOf(address));
     if (!part || part.stopping) return Promise.resolve({ outcome: "not_served" });
     // Methods rather than arrow functions below: under tsx every named closure costs a `__name` call.
