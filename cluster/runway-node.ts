@@ -31,11 +31,10 @@ import {
   METRICS_CHANNEL,
   STEP_ABORT,
   TASK_POLL,
-  type TaskPoll,
   STEP_LAPSED,
   STEP_READY,
-  type AbortRequest,
-  type ReadyTicket,
+  type MachineCounter,
+  type RunLocalChannels,
   type SchedulerConfig,
   type SweepSettings,
 } from "../machines/index.js";
@@ -45,6 +44,7 @@ import {
   StepPool,
   systemClock,
   type ActorAddress,
+  type LocalReceivers,
   type Clock,
   type ConnectionConfig,
   type HostDecorators,
@@ -105,12 +105,12 @@ export interface RunwayNodeConfig {
 }
 
 /** Receives one `runway.local` channel's payloads in this process. */
-export type LocalReceiver = (payload: unknown, from: ActorAddress) => void;
+export type LocalReceiver<P = unknown> = (payload: P, from: ActorAddress) => void;
 
 /** The node's ports a test may wrap (Orleans' FaultInjectionGrainStorage style: faults live in the test, not here). */
 export interface NodeDecorators extends HostDecorators {
   /** Wraps the receiver of `runway.local` effects on `channel`. */
-  local?(channel: string, receiver: LocalReceiver): LocalReceiver;
+  local?<P>(channel: string, receiver: LocalReceiver<P>): LocalReceiver<P>;
   /** Wraps the executor's report path (step results and heartbeats to their runs). */
   report?(report: StepReport): StepReport;
 }
@@ -129,7 +129,7 @@ export interface RunwayWorkflowNode {
 }
 
 /** Help text of the counters the run machine reports on its metrics channel. */
-const MACHINE_COUNTERS: Record<string, string> = {
+const MACHINE_COUNTERS: Record<MachineCounter["counter"], string> = {
   lease_expiries: "attempt leases that lapsed without a heartbeat",
   sweep_actions: "repairs made by the recovery sweep, by action",
 };
@@ -212,25 +212,23 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
     ...(config.maxDeliveries !== undefined ? { maxDeliveries: config.maxDeliveries } : {}),
     clock,
     logger,
-    local: decorateLocal(config.decorate, {
+    local: decorateLocal<RunLocalChannels>(config.decorate, {
       // A ready attempt goes to the fair scheduler, or (no scheduler) straight to the executor.
-      [STEP_READY]: (payload) => {
-        const ticket = payload as ReadyTicket;
+      [STEP_READY]: (ticket) => {
         if (dispatcher) dispatcher.offer(ticket);
         else executor?.execute(ticket.request);
       },
-      [STEP_LAPSED]: (payload) => dispatcher?.done((payload as { ticket: string }).ticket),
-      [STEP_ABORT]: (payload) => {
-        dispatcher?.drop(payload as AbortRequest);
-        executor?.abort(payload as AbortRequest);
+      [STEP_LAPSED]: (lapsed) => dispatcher?.done(lapsed.ticket),
+      [STEP_ABORT]: (abort) => {
+        dispatcher?.drop(abort);
+        executor?.abort(abort);
       },
       // A task a step waits on is due a poll: asked from here, off the actor's lane.
-      [TASK_POLL]: (payload) => void executor?.pollTask(payload as TaskPoll).catch((err: unknown) => logger.warn("task poll failed", { error: String(err) })),
-      [METRICS_CHANNEL]: (payload) => {
-        const p = payload as { counter: string; tenant?: string; action?: string };
-        metrics.inc(p.counter, MACHINE_COUNTERS[p.counter] ?? p.counter, {
+      [TASK_POLL]: (poll) => void executor?.pollTask(poll).catch((err: unknown) => logger.warn("task poll failed", { error: String(err) })),
+      [METRICS_CHANNEL]: (p) => {
+        metrics.inc(p.counter, MACHINE_COUNTERS[p.counter], {
           ...(p.tenant ? { tenant: p.tenant } : {}),
-          ...(p.action ? { action: p.action } : {}),
+          ...("action" in p && p.action ? { action: p.action } : {}),
         });
       },
     }),
@@ -433,8 +431,10 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
   };
 }
 
-function decorateLocal(decorate: NodeDecorators | undefined, receivers: Record<string, LocalReceiver>): Record<string, LocalReceiver> {
+function decorateLocal<M>(decorate: NodeDecorators | undefined, receivers: LocalReceivers<M>): LocalReceivers<M> {
   const wrap = decorate?.local;
   if (!wrap) return receivers;
-  return Object.fromEntries(Object.entries(receivers).map(([channel, receiver]) => [channel, wrap(channel, receiver)]));
+  const wrapped = { ...receivers };
+  for (const channel of Object.keys(receivers) as (keyof M & string)[]) wrapped[channel] = wrap(channel, receivers[channel]);
+  return wrapped;
 }

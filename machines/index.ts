@@ -57,6 +57,8 @@ export {
   MAP_OUTPUT_LIMIT,
   type AbortRequest,
   METRICS_CHANNEL,
+  type RunLocalChannels,
+  type MachineCounter,
   WAIT_GRACE_MS,
   sweepPlan,
   parentGone,

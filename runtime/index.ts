@@ -72,7 +72,17 @@ export {
   type ActorTypes,
   type MigrationStep,
 } from "./actor/define.js";
-export { answerOf, type AnswerTo, type Answered, type Asked, type CommandOf, type Dispatched, type WithValue } from "./actor/protocol.js";
+export {
+  answerOf,
+  type LocalReceiver,
+  type LocalReceivers,
+  type AnswerTo,
+  type Answered,
+  type Asked,
+  type CommandOf,
+  type Dispatched,
+  type WithValue,
+} from "./actor/protocol.js";
 export { ActorHost, DEFAULT_MAX_DELIVERIES, type ActorHostConfig, type HostDecorators } from "./actor/host.js";
 export { DeadLetterBox, DeadLetterReason, listDeadLetters, type DeadLetter, type DeadLetterView } from "./actor/dead-letters.js";
 export { LiveEvents, eventId, parseEventId, type LiveEventStats } from "./actor/live-events.js";

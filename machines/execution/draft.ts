@@ -1,6 +1,6 @@
 import { applyRunOp, type RunOpEvent } from "../run/index.js";
 import { isPlatformStop, type NodeState, type Plan, type PlanNode, type Scope } from "../workflow/index.js";
-import type { ExecuteRequest, ExecutionEvent, ItemRun, NodeRun, RunContext, RunError, RunFact, RunMemory, TaskRef } from "./types.js";
+import type { ExecuteRequest, ExecutionEvent, ItemRun, NodeRun, ReadyTicket, RunContext, RunError, RunFact, RunMemory, TaskRef } from "./types.js";
 import { liveItems } from "./items.js";
 
 /**
@@ -68,6 +68,24 @@ export const STEP_LAPSED = "step.lapsed";
 /** Local effect channel for node metrics the machine alone can see (e.g. a lease that lapsed). */
 export const METRICS_CHANNEL = "metrics";
 
+/** A counter the machine alone can see, counted by the node (its metrics channel). */
+export type MachineCounter = { counter: "lease_expiries"; tenant: string } | { counter: "sweep_actions"; tenant: string; action: string };
+
+/**
+ * The run's `runway.local` channels and what each carries: the machine sends on them and the
+ * node receives (`cluster/runway-node.ts`), both typed by this one map.
+ */
+export interface RunLocalChannels {
+  [STEP_READY]: ReadyTicket;
+  [STEP_LAPSED]: { ticket: string };
+  [STEP_ABORT]: AbortRequest;
+  [TASK_POLL]: TaskPoll;
+  [METRICS_CHANNEL]: MachineCounter;
+}
+
+/** A `runway.local` effect on one of {@link RunLocalChannels}, its payload that channel's. */
+export type LocalEffect = { [C in keyof RunLocalChannels]: { type: "runway.local"; channel: C; payload: RunLocalChannels[C] } }[keyof RunLocalChannels];
+
 /**
  * The most a map's items may return in all (inline; a result over 32 KiB is stored by reference
  * and counts only its reference). Item outputs live in the run's journal, not its head, but a
@@ -84,7 +102,7 @@ export type Effect =
   | { type: "runway.event"; subject: string; data: unknown }
   | { type: "runway.timer.set"; name: string; at: number; event: { type: string } & Record<string, unknown> }
   | { type: "runway.answer"; value: unknown }
-  | { type: "runway.local"; channel: string; payload: unknown }
+  | LocalEffect
   | { type: "runway.journal"; data: RunFact };
 
 export interface Draft {

@@ -16,6 +16,8 @@ export {
   type TaskPoll,
   type AbortRequest,
   METRICS_CHANNEL,
+  type RunLocalChannels,
+  type MachineCounter,
   MAP_OUTPUT_LIMIT,
   PLATFORM_RETRIES,
   LEASE_GRACE_MS,

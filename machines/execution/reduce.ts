@@ -39,6 +39,8 @@ export {
   STEP_LAPSED,
   type AbortRequest,
   METRICS_CHANNEL,
+  type RunLocalChannels,
+  type MachineCounter,
   PLATFORM_RETRIES,
   runSummary,
   type Effect,

@@ -17,7 +17,7 @@ import type { OutboxContext } from "./outbox.js";
 import { consumeMailbox, type MailboxRouting } from "./mailbox-consumer.js";
 import { serveAsks, type AskRouting } from "./asks.js";
 import { APPLIED_WINDOW, commandCodec, HEADER_ID } from "./wire.js";
-import type { Dispatched } from "./protocol.js";
+import type { Dispatched, LocalReceiver } from "./protocol.js";
 
 export interface ActorHostConfig {
   nc: NatsConnection;
@@ -46,8 +46,8 @@ export interface ActorHostConfig {
   pinTimeoutMs?: number;
   /** Called when a partition's writer finds itself fenced, so ownership can be reconciled. */
   onFenced?(partition: number): void;
-  /** In-process receivers of `runway.local` effects, by channel. */
-  local?: Record<string, (payload: unknown, from: ActorAddress) => void>;
+  /** In-process receivers of `runway.local` effects, by channel (typed by the kinds' channel maps: see `LocalReceivers`). */
+  local?: { readonly [channel: string]: LocalReceiver };
   /**
    * Called once a partition is served under a new epoch, before its mailbox is consumed: the
    * place for the domain to recover work that lived only in the previous owner's memory.
@@ -371,7 +371,8 @@ export class ActorHost {
           return;
         }
         try {
-          receiver(payload, from);
+          // The payload as the machine emitted it: its channel's type (see LocalReceivers), not checked again here.
+          receiver(payload as never, from);
         } catch (err) {
           this.logger.error("local effect receiver failed", { channel, actor: `${from.kind}.${from.id}`, error: String(err) });
         }

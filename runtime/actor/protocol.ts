@@ -1,4 +1,4 @@
-import type { ActorTypes } from "./define.js";
+import type { ActorAddress, ActorTypes } from "./define.js";
 import type { CommandAnswer } from "./wire.js";
 
 /** The command of `type` K of a protocol. */
@@ -28,3 +28,13 @@ export function answerOf<T extends ActorTypes, K extends string, A extends { out
 export function answerOf(answer: { outcome: string }): unknown {
   return answer;
 }
+
+/** Receives one `runway.local` channel's payloads in this process (`from`: the actor whose transition handed it over). */
+export type LocalReceiver<P = never> = (payload: P, from: ActorAddress) => void;
+
+/**
+ * The receivers of a kind's `runway.local` channels, typed by its channel map (channel name →
+ * payload type), so what a machine hands over and what the node receives agree at compile time.
+ * The host passes each payload through untouched.
+ */
+export type LocalReceivers<M> = { [C in keyof M]: LocalReceiver<M[C]> };
