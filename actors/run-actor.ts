@@ -11,12 +11,11 @@ import {
   type AliveAttempt,
 } from "../machines/index.js";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { defineActor, jsonBytes, RunwayFault, type ActorAddress, type Effect } from "../runtime/index.js";
+import { defineActor, jsonBytes, readActor, RunwayFault, type ActorAddress, type Effect, type RecordFormat } from "../runtime/index.js";
 import type { LiveRunIndex } from "./live-runs.js";
 import { runCreatedEffect, runEndedEffect } from "./run-index.js";
 import { reconcileIndexEffects } from "./reconciliations.js";
 import { inboxEffects } from "./approvals.js";
-import { readSnapshot } from "./records.js";
 import type { CompiledPlan } from "./definitions.js";
 import { childStartKey, runIdFor } from "./ids.js";
 import type { RunMemories } from "./run-memory.js";
@@ -30,7 +29,7 @@ export const RUN_KIND = "run";
  * `live`/`ended`); version 2 made the head bounded, with a journal (1 held its input and outputs
  * itself). Older records are brought forward by the steps of `MIGRATIONS.run`.
  */
-export const RUN_RECORD = { kind: RUN_KIND, version: RECORD_VERSIONS.run, migrations: MIGRATIONS.run };
+export const RUN_RECORD: RecordFormat<RunTypes> = { kind: RUN_KIND, version: RECORD_VERSIONS.run, migrations: MIGRATIONS.run };
 
 /**
  * The run actor: the execution machine bound to the actor host. `prepare` hands the machine
@@ -154,7 +153,7 @@ export function isEnded(value: unknown): boolean {
  * write that made this child is stored before the create is sent, so it is visible).
  */
 export async function readParent(nc: NatsConnection, partitions: number, parentId: string, childId: string): Promise<ParentView | null> {
-  const read = await readSnapshot<ExecutionContext>(nc, partitions, RUN_KIND, parentId);
+  const read = await readActor({ nc, partitions }, RUN_RECORD, parentId);
   if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", read.detail, { kind: "retryable" });
   if (read.outcome === "corrupt") throw new RunwayFault("corrupt_record", `parent run ${parentId}: ${read.detail}`);
   const parent = read.outcome === "found" ? read.snapshot.context?.run : null;

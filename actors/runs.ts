@@ -1,16 +1,16 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { heldForAdmission, isHeadV1, laneFor, migrateHeadV1, validateAgainstSchema, type RunContext, type RunFact, type RunStatus } from "../machines/index.js";
-import { ID_PATTERN, jsonBytes, parseEventId, publish, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
+import { heldForAdmission, laneFor, validateAgainstSchema, type RunStatus } from "../machines/index.js";
+import { ID_PATTERN, jsonBytes, parseEventId, publish, readActor, RunwayFault, type ActorHost, type MailboxClient } from "../runtime/index.js";
 import type { AskAnswer } from "./ask.js";
 import { RunHandles } from "./run-handles.js";
-import { readFirstRecord, readSnapshot } from "./records.js";
 import { readRunEvents, type RunEvent } from "./run-events.js";
 import { partsHolding, RunIndex } from "./run-index.js";
 import { compactedView, view, type RunSummary, type RunView } from "./run-views.js";
 import type { DefinitionStore } from "./definitions.js";
 import { randomDeliveryId, runIdFor, startKey, tenantOfRun } from "./ids.js";
 import { EarlyAdmissions } from "./early-admission.js";
-import { RUN_KIND } from "./run-actor.js";
+import { RUN_RECORD } from "./run-actor.js";
+import { recordFacts } from "./run-memory.js";
 import type { TenantService } from "./tenants.js";
 import type { LiveRunIndex } from "./live-runs.js";
 
@@ -287,10 +287,7 @@ export class RunService {
   private async read(tenant: string, id: string): Promise<{ view: RunView; counted: boolean } | undefined> {
     if (tenantOfRun(id) !== tenant) return undefined;
     // The head, and the journal's first entry (the input), side by side.
-    const [read, first] = await Promise.all([
-      readSnapshot<{ run?: RunContext | null }>(this.deps.nc, this.deps.partitions, RUN_KIND, id),
-      readFirstRecord(this.deps.nc, this.deps.partitions, RUN_KIND, id),
-    ]);
+    const [read, first] = await Promise.all([readActor(this.deps, RUN_RECORD, id), readActor(this.deps, RUN_RECORD, id, "first")]);
     if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", read.detail, { kind: "retryable" });
     if (read.outcome === "corrupt") throw new RunwayFault("corrupt_record", `run ${id}: ${read.detail}`);
     if (read.outcome === "missing") {
@@ -299,9 +296,7 @@ export class RunService {
     }
     const run = read.snapshot.context?.run;
     if (!run) return undefined;
-    // A head stored before journals holds its input itself.
-    if (isHeadV1(run)) return { view: view(migrateHeadV1(run as never), (run as { input?: unknown }).input ?? {}), counted: false };
-    const input = ((first?.journal ?? []) as RunFact[]).find((f) => f.t === "input")?.value;
+    const input = first.outcome === "found" ? recordFacts(first.record).find((f) => f.t === "input")?.value : undefined;
     return { view: view(run, input ?? {}), counted: run.counted === true };
   }
 

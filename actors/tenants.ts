@@ -30,18 +30,27 @@ import {
   readLast,
   RunwayFault,
   answerOf,
+  readActor,
   type ActorHost,
   type AnswerTo,
   type ActorTypes,
   type MailboxClient,
+  type RecordFormat,
 } from "../runtime/index.js";
 import type { z } from "zod";
 import { UsageMeter } from "./meter.js";
 import { askActor, type AskAnswer } from "./ask.js";
-import { actorIdsIn, lastValues, readSnapshot } from "./records.js";
+import { actorIdsIn, lastValues } from "./records.js";
 import { randomDeliveryId } from "./ids.js";
 
 export const TENANT_KIND = "tenant";
+
+/**
+ * The tenant record's format: version 1. A record stored before issue 9 kept its members inside
+ * itself; its machine moves them out over a few of its own transitions (`machines/tenant/migrate.ts`),
+ * since that writes keys beside the record: not a step of the migration table.
+ */
+export const TENANT_RECORD: RecordFormat<TenantTypes> = { kind: TENANT_KIND };
 
 export interface TenantActorOptions {
   /** The node's connection (the actor is defined before it exists). */
@@ -62,7 +71,7 @@ export interface TenantActorOptions {
  */
 export function tenantActor(options: TenantActorOptions) {
   return defineActor<typeof tenantMachine, TenantTypes>({
-    kind: TENANT_KIND,
+    ...TENANT_RECORD,
     machine: tenantMachine,
     events: TenantCommandSchema,
     input: (id: string) => ({ id }),
@@ -263,11 +272,11 @@ export class TenantService {
 
   async get(id: string): Promise<TenantView | undefined> {
     if (!isTenantId(id)) return undefined;
-    const read = await readSnapshot<TenantContext | TenantContextV1>(this.deps.nc, this.deps.partitions, TENANT_KIND, id);
+    const read = await readActor(this.deps, TENANT_RECORD, id);
     if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", read.detail, { kind: "retryable" });
     if (read.outcome === "corrupt") throw new RunwayFault("corrupt_record", `tenant ${id}: ${read.detail}`);
     if (read.outcome === "missing") return undefined;
-    const snapshot = read.snapshot as { value: unknown; context: TenantContext | TenantContextV1 | undefined };
+    const snapshot = read.snapshot;
     if (!snapshot.context || snapshot.value === "new") return undefined;
     const view = tenantView(snapshot.context);
     const first = !this.known.has(id);
@@ -358,7 +367,7 @@ export class TenantService {
    */
   async members(id: string): Promise<{ run: string; project: string }[]> {
     const out = (await listMembers(this.deps.nc, this.deps.partitions, id)).map((m) => ({ run: m.run, project: m.member.p }));
-    const read = await readSnapshot<TenantContext | TenantContextV1>(this.deps.nc, this.deps.partitions, TENANT_KIND, id);
+    const read = await readActor(this.deps, TENANT_RECORD, id);
     const legacy = read.outcome === "found" && read.snapshot.context ? upgradeTenant(read.snapshot.context).legacy : undefined;
     if (legacy) for (const [run, project] of [...legacy.running, ...legacy.queue]) out.push({ run, project });
     return out;

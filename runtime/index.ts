@@ -60,6 +60,7 @@ export {
 } from "./store/partition-log.js";
 export { readJournal, type JournalEntry, type JournalRead } from "./store/journal.js";
 export { currentSnapshot, snapshotVersion } from "./actor/migrate.js";
+export { decodeActor, migratedSnapshot, readActor, type ActorRead, type RecordFormat, type StoredSnapshot } from "./actor/read.js";
 export {
   defineActor,
   EffectSchema,
