@@ -1,9 +1,9 @@
-import { answerOf, type ActorHost, type AnswerTo, type Asked, type Dispatched, type MailboxClient, type WithValue } from "../runtime/index.js";
+import { answerOf, type ActorHost, type AnswerTo, type CommandOf, type Asked, type Dispatched, type MailboxClient, type WithValue } from "../runtime/index.js";
 import { askActor } from "./ask.js";
 import { RUN_KIND } from "./run-actor.js";
 import type { RunTypes } from "./run-protocol.js";
 
-type Command<K extends RunTypes["commands"]["type"]> = Extract<RunTypes["commands"], { type: K }>;
+type Command<K extends RunTypes["commands"]["type"]> = CommandOf<RunTypes, K>;
 
 /** What asking a run needs: this node's host (commands for partitions it serves are applied here) and the mailbox. */
 export interface RunAskDeps {

@@ -43,7 +43,7 @@ import {
   startNode,
   StepPool,
   systemClock,
-  type ActorAddress,
+  type LocalReceiver,
   type LocalReceivers,
   type Clock,
   type ConnectionConfig,
@@ -104,8 +104,8 @@ export interface RunwayNodeConfig {
   onHeartbeatSettled?(ms: number, outcome: HeartbeatOutcome): void;
 }
 
-/** Receives one `runway.local` channel's payloads in this process. */
-export type LocalReceiver<P = unknown> = (payload: P, from: ActorAddress) => void;
+/** Receives one `runway.local` channel's payloads in this process (the runtime's). */
+export type { LocalReceiver };
 
 /** The node's ports a test may wrap (Orleans' FaultInjectionGrainStorage style: faults live in the test, not here). */
 export interface NodeDecorators extends HostDecorators {
