@@ -58,6 +58,7 @@ export {
   type AbortRequest,
   METRICS_CHANNEL,
   type RunLocalChannels,
+  type RunAnswer,
   type MachineCounter,
   WAIT_GRACE_MS,
   sweepPlan,

@@ -17,6 +17,7 @@ export {
   type AbortRequest,
   METRICS_CHANNEL,
   type RunLocalChannels,
+  type RunAnswer,
   type MachineCounter,
   MAP_OUTPUT_LIMIT,
   PLATFORM_RETRIES,

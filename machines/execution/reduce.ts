@@ -40,6 +40,7 @@ export {
   type AbortRequest,
   METRICS_CHANNEL,
   type RunLocalChannels,
+  type RunAnswer,
   type MachineCounter,
   PLATFORM_RETRIES,
   runSummary,
