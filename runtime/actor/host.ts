@@ -7,7 +7,8 @@ import { partitionOf } from "../partitions/hash.js";
 import type { ActorLog, PartitionLog } from "../store/partition-log.js";
 import type { ReadOutcome } from "../nats/jetstream.js";
 import { mailboxSubject } from "../topology.js";
-import type { ActorAddress, ActorDefinition } from "./define.js";
+import type { ActorAddress, ActorDefinition, ActorTypes } from "./define.js";
+import { readActor, type ActorRead, type RecordFormat } from "./read.js";
 import { ActorCell } from "./cell.js";
 import type { CellEnvironment, Delivery, HostStats } from "./delivery.js";
 import { asDeadLetterReason, DeadLetterBox, DeadLetterReason } from "./dead-letters.js";
@@ -170,6 +171,15 @@ export class ActorHost {
   /** Reads of actors' own keys answered from memory and from the server, summed over the partitions served now. */
   ownKeyReads(): { hits: number; misses: number } {
     return this.keys.reads();
+  }
+
+  /**
+   * Reads actor `id` of `format`'s kind (its definition, or its record format) straight from its
+   * partition's bucket: no actor is woken, and the partition need not be served here. The record
+   * is decoded and brought to the kind's current format by its migration table (see `readActor`).
+   */
+  read<T extends ActorTypes>(format: RecordFormat<T>, id: string, which: "last" | "first" = "last"): Promise<ActorRead<T["state"]>> {
+    return readActor({ nc: this.config.nc, partitions: this.partitions }, format, id, which);
   }
 
   /** The last value of a key `actor` keeps beside its record (see ActorKeys.read). */

@@ -14,7 +14,7 @@ import { currentSnapshot, snapshotVersion } from "./migrate.js";
 import { actorRecordCodec, type ActorRecord } from "./wire.js";
 
 /** What reading a kind's records needs of its definition: its kind, its format version and its migration table. */
-export type RecordFormat<T extends ActorTypes = ActorTypes> = Pick<ActorDefinition<AnyStateMachine, T>, "kind" | "version" | "migrations" | "types">;
+export type RecordFormat<T extends ActorTypes = ActorTypes> = Pick<ActorDefinition<AnyStateMachine, T>, "kind" | "key" | "version" | "migrations" | "types">;
 
 /** An actor's stored machine snapshot in its kind's current format: its state value and context. */
 export interface StoredSnapshot<S> {
@@ -90,7 +90,7 @@ export async function readActor<T extends ActorTypes>(
   id: string,
   which: "last" | "first" = "last",
 ): Promise<ActorRead<T["state"]>> {
-  const p = partitionOf(id, store.partitions);
+  const p = partitionOf(format.key?.(id) ?? id, store.partitions);
   const subject = kvSubject(partitionBucket(p), `${format.kind}.${id}`);
   const read = which === "first" ? await readFirst(store.nc, partitionStream(p), subject) : await readLast(store.nc, partitionStream(p), subject);
   return decodeActor(format, read);
