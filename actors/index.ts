@@ -1,6 +1,6 @@
 export { ensureDomainTopology } from "./topology.js";
-export { actorIdsIn, childStartKey, randomDeliveryId, readFirstRecord, readSnapshot, runIdFor, startKey, tenantOfRun } from "./records/index.js";
-export { listMembers, QuotaGate, tenantActor, TENANT_KIND, UsageMeter } from "./tenant/index.js";
+export { actorIdsIn, childStartKey, randomDeliveryId, runIdFor, startKey, tenantOfRun } from "./records/index.js";
+export { listMembers, QuotaGate, tenantActor, TENANT_KIND, TENANT_RECORD, UsageMeter, type TenantTypes } from "./tenant/index.js";
 export { DefinitionStore, DEFINITIONS_BUCKET, type ResolveResult } from "./definitions/index.js";
 export {
   compactedView,
@@ -21,6 +21,9 @@ export {
   readTrajectory,
   ReplayTools,
   RUN_KIND,
+  RUN_RECORD,
+  recordFacts,
+  type RunTypes,
   runActor,
   RunIndex,
   RunMemories,

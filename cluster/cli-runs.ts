@@ -54,7 +54,7 @@ function startAction(definition: string, values: RunValues): RunAction {
   const key = values.key === undefined ? undefined : /^([^:]+):(.+)$/.exec(values.key);
   if (key === null) throw usage(`--key ${values.key}: expected SOURCE:DELIVERY`);
   const lane = LANES.find((l) => l === values.lane);
-  if (values.lane !== undefined && !lane) throw usage(`--lane ${values.lane}: expected ${LANES.join(", ")}`);
+  if (values.lane !== undefined && !lane) throw usage(`--lane ${values.lane}: expected ${LANES.slice(0, -1).join(", ")} or ${LANES.at(-1)}`);
   const request = {
     definition,
     input: values.input ? jsonFlag("run", "--input", values.input) : {},

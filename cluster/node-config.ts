@@ -1,7 +1,7 @@
 import type { DefinitionStore, Dispatcher, HeartbeatOutcome, NodeMetrics, StepExecutor, StepReport, Sweeper } from "../actors/index.js";
 import type { RunService, TenantService } from "../gateways/index.js";
 import type { SchedulerConfig, SweepSettings } from "../machines/index.js";
-import type { ActorAddress, Clock, ConnectionConfig, HostDecorators, Logger, RunwayNode, StepPool } from "../runtime/index.js";
+import type { Clock, LocalReceiver, ConnectionConfig, HostDecorators, Logger, RunwayNode, StepPool } from "../runtime/index.js";
 
 export interface RunwayNodeConfig {
   connection: ConnectionConfig;
@@ -54,13 +54,13 @@ export interface RunwayNodeConfig {
   onHeartbeatSettled?(ms: number, outcome: HeartbeatOutcome): void;
 }
 
-/** Receives one `runway.local` channel's payloads in this process. */
-export type LocalReceiver = (payload: unknown, from: ActorAddress) => void;
+/** Receives one `runway.local` channel's payloads in this process (the runtime's). */
+export type { LocalReceiver };
 
 /** The node's ports a test may wrap (Orleans' FaultInjectionGrainStorage style: faults live in the test, not here). */
 export interface NodeDecorators extends HostDecorators {
   /** Wraps the receiver of `runway.local` effects on `channel`. */
-  local?(channel: string, receiver: LocalReceiver): LocalReceiver;
+  local?<P>(channel: string, receiver: LocalReceiver<P>): LocalReceiver<P>;
   /** Wraps the executor's report path (step results and heartbeats to their runs). */
   report?(report: StepReport): StepReport;
 }

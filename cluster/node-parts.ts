@@ -20,9 +20,9 @@ import {
   tenantActor,
 } from "../actors/index.js";
 import { RunService, TenantService, type ToolConnections, type ToolGateway, type ToolRegistry } from "../gateways/index.js";
-import { METRICS_CHANNEL, STEP_ABORT, TASK_POLL, STEP_LAPSED, STEP_READY, type AbortRequest, type ReadyTicket, type TaskPoll } from "../machines/index.js";
-import { StepPool, type ActorDefinition, type Clock, type Logger, type NodeConfig, type RunwayNode } from "../runtime/index.js";
-import type { LocalReceiver, NodeDecorators, RunwayNodeConfig } from "./node-config.js";
+import { METRICS_CHANNEL, STEP_ABORT, TASK_POLL, STEP_LAPSED, STEP_READY, type MachineCounter, type RunLocalChannels } from "../machines/index.js";
+import { StepPool, type ActorDefinition, type Clock, type LocalReceivers, type Logger, type NodeConfig, type RunwayNode } from "../runtime/index.js";
+import type { NodeDecorators, RunwayNodeConfig } from "./node-config.js";
 import { collectNodeMetrics, collectRunMetrics, collectSchedulerMetrics } from "./node-metrics.js";
 
 /**
@@ -31,7 +31,8 @@ import { collectNodeMetrics, collectRunMetrics, collectSchedulerMetrics } from "
  */
 
 export /** Help text of the counters the run machine reports on its metrics channel. */
-const MACHINE_COUNTERS: Record<string, string> = {
+/** Help text of the counters the run machine reports on its metrics channel. */
+const MACHINE_COUNTERS: Record<MachineCounter["counter"], string> = {
   lease_expiries: "attempt leases that lapsed without a heartbeat",
   sweep_actions: "repairs made by the recovery sweep, by action",
 };
@@ -156,32 +157,30 @@ export function domainActors(config: RunwayNodeConfig, parts: Parts, stores: Sto
   ];
 }
 
-/** The in-process receivers of the run actor's `runway.local` effects. */
-export function localReceivers(parts: Parts, metrics: NodeMetrics, logger: Logger): Record<string, LocalReceiver> {
+/** The in-process receivers of the run actor's `runway.local` effects, one per channel of its typed map. */
+export function localReceivers(parts: Parts, metrics: NodeMetrics, logger: Logger): LocalReceivers<RunLocalChannels> {
   const engine = () => parts.services?.engine;
   return {
     // A ready attempt goes to the fair scheduler, or (no scheduler) straight to the executor.
-    [STEP_READY]: (payload) => {
-      const ticket = payload as ReadyTicket;
+    [STEP_READY]: (ticket) => {
       const e = engine();
       if (e?.dispatcher) e.dispatcher.offer(ticket);
       else e?.executor.execute(ticket.request);
     },
-    [STEP_LAPSED]: (payload) => engine()?.dispatcher?.done((payload as { ticket: string }).ticket),
-    [STEP_ABORT]: (payload) => {
-      engine()?.dispatcher?.drop(payload as AbortRequest);
-      engine()?.executor.abort(payload as AbortRequest);
+    [STEP_LAPSED]: (lapsed) => engine()?.dispatcher?.done(lapsed.ticket),
+    [STEP_ABORT]: (abort) => {
+      engine()?.dispatcher?.drop(abort);
+      engine()?.executor.abort(abort);
     },
     // A task a step waits on is due a poll: asked from here, off the actor's lane.
-    [TASK_POLL]: (payload) =>
+    [TASK_POLL]: (poll) =>
       void engine()
-        ?.executor.pollTask(payload as TaskPoll)
+        ?.executor.pollTask(poll)
         .catch((err: unknown) => logger.warn("task poll failed", { error: String(err) })),
-    [METRICS_CHANNEL]: (payload) => {
-      const p = payload as { counter: string; tenant?: string; action?: string };
-      metrics.inc(p.counter, MACHINE_COUNTERS[p.counter] ?? p.counter, {
+    [METRICS_CHANNEL]: (p) => {
+      metrics.inc(p.counter, MACHINE_COUNTERS[p.counter], {
         ...(p.tenant ? { tenant: p.tenant } : {}),
-        ...(p.action ? { action: p.action } : {}),
+        ...("action" in p && p.action ? { action: p.action } : {}),
       });
     },
   };
@@ -317,8 +316,10 @@ export async function serveMetrics(port: number, metrics: NodeMetrics): Promise<
   return http;
 }
 
-export function decorateLocal(decorate: NodeDecorators | undefined, receivers: Record<string, LocalReceiver>): Record<string, LocalReceiver> {
+export function decorateLocal<M>(decorate: NodeDecorators | undefined, receivers: LocalReceivers<M>): LocalReceivers<M> {
   const wrap = decorate?.local;
   if (!wrap) return receivers;
-  return Object.fromEntries(Object.entries(receivers).map(([channel, receiver]) => [channel, wrap(channel, receiver)]));
+  const wrapped = { ...receivers };
+  for (const channel of Object.keys(receivers) as (keyof M & string)[]) wrapped[channel] = wrap(channel, receivers[channel]);
+  return wrapped;
 }

@@ -6,7 +6,9 @@ import {
   RUN_KIND,
   type ToolPort,
   type ReplayTools,
+  type RunTypes,
   callThroughJournal,
+  dispatchToRun,
   fenceOf,
   settleCall,
   type BoundedRef,
@@ -14,7 +16,7 @@ import {
   type ToolCall,
 } from "../run/index.js";
 import type { UsageMeter } from "../tenant/index.js";
-import { jsonBytes, type ActorHost, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../../runtime/index.js";
+import { answerOf, jsonBytes, type ActorHost, type Dispatched, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../../runtime/index.js";
 
 /** The object store of step results over the inline bound, kept by reference. */
 export const RESULTS_STORE = "rw-results";
@@ -211,11 +213,12 @@ export class StepExecutor {
 
   private async report(address: { kind: string; id: string }, event: Record<string, unknown>, id: string): Promise<ReportOutcome> {
     // Built here from what the pool returned (its closed codes, plain JSON output): validated once, not again by the run.
-    const local = await this.deps.host.dispatch(address, event, id, { trusted: true });
+    const local = answerOf<RunTypes, "step.result" | "step.heartbeat", Dispatched<unknown>>(
+      await this.deps.host.dispatch(address, event, id, { trusted: true }),
+    );
     // Refused with a closed code: the attempt is no longer the current one (a newer lease:
     // stale_lease; the run or its tree was cancelled since the attempt began: stale_cancel_epoch).
-    const code =
-      local.outcome === "applied" ? (local.value as { outcome?: string } | undefined)?.outcome : local.outcome === "refused" ? "stale_lease" : undefined;
+    const code = local.outcome === "applied" ? local.value?.outcome : local.outcome === "refused" ? "stale_lease" : undefined;
     if (code === "stale_lease" || code === "stale_cancel_epoch") {
       this.stats.staleCommits++;
       if (code === "stale_cancel_epoch") this.stats.staleCancelCommits++;
@@ -308,13 +311,13 @@ export class StepExecutor {
     const { answer, receipt } = await this.callTool(request, key, call);
     let out = answer;
     if (receipt) {
-      const local = await this.deps.host.dispatch(
-        { kind: RUN_KIND, id: request.run },
+      const local = await dispatchToRun(
+        this.deps.host,
+        request.run,
         { type: "effect.receipt", ...fenceOf(request), receipt },
         `receipt/${receipt.key}/${request.attempt}/${request.lease_epoch}`,
-        { trusted: true },
       );
-      const stored = local.outcome === "applied" && (local.value as { outcome?: string } | undefined)?.outcome === "recorded";
+      const stored = local.outcome === "applied" && local.value?.outcome === "recorded";
       // The attempt became a zombie during the call: what it learnt is not its to record.
       if (!stored) out = { outcome: "stopped", reason: "receipt_refused" };
     }
@@ -334,8 +337,8 @@ export class StepExecutor {
         tools,
         ...(replay ? { decided: replay.decided } : {}),
         ask: async (r, event, id) => {
-          const local = await this.deps.host.dispatch({ kind: RUN_KIND, id: r.run }, event, id, { trusted: true });
-          return local.outcome === "applied" ? (local.value as { outcome: string; value?: unknown } | undefined) : undefined;
+          const local = await dispatchToRun(this.deps.host, r.run, event, id);
+          return local.outcome === "applied" ? local.value : undefined;
         },
         bounded: (r, value) => this.bounded(r, value),
         ...(this.deps.meter ? { meter: this.deps.meter } : {}),

@@ -1,9 +1,10 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { isTerminal, type RunContext } from "../../machines/index.js";
 import {
-  actorRecordCodec,
+  decodeActor,
   isRemoval,
   kvSubject,
+  migratedSnapshot,
   publish,
   readLast,
   type ActorHost,
@@ -11,7 +12,7 @@ import {
   type Logger,
   type PartitionLog,
 } from "../../runtime/index.js";
-import { everyRun, LIVE_BUCKET, type LiveRunIndex, createdSubject, endedSubject, summaryOf, RUN_KIND, type RunMemories } from "../run/index.js";
+import { everyRun, LIVE_BUCKET, type LiveRunIndex, createdSubject, endedSubject, summaryOf, RUN_KIND, RUN_RECORD, type RunMemories } from "../run/index.js";
 import { actorIdsIn } from "../records/index.js";
 
 /**
@@ -30,18 +31,14 @@ type StoredRun =
 export type RecoveryLog = Pick<PartitionLog, "read" | "epoch">;
 
 async function readRun(log: RecoveryLog, id: string): Promise<StoredRun> {
-  const read = await log.read(`${RUN_KIND}.${id}`);
-  if (read.outcome === "unavailable") return read;
-  if (read.outcome === "missing") return { outcome: "missing" };
-  if (isRemoval(read.message)) return { outcome: "missing" };
-  const decoded = actorRecordCodec.decode(read.message.data);
-  return decoded.ok ? storedRunOf(decoded.value) : { outcome: "undecodable" };
+  const read = decodeActor(RUN_RECORD, await log.read(`${RUN_KIND}.${id}`));
+  if (read.outcome === "found") return storedRunOf(read.snapshot.context?.run ?? null, read.record);
+  if (read.outcome === "corrupt") return { outcome: "undecodable" };
+  return read;
 }
 
-function storedRunOf(record: ActorRecord): StoredRun {
-  const snapshot = record.snapshot as { value?: unknown; context?: { run?: RunContext | null } };
-  const run = snapshot.context?.run ?? null;
-  // Any version of the run's record holds its lifecycle: live until its status is terminal.
+/** A run as its record holds it (in today's format): live until its status is terminal. */
+function storedRunOf(run: RunContext | null, record: ActorRecord): StoredRun {
   return { outcome: run && !isTerminal(run.lifecycle.status) ? "live" : "ended", run, outbox: record.outbox.length };
 }
 
@@ -55,7 +52,8 @@ function storedRunOf(record: ActorRecord): StoredRun {
  */
 async function recalledRun(log: RecoveryLog, id: string, memories: Pick<RunMemories, "recall"> | undefined): Promise<StoredRun> {
   const recalled = await memories?.recall(id);
-  return recalled?.outcome === "read" && recalled.last ? storedRunOf(recalled.last) : readRun(log, id);
+  const last = recalled?.outcome === "read" ? recalled.last : undefined;
+  return last ? storedRunOf(migratedSnapshot(RUN_RECORD, last).context?.run ?? null, last) : readRun(log, id);
 }
 
 /** What recovering a partition did with the runs the live-run index listed. */

@@ -1,8 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { isTerminal, parentGone, sweepPlan, type RunContext, isHeadV1, migrateHeadV1, type SweepSettings } from "../../machines/index.js";
-import type { ActorHost, Clock, Logger, MailboxClient } from "../../runtime/index.js";
-import { tenantOfRun, actorIdsIn, readSnapshot } from "../records/index.js";
-import { everyRun, type LiveRunIndex, type EndedRunCompaction, RUN_KIND } from "../run/index.js";
+import { isTerminal, parentGone, sweepPlan, type RunContext, type SweepSettings } from "../../machines/index.js";
+import { readActor, type ActorHost, type Clock, type Logger, type MailboxClient } from "../../runtime/index.js";
+import { tenantOfRun, actorIdsIn } from "../records/index.js";
+import { everyRun, type LiveRunIndex, type EndedRunCompaction, RUN_KIND, RUN_RECORD } from "../run/index.js";
 import { TENANT_KIND } from "../tenant/index.js";
 
 export interface SweepReport {
@@ -258,12 +258,12 @@ export class Sweeper {
   private async readRun(
     id: string,
   ): Promise<{ outcome: "found"; run: RunContext | null; live: boolean } | { outcome: "missing" } | { outcome: "unavailable" }> {
-    const read = await readSnapshot<{ run?: RunContext | null }>(this.deps.nc, this.deps.partitions, RUN_KIND, id);
+    const read = await readActor(this.deps, RUN_RECORD, id);
     if (read.outcome === "corrupt") throw new Error(`undecodable record: ${read.detail}`);
     if (read.outcome === "unavailable") return { outcome: "unavailable" };
     if (read.outcome === "missing") return read;
+    // In today's form: a head stored by an earlier version was migrated by the read.
     const run = read.snapshot.context?.run ?? null;
-    // A head stored before journals is judged in today's form.
-    return { outcome: "found", run: run && isHeadV1(run) ? migrateHeadV1(run as never) : run, live: run !== null && !isTerminal(run.lifecycle.status) };
+    return { outcome: "found", run, live: run !== null && !isTerminal(run.lifecycle.status) };
   }
 }

@@ -1,47 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { DeliverPolicy, jetstream } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import {
-  actorRecordCodec,
-  isRemoval,
-  isRemovalOperation,
-  kvSubject,
-  partitionBucket,
-  partitionOf,
-  partitionStream,
-  readFirst,
-  readLast,
-  type ActorRecord,
-} from "../../runtime/index.js";
-
-/** An actor's stored machine snapshot: its state value and context. */
-export interface StoredSnapshot<C> {
-  value: unknown;
-  context: C | undefined;
-}
-
-export type SnapshotRead<C> =
-  | { outcome: "found"; snapshot: StoredSnapshot<C> }
-  | { outcome: "missing" }
-  | { outcome: "unavailable"; detail: string }
-  | { outcome: "corrupt"; detail: string };
-
-/**
- * Reads the latest stored snapshot of actor `<kind>.<id>` straight from its partition's bucket
- * (one direct read; no actor is woken). Every reader of actor records outside the host goes
- * through here: the API's run and tenant reads, and the recovery sweep.
- */
-export async function readSnapshot<C>(nc: NatsConnection, partitions: number, kind: string, id: string): Promise<SnapshotRead<C>> {
-  const p = partitionOf(id, partitions);
-  const read = await readLast(nc, partitionStream(p), kvSubject(partitionBucket(p), `${kind}.${id}`));
-  if (read.outcome !== "found") return read;
-  // A deleted or purged key's last message is its marker: no record.
-  if (isRemoval(read.message)) return { outcome: "missing" };
-  const decoded = actorRecordCodec.decode(read.message.data);
-  if (!decoded.ok) return { outcome: "corrupt", detail: decoded.detail };
-  const snapshot = decoded.value.snapshot as { value?: unknown; context?: C };
-  return { outcome: "found", snapshot: { value: snapshot.value, context: snapshot.context } };
-}
+import { isRemovalOperation, partitionBucket } from "../../runtime/index.js";
 
 /** The ids of every `<kind>.<id>` actor stored in partition `p` (a key listing of its bucket). */
 export async function actorIdsIn(nc: NatsConnection, p: number, kind: string): Promise<string[]> {
@@ -49,15 +9,6 @@ export async function actorIdsIn(nc: NatsConnection, p: number, kind: string): P
   const ids: string[] = [];
   for await (const key of await kv.keys(`${kind}.*`)) ids.push(key.slice(kind.length + 1));
   return ids;
-}
-
-/** The first record a journaled actor stored (its journal's first entry), or undefined. */
-export async function readFirstRecord(nc: NatsConnection, partitions: number, kind: string, id: string): Promise<ActorRecord | undefined> {
-  const p = partitionOf(id, partitions);
-  const read = await readFirst(nc, partitionStream(p), kvSubject(partitionBucket(p), `${kind}.${id}`));
-  if (read.outcome !== "found") return undefined;
-  const decoded = actorRecordCodec.decode(read.message.data);
-  return decoded.ok ? decoded.value : undefined;
 }
 
 /** One key's last stored value, as listed by {@link lastValues}. */

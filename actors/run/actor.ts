@@ -1,11 +1,8 @@
 import type { AnyMachineSnapshot, EventObject } from "xstate";
 import {
   executionMachine,
-  isHeadV1,
-  migrateHeadV1,
   RunCommandSchema,
   TERMINAL,
-  type RunContext,
   type RunStatus,
   type ExecutionContext,
   type ParentView,
@@ -14,16 +11,24 @@ import {
   type AliveAttempt,
 } from "../../machines/index.js";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { defineActor, jsonBytes, RunwayFault, type ActorAddress, type Effect } from "../../runtime/index.js";
+import { defineActor, jsonBytes, readActor, RunwayFault, type ActorAddress, type Effect, type RecordFormat } from "../../runtime/index.js";
 import type { LiveRunIndex } from "./live-runs.js";
 import { runCreatedEffect, runEndedEffect } from "./runs-index.js";
 import { reconcileIndexEffects } from "./reconciliations.js";
 import { inboxEffects } from "./approvals.js";
-import { readSnapshot, childStartKey, runIdFor } from "../records/index.js";
+import { childStartKey, runIdFor, MIGRATIONS, RECORD_VERSIONS } from "../records/index.js";
 import type { CompiledPlan } from "../definitions/index.js";
 import type { RunMemories } from "./memory.js";
+import type { RunTypes } from "./protocol.js";
 
 export const RUN_KIND = "run";
+
+/**
+ * The run record's format: version 3, the machine's states are the run's statuses (2: `new`/
+ * `live`/`ended`); version 2 made the head bounded, with a journal (1 held its input and outputs
+ * itself). Older records are brought forward by the steps of `MIGRATIONS.run`.
+ */
+export const RUN_RECORD: RecordFormat<RunTypes> = { kind: RUN_KIND, version: RECORD_VERSIONS.run, migrations: MIGRATIONS.run };
 
 /**
  * The run actor: the execution machine bound to the actor host. `prepare` hands the machine
@@ -56,15 +61,11 @@ export function runActor(
     ...(settings.expansionAdmission ? { expansion_admission: true } : {}),
     ...(settings.sweep ? { sweep: settings.sweep } : {}),
   };
-  return defineActor({
-    kind: RUN_KIND,
+  return defineActor<typeof executionMachine, RunTypes>({
     machine: executionMachine,
     events: RunCommandSchema,
     history: "journal",
-    // Version 3: the machine's states are the run's statuses (2: `new`/`live`/`ended`); version 2
-    // made the head bounded, with a journal (1 held its input and outputs itself).
-    version: 3,
-    migrate: (_from, snapshot) => migrateRunSnapshot(snapshot),
+    ...RUN_RECORD,
     onJournal: (address, facts) => deps.memories.stored(address.id, facts),
     // An ended run is rarely addressed again (a duplicate start, a late report): it leaves this
     // node's memory once its last write is out, its journal's facts with it, so a node holds what
@@ -141,18 +142,6 @@ function childIdsOf(run: { id: string; tenant: string }, compiled: CompiledPlan)
   return ids;
 }
 
-/**
- * A run stored by an earlier version, brought up to date when it is loaded: a head stored before
- * journals (1) becomes bounded, and the machine's state (`live`/`ended` before 3) its status.
- */
-function migrateRunSnapshot(persisted: unknown): unknown {
-  const p = persisted as { value?: unknown; context?: { run?: unknown } } | undefined;
-  const stored = p?.context?.run;
-  const run = stored && isHeadV1(stored) ? migrateHeadV1(stored as never) : (stored as RunContext | null | undefined);
-  const value = p?.value === "live" || p?.value === "ended" ? (run?.lifecycle.status ?? "new") : p?.value;
-  return { ...p, value, context: { ...p?.context, run: run ?? null } };
-}
-
 /** A run machine state (a stored snapshot's value) that is terminal. */
 export function isEnded(value: unknown): boolean {
   return typeof value === "string" && TERMINAL.has(value as RunStatus);
@@ -163,7 +152,7 @@ export function isEnded(value: unknown): boolean {
  * write that made this child is stored before the create is sent, so it is visible).
  */
 export async function readParent(nc: NatsConnection, partitions: number, parentId: string, childId: string): Promise<ParentView | null> {
-  const read = await readSnapshot<ExecutionContext>(nc, partitions, RUN_KIND, parentId);
+  const read = await readActor({ nc, partitions }, RUN_RECORD, parentId);
   if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", read.detail, { kind: "retryable" });
   if (read.outcome === "corrupt") throw new RunwayFault("corrupt_record", `parent run ${parentId}: ${read.detail}`);
   const parent = read.outcome === "found" ? read.snapshot.context?.run : null;

@@ -1,5 +1,7 @@
-export { readParent, runActor, RUN_KIND } from "./actor.js";
-export { RunMemories } from "./memory.js";
+export { readParent, runActor, RUN_KIND, RUN_RECORD } from "./actor.js";
+export { dispatchToRun } from "./dispatch.js";
+export type { RunTypes } from "./protocol.js";
+export { recordFacts, RunMemories } from "./memory.js";
 export { EndedRunCompaction } from "./compaction.js";
 export { everyRun, LiveRunIndex, LIVE_BUCKET } from "./live-runs.js";
 export { createdSubject, CURSOR_PATTERN, endedSubject, partsHolding, RunIndex, RUNS_STREAM, runsStreamConfig, summaryOf } from "./runs-index.js";

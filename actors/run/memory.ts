@@ -91,11 +91,13 @@ export class RunMemories {
 
 function factsOf(entries: readonly JournalEntry[]): RunFacts {
   const facts = new RunFacts();
-  for (const { record } of entries) {
-    const head = (record.snapshot as { context?: { run?: unknown } } | undefined)?.context?.run;
-    // A head stored before journals holds its input and outputs itself; later records carry them as facts.
-    if (head && isHeadV1(head)) for (const f of factsOfHeadV1(head)) facts.add(f);
-    for (const f of (record.journal ?? []) as RunFact[]) facts.add(f);
-  }
+  for (const { record } of entries) for (const f of recordFacts(record)) facts.add(f);
   return facts;
+}
+
+/** The facts one stored run record holds: a head stored before journals holds its input and outputs itself; later records carry them as facts. */
+export function recordFacts(record: Pick<ActorRecord, "snapshot" | "journal">): RunFact[] {
+  const head = (record.snapshot as { context?: { run?: unknown } } | undefined)?.context?.run;
+  const journal = (record.journal ?? []) as RunFact[];
+  return head && isHeadV1(head) ? [...factsOfHeadV1(head), ...journal] : journal;
 }

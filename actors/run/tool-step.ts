@@ -1,6 +1,10 @@
 import { gatedBy, type ExecuteRequest, type Receipt, type ToolClass } from "../../machines/index.js";
 import { effectKey, type ToolPort, type ToolResultOutcome } from "./tool-calls.js";
 import type { Charge, ChargeRequest } from "../tenant/index.js";
+import type { EffectAnswer } from "./protocol.js";
+
+/** The run commands an attempt's tool call asks its run (see `EffectAnswer`). */
+type EffectCommand = "effect.gate" | "effect.intent" | "effect.input" | "effect.task";
 
 /** Names a stored large value: whose attempt produced it. */
 export type BoundedRef = Pick<ExecuteRequest, "run" | "node" | "item" | "attempt">;
@@ -52,7 +56,7 @@ export interface ToolStepDeps {
    */
   decided?(node: string, server: string, tool: string): Promise<JournaledDecision | undefined>;
   /** Sends an effect command to the run on this node: its closed answer, or undefined when this node does not decide for the run now. */
-  ask(request: ExecuteRequest, event: Record<string, unknown>, id: string): Promise<{ outcome: string; value?: unknown; arguments?: unknown } | undefined>;
+  ask(request: ExecuteRequest, event: { type: EffectCommand } & Record<string, unknown>, id: string): Promise<EffectAnswer | undefined>;
   /** Keeps a value within the inline bound (a larger one goes to the object store by reference). */
   bounded(request: BoundedRef, value: unknown): Promise<unknown>;
   /** Charges a priced call to its tree and tenant before it is made (absent: priced calls cannot be made). */
@@ -154,13 +158,13 @@ export async function callThroughJournal(
   if (asked?.outcome === "needs_approval") return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
   if (asked?.outcome === "lookup") {
     // An earlier attempt's call of a non-idempotent tool, outcome unknown: the server's lookup says whether it happened.
-    const looked = await lookUp(deps, request, { server, tool, key, lookup: String((asked as { tool?: unknown }).tool) }, args, signal);
+    const looked = await lookUp(deps, request, { server, tool, key, lookup: asked.tool }, args, signal);
     if (looked.outcome === "found")
       return settleCall(deps, request, { server, tool, key }, { outcome: "ok", result: { structuredContent: looked.result }, bytes: 0 });
     if (looked.outcome === "failed") return { answer: { outcome: "failed", error: looked.error } };
   } else if (asked?.outcome !== "recorded" && asked?.outcome !== "reconcile")
     return { answer: { outcome: "stopped", reason: asked?.outcome ?? "not_decided_here" } };
-  const answers = (asked as { input?: { responses: Record<string, unknown>; state?: string } } | undefined)?.input;
+  const answers = asked?.outcome === "recorded" ? asked.input : undefined;
   const called = await deps.tools.call({
     tenant: request.tenant,
     server,

@@ -11,6 +11,8 @@ import {
   type TenantContext,
   type TenantContextV1,
   type TenantEvent,
+  type AdmitAnswer,
+  type TenantAnswer,
   withGatheredFacts,
 } from "../../machines/index.js";
 import {
@@ -23,11 +25,21 @@ import {
   readLast,
   RunwayFault,
   type ActorHost,
+  type ActorTypes,
+  type RecordFormat,
 } from "../../runtime/index.js";
+import type { z } from "zod";
 import { UsageMeter } from "./meter.js";
 import { lastValues } from "../records/index.js";
 
 export const TENANT_KIND = "tenant";
+
+/**
+ * The tenant record's format: version 1. A record stored before issue 9 kept its members inside
+ * itself; its machine moves them out over a few of its own transitions (`machines/tenant/migrate.ts`),
+ * since that writes keys beside the record: not a step of the migration table.
+ */
+export const TENANT_RECORD: RecordFormat<TenantTypes> = { kind: TENANT_KIND };
 
 export interface TenantActorOptions {
   /** The node's connection (the actor is defined before it exists). */
@@ -47,8 +59,8 @@ export interface TenantActorOptions {
  * keys of the batch's earlier commands from what they wrote (`written`), the rest from the store.
  */
 export function tenantActor(options: TenantActorOptions) {
-  return defineActor({
-    kind: TENANT_KIND,
+  return defineActor<typeof tenantMachine, TenantTypes>({
+    ...TENANT_RECORD,
     machine: tenantMachine,
     events: TenantCommandSchema,
     input: (id: string) => ({ id }),
@@ -145,4 +157,35 @@ export function runOfMemberKey(key: string): string {
   const token = key.slice(key.lastIndexOf(".") + 1);
   if (!token.startsWith("=")) return token;
   return Buffer.from(token.slice(1), "base64url").toString("utf8");
+}
+
+/** A tenant whose record stored before issue 9 is still moving its members out: asked again later. */
+type MigratingAnswer = Extract<TenantAnswer, { outcome: "migrating" }>;
+/** The state a tenant that exists is in: what kill, drain and resume answer with. */
+type LiveTenantState = "active" | "draining" | "killed";
+
+/** The tenant answers with these outcomes (see `machines/tenant/events.ts`), picked from its closed answer union. */
+type TenantAnswerOf<O extends string> = Extract<TenantAnswer, { outcome: O }> | MigratingAnswer;
+
+/**
+ * The tenant actor's protocol: its stored context (a record stored before issue 9 holds its
+ * members itself), its commands, and per command the value its `runway.answer` carries.
+ */
+export interface TenantTypes extends ActorTypes {
+  state: TenantContext | TenantContextV1;
+  commands: z.input<typeof TenantCommandSchema>;
+  answers: {
+    "tenant.create": TenantAnswerOf<"created" | "exists" | "invalid_input">;
+    "tenant.put": TenantAnswerOf<"updated" | "invalid_input">;
+    "tenant.kill": TenantAnswerOf<LiveTenantState>;
+    "tenant.drain": TenantAnswerOf<LiveTenantState>;
+    "tenant.resume": TenantAnswerOf<LiveTenantState>;
+    "tenant.admit_run": AdmitAnswer | MigratingAnswer;
+    "tenant.run_ended": TenantAnswerOf<"ended" | "not_running">;
+    "tenant.recheck": TenantAnswerOf<"admitted" | "queued" | "unknown">;
+    "tenant.admit_expansion": TenantAnswerOf<"expansion_admitted" | "expansion_refused">;
+    "tenant.release_expansion": TenantAnswerOf<"expansion_released" | "not_held">;
+    "tenant.promote": TenantAnswerOf<"promoted" | "migrated">;
+    "tenant.migrate": TenantAnswerOf<"promoted" | "migrated">;
+  };
 }

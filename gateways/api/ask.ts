@@ -1,6 +1,7 @@
-import type { ActorAddress, ActorHost, CommandAnswer, MailboxClient } from "../../runtime/index.js";
+import type { ActorAddress, ActorHost, Asked, MailboxClient } from "../../runtime/index.js";
 
-export type AskAnswer = CommandAnswer | { outcome: "timeout" } | { outcome: "not_stored"; detail: string };
+/** A command's answer, its value not yet read as a protocol says (see `RunHandle`, `TenantService`). */
+export type AskAnswer = Asked<unknown>;
 
 /**
  * Sends a command and waits for the actor's stored answer. When this node serves the actor's

@@ -1,8 +1,8 @@
 import { heldForAdmission, validateAgainstSchema } from "../../machines/index.js";
 import type { DefinitionStore } from "../../actors/index.js";
-import type { TenantService } from "./tenant-service.js";
+import type { TenantReply, TenantService } from "./tenant-service.js";
 
-import type { ApiAnswer as Answer } from "./schemas.js";
+type Answer = TenantReply<"tenant.admit_run">;
 
 /** A start's admission asked on a guess of its plan: which run, and the ceiling it reserved under. */
 export interface EarlyAdmission {

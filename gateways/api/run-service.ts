@@ -1,25 +1,15 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import {
-  heldForAdmission,
-  isHeadV1,
-  laneFor,
-  migrateHeadV1,
-  validateAgainstSchema,
-  type RunContext,
-  type RunFact,
-  type LaneDecision,
-  type RunLane,
-} from "../../machines/index.js";
-import { ID_PATTERN, jsonBytes, parseEventId, publish, RunwayFault, type ActorHost, type MailboxClient } from "../../runtime/index.js";
-import { askActor, type AskAnswer } from "./ask.js";
+import { heldForAdmission, laneFor, validateAgainstSchema, type LaneDecision, type RunLane } from "../../machines/index.js";
+import { ID_PATTERN, jsonBytes, parseEventId, publish, readActor, RunwayFault, type ActorHost, type MailboxClient } from "../../runtime/index.js";
+import type { AskAnswer } from "./ask.js";
+import { RunHandles } from "./run-handles.js";
 import {
   compactedView,
   partsHolding,
   randomDeliveryId,
-  readFirstRecord,
   readRunEvents,
-  readSnapshot,
-  RUN_KIND,
+  recordFacts,
+  RUN_RECORD,
   RunIndex,
   runIdFor,
   startKey,
@@ -145,6 +135,8 @@ function mayBeRunOf(tenant: string, id: string): boolean {
  */
 export class RunService {
   private readonly index: RunIndex;
+  /** Typed handles on runs: each command's answer as the run actor declares it. */
+  readonly runs: RunHandles;
   /** Starts admitted on the version this node last resolved, while the latest is read (early-admission.ts). */
   readonly early: EarlyAdmissions;
 
@@ -162,6 +154,7 @@ export class RunService {
     },
   ) {
     this.index = new RunIndex(deps.nc, deps.partitions);
+    this.runs = new RunHandles(deps);
     this.early = new EarlyAdmissions(deps);
   }
 
@@ -295,13 +288,10 @@ export class RunService {
     };
     // The seed is built here from the validated request: applied without parsing it again; a run
     // whose id was made up for this start (no start key) has no record to read first.
-    const create = { type: "run.create", run: seed, ...(admitted.indexed ? { live_indexed: true } : {}) };
-    const answer = await askActor(this.deps, { kind: RUN_KIND, id }, create, `create/${id}`, 10_000, {
-      trusted: true,
-      fresh: !request.start_key,
-    });
-    const started = answer.outcome === "applied" ? (answer.value as { outcome?: string; run?: RunSummary } | undefined) : undefined;
-    if (started?.outcome === "started" && started.run) return { outcome: "started", run: started.run };
+    const create = { type: "run.create" as const, run: seed, ...(admitted.indexed ? { live_indexed: true as const } : {}) };
+    const answer = await this.runs.of(id).create(create, `create/${id}`, { trusted: true, fresh: !request.start_key });
+    const started = answer.outcome === "applied" ? answer.value : undefined;
+    if (started?.outcome === "started") return { outcome: "started", run: started.run };
     if (answer.outcome === "applied" || answer.outcome === "refused" || answer.outcome === "duplicate") {
       // Another start with this key got there first (or this one was stored and is being applied).
       const run = await this.waitForRun(tenant, id);
@@ -361,10 +351,7 @@ export class RunService {
   private async read(tenant: string, id: string): Promise<{ view: RunView; counted: boolean } | undefined> {
     if (tenantOfRun(id) !== tenant) return undefined;
     // The head, and the journal's first entry (the input), side by side.
-    const [read, first] = await Promise.all([
-      readSnapshot<{ run?: RunContext | null }>(this.deps.nc, this.deps.partitions, RUN_KIND, id),
-      readFirstRecord(this.deps.nc, this.deps.partitions, RUN_KIND, id),
-    ]);
+    const [read, first] = await Promise.all([readActor(this.deps, RUN_RECORD, id), readActor(this.deps, RUN_RECORD, id, "first")]);
     if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", read.detail, { kind: "retryable" });
     if (read.outcome === "corrupt") throw new RunwayFault("corrupt_record", `run ${id}: ${read.detail}`);
     if (read.outcome === "missing") {
@@ -373,9 +360,7 @@ export class RunService {
     }
     const run = read.snapshot.context?.run;
     if (!run) return undefined;
-    // A head stored before journals holds its input itself.
-    if (isHeadV1(run)) return { view: view(migrateHeadV1(run as never), (run as { input?: unknown }).input ?? {}), counted: false };
-    const input = ((first?.journal ?? []) as RunFact[]).find((f) => f.t === "input")?.value;
+    const input = first.outcome === "found" ? recordFacts(first.record).find((f) => f.t === "input")?.value : undefined;
     return { view: view(run, input ?? {}), counted: run.counted === true };
   }
 
@@ -429,8 +414,8 @@ export class RunService {
   async signal(tenant: string, id: string, signal: Omit<SignalRequest, "run_id">): Promise<SignalResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
     if (!mayBeRunOf(tenant, id)) return { outcome: "run_not_found" };
-    const answer = await askActor(this.deps, { kind: RUN_KIND, id }, { type: "run.signal", ...signal }, `signal/${id}/${randomDeliveryId()}`, 10_000);
-    if (answer.outcome === "applied") return (answer.value as SignalResult | undefined) ?? { outcome: "run_not_waiting" };
+    const answer = await this.runs.of(id).signal(signal, `signal/${id}/${randomDeliveryId()}`);
+    if (answer.outcome === "applied") return answer.value ?? { outcome: "run_not_waiting" };
     if (answer.outcome === "refused") return (await this.unknown(tenant, id, answer)) ? { outcome: "run_not_found" } : { outcome: "run_not_waiting" };
     if (answer.outcome === "invalid_input") return { outcome: "invalid_input", reason: answer.reason };
     throw new RunwayFault("signal_unavailable", `signal ${signal.name} to ${id} not confirmed: ${answer.outcome}`, { kind: "retryable" });
@@ -442,14 +427,8 @@ export class RunService {
     const id = cut > 0 ? approval.slice(0, cut) : "";
     const node = approval.slice(cut + 1);
     if (!id || !node || !mayBeRunOf(tenant, id)) return { outcome: "approval_not_found" };
-    const answer = await askActor(
-      this.deps,
-      { kind: RUN_KIND, id },
-      { type: "approval.decide", node, ...decision },
-      `decide/${approval}/${randomDeliveryId()}`,
-      10_000,
-    );
-    if (answer.outcome === "applied") return (answer.value as DecideResult | undefined) ?? { outcome: "run_not_waiting" };
+    const answer = await this.runs.of(id).decide({ node, ...decision }, `decide/${approval}/${randomDeliveryId()}`);
+    if (answer.outcome === "applied") return answer.value ?? { outcome: "run_not_waiting" };
     if (answer.outcome === "refused") return (await this.unknown(tenant, id, answer)) ? { outcome: "approval_not_found" } : { outcome: "run_not_waiting" };
     throw new RunwayFault("decide_unavailable", `decision on ${approval} not confirmed: ${answer.outcome}`, { kind: "retryable" });
   }
@@ -458,12 +437,8 @@ export class RunService {
   async reconcile(tenant: string, id: string, settle: Omit<ReconcileRequest, "run_id">): Promise<ReconcileResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
     if (!mayBeRunOf(tenant, id)) return { outcome: "run_not_found" };
-    const event = { type: "effect.settle", ...settle };
-    const answer = await askActor(this.deps, { kind: RUN_KIND, id }, event, `settle/${id}/${randomDeliveryId()}`, 10_000);
-    if (answer.outcome === "applied") {
-      const value = answer.value as ReconcileResult | undefined;
-      return value?.outcome === "settled" ? value : { outcome: "not_reconciling" };
-    }
+    const answer = await this.runs.of(id).settle(settle, `settle/${id}/${randomDeliveryId()}`);
+    if (answer.outcome === "applied") return answer.value?.outcome === "settled" ? answer.value : { outcome: "not_reconciling" };
     if (answer.outcome === "refused") return (await this.unknown(tenant, id, answer)) ? { outcome: "run_not_found" } : { outcome: "not_reconciling" };
     throw new RunwayFault("reconcile_unavailable", `settling ${settle.key} of ${id} not confirmed: ${answer.outcome}`, { kind: "retryable" });
   }
@@ -476,10 +451,10 @@ export class RunService {
   async cancel(tenant: string, id: string, reason: string, by: string): Promise<CancelRunResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
     if (!mayBeRunOf(tenant, id)) return { outcome: "run_not_found" };
-    const answer = await askActor(this.deps, { kind: RUN_KIND, id }, { type: "run.cancel", reason, by }, `cancel/${id}/${randomDeliveryId()}`, 10_000);
+    const answer = await this.runs.of(id).cancel(reason, by, `cancel/${id}/${randomDeliveryId()}`);
     // Requested: calls it let finish are still in flight; the run is cancelled once they are settled.
     if (answer.outcome === "applied") {
-      const value = answer.value as { outcome?: string; run?: CancelView } | undefined;
+      const value = answer.value;
       const outcome = value?.outcome === "cancel_requested" ? "cancel_requested" : "cancelled";
       // A node of an earlier version answers without the run: read it then.
       const run = value?.run ?? (await this.get(tenant, id));

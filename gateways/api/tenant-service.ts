@@ -1,9 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { isTenantId, TenantIdSchema, tenantView, upgradeTenant, type TenantContext, type TenantContextV1, type TenantView } from "../../machines/index.js";
-import { RunwayFault, type ActorHost, type MailboxClient } from "../../runtime/index.js";
-import { actorIdsIn, listMembers, randomDeliveryId, readSnapshot, TENANT_KIND } from "../../actors/index.js";
-import { askActor } from "./ask.js";
-import type { ApiAnswer as Answer } from "./schemas.js";
+import { isTenantId, TenantIdSchema, tenantView, upgradeTenant, type TenantAnswer, type TenantView } from "../../machines/index.js";
+import { answerOf, readActor, RunwayFault, type ActorHost, type AnswerTo, type MailboxClient } from "../../runtime/index.js";
+import { actorIdsIn, listMembers, randomDeliveryId, TENANT_KIND, TENANT_RECORD, type TenantTypes } from "../../actors/index.js";
+import { askActor, type AskAnswer } from "./ask.js";
 
 /** What the scheduler needs of a tenant, refreshed at most once a second. */
 export interface TenantPolicyView {
@@ -23,6 +22,37 @@ export interface TenantPolicyView {
  * after it is stored; reads go to the record. A request naming an unknown or malformed
  * tenant is answered `tenant_not_found`.
  */
+/** A tenant whose record stored before issue 9 is still moving its members out: asked again later. */
+type MigratingAnswer = Extract<TenantAnswer, { outcome: "migrating" }>;
+
+function isMigrating(answer: { outcome: string }): answer is MigratingAnswer {
+  return answer.outcome === "migrating";
+}
+
+/**
+ * A tenant's answer, unless it is `migrating`: a record stored before issue 9 is being moved out
+ * of itself for a moment, which is a retryable fault (ask again), never an answer to a caller.
+ */
+function unlessMigrating<A extends { outcome: string }>(id: string, answer: A): Exclude<A, MigratingAnswer> {
+  if (isMigrating(answer))
+    throw new RunwayFault("tenant_migrating", `tenant ${id}: membership being migrated (${String(answer.left)} left)`, { kind: "retryable" });
+  // Narrowed by the guard above; TypeScript does not narrow a generic union on the false branch.
+  return answer as Exclude<A, MigratingAnswer>;
+}
+
+/** What a tenant service call answers for command `K`: the tenant's own answer, or why it could not be asked. */
+export type TenantReply<K extends keyof TenantTypes["answers"]> =
+  | Exclude<AnswerTo<TenantTypes, K>, MigratingAnswer>
+  /** An applied command the tenant answered nothing to. */
+  | { outcome: "ok" }
+  | { outcome: "tenant_not_found" }
+  | { outcome: "invalid_input"; reason: string };
+
+/**
+ * Tenants as actors (`tenant.<id>` in their partition's bucket). Every command is answered
+ * after it is stored; reads go to the record. A request naming an unknown or malformed
+ * tenant is answered `tenant_not_found`.
+ */
 export class TenantService {
   private readonly known = new Map<string, { view: TenantView; at: number }>();
   /** Policy refreshes under way: one read a tenant at a time, however many grants ask meanwhile. */
@@ -36,19 +66,15 @@ export class TenantService {
 
   constructor(private readonly deps: { nc: NatsConnection; partitions: number; mailbox: MailboxClient; host?: ActorHost; now(): number }) {}
 
-  private async command(
+  private async command<K extends keyof TenantTypes["answers"]>(
     id: string,
-    event: { type: string } & Record<string, unknown>,
+    event: { type: K } & Record<string, unknown>,
     commandId = `${event.type}/${id}/${randomDeliveryId()}`,
     trusted = false,
-  ): Promise<Answer> {
-    const answer = await askActor(this.deps, { kind: TENANT_KIND, id }, event, commandId, 10_000, { trusted });
+  ): Promise<TenantReply<K>> {
+    const answer = answerOf<TenantTypes, K, AskAnswer>(await askActor(this.deps, { kind: TENANT_KIND, id }, event, commandId, 10_000, { trusted }));
     if (answer.outcome === "applied") {
-      const value = (answer.value as Answer | undefined) ?? { outcome: "ok" };
-      // A record stored before issue 9 is being moved out of itself for a moment: ask again.
-      if (value.outcome === "migrating")
-        throw new RunwayFault("tenant_migrating", `tenant ${id}: membership being migrated (${String(value.left)} left)`, { kind: "retryable" });
-      return value;
+      return unlessMigrating(id, answer.value ?? { outcome: "ok" as const });
     }
     if (answer.outcome === "refused") return { outcome: "tenant_not_found" };
     if (answer.outcome === "invalid_input") return { outcome: "invalid_input", reason: answer.reason };
@@ -57,11 +83,11 @@ export class TenantService {
 
   async get(id: string): Promise<TenantView | undefined> {
     if (!isTenantId(id)) return undefined;
-    const read = await readSnapshot<TenantContext | TenantContextV1>(this.deps.nc, this.deps.partitions, TENANT_KIND, id);
+    const read = await readActor(this.deps, TENANT_RECORD, id);
     if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", read.detail, { kind: "retryable" });
     if (read.outcome === "corrupt") throw new RunwayFault("corrupt_record", `tenant ${id}: ${read.detail}`);
     if (read.outcome === "missing") return undefined;
-    const snapshot = read.snapshot as { value: unknown; context: TenantContext | TenantContextV1 | undefined };
+    const snapshot = read.snapshot;
     if (!snapshot.context || snapshot.value === "new") return undefined;
     const view = tenantView(snapshot.context);
     const first = !this.known.has(id);
@@ -99,7 +125,7 @@ export class TenantService {
     };
   }
 
-  async create(id: string, settings?: unknown): Promise<Answer> {
+  async create(id: string, settings?: unknown): Promise<TenantReply<"tenant.create">> {
     const valid = TenantIdSchema.safeParse(id);
     if (!valid.success) return { outcome: "invalid_input", reason: `id: ${valid.error.issues.map((i) => i.message).join("; ")}` };
     // A fresh command id, as every other command: the tenant answers a second create `exists`
@@ -107,11 +133,11 @@ export class TenantService {
     return this.command(id, { type: "tenant.create", ...(settings ? { settings } : {}) });
   }
 
-  put(id: string, settings: unknown): Promise<Answer> {
+  put(id: string, settings: unknown): Promise<TenantReply<"tenant.put">> {
     return this.command(id, { type: "tenant.put", settings });
   }
 
-  async setState(id: string, to: "kill" | "drain" | "resume", reason: string): Promise<Answer> {
+  async setState(id: string, to: "kill" | "drain" | "resume", reason: string): Promise<TenantReply<`tenant.${typeof to}`>> {
     const answer = await this.command(id, { type: `tenant.${to}`, reason });
     this.known.delete(id);
     await this.get(id).catch(() => undefined);
@@ -123,7 +149,7 @@ export class TenantService {
    * absent: the tenant's default). `fresh`: the run id was made up at random for this start, so
    * the tenant cannot have counted it: its member keys are not read.
    */
-  admit(id: string, runId: string, project: string, reserveCents?: number, fresh = false): Promise<Answer> {
+  admit(id: string, runId: string, project: string, reserveCents?: number, fresh = false): Promise<TenantReply<"tenant.admit_run">> {
     // A fresh command id each time: the tenant itself counts a run id once, and each caller needs its own answer.
     // Built from a start request the API validated: not parsed again when applied here.
     return this.command(
@@ -144,7 +170,7 @@ export class TenantService {
    * Gives back the slot `admit` gave `runId` (`tenant.run_ended`), for a start whose run was
    * never created. Idempotent: the tenant counts a run id's end once.
    */
-  runEnded(id: string, runId: string, project: string): Promise<Answer> {
+  runEnded(id: string, runId: string, project: string): Promise<TenantReply<"tenant.run_ended">> {
     return this.command(id, { type: "tenant.run_ended", run_id: runId, project, withdrawn: true }, `release/${runId}/not-created`, true);
   }
 
@@ -154,7 +180,7 @@ export class TenantService {
    */
   async members(id: string): Promise<{ run: string; project: string }[]> {
     const out = (await listMembers(this.deps.nc, this.deps.partitions, id)).map((m) => ({ run: m.run, project: m.member.p }));
-    const read = await readSnapshot<TenantContext | TenantContextV1>(this.deps.nc, this.deps.partitions, TENANT_KIND, id);
+    const read = await readActor(this.deps, TENANT_RECORD, id);
     const legacy = read.outcome === "found" && read.snapshot.context ? upgradeTenant(read.snapshot.context).legacy : undefined;
     if (legacy) for (const [run, project] of [...legacy.running, ...legacy.queue]) out.push({ run, project });
     return out;

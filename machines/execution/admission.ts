@@ -1,7 +1,7 @@
 import { isTerminal, type RunOpEvent } from "../run/index.js";
 import { approvalId, decisionRefusal } from "./approvals.js";
 import { enforceWhenSettled } from "./cancel.js";
-import { move, publish, WAIT_GRACE_MS, type Draft } from "./draft.js";
+import { move, publish, WAIT_GRACE_MS, type Draft, type RunAnswer } from "./draft.js";
 import { notifyParent } from "./progression.js";
 import type { Plan } from "../workflow/index.js";
 import type { ApprovalState, ExecutionEvent, RunContext, RunError, RunSeed } from "./types.js";
@@ -71,7 +71,7 @@ export function admissionPending(run: RunContext | null | undefined): boolean {
 }
 
 /** The answer to a decision that cannot be taken now, on either kind of approval (undefined: take it). */
-export function decisionAnswer(run: RunContext | null | undefined, e: ExecutionEvent): { outcome: string; reason?: string } | undefined {
+export function decisionAnswer(run: RunContext | null | undefined, e: ExecutionEvent): RunAnswer | undefined {
   if (e.type !== "approval.decide") return undefined;
   if (e.node !== ADMISSION) {
     const refusal = decisionRefusal(run, e);

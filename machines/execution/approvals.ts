@@ -67,7 +67,7 @@ export function startApproval(d: Draft, node: ApprovalNode): void {
 }
 
 /** Why a decision cannot be taken now (undefined: the approval is pending and in time). */
-export function decisionRefusal(run: RunContext | null | undefined, e: ExecutionEvent): string | undefined {
+export function decisionRefusal(run: RunContext | null | undefined, e: ExecutionEvent): "run_not_waiting" | "approval_expired" | "already_decided" | undefined {
   if (e.type !== "approval.decide") return undefined;
   const a = approvalAt(run, e.node)?.approval;
   if (!a) return "run_not_waiting";

@@ -1,7 +1,8 @@
 import { applyRunOp, type RunOpEvent } from "../run/index.js";
 import { isPlatformStop, type NodeState, type Plan, type PlanNode, type Scope } from "../workflow/index.js";
-import type { ExecuteRequest, ExecutionEvent, ItemRun, NodeRun, RunContext, RunError, RunFact, RunMemory, TaskRef } from "./types.js";
+import type { ExecuteRequest, ExecutionEvent, ItemRun, NodeRun, ReadyTicket, RunContext, RunError, RunFact, RunMemory, TaskRef } from "./types.js";
 import { liveItems } from "./items.js";
+import type { CreateRefusal } from "./create.js";
 
 /**
  * The working state of one reduction (the run being changed, its plan, the event, the
@@ -69,6 +70,53 @@ export const STEP_LAPSED = "step.lapsed";
 export const METRICS_CHANNEL = "metrics";
 
 /**
+ * Every value the run machine answers a command with (its `runway.answer`), closed: the run
+ * actor's protocol (`actors/run-protocol.ts`) picks each command's answers from it, so what the
+ * machine answers and what callers branch on agree at compile time.
+ */
+export type RunAnswer =
+  /** A report or effect from an attempt the run no longer takes: a newer lease, or a cancel since it began. */
+  | { outcome: "stale_lease" }
+  | { outcome: "stale_cancel_epoch" }
+  | { outcome: "started"; run: ReturnType<typeof runSummary> }
+  | CreateRefusal
+  | { outcome: "cancelled" | "cancel_requested"; run: ReturnType<typeof runSummary> & { cancel: RunContext["cancel"] } }
+  | { outcome: "delivered"; nodes: string[] }
+  | { outcome: "run_not_waiting" | "approval_expired" | "already_decided" | "not_reconciling" }
+  /** A command the run cannot take as given (a signal's data that fits no waiting node, a create of the wrong shape). */
+  | { outcome: "invalid_input"; reason?: string }
+  | { outcome: "decided"; approval: string; decision: "approved" | "edited" | "rejected" }
+  | { outcome: "settled"; decision: "done" | "retry" | "abandon"; node: string; item?: number }
+  /** The intent (or a receipt) is recorded: call the tool, with a person's answers when it asked for input. */
+  | { outcome: "recorded"; input?: { responses: Record<string, unknown>; state?: string } }
+  /** A completed claim: its stored response, no call. */
+  | { outcome: "observed"; value: unknown }
+  /** An earlier attempt's call, outcome unknown: ask the server's lookup tool, or reconcile. */
+  | { outcome: "lookup"; tool: string }
+  | { outcome: "reconcile" }
+  | { outcome: "in_flight" | "needs_approval" | "limit_reached" | "budget_exhausted" | "parked" | "waiting" | "let_finish" }
+  | { outcome: "approved"; arguments: unknown }
+  | { outcome: "awaiting_approval"; approval: string };
+
+/** A counter the machine alone can see, counted by the node (its metrics channel). */
+export type MachineCounter = { counter: "lease_expiries"; tenant: string } | { counter: "sweep_actions"; tenant: string; action: string };
+
+/**
+ * The run's `runway.local` channels and what each carries: the machine sends on them and the
+ * node receives (`cluster/runway-node.ts`), both typed by this one map.
+ */
+export interface RunLocalChannels {
+  [STEP_READY]: ReadyTicket;
+  [STEP_LAPSED]: { ticket: string };
+  [STEP_ABORT]: AbortRequest;
+  [TASK_POLL]: TaskPoll;
+  [METRICS_CHANNEL]: MachineCounter;
+}
+
+/** A `runway.local` effect on one of {@link RunLocalChannels}, its payload that channel's. */
+export type LocalEffect = { [C in keyof RunLocalChannels]: { type: "runway.local"; channel: C; payload: RunLocalChannels[C] } }[keyof RunLocalChannels];
+
+/**
  * The most a map's items may return in all (inline; a result over 32 KiB is stored by reference
  * and counts only its reference). Item outputs live in the run's journal, not its head, but a
  * map's output is one value (`\${steps.<map>.output}`, the run's result) held in memory whole, so
@@ -83,8 +131,8 @@ export type Effect =
   | { type: "runway.send"; to: { kind: string; id: string }; event: { type: string } & Record<string, unknown>; last?: true }
   | { type: "runway.event"; subject: string; data: unknown }
   | { type: "runway.timer.set"; name: string; at: number; event: { type: string } & Record<string, unknown> }
-  | { type: "runway.answer"; value: unknown }
-  | { type: "runway.local"; channel: string; payload: unknown }
+  | { type: "runway.answer"; value: RunAnswer | null | undefined }
+  | LocalEffect
   | { type: "runway.journal"; data: RunFact };
 
 export interface Draft {

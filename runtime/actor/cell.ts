@@ -1,11 +1,11 @@
 import type { AnyMachineSnapshot, AnyStateMachine } from "xstate";
 import { isFault } from "../errors.js";
-import { isRemoval } from "../nats/jetstream.js";
 import type { LogWriteOutcome } from "../store/partition-log.js";
 import { decideBatch, type Cached, type Decision, type Lane, type Pass } from "./batch.js";
 import { DeadLetterReason } from "./dead-letters.js";
 import type { ActorAddress } from "./define.js";
-import { currentSnapshot, snapshotVersion } from "./migrate.js";
+import { snapshotVersion } from "./migrate.js";
+import { decodeActor } from "./read.js";
 import { NOTHING_TO_WAIT_FOR, publishOutbox, type StoreEffect } from "./outbox.js";
 import { isOwnKeyOf } from "./own-keys.js";
 import { persistedSnapshot, pureMachine } from "./pure.js";
@@ -109,31 +109,30 @@ export class ActorCell implements Lane {
     const log = this.env.log;
     if (this.cached && this.cached.generation === log.generation) return { outcome: "loaded", cached: this.cached };
     const generation = log.generation;
-    const read = await log.read(this.key);
+    // A record of an older snapshot version is migrated by its kind before anything is decided
+    // on it; one written by a later version is never decided on here (a fault: kept for a newer node).
+    const read = decodeActor(this.env.definition, await log.read(this.key), "throw");
     if (read.outcome === "unavailable") return { outcome: "unavailable" };
-    if (read.outcome === "missing" || isRemoval(read.message)) {
+    if (read.outcome === "missing") {
       this.cached = undefined;
       return { outcome: "loaded", cached: undefined };
     }
-    const decoded = actorRecordCodec.decode(read.message.data);
-    if (!decoded.ok) return { outcome: "corrupt", revision: read.message.seq, detail: `${decoded.reason}: ${decoded.detail}` };
-    // A record of an older snapshot version is migrated by its kind before anything is decided
-    // on it; one written by a later version is never decided on here (a fault: kept for a newer node).
-    const persisted = currentSnapshot(this.env.definition, decoded.value);
+    if (read.outcome === "corrupt") return { outcome: "corrupt", revision: read.revision, detail: read.detail };
+    const persisted = read.persisted;
     let snapshot: AnyMachineSnapshot;
     try {
       snapshot = (this.env.definition.machine as AnyStateMachine).resolveState(persisted as never);
     } catch (err) {
-      return { outcome: "corrupt", revision: read.message.seq, detail: `snapshot: ${String(err)}` };
+      return { outcome: "corrupt", revision: read.revision, detail: `snapshot: ${String(err)}` };
     }
     this.corruptAt = undefined;
     // The writer of this record may have died before publishing its outbox: publish it again
     // (idempotent by entry id) before anything new is decided.
-    if (decoded.value.outbox.length > 0) {
-      const ok = await publishOutbox(this.env.outbox, this.address, decoded.value.outbox, read.message.seq).all;
+    if (read.record.outbox.length > 0) {
+      const ok = await publishOutbox(this.env.outbox, this.address, read.record.outbox, read.revision).all;
       if (!ok) return { outcome: "unavailable" };
     }
-    this.cached = { applied: decoded.value.applied, transitions: decoded.value.transitions, revision: read.message.seq, generation, snapshot };
+    this.cached = { applied: read.record.applied, transitions: read.record.transitions, revision: read.revision, generation, snapshot };
     return { outcome: "loaded", cached: this.cached };
   }
 

@@ -7,10 +7,14 @@ import { RunwayFault } from "../errors.js";
  * the host does the I/O it asks for. A machine talks to the world only by emitting effects
  * (`emit(...)` in XState), described by {@link EffectSchema}; any other action is ignored.
  * Every event the host delivers carries `now` (wall-clock ms) — machines read no clock.
+ * `T` is the kind's protocol (its stored state, commands and answers, see {@link ActorTypes}):
+ * typed handles and the host's `read` take their types from it.
  */
-export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMachine> {
+export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMachine, T extends ActorTypes = ActorTypes> {
   kind: string;
   machine: TMachine;
+  /** The protocol, as a type only (never set): `defineActor<typeof machine, Types>(…)` declares it. */
+  readonly types?: T;
   /** Validates events arriving in the mailbox (before `now` is added). */
   events: ZodType<EventObject>;
   /** The partitioning key for an actor id: actors that must share a partition return the same key. Default: the id. */
@@ -63,15 +67,17 @@ export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMach
    */
   version?: number;
   /**
-   * Brings a stored snapshot of version `from` (older than {@link version}) to the current
-   * format: called by the host when it loads such a record, before any command is decided on
-   * it; the next write stores the result under the current version. Gets and returns XState's
-   * persisted snapshot (`status`, `value`, `context`, …). Must be pure and deterministic: a
+   * The kind's migration table: for each earlier version `n`, the step that brings a stored
+   * snapshot of version `n` to version `n + 1`. The host's `read` (and a lane's load) runs the
+   * steps from a record's version up to {@link version}, before anything is decided on it; the
+   * next write stores the result under the current version. Each step gets and returns XState's
+   * persisted snapshot (`status`, `value`, `context`, …) and must be pure and deterministic: a
    * record may be loaded, migrated and dropped from memory many times before it is rewritten.
-   * Required once `version` is above 1. A record newer than `version` (written by a later
-   * deploy) is never decided on by this code: its commands stay unacknowledged for a newer node.
+   * Required, one step per earlier version, once `version` is above 1. A record newer than
+   * `version` (written by a later deploy) is never decided on by this code: its commands stay
+   * unacknowledged for a newer node.
    */
-  migrate?: (from: number, snapshot: unknown) => unknown;
+  migrations?: Readonly<Record<number, MigrationStep>>;
   /**
    * Commands applied together in one write when they queue up (default: the host's `maxBatch`).
    * A kind whose `prepare` reads keys its own transitions write sees those of the batch's
@@ -117,6 +123,19 @@ export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMach
   onDropped?: (address: ActorAddress) => void;
 }
 
+/**
+ * An actor kind's protocol, declared once beside its definition (`defineActor<M, T>`): the
+ * context its records hold (`state`), the commands it takes, and for each command type the value
+ * its `runway.answer` carries. Types only: nothing is checked per command. The kind's machine
+ * answers as declared (its tests drive every answer); callers branch on the union without a cast.
+ */
+export interface ActorTypes {
+  state: unknown;
+  commands: EventObject;
+  /** Command type → answer value. A command missing here answers `unknown`. */
+  answers: object;
+}
+
 export const KIND_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
 /** Subject-token and KV-key safe: no dots, wildcards or spaces. */
 export const ID_PATTERN = /^[A-Za-z0-9_=-]{1,200}$/;
@@ -126,12 +145,18 @@ export const STORE_KEY_PATTERN = /^[A-Za-z0-9_=-]+(\.[A-Za-z0-9_=-]+)*$/;
 export const BUCKET_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 const BucketName = z.string().regex(BUCKET_PATTERN);
 
-export function defineActor<TMachine extends AnyStateMachine>(definition: ActorDefinition<TMachine>): ActorDefinition<TMachine> {
+/** One row of a migration table: a stored snapshot of version `n` brought to version `n + 1`. */
+export type MigrationStep = (snapshot: unknown) => unknown;
+
+export function defineActor<TMachine extends AnyStateMachine, T extends ActorTypes = ActorTypes>(
+  definition: ActorDefinition<TMachine, T>,
+): ActorDefinition<TMachine, T> {
   if (!KIND_PATTERN.test(definition.kind)) throw new RunwayFault("invalid_kind", `actor kind ${JSON.stringify(definition.kind)} must match ${KIND_PATTERN}`);
   const version = definition.version ?? 1;
   if (!Number.isInteger(version) || version < 1) throw new RunwayFault("invalid_version", `actor kind ${definition.kind}: version must be a positive integer`);
-  if (version > 1 && !definition.migrate)
-    throw new RunwayFault("invalid_version", `actor kind ${definition.kind}: version ${version} needs migrate() for records of earlier versions`);
+  for (let from = 1; from < version; from++)
+    if (!definition.migrations?.[from])
+      throw new RunwayFault("invalid_version", `actor kind ${definition.kind}: version ${version} needs a migration step from version ${from}`);
   return definition;
 }
 

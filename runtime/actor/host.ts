@@ -7,7 +7,8 @@ import { partitionOf } from "../partitions/hash.js";
 import type { ActorLog, PartitionLog } from "../store/partition-log.js";
 import type { ReadOutcome } from "../nats/jetstream.js";
 import { mailboxSubject } from "../topology.js";
-import type { ActorAddress, ActorDefinition } from "./define.js";
+import type { ActorAddress, ActorDefinition, ActorTypes } from "./define.js";
+import { readActor, type ActorRead, type RecordFormat } from "./read.js";
 import { ActorCell } from "./cell.js";
 import type { CellEnvironment, Delivery, HostStats } from "./delivery.js";
 import { asDeadLetterReason, DeadLetterBox, DeadLetterReason } from "./dead-letters.js";
@@ -16,7 +17,8 @@ import { ActorKeys, OwnKeys } from "./own-keys.js";
 import type { OutboxContext } from "./outbox.js";
 import { consumeMailbox, type MailboxRouting } from "./mailbox-consumer.js";
 import { serveAsks, type AskRouting } from "./asks.js";
-import { APPLIED_WINDOW, commandCodec, HEADER_ID, type CommandAnswer } from "./wire.js";
+import { APPLIED_WINDOW, commandCodec, HEADER_ID } from "./wire.js";
+import type { Dispatched, LocalReceiver } from "./protocol.js";
 
 export interface ActorHostConfig {
   nc: NatsConnection;
@@ -45,8 +47,8 @@ export interface ActorHostConfig {
   pinTimeoutMs?: number;
   /** Called when a partition's writer finds itself fenced, so ownership can be reconciled. */
   onFenced?(partition: number): void;
-  /** In-process receivers of `runway.local` effects, by channel. */
-  local?: Record<string, (payload: unknown, from: ActorAddress) => void>;
+  /** In-process receivers of `runway.local` effects, by channel (typed by the kinds' channel maps: see `LocalReceivers`). */
+  local?: { readonly [channel: string]: LocalReceiver };
   /**
    * Called once a partition is served under a new epoch, before its mailbox is consumed: the
    * place for the domain to recover work that lived only in the previous owner's memory.
@@ -171,6 +173,15 @@ export class ActorHost {
     return this.keys.reads();
   }
 
+  /**
+   * Reads actor `id` of `format`'s kind (its definition, or its record format) straight from its
+   * partition's bucket: no actor is woken, and the partition need not be served here. The record
+   * is decoded and brought to the kind's current format by its migration table (see `readActor`).
+   */
+  read<T extends ActorTypes>(format: RecordFormat<T>, id: string, which: "last" | "first" = "last"): Promise<ActorRead<T["state"]>> {
+    return readActor({ nc: this.config.nc, partitions: this.partitions }, format, id, which);
+  }
+
   /** The last value of a key `actor` keeps beside its record (see ActorKeys.read). */
   readOwn(actor: ActorAddress, key: string): Promise<ReadOutcome> {
     return this.keys.read(actor, key);
@@ -251,7 +262,7 @@ export class ActorHost {
     event: unknown,
     id: string,
     options: { trusted?: boolean; fresh?: boolean; onQueued?: (withdraw: () => boolean) => void } = {},
-  ): Promise<CommandAnswer | { outcome: "not_served" } | { outcome: "kept"; reason: string }> {
+  ): Promise<Dispatched<unknown>> {
     const part = this.owned.get(this.partitionOf(address));
     if (!part || part.stopping) return Promise.resolve({ outcome: "not_served" });
     // Methods rather than arrow functions below: under tsx every named closure costs a `__name` call.
@@ -370,7 +381,8 @@ export class ActorHost {
           return;
         }
         try {
-          receiver(payload, from);
+          // The payload as the machine emitted it: its channel's type (see LocalReceivers), not checked again here.
+          receiver(payload as never, from);
         } catch (err) {
           this.logger.error("local effect receiver failed", { channel, actor: `${from.kind}.${from.id}`, error: String(err) });
         }

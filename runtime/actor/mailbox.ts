@@ -7,6 +7,7 @@ import { ASK_MAILBOX, HEADER_ASK } from "./asks.js";
 import type { ActorAddress } from "./define.js";
 import { answerCodec, commandCodec, HEADER_ID, HEADER_REPLY, type CommandAnswer } from "./wire.js";
 import { sentHeaders } from "../nats/headers.js";
+import type { Asked } from "./protocol.js";
 
 /** An event for an actor: a `type` and whatever fields the actor's event schema accepts. */
 export type CommandEvent = { type: string } & Record<string, unknown>;
@@ -86,13 +87,7 @@ export class MailboxClient {
    * commands it `send`s without waiting: `through: "mailbox"` skips the direct ask, so the
    * request queues behind them.
    */
-  async request(
-    address: ActorAddress,
-    event: CommandEvent,
-    id: string,
-    timeoutMs = 5_000,
-    options: { through?: "mailbox" } = {},
-  ): Promise<CommandAnswer | { outcome: "timeout" } | { outcome: "not_stored"; detail: string }> {
+  async request(address: ActorAddress, event: CommandEvent, id: string, timeoutMs = 5_000, options: { through?: "mailbox" } = {}): Promise<Asked<unknown>> {
     const started = performance.now();
     const body = commandCodec.encode({ event });
     // Built once: the mailbox fallback stores the very bytes the owner was asked with.
@@ -111,12 +106,7 @@ export class MailboxClient {
     return this.requestThroughMailbox(address, body, id, Math.max(1, timeoutMs - (performance.now() - started)));
   }
 
-  private async requestThroughMailbox(
-    address: ActorAddress,
-    body: Uint8Array,
-    id: string,
-    timeoutMs: number,
-  ): Promise<CommandAnswer | { outcome: "timeout" } | { outcome: "not_stored"; detail: string }> {
+  private async requestThroughMailbox(address: ActorAddress, body: Uint8Array, id: string, timeoutMs: number): Promise<Asked<unknown>> {
     const expected = expectReply(this.nc, timeoutMs);
     const sent = await this.store(address, body, id, expected.subject);
     if (sent.outcome !== "stored") {

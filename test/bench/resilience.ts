@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { connect } from "@nats-io/transport-node";
 import { RunwayClient } from "../../cluster/client.js";
 import { RUN_KIND } from "../../actors/index.js";
-import { readSnapshot } from "../../actors/records/records.js";
+import { RUN_RECORD } from "../../actors/run/actor.js";
+import { readActor } from "../../runtime/index.js";
 import { startServer, waitFor, type ChildHandle } from "../harness/index.js";
 import { cpuProfile, heapUsedMb, progress, v8Trace, windowed } from "./stats.js";
 import { world } from "./workflow.js";
@@ -123,7 +124,7 @@ export async function w5(): Promise<Record<string, unknown>> {
     // Read from the store itself: the API went down with the node.
     const committed = new Set<string>();
     for (const id of runs) {
-      const read = await readSnapshot<{ run?: { nodes: Record<string, { s: string }> } }>(nc, 32, RUN_KIND, id);
+      const read = await readActor({ nc: nc, partitions: 32 }, RUN_RECORD, id);
       const nodes = read.outcome === "found" ? (read.snapshot.context?.run?.nodes ?? {}) : {};
       for (const [step, n] of Object.entries(nodes)) if (n.s === "succeeded") committed.add(`${id} ${step}`);
     }

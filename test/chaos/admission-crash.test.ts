@@ -5,8 +5,8 @@ import { fileURLToPath } from "node:url";
 import { expect, it } from "vitest";
 import { RunwayClient } from "../../cluster/client.js";
 import { listInbox, RUN_KIND, runIdFor, startKey } from "../../actors/index.js";
-import { readSnapshot } from "../../actors/records/records.js";
-import type { ExecutionContext } from "../../machines/index.js";
+import { RUN_RECORD } from "../../actors/run/actor.js";
+import { readActor } from "../../runtime/index.js";
 import { RUNWAY_USER, spawnTsx, waitFor } from "../harness/index.js";
 import { finished, singleServerWorld, startWorkflowNode } from "./node-process.js";
 import type { RunAnswer } from "../integration/workflow-support.js";
@@ -40,7 +40,7 @@ it("a crash right after a held start's create write never runs it unapproved: th
   await crashing.exited;
 
   // No node is up: the one write holds the run, its request and its clock; the inbox entry is still in its outbox.
-  const stored = await readSnapshot<ExecutionContext>(world.nc, 32, RUN_KIND, id);
+  const stored = await readActor({ nc: world.nc, partitions: 32 }, RUN_RECORD, id);
   const run = stored.outcome === "found" ? stored.snapshot.context?.run : undefined;
   expect(run?.lifecycle).toMatchObject({ status: "waiting", waiting_on: "approval", waiting_ref: `${id}:(admission)`, started_at: null });
   expect(run?.admission_approval).toMatchObject({ state: "pending", prompt: "Start it?" });

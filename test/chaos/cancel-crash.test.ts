@@ -4,9 +4,9 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { expect, it } from "vitest";
 import { RunwayClient } from "../../cluster/client.js";
-import { childStartKey, RUN_KIND, runIdFor } from "../../actors/index.js";
-import { readSnapshot } from "../../actors/records/records.js";
-import type { ExecutionContext } from "../../machines/index.js";
+import { childStartKey, runIdFor } from "../../actors/index.js";
+import { RUN_RECORD } from "../../actors/run/actor.js";
+import { readActor } from "../../runtime/index.js";
 import { RUNWAY_USER, spawnTsx, waitFor } from "../harness/index.js";
 import { singleServerWorld, startWorkflowNode } from "./node-process.js";
 import type { RunAnswer } from "../integration/workflow-support.js";
@@ -14,7 +14,7 @@ import type { RunAnswer } from "../integration/workflow-support.js";
 const world = singleServerWorld();
 
 async function storedStatus(run: string): Promise<string | undefined> {
-  const read = await readSnapshot<ExecutionContext>(world.nc, 32, RUN_KIND, run);
+  const read = await readActor({ nc: world.nc, partitions: 32 }, RUN_RECORD, run);
   return read.outcome === "found" ? read.snapshot.context?.run?.lifecycle.status : undefined;
 }
 const fixture = fileURLToPath(new URL("../fixtures/workflow-node-process.ts", import.meta.url));

@@ -5,8 +5,8 @@ import { fileURLToPath } from "node:url";
 import { expect, it } from "vitest";
 import { RunwayClient } from "../../cluster/client.js";
 import { listInbox, RUN_KIND, runIdFor, startKey } from "../../actors/index.js";
-import { readSnapshot } from "../../actors/records/records.js";
-import type { ExecutionContext } from "../../machines/index.js";
+import { RUN_RECORD } from "../../actors/run/actor.js";
+import { readActor } from "../../runtime/index.js";
 import { RUNWAY_USER, spawnTsx, waitFor } from "../harness/index.js";
 import { startEffectsServer } from "../fixtures/mcp/start.js";
 import { finished, singleServerWorld, startWorkflowNode } from "./node-process.js";
@@ -95,7 +95,7 @@ it("C080 C039 a node killed right after the write that files a gated call's appr
     await crashing.exited;
 
     // No node is up: the one write filed the request, parked the step and set the clock; the inbox entry is still in its outbox.
-    const stored = await readSnapshot<ExecutionContext>(world.nc, 32, RUN_KIND, id);
+    const stored = await readActor({ nc: world.nc, partitions: 32 }, RUN_RECORD, id);
     const run = stored.outcome === "found" ? stored.snapshot.context?.run : undefined;
     expect(run?.lifecycle).toMatchObject({ status: "waiting", waiting_on: "approval", waiting_ref: approval });
     expect(run?.nodes.pay).toMatchObject({ s: "active", step: { status: "ready", attempt: 1 }, approval: { id: approval, state: "pending" } });

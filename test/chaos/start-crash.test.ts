@@ -5,7 +5,8 @@ import { fileURLToPath } from "node:url";
 import { expect, it } from "vitest";
 import { RunwayClient } from "../../cluster/client.js";
 import { RUN_KIND, runIdFor, startKey } from "../../actors/index.js";
-import { readSnapshot } from "../../actors/records/records.js";
+import { RUN_RECORD } from "../../actors/run/actor.js";
+import { readActor } from "../../runtime/index.js";
 import { RUNWAY_USER, spawnTsx, waitFor } from "../harness/index.js";
 import { finished, singleServerWorld, startWorkflowNode } from "./node-process.js";
 import type { RunAnswer } from "../integration/workflow-support.js";
@@ -36,7 +37,7 @@ it("C010 a crash (SIGKILL) before the start stores its run leaves no run; the re
   await crashing.exited;
   expect(crashing.lines).toContain(`CRASHING before the write of ${RUN_KIND}.${id}`);
   expect(first?.outcome).not.toBe("started");
-  expect((await readSnapshot(world.nc, 32, RUN_KIND, id)).outcome).not.toBe("found");
+  expect((await readActor({ nc: world.nc, partitions: 32 }, RUN_RECORD, id)).outcome).not.toBe("found");
 
   await startWorkflowNode(world, "start-node");
   const retry = await waitFor(async () => (await client.startRun({ definition: "once", start_key: key }).catch(() => undefined)) ?? undefined, {

@@ -5,8 +5,8 @@ import { fileURLToPath } from "node:url";
 import { expect, it } from "vitest";
 import { RunwayClient } from "../../cluster/client.js";
 import { listInbox, RUN_KIND, runIdFor, startKey } from "../../actors/index.js";
-import { readSnapshot } from "../../actors/records/records.js";
-import type { ExecutionContext } from "../../machines/index.js";
+import { RUN_RECORD } from "../../actors/run/actor.js";
+import { readActor } from "../../runtime/index.js";
 import { RUNWAY_USER, spawnTsx, waitFor } from "../harness/index.js";
 import { startEffectsServer } from "../fixtures/mcp/start.js";
 import { finished, singleServerWorld, startWorkflowNode } from "./node-process.js";
@@ -117,7 +117,7 @@ it("C080 a node killed right after the write that parks its run on an approval (
     // The run's first write creates it parked on its approval; the node dies before its outbox (the inbox entry) is out.
     const starting = client.startRun(start).catch(() => undefined);
     await crashing.exited;
-    const stored = await readSnapshot<ExecutionContext>(world.nc, 32, RUN_KIND, id);
+    const stored = await readActor({ nc: world.nc, partitions: 32 }, RUN_RECORD, id);
     expect(stored.outcome).toBe("found");
     const run = stored.outcome === "found" ? stored.snapshot.context?.run : undefined;
     expect(run?.lifecycle).toMatchObject({ status: "waiting", waiting_on: "approval", waiting_ref: `${id}:gate` });

@@ -59,6 +59,18 @@ describe("actor snapshot migrations in the host", () => {
     expect(await v2.host.dispatch(address, { type: "add", by: 2 }, "c1")).toEqual({ outcome: "duplicate" });
   });
 
+  it("the host's read decodes a record an older version stored and migrates it, as the lane's load does, without waking the actor", async () => {
+    const other = "tally-read";
+    const q = partitionOf(other, P);
+    const v1 = await hostFor(q, [tallyV1], "read-v1");
+    expect(await v1.host.dispatch({ kind: "tally", id: other }, { type: "add", by: 6 }, "r1")).toMatchObject({ outcome: "applied" });
+    const v2 = await hostFor(q, [tallyV2], "read-v2");
+    const read = await v2.host.read(tallyV2, other);
+    expect(read).toMatchObject({ outcome: "found", snapshot: { value: "open", context: { total: 6, added: [] } }, record: { transitions: 1, version: 1 } });
+    expect(await v2.host.read(tallyV2, "tally-never")).toEqual({ outcome: "missing" });
+    expect(v2.host.actorsInMemory()).toBe(0);
+  });
+
   it("a host still on version 1 does not decide on a record version 2 stored: the command is kept for a newer node, the record untouched", async () => {
     const stored = await readActor(connections[0]!, "tally", id);
     expect(stored?.version).toBe(2);

@@ -1,8 +1,9 @@
 import { expect, it } from "vitest";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { RUN_KIND, RunMemories } from "../../actors/index.js";
-import { readSnapshot } from "../../actors/records/records.js";
-import type { ExecutionContext, RunContext } from "../../machines/index.js";
+import { RUN_RECORD } from "../../actors/run/actor.js";
+import { readActor } from "../../runtime/index.js";
+import type { RunContext } from "../../machines/index.js";
 import { kvSubject, partitionBucket, partitionOf, partitionStream } from "../../runtime/index.js";
 import { waitFor } from "../harness/index.js";
 import { workflowWorld, type RunAnswer } from "./workflow-support.js";
@@ -31,7 +32,7 @@ it("recall reads a run's journal once, answers its last record and keeps its fac
   const id = (started.run as RunAnswer).id;
   const head = await waitFor(
     async () => {
-      const read = await readSnapshot<ExecutionContext>(world.nc, 32, RUN_KIND, id);
+      const read = await readActor({ nc: world.nc, partitions: 32 }, RUN_RECORD, id);
       const run = read.outcome === "found" ? read.snapshot.context?.run : undefined;
       return run?.nodes["a"]?.s === "succeeded" ? run : undefined;
     },

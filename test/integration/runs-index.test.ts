@@ -1,7 +1,8 @@
 import { expect, it } from "vitest";
 import { headers } from "@nats-io/transport-node";
 import { buildLiveIndex, LIVE_BUCKET, LiveRunIndex, recoverPartitionPatiently, RUN_KIND, RUNS_STREAM, runIdFor, startKey } from "../../actors/index.js";
-import { readSnapshot } from "../../actors/records/records.js";
+import { RUN_RECORD } from "../../actors/run/actor.js";
+import { readActor } from "../../runtime/index.js";
 import { RunwayClient } from "../../cluster/client.js";
 import { createLogger, kvSubject, partitionBucket, partitionOf, partitionStream, publish, readJournal } from "../../runtime/index.js";
 import { waitFor } from "../harness/index.js";
@@ -116,10 +117,13 @@ it("an ended run (head and journal) is compacted to its final summary after the 
   // Its journal is kept whole for the retention; then the sweep purges its key (head and journal).
   const journal = await readJournal(world.nc, 32, RUN_KIND, id);
   expect(journal.outcome === "read" && journal.entries.length).toBeGreaterThan(1);
-  await waitFor(async () => (await world.node.sweeper.pass(), (await readSnapshot(world.nc, 32, RUN_KIND, id)).outcome === "missing") || undefined, {
-    timeoutMs: 20_000,
-    describe: `run ${id}'s record to be compacted`,
-  });
+  await waitFor(
+    async () => (await world.node.sweeper.pass(), (await readActor({ nc: world.nc, partitions: 32 }, RUN_RECORD, id)).outcome === "missing") || undefined,
+    {
+      timeoutMs: 20_000,
+      describe: `run ${id}'s record to be compacted`,
+    },
+  );
   const got = await client.getRun(id);
   expect(got).toMatchObject({ outcome: "found", run: { id, status: "succeeded", compacted: true, definition: { name: "one" }, nodes: {}, result: null } });
   const listed = (await client.listRuns()) as unknown as Page;

@@ -35,10 +35,10 @@ describe("actor snapshot versions and migrations", () => {
 
   it("a record of an older version is migrated, and the migrated snapshot resolves in today's machine and takes the next event", () => {
     const migrate = vi.fn(migrateTally);
-    const kind = { ...tallyV2, migrate };
+    const kind = { ...tallyV2, migrations: { 1: migrate } };
     const snapshot = storedV1(2, 3);
     const current = currentSnapshot(kind, { snapshot });
-    expect(migrate).toHaveBeenCalledWith(1, snapshot);
+    expect(migrate).toHaveBeenCalledWith(snapshot);
     expect((current as { context: TallyV2 }).context).toEqual({ total: 5, added: [] });
     const resolved: AnyMachineSnapshot = tallyMachineV2.resolveState(current as never);
     expect(resolved.value).toBe("open");
@@ -51,7 +51,7 @@ describe("actor snapshot versions and migrations", () => {
   it("a record of the current version is handed over as stored, without calling migrate", () => {
     const migrate = vi.fn(migrateTally);
     const snapshot = { status: "active", value: "open", context: { total: 1, added: [1] }, children: {}, historyValue: {} };
-    expect(currentSnapshot({ ...tallyV2, migrate }, { snapshot, version: 2 })).toBe(snapshot);
+    expect(currentSnapshot({ ...tallyV2, migrations: { 1: migrate } }, { snapshot, version: 2 })).toBe(snapshot);
     expect(migrate).not.toHaveBeenCalled();
   });
 
@@ -66,7 +66,7 @@ describe("actor snapshot versions and migrations", () => {
     expect(faultCode(() => defineActor({ ...base, version: 0 }))).toBe("invalid_version");
     expect(faultCode(() => defineActor({ ...base, version: 1.5 }))).toBe("invalid_version");
     expect(faultCode(() => defineActor({ ...base, version: 2 }))).toBe("invalid_version");
-    expect(defineActor({ ...base, version: 2, migrate: migrateTally }).version).toBe(2);
+    expect(defineActor({ ...base, version: 2, migrations: { 1: migrateTally } }).version).toBe(2);
   });
 
   it("the snapshot version sits in the record body beside the envelope's own: rw.actor@1 with it and without it", () => {

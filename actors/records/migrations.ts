@@ -1,0 +1,38 @@
+import { isHeadV1, migrateHeadV1, type RunContext } from "../../machines/index.js";
+import type { MigrationStep } from "../../runtime/index.js";
+
+/** A stored snapshot as XState persists it: the fields a migration step reads. */
+type Persisted = { value?: unknown; context?: { run?: unknown } } | undefined;
+
+/**
+ * Every stored record format this code reads, one table: actor kind × the version a record was
+ * written with → the step that brings its snapshot to the next version. The host runs the steps
+ * from a record's version to its kind's current one when it reads the record (`readRecord`, and
+ * a lane's load), so every reader sees today's format. Each step is pure and driven from the
+ * stored fixtures of its version (`test/unit/migrations.test.ts`, `test/fixtures/records/`).
+ *
+ * A tenant has one record format (version 1): the members a record stored before issue 9 kept
+ * inside it move out to keys over several of its own transitions, which its machine does
+ * (`machines/tenant/migrate.ts`), not a step on load.
+ */
+export const MIGRATIONS = {
+  run: {
+    /** A head stored before journals held its input and outputs: it becomes bounded (its record still holds them for the journal's facts). */
+    1: (snapshot: unknown) => {
+      const p = snapshot as Persisted;
+      const stored = p?.context?.run;
+      const run = stored && isHeadV1(stored) ? migrateHeadV1(stored as never) : (stored as RunContext | null | undefined);
+      return { ...p, context: { ...p?.context, run: run ?? null } };
+    },
+    /** The machine's states became the run's statuses (2 had `new`/`live`/`ended`). */
+    2: (snapshot: unknown) => {
+      const p = snapshot as Persisted;
+      const run = (p?.context?.run ?? null) as RunContext | null;
+      const value = p?.value === "live" || p?.value === "ended" ? (run?.lifecycle.status ?? "new") : p?.value;
+      return { ...p, value, context: { ...p?.context, run } };
+    },
+  },
+} as const satisfies Record<string, Readonly<Record<number, MigrationStep>>>;
+
+/** The version records of each kind are written with now: one past the table's last step. */
+export const RECORD_VERSIONS = { run: 3 } as const;
