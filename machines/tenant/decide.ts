@@ -31,14 +31,9 @@ export { MAX_QUEUED } from "./queue.js";
 
 export const DAY_MS = 86_400_000;
 
-/** The last day `utcDay` formatted: every decision asks, and days change once a day. */
-let lastDay = { number: Number.NaN, text: "" };
-
 /** 'YYYY-MM-DD' of the UTC day containing `now` (ms since the epoch). */
 export function utcDay(now: number): string {
-  const number = Math.floor(now / DAY_MS);
-  if (number !== lastDay.number) lastDay = { number, text: new Date(now).toISOString().slice(0, 10) };
-  return lastDay.text;
+  return new Date(now).toISOString().slice(0, 10);
 }
 
 /** The first instant (ms) of the UTC day after the one containing `now`. */
@@ -316,30 +311,16 @@ const SENT_AGAIN = new Set(["tenant.run_ended", "tenant.recheck", "tenant.admit_
 type Applied = { context: TenantContext; effects: TenantEffect[] };
 
 /**
- * Each event object's decision, with the context it was made on. A command's facts are found by
- * deciding it (facts.ts: the actor's `prepare`), and the machine then decides that same event
- * object on that same context: the second decision is the first one, kept. Decisions are pure
- * and their results never changed, so a kept one is what deciding again would give.
- */
-const applied = new WeakMap<TenantEvent, { stored: TenantContext | TenantContextV1; result: Applied }>();
-
-/**
  * The whole decision for one event: the next context and the effects — the answer, then any
  * audit record, the membership keys to write (after the record), the runs told `run.admitted`,
  * a reply to a run, and the commands the tenant sends itself. A record stored before issue 9 is
- * upgraded first (`migrate.ts`).
+ * upgraded first (`migrate.ts`). The machine's action for the command calls it once; the actor's
+ * `prepare` calls it to learn which facts it reads (facts.ts).
  */
 export function applyTenantCommand(stored: TenantContext | TenantContextV1, event: TenantEvent): Applied {
-  const kept = applied.get(event);
-  if (kept?.stored === stored) return kept.result;
-  const result = applyAnew(stored, event);
-  applied.set(event, { stored, result });
-  return result;
-}
-
-function applyAnew(stored: TenantContext | TenantContextV1, event: TenantEvent): Applied {
-  const d = decide(upgrade(stored), event);
-  const context = d.context === upgrade(stored) && !d.store?.length ? (stored as TenantContext) : d.context;
+  const current = upgrade(stored);
+  const d = decide(current, event);
+  const context = d.context === current && !d.store?.length ? (stored as TenantContext) : d.context;
   const effects: TenantEffect[] = [{ type: "runway.answer", value: d.answer }];
   if (d.audit) effects.push({ type: "runway.publish", subject: auditSubject(context.id), data: d.audit });
   for (const op of d.store ?? [])
