@@ -90,7 +90,7 @@ export type Effect =
 export interface Draft {
   run: RunContext;
   plan: Plan;
-  byId: Map<string, PlanNode>;
+  byId: ReadonlyMap<string, PlanNode>;
   now: number;
   event: ExecutionEvent;
   effects: Effect[];

@@ -5,7 +5,7 @@ import { ADMISSION, closeAdmission, expireAdmission, heldForAdmission, holdForAd
 import { cancelRequested, holdUnknown, onCancel, onLateReceipt, onLateResult, settleUnderCancel } from "./cancel.js";
 import { queuedLifecycle } from "../run/index.js";
 import { applyStepOp, type StepError } from "../step/index.js";
-import { isCeilingReason, isPlatformStop, validateAgainstSchema, type Plan, type PlanNode } from "../workflow/index.js";
+import { isCeilingReason, isPlatformStop, planIndex, validateAgainstSchema } from "../workflow/index.js";
 import {
   expireLease,
   holderOf,
@@ -26,7 +26,7 @@ import { advance, ceilingStop, finish, stopNodes } from "./progression.js";
 import { ceilingDrain, wallHit } from "./ceilings.js";
 import { sweepPlan } from "./sweep.js";
 import { draftMap, sealDrafts } from "./items.js";
-import { RUN_CONTEXT_VERSION, type ExecutionContext, type ExecutionEvent, type NodeRun, type RunContext, type RunMemory } from "./types.js";
+import { RUN_CONTEXT_VERSION, type ExecutionContext, type ExecutionEvent, type MapRun, type NodeRun, type RunContext, type RunMemory } from "./types.js";
 
 export {
   MAX_DEPTH,
@@ -47,15 +47,6 @@ export { LEASE_GRACE_MS, LEASE_AFTER_MS } from "./attempts.js";
 
 const NO_OUTPUTS = { output: () => undefined, item: () => undefined, receipt: () => undefined };
 
-/** A plan's nodes by id, built once per plan (plans are immutable and shared by every run that pinned them). */
-const byPlan = new WeakMap<Plan, Map<string, PlanNode>>();
-
-function nodesById(plan: Plan): Map<string, PlanNode> {
-  let byId = byPlan.get(plan);
-  if (!byId) byPlan.set(plan, (byId = new Map(plan.nodes.map((n) => [n.id, n]))));
-  return byId;
-}
-
 /** What one decision produced: the run's next state and the effects to perform once it is stored. */
 export type Decided = { context: ExecutionContext; effects: Effect[] };
 
@@ -66,20 +57,12 @@ export type Decided = { context: ExecutionContext; effects: Effect[] };
  * go through the run table (`applyRunOp`), and the machine's states follow them.
  */
 function decide(context: ExecutionContext, event: ExecutionEvent, apply: (d: Draft) => void): Decided {
-  try {
-    return decideOn(context, event, apply);
-  } finally {
-    sealDrafts();
-  }
-}
-
-function decideOn(context: ExecutionContext, event: ExecutionEvent, apply: (d: Draft) => void): Decided {
   const run = event.type === "run.create" ? create(event) : copyForWrite(context.run!);
   const memory: RunMemory = event.type === "run.create" ? { input: event.run.input ?? {}, ...NO_OUTPUTS } : (event.memory ?? { input: {}, ...NO_OUTPUTS });
   const d: Draft = {
     run,
     plan: event.plan,
-    byId: nodesById(event.plan),
+    byId: planIndex(event.plan),
     now: event.now,
     event,
     effects: [],
@@ -89,6 +72,7 @@ function decideOn(context: ExecutionContext, event: ExecutionEvent, apply: (d: D
   apply(d);
   releaseExpansions(d);
   closeAdmission(d);
+  sealDrafts(mapsOf(d.run));
   return { context: { run: d.run }, effects: d.effects };
 }
 
@@ -155,6 +139,15 @@ function copyForWrite(run: RunContext): RunContext {
     nodes[id] = n.map ? { ...n, map: draftMap(n.map) } : { ...n };
   }
   return { ...run, nodes };
+}
+
+function mapsOf(run: RunContext): MapRun[] {
+  const maps: MapRun[] = [];
+  for (const id in run.nodes) {
+    const map = run.nodes[id]!.map;
+    if (map) maps.push(map);
+  }
+  return maps;
 }
 
 function create(event: Extract<ExecutionEvent, { type: "run.create" }>): RunContext {
