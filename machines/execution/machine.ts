@@ -1,5 +1,5 @@
-import { emit, enqueueActions, setup } from "xstate";
-import { LEGAL_FROM, RUN_OP_TARGET, RUN_OPS, RUN_STATUSES, TERMINAL, type RunStatus } from "../run/index.js";
+import { assign, emit, enqueueActions, setup } from "xstate";
+import { applyRunOp, LEGAL_FROM, RUN_OP_TARGET, RUN_OPS, RUN_STATUSES, TERMINAL, type RunStatus } from "../run/index.js";
 import { holderOf, isAlive, isLeased, isOffered } from "./attempts.js";
 import { holdersOf, liveAttempts } from "./draft.js";
 import { createRefusal } from "./create.js";
@@ -11,7 +11,7 @@ import { gateWaits, intentNeedsApproval, openGate } from "./gates.js";
 import { cancelRequested, isLateReceipt } from "./cancel.js";
 import { signalProblem, waitingFor } from "./signals.js";
 import { admissionAsked, admissionPending, decisionAnswer } from "./admission.js";
-import type { ExecutionContext, ExecutionEvent, NodeRun } from "./types.js";
+import type { ExecutionContext, ExecutionEvent, LifecycleEvent, NodeRun, RunMachineEvent } from "./types.js";
 
 function activeHolder(n: NodeRun | undefined, item: number | undefined) {
   return n && n.s === "active" ? holderOf(n, item) : undefined;
@@ -21,6 +21,11 @@ function activeHolder(n: NodeRun | undefined, item: number | undefined) {
 function isCurrentAttempt(n: NodeRun | undefined, item: number | undefined, attempt: number, leaseEpoch: number): boolean {
   const h = activeHolder(n, item);
   return isLeased(h, attempt, leaseEpoch) || isOffered(h, attempt, leaseEpoch);
+}
+
+/** A command from outside, not a lifecycle op a decision raised. */
+function isCommand(event: RunMachineEvent): event is ExecutionEvent {
+  return !event.type.startsWith("lifecycle.");
 }
 
 /** Live statuses: a run in one takes events; a terminal one only answers late reports. */
@@ -45,14 +50,33 @@ export function reachableFrom(from: RunStatus): RunStatus[] {
   return RUN_STATUSES.filter((s) => seen.has(s));
 }
 
-/** The named action that applies one decision (`reduce.ts`): the next context, and its effects emitted. */
+/**
+ * The named action that applies one decision (`reduce.ts`): the run's next data, its effects
+ * emitted, and each lifecycle op it took raised, so the machine takes it as a transition.
+ */
 function decision<T extends ExecutionEvent["type"]>(type: T, decide: (c: ExecutionContext, e: Extract<ExecutionEvent, { type: T }>) => Decided) {
-  return enqueueActions<ExecutionContext, ExecutionEvent, undefined, ExecutionEvent, never, never, never, never, Effect>(({ context, event, enqueue }) => {
+  return enqueueActions<ExecutionContext, RunMachineEvent, undefined, RunMachineEvent, never, never, never, never, Effect>(({ context, event, enqueue }) => {
     if (event.type !== type) return;
     const next = decide(context, event as Extract<ExecutionEvent, { type: T }>);
     enqueue.assign(() => next.context);
     for (const effect of next.effects) enqueue.emit(effect);
+    for (const move of next.moves) enqueue.raise({ type: `lifecycle.${move.op}`, move } as LifecycleEvent);
   });
+}
+
+/**
+ * The lifecycle transitions out of `from`, one per op of the run table legal there
+ * (`LEGAL_FROM`, `RUN_OP_TARGET`): each writes the run's lifecycle columns (`applyRunOp`), and
+ * moves to the op's status. An op that names no status (`advance`) is no transition.
+ */
+function lifecycleMoves(from: RunStatus) {
+  const on: Partial<Record<LifecycleEvent["type"], { target?: RunStatus; actions: "applyMove" }>> = {};
+  for (const op of RUN_OPS) {
+    const to = RUN_OP_TARGET[op];
+    if (to === null || !LEGAL_FROM[op].has(from)) continue;
+    on[`lifecycle.${op}`] = to === from ? { actions: "applyMove" } : { target: to, actions: "applyMove" };
+  }
+  return on;
 }
 
 /** Absorbing: nothing changes an ended run. A late report from one of its attempts is still answered with a closed code (the worker learns why), at no write. */
@@ -72,22 +96,22 @@ const endedState = {
 } as const;
 
 /**
- * The run actor's machine. Its states are the run's lifecycle statuses, generated from the run
- * table: `new` until created; `queued`, `running`, `waiting` while live, each moving (eventless,
- * guard `lifecycleIs`) only to the statuses the table lets it reach; `succeeded`, `failed`,
- * `cancelled` absorbing (only late reports are answered there, and nothing changes). Every event
- * a live run takes is a named action (`reduce.ts` holds its pure decision); guards keep stale
- * inputs out — a result from an attempt or lease epoch that is no longer current, a timer for a
- * node that moved on, a child that is not the node's — so they are refused with a closed answer
- * and cost no write.
+ * The run actor's machine. Its states are the run's lifecycle statuses: `new` until created;
+ * `queued`, `running`, `waiting` while live; `succeeded`, `failed`, `cancelled` absorbing (only
+ * late reports are answered there, and nothing changes). Every event a live run takes is a named
+ * action whose pure decision, the DAG walk, is in `reduce.ts`; guards keep stale inputs out — a
+ * result from an attempt or lease epoch that is no longer current, a timer for a node that moved
+ * on, a child that is not the node's — so they are refused with a closed answer and cost no
+ * write. The lifecycle moves are the machine's own transitions: each op of the run table a
+ * decision takes (claim, mark_waiting, resume, admit, succeed, fail, cancel) is raised as
+ * `lifecycle.<op>`, and the state takes it only where the table allows it (`lifecycleMoves`),
+ * writing the lifecycle columns the stored record keeps (`applyMove`).
  */
 export const executionMachine = setup({
-  types: { context: {} as ExecutionContext, events: {} as ExecutionEvent, emitted: {} as Effect },
+  types: { context: {} as ExecutionContext, events: {} as RunMachineEvent, emitted: {} as Effect },
   guards: {
     /** The seed breaks the tree shape, or (a child) its parent was cancelled, ended or stopped waiting on it: nothing is created. */
     createRefused: ({ event }) => event.type === "run.create" && createRefusal(event.run, event.parent) !== null,
-    /** The run's lifecycle (moved by the table's ops inside a decision) is at `status`. */
-    lifecycleIs: ({ context }, params: { status: RunStatus }) => context.run?.lifecycle.status === params.status,
     resultIsCurrent: ({ context, event }) =>
       event.type === "step.result" && isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch),
     timerIsCurrent: ({ context, event }) => {
@@ -129,22 +153,22 @@ export const executionMachine = setup({
       isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch) &&
       intentNeedsApproval(context.run, event),
     /** The journal holds an `observed` receipt for the intent's key: the claim is complete. */
-    claimCompleted: ({ event }) => completedClaim(event) !== undefined,
+    claimCompleted: ({ event }) => isCommand(event) && completedClaim(event) !== undefined,
     /** This attempt recorded the same intent already: its one call is in flight. */
-    intentInFlight: ({ context, event }) => intentInFlight(context.run, event),
+    intentInFlight: ({ context, event }) => isCommand(event) && intentInFlight(context.run, event),
     /** A receipt for an intent a requested cancel let finish: recorded whatever the attempt's cancellation epoch. */
-    lateReceipt: ({ context, event }) => isLateReceipt(context.run, event),
+    lateReceipt: ({ context, event }) => isCommand(event) && isLateReceipt(context.run, event),
     /** A heartbeat of an attempt a requested cancel lets finish: it goes on (nothing is written). */
     letsFinish: ({ context, event }) =>
       event.type === "step.heartbeat" && cancelRequested(context.run) && !!holderOf(context.run!.nodes[event.node] ?? { s: "pending" }, event.item)?.intents,
     /** The decision cannot be taken: its approval is not pending, or out of time (or an edit of an admission approval). */
-    decisionRefused: ({ context, event }) => decisionAnswer(context.run, event) !== undefined,
+    decisionRefused: ({ context, event }) => isCommand(event) && decisionAnswer(context.run, event) !== undefined,
     /** The run asked its tenant after a person admitted it: a refusal is its answer. */
     admissionAsked: ({ context }) => admissionAsked(context.run),
     /** A node of the run waits for this signal. */
     signalWaited: ({ context, event }) => event.type === "run.signal" && waitingFor(context.run, event, event.name).length > 0,
     /** The signal's data does not fit a waiting node's schema: refused before anything is written. */
-    signalInvalid: ({ context, event }) => signalProblem(context.run, event) !== undefined,
+    signalInvalid: ({ context, event }) => isCommand(event) && signalProblem(context.run, event) !== undefined,
     /** A person may settle the key: a step of the run is held on it. */
     reconcileOpen: ({ context, event }) => event.type === "effect.settle" && reconciling(context.run, event.key) !== undefined,
     /** The report was dispatched before the run's last cancellation (of the run, or of its tree): fenced by the cancellation epoch. */
@@ -178,25 +202,31 @@ export const executionMachine = setup({
     isChild: ({ context }) => context.run?.parent_run_id !== null && context.run?.parent_run_id !== undefined,
   },
   actions: {
+    /** A lifecycle op a decision took: the run's lifecycle columns, as the run table writes them (the stored record keeps them). */
+    applyMove: assign(({ context, event }) => {
+      if (isCommand(event) || !context.run) return {};
+      const r = applyRunOp(context.run.lifecycle, event.move);
+      return r.outcome === "moved" ? { run: { ...context.run, lifecycle: r.state } } : {};
+    }),
     answerStale: emit({ type: "runway.answer", value: { outcome: "stale_lease" } }),
     answerStaleCancel: emit({ type: "runway.answer", value: { outcome: "stale_cancel_epoch" } }),
     answerClaim: enqueueActions(({ event, enqueue }) => {
-      const claim = completedClaim(event);
+      const claim = isCommand(event) ? completedClaim(event) : undefined;
       if (claim) enqueue.emit({ type: "runway.answer", value: { outcome: "observed", value: claim.value } });
     }),
     answerInFlight: emit({ type: "runway.answer", value: { outcome: "in_flight" } }),
     answerNeedsApproval: emit({ type: "runway.answer", value: { outcome: "needs_approval" } }),
     answerGateOpen: enqueueActions(({ context, event, enqueue }) => {
-      const open = openGate(context.run, event);
+      const open = isCommand(event) ? openGate(context.run, event) : undefined;
       if (open) enqueue.emit({ type: "runway.answer", value: { outcome: "approved", arguments: open.arguments } });
     }),
     answerLetFinish: emit({ type: "runway.answer", value: { outcome: "let_finish" } }),
     answerNotWaiting: emit({ type: "runway.answer", value: { outcome: "run_not_waiting" } }),
     answerDecisionRefused: enqueueActions(({ context, event, enqueue }) => {
-      enqueue.emit({ type: "runway.answer", value: decisionAnswer(context.run, event) });
+      if (isCommand(event)) enqueue.emit({ type: "runway.answer", value: decisionAnswer(context.run, event) });
     }),
     answerSignalInvalid: enqueueActions(({ context, event, enqueue }) => {
-      enqueue.emit({ type: "runway.answer", value: { outcome: "invalid_input", reason: signalProblem(context.run, event) } });
+      if (isCommand(event)) enqueue.emit({ type: "runway.answer", value: { outcome: "invalid_input", reason: signalProblem(context.run, event) } });
     }),
     answerNotReconciling: emit({ type: "runway.answer", value: { outcome: "not_reconciling" } }),
     answerCreateRefused: enqueueActions(({ event, enqueue }) => {
@@ -244,11 +274,11 @@ export const executionMachine = setup({
   },
 });
 
-/** A live status: the events a live run takes, and eventless moves to the statuses the table lets it reach. */
+/** A live status: the events a live run takes, and its lifecycle transitions. */
 function liveState(status: RunStatus) {
   return {
-    always: reachableFrom(status).map((to) => ({ guard: { type: "lifecycleIs" as const, params: { status: to } }, target: to })),
     on: {
+      ...lifecycleMoves(status),
       // A report from an attempt that is no longer current is answered, never applied.
       "step.result": [
         { guard: "lateReceipt", actions: "applyLateResult" },

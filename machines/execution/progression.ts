@@ -86,7 +86,7 @@ export function drain(d: Draft): void {
  * (`approval_expired`: the gated work must not run).
  */
 export function ceilingStop(d: Draft, which: string, reason: CeilingReason = "limit_reached"): void {
-  if (isTerminal(d.run.lifecycle.status)) return;
+  if (isTerminal(d.lifecycle.status)) return;
   ceilingDrain(d, which, reason);
   stopNodes(d, d.run.ceiling!.reason);
   settleRun(d);
@@ -104,7 +104,7 @@ function ceilingEnd(d: Draft): void {
 
 /** A platform stop: everything still pending or active is stopped (children cancelled, attempts fenced), and the run fails with the stop's code. */
 function stopRun(d: Draft): void {
-  if (isTerminal(d.run.lifecycle.status)) return;
+  if (isTerminal(d.lifecycle.status)) return;
   const { node, error } = d.stop!;
   stopNodes(d, "parent_failed");
   finish(d, "failed", { code: error.code, message: `${node}: ${error.message}`, nodes: [node] });
@@ -232,7 +232,7 @@ export function stopNodes(d: Draft, childReason: string, spare: (h: ItemRun | No
 }
 
 export function settleRun(d: Draft): void {
-  if (isTerminal(d.run.lifecycle.status)) return;
+  if (isTerminal(d.lifecycle.status)) return;
   const outcome = runOutcome(d.plan, states(d));
   if (!outcome.done) {
     parkOrRun(d);
@@ -272,7 +272,7 @@ export function parkOrRun(d: Draft): void {
   const active = d.plan.nodes.filter((n) => d.run.nodes[n.id]!.s === "active");
   const parked = active.filter((n) => n.kind === "sleep" || n.kind === "wait" || n.kind === "approval" || gatedCall(d, n));
   const held = parked.some((n) => n.kind === "wait" || n.kind === "approval" || gatedCall(d, n));
-  const lc = d.run.lifecycle;
+  const lc = d.lifecycle;
   if (held || (active.length > 0 && parked.length === active.length)) {
     const grace = d.event.wait_grace_ms ?? WAIT_GRACE_MS;
     const expires = Math.max(...parked.map((n) => d.run.nodes[n.id]!.wake_at ?? d.now)) + grace;
@@ -301,7 +301,7 @@ function oldestApproval(d: Draft, parked: PlanNode[]): string | undefined {
 }
 
 export function finish(d: Draft, status: "succeeded" | "failed", error?: RunError): void {
-  if (d.run.lifecycle.status === "waiting") move(d, "resume");
+  if (d.lifecycle.status === "waiting") move(d, "resume");
   if (!move(d, status === "succeeded" ? "succeed" : "fail")) return;
   // A child that succeeded partially marks its run: the first such node (in plan order) names the reason.
   if (status === "succeeded" && !d.run.partial_reason) {
@@ -335,7 +335,7 @@ export function notifyParent(d: Draft): void {
     });
     return;
   }
-  const status = r.lifecycle.status as "succeeded" | "failed" | "cancelled";
+  const status = d.lifecycle.status as "succeeded" | "failed" | "cancelled";
   d.effects.push({
     type: "runway.send",
     to: { kind: "run", id: r.parent_run_id },

@@ -3,7 +3,7 @@ import { onSignal, onSignalTimeout } from "./signals.js";
 import { expireApproval, onDecide, onGate, onInput } from "./approvals.js";
 import { ADMISSION, closeAdmission, expireAdmission, heldForAdmission, holdForAdmission, onAdmissionDecide, onAdmissionRefused } from "./admission.js";
 import { cancelRequested, holdUnknown, onCancel, onLateReceipt, onLateResult, settleUnderCancel } from "./cancel.js";
-import { queuedLifecycle } from "../run/index.js";
+import { queuedLifecycle, type RunOpEvent } from "../run/index.js";
 import { applyStepOp, type StepError } from "../step/index.js";
 import { isCeilingReason, isPlatformStop, planIndex, validateAgainstSchema } from "../workflow/index.js";
 import {
@@ -47,14 +47,22 @@ export { LEASE_GRACE_MS, LEASE_AFTER_MS } from "./attempts.js";
 
 const NO_OUTPUTS = { output: () => undefined, item: () => undefined, receipt: () => undefined };
 
-/** What one decision produced: the run's next state and the effects to perform once it is stored. */
-export type Decided = { context: ExecutionContext; effects: Effect[] };
+/**
+ * What one decision produced: the run's next data, the effects to perform once it is stored, and
+ * the lifecycle ops it took, in order, for the machine to take as transitions (the data's
+ * `lifecycle` is left as the machine had it).
+ */
+export type Decided = { context: ExecutionContext; effects: Effect[]; moves: RunOpEvent[] };
 
 /**
  * The pure decisions of the run machine's named actions (see `machine.ts`): each takes the run
  * as it is and one event (with `now`, the pinned plan and the run's input and outputs) and gives
- * the next state and its effects; the actor host does the I/O. The lifecycle moves they make
- * go through the run table (`applyRunOp`), and the machine's states follow them.
+ * the run's next data and its effects; the actor host does the I/O. This is the DAG walk, and it
+ * is a plain reducer on purpose: what a step's result does to a run's nodes, items, attempts and
+ * timers is data (a node table, a map's items), not states a person would draw, and one pass
+ * over it decides the whole event (XState's per-transition cost, paid per node op, would be a
+ * step's whole budget). The run's status is not its to write: each lifecycle op the walk takes
+ * (`move`, through the run table) is handed to the machine, whose states are the statuses.
  */
 function decide(context: ExecutionContext, event: ExecutionEvent, apply: (d: Draft) => void): Decided {
   const run = event.type === "run.create" ? create(event) : copyForWrite(context.run!);
@@ -68,12 +76,14 @@ function decide(context: ExecutionContext, event: ExecutionEvent, apply: (d: Dra
     effects: [],
     memory,
     fresh: new Map(),
+    lifecycle: run.lifecycle,
+    moves: [],
   };
   apply(d);
   releaseExpansions(d);
   closeAdmission(d);
   sealDrafts(mapsOf(d.run));
-  return { context: { run: d.run }, effects: d.effects };
+  return { context: { run: d.run }, effects: d.effects, moves: d.moves };
 }
 
 type On<T extends ExecutionEvent["type"]> = Extract<ExecutionEvent, { type: T }>;
@@ -159,6 +169,7 @@ function create(event: Extract<ExecutionEvent, { type: "run.create" }>): RunCont
   return {
     v: RUN_CONTEXT_VERSION,
     ...seed,
+    // The machine's create transition enters `queued`: the seed's columns say so.
     lifecycle: queuedLifecycle(),
     created_at: event.now,
     cancellation_epoch: 0,
@@ -184,7 +195,7 @@ function onCreate(d: Draft): void {
   } else {
     begin(d);
   }
-  d.effects.push({ type: "runway.answer", value: { outcome: "started", run: runSummary(d.run) } });
+  d.effects.push({ type: "runway.answer", value: { outcome: "started", run: runSummary(d.run, d.lifecycle) } });
 }
 
 /** The run starts: queued → running, its input checked against the definition's schema, its first nodes started. */
@@ -252,7 +263,7 @@ function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>):
   }
   if (e.kind === "wait") {
     // One expiry clock per wait: a run still parked past its deadline and grace is abandoned.
-    const lc = d.run.lifecycle;
+    const lc = d.lifecycle;
     if (lc.status === "waiting" && lc.waiting_expires_at !== null && d.now >= lc.waiting_expires_at) {
       finish(d, "failed", { code: "wait_abandoned", message: `waiting on ${lc.waiting_on} past ${new Date(lc.waiting_expires_at).toISOString()}` });
     }
@@ -316,7 +327,7 @@ function onSweep(d: Draft, at: number, held: readonly string[]): void {
     if (a.action === "wait_abandoned") {
       // A held run whose timer was lost expires as its timer would have expired it.
       if (d.run.admission_approval?.state === "pending") return expireAdmission(d, at);
-      const lc = d.run.lifecycle;
+      const lc = d.lifecycle;
       finish(d, "failed", {
         code: "wait_abandoned",
         message: `waiting on ${lc.waiting_on} past ${new Date(lc.waiting_expires_at ?? d.now).toISOString()} (recovery sweep)`,
