@@ -28,6 +28,29 @@ function isCommand(event: RunMachineEvent): event is ExecutionEvent {
   return !event.type.startsWith("lifecycle.");
 }
 
+/** A report from an attempt: a result, a heartbeat, or one of its effects' questions. */
+type Report = Extract<
+  ExecutionEvent,
+  { type: "step.result" | "step.heartbeat" | "effect.intent" | "effect.receipt" | "effect.task" | "effect.gate" | "effect.input" }
+>;
+
+function isReport(event: RunMachineEvent): event is Report {
+  return (
+    event.type === "step.result" ||
+    event.type === "step.heartbeat" ||
+    event.type === "effect.intent" ||
+    event.type === "effect.receipt" ||
+    event.type === "effect.task" ||
+    event.type === "effect.gate" ||
+    event.type === "effect.input"
+  );
+}
+
+/** The report was dispatched before the run's last cancellation (of the run, or of its tree): fenced by the cancellation epoch. */
+function cancelStale(context: ExecutionContext, event: RunMachineEvent): boolean {
+  return isReport(event) && event.cancellation_epoch !== undefined && !!context.run && event.cancellation_epoch < context.run.cancellation_epoch;
+}
+
 /** Live statuses: a run in one takes events; a terminal one only answers late reports. */
 const LIVE = ["queued", "running", "waiting"] as const satisfies readonly RunStatus[];
 
@@ -79,16 +102,51 @@ function lifecycleMoves(from: RunStatus) {
   return on;
 }
 
+/** What a live run does with an attempt's reports: a report that is no longer current is answered, never applied. */
+const REPORTS = {
+  "step.result": [{ guard: "lateReceipt", actions: "applyLateResult" }, { guard: "reportApplies", actions: "applyResult" }, { actions: "answerNotCurrent" }],
+  "step.heartbeat": [
+    { guard: "letsFinish", actions: "answerLetFinish" },
+    { guard: "reportApplies", actions: "applyHeartbeat" },
+    { actions: "answerNotCurrent" },
+  ],
+  // A zombie (stale lease or cancellation epoch) records neither an intent nor a receipt.
+  "effect.intent": [
+    { guard: "cancelEpochStale", actions: "answerStaleCancel" },
+    { guard: "claimCompleted", actions: "answerClaim" },
+    { guard: "intentInFlight", actions: "answerInFlight" },
+    { guard: "intentNeedsApproval", actions: "answerNeedsApproval" },
+    { guard: "effectIsCurrent", actions: "recordIntent" },
+    { actions: "answerNotCurrent" },
+  ],
+  "effect.receipt": [
+    { guard: "lateReceipt", actions: "recordLateReceipt" },
+    { guard: "reportApplies", actions: "recordReceipt" },
+    { actions: "answerNotCurrent" },
+  ],
+  "effect.task": [{ guard: "reportApplies", actions: "recordTask" }, { actions: "answerNotCurrent" }],
+  // A tool node's gated call asks before its charge and intent: its approval's arguments, or it parks.
+  "effect.gate": [
+    { guard: "cancelEpochStale", actions: "answerStaleCancel" },
+    { guard: "gateOpen", actions: "answerGateOpen" },
+    { guard: "gateWaits", actions: "parkOnGate" },
+    { guard: "effectIsCurrent", actions: "answerNeedsApproval" },
+    { actions: "answerNotCurrent" },
+  ],
+  // The server asked for a person's input: the forms are filed and the step parks (no worker held).
+  "effect.input": [{ guard: "reportApplies", actions: "parkOnInput" }, { actions: "answerNotCurrent" }],
+} as const;
+
 /** Absorbing: nothing changes an ended run. A late report from one of its attempts is still answered with a closed code (the worker learns why), at no write. */
 const endedState = {
   on: {
-    "step.result": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
-    "step.heartbeat": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
-    "effect.intent": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
-    "effect.receipt": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
-    "effect.task": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
-    "effect.gate": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
-    "effect.input": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
+    "step.result": { actions: "answerNotCurrent" },
+    "step.heartbeat": { actions: "answerNotCurrent" },
+    "effect.intent": { actions: "answerNotCurrent" },
+    "effect.receipt": { actions: "answerNotCurrent" },
+    "effect.task": { actions: "answerNotCurrent" },
+    "effect.gate": { actions: "answerNotCurrent" },
+    "effect.input": { actions: "answerNotCurrent" },
     "effect.settle": { actions: "answerNotReconciling" },
     "run.signal": { actions: "answerNotWaiting" },
     "approval.decide": { actions: "answerDecisionRefused" },
@@ -112,8 +170,6 @@ export const executionMachine = setup({
   guards: {
     /** The seed breaks the tree shape, or (a child) its parent was cancelled, ended or stopped waiting on it: nothing is created. */
     createRefused: ({ event }) => event.type === "run.create" && createRefusal(event.run, event.parent) !== null,
-    resultIsCurrent: ({ context, event }) =>
-      event.type === "step.result" && isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch),
     timerIsCurrent: ({ context, event }) => {
       if (event.type !== "timer.fired") return false;
       if (event.kind === "wait") return context.run?.lifecycle.status === "waiting";
@@ -127,8 +183,6 @@ export const executionMachine = setup({
       if (event.kind === "task") return !!holderOf(n, event.item)?.task && isLeased(holderOf(n, event.item), event.attempt ?? 0, event.lease_epoch ?? 0);
       return holdersOf(n).some(([, h]) => h.step?.status === "ready");
     },
-    heartbeatIsCurrent: ({ context, event }) =>
-      event.type === "step.heartbeat" && isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch),
     /** An intent, receipt, task or gate question from the attempt the holder runs now. */
     effectIsCurrent: ({ context, event }) =>
       (event.type === "effect.intent" ||
@@ -172,17 +226,10 @@ export const executionMachine = setup({
     /** A person may settle the key: a step of the run is held on it. */
     reconcileOpen: ({ context, event }) => event.type === "effect.settle" && reconciling(context.run, event.key) !== undefined,
     /** The report was dispatched before the run's last cancellation (of the run, or of its tree): fenced by the cancellation epoch. */
-    cancelEpochStale: ({ context, event }) =>
-      (event.type === "step.result" ||
-        event.type === "step.heartbeat" ||
-        event.type === "effect.intent" ||
-        event.type === "effect.receipt" ||
-        event.type === "effect.task" ||
-        event.type === "effect.gate" ||
-        event.type === "effect.input") &&
-      event.cancellation_epoch !== undefined &&
-      !!context.run &&
-      event.cancellation_epoch < context.run.cancellation_epoch,
+    cancelEpochStale: ({ context, event }) => cancelStale(context, event),
+    /** A report from the attempt the holder runs now, dispatched since the run's last cancellation: it is applied. */
+    reportApplies: ({ context, event }) =>
+      isReport(event) && !cancelStale(context, event) && isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch),
     childIsCurrent: ({ context, event }) =>
       event.type === "child.settled" && context.run?.nodes[event.node]?.s === "active" && context.run.nodes[event.node]?.child === event.child,
     /** Something in flight is lost: an offer, or a leased or running attempt not still executing in the claiming process. */
@@ -208,8 +255,11 @@ export const executionMachine = setup({
       const r = applyRunOp(context.run.lifecycle, event.move);
       return r.outcome === "moved" ? { run: { ...context.run, lifecycle: r.state } } : {};
     }),
-    answerStale: emit({ type: "runway.answer", value: { outcome: "stale_lease" } }),
     answerStaleCancel: emit({ type: "runway.answer", value: { outcome: "stale_cancel_epoch" } }),
+    /** A report that is not applied: fenced by the cancellation epoch, or from an attempt or lease epoch no longer current. */
+    answerNotCurrent: enqueueActions(({ context, event, enqueue }) => {
+      enqueue.emit({ type: "runway.answer", value: { outcome: cancelStale(context, event) ? "stale_cancel_epoch" : "stale_lease" } });
+    }),
     answerClaim: enqueueActions(({ event, enqueue }) => {
       const claim = isCommand(event) ? completedClaim(event) : undefined;
       if (claim) enqueue.emit({ type: "runway.answer", value: { outcome: "observed", value: claim.value } });
@@ -279,53 +329,7 @@ function liveState(status: RunStatus) {
   return {
     on: {
       ...lifecycleMoves(status),
-      // A report from an attempt that is no longer current is answered, never applied.
-      "step.result": [
-        { guard: "lateReceipt", actions: "applyLateResult" },
-        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
-        { guard: "resultIsCurrent", actions: "applyResult" },
-        { actions: "answerStale" },
-      ],
-      "step.heartbeat": [
-        { guard: "letsFinish", actions: "answerLetFinish" },
-        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
-        { guard: "heartbeatIsCurrent", actions: "applyHeartbeat" },
-        { actions: "answerStale" },
-      ],
-      // A zombie (stale lease or cancellation epoch) records neither an intent nor a receipt.
-      "effect.intent": [
-        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
-        { guard: "claimCompleted", actions: "answerClaim" },
-        { guard: "intentInFlight", actions: "answerInFlight" },
-        { guard: "intentNeedsApproval", actions: "answerNeedsApproval" },
-        { guard: "effectIsCurrent", actions: "recordIntent" },
-        { actions: "answerStale" },
-      ],
-      "effect.receipt": [
-        { guard: "lateReceipt", actions: "recordLateReceipt" },
-        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
-        { guard: "effectIsCurrent", actions: "recordReceipt" },
-        { actions: "answerStale" },
-      ],
-      "effect.task": [
-        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
-        { guard: "effectIsCurrent", actions: "recordTask" },
-        { actions: "answerStale" },
-      ],
-      // A tool node's gated call asks before its charge and intent: its approval's arguments, or it parks.
-      "effect.gate": [
-        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
-        { guard: "gateOpen", actions: "answerGateOpen" },
-        { guard: "gateWaits", actions: "parkOnGate" },
-        { guard: "effectIsCurrent", actions: "answerNeedsApproval" },
-        { actions: "answerStale" },
-      ],
-      // The server asked for a person's input: the forms are filed and the step parks (no worker held).
-      "effect.input": [
-        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
-        { guard: "effectIsCurrent", actions: "parkOnInput" },
-        { actions: "answerStale" },
-      ],
+      ...REPORTS,
       "effect.settle": [{ guard: "reconcileOpen", actions: "settleEffect" }, { actions: "answerNotReconciling" }],
       "approval.decide": [{ guard: "decisionRefused", actions: "answerDecisionRefused" }, { actions: "decideApproval" }],
       "run.signal": [
