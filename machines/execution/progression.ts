@@ -123,59 +123,10 @@ export function start(d: Draft, node: PlanNode): void {
       offer(d, node, n, undefined);
       return;
     }
-    case "map": {
-      const items = mapItems(node, scopeOf(d));
-      if (!items.ok) return fail(d, node.id, { code: items.code, message: items.detail });
-      if (items.items.length === 0) {
-        n.map = newMap(0);
-        return succeed(d, node.id);
-      }
-      n.s = "active";
-      if (d.event.expansion_admission) return askExpansion(d, node.id, items.items.length);
-      n.map = newMap(items.items.length);
-      pumpMap(d, node);
-      return;
-    }
-    case "subworkflow": {
-      const child = d.event.child_ids?.[node.id];
-      const definition = d.event.child_definitions?.[node.workflow];
-      if (d.run.depth + 1 > MAX_DEPTH)
-        return fail(d, node.id, { code: "depth_exceeded", message: `a child would be at depth ${d.run.depth + 1}; the limit is ${MAX_DEPTH}` });
-      if (!child || !definition) return fail(d, node.id, { code: "definition_not_found", message: `workflow ${node.workflow} is not published` });
-      const input = resolveTemplate(node.input ?? null, scopeOf(d));
-      if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` });
-      n.s = "active";
-      n.child = child;
-      const r = d.run;
-      d.effects.push({
-        type: "runway.send",
-        to: { kind: "run", id: child },
-        event: {
-          type: "run.create",
-          run: {
-            id: child,
-            tenant: r.tenant,
-            root_run_id: r.root_run_id,
-            parent_run_id: r.id,
-            parent_node: node.id,
-            depth: r.depth + 1,
-            definition,
-            source: "workflow_step",
-            start_key: `${r.id}:${node.id}`,
-            // Every child is batch, counts under its parent's project, and never outranks its parent.
-            lane: "batch",
-            ...(r.project ? { project: r.project } : {}),
-            priority: childPriority(r.priority ?? DEFAULT_PRIORITY),
-            ...(r.deadline != null ? { deadline: r.deadline } : {}),
-            // Money is one bill: the child spends its root's ceiling, whatever its own definition says.
-            ...(r.cost_ceiling_cents !== undefined ? { cost_ceiling_cents: r.cost_ceiling_cents } : {}),
-            input: input.value,
-          },
-        },
-      });
-      publish(d, "step_started", { node: node.id, child });
-      return;
-    }
+    case "map":
+      return startMap(d, node, n);
+    case "subworkflow":
+      return startChild(d, node, n);
     case "sleep": {
       n.s = "active";
       n.wake_at = d.now + node.duration_ms;
@@ -196,6 +147,61 @@ export function start(d: Draft, node: PlanNode): void {
     default:
       return;
   }
+}
+
+/** A map starts its items (after its tenant admits them, when it must ask), or succeeds at once with none. */
+function startMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>, n: NodeRun): void {
+  const items = mapItems(node, scopeOf(d));
+  if (!items.ok) return fail(d, node.id, { code: items.code, message: items.detail });
+  if (items.items.length === 0) {
+    n.map = newMap(0);
+    return succeed(d, node.id);
+  }
+  n.s = "active";
+  if (d.event.expansion_admission) return askExpansion(d, node.id, items.items.length);
+  n.map = newMap(items.items.length);
+  pumpMap(d, node);
+}
+
+/** A subworkflow node creates its child run (its id and pinned definition came with the event). */
+function startChild(d: Draft, node: Extract<PlanNode, { kind: "subworkflow" }>, n: NodeRun): void {
+  const child = d.event.child_ids?.[node.id];
+  const definition = d.event.child_definitions?.[node.workflow];
+  if (d.run.depth + 1 > MAX_DEPTH)
+    return fail(d, node.id, { code: "depth_exceeded", message: `a child would be at depth ${d.run.depth + 1}; the limit is ${MAX_DEPTH}` });
+  if (!child || !definition) return fail(d, node.id, { code: "definition_not_found", message: `workflow ${node.workflow} is not published` });
+  const input = resolveTemplate(node.input ?? null, scopeOf(d));
+  if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` });
+  n.s = "active";
+  n.child = child;
+  const r = d.run;
+  d.effects.push({
+    type: "runway.send",
+    to: { kind: "run", id: child },
+    event: {
+      type: "run.create",
+      run: {
+        id: child,
+        tenant: r.tenant,
+        root_run_id: r.root_run_id,
+        parent_run_id: r.id,
+        parent_node: node.id,
+        depth: r.depth + 1,
+        definition,
+        source: "workflow_step",
+        start_key: `${r.id}:${node.id}`,
+        // Every child is batch, counts under its parent's project, and never outranks its parent.
+        lane: "batch",
+        ...(r.project ? { project: r.project } : {}),
+        priority: childPriority(r.priority ?? DEFAULT_PRIORITY),
+        ...(r.deadline != null ? { deadline: r.deadline } : {}),
+        // Money is one bill: the child spends its root's ceiling, whatever its own definition says.
+        ...(r.cost_ceiling_cents !== undefined ? { cost_ceiling_cents: r.cost_ceiling_cents } : {}),
+        input: input.value,
+      },
+    },
+  });
+  publish(d, "step_started", { node: node.id, child });
 }
 
 /**
