@@ -317,9 +317,9 @@ export function stateDecision(context: TenantContext, to: LiveTenantState, reaso
 }
 
 /** Commands that wait while a record stored before issue 9 is moved out: the caller asks again. */
-const ASKED_AGAIN = new Set(["tenant.admit_run", "tenant.put", "tenant.resume"]);
+const ASKED_AGAIN: ReadonlySet<string> = new Set(["tenant.admit_run", "tenant.put", "tenant.resume"]);
 /** Commands that wait too, sent back to the tenant's own mailbox (their senders do not wait for an answer). */
-const SENT_AGAIN = new Set(["tenant.run_ended", "tenant.recheck", "tenant.admit_expansion", "tenant.release_expansion", "tenant.promote"]);
+const SENT_AGAIN: ReadonlySet<string> = new Set(["tenant.run_ended", "tenant.recheck", "tenant.admit_expansion", "tenant.release_expansion", "tenant.promote"]);
 
 type Applied = { context: TenantContext; effects: TenantEffect[] };
 
