@@ -14,30 +14,23 @@ interface NodeLike {
 interface TransitionLike {
   target?: NodeLike[];
   guard?: unknown;
-  actions: readonly unknown[];
 }
 
-function nameOf(x: unknown): string | undefined {
-  if (typeof x === "string") return x;
-  if (x && typeof x === "object" && "type" in x) {
-    const t = (x as { type: unknown; params?: unknown }).type;
-    const params = (x as { params?: unknown }).params;
-    return typeof t === "string" ? (params ? `${t}(${JSON.stringify(params)})` : t) : undefined;
-  }
+function guardOf(t: TransitionLike): string | undefined {
+  const g = t.guard;
+  if (typeof g === "string") return g;
+  if (g && typeof g === "object" && "type" in g && typeof (g as { type: unknown }).type === "string") return (g as { type: string }).type;
   return undefined;
 }
 
-function label(event: string, t: TransitionLike): string {
-  const guard = nameOf(t.guard);
-  const actions = t.actions.map(nameOf).filter((a): a is string => !!a && !a.startsWith("xstate."));
-  return `${event}${guard ? ` [${guard}]` : ""}${actions.length > 0 ? ` / ${actions.join(", ")}` : ""}`;
-}
+/** Events per line of an "accepts" note: a note as wide as a page stays readable. */
+const PER_LINE = 4;
 
 /**
- * A machine as a Mermaid state diagram (`stateDiagram-v2`), read from the machine itself: every
- * state, every transition with its named guard and actions (a transition without a target stays
- * in its state), `always` transitions as `always`. Pure: what `runway machines` prints and the
- * READMEs embed, so a diagram is never drawn by hand.
+ * A machine as a Mermaid state diagram (`stateDiagram-v2`) a person can read, taken from the
+ * machine itself: every state; each move to another state drawn once per event (with its guard
+ * when one decides it); the events a state takes without leaving it listed in an "accepts" note
+ * rather than drawn as loops. Pure: what `runway machines` prints and machines/README.md embeds.
  */
 export function mermaidOf(machine: AnyStateMachine): string {
   const lines = ["stateDiagram-v2"];
@@ -55,9 +48,22 @@ export function mermaidOf(machine: AnyStateMachine): string {
         ts.map((t) => [event, t] as [string, TransitionLike]),
       );
       for (const t of child.always ?? []) edges.push(["always", t]);
+      const moves = new Set<string>();
+      const accepts = new Set<string>();
       for (const [event, t] of edges) {
-        const targets = t.target && t.target.length > 0 ? t.target : [child];
-        for (const target of targets) lines.push(`  ${id(child)} --> ${id(target)}: ${label(event, t).replace(/:/g, "∶")}`);
+        const targets = (t.target ?? []).filter((target) => target !== child);
+        if (targets.length === 0) accepts.add(event);
+        for (const target of targets) {
+          const guard = guardOf(t);
+          moves.add(`  ${id(child)} --> ${id(target)}: ${event}${guard ? ` [${guard}]` : ""}`);
+        }
+      }
+      lines.push(...moves);
+      if (accepts.size > 0) {
+        const names = [...accepts];
+        lines.push(`  note right of ${id(child)}`);
+        for (let i = 0; i < names.length; i += PER_LINE) lines.push(`    ${i === 0 ? "accepts: " : "  "}${names.slice(i, i + PER_LINE).join(", ")}`);
+        lines.push("  end note");
       }
       if (Object.keys(child.states).length > 0) walk(child);
     }

@@ -140,7 +140,7 @@ export function admissionAsked(run: RunContext | null | undefined): boolean {
 /** An ended run's admission approval leaves the inbox (a cancel, a lost timer's sweep): nobody can decide it any more. */
 export function closeAdmission(d: Draft): void {
   const a = d.run.admission_approval;
-  if (a?.state === "pending" && isTerminal(d.run.lifecycle.status)) d.run.admission_approval = { id: a.id, state: "cancelled", by: null, at: d.now };
+  if (a?.state === "pending" && isTerminal(d.lifecycle.status)) d.run.admission_approval = { id: a.id, state: "cancelled", by: null, at: d.now };
 }
 
 /** Ends a run that never started (no `started_at`: it was never claimed). */

@@ -127,26 +127,7 @@ export function offer(d: Draft, node: PlanNode, holder: Holder, item: number | u
   const r = d.run;
   const id = ticketId(r.id, node.id, item, attempt);
   const ttl = leaseTtl(d, node);
-  const gate = gateRuleOf(d.plan, node, r);
-  const request: ExecuteRequest = {
-    run: r.id,
-    root: r.root_run_id,
-    tenant: r.tenant,
-    node: node.id,
-    ...(item !== undefined ? { item } : {}),
-    attempt,
-    lease_epoch: step.lease_epoch + 1,
-    handler: node.handler,
-    input: input.value,
-    ...(node.kind === "code" && node.tool ? { tool: node.tool } : {}),
-    ...(gate ? { gate } : {}),
-    ...(r.replay_of ? { replay_of: r.replay_of } : {}),
-    ...(r.cost_ceiling_cents !== undefined ? { cost_ceiling_cents: r.cost_ceiling_cents } : {}),
-    timeout_ms: node.timeout_ms,
-    cancellation_epoch: r.cancellation_epoch,
-    ticket: id,
-    lease_after_ms: Math.min(LEASE_AFTER_MS, Math.floor(ttl / 3)),
-  };
+  const request = executeRequest(d, node, item, attempt, step.lease_epoch + 1, input.value, id, ttl);
   d.effects.push({
     type: "runway.local",
     channel: STEP_READY,
@@ -167,6 +148,40 @@ export function offer(d: Draft, node: PlanNode, holder: Holder, item: number | u
       request,
     },
   });
+}
+
+/** What the worker runs for an offered attempt: its number and lease epoch, its input resolved now, and the run's fences. */
+function executeRequest(
+  d: Draft,
+  node: Extract<PlanNode, { kind: "code" | "map" }>,
+  item: number | undefined,
+  attempt: number,
+  leaseEpoch: number,
+  input: unknown,
+  ticket: string,
+  ttl: number,
+): ExecuteRequest {
+  const r = d.run;
+  const gate = gateRuleOf(d.plan, node, r);
+  return {
+    run: r.id,
+    root: r.root_run_id,
+    tenant: r.tenant,
+    node: node.id,
+    ...(item !== undefined ? { item } : {}),
+    attempt,
+    lease_epoch: leaseEpoch,
+    handler: node.handler,
+    input,
+    ...(node.kind === "code" && node.tool ? { tool: node.tool } : {}),
+    ...(gate ? { gate } : {}),
+    ...(r.replay_of ? { replay_of: r.replay_of } : {}),
+    ...(r.cost_ceiling_cents !== undefined ? { cost_ceiling_cents: r.cost_ceiling_cents } : {}),
+    timeout_ms: node.timeout_ms,
+    cancellation_epoch: r.cancellation_epoch,
+    ticket,
+    lease_after_ms: Math.min(LEASE_AFTER_MS, Math.floor(ttl / 3)),
+  };
 }
 
 /** The offered attempt `attempt` is the holder's next one (granted in memory, not yet written). */

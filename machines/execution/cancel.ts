@@ -36,7 +36,7 @@ function letsFinish(h: Holder): boolean {
 export function onCancel(d: Draft, reason: string, by: string): void {
   const again = cancelRequested(d.run);
   if (!again) {
-    if (d.run.lifecycle.status === "cancelled") return;
+    if (d.lifecycle.status === "cancelled") return;
     d.run.cancel = { reason, by, at: d.now, enforced_at: null };
     // Intents safe to leave unknown are settled now: their calls are aborted with the rest.
     for (const [id, n] of Object.entries(d.run.nodes)) {
@@ -61,7 +61,7 @@ export function onCancel(d: Draft, reason: string, by: string): void {
   // The run as this write leaves it (its summary and cancel record): the caller answers with it, reading nothing back.
   d.effects.push({
     type: "runway.answer",
-    value: { outcome: waiting ? "cancel_requested" : "cancelled", run: { ...runSummary(d.run), cancel: d.run.cancel } },
+    value: { outcome: waiting ? "cancel_requested" : "cancelled", run: { ...runSummary(d.run, d.lifecycle), cancel: d.run.cancel } },
   });
 }
 

@@ -24,7 +24,7 @@ import type { ItemRun, NodeRun } from "./types.js";
 /** The wall clock ran out: counted from the run's start (waits count), never from its creation. */
 export function wallHit(d: Draft): string | undefined {
   const wall = d.plan.limits?.max_wall_ms;
-  const started = d.run.lifecycle.started_at;
+  const started = d.lifecycle.started_at;
   return wall !== undefined && started !== null && d.now - started >= wall ? `max_wall_ms (${wall})` : undefined;
 }
 
@@ -36,7 +36,7 @@ export function stepsHit(d: Draft): string | undefined {
 
 /** A ceiling is reached: the first one names the stop (a later one changes nothing). */
 export function ceilingDrain(d: Draft, which: string, reason: CeilingReason): void {
-  if (isTerminal(d.run.lifecycle.status) || d.run.ceiling) return;
+  if (isTerminal(d.lifecycle.status) || d.run.ceiling) return;
   d.run.ceiling = { reason, which, at: d.now };
   publish(d, "ceiling_reached", { ceiling: which, reason });
 }

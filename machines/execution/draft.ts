@@ -1,4 +1,4 @@
-import { applyRunOp, type RunOpEvent } from "../run/index.js";
+import { applyRunOp, type RunLifecycle, type RunOpEvent } from "../run/index.js";
 import { isPlatformStop, type NodeState, type Plan, type PlanNode, type Scope } from "../workflow/index.js";
 import type { ExecuteRequest, ExecutionEvent, ItemRun, NodeRun, ReadyTicket, RunContext, RunError, RunFact, RunMemory, TaskRef } from "./types.js";
 import { liveItems } from "./items.js";
@@ -137,8 +137,16 @@ export type Effect =
 
 export interface Draft {
   run: RunContext;
+  /**
+   * The run's lifecycle as this decision sees it: the machine's at the start, moved by each op
+   * the decision takes ({@link move}). The run's own `lifecycle` is the machine's to write, by the
+   * transition each op is (machine.ts): the decision never writes it.
+   */
+  lifecycle: RunLifecycle;
+  /** The lifecycle ops this decision took, in order: the machine takes each as a transition. */
+  moves: RunOpEvent[];
   plan: Plan;
-  byId: Map<string, PlanNode>;
+  byId: ReadonlyMap<string, PlanNode>;
   now: number;
   event: ExecutionEvent;
   effects: Effect[];
@@ -150,10 +158,19 @@ export interface Draft {
   fresh: Map<string, unknown>;
 }
 
+/**
+ * Takes lifecycle op `op` if the run table allows it from where the decision stands: the
+ * decision's view moves, and the op is handed to the machine (an op that names no status, like
+ * `advance`, is a check only). False when the table refuses it.
+ */
 export function move(d: Draft, op: RunOpEvent["op"], extra: Partial<RunOpEvent> = {}): boolean {
-  const r = applyRunOp(d.run.lifecycle, { op, now: d.now, ...extra } as RunOpEvent);
+  const e = { op, now: d.now, ...extra } as RunOpEvent;
+  const r = applyRunOp(d.lifecycle, e);
   if (r.outcome !== "moved") return false;
-  d.run.lifecycle = r.state;
+  if (r.state !== d.lifecycle) {
+    d.lifecycle = r.state;
+    d.moves.push(e);
+  }
   return true;
 }
 
@@ -167,17 +184,18 @@ export function publish(d: Draft, type: string, data: Record<string, unknown> = 
   });
 }
 
-export function runSummary(r: RunContext) {
+/** A run as answers show it; `lifecycle` is the run's own unless a decision's view is given. */
+export function runSummary(r: RunContext, lifecycle: RunLifecycle = r.lifecycle) {
   return {
     id: r.id,
     tenant: r.tenant,
-    status: r.lifecycle.status,
+    status: lifecycle.status,
     definition: r.definition,
     root_run_id: r.root_run_id,
     parent_run_id: r.parent_run_id,
     created_at: r.created_at,
-    started_at: r.lifecycle.started_at,
-    ended_at: r.lifecycle.ended_at,
+    started_at: lifecycle.started_at,
+    ended_at: lifecycle.ended_at,
   };
 }
 

@@ -10,12 +10,17 @@ import type { ItemRun, MapRun } from "./types.js";
  *
  * The maps of the decision being made are drafts until `sealDrafts`: reaching an item of a draft
  * copies it once; reaching one of any other map (a guard reading the current state) returns it
- * as it is. Decisions are synchronous, so one registry serves them all.
+ * as it is.
  *
  * A sealed index remembers the index it was copied from and the keys its decision reached
  * ({@link changedKeys}), and the load of its items is carried from one index to the next
  * ({@link itemLoad}): what follows a decision (its index entries, the next pump) looks at the
  * items that changed, not at every live one.
+ *
+ * What a draft and an index know of their decision rides on the objects themselves, under
+ * symbol keys that are not enumerable (so never stored, never copied by a spread): there is no
+ * registry outside the state. A frozen index (the unit tests' driver freezes states) keeps
+ * nothing new, and its load is counted again when asked.
  */
 type Live = MapRun["live"];
 
@@ -28,59 +33,87 @@ interface Draft {
   reached: Set<string>;
 }
 
-const drafts = new Map<MapRun, Draft>();
-
-/**
- * For an index a decision made: the index it was copied from (by serial number: holding the
- * index itself would keep every earlier version of a long-lived map alive, each entry's value
- * holding the key of the one before) and the keys that decision reached.
- */
-const lineage = new WeakMap<Live, { from: number; reached: ReadonlySet<string> }>();
-const serials = new WeakMap<Live, number>();
-let lastSerial = 0;
-
-function serialOf(live: Live): number {
-  let serial = serials.get(live);
-  if (serial === undefined) serials.set(live, (serial = ++lastSerial));
-  return serial;
-}
-
 /** How many items of an index are live, and of those in flight or waiting to be offered. */
 export interface ItemLoad {
   size: number;
   inFlight: number;
   waiting: number;
 }
-const loads = new WeakMap<Live, ItemLoad>();
 
-/** The index a new map's draft starts from. */
+/**
+ * What a sealed index knows: the index it was copied from (weakly: holding it would keep every
+ * earlier version of a long-lived map alive, each holding the one before) and the keys its
+ * decision reached; and its items' load, once counted or carried.
+ */
+interface IndexFacts {
+  from?: WeakRef<Live>;
+  reached?: ReadonlySet<string>;
+  load?: ItemLoad;
+}
+
+const DRAFT = Symbol("map draft");
+const FACTS = Symbol("index facts");
+
+type Drafted = MapRun & { [DRAFT]?: Draft };
+type Known = Live & { [FACTS]?: IndexFacts };
+
+function draftOf(map: MapRun): Draft | undefined {
+  return (map as Drafted)[DRAFT];
+}
+
+function markDraft(map: MapRun, draft: Draft): void {
+  Object.defineProperty(map, DRAFT, { value: draft, writable: true, configurable: true, enumerable: false });
+}
+
+function factsOf(live: Live): IndexFacts | undefined {
+  return (live as Known)[FACTS];
+}
+
+/** Keeps `facts` on `live` (not on a frozen index: a state the tests' driver froze). */
+function keepFacts(live: Live, facts: IndexFacts): void {
+  const known = (live as Known)[FACTS];
+  if (known) Object.assign(known, facts);
+  else if (Object.isExtensible(live)) Object.defineProperty(live, FACTS, { value: facts, writable: true, enumerable: false });
+}
+
+/** The index a new map's draft starts from, and its load. */
 const EMPTY: Live = Object.freeze({});
-loads.set(EMPTY, { size: 0, inFlight: 0, waiting: 0 });
+const NO_LOAD: Readonly<ItemLoad> = Object.freeze({ size: 0, inFlight: 0, waiting: 0 });
+
+/** The load of `live` if it is known (counted, or carried to it). */
+function knownLoad(live: Live): Readonly<ItemLoad> | undefined {
+  return live === EMPTY ? NO_LOAD : factsOf(live)?.load;
+}
 
 /** A map's state when it starts: `total` items, none made yet (a draft of the decision making it). */
 export function newMap(total: number): MapRun {
   const map: MapRun = { total, next: 0, live: {}, succeeded: 0, failed: 0, output_bytes: 0 };
-  drafts.set(map, { base: EMPTY, own: true, reached: new Set() });
+  markDraft(map, { base: EMPTY, own: true, reached: new Set() });
   return map;
 }
 
 /** A map the decision being made may change: its `live` index and items shared until reached. */
 export function draftMap(map: MapRun): MapRun {
   const draft = { ...map };
-  drafts.set(draft, { base: map.live, own: false, reached: new Set() });
+  markDraft(draft, { base: map.live, own: false, reached: new Set() });
   return draft;
 }
 
-/** The decision is made: its maps are state now, and reaching their items copies nothing. */
-export function sealDrafts(): void {
-  for (const [map, draft] of drafts) {
+/** The decision is made: the maps it drafted (`maps`, any others ignored) are state now, and reaching their items copies nothing. */
+export function sealDrafts(maps: Iterable<MapRun>): void {
+  for (const map of maps) {
+    const draft = draftOf(map);
+    if (!draft) continue;
+    delete (map as Drafted)[DRAFT];
     if (!draft.own) continue;
-    lineage.set(map.live, { from: serialOf(draft.base), reached: draft.reached });
-    const before = loads.get(draft.base);
+    const before = knownLoad(draft.base);
     // Carried only along a lineage already counted: a map nobody asked the load of costs nothing.
-    if (before) loads.set(map.live, carried(before, draft.base, map.live, draft.reached));
+    keepFacts(map.live, {
+      from: new WeakRef(draft.base),
+      reached: draft.reached,
+      ...(before ? { load: carried(before, draft.base, map.live, draft.reached) } : {}),
+    });
   }
-  drafts.clear();
 }
 
 /** The draft's index, its own copy from now on. A loop over the keys: a spread of an index with holes in it costs about three times as much. */
@@ -96,7 +129,7 @@ function own(map: MapRun, draft: Draft): void {
 /** Item `key` of `map`, to read or change: in a draft, a copy of its own the first time it is reached. */
 export function liveItem(map: MapRun, key: string): ItemRun | undefined {
   const it = map.live[key];
-  const draft = drafts.get(map);
+  const draft = draftOf(map);
   if (it === undefined || draft === undefined || draft.reached.has(key)) return it;
   own(map, draft);
   const copy = { ...it };
@@ -117,7 +150,7 @@ export function hasLive(map: MapRun): boolean {
 
 /** A new item of a draft (already its own). */
 export function addItem(map: MapRun, key: string, it: ItemRun): void {
-  const draft = drafts.get(map);
+  const draft = draftOf(map);
   if (draft) {
     own(map, draft);
     draft.reached.add(key);
@@ -127,7 +160,7 @@ export function addItem(map: MapRun, key: string, it: ItemRun): void {
 
 /** Item `key` leaves the map's live items. */
 export function removeItem(map: MapRun, key: string): void {
-  const draft = drafts.get(map);
+  const draft = draftOf(map);
   if (draft) {
     if (!(key in map.live)) return;
     own(map, draft);
@@ -142,8 +175,8 @@ export function removeItem(map: MapRun, key: string): void {
  */
 export function changedKeys(before: Live | undefined, after: Live | undefined): ReadonlySet<string> | undefined {
   if (!before || !after) return undefined;
-  const made = lineage.get(after);
-  return made !== undefined && made.from === serials.get(before) ? made.reached : undefined;
+  const made = factsOf(after);
+  return made?.from !== undefined && made.from.deref() === before ? made.reached : undefined;
 }
 
 /** Whether an item holds a place of the map's concurrency (offered, leased or running). */
@@ -161,25 +194,24 @@ function waiting(it: ItemRun): boolean {
  * lineage of indexes, then carried through the keys each decision reached.
  */
 export function itemLoad(map: MapRun): ItemLoad {
-  const known = loads.get(map.live);
+  const known = knownLoad(map.live);
   if (known) return { ...known };
-  const draft = drafts.get(map);
+  const draft = draftOf(map);
   // An index no draft owns is a state's: never changed again, so its load is kept.
   if (!draft?.own) return { ...loadOf(map.live) };
   return carried(loadOf(draft.base), draft.base, map.live, draft.reached);
 }
 
-function loadOf(live: Live): ItemLoad {
-  let load = loads.get(live);
-  if (!load) {
-    load = { size: 0, inFlight: 0, waiting: 0 };
-    for (const i in live) tally(load, live[i]!, 1);
-    loads.set(live, load);
-  }
+function loadOf(live: Live): Readonly<ItemLoad> {
+  const known = knownLoad(live);
+  if (known) return known;
+  const load = { size: 0, inFlight: 0, waiting: 0 };
+  for (const i in live) tally(load, live[i]!, 1);
+  keepFacts(live, { load });
   return load;
 }
 
-function carried(before: ItemLoad, from: Live, to: Live, reached: ReadonlySet<string>): ItemLoad {
+function carried(before: Readonly<ItemLoad>, from: Live, to: Live, reached: ReadonlySet<string>): ItemLoad {
   const load = { ...before };
   for (const key of reached) {
     const was = from[key];

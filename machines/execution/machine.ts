@@ -1,5 +1,5 @@
-import { emit, enqueueActions, setup } from "xstate";
-import { LEGAL_FROM, RUN_OP_TARGET, RUN_OPS, RUN_STATUSES, TERMINAL, type RunStatus } from "../run/index.js";
+import { assign, emit, enqueueActions, setup } from "xstate";
+import { applyRunOp, LEGAL_FROM, RUN_OP_TARGET, RUN_OPS, RUN_STATUSES, TERMINAL, type RunStatus } from "../run/index.js";
 import { holderOf, isAlive, isLeased, isOffered } from "./attempts.js";
 import { holdersOf, liveAttempts } from "./draft.js";
 import { createRefusal } from "./create.js";
@@ -11,7 +11,7 @@ import { gateWaits, intentNeedsApproval, openGate } from "./gates.js";
 import { cancelRequested, isLateReceipt } from "./cancel.js";
 import { signalProblem, waitingFor } from "./signals.js";
 import { admissionAsked, admissionPending, decisionAnswer } from "./admission.js";
-import type { ExecutionContext, ExecutionEvent, NodeRun } from "./types.js";
+import type { ExecutionContext, ExecutionEvent, LifecycleEvent, NodeRun, RunMachineEvent } from "./types.js";
 
 function activeHolder(n: NodeRun | undefined, item: number | undefined) {
   return n && n.s === "active" ? holderOf(n, item) : undefined;
@@ -21,6 +21,34 @@ function activeHolder(n: NodeRun | undefined, item: number | undefined) {
 function isCurrentAttempt(n: NodeRun | undefined, item: number | undefined, attempt: number, leaseEpoch: number): boolean {
   const h = activeHolder(n, item);
   return isLeased(h, attempt, leaseEpoch) || isOffered(h, attempt, leaseEpoch);
+}
+
+/** A command from outside, not a lifecycle op a decision raised. */
+function isCommand(event: RunMachineEvent): event is ExecutionEvent {
+  return !event.type.startsWith("lifecycle.");
+}
+
+/** A report from an attempt: a result, a heartbeat, or one of its effects' questions. */
+type Report = Extract<
+  ExecutionEvent,
+  { type: "step.result" | "step.heartbeat" | "effect.intent" | "effect.receipt" | "effect.task" | "effect.gate" | "effect.input" }
+>;
+
+function isReport(event: RunMachineEvent): event is Report {
+  return (
+    event.type === "step.result" ||
+    event.type === "step.heartbeat" ||
+    event.type === "effect.intent" ||
+    event.type === "effect.receipt" ||
+    event.type === "effect.task" ||
+    event.type === "effect.gate" ||
+    event.type === "effect.input"
+  );
+}
+
+/** The report was dispatched before the run's last cancellation (of the run, or of its tree): fenced by the cancellation epoch. */
+function cancelStale(context: ExecutionContext, event: RunMachineEvent): boolean {
+  return isReport(event) && event.cancellation_epoch !== undefined && !!context.run && event.cancellation_epoch < context.run.cancellation_epoch;
 }
 
 /** Live statuses: a run in one takes events; a terminal one only answers late reports. */
@@ -45,26 +73,80 @@ export function reachableFrom(from: RunStatus): RunStatus[] {
   return RUN_STATUSES.filter((s) => seen.has(s));
 }
 
-/** The named action that applies one decision (`reduce.ts`): the next context, and its effects emitted. */
+/**
+ * The named action that applies one decision (`reduce.ts`): the run's next data, its effects
+ * emitted, and each lifecycle op it took raised, so the machine takes it as a transition.
+ */
 function decision<T extends ExecutionEvent["type"]>(type: T, decide: (c: ExecutionContext, e: Extract<ExecutionEvent, { type: T }>) => Decided) {
-  return enqueueActions<ExecutionContext, ExecutionEvent, undefined, ExecutionEvent, never, never, never, never, Effect>(({ context, event, enqueue }) => {
+  return enqueueActions<ExecutionContext, RunMachineEvent, undefined, RunMachineEvent, never, never, never, never, Effect>(({ context, event, enqueue }) => {
     if (event.type !== type) return;
     const next = decide(context, event as Extract<ExecutionEvent, { type: T }>);
     enqueue.assign(() => next.context);
     for (const effect of next.effects) enqueue.emit(effect);
+    for (const move of next.moves) enqueue.raise({ type: `lifecycle.${move.op}`, move } as LifecycleEvent);
   });
 }
+
+/**
+ * The lifecycle transitions out of `from`, one per op of the run table legal there
+ * (`LEGAL_FROM`, `RUN_OP_TARGET`): each writes the run's lifecycle columns (`applyRunOp`), and
+ * moves to the op's status. An op that names no status (`advance`) is no transition.
+ */
+function lifecycleMoves(from: RunStatus) {
+  const on: Partial<Record<LifecycleEvent["type"], { target?: RunStatus; actions: "applyMove" }>> = {};
+  for (const op of RUN_OPS) {
+    const to = RUN_OP_TARGET[op];
+    if (to === null || !LEGAL_FROM[op].has(from)) continue;
+    on[`lifecycle.${op}`] = to === from ? { actions: "applyMove" } : { target: to, actions: "applyMove" };
+  }
+  return on;
+}
+
+/** What a live run does with an attempt's reports: a report that is no longer current is answered, never applied. */
+const REPORTS = {
+  "step.result": [{ guard: "lateReceipt", actions: "applyLateResult" }, { guard: "reportApplies", actions: "applyResult" }, { actions: "answerNotCurrent" }],
+  "step.heartbeat": [
+    { guard: "letsFinish", actions: "answerLetFinish" },
+    { guard: "reportApplies", actions: "applyHeartbeat" },
+    { actions: "answerNotCurrent" },
+  ],
+  // A zombie (stale lease or cancellation epoch) records neither an intent nor a receipt.
+  "effect.intent": [
+    { guard: "cancelEpochStale", actions: "answerStaleCancel" },
+    { guard: "claimCompleted", actions: "answerClaim" },
+    { guard: "intentInFlight", actions: "answerInFlight" },
+    { guard: "intentNeedsApproval", actions: "answerNeedsApproval" },
+    { guard: "effectIsCurrent", actions: "recordIntent" },
+    { actions: "answerNotCurrent" },
+  ],
+  "effect.receipt": [
+    { guard: "lateReceipt", actions: "recordLateReceipt" },
+    { guard: "reportApplies", actions: "recordReceipt" },
+    { actions: "answerNotCurrent" },
+  ],
+  "effect.task": [{ guard: "reportApplies", actions: "recordTask" }, { actions: "answerNotCurrent" }],
+  // A tool node's gated call asks before its charge and intent: its approval's arguments, or it parks.
+  "effect.gate": [
+    { guard: "cancelEpochStale", actions: "answerStaleCancel" },
+    { guard: "gateOpen", actions: "answerGateOpen" },
+    { guard: "gateWaits", actions: "parkOnGate" },
+    { guard: "effectIsCurrent", actions: "answerNeedsApproval" },
+    { actions: "answerNotCurrent" },
+  ],
+  // The server asked for a person's input: the forms are filed and the step parks (no worker held).
+  "effect.input": [{ guard: "reportApplies", actions: "parkOnInput" }, { actions: "answerNotCurrent" }],
+} as const;
 
 /** Absorbing: nothing changes an ended run. A late report from one of its attempts is still answered with a closed code (the worker learns why), at no write. */
 const endedState = {
   on: {
-    "step.result": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
-    "step.heartbeat": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
-    "effect.intent": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
-    "effect.receipt": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
-    "effect.task": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
-    "effect.gate": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
-    "effect.input": [{ guard: "cancelEpochStale", actions: "answerStaleCancel" }, { actions: "answerStale" }],
+    "step.result": { actions: "answerNotCurrent" },
+    "step.heartbeat": { actions: "answerNotCurrent" },
+    "effect.intent": { actions: "answerNotCurrent" },
+    "effect.receipt": { actions: "answerNotCurrent" },
+    "effect.task": { actions: "answerNotCurrent" },
+    "effect.gate": { actions: "answerNotCurrent" },
+    "effect.input": { actions: "answerNotCurrent" },
     "effect.settle": { actions: "answerNotReconciling" },
     "run.signal": { actions: "answerNotWaiting" },
     "approval.decide": { actions: "answerDecisionRefused" },
@@ -72,24 +154,22 @@ const endedState = {
 } as const;
 
 /**
- * The run actor's machine. Its states are the run's lifecycle statuses, generated from the run
- * table: `new` until created; `queued`, `running`, `waiting` while live, each moving (eventless,
- * guard `lifecycleIs`) only to the statuses the table lets it reach; `succeeded`, `failed`,
- * `cancelled` absorbing (only late reports are answered there, and nothing changes). Every event
- * a live run takes is a named action (`reduce.ts` holds its pure decision); guards keep stale
- * inputs out — a result from an attempt or lease epoch that is no longer current, a timer for a
- * node that moved on, a child that is not the node's — so they are refused with a closed answer
- * and cost no write.
+ * The run actor's machine. Its states are the run's lifecycle statuses: `new` until created;
+ * `queued`, `running`, `waiting` while live; `succeeded`, `failed`, `cancelled` absorbing (only
+ * late reports are answered there, and nothing changes). Every event a live run takes is a named
+ * action whose pure decision, the DAG walk, is in `reduce.ts`; guards keep stale inputs out — a
+ * result from an attempt or lease epoch that is no longer current, a timer for a node that moved
+ * on, a child that is not the node's — so they are refused with a closed answer and cost no
+ * write. The lifecycle moves are the machine's own transitions: each op of the run table a
+ * decision takes (claim, mark_waiting, resume, admit, succeed, fail, cancel) is raised as
+ * `lifecycle.<op>`, and the state takes it only where the table allows it (`lifecycleMoves`),
+ * writing the lifecycle columns the stored record keeps (`applyMove`).
  */
 export const executionMachine = setup({
-  types: { context: {} as ExecutionContext, events: {} as ExecutionEvent, emitted: {} as Effect },
+  types: { context: {} as ExecutionContext, events: {} as RunMachineEvent, emitted: {} as Effect },
   guards: {
     /** The seed breaks the tree shape, or (a child) its parent was cancelled, ended or stopped waiting on it: nothing is created. */
     createRefused: ({ event }) => event.type === "run.create" && createRefusal(event.run, event.parent) !== null,
-    /** The run's lifecycle (moved by the table's ops inside a decision) is at `status`. */
-    lifecycleIs: ({ context }, params: { status: RunStatus }) => context.run?.lifecycle.status === params.status,
-    resultIsCurrent: ({ context, event }) =>
-      event.type === "step.result" && isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch),
     timerIsCurrent: ({ context, event }) => {
       if (event.type !== "timer.fired") return false;
       if (event.kind === "wait") return context.run?.lifecycle.status === "waiting";
@@ -103,8 +183,6 @@ export const executionMachine = setup({
       if (event.kind === "task") return !!holderOf(n, event.item)?.task && isLeased(holderOf(n, event.item), event.attempt ?? 0, event.lease_epoch ?? 0);
       return holdersOf(n).some(([, h]) => h.step?.status === "ready");
     },
-    heartbeatIsCurrent: ({ context, event }) =>
-      event.type === "step.heartbeat" && isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch),
     /** An intent, receipt, task or gate question from the attempt the holder runs now. */
     effectIsCurrent: ({ context, event }) =>
       (event.type === "effect.intent" ||
@@ -129,36 +207,29 @@ export const executionMachine = setup({
       isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch) &&
       intentNeedsApproval(context.run, event),
     /** The journal holds an `observed` receipt for the intent's key: the claim is complete. */
-    claimCompleted: ({ event }) => completedClaim(event) !== undefined,
+    claimCompleted: ({ event }) => isCommand(event) && completedClaim(event) !== undefined,
     /** This attempt recorded the same intent already: its one call is in flight. */
-    intentInFlight: ({ context, event }) => intentInFlight(context.run, event),
+    intentInFlight: ({ context, event }) => isCommand(event) && intentInFlight(context.run, event),
     /** A receipt for an intent a requested cancel let finish: recorded whatever the attempt's cancellation epoch. */
-    lateReceipt: ({ context, event }) => isLateReceipt(context.run, event),
+    lateReceipt: ({ context, event }) => isCommand(event) && isLateReceipt(context.run, event),
     /** A heartbeat of an attempt a requested cancel lets finish: it goes on (nothing is written). */
     letsFinish: ({ context, event }) =>
       event.type === "step.heartbeat" && cancelRequested(context.run) && !!holderOf(context.run!.nodes[event.node] ?? { s: "pending" }, event.item)?.intents,
     /** The decision cannot be taken: its approval is not pending, or out of time (or an edit of an admission approval). */
-    decisionRefused: ({ context, event }) => decisionAnswer(context.run, event) !== undefined,
+    decisionRefused: ({ context, event }) => isCommand(event) && decisionAnswer(context.run, event) !== undefined,
     /** The run asked its tenant after a person admitted it: a refusal is its answer. */
     admissionAsked: ({ context }) => admissionAsked(context.run),
     /** A node of the run waits for this signal. */
     signalWaited: ({ context, event }) => event.type === "run.signal" && waitingFor(context.run, event, event.name).length > 0,
     /** The signal's data does not fit a waiting node's schema: refused before anything is written. */
-    signalInvalid: ({ context, event }) => signalProblem(context.run, event) !== undefined,
+    signalInvalid: ({ context, event }) => isCommand(event) && signalProblem(context.run, event) !== undefined,
     /** A person may settle the key: a step of the run is held on it. */
     reconcileOpen: ({ context, event }) => event.type === "effect.settle" && reconciling(context.run, event.key) !== undefined,
     /** The report was dispatched before the run's last cancellation (of the run, or of its tree): fenced by the cancellation epoch. */
-    cancelEpochStale: ({ context, event }) =>
-      (event.type === "step.result" ||
-        event.type === "step.heartbeat" ||
-        event.type === "effect.intent" ||
-        event.type === "effect.receipt" ||
-        event.type === "effect.task" ||
-        event.type === "effect.gate" ||
-        event.type === "effect.input") &&
-      event.cancellation_epoch !== undefined &&
-      !!context.run &&
-      event.cancellation_epoch < context.run.cancellation_epoch,
+    cancelEpochStale: ({ context, event }) => cancelStale(context, event),
+    /** A report from the attempt the holder runs now, dispatched since the run's last cancellation: it is applied. */
+    reportApplies: ({ context, event }) =>
+      isReport(event) && !cancelStale(context, event) && isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch),
     childIsCurrent: ({ context, event }) =>
       event.type === "child.settled" && context.run?.nodes[event.node]?.s === "active" && context.run.nodes[event.node]?.child === event.child,
     /** Something in flight is lost: an offer, or a leased or running attempt not still executing in the claiming process. */
@@ -178,25 +249,34 @@ export const executionMachine = setup({
     isChild: ({ context }) => context.run?.parent_run_id !== null && context.run?.parent_run_id !== undefined,
   },
   actions: {
-    answerStale: emit({ type: "runway.answer", value: { outcome: "stale_lease" } }),
+    /** A lifecycle op a decision took: the run's lifecycle columns, as the run table writes them (the stored record keeps them). */
+    applyMove: assign(({ context, event }) => {
+      if (isCommand(event) || !context.run) return {};
+      const r = applyRunOp(context.run.lifecycle, event.move);
+      return r.outcome === "moved" ? { run: { ...context.run, lifecycle: r.state } } : {};
+    }),
     answerStaleCancel: emit({ type: "runway.answer", value: { outcome: "stale_cancel_epoch" } }),
+    /** A report that is not applied: fenced by the cancellation epoch, or from an attempt or lease epoch no longer current. */
+    answerNotCurrent: enqueueActions(({ context, event, enqueue }) => {
+      enqueue.emit({ type: "runway.answer", value: { outcome: cancelStale(context, event) ? "stale_cancel_epoch" : "stale_lease" } });
+    }),
     answerClaim: enqueueActions(({ event, enqueue }) => {
-      const claim = completedClaim(event);
+      const claim = isCommand(event) ? completedClaim(event) : undefined;
       if (claim) enqueue.emit({ type: "runway.answer", value: { outcome: "observed", value: claim.value } });
     }),
     answerInFlight: emit({ type: "runway.answer", value: { outcome: "in_flight" } }),
     answerNeedsApproval: emit({ type: "runway.answer", value: { outcome: "needs_approval" } }),
     answerGateOpen: enqueueActions(({ context, event, enqueue }) => {
-      const open = openGate(context.run, event);
+      const open = isCommand(event) ? openGate(context.run, event) : undefined;
       if (open) enqueue.emit({ type: "runway.answer", value: { outcome: "approved", arguments: open.arguments } });
     }),
     answerLetFinish: emit({ type: "runway.answer", value: { outcome: "let_finish" } }),
     answerNotWaiting: emit({ type: "runway.answer", value: { outcome: "run_not_waiting" } }),
     answerDecisionRefused: enqueueActions(({ context, event, enqueue }) => {
-      enqueue.emit({ type: "runway.answer", value: decisionAnswer(context.run, event) });
+      if (isCommand(event)) enqueue.emit({ type: "runway.answer", value: decisionAnswer(context.run, event) });
     }),
     answerSignalInvalid: enqueueActions(({ context, event, enqueue }) => {
-      enqueue.emit({ type: "runway.answer", value: { outcome: "invalid_input", reason: signalProblem(context.run, event) } });
+      if (isCommand(event)) enqueue.emit({ type: "runway.answer", value: { outcome: "invalid_input", reason: signalProblem(context.run, event) } });
     }),
     answerNotReconciling: emit({ type: "runway.answer", value: { outcome: "not_reconciling" } }),
     answerCreateRefused: enqueueActions(({ event, enqueue }) => {
@@ -244,58 +324,12 @@ export const executionMachine = setup({
   },
 });
 
-/** A live status: the events a live run takes, and eventless moves to the statuses the table lets it reach. */
+/** A live status: the events a live run takes, and its lifecycle transitions. */
 function liveState(status: RunStatus) {
   return {
-    always: reachableFrom(status).map((to) => ({ guard: { type: "lifecycleIs" as const, params: { status: to } }, target: to })),
     on: {
-      // A report from an attempt that is no longer current is answered, never applied.
-      "step.result": [
-        { guard: "lateReceipt", actions: "applyLateResult" },
-        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
-        { guard: "resultIsCurrent", actions: "applyResult" },
-        { actions: "answerStale" },
-      ],
-      "step.heartbeat": [
-        { guard: "letsFinish", actions: "answerLetFinish" },
-        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
-        { guard: "heartbeatIsCurrent", actions: "applyHeartbeat" },
-        { actions: "answerStale" },
-      ],
-      // A zombie (stale lease or cancellation epoch) records neither an intent nor a receipt.
-      "effect.intent": [
-        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
-        { guard: "claimCompleted", actions: "answerClaim" },
-        { guard: "intentInFlight", actions: "answerInFlight" },
-        { guard: "intentNeedsApproval", actions: "answerNeedsApproval" },
-        { guard: "effectIsCurrent", actions: "recordIntent" },
-        { actions: "answerStale" },
-      ],
-      "effect.receipt": [
-        { guard: "lateReceipt", actions: "recordLateReceipt" },
-        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
-        { guard: "effectIsCurrent", actions: "recordReceipt" },
-        { actions: "answerStale" },
-      ],
-      "effect.task": [
-        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
-        { guard: "effectIsCurrent", actions: "recordTask" },
-        { actions: "answerStale" },
-      ],
-      // A tool node's gated call asks before its charge and intent: its approval's arguments, or it parks.
-      "effect.gate": [
-        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
-        { guard: "gateOpen", actions: "answerGateOpen" },
-        { guard: "gateWaits", actions: "parkOnGate" },
-        { guard: "effectIsCurrent", actions: "answerNeedsApproval" },
-        { actions: "answerStale" },
-      ],
-      // The server asked for a person's input: the forms are filed and the step parks (no worker held).
-      "effect.input": [
-        { guard: "cancelEpochStale", actions: "answerStaleCancel" },
-        { guard: "effectIsCurrent", actions: "parkOnInput" },
-        { actions: "answerStale" },
-      ],
+      ...lifecycleMoves(status),
+      ...REPORTS,
       "effect.settle": [{ guard: "reconcileOpen", actions: "settleEffect" }, { actions: "answerNotReconciling" }],
       "approval.decide": [{ guard: "decisionRefused", actions: "answerDecisionRefused" }, { actions: "decideApproval" }],
       "run.signal": [

@@ -88,7 +88,7 @@ export function drain(d: Draft): void {
  * (`approval_expired`: the gated work must not run).
  */
 export function ceilingStop(d: Draft, which: string, reason: CeilingReason = "limit_reached"): void {
-  if (isTerminal(d.run.lifecycle.status)) return;
+  if (isTerminal(d.lifecycle.status)) return;
   // A platform stop a map holds was returned before the time ran out: it wins (C063, C064).
   for (const [id, n] of Object.entries(d.run.nodes)) if (n.s === "active" && n.map?.stop) fail(d, id, n.map.stop.error);
   if (d.stop) return stopRun(d);
@@ -109,7 +109,7 @@ function ceilingEnd(d: Draft): void {
 
 /** A platform stop: everything still pending or active is stopped (children cancelled, attempts fenced), and the run fails with the stop's code. */
 function stopRun(d: Draft): void {
-  if (isTerminal(d.run.lifecycle.status)) return;
+  if (isTerminal(d.lifecycle.status)) return;
   const { node, error } = d.stop!;
   stopNodes(d, "parent_failed");
   finish(d, "failed", { code: error.code, message: `${node}: ${error.message}`, nodes: [node] });
@@ -128,59 +128,10 @@ export function start(d: Draft, node: PlanNode): void {
       offer(d, node, n, undefined);
       return;
     }
-    case "map": {
-      const items = mapItems(node, scopeOf(d));
-      if (!items.ok) return fail(d, node.id, { code: items.code, message: items.detail });
-      if (items.items.length === 0) {
-        n.map = newMap(0);
-        return succeed(d, node.id);
-      }
-      n.s = "active";
-      if (d.event.expansion_admission) return askExpansion(d, node.id, items.items.length);
-      n.map = newMap(items.items.length);
-      pumpMap(d, node);
-      return;
-    }
-    case "subworkflow": {
-      const child = d.event.child_ids?.[node.id];
-      const definition = d.event.child_definitions?.[node.workflow];
-      if (d.run.depth + 1 > MAX_DEPTH)
-        return fail(d, node.id, { code: "depth_exceeded", message: `a child would be at depth ${d.run.depth + 1}; the limit is ${MAX_DEPTH}` });
-      if (!child || !definition) return fail(d, node.id, { code: "definition_not_found", message: `workflow ${node.workflow} is not published` });
-      const input = resolveTemplate(node.input ?? null, scopeOf(d));
-      if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` });
-      n.s = "active";
-      n.child = child;
-      const r = d.run;
-      d.effects.push({
-        type: "runway.send",
-        to: { kind: "run", id: child },
-        event: {
-          type: "run.create",
-          run: {
-            id: child,
-            tenant: r.tenant,
-            root_run_id: r.root_run_id,
-            parent_run_id: r.id,
-            parent_node: node.id,
-            depth: r.depth + 1,
-            definition,
-            source: "workflow_step",
-            start_key: `${r.id}:${node.id}`,
-            // Every child is batch, counts under its parent's project, and never outranks its parent.
-            lane: "batch",
-            ...(r.project ? { project: r.project } : {}),
-            priority: childPriority(r.priority ?? DEFAULT_PRIORITY),
-            ...(r.deadline != null ? { deadline: r.deadline } : {}),
-            // Money is one bill: the child spends its root's ceiling, whatever its own definition says.
-            ...(r.cost_ceiling_cents !== undefined ? { cost_ceiling_cents: r.cost_ceiling_cents } : {}),
-            input: input.value,
-          },
-        },
-      });
-      publish(d, "step_started", { node: node.id, child });
-      return;
-    }
+    case "map":
+      return startMap(d, node, n);
+    case "subworkflow":
+      return startChild(d, node, n);
     case "sleep": {
       n.s = "active";
       n.wake_at = d.now + node.duration_ms;
@@ -201,6 +152,61 @@ export function start(d: Draft, node: PlanNode): void {
     default:
       return;
   }
+}
+
+/** A map starts its items (after its tenant admits them, when it must ask), or succeeds at once with none. */
+function startMap(d: Draft, node: Extract<PlanNode, { kind: "map" }>, n: NodeRun): void {
+  const items = mapItems(node, scopeOf(d));
+  if (!items.ok) return fail(d, node.id, { code: items.code, message: items.detail });
+  if (items.items.length === 0) {
+    n.map = newMap(0);
+    return succeed(d, node.id);
+  }
+  n.s = "active";
+  if (d.event.expansion_admission) return askExpansion(d, node.id, items.items.length);
+  n.map = newMap(items.items.length);
+  pumpMap(d, node);
+}
+
+/** A subworkflow node creates its child run (its id and pinned definition came with the event). */
+function startChild(d: Draft, node: Extract<PlanNode, { kind: "subworkflow" }>, n: NodeRun): void {
+  const child = d.event.child_ids?.[node.id];
+  const definition = d.event.child_definitions?.[node.workflow];
+  if (d.run.depth + 1 > MAX_DEPTH)
+    return fail(d, node.id, { code: "depth_exceeded", message: `a child would be at depth ${d.run.depth + 1}; the limit is ${MAX_DEPTH}` });
+  if (!child || !definition) return fail(d, node.id, { code: "definition_not_found", message: `workflow ${node.workflow} is not published` });
+  const input = resolveTemplate(node.input ?? null, scopeOf(d));
+  if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` });
+  n.s = "active";
+  n.child = child;
+  const r = d.run;
+  d.effects.push({
+    type: "runway.send",
+    to: { kind: "run", id: child },
+    event: {
+      type: "run.create",
+      run: {
+        id: child,
+        tenant: r.tenant,
+        root_run_id: r.root_run_id,
+        parent_run_id: r.id,
+        parent_node: node.id,
+        depth: r.depth + 1,
+        definition,
+        source: "workflow_step",
+        start_key: `${r.id}:${node.id}`,
+        // Every child is batch, counts under its parent's project, and never outranks its parent.
+        lane: "batch",
+        ...(r.project ? { project: r.project } : {}),
+        priority: childPriority(r.priority ?? DEFAULT_PRIORITY),
+        ...(r.deadline != null ? { deadline: r.deadline } : {}),
+        // Money is one bill: the child spends its root's ceiling, whatever its own definition says.
+        ...(r.cost_ceiling_cents !== undefined ? { cost_ceiling_cents: r.cost_ceiling_cents } : {}),
+        input: input.value,
+      },
+    },
+  });
+  publish(d, "step_started", { node: node.id, child });
 }
 
 /**
@@ -237,7 +243,7 @@ export function stopNodes(d: Draft, childReason: string, spare: (h: ItemRun | No
 }
 
 export function settleRun(d: Draft): void {
-  if (isTerminal(d.run.lifecycle.status)) return;
+  if (isTerminal(d.lifecycle.status)) return;
   const outcome = runOutcome(d.plan, states(d));
   if (!outcome.done) {
     parkOrRun(d);
@@ -277,7 +283,7 @@ export function parkOrRun(d: Draft): void {
   const active = d.plan.nodes.filter((n) => d.run.nodes[n.id]!.s === "active");
   const parked = active.filter((n) => n.kind === "sleep" || n.kind === "wait" || n.kind === "approval" || gatedCall(d, n));
   const held = parked.some((n) => n.kind === "wait" || n.kind === "approval" || gatedCall(d, n));
-  const lc = d.run.lifecycle;
+  const lc = d.lifecycle;
   if (held || (active.length > 0 && parked.length === active.length)) {
     const grace = d.event.wait_grace_ms ?? WAIT_GRACE_MS;
     const expires = Math.max(...parked.map((n) => d.run.nodes[n.id]!.wake_at ?? d.now)) + grace;
@@ -306,7 +312,7 @@ function oldestApproval(d: Draft, parked: PlanNode[]): string | undefined {
 }
 
 export function finish(d: Draft, status: "succeeded" | "failed", error?: RunError): void {
-  if (d.run.lifecycle.status === "waiting") move(d, "resume");
+  if (d.lifecycle.status === "waiting") move(d, "resume");
   if (!move(d, status === "succeeded" ? "succeed" : "fail")) return;
   // A child that succeeded partially marks its run: the first such node (in plan order) names the reason.
   if (status === "succeeded" && !d.run.partial_reason) {
@@ -340,7 +346,7 @@ export function notifyParent(d: Draft): void {
     });
     return;
   }
-  const status = r.lifecycle.status as "succeeded" | "failed" | "cancelled";
+  const status = d.lifecycle.status as "succeeded" | "failed" | "cancelled";
   d.effects.push({
     type: "runway.send",
     to: { kind: "run", id: r.parent_run_id },

@@ -3,9 +3,9 @@ import { onSignal, onSignalTimeout } from "./signals.js";
 import { expireApproval, onDecide, onGate, onInput } from "./approvals.js";
 import { ADMISSION, closeAdmission, expireAdmission, heldForAdmission, holdForAdmission, onAdmissionDecide, onAdmissionRefused } from "./admission.js";
 import { cancelRequested, holdUnknown, onCancel, onLateReceipt, onLateResult, settleUnderCancel } from "./cancel.js";
-import { queuedLifecycle } from "../run/index.js";
+import { queuedLifecycle, type RunOpEvent } from "../run/index.js";
 import { applyStepOp, type StepError } from "../step/index.js";
-import { isCeilingReason, isPlatformStop, validateAgainstSchema, type Plan, type PlanNode } from "../workflow/index.js";
+import { isCeilingReason, isPlatformStop, planIndex, validateAgainstSchema } from "../workflow/index.js";
 import {
   expireLease,
   holderOf,
@@ -26,7 +26,7 @@ import { advance, ceilingStop, finish, stopNodes } from "./progression.js";
 import { ceilingDrain, wallHit } from "./ceilings.js";
 import { sweepPlan } from "./sweep.js";
 import { draftMap, sealDrafts } from "./items.js";
-import { RUN_CONTEXT_VERSION, type ExecutionContext, type ExecutionEvent, type NodeRun, type RunContext, type RunMemory } from "./types.js";
+import { RUN_CONTEXT_VERSION, type ExecutionContext, type ExecutionEvent, type MapRun, type NodeRun, type RunContext, type RunMemory } from "./types.js";
 
 export {
   MAX_DEPTH,
@@ -50,49 +50,43 @@ export { LEASE_GRACE_MS, LEASE_AFTER_MS } from "./attempts.js";
 
 const NO_OUTPUTS = { output: () => undefined, item: () => undefined, receipt: () => undefined };
 
-/** A plan's nodes by id, built once per plan (plans are immutable and shared by every run that pinned them). */
-const byPlan = new WeakMap<Plan, Map<string, PlanNode>>();
-
-function nodesById(plan: Plan): Map<string, PlanNode> {
-  let byId = byPlan.get(plan);
-  if (!byId) byPlan.set(plan, (byId = new Map(plan.nodes.map((n) => [n.id, n]))));
-  return byId;
-}
-
-/** What one decision produced: the run's next state and the effects to perform once it is stored. */
-export type Decided = { context: ExecutionContext; effects: Effect[] };
+/**
+ * What one decision produced: the run's next data, the effects to perform once it is stored, and
+ * the lifecycle ops it took, in order, for the machine to take as transitions (the data's
+ * `lifecycle` is left as the machine had it).
+ */
+export type Decided = { context: ExecutionContext; effects: Effect[]; moves: RunOpEvent[] };
 
 /**
  * The pure decisions of the run machine's named actions (see `machine.ts`): each takes the run
  * as it is and one event (with `now`, the pinned plan and the run's input and outputs) and gives
- * the next state and its effects; the actor host does the I/O. The lifecycle moves they make
- * go through the run table (`applyRunOp`), and the machine's states follow them.
+ * the run's next data and its effects; the actor host does the I/O. This is the DAG walk, and it
+ * is a plain reducer on purpose: what a step's result does to a run's nodes, items, attempts and
+ * timers is data (a node table, a map's items), not states a person would draw, and one pass
+ * over it decides the whole event (XState's per-transition cost, paid per node op, would be a
+ * step's whole budget). The run's status is not its to write: each lifecycle op the walk takes
+ * (`move`, through the run table) is handed to the machine, whose states are the statuses.
  */
 function decide(context: ExecutionContext, event: ExecutionEvent, apply: (d: Draft) => void): Decided {
-  try {
-    return decideOn(context, event, apply);
-  } finally {
-    sealDrafts();
-  }
-}
-
-function decideOn(context: ExecutionContext, event: ExecutionEvent, apply: (d: Draft) => void): Decided {
   const run = event.type === "run.create" ? create(event) : copyForWrite(context.run!);
   const memory: RunMemory = event.type === "run.create" ? { input: event.run.input ?? {}, ...NO_OUTPUTS } : (event.memory ?? { input: {}, ...NO_OUTPUTS });
   const d: Draft = {
     run,
     plan: event.plan,
-    byId: nodesById(event.plan),
+    byId: planIndex(event.plan),
     now: event.now,
     event,
     effects: [],
     memory,
     fresh: new Map(),
+    lifecycle: run.lifecycle,
+    moves: [],
   };
   apply(d);
   releaseExpansions(d);
   closeAdmission(d);
-  return { context: { run: d.run }, effects: d.effects };
+  sealDrafts(mapsOf(d.run));
+  return { context: { run: d.run }, effects: d.effects, moves: d.moves };
 }
 
 type On<T extends ExecutionEvent["type"]> = Extract<ExecutionEvent, { type: T }>;
@@ -160,6 +154,15 @@ function copyForWrite(run: RunContext): RunContext {
   return { ...run, nodes };
 }
 
+function mapsOf(run: RunContext): MapRun[] {
+  const maps: MapRun[] = [];
+  for (const id in run.nodes) {
+    const map = run.nodes[id]!.map;
+    if (map) maps.push(map);
+  }
+  return maps;
+}
+
 function create(event: Extract<ExecutionEvent, { type: "run.create" }>): RunContext {
   const { input: _input, ...seed } = event.run;
   const nodes: Record<string, NodeRun> = {};
@@ -169,6 +172,7 @@ function create(event: Extract<ExecutionEvent, { type: "run.create" }>): RunCont
   return {
     v: RUN_CONTEXT_VERSION,
     ...seed,
+    // The machine's create transition enters `queued`: the seed's columns say so.
     lifecycle: queuedLifecycle(),
     created_at: event.now,
     cancellation_epoch: 0,
@@ -194,7 +198,7 @@ function onCreate(d: Draft): void {
   } else {
     begin(d);
   }
-  d.effects.push({ type: "runway.answer", value: { outcome: "started", run: runSummary(d.run) } });
+  d.effects.push({ type: "runway.answer", value: { outcome: "started", run: runSummary(d.run, d.lifecycle) } });
 }
 
 /** The run starts: queued → running, its input checked against the definition's schema, its first nodes started. */
@@ -262,7 +266,7 @@ function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>):
   }
   if (e.kind === "wait") {
     // One expiry clock per wait: a run still parked past its deadline and grace is abandoned.
-    const lc = d.run.lifecycle;
+    const lc = d.lifecycle;
     if (lc.status === "waiting" && lc.waiting_expires_at !== null && d.now >= lc.waiting_expires_at) {
       finish(d, "failed", { code: "wait_abandoned", message: `waiting on ${lc.waiting_on} past ${new Date(lc.waiting_expires_at).toISOString()}` });
     }
@@ -326,7 +330,7 @@ function onSweep(d: Draft, at: number, held: readonly string[]): void {
     if (a.action === "wait_abandoned") {
       // A held run whose timer was lost expires as its timer would have expired it.
       if (d.run.admission_approval?.state === "pending") return expireAdmission(d, at);
-      const lc = d.run.lifecycle;
+      const lc = d.lifecycle;
       finish(d, "failed", {
         code: "wait_abandoned",
         message: `waiting on ${lc.waiting_on} past ${new Date(lc.waiting_expires_at ?? d.now).toISOString()} (recovery sweep)`,

@@ -1,5 +1,5 @@
 import type { ToolClass } from "../tools/index.js";
-import type { RunLifecycle } from "../run/index.js";
+import type { RunLifecycle, RunOp, RunOpEvent } from "../run/index.js";
 import type { StepError, StepState } from "../step/index.js";
 import type { NodeStatus, Plan } from "../workflow/index.js";
 import type { RunCommand } from "./commands.js";
@@ -298,6 +298,16 @@ export interface RunContext {
 export interface ExecutionContext {
   run: RunContext | null;
 }
+
+/**
+ * A lifecycle op a decision took, raised inside the run machine, which takes it as a transition of
+ * the run table (`lifecycle.claim`: queued → running, …) and writes the run's lifecycle columns.
+ * Never a command: nobody sends one from outside.
+ */
+export type LifecycleEvent = { [K in RunOp]: { type: `lifecycle.${K}`; move: Extract<RunOpEvent, { op: K }> } }[RunOp];
+
+/** Every event the run machine takes: the run's commands, and the lifecycle ops its decisions raise. */
+export type RunMachineEvent = ExecutionEvent | LifecycleEvent;
 
 /** A child's parent as its create read it (one read of the parent's record). */
 export interface ParentView {

@@ -31,14 +31,9 @@ export { MAX_QUEUED } from "./queue.js";
 
 export const DAY_MS = 86_400_000;
 
-/** The last day `utcDay` formatted: every decision asks, and days change once a day. */
-let lastDay = { number: Number.NaN, text: "" };
-
 /** 'YYYY-MM-DD' of the UTC day containing `now` (ms since the epoch). */
 export function utcDay(now: number): string {
-  const number = Math.floor(now / DAY_MS);
-  if (number !== lastDay.number) lastDay = { number, text: new Date(now).toISOString().slice(0, 10) };
-  return lastDay.text;
+  return new Date(now).toISOString().slice(0, 10);
 }
 
 /** The first instant (ms) of the UTC day after the one containing `now`. */
@@ -123,30 +118,8 @@ export function admitDecision(
   io: Io,
 ): Decision<AdmitAnswer> {
   const { run_id, project } = run;
-  // A run id made up for this start has no keys yet: nothing to read.
-  const member = run.fresh ? null : io.facts.member(run_id);
-  if (member?.s === "q") {
-    const blocked = capReached(context, member.p);
-    return {
-      context,
-      answer: {
-        outcome: "queued",
-        run_id,
-        reason: blocked?.reason ?? "concurrency_cap_reached",
-        project: member.p,
-        active: blocked?.active ?? context.active_runs,
-        limit: blocked?.limit ?? context.settings.max_concurrency,
-        position: positionOf(context, member.g),
-        duplicate: true,
-      },
-    };
-  }
-  if (member?.s === "r" || (!run.fresh && io.facts.ended(run_id))) {
-    return {
-      context,
-      answer: { outcome: "admitted", run_id, duplicate: true, starts_today: atDay(context, now).starts_today, active_runs: context.active_runs },
-    };
-  }
+  const again = admittedBefore(context, run, now, io);
+  if (again) return again;
   if (context.state !== "active") {
     const outcome = context.state === "killed" ? "tenant_killed" : context.state === "draining" ? "tenant_draining" : "tenant_not_found";
     return { context, answer: { outcome, run_id } };
@@ -157,14 +130,8 @@ export function admitDecision(
     return { context, answer: { outcome: "day_cap_reached", run_id, day: rolled.day, day_cap: s.day_cap, resets_at: nextUtcDay(now) } };
   }
   const reserve = s.day_budget_cents == null ? 0 : (run.reserve_cents ?? s.run_reservation_cents);
-  if (s.day_budget_cents != null) {
-    const spent = io.facts.spentOn(rolled.day);
-    const reserved = rolled.reserved_cents ?? 0;
-    if (spent >= s.day_budget_cents || spent + reserved + reserve > s.day_budget_cents) {
-      const answer = { outcome: "budget_exhausted" as const, run_id, day: rolled.day, day_budget_cents: s.day_budget_cents, resets_at: nextUtcDay(now) };
-      return { context, answer: { ...answer, spent_cents: spent, reserved_cents: reserved, reserve_cents: reserve } };
-    }
-  }
+  const overBudget = budgetRefusal(rolled, run_id, reserve, now, io);
+  if (overBudget) return { context, answer: overBudget };
   const blocked = capReached(context, project);
   if (blocked && context.queued_runs >= MAX_QUEUED)
     return { context, answer: { outcome: "queue_full", run_id, queued: context.queued_runs, limit: MAX_QUEUED } };
@@ -190,6 +157,47 @@ export function admitDecision(
   io.store.push({ key: memberKey(run_id), value: { s: "r", p: project, ...(run.fresh ? { f: 1 } : {}) } satisfies Member });
   const next = countRunning(counted, project, 1);
   return { context: next, answer: { outcome: "admitted", run_id, duplicate: false, starts_today: next.starts_today, active_runs: next.active_runs } };
+}
+
+/** A run id admitted before (running, queued, or ended within the retention) is answered again as it was, `duplicate`, and counted once. */
+function admittedBefore(context: TenantContext, run: { run_id: string; fresh?: boolean }, now: number, io: Io): Decision<AdmitAnswer> | undefined {
+  const { run_id } = run;
+  // A run id made up for this start has no keys yet: nothing to read.
+  const member = run.fresh ? null : io.facts.member(run_id);
+  if (member?.s === "q") {
+    const blocked = capReached(context, member.p);
+    return {
+      context,
+      answer: {
+        outcome: "queued",
+        run_id,
+        reason: blocked?.reason ?? "concurrency_cap_reached",
+        project: member.p,
+        active: blocked?.active ?? context.active_runs,
+        limit: blocked?.limit ?? context.settings.max_concurrency,
+        position: positionOf(context, member.g),
+        duplicate: true,
+      },
+    };
+  }
+  if (member?.s === "r" || (!run.fresh && io.facts.ended(run_id))) {
+    return {
+      context,
+      answer: { outcome: "admitted", run_id, duplicate: true, starts_today: atDay(context, now).starts_today, active_runs: context.active_runs },
+    };
+  }
+  return undefined;
+}
+
+/** The day budget (money) refuses the run: spent today (read from the meter) plus live reservations plus this run's would pass it. */
+function budgetRefusal(rolled: TenantContext, run_id: string, reserve: number, now: number, io: Io): AdmitAnswer | undefined {
+  const budget = rolled.settings.day_budget_cents;
+  if (budget == null) return undefined;
+  const spent = io.facts.spentOn(rolled.day);
+  const reserved = rolled.reserved_cents ?? 0;
+  if (spent < budget && spent + reserved + reserve <= budget) return undefined;
+  const answer = { outcome: "budget_exhausted" as const, run_id, day: rolled.day, day_budget_cents: budget, resets_at: nextUtcDay(now) };
+  return { ...answer, spent_cents: spent, reserved_cents: reserved, reserve_cents: reserve };
 }
 
 /**
@@ -309,37 +317,23 @@ export function stateDecision(context: TenantContext, to: LiveTenantState, reaso
 }
 
 /** Commands that wait while a record stored before issue 9 is moved out: the caller asks again. */
-const ASKED_AGAIN = new Set(["tenant.admit_run", "tenant.put", "tenant.resume"]);
+const ASKED_AGAIN: ReadonlySet<string> = new Set(["tenant.admit_run", "tenant.put", "tenant.resume"]);
 /** Commands that wait too, sent back to the tenant's own mailbox (their senders do not wait for an answer). */
-const SENT_AGAIN = new Set(["tenant.run_ended", "tenant.recheck", "tenant.admit_expansion", "tenant.release_expansion", "tenant.promote"]);
+const SENT_AGAIN: ReadonlySet<string> = new Set(["tenant.run_ended", "tenant.recheck", "tenant.admit_expansion", "tenant.release_expansion", "tenant.promote"]);
 
 type Applied = { context: TenantContext; effects: TenantEffect[] };
-
-/**
- * Each event object's decision, with the context it was made on. A command's facts are found by
- * deciding it (facts.ts: the actor's `prepare`), and the machine then decides that same event
- * object on that same context: the second decision is the first one, kept. Decisions are pure
- * and their results never changed, so a kept one is what deciding again would give.
- */
-const applied = new WeakMap<TenantEvent, { stored: TenantContext | TenantContextV1; result: Applied }>();
 
 /**
  * The whole decision for one event: the next context and the effects — the answer, then any
  * audit record, the membership keys to write (after the record), the runs told `run.admitted`,
  * a reply to a run, and the commands the tenant sends itself. A record stored before issue 9 is
- * upgraded first (`migrate.ts`).
+ * upgraded first (`migrate.ts`). The machine's action for the command calls it once; the actor's
+ * `prepare` calls it to learn which facts it reads (facts.ts).
  */
 export function applyTenantCommand(stored: TenantContext | TenantContextV1, event: TenantEvent): Applied {
-  const kept = applied.get(event);
-  if (kept?.stored === stored) return kept.result;
-  const result = applyAnew(stored, event);
-  applied.set(event, { stored, result });
-  return result;
-}
-
-function applyAnew(stored: TenantContext | TenantContextV1, event: TenantEvent): Applied {
-  const d = decide(upgrade(stored), event);
-  const context = d.context === upgrade(stored) && !d.store?.length ? (stored as TenantContext) : d.context;
+  const current = upgrade(stored);
+  const d = decide(current, event);
+  const context = d.context === current && !d.store?.length ? (stored as TenantContext) : d.context;
   const effects: TenantEffect[] = [{ type: "runway.answer", value: d.answer }];
   if (d.audit) effects.push({ type: "runway.publish", subject: auditSubject(context.id), data: d.audit });
   for (const op of d.store ?? [])

@@ -30,8 +30,7 @@ function missingFor(context: TenantContext | TenantContextV1, event: TenantEvent
 /**
  * `event` with the facts its decision reads, gathered by deciding until nothing is missing: the
  * likely keys first, together, then whatever a try asked for (a lane's next slots come in
- * groups). The answer is the very object the last try decided, so the machine, given it on the
- * same context, gets that decision back rather than making it again (decide.ts keeps it). Most
+ * groups); the machine then decides the event with every fact it reads at hand. Most
  * commands need one round of reads; a run's end that starts queued runs, about one more per
  * sixteen runs started.
  */
@@ -41,7 +40,7 @@ export async function withGatheredFacts(context: TenantContext | TenantContextV1
   if (first.length > 0) Object.assign(facts, await reader.read(first));
   let counts: Record<string, number> | undefined;
   for (;;) {
-    // A copy each try: a try's decision is kept with its event, which later reads must not change.
+    // A copy each try: the event handed on holds the facts as they were when its try succeeded.
     const decidable: TenantEvent = { ...event, facts: { ...facts } };
     const missing = missingFor(context, decidable);
     if (missing === null) return decidable;

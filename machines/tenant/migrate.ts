@@ -55,6 +55,11 @@ export function legacyLeft(legacy: LegacyMembers | undefined): number {
   return legacy.queue.length + legacy.running.length + legacy.ended.length + legacy.descendants.length;
 }
 
+/** The legacy members still to move out once this transition's chunk is out: while any are, commands that read membership wait. */
+export function leftAfterChunk(context: TenantContext): number {
+  return Math.max(0, legacyLeft(context.legacy) - MIGRATE_BATCH);
+}
+
 /** Moves the next chunk of legacy members into keys (`store`); drops `legacy` once it is empty. */
 export function migrateChunk(context: TenantContext, store: StoreOp[], retentionMs: number, now: number): TenantContext {
   const legacy = context.legacy;

@@ -5,7 +5,7 @@
  * JSON, whatever the key order of its input.
  */
 import { canonicalJson, formatPath, MAX_JSON_DEPTH, nestingDepth, utf8Length } from "./canonical.js";
-import { DefinitionSchema, DEFAULT_WAIT_TIMEOUT_MS, type Condition } from "./definition.js";
+import { DefinitionSchema, DEFAULT_WAIT_TIMEOUT_MS, type Condition, type Definition } from "./definition.js";
 import { expand, type CompileError, type Expanded, type Limits } from "./expand.js";
 import { checkSchemaSubset } from "./json-schema.js";
 import { PLAN_VERSION, type Plan, type PlanNode } from "./plan.js";
@@ -170,6 +170,27 @@ export function compileDefinition(raw: unknown, ctx: CompileContext): CompileRes
     errors.push({ code: "cycle", path: formatPath([...(scc[0]?.path ?? []), "needs"]), message: `needs form a cycle through ${ids.join(", ")}` });
   }
 
+  checkReferences(nodes, def.result, errors);
+
+  if (def.input_schema !== undefined)
+    for (const issue of checkSchemaSubset(def.input_schema, ["input_schema"])) errors.push({ code: "invalid_input_schema", ...issue });
+
+  if (ctx.loadPlan) checkWorkflowDepth(def.name, nodes, ctx.loadPlan, !!ctx.workflowExists, limits.max_workflow_depth, errors);
+
+  if (errors.length > 0) return { ok: false, errors };
+  const body = planBody(def, sorted);
+  const text = canonicalJson(body);
+  const bytes = utf8Length(text);
+  if (bytes > limits.max_plan_bytes)
+    return {
+      ok: false,
+      errors: [{ code: "snapshot_too_large", path: "", message: `the compiled plan is ${bytes} bytes, above the limit of ${limits.max_plan_bytes}` }],
+    };
+  return { ok: true, plan: { ...body, definition_digest_input: text } };
+}
+
+/** References: a node reads only its transitive needs (and `item`/`index` only in a map's input); the result reads only nodes. */
+function checkReferences(nodes: Expanded[], result: unknown, errors: CompileError[]): void {
   const byId = new Map(nodes.map((e) => [e.node.id, e.node]));
   for (const e of nodes) {
     const ancestors = ancestorsOf(e.node.id, byId);
@@ -177,32 +198,37 @@ export function compileDefinition(raw: unknown, ctx: CompileContext): CompileRes
       !byId.has(id) ? `no node '${id}'` : ancestors.has(id) ? undefined : `'${id}' is not upstream of '${e.node.id}' (not a transitive need)`;
     for (const group of nodeRefs(e.node)) checkRefs(group.sites, e.path, group.itemScope, visible, errors);
   }
-  if (def.result !== undefined) checkRefs(templateRefs(def.result), ["result"], false, (id) => (byId.has(id) ? undefined : `no node '${id}'`), errors);
+  if (result !== undefined) checkRefs(templateRefs(result), ["result"], false, (id) => (byId.has(id) ? undefined : `no node '${id}'`), errors);
+}
 
-  if (def.input_schema !== undefined)
-    for (const issue of checkSchemaSubset(def.input_schema, ["input_schema"])) errors.push({ code: "invalid_input_schema", ...issue });
-
-  if (ctx.loadPlan) {
-    const load = ctx.loadPlan;
-    const self = { name: def.name, nodes: nodes.map((e) => e.node) };
-    const depth = workflowDepth(self, (name) => (name === def.name ? self : load(name)), limits.max_workflow_depth);
-    if (!depth.ok) {
-      const at = nodes.find((e) => e.node.kind === "subworkflow" && e.node.workflow === depth.chain[1]);
-      const chain = depth.chain.join(" → ");
-      if (depth.code === "subworkflow_unresolvable") {
-        if (!ctx.workflowExists)
-          errors.push({ code: "unknown_workflow", path: formatPath(at?.path ?? ["nodes"]), message: `cannot load workflow along ${chain}` });
-      } else
-        errors.push({
-          code: "depth_exceeded",
-          path: formatPath(at?.path ?? ["nodes"]),
-          message: depth.code === "workflow_cycle" ? `subworkflows recurse: ${chain}` : `subworkflow depth above ${limits.max_workflow_depth}: ${chain}`,
-        });
-    }
+/** The chain of subworkflows this definition starts stays within the depth limit and does not recurse. */
+function checkWorkflowDepth(
+  name: string,
+  nodes: Expanded[],
+  load: NonNullable<CompileContext["loadPlan"]>,
+  canTellExists: boolean,
+  maxDepth: number,
+  errors: CompileError[],
+): void {
+  const self = { name, nodes: nodes.map((e) => e.node) };
+  const depth = workflowDepth(self, (n) => (n === name ? self : load(n)), maxDepth);
+  if (!depth.ok) {
+    const at = nodes.find((e) => e.node.kind === "subworkflow" && e.node.workflow === depth.chain[1]);
+    const chain = depth.chain.join(" → ");
+    if (depth.code === "subworkflow_unresolvable") {
+      if (!canTellExists) errors.push({ code: "unknown_workflow", path: formatPath(at?.path ?? ["nodes"]), message: `cannot load workflow along ${chain}` });
+    } else
+      errors.push({
+        code: "depth_exceeded",
+        path: formatPath(at?.path ?? ["nodes"]),
+        message: depth.code === "workflow_cycle" ? `subworkflows recurse: ${chain}` : `subworkflow depth above ${maxDepth}: ${chain}`,
+      });
   }
+}
 
-  if (errors.length > 0) return { ok: false, errors };
-  const body = {
+/** The compiled plan's body (its nodes in order): what its canonical JSON, and so its digest, is made of. */
+function planBody(def: Definition, sorted: Expanded[]) {
+  return {
     plan_version: PLAN_VERSION,
     name: def.name,
     ...(def.description !== undefined && { description: def.description }),
@@ -215,12 +241,4 @@ export function compileDefinition(raw: unknown, ctx: CompileContext): CompileRes
     ...(def.approvals !== undefined && { approvals: { ...def.approvals, timeout_ms: def.approvals.timeout_ms ?? DEFAULT_WAIT_TIMEOUT_MS } }),
     nodes: sorted.map((e) => e.node),
   };
-  const text = canonicalJson(body);
-  const bytes = utf8Length(text);
-  if (bytes > limits.max_plan_bytes)
-    return {
-      ok: false,
-      errors: [{ code: "snapshot_too_large", path: "", message: `the compiled plan is ${bytes} bytes, above the limit of ${limits.max_plan_bytes}` }],
-    };
-  return { ok: true, plan: { ...body, definition_digest_input: text } };
 }

@@ -148,7 +148,7 @@ export const RetrySchema: z.ZodType<Retry> = z
   })
   .refine((r) => r.max_backoff_ms >= r.backoff_ms, { message: "max_backoff_ms is below backoff_ms", path: ["max_backoff_ms"] });
 
-const VALUE_OPS = new Set(["eq", "ne", "gt", "gte", "lt", "lte", "in"]);
+const VALUE_OPS: ReadonlySet<string> = new Set(["eq", "ne", "gt", "gte", "lt", "lte", "in"]);
 
 export const ConditionSchema: z.ZodType<Condition> = z.lazy(() =>
   z.union([

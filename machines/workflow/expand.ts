@@ -64,188 +64,181 @@ function completionId(node: DefinitionNode): string {
   return node.kind === "branch" ? `${node.id}:end` : node.id;
 }
 
+/** The fields every plan node has, from its definition node and where it sits. */
+type Base = { id: string; needs: PlanNeed[]; continue_on_error: boolean; parent: string | null };
+
+type LeafKind = Exclude<DefinitionNode["kind"], "parallel" | "branch">;
+type Container = Extract<DefinitionNode, { kind: "parallel" | "branch" }>;
+
+/** The plan node of each leaf kind: its definition node's fields, with the defaults filled in. */
+const LEAF: { [K in LeafKind]: (n: Extract<DefinitionNode, { kind: K }>, base: Base) => PlanNode } = {
+  code: (n, base) => ({
+    ...base,
+    kind: "code",
+    handler: n.handler,
+    ...(n.input !== undefined && { input: n.input }),
+    retry: planRetry(n.retry),
+    timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS,
+    ...(n.provider !== undefined && { provider: n.provider }),
+    ...(n.cost !== undefined && { cost: n.cost }),
+  }),
+  tool: (n, base) => ({
+    ...base,
+    kind: "code",
+    handler: `tool:${n.server}/${n.tool}`,
+    ...(n.arguments !== undefined && { input: n.arguments }),
+    retry: planRetry(n.retry),
+    timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS,
+    ...(n.cost !== undefined && { cost: n.cost }),
+    tool: { server: n.server, tool: n.tool },
+    ...(n.approval !== undefined && { approval: { ...n.approval, timeout_ms: n.approval.timeout_ms ?? DEFAULT_WAIT_TIMEOUT_MS } }),
+  }),
+  map: (n, base) => ({
+    ...base,
+    kind: "map",
+    items: n.items,
+    handler: n.handler,
+    ...(n.input !== undefined && { input: n.input }),
+    max_fanout: n.max_fanout,
+    concurrency: Math.min(n.concurrency ?? n.max_fanout, n.max_fanout),
+    retry: planRetry(n.retry),
+    timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS,
+    ...(n.provider !== undefined && { provider: n.provider }),
+    ...(n.cost !== undefined && { cost: n.cost }),
+  }),
+  subworkflow: (n, base) => ({ ...base, kind: "subworkflow", workflow: n.workflow, ...(n.input !== undefined && { input: n.input }) }),
+  approval: (n, base) => ({
+    ...base,
+    kind: "approval",
+    prompt: n.prompt,
+    ...(n.payload !== undefined && { payload: n.payload }),
+    ...(n.group !== undefined && { group: n.group }),
+    ...(n.escalation_group !== undefined && { escalation_group: n.escalation_group }),
+    timeout_ms: n.timeout_ms ?? DEFAULT_WAIT_TIMEOUT_MS,
+  }),
+  wait: (n, base) => ({
+    ...base,
+    kind: "wait",
+    signal: n.signal,
+    ...(n.schema !== undefined && { schema: n.schema }),
+    timeout_ms: n.timeout_ms ?? DEFAULT_WAIT_TIMEOUT_MS,
+  }),
+  sleep: (n, base) => ({ ...base, kind: "sleep", duration_ms: n.duration_ms }),
+};
+
 /** Flattens `nodes` into plan nodes (definition pre-order; joins after their members). */
 export function expand(nodes: DefinitionNode[], ctx: ExpandContext): Expansion {
-  const errors: CompileError[] = [];
-  const err = (code: CompileErrorCode, path: (string | number)[], message: string) => errors.push({ code, path: formatPath(path), message });
-
+  const x = new Expander(ctx);
   // Pass 1: every id and its kind; duplicates reported at each repeat.
-  const kinds = new Map<string, DefinitionNode["kind"]>();
-  let count = 0;
-  const collect = (seq: DefinitionNode[], at: (string | number)[]) =>
+  x.collect(nodes, ["nodes"]);
+  if (x.count > ctx.limits.max_nodes) x.err("too_many_nodes", ["nodes"], `${x.count} nodes, more than the limit of ${ctx.limits.max_nodes}`);
+  // The top level is a graph, not a sequence: only explicit needs order it.
+  nodes.forEach((n, i) => x.visit(n, ["nodes", i], null, [], 0, false));
+  return { nodes: x.out, errors: x.errors, count: x.count };
+}
+
+/** One expansion's state: the ids seen, the plan nodes made, the errors found. */
+class Expander {
+  readonly errors: CompileError[] = [];
+  readonly out: Expanded[] = [];
+  count = 0;
+  private readonly kinds = new Map<string, DefinitionNode["kind"]>();
+  private readonly emitted = new Set<string>();
+  private rank = 0;
+
+  constructor(private readonly ctx: ExpandContext) {}
+
+  err(code: CompileErrorCode, path: (string | number)[], message: string): void {
+    this.errors.push({ code, path: formatPath(path), message });
+  }
+
+  collect(seq: DefinitionNode[], at: (string | number)[]): void {
     seq.forEach((n, i) => {
       const path = [...at, i];
-      count++;
-      if (kinds.has(n.id)) err("duplicate_id", [...path, "id"], `node id '${n.id}' is used more than once`);
-      else kinds.set(n.id, n.kind);
-      if (n.kind === "parallel") n.branches.forEach((b, j) => collect(b, [...path, "branches", j]));
+      this.count++;
+      if (this.kinds.has(n.id)) this.err("duplicate_id", [...path, "id"], `node id '${n.id}' is used more than once`);
+      else this.kinds.set(n.id, n.kind);
+      if (n.kind === "parallel") n.branches.forEach((b, j) => this.collect(b, [...path, "branches", j]));
       if (n.kind === "branch") {
-        collect(n.then, [...path, "then"]);
-        if (n.else) collect(n.else, [...path, "else"]);
+        this.collect(n.then, [...path, "then"]);
+        if (n.else) this.collect(n.else, [...path, "else"]);
       }
     });
-  collect(nodes, ["nodes"]);
-  if (count > ctx.limits.max_nodes) err("too_many_nodes", ["nodes"], `${count} nodes, more than the limit of ${ctx.limits.max_nodes}`);
+  }
 
-  const out: Expanded[] = [];
-  const emitted = new Set<string>();
-  let rank = 0;
-  const emit = (node: PlanNode, path: (string | number)[], r: number) => {
-    if (emitted.has(node.id)) return; // a duplicate id: reported in pass 1, its second body dropped
-    emitted.add(node.id);
-    out.push({ node, path, rank: r });
-  };
+  private emit(node: PlanNode, path: (string | number)[], rank: number): void {
+    if (this.emitted.has(node.id)) return; // a duplicate id: reported in pass 1, its second body dropped
+    this.emitted.add(node.id);
+    this.out.push({ node, path, rank });
+  }
 
-  const resolveNeeds = (needs: Need[] | undefined, at: (string | number)[]): PlanNeed[] =>
-    (needs ?? []).flatMap((need, j) => {
+  private resolveNeeds(needs: Need[] | undefined, at: (string | number)[]): PlanNeed[] {
+    return (needs ?? []).flatMap((need, j) => {
       const id = typeof need === "string" ? need : need.node;
       const when = typeof need === "string" ? "succeeded" : need.when;
-      const kind = kinds.get(id);
+      const kind = this.kinds.get(id);
       if (kind === undefined) {
-        err("unknown_node", [...at, "needs", j], `needs '${id}', which is no node of this workflow`);
+        this.err("unknown_node", [...at, "needs", j], `needs '${id}', which is no node of this workflow`);
         return [];
       }
       return [{ node: kind === "branch" ? `${id}:end` : id, when }];
     });
+  }
 
-  const sequence = (seq: DefinitionNode[], at: (string | number)[], parent: string | null, entry: PlanNeed[], nesting: number, deep: boolean): string[] => {
+  private sequence(seq: DefinitionNode[], at: (string | number)[], parent: string | null, entry: PlanNeed[], nesting: number, deep: boolean): string[] {
     let prev: DefinitionNode | undefined;
     return seq.map((n, i) => {
       const structural: PlanNeed[] = prev ? [{ node: completionId(prev), when: prev.continue_on_error ? "completed" : "succeeded" }] : entry;
-      visit(n, [...at, i], parent, structural, nesting, deep);
+      this.visit(n, [...at, i], parent, structural, nesting, deep);
       prev = n;
       return completionId(n);
     });
-  };
+  }
 
-  const visit = (n: DefinitionNode, path: (string | number)[], parent: string | null, structural: PlanNeed[], nesting: number, deep: boolean) => {
-    const own = dedupe([...structural, ...resolveNeeds(n.needs, path)]);
-    const base = { id: n.id, needs: own, continue_on_error: n.continue_on_error ?? false, parent };
-    const myRank = rank++;
-    const checkHandler = (handler: string) => {
-      if (!ctx.handlers.has(handler)) err("unknown_handler", [...path, "handler"], `no handler named '${handler}' is registered`);
-    };
-    switch (n.kind) {
-      case "code":
-        checkHandler(n.handler);
-        emit(
-          {
-            ...base,
-            kind: "code",
-            handler: n.handler,
-            ...(n.input !== undefined && { input: n.input }),
-            retry: planRetry(n.retry),
-            timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS,
-            ...(n.provider !== undefined && { provider: n.provider }),
-            ...(n.cost !== undefined && { cost: n.cost }),
-          },
-          path,
-          myRank,
-        );
-        return;
-      case "tool":
-        emit(
-          {
-            ...base,
-            kind: "code",
-            handler: `tool:${n.server}/${n.tool}`,
-            ...(n.arguments !== undefined && { input: n.arguments }),
-            retry: planRetry(n.retry),
-            timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS,
-            ...(n.cost !== undefined && { cost: n.cost }),
-            tool: { server: n.server, tool: n.tool },
-            ...(n.approval !== undefined && { approval: { ...n.approval, timeout_ms: n.approval.timeout_ms ?? DEFAULT_WAIT_TIMEOUT_MS } }),
-          },
-          path,
-          myRank,
-        );
-        return;
-      case "map":
-        checkHandler(n.handler);
-        if (n.max_fanout > ctx.limits.max_fanout)
-          err("fanout_too_large", [...path, "max_fanout"], `max_fanout ${n.max_fanout} is above the limit of ${ctx.limits.max_fanout}`);
-        emit(
-          {
-            ...base,
-            kind: "map",
-            items: n.items,
-            handler: n.handler,
-            ...(n.input !== undefined && { input: n.input }),
-            max_fanout: n.max_fanout,
-            concurrency: Math.min(n.concurrency ?? n.max_fanout, n.max_fanout),
-            retry: planRetry(n.retry),
-            timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS,
-            ...(n.provider !== undefined && { provider: n.provider }),
-            ...(n.cost !== undefined && { cost: n.cost }),
-          },
-          path,
-          myRank,
-        );
-        return;
-      case "subworkflow":
-        if (ctx.workflowExists && !ctx.workflowExists(n.workflow))
-          err("unknown_workflow", [...path, "workflow"], `no published workflow named '${n.workflow}'`);
-        emit({ ...base, kind: "subworkflow", workflow: n.workflow, ...(n.input !== undefined && { input: n.input }) }, path, myRank);
-        return;
-      case "approval":
-        emit(
-          {
-            ...base,
-            kind: "approval",
-            prompt: n.prompt,
-            ...(n.payload !== undefined && { payload: n.payload }),
-            ...(n.group !== undefined && { group: n.group }),
-            ...(n.escalation_group !== undefined && { escalation_group: n.escalation_group }),
-            timeout_ms: n.timeout_ms ?? DEFAULT_WAIT_TIMEOUT_MS,
-          },
-          path,
-          myRank,
-        );
-        return;
-      case "wait":
-        for (const issue of checkSchemaSubset(n.schema ?? {}, [...path, "schema"])) errors.push({ code: "invalid_input_schema", ...issue });
-        emit(
-          { ...base, kind: "wait", signal: n.signal, ...(n.schema !== undefined && { schema: n.schema }), timeout_ms: n.timeout_ms ?? DEFAULT_WAIT_TIMEOUT_MS },
-          path,
-          myRank,
-        );
-        return;
-      case "sleep":
-        emit({ ...base, kind: "sleep", duration_ms: n.duration_ms }, path, myRank);
-        return;
-    }
+  visit(n: DefinitionNode, path: (string | number)[], parent: string | null, structural: PlanNeed[], nesting: number, deep: boolean): void {
+    const own = dedupe([...structural, ...this.resolveNeeds(n.needs, path)]);
+    const base: Base = { id: n.id, needs: own, continue_on_error: n.continue_on_error ?? false, parent };
+    const rank = this.rank++;
+    if (n.kind === "parallel" || n.kind === "branch") return this.container(n, path, base, nesting, deep, rank);
+    this.checkLeaf(n, path);
+    this.emit((LEAF[n.kind] as (n: DefinitionNode, base: Base) => PlanNode)(n, base), path, rank);
+  }
+
+  /** A leaf's publish checks: its handler, workflow, fan-out and signal schema. */
+  private checkLeaf(n: Exclude<DefinitionNode, Container>, path: (string | number)[]): void {
+    if ((n.kind === "code" || n.kind === "map") && !this.ctx.handlers.has(n.handler))
+      this.err("unknown_handler", [...path, "handler"], `no handler named '${n.handler}' is registered`);
+    if (n.kind === "map" && n.max_fanout > this.ctx.limits.max_fanout)
+      this.err("fanout_too_large", [...path, "max_fanout"], `max_fanout ${n.max_fanout} is above the limit of ${this.ctx.limits.max_fanout}`);
+    if (n.kind === "subworkflow" && this.ctx.workflowExists && !this.ctx.workflowExists(n.workflow))
+      this.err("unknown_workflow", [...path, "workflow"], `no published workflow named '${n.workflow}'`);
+    if (n.kind === "wait")
+      for (const issue of checkSchemaSubset(n.schema ?? {}, [...path, "schema"])) this.errors.push({ code: "invalid_input_schema", ...issue });
+  }
+
+  /** A parallel (its join after its branches) or a branch (its decision, its paths, then its `<id>:end`). */
+  private container(n: Container, path: (string | number)[], base: Base, nesting: number, deep: boolean, rank: number): void {
     const level = nesting + 1;
-    const tooDeep = !deep && level > ctx.limits.max_nesting;
-    if (tooDeep) err("depth_exceeded", path, `parallel/branch nesting ${level} is above the limit of ${ctx.limits.max_nesting}`);
+    const tooDeep = !deep && level > this.ctx.limits.max_nesting;
+    if (tooDeep) this.err("depth_exceeded", path, `parallel/branch nesting ${level} is above the limit of ${this.ctx.limits.max_nesting}`);
+    const inner = deep || tooDeep;
     if (n.kind === "parallel") {
-      const branches = n.branches.map((b, j) => sequence(b, [...path, "branches", j], n.id, own, level, deep || tooDeep));
+      const branches = n.branches.map((b, j) => this.sequence(b, [...path, "branches", j], n.id, base.needs, level, inner));
       const members = branches.flat();
-      const needs = dedupe([...own, ...members.map((m): PlanNeed => ({ node: m, when: "always" }))]);
-      emit({ ...base, needs, kind: "parallel", members, branches }, path, rank++);
+      const needs = dedupe([...base.needs, ...members.map((m): PlanNeed => ({ node: m, when: "always" }))]);
+      this.emit({ ...base, needs, kind: "parallel", members, branches }, path, this.rank++);
       return;
     }
     const end = `${n.id}:end`;
-    const decision = { ...base, kind: "branch" as const, condition: n.condition, end };
-    const thenMembers = sequence(n.then, [...path, "then"], n.id, [{ node: n.id, when: "then" }], level, deep || tooDeep);
-    const elseMembers = sequence(n.else ?? [], [...path, "else"], n.id, [{ node: n.id, when: "else" }], level, deep || tooDeep);
-    emit({ ...decision, then_members: thenMembers, else_members: elseMembers }, path, myRank);
+    const thenMembers = this.sequence(n.then, [...path, "then"], n.id, [{ node: n.id, when: "then" }], level, inner);
+    const elseMembers = this.sequence(n.else ?? [], [...path, "else"], n.id, [{ node: n.id, when: "else" }], level, inner);
+    this.emit({ ...base, kind: "branch", condition: n.condition, end, then_members: thenMembers, else_members: elseMembers }, path, rank);
     const endNeeds: PlanNeed[] = [{ node: n.id, when: "completed" }, ...[...thenMembers, ...elseMembers].map((m): PlanNeed => ({ node: m, when: "always" }))];
-    emit(
-      {
-        id: end,
-        needs: dedupe(endNeeds),
-        continue_on_error: base.continue_on_error,
-        parent,
-        kind: "branch_end",
-        branch: n.id,
-        members: [n.id, ...thenMembers, ...elseMembers],
-      },
+    const members = [n.id, ...thenMembers, ...elseMembers];
+    this.emit(
+      { id: end, needs: dedupe(endNeeds), continue_on_error: base.continue_on_error, parent: base.parent, kind: "branch_end", branch: n.id, members },
       path,
-      rank++,
+      this.rank++,
     );
-  };
-
-  // The top level is a graph, not a sequence: only explicit needs order it.
-  nodes.forEach((n, i) => visit(n, ["nodes", i], null, [], 0, false));
-  return { nodes: out, errors, count };
+  }
 }

@@ -10,9 +10,9 @@ import { formatPath, isJson, jsonEqual, MAX_JSON_DEPTH, nestingDepth } from "./c
 export type SchemaIssue = { path: string; message: string };
 export type SchemaValidation = { ok: true } | { ok: false; errors: SchemaIssue[] };
 
-const TYPES = new Set(["object", "array", "string", "number", "integer", "boolean", "null"]);
+const TYPES: ReadonlySet<string> = new Set(["object", "array", "string", "number", "integer", "boolean", "null"]);
 const COUNTS = ["minLength", "maxLength", "minItems", "maxItems"] as const;
-const KEYWORDS = new Set([
+const KEYWORDS: ReadonlySet<string> = new Set([
   "type",
   "properties",
   "required",

@@ -11,7 +11,7 @@ function stateOf(states: NodeStates, id: string): NodeState {
   return (Object.hasOwn(states, id) ? states[id] : undefined) ?? { status: "pending" };
 }
 
-const STRUCTURAL = new Set<PlanNode["kind"]>(["parallel", "branch", "branch_end"]);
+const STRUCTURAL: ReadonlySet<PlanNode["kind"]> = new Set<PlanNode["kind"]>(["parallel", "branch", "branch_end"]);
 
 /**
  * The outcome of a `parallel` join or a `branch_end`: failed when a member failed and that member

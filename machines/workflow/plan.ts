@@ -200,12 +200,19 @@ export const PlanSchema = z.strictObject({
   definition_digest_input: z.string(),
 });
 
-/** Index of plan nodes by id (plan order is the array order). */
+const INDEX = Symbol("plan index");
+
+/**
+ * Index of plan nodes by id (plan order is the array order). A compiled plan never changes, and
+ * the walk asks for its index on every step: it is built once and kept on the node list itself,
+ * under a symbol key that is not enumerable (never stored, never copied). A frozen list keeps
+ * nothing, and is indexed again when asked.
+ */
 export function planIndex(plan: Pick<Plan, "nodes">): ReadonlyMap<string, PlanNode> {
-  // A compiled plan never changes: its index is built once (the walk asks for it on every step).
-  let index = indexes.get(plan.nodes);
-  if (!index) indexes.set(plan.nodes, (index = new Map(plan.nodes.map((n) => [n.id, n]))));
+  const nodes = plan.nodes as readonly PlanNode[] & { [INDEX]?: ReadonlyMap<string, PlanNode> };
+  const kept = nodes[INDEX];
+  if (kept) return kept;
+  const index = new Map(nodes.map((n) => [n.id, n]));
+  if (Object.isExtensible(nodes)) Object.defineProperty(nodes, INDEX, { value: index, enumerable: false });
   return index;
 }
-
-const indexes = new WeakMap<readonly PlanNode[], ReadonlyMap<string, PlanNode>>();

@@ -64,7 +64,7 @@ function decide(state: MapRun, ops: Op[]): MapRun {
       }
     }
   } finally {
-    sealDrafts();
+    sealDrafts([draft]);
   }
   return draft;
 }
@@ -76,7 +76,7 @@ describe("a map's live items, copied on write", () => {
         // A map made by a decision (as a map node starts), then decided on again and again.
         let state = newMap(40);
         for (let i = 0; i < 10; i++) addItem(state, String(i), item(i % 2 ? "running" : "ready", i % 3 === 0));
-        sealDrafts();
+        sealDrafts([state]);
         if (askFirst) expect(itemLoad(state)).toEqual(counted(state));
         for (const ops of decisions) {
           const frozen = structuredClone(state);
@@ -101,7 +101,7 @@ describe("a map's live items, copied on write", () => {
   it("a decision that reaches no item shares the index it started from", () => {
     const state = newMap(3);
     addItem(state, "0", item("running", false));
-    sealDrafts();
+    sealDrafts([state]);
     const next = decide(state, [
       { op: "reach", key: 7, status: "ready", offered: false },
       { op: "remove", key: 9 },
@@ -114,7 +114,7 @@ describe("a map's live items, copied on write", () => {
     const gc = runInNewContext("gc") as () => void;
     let state = newMap(2);
     addItem(state, "0", item("running", false));
-    sealDrafts();
+    sealDrafts([state]);
     itemLoad(state);
     const first = new WeakRef(state.live);
     // A long-lived map: many decisions, each making a new index from the last.
