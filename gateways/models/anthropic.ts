@@ -33,9 +33,10 @@ export class AnthropicProvider implements ModelProvider {
       sdk,
       client: new sdk.Anthropic({
         // A key passed in code is the client's only credential: the SDK then reads neither the
-        // node's ANTHROPIC_* variables nor a profile on disk. A keyless server gets no X-Api-Key.
+        // node's ANTHROPIC_* variables nor a profile on disk. A keyless server gets no
+        // credential header at all (a null header is the SDK's way to omit one).
         apiKey: this.#key ?? "none",
-        ...(this.#key === undefined ? { defaultHeaders: { "X-Api-Key": null } } : {}),
+        ...(this.#key === undefined ? { defaultHeaders: { Authorization: null, "X-Api-Key": null } } : {}),
         baseURL: this.#spec.base_url,
         maxRetries: 0,
         timeout: this.#spec.timeout_ms,
