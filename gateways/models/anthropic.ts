@@ -2,7 +2,7 @@ import type { ContentBlockParam, MessageCreateParamsStreaming, MessageParam, Raw
 import { providerKey, redact, type ModelProviderRecord } from "./config.js";
 import { classifyHttpFailure, clip, describe, isConnectionError } from "./failures.js";
 import { anthropicSdk, type AnthropicSdk } from "./sdk.js";
-import { deliver, estimateUsage, toolCall } from "./turn.js";
+import { deliver, estimateUsage, idleGuard, toolCall } from "./turn.js";
 import { DEFAULT_MAX_TOKENS } from "./types.js";
 import type { ModelCallOptions, ModelFailure, ModelMessage, ModelOutcome, ModelProvider, ModelRequest, ModelStopReason, ModelToolCall } from "./types.js";
 
@@ -60,11 +60,13 @@ export class AnthropicProvider implements ModelProvider {
     let ended = false;
     const blocks = new Map<number, { kind: "text" } | { kind: "tool"; id: string; name: string; json: string }>();
     const calls: ModelToolCall[] = [];
+    const guard = idleGuard(signal, this.#spec.timeout_ms);
     try {
       const connected = await this.#connect();
       sdk = connected.sdk;
-      const stream = await connected.client.messages.create(this.#body(request), signal ? { signal } : {});
+      const stream = await connected.client.messages.create(this.#body(request), { signal: guard.signal });
       for await (const event of stream as AsyncIterable<RawMessageStreamEvent>) {
+        guard.touch();
         switch (event.type) {
           case "message_start": {
             opened = true;
@@ -118,12 +120,16 @@ export class AnthropicProvider implements ModelProvider {
         }
       }
     } catch (err) {
+      if (guard.timedOut()) return timedOut(this.name, this.#spec.timeout_ms);
       return { outcome: "failed", failure: signal?.aborted ? cancelledFailure() : this.#failure(sdk, err) };
+    } finally {
+      guard.dispose();
     }
     // the SDK ends an aborted stream quietly, as if it were complete
+    if (guard.timedOut()) return timedOut(this.name, this.#spec.timeout_ms);
     if (signal?.aborted) return cancelled();
-    if (!opened) return malformed("the server answered without a message_start event");
-    if (!ended && !stop) return malformed("the stream ended before message_stop");
+    if (!opened) return malformed(`${this.name}: the server answered without a message_start event`);
+    if (!ended && !stop) return truncated(`${this.name}: the stream ended before message_stop`);
     const usage = input !== undefined && output !== undefined ? { input_tokens: input, output_tokens: output } : estimateUsage(request.messages, text, calls);
     return {
       outcome: "ok",
@@ -237,6 +243,15 @@ function cancelledFailure(): ModelFailure {
 
 function cancelled(): ModelOutcome {
   return { outcome: "failed", failure: cancelledFailure() };
+}
+
+function timedOut(name: string, ms: number): ModelOutcome {
+  return { outcome: "failed", failure: { code: "transient", reason: "timeout", message: `${name}: no answer within ${ms} ms` } };
+}
+
+/** A stream that began and ended early: the connection's trouble, like a reset. */
+function truncated(message: string): ModelOutcome {
+  return { outcome: "failed", failure: { code: "transient", reason: "connection", message } };
 }
 
 function malformed(message: string): ModelOutcome {

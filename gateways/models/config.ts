@@ -33,7 +33,7 @@ const Remote = {
   ...Common,
   /** Sent with every request, never shown: `view()` says only whether one is set. */
   api_key: ApiKey.optional(),
-  /** A request that has not answered (headers included) in this long fails `transient` (timeout). */
+  /** A request silent this long (no response headers, or no streamed event) fails `transient` (timeout). */
   timeout_ms: z.number().int().min(100).max(3_600_000).default(120_000),
 };
 

@@ -2,7 +2,7 @@ import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatComp
 import { providerKey, redact, type ModelProviderRecord } from "./config.js";
 import { classifyHttpFailure, clip, describe, isConnectionError } from "./failures.js";
 import { openaiSdk, type OpenAiSdk } from "./sdk.js";
-import { deliver, estimateUsage, toolCall } from "./turn.js";
+import { deliver, estimateUsage, idleGuard, toolCall } from "./turn.js";
 import type { ModelCallOptions, ModelFailure, ModelMessage, ModelOutcome, ModelProvider, ModelRequest, ModelStopReason, ModelToolCall } from "./types.js";
 
 type OpenAiSpec = Extract<ModelProviderRecord["spec"], { kind: "openai" }>;
@@ -60,11 +60,13 @@ export class OpenAiProvider implements ModelProvider {
     let usage: { input_tokens: number; output_tokens: number } | undefined;
     let chunks = 0;
     const calls = new Map<number, { id: string; name: string; args: string }>();
+    const guard = idleGuard(signal, this.#spec.timeout_ms);
     try {
       const connected = await this.#connect();
       sdk = connected.sdk;
-      const stream = await connected.client.chat.completions.create(this.#body(request), signal ? { signal } : {});
+      const stream = await connected.client.chat.completions.create(this.#body(request), { signal: guard.signal });
       for await (const chunk of stream as AsyncIterable<ChatCompletionChunk>) {
+        guard.touch();
         chunks++;
         if (typeof chunk.model === "string" && chunk.model) model = chunk.model;
         if (chunk.usage) usage = { input_tokens: chunk.usage.prompt_tokens ?? 0, output_tokens: chunk.usage.completion_tokens ?? 0 };
@@ -86,14 +88,18 @@ export class OpenAiProvider implements ModelProvider {
         if (choice.finish_reason) finish = choice.finish_reason;
       }
     } catch (err) {
+      if (guard.timedOut()) return timedOut(this.name, this.#spec.timeout_ms);
       return { outcome: "failed", failure: signal?.aborted ? cancelledFailure() : this.#failure(sdk, err) };
+    } finally {
+      guard.dispose();
     }
     // the SDK ends an aborted stream quietly, as if it were complete
+    if (guard.timedOut()) return timedOut(this.name, this.#spec.timeout_ms);
     if (signal?.aborted) return cancelled();
-    if (chunks === 0) return malformed("the server answered without a single chat-completion chunk");
-    if (!finish) return malformed("the stream ended before the model finished (no finish_reason)");
+    if (chunks === 0) return malformed(`${this.name}: the server answered without a single chat-completion chunk`);
+    if (!finish) return truncated(`${this.name}: the stream ended before the model finished (no finish_reason)`);
     const toolCalls: ModelToolCall[] = [...calls.entries()].sort(([a], [b]) => a - b).map(([index, c]) => toolCall(c.id || `call_${index}`, c.name, c.args));
-    if (toolCalls.some((c) => !c.name)) return malformed("a streamed tool call has no name");
+    if (toolCalls.some((c) => !c.name)) return malformed(`${this.name}: a streamed tool call has no name`);
     return {
       outcome: "ok",
       response: {
@@ -192,6 +198,15 @@ function cancelledFailure(): ModelFailure {
 
 function cancelled(): ModelOutcome {
   return { outcome: "failed", failure: cancelledFailure() };
+}
+
+function timedOut(name: string, ms: number): ModelOutcome {
+  return { outcome: "failed", failure: { code: "transient", reason: "timeout", message: `${name}: no answer within ${ms} ms` } };
+}
+
+/** A stream that began and ended early: the connection's trouble, like a reset. */
+function truncated(message: string): ModelOutcome {
+  return { outcome: "failed", failure: { code: "transient", reason: "connection", message } };
 }
 
 function malformed(message: string): ModelOutcome {

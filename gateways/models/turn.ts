@@ -30,3 +30,33 @@ export function deliver(onDelta: ((text: string) => void) | undefined, text: str
     // live tokens are best effort: the journaled text is the truth
   }
 }
+
+/**
+ * The caller's signal plus an idle timer: the SDKs' timeouts end when the response headers
+ * arrive, so a stream that stalls mid-body would hold the turn forever. `touch()` on every event.
+ */
+export function idleGuard(caller: AbortSignal | undefined, idleMs: number) {
+  const controller = new AbortController();
+  let timedOut = false;
+  let timer: NodeJS.Timeout | undefined;
+  const onAbort = () => controller.abort(caller?.reason);
+  if (caller?.aborted) onAbort();
+  else caller?.addEventListener("abort", onAbort, { once: true });
+  const touch = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort(new Error(`no answer within ${idleMs} ms`));
+    }, idleMs);
+  };
+  touch();
+  return {
+    signal: controller.signal,
+    touch,
+    timedOut: () => timedOut,
+    dispose() {
+      clearTimeout(timer);
+      caller?.removeEventListener("abort", onAbort);
+    },
+  };
+}

@@ -99,7 +99,8 @@ export interface ModelCallOptions {
   /** Stops the request (and the stream) when it fires; the call then fails `cancelled`. */
   signal?: AbortSignal;
   /** Each piece of streamed text, in order, as it arrives. Their concatenation is the response's
-   *  `text`. A throwing callback is ignored: live tokens never fail a turn. */
+   *  `text`. A call that fails may have delivered some pieces first (a retry streams from the
+   *  start). A throwing callback is ignored: live tokens never fail a turn. */
   onDelta?: (text: string) => void;
 }
 

@@ -193,6 +193,35 @@ describe.each(["openai", "anthropic"] as const)("%s adapter against its fake ser
     expect(failure(await run([notFound]))).toMatchObject({ code: "model_not_found", status: 404 });
   });
 
+  it("an error event inside a begun stream is typed like its HTTP twin", async () => {
+    const overloaded = kind === "openai" ? "server_error" : "overloaded_error";
+    expect(failure(await run([{ reply: { text: "partial answer" }, cut: { after_events: 3, with: "error_event", code: overloaded } }]))).toMatchObject({
+      code: "transient",
+      reason: "server_error",
+    });
+    const limited = kind === "openai" ? "rate_limit_exceeded" : "rate_limit_error";
+    expect(failure(await run([{ reply: { text: "partial answer" }, cut: { after_events: 3, with: "error_event", code: limited } }])).code).toBe("rate_limited");
+  });
+
+  it("a connection reset mid-stream, or a stream that ends before the model finished, is transient (connection)", async () => {
+    expect(failure(await run([{ reply: { text: "partial answer" }, cut: { after_events: 3, with: "reset" } }]))).toMatchObject({
+      code: "transient",
+      reason: "connection",
+    });
+    expect(failure(await run([{ reply: { text: "partial answer" }, cut: { after_events: 3, with: "end" } }]))).toMatchObject({
+      code: "transient",
+      reason: "connection",
+    });
+  });
+
+  it("a stream that stalls mid-body for timeout_ms is transient (timeout), and the request is closed", async () => {
+    await fake.script([{ reply: { text: "slow" }, chunk_delay_ms: 5_000 }]);
+    await fake.reset();
+    const stalled = provider(kind, fake.baseUrl, { timeout_ms: 300 });
+    expect(failure(await stalled.complete(hello))).toMatchObject({ code: "transient", reason: "timeout" });
+    await waitFor(async () => (await fake.requests()).closed_early === 1, { timeoutMs: 10_000, describe: "the fake to see the stalled request closed" });
+  });
+
   it("a malformed body is model_malformed_response", async () => {
     expect(failure(await run([{ malformed: "json" }])).code).toBe("model_malformed_response");
     expect(failure(await run([{ malformed: "not_sse" }])).code).toBe("model_malformed_response");
