@@ -78,8 +78,15 @@ export class OpenAiProvider implements ModelProvider {
           deliver(onDelta, delta.content);
         }
         for (const piece of delta?.tool_calls ?? []) {
-          const at = calls.get(piece.index) ?? { id: "", name: "", args: "" };
-          calls.set(piece.index, at);
+          // a server that omits the index starts a new call with each new id
+          const index =
+            typeof piece.index === "number"
+              ? piece.index
+              : piece.id && ![...calls.values()].some((c) => c.id === piece.id)
+                ? calls.size
+                : Math.max(0, calls.size - 1);
+          const at = calls.get(index) ?? { id: "", name: "", args: "" };
+          calls.set(index, at);
           if (piece.id && !at.id) at.id = piece.id;
           // the name comes whole (some servers repeat it in every piece); arguments come in pieces
           if (piece.function?.name && !at.name) at.name = piece.function.name;
