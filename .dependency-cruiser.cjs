@@ -65,6 +65,21 @@ module.exports = {
       to: { path: "node_modules/@modelcontextprotocol/sdk/", dependencyTypesNot: ["type-only"] },
     },
     {
+      name: "model-sdks-on-first-use",
+      comment:
+        "The provider SDKs cost ~250 ms of a process start and hold wire formats: only gateways/models/sdk.ts imports them, when a model is first called (type imports are free, and only in gateways/models/).",
+      severity: "error",
+      from: { pathNot: "^gateways/models/sdk\\.ts$" },
+      to: { path: "node_modules/(openai|@anthropic-ai/sdk)/", dependencyTypesNot: ["type-only"] },
+    },
+    {
+      name: "model-sdk-types-in-the-gateway",
+      comment: "Provider wire types stay in gateways/models/: everything else speaks its normalized shapes.",
+      severity: "error",
+      from: { path: "^(machines|runtime|actors|cluster)/" },
+      to: { path: "node_modules/(openai|@anthropic-ai/sdk)/" },
+    },
+    {
       name: "machines-are-pure",
       comment: "machines/ decides; it does no I/O and imports only zod and xstate.",
       severity: "error",

@@ -1,0 +1,36 @@
+export {
+  DEFAULT_MAX_TOKENS,
+  MODEL_FAILURE_CODES,
+  type ModelCallOptions,
+  type ModelFailure,
+  type ModelFailureCode,
+  type ModelMessage,
+  type ModelOutcome,
+  type ModelProvider,
+  type ModelRequest,
+  type ModelResponse,
+  type ModelStopReason,
+  type ModelTool,
+  type ModelToolCall,
+  type ModelUsage,
+} from "./types.js";
+export {
+  ModelProviderRecord,
+  ModelProviderNameSchema,
+  ModelProviderSpecSchema,
+  ModelPriceSchema,
+  ModelQuotaSchema,
+  ModelScriptSchema,
+  ScriptedTurnSchema,
+  turnCostCents,
+  type ModelPrice,
+  type ModelProviderKind,
+  type ModelProviderSpec,
+  type ModelProviderView,
+  type ModelScript,
+  type ScriptedTurn,
+} from "./config.js";
+export { classifyHttpFailure, retryAfterMs } from "./failures.js";
+export { DEFAULT_RETRY_POLICY, completeWithRetry, retryDecision, type RetryDecision, type RetryDeps, type RetryPolicy } from "./retry.js";
+export { createModelProvider } from "./provider.js";
+export { scriptedResponse, scriptedTurnIndex } from "./scripted.js";
