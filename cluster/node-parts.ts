@@ -19,9 +19,18 @@ import {
   Sweeper,
   tenantActor,
 } from "../actors/index.js";
-import { RunService, TenantService, type ToolConnections, type ToolGateway, type ToolRegistry } from "../gateways/index.js";
+import {
+  RunService,
+  ScheduleFirer,
+  ScheduleService,
+  ScheduleStore,
+  TenantService,
+  type ToolConnections,
+  type ToolGateway,
+  type ToolRegistry,
+} from "../gateways/index.js";
 import { METRICS_CHANNEL, STEP_ABORT, TASK_POLL, STEP_LAPSED, STEP_READY, type AbortRequest, type ReadyTicket, type TaskPoll } from "../machines/index.js";
-import { StepPool, type ActorDefinition, type Clock, type Logger, type NodeConfig, type RunwayNode } from "../runtime/index.js";
+import { partitionOf, StepPool, type ActorDefinition, type Clock, type Logger, type NodeConfig, type RunwayNode } from "../runtime/index.js";
 import type { LocalReceiver, NodeDecorators, RunwayNodeConfig } from "./node-config.js";
 import { collectNodeMetrics, collectRunMetrics, collectSchedulerMetrics } from "./node-metrics.js";
 
@@ -45,6 +54,12 @@ export interface Parts {
   toolConnections: ToolConnections;
   tools?: ToolsPart;
   services?: ServicesPart;
+  schedules?: SchedulesPart;
+}
+
+export interface SchedulesPart {
+  service: ScheduleService;
+  firer: ScheduleFirer;
 }
 
 export interface ToolsPart {
@@ -305,6 +320,31 @@ export function sweeperPart(config: RunwayNodeConfig, deps: StageDeps, tenants: 
     }),
     onAction: (action, tenant) => metrics.inc("sweep_actions", MACHINE_COUNTERS.sweep_actions!, { tenant, action }),
   });
+}
+
+/**
+ * The tenants' schedules: the API's service, and the loop that starts the firings of the
+ * schedules whose key's partition this node owns (a new owner catches up after a failover).
+ */
+export function schedulesPart(deps: StageDeps, services: ServicesPart): SchedulesPart {
+  const { self, stores, clock, logger } = deps;
+  const store = new ScheduleStore(self().nc);
+  const partitions = self().topology.partitions;
+  return {
+    service: new ScheduleService({
+      store,
+      definitions: stores.definitions(),
+      interactiveSources: (tenant) => services.tenants.policy(tenant)?.interactive_sources,
+      now: () => clock.now(),
+    }),
+    firer: new ScheduleFirer({
+      store,
+      owns: (key) => self().host.owns(partitionOf(key, partitions)),
+      start: (tenant, request) => services.runs.start(tenant, request),
+      clock,
+      logger,
+    }),
+  };
 }
 
 /** Prometheus text metrics on http://127.0.0.1:<port>/metrics. */
