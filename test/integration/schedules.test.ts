@@ -5,7 +5,8 @@ import { describe, expect, it } from "vitest";
 import { runIdFor, startKey } from "../../actors/index.js";
 import { createLogger } from "../../runtime/index.js";
 import { firingStart, ScheduleFirer, ScheduleStore, type ScheduleRecord } from "../../gateways/schedules/index.js";
-import { waitFor } from "../harness/index.js";
+import { fileURLToPath } from "node:url";
+import { RUNWAY_USER, spawnTsx, waitFor } from "../harness/index.js";
 import { workflowWorld, type RunAnswer } from "./workflow-support.js";
 
 const world = workflowWorld({ name: "sched-node" });
@@ -83,6 +84,54 @@ describe("schedules API", () => {
     expect(later.fired).toBe(firedWhenPaused);
     expect(later.last.outcome).toBe("started");
     expect((await c.deleteSchedule("tick")).outcome).toBe("deleted");
+  });
+});
+
+const cli = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
+
+async function runway(args: string[]): Promise<{ code: number | null; out: string }> {
+  const child = spawnTsx(cli, [...args, "--servers", world.server.url, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--tenant", "t1"], {
+    name: `runway ${args[0]}`,
+  });
+  const exit = await child.exited;
+  return { code: exit.code, out: child.lines.join("\n") };
+}
+
+describe("runway schedules", () => {
+  it("put with a cron and a time zone, ls, pause, resume, rm; a bad cron exits 1 with its code, a command line without a timing exits 2", async () => {
+    await publishEcho();
+    const put = await runway([
+      "schedules",
+      "put",
+      "nightly",
+      "--definition",
+      "echo-flow",
+      "--cron",
+      "0 2 * * *",
+      "--tz",
+      "Europe/Paris",
+      "--catch-up",
+      "2",
+      "--input",
+      '{"a":1}',
+    ]);
+    expect(put.code, put.out).toBe(0);
+    expect(put.out).toContain('"saved"');
+    expect((await world.client.getSchedule("nightly")).schedule).toMatchObject({
+      cron: { expr: "0 2 * * *", tz: "Europe/Paris" },
+      missed: { catch_up: 2 },
+      input: { a: 1 },
+    });
+    expect((await runway(["schedules", "ls"])).out).toContain('"name": "nightly"');
+    expect((await runway(["schedules", "pause", "nightly"])).out).toContain('"paused"');
+    expect((await runway(["schedules", "resume", "nightly"])).out).toContain('"resumed"');
+    const bad = await runway(["schedules", "put", "broken", "--definition", "echo-flow", "--cron", "99 * * * *"]);
+    expect(bad.code, bad.out).toBe(1);
+    expect(bad.out).toContain('"invalid_cron"');
+    const neither = await runway(["schedules", "put", "broken", "--definition", "echo-flow"]);
+    expect(neither.code, neither.out).toBe(2);
+    expect((await runway(["schedules", "rm", "nightly"])).code).toBe(0);
+    expect((await runway(["schedules", "get", "nightly"])).code).toBe(1);
   });
 });
 
