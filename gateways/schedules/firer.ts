@@ -155,7 +155,7 @@ export class ScheduleFirer {
       }
       const next: ScheduleRecord = { ...firedSchedule(record, plan, results, now), tenant: record.tenant };
       const written = await this.deps.store.write(key, next, stored.revision);
-      if (written.outcome === "written") return this.learn(key, next);
+      if (written !== "conflict") return this.learn(key, next);
       // Someone else wrote it (a put, a pause, another owner's look): read and plan again; starts made again answer `duplicate`.
     }
   }

@@ -142,7 +142,7 @@ export class ScheduleService {
       const record: ScheduleRecord = { ...decided.state, tenant };
       if (current && decided.state === current.record) return { outcome: decided.outcome, schedule: scheduleView(record, now) };
       const written = await this.deps.store.write(key, record, current?.revision);
-      if (written.outcome === "written") return { outcome: decided.outcome, schedule: scheduleView(record, now) };
+      if (written !== "conflict") return { outcome: decided.outcome, schedule: scheduleView(record, now) };
     }
     throw new RunwayFault("schedule_contended", `schedule ${key}: write lost ${ATTEMPTS} races`, { kind: "retryable" });
   }

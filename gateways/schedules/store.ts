@@ -47,15 +47,14 @@ export class ScheduleStore {
     return { key, revision: e.revision, record: e.json<ScheduleRecord>() };
   }
 
-  /** Writes `record` if the key still stands at `revision` (undefined: absent). `conflict`: it does not. */
-  async write(key: string, record: ScheduleRecord, revision: number | undefined): Promise<{ outcome: "written"; revision: number } | { outcome: "conflict" }> {
+  /** Writes `record` if the key still stands at `revision` (undefined: absent): the new revision, or `conflict` when it does not. */
+  async write(key: string, record: ScheduleRecord, revision: number | undefined): Promise<number | "conflict"> {
     const kv = await this.bucket();
     const body = JSON.stringify(record);
     try {
-      const written = revision === undefined ? await kv.create(key, body) : await kv.update(key, body, revision);
-      return { outcome: "written", revision: written };
+      return revision === undefined ? await kv.create(key, body) : await kv.update(key, body, revision);
     } catch (err) {
-      if (isConflict(err)) return { outcome: "conflict" };
+      if (isConflict(err)) return "conflict";
       throw err;
     }
   }
