@@ -70,6 +70,12 @@ export class ScheduleFirer {
 
   /** Watches the bucket and looks whenever a schedule it owns is due (at least every second). */
   async start(): Promise<void> {
+    await this.follow();
+    this.soon(0);
+  }
+
+  /** Every key's last value, then each change; a watch that ends (the connection lost) starts again and replays them. */
+  private async follow(): Promise<void> {
     const iterator = await (await this.deps.store.bucket()).watch({ key: ">" });
     this.watch = iterator;
     void (async () => {
@@ -78,8 +84,12 @@ export class ScheduleFirer {
         else this.learn(e.key, e.json<ScheduleRecord>());
         this.soon(0);
       }
-    })().catch((err: unknown) => this.deps.logger.warn("schedules: watch ended", { error: String(err) }));
-    this.soon(0);
+    })()
+      .catch((err: unknown) => this.deps.logger.warn("schedules: watch ended", { error: String(err) }))
+      .finally(() => {
+        if (this.stopped) return;
+        setTimeout(() => void this.follow().catch((err: unknown) => this.deps.logger.warn("schedules: cannot watch", { error: String(err) })), IDLE_MS).unref();
+      });
   }
 
   async stop(): Promise<void> {
@@ -89,9 +99,12 @@ export class ScheduleFirer {
     await this.running?.catch(() => undefined);
   }
 
-  private learn(key: string, record: ScheduleRecord): void {
+  /** When to look at `key` next; after a look at `now` that found nothing due, never at or before `now` again. */
+  private learn(key: string, record: ScheduleRecord, now?: number): void {
     const timing = timingOf(record.spec, record.anchor);
-    this.wake.set(key, isRefusal(timing) ? undefined : wakeAt(record, timing));
+    if (isRefusal(timing)) return void this.wake.set(key, undefined);
+    const at = wakeAt(record, timing);
+    this.wake.set(key, now !== undefined && at !== undefined && at <= now ? timing.next(now) : at);
   }
 
   private soon(ms: number): void {
@@ -101,13 +114,15 @@ export class ScheduleFirer {
     this.timer.unref();
   }
 
-  /** One pass at `now` over the owned schedules that are due; concurrent calls share the pass in progress. */
-  pass(now = this.deps.clock.now()): Promise<FiringReport> {
-    this.running ??= this.look(now).finally(() => {
+  /** One pass at `now` over the owned schedules that are due, after the pass in progress (passes never overlap). */
+  async pass(now = this.deps.clock.now()): Promise<FiringReport> {
+    while (this.running) await this.running.catch(() => undefined);
+    const running = this.look(now).finally(() => {
       this.running = undefined;
       this.rearm();
     });
-    return this.running;
+    this.running = running;
+    return running;
   }
 
   private rearm(): void {
@@ -143,7 +158,7 @@ export class ScheduleFirer {
       const timing = timingOf(record.spec, record.anchor);
       if (isRefusal(timing)) return void this.wake.set(key, undefined);
       const plan = firingPlan(record, now, timing, this.deps.graceMs);
-      if (plan.cursor === record.cursor) return this.learn(key, record);
+      if (plan.cursor === record.cursor) return this.learn(key, record, now);
       const results: FiringResult[] = [];
       for (const due of plan.start) {
         const answer = await this.deps.start(record.tenant, firingStart(record, due));
@@ -155,7 +170,7 @@ export class ScheduleFirer {
       }
       const next: ScheduleRecord = { ...firedSchedule(record, plan, results, now), tenant: record.tenant };
       const written = await this.deps.store.write(key, next, stored.revision);
-      if (written !== "conflict") return this.learn(key, next);
+      if (written !== "conflict") return this.learn(key, next, now);
       // Someone else wrote it (a put, a pause, another owner's look): read and plan again; starts made again answer `duplicate`.
     }
   }

@@ -38,7 +38,7 @@ export interface ScheduleState {
   anchor: number;
   /** Every due time at or before this instant was started or passed over: only later ones are pending. */
   cursor: number;
-  /** Firings started (runs started, or found already started by their key). */
+  /** Firings whose start was made (a run started or found started by its key, or a refusal: `last.outcome` says). */
   fired: number;
   /** The last firing started and what the start answered. */
   last?: { due: number; outcome: string; run_id?: string; at: number };
