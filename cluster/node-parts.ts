@@ -327,7 +327,7 @@ export function sweeperPart(config: RunwayNodeConfig, deps: StageDeps, tenants: 
  * schedules whose key's partition this node owns (a new owner catches up after a failover).
  */
 export function schedulesPart(deps: StageDeps, services: ServicesPart): SchedulesPart {
-  const { self, stores, clock, logger } = deps;
+  const { self, stores, metrics, clock, logger } = deps;
   const store = new ScheduleStore(self().nc);
   const partitions = self().topology.partitions;
   return {
@@ -340,7 +340,11 @@ export function schedulesPart(deps: StageDeps, services: ServicesPart): Schedule
     firer: new ScheduleFirer({
       store,
       owns: (key) => self().host.owns(partitionOf(key, partitions)),
-      start: (tenant, request) => services.runs.start(tenant, request),
+      start: async (tenant, request) => {
+        const answer = await services.runs.start(tenant, request);
+        metrics.inc("schedule_firings", "firings of schedules this node started, by the start's answer", { tenant, outcome: answer.outcome });
+        return answer;
+      },
       clock,
       logger,
     }),

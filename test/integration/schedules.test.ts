@@ -83,6 +83,10 @@ describe("schedules API", () => {
     const later = (await c.getSchedule("tick")).schedule as { fired: number; last: { outcome: string } };
     expect(later.fired).toBe(firedWhenPaused);
     expect(later.last.outcome).toBe("started");
+    // The node counts its firings, by the start's answer.
+    const reply = await world.nc.request("runway.v1.ops.metrics", "", { timeout: 5_000 });
+    const metrics = (JSON.parse(reply.string()) as { metrics: Record<string, Record<string, number>> }).metrics;
+    expect(metrics.schedule_firings?.["tenant=t1,outcome=started"]).toBeGreaterThanOrEqual(2);
     expect((await c.deleteSchedule("tick")).outcome).toBe("deleted");
   });
 });
