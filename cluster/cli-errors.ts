@@ -77,6 +77,12 @@ export const SUCCESS = {
   "tools servers rm": ["deleted"],
   "tools ls": ["tools"],
   "tools call": ["ok"],
+  "schedules put": ["saved"],
+  "schedules get": ["found"],
+  "schedules ls": ["ok"],
+  "schedules rm": ["deleted"],
+  "schedules pause": ["paused"],
+  "schedules resume": ["resumed"],
   "ops dead-letters": ["ok"],
 } as const satisfies Record<string, readonly string[]>;
 export type CommandForm = keyof typeof SUCCESS;

@@ -164,6 +164,30 @@ export const COMMANDS: readonly CommandHelp[] = [
     connects: "api",
   },
   {
+    name: "schedules",
+    summary: "The tenant's schedules: cron expressions (in a time zone) or fixed intervals that start a definition with an input.",
+    forms: [
+      [
+        "schedules put <name> --definition D (--cron EXPR [--tz TZ] | --every-ms MS) [--input JSON] [--catch-up N] [--lane L] [--project P] [--paused]",
+        "creates or replaces a schedule",
+      ],
+      ["schedules get <name> | schedules ls | schedules rm <name>"],
+      ["schedules pause <name> | schedules resume <name>", "stops its firings / starts them again from now"],
+    ],
+    options: [
+      ["--definition D", "the definition each firing starts (its latest published version)"],
+      ["--cron EXPR", 'a cron expression: 5 fields, or 6 with seconds first ("0 9 * * 1-5")'],
+      ["--tz TZ", "the cron's IANA time zone (default UTC)"],
+      ["--every-ms MS", "a fixed interval instead (at least 1000)"],
+      ["--input JSON", "the input of every run it starts (default {})"],
+      ["--catch-up N", "after downtime, start the N newest missed firings too (default: skip them)"],
+      ["--lane L / --project P", "the lane and project of its runs"],
+      ["--paused", "create it paused"],
+    ],
+    example: [`runway schedules put nightly --definition report --cron "0 2 * * *" --tz Europe/Paris --catch-up 1`, "runway schedules pause nightly"],
+    connects: "api",
+  },
+  {
     name: "ops",
     summary: "Operators' reads.",
     forms: [["ops dead-letters [--limit N]", "the newest dead letters first (default 50, at most 500)"]],

@@ -136,6 +136,25 @@ export class RunwayClient {
   listTools(server?: string) {
     return this.t("tools.list", server ? { server } : {});
   }
+  /** Creates or replaces a schedule (docs/schedules.md). */
+  putSchedule(schedule: Record<string, unknown>) {
+    return this.t("schedules.put", { schedule });
+  }
+  getSchedule(name: string) {
+    return this.t("schedules.get", { name });
+  }
+  listSchedules() {
+    return this.t("schedules.list");
+  }
+  deleteSchedule(name: string) {
+    return this.t("schedules.delete", { name });
+  }
+  pauseSchedule(name: string) {
+    return this.t("schedules.pause", { name });
+  }
+  resumeSchedule(name: string) {
+    return this.t("schedules.resume", { name });
+  }
   /** The newest dead letters first (`runway.v1.ops.dead_letters`). */
   deadLetters(limit?: number) {
     return this.call("runway.v1.ops.dead_letters", limit !== undefined ? { limit } : {});

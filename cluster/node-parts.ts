@@ -19,9 +19,27 @@ import {
   Sweeper,
   tenantActor,
 } from "../actors/index.js";
-import { RunService, TenantService, type ToolConnections, type ToolGateway, type ToolRegistry } from "../gateways/index.js";
+import {
+  RunService,
+  ScheduleFirer,
+  ScheduleService,
+  ScheduleStore,
+  TenantService,
+  type ToolConnections,
+  type ToolGateway,
+  type ToolRegistry,
+} from "../gateways/index.js";
 import { METRICS_CHANNEL, STEP_ABORT, TASK_POLL, STEP_LAPSED, STEP_READY, type MachineCounter, type RunLocalChannels } from "../machines/index.js";
-import { StepPool, type ActorDefinition, type Clock, type LocalReceivers, type Logger, type NodeConfig, type RunwayNode } from "../runtime/index.js";
+import {
+  partitionOf,
+  StepPool,
+  type ActorDefinition,
+  type Clock,
+  type LocalReceivers,
+  type Logger,
+  type NodeConfig,
+  type RunwayNode,
+} from "../runtime/index.js";
 import type { NodeDecorators, RunwayNodeConfig } from "./node-config.js";
 import { collectNodeMetrics, collectRunMetrics, collectSchedulerMetrics } from "./node-metrics.js";
 
@@ -46,6 +64,12 @@ export interface Parts {
   toolConnections: ToolConnections;
   tools?: ToolsPart;
   services?: ServicesPart;
+  schedules?: SchedulesPart;
+}
+
+export interface SchedulesPart {
+  service: ScheduleService;
+  firer: ScheduleFirer;
 }
 
 export interface ToolsPart {
@@ -304,6 +328,35 @@ export function sweeperPart(config: RunwayNodeConfig, deps: StageDeps, tenants: 
     }),
     onAction: (action, tenant) => metrics.inc("sweep_actions", MACHINE_COUNTERS.sweep_actions!, { tenant, action }),
   });
+}
+
+/**
+ * The tenants' schedules: the API's service, and the loop that starts the firings of the
+ * schedules whose key's partition this node owns (a new owner catches up after a failover).
+ */
+export function schedulesPart(deps: StageDeps, services: ServicesPart): SchedulesPart {
+  const { self, stores, metrics, clock, logger } = deps;
+  const store = new ScheduleStore(self().nc);
+  const partitions = self().topology.partitions;
+  return {
+    service: new ScheduleService({
+      store,
+      definitions: stores.definitions(),
+      interactiveSources: (tenant) => services.tenants.policy(tenant)?.interactive_sources,
+      now: () => clock.now(),
+    }),
+    firer: new ScheduleFirer({
+      store,
+      owns: (key) => self().host.owns(partitionOf(key, partitions)),
+      start: async (tenant, request) => {
+        const answer = await services.runs.start(tenant, request);
+        metrics.inc("schedule_firings", "firings of schedules this node started, by the start's answer", { tenant, outcome: answer.outcome });
+        return answer;
+      },
+      clock,
+      logger,
+    }),
+  };
 }
 
 /** Prometheus text metrics on http://127.0.0.1:<port>/metrics. */

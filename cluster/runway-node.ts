@@ -1,9 +1,10 @@
 import type { Server } from "node:http";
 import { ensureDomainTopology, NodeMetrics } from "../actors/index.js";
-import { ensureToolsBucket, RunReplays, startApi, ToolConnections, ToolGateway, ToolRegistry } from "../gateways/index.js";
+import { ensureSchedulesBucket, ensureToolsBucket, RunReplays, startApi, ToolConnections, ToolGateway, ToolRegistry } from "../gateways/index.js";
 import { createLogger, startNode, systemClock, type MicroService, type RunwayNode, type Stage } from "../runtime/index.js";
 import type { RunwayNodeConfig, RunwayWorkflowNode } from "./node-config.js";
 import {
+  schedulesPart,
   decorateLocal,
   domainActors,
   localReceivers,
@@ -92,6 +93,7 @@ function domainStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
       start: async () => {
         await ensureDomainTopology(self().nc, config.replicas ?? 1);
         await ensureToolsBucket(self().nc, config.replicas ?? 1);
+        await ensureSchedulesBucket(self().nc, config.replicas ?? 1);
       },
     },
     {
@@ -132,6 +134,14 @@ function domainStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
       },
       stop: () => parts.services?.sweeper.stop(),
     },
+    {
+      name: "schedules",
+      start: async () => {
+        parts.schedules = schedulesPart(deps, parts.services!);
+        await parts.schedules.firer.start();
+      },
+      stop: () => parts.schedules?.firer.stop(),
+    },
   ];
 }
 
@@ -159,6 +169,7 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
           metrics,
           sweeper,
           tools: parts.tools!,
+          schedules: parts.schedules!.service,
           replays: new RunReplays({ nc: self().nc, partitions: self().topology.partitions, runs }),
           now: () => clock.now(),
         });

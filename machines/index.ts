@@ -96,3 +96,20 @@ export {
   type TokenBucket,
 } from "./scheduler/index.js";
 export { effectiveClass, type ClassSource, type ToolClass } from "./tools/index.js";
+export {
+  ScheduleNameSchema,
+  ScheduleSpecSchema,
+  everyTiming,
+  firingPlan,
+  nextDue,
+  wakeAt,
+  createdSchedule,
+  replacedSchedule,
+  pausedSchedule,
+  resumedSchedule,
+  firedSchedule,
+  type Timing,
+  type ScheduleSpec,
+  type ScheduleState,
+  type FiringResult,
+} from "./schedules/index.js";

@@ -30,6 +30,14 @@ const SUBJECTS: Record<keyof typeof apiRequests, string[]> = {
   tenantsPut: ["runway.v1.ops.tenants.put"],
   tenantsList: ["runway.v1.ops.tenants.list"],
   tenantsState: ["runway.v1.ops.tenants.kill", "runway.v1.ops.tenants.drain", "runway.v1.ops.tenants.resume"],
+  schedulesPut: ["runway.v1.<tenant>.schedules.put"],
+  scheduleName: [
+    "runway.v1.<tenant>.schedules.get",
+    "runway.v1.<tenant>.schedules.delete",
+    "runway.v1.<tenant>.schedules.pause",
+    "runway.v1.<tenant>.schedules.resume",
+  ],
+  schedulesList: ["runway.v1.<tenant>.schedules.list"],
   sweep: ["runway.v1.ops.sweep"],
   deadLetters: ["runway.v1.ops.dead_letters"],
 };

@@ -1,6 +1,15 @@
 import { z } from "zod";
 import { ID_PATTERN } from "../../runtime/index.js";
-import { RunLaneSchema, SignalNameSchema, TenantIdSchema, TokenSchema, ToolServerNameSchema, WorkflowNameSchema } from "../../machines/index.js";
+import {
+  RunLaneSchema,
+  ScheduleNameSchema,
+  ScheduleSpecSchema,
+  SignalNameSchema,
+  TenantIdSchema,
+  TokenSchema,
+  ToolServerNameSchema,
+  WorkflowNameSchema,
+} from "../../machines/index.js";
 import { INBOX_PAGE_MAX, RUNS_CURSOR_PATTERN } from "../../actors/index.js";
 
 /**
@@ -18,7 +27,14 @@ const RunId = z.string().regex(ID_PATTERN, "a run id is 1-200 characters of [A-Z
 /** Versions count up from 1; the bound keeps the number's text plain digits (it is part of a KV key). */
 const Version = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
 /** Identity of the delivery that asked for a run; the same pair always means the same run. */
-const StartKey = z.strictObject({ source: z.string().min(1).max(200), delivery_id: z.string().min(1).max(500) });
+const StartKey = z.strictObject({
+  source: z
+    .string()
+    .min(1)
+    .max(200)
+    .regex(/^(?!schedule:)/, "a source starting `schedule:` is the schedules' own (their firings' keys cannot be claimed by a caller)"),
+  delivery_id: z.string().min(1).max(500),
+});
 
 /** `runs.start`. */
 export const StartRunRequestSchema = z.strictObject({
@@ -131,6 +147,9 @@ export const requests = {
   tenantsPut: z.strictObject({ id: TenantIdSchema, settings: z.unknown().optional() }),
   tenantsList: z.strictObject({}),
   tenantsState: z.strictObject({ id: TenantIdSchema, reason: z.string().max(1_000).default("operator") }),
+  schedulesPut: z.strictObject({ schedule: ScheduleSpecSchema }),
+  scheduleName: z.strictObject({ name: ScheduleNameSchema }),
+  schedulesList: z.strictObject({}),
   sweep: z.strictObject({}),
   deadLetters: z.strictObject({ limit: z.number().int().positive().max(500).default(50) }),
 };

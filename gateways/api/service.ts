@@ -12,6 +12,8 @@ import { tenantEndpoints } from "./serve.js";
 import { addTenantEndpoints } from "./tenant-endpoints.js";
 import type { TenantService } from "./tenant-service.js";
 import { addToolEndpoints } from "./tool-endpoints.js";
+import { addScheduleEndpoints } from "./schedule-endpoints.js";
+import type { ScheduleService } from "../schedules/index.js";
 
 export const API_VERSION = "0.2.0";
 
@@ -26,6 +28,8 @@ export interface ApiServices {
   replays?: RunReplays;
   /** The tool gateway: the tenant's MCP server registry and the tools behind it. */
   tools?: { registry: ToolRegistry; gateway: ToolGateway };
+  /** The tenant's schedules. */
+  schedules?: ScheduleService;
   now(): number;
 }
 
@@ -34,6 +38,7 @@ export interface ApiServices {
  * `runway.v1.<tenant>.runs.start|get|list|events|cancel|signal|reconcile|reconciliations|trajectory|replay`,
  * `runway.v1.<tenant>.tools.servers.put|get|list|delete`, `runway.v1.<tenant>.tools.list`,
  * `runway.v1.<tenant>.approvals.list|get|decide`,
+ * `runway.v1.<tenant>.schedules.put|list|get|delete|pause|resume`,
  * `runway.v1.ops.tenants.put|list` and the
  * operators' `runway.v1.ops.*` (metrics, sweep, dead letters).
  * Every request and reply is JSON; requests are validated by the zod schemas of schemas.ts
@@ -47,6 +52,7 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
   addRunEndpoints(endpoint, nc, services.runs, services.replays);
   addApprovalEndpoints(endpoint, nc, services.runs, services.tools?.gateway);
   if (services.tools) addToolEndpoints(endpoint, services.tools, () => services.now());
+  if (services.schedules) addScheduleEndpoints(endpoint, services.schedules);
   addTenantEndpoints(service, endpoint, services.tenants);
   addOpsEndpoints(service, nc, services.metrics, services.sweeper);
   await service.start();
