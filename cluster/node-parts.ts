@@ -19,7 +19,7 @@ import {
   Sweeper,
   tenantActor,
 } from "../actors/index.js";
-import { RunService, TenantService, type ToolConnections, type ToolGateway, type ToolRegistry } from "../gateways/index.js";
+import { RunService, TenantService, type A2aServer, type ToolConnections, type ToolGateway, type ToolRegistry } from "../gateways/index.js";
 import { METRICS_CHANNEL, STEP_ABORT, TASK_POLL, STEP_LAPSED, STEP_READY, type AbortRequest, type ReadyTicket, type TaskPoll } from "../machines/index.js";
 import { StepPool, type ActorDefinition, type Clock, type Logger, type NodeConfig, type RunwayNode } from "../runtime/index.js";
 import type { LocalReceiver, NodeDecorators, RunwayNodeConfig } from "./node-config.js";
@@ -45,6 +45,8 @@ export interface Parts {
   toolConnections: ToolConnections;
   tools?: ToolsPart;
   services?: ServicesPart;
+  /** The A2A HTTP server (`http` set). */
+  http?: A2aServer;
 }
 
 export interface ToolsPart {
