@@ -77,6 +77,12 @@ function settled(state: TaskState): boolean {
   return TERMINAL_STATES.has(state) || state === INTERRUPTED;
 }
 
+/** A page token is the position of the page in the list, base64url: one made here, or undefined. */
+function offsetOf(token: string): number | undefined {
+  const text = Buffer.from(token, "base64url").toString();
+  return /^[1-9][0-9]{0,8}$/.test(text) && Buffer.from(text).toString("base64url") === token ? Number(text) : undefined;
+}
+
 /** A task as read now, with its run. */
 interface Read {
   task: Task;
@@ -128,8 +134,8 @@ export class AgentHandler implements A2ARequestHandler {
   async listTasks(params: ListTasksRequest, _context: ServerCallContext): Promise<ListTasksResponse> {
     const pageSize = params.pageSize ?? 50;
     if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > 100) throw new RequestMalformedError("pageSize is 1 to 100");
-    const offset = params.pageToken ? Number(Buffer.from(params.pageToken, "base64url").toString()) : 0;
-    if (!Number.isInteger(offset) || offset < 0) throw new RequestMalformedError("pageToken is a nextPageToken of an earlier page");
+    const offset = params.pageToken ? offsetOf(params.pageToken) : 0;
+    if (offset === undefined) throw new RequestMalformedError("pageToken is a nextPageToken of an earlier page");
     const after = params.statusTimestampAfter ? Date.parse(params.statusTimestampAfter) : undefined;
     if (after !== undefined && Number.isNaN(after)) throw new RequestMalformedError("statusTimestampAfter is an RFC 3339 time");
     const records = (await this.deps.tasks.list(this.tenant, this.agent.name)).filter((r) => !params.contextId || r.record.context_id === params.contextId);
