@@ -77,6 +77,9 @@ export const SUCCESS = {
   "tools servers rm": ["deleted"],
   "tools ls": ["tools"],
   "tools call": ["ok"],
+  "agents expose": ["exposed"],
+  "agents ls": ["ok"],
+  "agents hide": ["hidden"],
   "ops dead-letters": ["ok"],
 } as const satisfies Record<string, readonly string[]>;
 export type CommandForm = keyof typeof SUCCESS;
