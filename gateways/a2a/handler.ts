@@ -65,6 +65,8 @@ const NEVER = new AbortController().signal;
 /** Bounds on what a client names: they become KV keys and start keys. */
 const MAX_ID = 200;
 const INTERRUPTED = TaskState.TASK_STATE_INPUT_REQUIRED;
+/** Answers to a task's questions whose ids are kept, for resends. */
+const ANSWERS_KEPT = 16;
 const REJECTING = new Set(["tenant_killed", "tenant_draining", "day_cap_reached", "budget_exhausted", "queue_full", "lane_not_allowed"]);
 
 function callerOf(context: ServerCallContext): Caller {
@@ -234,6 +236,8 @@ export class AgentHandler implements A2ARequestHandler {
   private async answer(message: Message, input: Record<string, unknown>, caller: Caller): Promise<Read> {
     const read = await this.read(message.taskId);
     if (message.contextId && message.contextId !== read.record.context_id) throw new RequestMalformedError("contextId is not the task's");
+    // A resend of an answer already given answers the task, whatever it does now.
+    if (read.record.answers?.includes(message.messageId)) return read;
     const state = read.task.status!.state;
     if (state !== INTERRUPTED || !read.view?.waiting?.ref)
       throw new UnsupportedOperationError(
@@ -247,7 +251,7 @@ export class AgentHandler implements A2ARequestHandler {
       const { text: _text, ...data } = input;
       const signalled = await this.deps.runs.signal(this.tenant, read.task.id, { name, data: Object.keys(data).length > 0 ? data : input, by });
       if (signalled.outcome === "invalid_input") throw new RequestMalformedError(`the signal's data: ${signalled.reason ?? "refused"}`);
-      return this.read(read.task.id);
+      return this.answered(read, message.messageId);
     }
     const item = await getInboxItem(this.deps.nc, this.tenant, ref);
     const text = typeof input.text === "string" ? input.text.trim() : undefined;
@@ -263,6 +267,13 @@ export class AgentHandler implements A2ARequestHandler {
     });
     if (decided.outcome === "invalid_input") throw new RequestMalformedError(`the decision: ${decided.reason}`);
     if (decided.outcome === "approval_expired") throw new UnsupportedOperationError(`the approval of task ${read.task.id} expired`);
+    return this.answered(read, message.messageId);
+  }
+
+  /** Notes the message that answered the task (the last few are kept: a resend of one answers the task), and reads the task. */
+  private async answered(read: Read, messageId: string): Promise<Read> {
+    const answers = [...(read.record.answers ?? []), messageId].slice(-ANSWERS_KEPT);
+    await this.deps.tasks.put(this.tenant, this.agent.name, read.task.id, { ...read.record, answers });
     return this.read(read.task.id);
   }
 

@@ -14,6 +14,8 @@ export interface TaskRecord {
   message_id: string;
   created_at: number;
   rejected?: { code: string; at: number };
+  /** The ids of the last follow-up messages that answered the task's questions. */
+  answers?: string[];
 }
 
 export class TaskRecords {

@@ -104,6 +104,19 @@ describe.each(["JSONRPC", "HTTP+JSON"] as const)("A2A over %s", (transport) => {
     expect(await getStatus(url, { "if-none-match": 'W/"another"' })).toBe(200);
     const client = await clientFor("greet", transport);
     expect((await client.getAgentCard()).name).toBe("greet");
+    const extended =
+      transport === "JSONRPC"
+        ? (
+            (await (
+              await fetch(`${base}/a2a/t1/greet`, {
+                method: "POST",
+                headers: { "content-type": "application/json", "a2a-version": "1.0" },
+                body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "GetExtendedAgentCard" }),
+              })
+            ).json()) as { result: { name: string } }
+          ).result
+        : ((await (await fetch(`${base}/a2a/t1/greet/extendedAgentCard`, { headers: { "a2a-version": "1.0" } })).json()) as { name: string });
+    expect(extended.name).toBe("greet");
   });
 
   it("A2A-1 a blocking send answers the completed task with the run's result as its artifact", async () => {
@@ -221,9 +234,14 @@ describe.each(["JSONRPC", "HTTP+JSON"] as const)("A2A over %s", (transport) => {
     const asked = asTask(await client.sendMessage(send({ release: "1.2" })));
     expect(asked.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
     expect(asked.status?.message?.parts[0]!.content).toEqual({ $case: "text", value: "Ship it?" });
-    const done = asTask(await client.sendMessage(send(undefined, { taskId: asked.id, text: "yes, ship it" })));
+    const answer = messageId();
+    const done = asTask(await client.sendMessage(send(undefined, { id: answer, taskId: asked.id, text: "yes, ship it" })));
     expect(done.id).toBe(asked.id);
     expect(done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+    // A resend of the answer answers the task.
+    expect(asTask(await client.sendMessage(send(undefined, { id: answer, taskId: asked.id, text: "yes, ship it" }))).status?.state).toBe(
+      TaskState.TASK_STATE_COMPLETED,
+    );
     expect((await world.client.getRun(asked.id)).run).toMatchObject({ status: "succeeded" });
     // A task that ended takes no more messages.
     await expect(client.sendMessage(send(undefined, { taskId: asked.id, text: "again" }))).rejects.toMatchObject({ name: "UnsupportedOperationError" });
