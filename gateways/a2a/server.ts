@@ -99,7 +99,10 @@ export async function startA2aServer(deps: A2aServerDeps, options: { port: numbe
         return m.card(req, res, next);
       }
       // Keys arrive with the API-key authenticator: until then only a public agent answers.
-      if (!m.public) return refuse(res, rpc, 401, "UNAUTHENTICATED", "this agent needs a bearer token");
+      if (!m.public) {
+        res.setHeader("WWW-Authenticate", 'Bearer realm="runway"');
+        return refuse(res, rpc, 401, "UNAUTHENTICATED", "this agent needs a bearer token", -32600, 401);
+      }
       const ac = new AbortController();
       res.on("close", () => ac.abort());
       callers.set(req, new Caller(ac.signal));
@@ -133,9 +136,12 @@ export async function startA2aServer(deps: A2aServerDeps, options: { port: numbe
   };
 }
 
-/** An error in the binding's shape: a JSON-RPC error envelope (HTTP 200), or a `google.rpc.Status` body. */
-function refuse(res: Response, rpc: boolean, status: number, name: string, message: string, code = -32600): void {
-  if (rpc) return void res.status(200).json({ jsonrpc: "2.0", id: null, error: { code, message } });
+/**
+ * An error in the binding's shape: a JSON-RPC error envelope (HTTP 200, but 401 for a caller not
+ * authenticated: that is HTTP's to say in every binding), or a `google.rpc.Status` body.
+ */
+function refuse(res: Response, rpc: boolean, status: number, name: string, message: string, code = -32600, rpcStatus = 200): void {
+  if (rpc) return void res.status(rpcStatus).json({ jsonrpc: "2.0", id: null, error: { code, message } });
   res.status(status).json({ error: { code: status, status: name, message, details: [] } });
 }
 

@@ -3,7 +3,7 @@ import { workflowWorld } from "./workflow-support.js";
 
 const world = workflowWorld({ name: "a2a-malformed", http: { port: 0 } });
 
-type Case = { name: string; path?: string; method?: string; type?: string | null; version?: string | null; body?: string };
+type Case = { name: string; agent?: string; path?: string; method?: string; type?: string | null; version?: string | null; body?: string };
 
 const rpc = (method: string, params: unknown, id: unknown = 1) => JSON.stringify({ jsonrpc: "2.0", id, method, params });
 const message = (parts: unknown[], extra: Record<string, unknown> = {}) => ({ message: { messageId: "m-bad", role: "ROLE_USER", parts, ...extra } });
@@ -43,6 +43,7 @@ const RPC: Case[] = [
   { name: "unsupported version", version: "9.9", body: rpc("GetTask", { id: "x" }) },
   { name: "unknown agent", path: "/a2a/t1/nobody", body: rpc("GetTask", { id: "x" }) },
   { name: "unknown tenant", path: "/a2a/nobody/echo", body: rpc("GetTask", { id: "x" }) },
+  { name: "no credentials for a non-public agent", path: "/a2a/t1/secret", body: rpc("SendMessage", message([{ text: "hi" }])) },
 ];
 
 /** HTTP+JSON requests under the agent's URL: each answers a 4xx `google.rpc.Status`. */
@@ -62,6 +63,7 @@ const REST: Case[] = [
   { name: "unknown method on a path", path: "/message:send", method: "DELETE" },
   { name: "push configs", path: "/tasks/t1_x/pushNotificationConfigs", method: "POST", body: JSON.stringify({ url: "http://example.com" }) },
   { name: "no A2A-Version", path: "/tasks/x", method: "GET", version: null },
+  { name: "no credentials for a non-public agent", agent: "secret", path: "/message:send", method: "POST", body: JSON.stringify(message([{ text: "hi" }])) },
 ];
 
 async function send(base: string, c: Case, rest: boolean): Promise<{ status: number; text: string; type: string }> {
@@ -70,7 +72,7 @@ async function send(base: string, c: Case, rest: boolean): Promise<{ status: num
   if (type !== null && c.body !== undefined) headers["content-type"] = type;
   const version = c.version === undefined ? "1.0" : c.version;
   if (version !== null) headers["a2a-version"] = version;
-  const url = rest ? `${base}/a2a/t1/echo${c.path ?? ""}` : `${base}${c.path ?? "/a2a/t1/echo"}`;
+  const url = rest ? `${base}/a2a/t1/${c.agent ?? "echo"}${c.path ?? ""}` : `${base}${c.path ?? "/a2a/t1/echo"}`;
   const res = await fetch(url, { method: rest ? (c.method ?? "GET") : "POST", headers, ...(c.body !== undefined ? { body: c.body } : {}) });
   return { status: res.status, text: await res.text(), type: res.headers.get("content-type") ?? "" };
 }
@@ -80,6 +82,7 @@ it("A2A-9 1,000 malformed A2A requests get spec-shaped errors, the node keeps se
     /published|unchanged/,
   );
   expect((await world.client.exposeAgent({ definition: "echo", public: true })).outcome).toBe("exposed");
+  expect((await world.client.exposeAgent({ definition: "echo", name: "secret" })).outcome).toBe("exposed");
   const base = world.node.httpUrl!;
   const runsBefore = ((await world.client.listRuns({ limit: 500 })).runs as unknown[]).length;
   const cases = [...RPC.map((c) => ({ c, rest: false })), ...REST.map((c) => ({ c, rest: true }))];
