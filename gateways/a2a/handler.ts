@@ -125,7 +125,7 @@ export class AgentHandler implements A2ARequestHandler {
     const caller = callerOf(context);
     const read = await this.deliver(params, caller);
     yield { payload: { $case: "task", value: read.task } };
-    if (TERMINAL_STATES.has(read.task.status!.state)) return;
+    if (settled(read.task.status!.state)) return;
     yield* this.updates(read, caller.signal);
   }
 

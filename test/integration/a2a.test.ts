@@ -28,6 +28,14 @@ const DEFINITIONS = [
     ],
     result: "${steps.after.output}",
   },
+  {
+    name: "hold",
+    nodes: [
+      { id: "gate", kind: "wait", signal: "go", timeout_ms: 3_600_000 },
+      { id: "after", kind: "code", needs: ["gate"], handler: "echo", input: "${steps.gate.output}" },
+    ],
+    result: "${steps.after.output}",
+  },
 ];
 
 beforeAll(async () => {
@@ -80,6 +88,24 @@ async function collect(stream: AsyncGenerator<StreamResponse>): Promise<StreamRe
 }
 
 describe.each(["JSONRPC", "HTTP+JSON"] as const)("A2A over %s", (transport) => {
+  it("A2A-3 a start its tenant refuses is a rejected task, with no run; a resend answers the same rejected task", async () => {
+    const tenant = transport === "JSONRPC" ? "r1" : "r2";
+    const api = world.clientFor(tenant);
+    await api.createTenant(tenant);
+    expect((await api.putDefinition(DEFINITIONS[0]!)).outcome).toMatch(/published|unchanged/);
+    expect((await api.exposeAgent({ definition: "greet", public: true })).outcome).toBe("exposed");
+    expect((await api.setTenantState(tenant, "kill", "test")).outcome).toBe("killed");
+    const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { preferredTransports: [transport] }));
+    const client = await factory.createFromUrl(`${base}/a2a/${tenant}/greet/`);
+    const id = messageId();
+    const task = asTask(await client.sendMessage(send({ x: 1 }, { id })));
+    expect(task.status?.state).toBe(TaskState.TASK_STATE_REJECTED);
+    expect(task.status?.message?.parts[0]!.content).toEqual({ $case: "text", value: "tenant_killed" });
+    expect((await client.getTask(GetTaskRequest.fromJSON({ id: task.id }))).status?.state).toBe(TaskState.TASK_STATE_REJECTED);
+    expect(asTask(await client.sendMessage(send({ x: 1 }, { id }))).id).toBe(task.id);
+    expect((await api.getRun(task.id)).outcome).toBe("run_not_found");
+  });
+
   it("A2A-1 card fetch: skills from the definition, protocol 1.0, both bindings, ETag and Last-Modified with 304", async () => {
     const url = `${base}/a2a/t1/greet/.well-known/agent-card.json`;
     const res = await fetch(url);
@@ -245,6 +271,30 @@ describe.each(["JSONRPC", "HTTP+JSON"] as const)("A2A over %s", (transport) => {
     expect((await world.client.getRun(asked.id)).run).toMatchObject({ status: "succeeded" });
     // A task that ended takes no more messages.
     await expect(client.sendMessage(send(undefined, { taskId: asked.id, text: "again" }))).rejects.toMatchObject({ name: "UnsupportedOperationError" });
+  });
+
+  it("A2A-2 a run waiting for a signal requires input; the follow-up's input is the signal's data", async () => {
+    const client = await clientFor("hold", transport);
+    const asked = asTask(await client.sendMessage(send({ order: 7 })));
+    expect(asked.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+    const done = asTask(await client.sendMessage(send({ value: 42 }, { taskId: asked.id })));
+    expect(done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+    expect(done.artifacts[0]!.parts[0]!.content).toEqual({ $case: "data", value: { value: 42 } });
+  });
+
+  it("A2A-2 streamed: the stream closes when the task asks for input; the follow-up streams the task to its end", async () => {
+    const client = await clientFor("gate", transport);
+    const asked = await collect(client.sendMessageStream(send({ release: "2.0" })));
+    const last = asked.at(-1)!.payload!;
+    const state = last.$case === "task" ? last.value.status?.state : last.$case === "statusUpdate" ? last.value.status?.state : undefined;
+    expect(state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+    const id = asked[0]!.payload!.$case === "task" ? asked[0]!.payload!.value.id : "";
+    const rest = await collect(client.sendMessageStream(send({ decision: "approve" }, { taskId: id })));
+    expect(rest[0]!.payload?.$case).toBe("task");
+    const end = rest.at(-1)!.payload!;
+    expect(end.$case === "statusUpdate" ? end.value.status?.state : end.$case === "task" ? end.value.status?.state : undefined).toBe(
+      TaskState.TASK_STATE_COMPLETED,
+    );
   });
 
   it("A2A-2 a follow-up that rejects ends the task failed", async () => {
