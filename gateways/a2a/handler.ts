@@ -50,7 +50,7 @@ export interface A2aDeps {
 export class Caller {
   constructor(
     readonly signal: AbortSignal,
-    readonly name: string = "a2a",
+    readonly name: string = "anonymous",
     readonly authenticated = false,
   ) {}
   get isAuthenticated(): boolean {

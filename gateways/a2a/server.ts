@@ -89,6 +89,7 @@ export async function startA2aServer(deps: A2aServerDeps, options: { port: numbe
       const tenant = String(req.params.tenant);
       const name = String(req.params.agent);
       const rpc = req.method === "POST" && req.path === "/";
+      res.locals.rpc = rpc;
       if (!isTenantId(tenant) || !WorkflowNameSchema.safeParse(name).success) return notFound(res, rpc, "no such agent");
       const exposed = await deps.agents.get(tenant, name);
       const m = exposed ? await mount(tenant, exposed) : undefined;
@@ -118,7 +119,7 @@ export async function startA2aServer(deps: A2aServerDeps, options: { port: numbe
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     deps.logger.warn("a2a request failed", { path: req.path, error: String((err as Error)?.message ?? err) });
     if (res.headersSent) return void res.end();
-    refuse(res, req.method === "POST" && req.path.endsWith("/"), 503, "UNAVAILABLE", "the request could not be served now; retry", -32603);
+    refuse(res, res.locals.rpc === true, 503, "UNAVAILABLE", "the request could not be served now; retry", -32603);
   });
   const server: Server = await new Promise((resolve, reject) => {
     const s = app.listen(options.port, host, (err?: Error) => (err ? reject(err) : resolve(s)));

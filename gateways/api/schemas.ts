@@ -121,7 +121,8 @@ export const ExposeAgentRequestSchema = z.strictObject({
   skills: z.array(AgentSkillSchema).min(1).max(32).optional(),
   public: z.boolean().default(false).describe("Callers need no credentials: an explicit choice per agent (otherwise a bearer token is required)."),
 });
-export type ExposeAgentRequest = z.infer<typeof ExposeAgentRequestSchema>;
+/** What a caller sends (`public` may be left out). */
+export type ExposeAgentRequest = z.input<typeof ExposeAgentRequestSchema>;
 
 /** Every endpoint's request, by endpoint (the micro service's endpoint names, grouped). */
 export const requests = {
