@@ -79,6 +79,12 @@ function settled(state: TaskState): boolean {
   return TERMINAL_STATES.has(state) || state === INTERRUPTED;
 }
 
+/** A media type (or range) a client accepts that a task's artifacts and messages can be in. */
+function producible(mode: string): boolean {
+  const m = mode.split(";", 1)[0]!.trim().toLowerCase();
+  return m === "*/*" || m === "text/*" || m === "application/*" || m === "text/plain" || m === "application/json";
+}
+
 /** A page token is the position of the page in the list, base64url: one made here, or undefined. */
 function offsetOf(token: string): number | undefined {
   const text = Buffer.from(token, "base64url").toString();
@@ -202,6 +208,9 @@ export class AgentHandler implements A2ARequestHandler {
     if (message.contextId.length > MAX_ID) throw new RequestMalformedError(`contextId is at most ${MAX_ID} characters`);
     const parsed = inputOf(message.parts);
     if (!parsed.ok) throw parsed.unsupported ? new ContentTypeNotSupportedError(parsed.reason) : new RequestMalformedError(parsed.reason);
+    const accepted = params.configuration?.acceptedOutputModes ?? [];
+    if (accepted.length > 0 && !accepted.some(producible))
+      throw new ContentTypeNotSupportedError(`this agent answers in application/json and text/plain, not ${accepted.join(", ")}`);
     if (message.taskId) return this.answer(message, parsed.input, caller);
     const deliveryId = `${this.agent.name}/${message.messageId}`;
     const id = runIdFor(this.tenant, startKey("a2a", deliveryId));

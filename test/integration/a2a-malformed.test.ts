@@ -28,6 +28,7 @@ const RPC: Case[] = [
   { name: "url part", body: rpc("SendMessage", message([{ url: "http://example.com/file.pdf" }])) },
   { name: "image media type", body: rpc("SendMessage", message([{ text: "x", mediaType: "image/png" }])) },
   { name: "empty part", body: rpc("SendMessage", message([{}])) },
+  { name: "output modes it cannot give", body: rpc("SendMessage", { ...message([{ text: "hi" }]), configuration: { acceptedOutputModes: ["image/png"] } }) },
   { name: "messageId too long", body: rpc("SendMessage", { message: { messageId: "m".repeat(300), role: "ROLE_USER", parts: [{ text: "hi" }] } }) },
   { name: "follow-up to an unknown task", body: rpc("SendMessage", message([{ text: "yes" }], { taskId: "t1_nosuchtask" })) },
   { name: "unknown task", body: rpc("GetTask", { id: "t1_nosuchtask" }) },
