@@ -28,7 +28,7 @@ import {
   TaskNotFoundError,
   UnsupportedOperationError,
 } from "@a2a-js/sdk/errors";
-import { getInboxItem, runIdFor, startKey, type DefinitionStore, type RunView } from "../../actors/index.js";
+import { getInboxItem, runIdFor, startKey, tenantOfRun, type DefinitionStore, type RunView } from "../../actors/index.js";
 import type { RunService } from "../api/run-service.js";
 import type { ExposedAgent } from "./agents.js";
 import { inputOf, statusTime, TERMINAL_STATES, taskOf, type TaskRecord, type TaskRecords } from "./tasks.js";
@@ -214,23 +214,28 @@ export class AgentHandler implements A2ARequestHandler {
     if (message.taskId) return this.answer(message, parsed.input, caller);
     const deliveryId = `${this.agent.name}/${message.messageId}`;
     const id = runIdFor(this.tenant, startKey("a2a", deliveryId));
-    const known = await this.deps.tasks.get(this.tenant, this.agent.name, id);
-    if (known) return this.read(id);
-    const record: TaskRecord = { context_id: message.contextId || randomUUID(), message_id: message.messageId, created_at: this.deps.now() };
+    // The record first (one write; a resend finds the first message's): the task is then known whatever the start answers.
+    const fresh: TaskRecord = { context_id: message.contextId || randomUUID(), message_id: message.messageId, created_at: this.deps.now() };
+    const record = await this.deps.tasks.create(this.tenant, this.agent.name, id, fresh);
+    if (record !== fresh) {
+      if (record.rejected) return this.read(id, record);
+      // A resend: the task is its run's, unless the first message made none (refused as invalid, or cut short): then it starts now.
+      if (await this.deps.runs.get(this.tenant, id)) return this.read(id, record);
+    }
     const started = await this.deps.runs.start(this.tenant, {
       definition: this.agent.definition,
       input: parsed.input,
       start_key: { source: "a2a", delivery_id: deliveryId },
       source: "a2a",
     });
-    if (started.outcome === "started" || started.outcome === "duplicate") {
-      await this.deps.tasks.create(this.tenant, this.agent.name, id, record);
-      return this.read(id);
-    }
+    if (started.outcome === "started" || started.outcome === "duplicate") return this.read(id, record);
     if (REJECTING.has(started.outcome)) {
-      await this.deps.tasks.create(this.tenant, this.agent.name, id, { ...record, rejected: { code: started.outcome, at: this.deps.now() } });
-      return this.read(id);
+      const rejected = { ...record, rejected: { code: started.outcome, at: this.deps.now() } };
+      await this.deps.tasks.put(this.tenant, this.agent.name, id, rejected);
+      return this.read(id, rejected);
     }
+    // Refused as a request: no task either.
+    await this.deps.tasks.delete(this.tenant, this.agent.name, id);
     if (started.outcome === "invalid_input") throw new RequestMalformedError(`the message's input: ${started.reason}`);
     if (started.outcome === "input_too_large") throw new RequestMalformedError(`the message's input is ${started.bytes} bytes, over ${started.limit}`);
     throw new UnsupportedOperationError(`agent ${this.agent.name} cannot start now: ${started.outcome}`);
@@ -282,8 +287,9 @@ export class AgentHandler implements A2ARequestHandler {
   /** Notes the message that answered the task (the last few are kept: a resend of one answers the task), and reads the task. */
   private async answered(read: Read, messageId: string): Promise<Read> {
     const answers = [...(read.record.answers ?? []), messageId].slice(-ANSWERS_KEPT);
-    await this.deps.tasks.put(this.tenant, this.agent.name, read.task.id, { ...read.record, answers });
-    return this.read(read.task.id);
+    const record = { ...read.record, answers };
+    await this.deps.tasks.put(this.tenant, this.agent.name, read.task.id, record);
+    return this.read(read.task.id, record);
   }
 
   /** The signal a `wait` node waits for, from the run's plan. */
@@ -294,11 +300,12 @@ export class AgentHandler implements A2ARequestHandler {
   }
 
   /** The task now: its record, its run, and what its run asks a person (the pending approval's request). */
-  private async read(id: string): Promise<Read> {
-    if (!id || id.length > MAX_ID) throw new TaskNotFoundError(`no task ${id}`);
-    const record = await this.deps.tasks.get(this.tenant, this.agent.name, id);
+  private async read(id: string, known?: TaskRecord): Promise<Read> {
+    if (!id || id.length > MAX_ID || tenantOfRun(id) !== this.tenant) throw new TaskNotFoundError(`no task ${id}`);
+    // The record (unless the caller holds it) and the run, side by side: a task without its record is not this agent's.
+    const [record, found] = await Promise.all([known ?? this.deps.tasks.get(this.tenant, this.agent.name, id), this.deps.runs.get(this.tenant, id)]);
     if (!record) throw new TaskNotFoundError(`no task ${id}`);
-    const view = record.rejected ? undefined : await this.deps.runs.get(this.tenant, id);
+    const view = record.rejected ? undefined : found;
     if (!view && !record.rejected) throw new TaskNotFoundError(`no task ${id}`);
     let ask: unknown;
     if (view && view.waiting?.on === "approval" && view.waiting.ref) {
@@ -313,7 +320,7 @@ export class AgentHandler implements A2ARequestHandler {
     let last = from.task;
     const bound = AbortSignal.any([signal, AbortSignal.timeout(this.deps.blockingMs ?? 300_000)]);
     for await (const _ of runChanges(this.deps, this.tenant, from.task.id, { pollMs: this.deps.pollMs ?? 1_000, signal: bound })) {
-      last = (await this.read(from.task.id)).task;
+      last = (await this.read(from.task.id, from.record)).task;
       if (settled(last.status!.state)) break;
     }
     return last;
@@ -327,7 +334,7 @@ export class AgentHandler implements A2ARequestHandler {
     let last = from.task;
     const id = last.id;
     for await (const _ of runChanges(this.deps, this.tenant, id, { pollMs: this.deps.pollMs ?? 1_000, signal })) {
-      const now = (await this.read(id)).task;
+      const now = (await this.read(id, from.record)).task;
       const state = now.status!.state;
       for (const artifact of now.artifacts) {
         if (last.artifacts.some((a) => a.artifactId === artifact.artifactId)) continue;

@@ -48,6 +48,10 @@ export class TaskRecords {
     await (await this.bucket()).put(`${tenant}.${agent}.${id}`, JSON.stringify(record));
   }
 
+  async delete(tenant: string, agent: string, id: string): Promise<void> {
+    await (await this.bucket()).delete(`${tenant}.${agent}.${id}`);
+  }
+
   /** Every task of an agent with its record. */
   async list(tenant: string, agent: string): Promise<{ id: string; record: TaskRecord }[]> {
     await this.bucket();
