@@ -20,10 +20,10 @@ import { w4, w5 } from "./resilience.js";
 import { w1cluster } from "./cluster.js";
 
 const benches: Record<string, () => Promise<Record<string, unknown>>> = {
-  a2a,
   ab,
   abfresh: abFresh,
   actor: actorBench,
+  a2a,
   admission,
   approvals,
   cancel,
