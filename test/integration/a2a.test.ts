@@ -11,7 +11,8 @@ import {
   type Task,
 } from "@a2a-js/sdk";
 import { ClientFactory, ClientFactoryOptions, type Client } from "@a2a-js/sdk/client";
-import { waitFor } from "../harness/index.js";
+import { fileURLToPath } from "node:url";
+import { RUNWAY_USER, spawnTsx, waitFor } from "../harness/index.js";
 import { workflowWorld } from "./workflow-support.js";
 
 const world = workflowWorld({ name: "a2a-node", http: { port: 0 } });
@@ -86,6 +87,31 @@ async function collect(stream: AsyncGenerator<StreamResponse>): Promise<StreamRe
   for await (const e of stream) out.push(e);
   return out;
 }
+
+it("runway agents expose, ls and hide: an agent's card is served while it is exposed", async () => {
+  const cli = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
+  const runway = async (args: string[]) => {
+    const child = spawnTsx(cli, [...args, "--servers", world.server.url, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--tenant", "t1"], {
+      name: `runway ${args.join(" ")}`,
+    });
+    const exit = await child.exited;
+    return { code: exit.code, out: child.lines.join("\n") };
+  };
+  const card = `${base}/a2a/t1/greeter/.well-known/agent-card.json`;
+  expect((await fetch(card)).status).toBe(404);
+  const exposed = await runway(["agents", "expose", "greet", "--name", "greeter", "--description", "Says it back", "--public"]);
+  expect(exposed.code).toBe(0);
+  expect(JSON.parse(exposed.out)).toMatchObject({ outcome: "exposed", agent: { name: "greeter", definition: "greet", public: true } });
+  expect(((await (await fetch(card)).json()) as { description: string }).description).toBe("Says it back");
+  const listed = await runway(["agents", "ls"]);
+  expect((JSON.parse(listed.out) as { agents: { name: string }[] }).agents.map((a) => a.name)).toContain("greeter");
+  expect((await runway(["agents", "hide", "greeter"])).code).toBe(0);
+  expect((await fetch(card)).status).toBe(404);
+  const again = await runway(["agents", "hide", "greeter"]);
+  expect(again.code).toBe(1);
+  expect(again.out).toMatch(/agent_not_found/);
+  expect((await runway(["agents", "expose", "nothing-here"])).out).toMatch(/definition_not_found/);
+}, 60_000);
 
 describe.each(["JSONRPC", "HTTP+JSON"] as const)("A2A over %s", (transport) => {
   it("A2A-3 a start its tenant refuses is a rejected task, with no run; a resend answers the same rejected task", async () => {
