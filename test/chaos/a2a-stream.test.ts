@@ -84,3 +84,22 @@ it.each(["JSONRPC", "HTTP+JSON"] as const)(
   },
   120_000,
 );
+
+it("A2A-4 a blocking SendMessage whose node is SIGKILLed is resumed by sending the same message through another node: the same task, completed, one run", async () => {
+  const a = await node("a2a-a-blocking");
+  const b = await node("a2a-b-blocking");
+  const api = new RunwayClient(world.nc, "s3");
+  await api.createTenant("s3");
+  await api.putDefinition({ name: "nap", nodes: [{ id: "s", kind: "code", handler: "slow", input: { ms: "${input.ms}" } }], result: "${steps.s.output}" });
+  expect((await api.exposeAgent({ definition: "nap", public: true })).outcome).toBe("exposed");
+  const request = () => SendMessageRequest.fromJSON({ message: { messageId: "m-blocking", role: "ROLE_USER", parts: [{ data: { ms: 3_000 } }] } });
+  const pending = (await clientOf(a.url, "s3", "JSONRPC")).sendMessage(request());
+  await new Promise((r) => setTimeout(r, 500));
+  await a.child.kill("SIGKILL");
+  await expect(pending).rejects.toBeDefined();
+  const task = (await (await clientOf(b.url, "s3", "JSONRPC")).sendMessage(request())) as { id: string; status?: { state: number } };
+  expect(task.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+  const runs = (await api.listRuns({ limit: 500 })).runs as { id: string; status: string }[];
+  expect(runs.map((r) => [r.id, r.status])).toEqual([[task.id, "succeeded"]]);
+  await b.child.kill("SIGTERM");
+}, 120_000);
