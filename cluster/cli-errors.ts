@@ -83,6 +83,9 @@ export const SUCCESS = {
   "schedules rm": ["deleted"],
   "schedules pause": ["paused"],
   "schedules resume": ["resumed"],
+  "agents expose": ["exposed"],
+  "agents ls": ["ok"],
+  "agents hide": ["hidden"],
   "ops dead-letters": ["ok"],
 } as const satisfies Record<string, readonly string[]>;
 export type CommandForm = keyof typeof SUCCESS;

@@ -26,11 +26,12 @@ export const COMMANDS: readonly CommandHelp[] = [
   {
     name: "dev",
     summary: "Runs NATS (an embedded nats-server), one node and a tenant on this machine: a place to try Runway.",
-    forms: [["dev [--handlers a.ts,b.ts] [--tenant demo] [--store DIR]", "embedded nats-server + one node"]],
+    forms: [["dev [--handlers a.ts,b.ts] [--tenant demo] [--store DIR] [--http-port 8080]", "embedded nats-server + one node"]],
     options: [
       ["--handlers FILES", "comma-separated modules of code handlers (default: the demo handlers)"],
       ["--tenant ID", "the tenant it creates (default demo)"],
       ["--store DIR", "where NATS keeps its data (default: a new temporary directory)"],
+      ["--http-port P", "the A2A agents' HTTP port on 127.0.0.1 (default 8080; 0: any free port)"],
     ],
     example: ["runway dev", "export RUNWAY_SERVERS=nats://127.0.0.1:4222   # as it prints, in another shell"],
     connects: "none",
@@ -40,7 +41,7 @@ export const COMMANDS: readonly CommandHelp[] = [
     summary: "Runs one node of a cluster against a NATS server; it drains and exits 0 on SIGTERM or SIGINT.",
     forms: [
       [
-        "node --name N [--servers URL,…] [--handlers a.ts,…] [--threads 2] [--replicas 1] [--lease-ttl-ms 10000] [--metrics-port P] [--ended-run-retention-ms 604800000]",
+        "node --name N [--servers URL,…] [--handlers a.ts,…] [--threads 2] [--replicas 1] [--lease-ttl-ms 10000] [--metrics-port P] [--http-port P] [--http-host H] [--ended-run-retention-ms 604800000]",
       ],
     ],
     options: [
@@ -50,6 +51,7 @@ export const COMMANDS: readonly CommandHelp[] = [
       ["--replicas N", "JetStream replicas of the streams and buckets it creates (default 1)"],
       ["--lease-ttl-ms MS", "how long a partition's lease lives without renewal (default 10000)"],
       ["--metrics-port P", "serve Prometheus metrics on this port"],
+      ["--http-port P / --http-host H", "serve the A2A agents over HTTP on this port (host default 127.0.0.1)"],
       ["--ended-run-retention-ms MS", "how long an ended run's record is kept whole (at least 1000; default 604800000)"],
     ],
     example: ["runway node --name n1 --servers nats://10.0.0.5:4222 --handlers ./handlers.ts"],
@@ -161,6 +163,23 @@ export const COMMANDS: readonly CommandHelp[] = [
       ["--timeout-ms N", "how long to wait for the call's run (default 120000)"],
     ],
     example: [`runway tools call fx get_value --args '{"key":"x"}'`],
+    connects: "api",
+  },
+  {
+    name: "agents",
+    summary: "Which of the tenant's published definitions are A2A agents, served by nodes with an HTTP port at /a2a/<tenant>/<agent>.",
+    forms: [
+      ["agents expose <definition> [--name N] [--description D] [--skills-file F] [--public]", "exposes it (again: changes it)"],
+      ["agents ls", "the exposed agents"],
+      ["agents hide <name>", "stops serving it (its tasks' runs go on)"],
+    ],
+    options: [
+      ["--name N", "the agent's name in its URL (default: the definition's)"],
+      ["--description D", "its card's description (default: the definition's)"],
+      ["--skills-file F", "a JSON array of its card's skills (default: one, from the definition)"],
+      ["--public", "callers need no credentials (default: a bearer token is required)"],
+    ],
+    example: ["runway agents expose hello --public", "curl http://127.0.0.1:8080/a2a/demo/hello/.well-known/agent-card.json"],
     connects: "api",
   },
   {

@@ -22,6 +22,7 @@ import { runCommand, RUN_OPTIONS } from "./cli-runs.js";
 import { toolsCommand } from "./cli-tools.js";
 import { schedulesCommand, SCHEDULES_OPTIONS } from "./cli-schedules.js";
 import { approvalsCommand, APPROVALS_OPTIONS } from "./cli-approvals.js";
+import { agentsCommand, AGENTS_OPTIONS } from "./cli-agents.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
 import type { EnvSetting } from "./env-setting.js";
@@ -57,6 +58,13 @@ function defaultHandlers(): string[] {
   return [new URL("./demo/handlers.ts", import.meta.url).pathname];
 }
 
+/** A TCP port flag: 0 (any free port) to 65535. */
+function port(command: string, flag: string, value: string): number {
+  const n = Number(value);
+  if (!/^[0-9]{1,5}$/.test(value) || n > 65_535) throw new UsageError(`${flag}: a port, 0 to 65535`, command);
+  return n;
+}
+
 /** A setting of the environment (`RUNWAY_V8_TIERING`, `RUNWAY_HELPER_THREADS`, `RUNWAY_EVENT_LOOP_SPIN`), checked before a node starts. */
 function settingOf<T extends string>(setting: EnvSetting<T>): T {
   const value = setting.of(process.env);
@@ -65,8 +73,12 @@ function settingOf<T extends string>(setting: EnvSetting<T>): T {
 }
 
 async function dev(argv: string[]): Promise<void> {
-  const { values } = parseArgs({ args: argv, options: { handlers: { type: "string" }, tenant: common.tenant, store: { type: "string" } } });
+  const { values } = parseArgs({
+    args: argv,
+    options: { handlers: { type: "string" }, tenant: common.tenant, store: { type: "string" }, "http-port": { type: "string", default: "8080" } },
+  });
   const tenant = tenantId(values.tenant!, "--tenant", "dev");
+  const httpPort = port("dev", "--http-port", values["http-port"]!);
   const store = values.store ?? mkdtempSync(join(tmpdir(), "runway-dev-"));
   const tiering = settingOf(V8_TIERING);
   // Before any code runs hot: every compile after it is within the budget.
@@ -80,11 +92,14 @@ async function dev(argv: string[]): Promise<void> {
     connection: { servers: [nats.url] },
     name: "dev",
     handlers: values.handlers ? values.handlers.split(",") : defaultHandlers(),
+    http: { port: httpPort },
     logger,
   });
   await node.tenants.create(tenant);
   applyV8Tiering(tiering);
-  process.stdout.write(`runway dev: NATS ${nats.url} (store ${store}); node "dev" serving; tenant "${tenant}"\n  export RUNWAY_SERVERS=${nats.url}\n`);
+  process.stdout.write(
+    `runway dev: NATS ${nats.url} (store ${store}); node "dev" serving; tenant "${tenant}"\n  A2A agents at ${node.httpUrl}/a2a/${tenant}/<agent>\n  export RUNWAY_SERVERS=${nats.url}\n`,
+  );
   runUntilStopped(logger, async () => {
     try {
       await node.stop();
@@ -105,9 +120,12 @@ async function node(argv: string[]): Promise<void> {
       replicas: { type: "string", default: "1" },
       "lease-ttl-ms": { type: "string", default: "10000" },
       "metrics-port": { type: "string" },
+      "http-port": { type: "string" },
+      "http-host": { type: "string" },
       "ended-run-retention-ms": { type: "string" },
     },
   });
+  const httpPort = values["http-port"] === undefined ? undefined : port("node", "--http-port", values["http-port"]);
   if (!values.name) throw new UsageError("node needs --name", "node");
   const retention = values["ended-run-retention-ms"] === undefined ? undefined : Number(values["ended-run-retention-ms"]);
   if (retention !== undefined && !(Number.isInteger(retention) && retention >= 1_000))
@@ -127,6 +145,7 @@ async function node(argv: string[]): Promise<void> {
     replicas: Number(values.replicas),
     leaseTtlMs: Number(values["lease-ttl-ms"]),
     ...(values["metrics-port"] ? { metricsPort: Number(values["metrics-port"]) } : {}),
+    ...(httpPort !== undefined ? { http: { port: httpPort, ...(values["http-host"] ? { host: values["http-host"] } : {}) } } : {}),
     ...(retention !== undefined ? { endedRunRetentionMs: retention } : {}),
     logger,
   });
@@ -142,6 +161,7 @@ async function node(argv: string[]): Promise<void> {
     event_loop_spin: spin,
   });
   process.stdout.write(`READY ${values.name}\n`);
+  if (started.httpUrl) process.stdout.write(`A2A agents at ${started.httpUrl}/a2a/<tenant>/<agent>\n`);
   runUntilStopped(logger, () => started.stop());
 }
 
@@ -345,6 +365,11 @@ async function main(argv: string[]): Promise<void> {
     case "schedules": {
       const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...common, ...SCHEDULES_OPTIONS } });
       const act = schedulesCommand(sub, positionals, values);
+      return finish(command, sub, await withClient(values, act));
+    }
+    case "agents": {
+      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...common, ...AGENTS_OPTIONS } });
+      const act = agentsCommand(sub, positionals[0], values);
       return finish(command, sub, await withClient(values, act));
     }
     case "ops": {

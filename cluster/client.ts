@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { rawRequest, SERVICE_ERROR_CODE_HEADER, SERVICE_ERROR_HEADER } from "../runtime/index.js";
-import type { ApiAnswer, ListApprovalsRequest, StartRunRequest } from "../gateways/index.js";
+import type { ApiAnswer, ExposeAgentRequest, ListApprovalsRequest, StartRunRequest } from "../gateways/index.js";
 
 export type { ApiAnswer };
 
@@ -72,6 +72,15 @@ export class RunwayClient {
   }
   listDefinitions() {
     return this.t("definitions.list");
+  }
+  exposeAgent(request: ExposeAgentRequest) {
+    return this.t("agents.expose", request);
+  }
+  listAgents() {
+    return this.t("agents.list");
+  }
+  hideAgent(name: string) {
+    return this.t("agents.hide", { name });
   }
   startRun(request: StartRunRequest) {
     return this.t("runs.start", request);

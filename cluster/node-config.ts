@@ -19,6 +19,12 @@ export interface RunwayNodeConfig {
   api?: boolean;
   /** How long an attempt's lease lasts past its last heartbeat (default: the node's timeout + 5 s). */
   stepLeaseTtlMs?: number;
+  /**
+   * Serve HTTP: the tenants' exposed A2A agents at `/a2a/<tenant>/<agent>` (docs/a2a.md). `port`
+   * 0 takes a free one; `host` defaults to 127.0.0.1; `publicUrl` is the base the agents' cards
+   * name (default `http://<host>:<port>`).
+   */
+  http?: { port: number; host?: string; publicUrl?: string };
   /** Serve Prometheus text metrics on http://127.0.0.1:<port>/metrics. */
   metricsPort?: number;
   /** Fair scheduler settings (worker slots, interactive reserve, migration cap, aging); `false` leases at once. */
@@ -75,5 +81,7 @@ export interface RunwayWorkflowNode {
   metrics: NodeMetrics;
   dispatcher: Dispatcher | undefined;
   sweeper: Sweeper;
+  /** The base URL of this node's HTTP server (`http` set), e.g. `http://127.0.0.1:8080`. */
+  httpUrl: string | undefined;
   stop(): Promise<void>;
 }

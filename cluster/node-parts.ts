@@ -25,6 +25,7 @@ import {
   ScheduleService,
   ScheduleStore,
   TenantService,
+  type A2aServer,
   type ToolConnections,
   type ToolGateway,
   type ToolRegistry,
@@ -64,6 +65,8 @@ export interface Parts {
   toolConnections: ToolConnections;
   tools?: ToolsPart;
   services?: ServicesPart;
+  /** The A2A HTTP server (`http` set). */
+  http?: A2aServer;
   schedules?: SchedulesPart;
 }
 

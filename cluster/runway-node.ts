@@ -1,6 +1,18 @@
 import type { Server } from "node:http";
 import { ensureDomainTopology, NodeMetrics } from "../actors/index.js";
-import { ensureSchedulesBucket, ensureToolsBucket, RunReplays, startApi, ToolConnections, ToolGateway, ToolRegistry } from "../gateways/index.js";
+import {
+  AgentStore,
+  ensureA2aBuckets,
+  ensureSchedulesBucket,
+  ensureToolsBucket,
+  RunReplays,
+  startA2a,
+  startApi,
+  ToolConnections,
+  ToolGateway,
+  ToolRegistry,
+  type A2aServer,
+} from "../gateways/index.js";
 import { createLogger, startNode, systemClock, type MicroService, type RunwayNode, type Stage } from "../runtime/index.js";
 import type { RunwayNodeConfig, RunwayWorkflowNode } from "./node-config.js";
 import {
@@ -70,6 +82,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
   }
   const services = parts.services!;
   return {
+    httpUrl: parts.http?.url,
     node: started,
     definitions: stores.definitions(),
     tenants: services.tenants,
@@ -94,6 +107,7 @@ function domainStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
         await ensureDomainTopology(self().nc, config.replicas ?? 1);
         await ensureToolsBucket(self().nc, config.replicas ?? 1);
         await ensureSchedulesBucket(self().nc, config.replicas ?? 1);
+        await ensureA2aBuckets(self().nc, config.replicas ?? 1);
       },
     },
     {
@@ -149,6 +163,7 @@ function domainStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
 function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
   const { self, parts, stores, pool, metrics, clock } = deps;
   let api: MicroService | undefined;
+  let http: A2aServer | undefined;
   return [
     {
       name: "step-pool-ready",
@@ -171,10 +186,24 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
           tools: parts.tools!,
           schedules: parts.schedules!.service,
           replays: new RunReplays({ nc: self().nc, partitions: self().topology.partitions, runs }),
+          agents: new AgentStore(self().nc),
           now: () => clock.now(),
         });
       },
       stop: () => api?.stop(),
+    },
+    {
+      name: "a2a-http",
+      start: async () => {
+        if (!config.http) return;
+        const { runs } = parts.services!;
+        http = await startA2a(
+          { nc: self().nc, runs, definitions: stores.definitions(), agents: new AgentStore(self().nc), logger: deps.logger, now: () => clock.now() },
+          config.http,
+        );
+        parts.http = http;
+      },
+      stop: () => http?.close(),
     },
   ];
 }

@@ -120,6 +120,26 @@ export const ReconcileRequestSchema = z.strictObject({
 });
 export type ReconcileRequest = z.infer<typeof ReconcileRequestSchema>;
 
+/** An A2A skill an exposed agent's card shows (absent: one skill named after its definition). */
+const AgentSkillSchema = z.strictObject({
+  id: z.string().min(1).max(100),
+  name: z.string().min(1).max(200),
+  description: z.string().min(1).max(2_000),
+  tags: z.array(z.string().min(1).max(64)).max(20),
+  examples: z.array(z.string().max(1_000)).max(20).optional(),
+});
+
+/** `agents.expose`. */
+export const ExposeAgentRequestSchema = z.strictObject({
+  definition: WorkflowNameSchema.describe("The published definition a task of this agent runs (its latest version at each start)."),
+  name: WorkflowNameSchema.optional().describe("The agent's name in its URL, `/a2a/<tenant>/<name>` (default: the definition's)."),
+  description: z.string().min(1).max(2_000).optional().describe("The card's description (default: the definition's)."),
+  skills: z.array(AgentSkillSchema).min(1).max(32).optional(),
+  public: z.boolean().default(false).describe("Callers need no credentials: an explicit choice per agent (otherwise a bearer token is required)."),
+});
+/** What a caller sends (`public` may be left out). */
+export type ExposeAgentRequest = z.input<typeof ExposeAgentRequestSchema>;
+
 /** Every endpoint's request, by endpoint (the micro service's endpoint names, grouped). */
 export const requests = {
   definitionsPut: z.strictObject({ definition: z.unknown(), publish: z.boolean().default(true) }),
@@ -138,6 +158,9 @@ export const requests = {
   approvalsList: ListApprovalsRequestSchema,
   approvalsGet: z.strictObject({ id: z.string().min(3).max(500) }),
   approvalsDecide: DecideRequestSchema,
+  agentsExpose: ExposeAgentRequestSchema,
+  agentsList: z.strictObject({}),
+  agentsHide: z.strictObject({ name: WorkflowNameSchema }),
   toolServersPut: z.strictObject({ server: z.unknown() }),
   toolServerName: z.strictObject({ name: ToolServerNameSchema }),
   toolServersList: z.strictObject({}),

@@ -2,6 +2,8 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import type { DefinitionStore, NodeMetrics, Sweeper } from "../../actors/index.js";
 import { MicroService } from "../../runtime/index.js";
 import type { ToolGateway, ToolRegistry } from "../tools/index.js";
+import type { AgentStore } from "../a2a/index.js";
+import { addAgentEndpoints } from "./agent-endpoints.js";
 import { addApprovalEndpoints } from "./approval-endpoints.js";
 import { addDefinitionEndpoints } from "./definition-endpoints.js";
 import { addOpsEndpoints } from "./ops-endpoints.js";
@@ -30,6 +32,8 @@ export interface ApiServices {
   tools?: { registry: ToolRegistry; gateway: ToolGateway };
   /** The tenant's schedules. */
   schedules?: ScheduleService;
+  /** The tenants' exposed A2A agents. */
+  agents?: AgentStore;
   now(): number;
 }
 
@@ -37,7 +41,7 @@ export interface ApiServices {
  * The `runway` NATS micro service: `runway.v1.<tenant>.definitions.put|get|list`,
  * `runway.v1.<tenant>.runs.start|get|list|events|cancel|signal|reconcile|reconciliations|trajectory|replay`,
  * `runway.v1.<tenant>.tools.servers.put|get|list|delete`, `runway.v1.<tenant>.tools.list`,
- * `runway.v1.<tenant>.approvals.list|get|decide`,
+ * `runway.v1.<tenant>.approvals.list|get|decide`, `runway.v1.<tenant>.agents.expose|list|hide`,
  * `runway.v1.<tenant>.schedules.put|list|get|delete|pause|resume`,
  * `runway.v1.ops.tenants.put|list` and the
  * operators' `runway.v1.ops.*` (metrics, sweep, dead letters).
@@ -51,6 +55,7 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
   addDefinitionEndpoints(endpoint, services.definitions, () => services.now());
   addRunEndpoints(endpoint, nc, services.runs, services.replays);
   addApprovalEndpoints(endpoint, nc, services.runs, services.tools?.gateway);
+  if (services.agents) addAgentEndpoints(endpoint, services.agents, services.definitions, () => services.now());
   if (services.tools) addToolEndpoints(endpoint, services.tools, () => services.now());
   if (services.schedules) addScheduleEndpoints(endpoint, services.schedules);
   addTenantEndpoints(service, endpoint, services.tenants);

@@ -4,6 +4,7 @@ import type { EnvSetting } from "../../cluster/env-setting.js";
 import { applyHelperThreads, describeHelpers, HELPER_THREADS } from "../../cluster/helper-threads.js";
 import { applyV8Inlining, applyV8Tiering, V8_INLINING, V8_TIERING } from "../../cluster/v8-flags.js";
 import { applyEventLoopSpin, EVENT_LOOP_SPIN } from "../../cluster/event-loop-spin.js";
+import { a2a } from "./a2a.js";
 import { ab } from "./ab.js";
 import { abFresh } from "./ab-fresh.js";
 import { actorBench } from "./actor.js";
@@ -22,6 +23,7 @@ const benches: Record<string, () => Promise<Record<string, unknown>>> = {
   ab,
   abfresh: abFresh,
   actor: actorBench,
+  a2a,
   admission,
   approvals,
   cancel,

@@ -1,0 +1,352 @@
+import { randomUUID } from "node:crypto";
+import type { NatsConnection } from "@nats-io/transport-node";
+import {
+  TaskState,
+  type AgentCard,
+  type CancelTaskRequest,
+  type DeleteTaskPushNotificationConfigRequest,
+  type GetExtendedAgentCardRequest,
+  type GetTaskPushNotificationConfigRequest,
+  type GetTaskRequest,
+  type ListTaskPushNotificationConfigsRequest,
+  type ListTaskPushNotificationConfigsResponse,
+  type ListTasksRequest,
+  type ListTasksResponse,
+  type Message,
+  type SendMessageRequest,
+  type StreamResponse,
+  type SubscribeToTaskRequest,
+  type Task,
+  type TaskPushNotificationConfig,
+} from "@a2a-js/sdk";
+import type { A2ARequestHandler, ServerCallContext } from "@a2a-js/sdk/server";
+import {
+  ContentTypeNotSupportedError,
+  PushNotificationNotSupportedError,
+  RequestMalformedError,
+  TaskNotCancelableError,
+  TaskNotFoundError,
+  UnsupportedOperationError,
+} from "@a2a-js/sdk/errors";
+import { getInboxItem, runIdFor, startKey, tenantOfRun, type DefinitionStore, type RunView } from "../../actors/index.js";
+import type { RunService } from "../api/run-service.js";
+import type { ExposedAgent } from "./agents.js";
+import { inputOf, statusTime, TERMINAL_STATES, taskOf, type TaskRecord, type TaskRecords } from "./tasks.js";
+import { runChanges } from "./watch.js";
+
+export interface A2aDeps {
+  nc: NatsConnection;
+  runs: RunService;
+  definitions: DefinitionStore;
+  tasks: TaskRecords;
+  now(): number;
+  /** How often a waiting call reads the run's journal without a live event (default 1 s). */
+  pollMs?: number;
+  /** How long a blocking SendMessage waits for its task to end or ask for input (default 5 min): then it answers the task as it is. */
+  blockingMs?: number;
+}
+
+/** Who calls, for one request: the A2A SDK's `User`, with the request's lifetime (its connection closing aborts what waits for it). */
+export class Caller {
+  constructor(
+    readonly signal: AbortSignal,
+    readonly name: string = "anonymous",
+    readonly authenticated = false,
+  ) {}
+  get isAuthenticated(): boolean {
+    return this.authenticated;
+  }
+  get userName(): string {
+    return this.name;
+  }
+}
+
+const NEVER = new AbortController().signal;
+/** Bounds on what a client names: they become KV keys and start keys. */
+const MAX_ID = 200;
+const INTERRUPTED = TaskState.TASK_STATE_INPUT_REQUIRED;
+/** Answers to a task's questions whose ids are kept, for resends. */
+const ANSWERS_KEPT = 16;
+const REJECTING = new Set(["tenant_killed", "tenant_draining", "day_cap_reached", "budget_exhausted", "queue_full", "lane_not_allowed"]);
+
+function callerOf(context: ServerCallContext): Caller {
+  const user = context.user;
+  return user instanceof Caller ? user : new Caller(NEVER);
+}
+
+/** Ends an interrupted or terminal wait: the task is done, or waits for its client. */
+function settled(state: TaskState): boolean {
+  return TERMINAL_STATES.has(state) || state === INTERRUPTED;
+}
+
+/** A media type (or range) a client accepts that a task's artifacts and messages can be in. */
+function producible(mode: string): boolean {
+  const m = mode.split(";", 1)[0]!.trim().toLowerCase();
+  return m === "*/*" || m === "text/*" || m === "application/*" || m === "text/plain" || m === "application/json";
+}
+
+/** A page token is the position of the page in the list, base64url: one made here, or undefined. */
+function offsetOf(token: string): number | undefined {
+  const text = Buffer.from(token, "base64url").toString();
+  return /^[1-9][0-9]{0,8}$/.test(text) && Buffer.from(text).toString("base64url") === token ? Number(text) : undefined;
+}
+
+/** A task as read now, with its run. */
+interface Read {
+  task: Task;
+  record: TaskRecord;
+  view: RunView | undefined;
+}
+
+/**
+ * One exposed agent's A2A request handler over durable runs (the SDK's `A2ARequestHandler`,
+ * mounted by its JSON-RPC and REST express handlers): a task is a run of the agent's definition,
+ * started under the message's id; every read is of the run's stored record and journal, so any
+ * node answers for any task, and a stream that broke is resumed elsewhere by `SubscribeToTask`.
+ */
+export class AgentHandler implements A2ARequestHandler {
+  constructor(
+    private readonly deps: A2aDeps,
+    private readonly tenant: string,
+    private readonly agent: ExposedAgent,
+    private readonly card: AgentCard,
+  ) {}
+
+  async getAgentCard(): Promise<AgentCard> {
+    return this.card;
+  }
+
+  async getAuthenticatedExtendedAgentCard(_params: GetExtendedAgentCardRequest, _context: ServerCallContext): Promise<AgentCard> {
+    return this.card;
+  }
+
+  async sendMessage(params: SendMessageRequest, context: ServerCallContext): Promise<Message | Task> {
+    const caller = callerOf(context);
+    const read = await this.deliver(params, caller);
+    if (params.configuration?.returnImmediately || settled(read.task.status!.state)) return read.task;
+    return this.waitSettled(read, caller.signal);
+  }
+
+  async *sendMessageStream(params: SendMessageRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
+    const caller = callerOf(context);
+    const read = await this.deliver(params, caller);
+    yield { payload: { $case: "task", value: read.task } };
+    if (settled(read.task.status!.state)) return;
+    yield* this.updates(read, caller.signal);
+  }
+
+  async getTask(params: GetTaskRequest, _context: ServerCallContext): Promise<Task> {
+    return (await this.read(params.id)).task;
+  }
+
+  async listTasks(params: ListTasksRequest, _context: ServerCallContext): Promise<ListTasksResponse> {
+    const pageSize = params.pageSize ?? 50;
+    if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > 100) throw new RequestMalformedError("pageSize is 1 to 100");
+    const offset = params.pageToken ? offsetOf(params.pageToken) : 0;
+    if (offset === undefined) throw new RequestMalformedError("pageToken is a nextPageToken of an earlier page");
+    const after = params.statusTimestampAfter ? Date.parse(params.statusTimestampAfter) : undefined;
+    if (after !== undefined && Number.isNaN(after)) throw new RequestMalformedError("statusTimestampAfter is an RFC 3339 time");
+    const records = (await this.deps.tasks.list(this.tenant, this.agent.name)).filter((r) => !params.contextId || r.record.context_id === params.contextId);
+    const read: { task: Task; at: number }[] = [];
+    // A bounded number of runs read at a time.
+    for (let i = 0; i < records.length; i += 32) {
+      const batch = await Promise.all(
+        records.slice(i, i + 32).map(async ({ id, record }) => {
+          const view = await this.deps.runs.get(this.tenant, id);
+          if (!view && !record.rejected) return undefined;
+          return { task: taskOf(id, record, view), at: view ? statusTime(view) : (record.rejected?.at ?? record.created_at) };
+        }),
+      );
+      for (const r of batch) if (r) read.push(r);
+    }
+    const matching = read
+      .filter((r) => !params.status || r.task.status?.state === params.status)
+      .filter((r) => after === undefined || r.at > after)
+      .sort((a, b) => b.at - a.at || (a.task.id < b.task.id ? -1 : a.task.id > b.task.id ? 1 : 0));
+    const page = matching.slice(offset, offset + pageSize).map((r) => (params.includeArtifacts ? r.task : { ...r.task, artifacts: [] }));
+    const next = offset + pageSize < matching.length ? Buffer.from(String(offset + pageSize)).toString("base64url") : "";
+    return { tasks: page, nextPageToken: next, pageSize, totalSize: matching.length };
+  }
+
+  async cancelTask(params: CancelTaskRequest, context: ServerCallContext): Promise<Task> {
+    const read = await this.read(params.id);
+    if (!read.view) throw new TaskNotCancelableError(`task ${params.id} was rejected: it has no run`);
+    const answer = await this.deps.runs.cancel(this.tenant, params.id, "cancelled by an A2A client", `a2a:${callerOf(context).userName}`);
+    if (answer.outcome === "run_not_found" || answer.outcome === "tenant_not_found") throw new TaskNotFoundError(`no task ${params.id}`);
+    if (answer.outcome === "not_cancellable") throw new TaskNotCancelableError(`task ${params.id} ended: ${answer.run.status}`);
+    return (await this.read(params.id)).task;
+  }
+
+  async *resubscribe(params: SubscribeToTaskRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
+    const read = await this.read(params.id);
+    if (TERMINAL_STATES.has(read.task.status!.state)) throw new UnsupportedOperationError(`task ${params.id} is in a terminal state`);
+    yield { payload: { $case: "task", value: read.task } };
+    yield* this.updates(read, callerOf(context).signal);
+  }
+
+  async createTaskPushNotificationConfig(_params: TaskPushNotificationConfig, _context: ServerCallContext): Promise<TaskPushNotificationConfig> {
+    throw new PushNotificationNotSupportedError();
+  }
+  async getTaskPushNotificationConfig(_params: GetTaskPushNotificationConfigRequest, _context: ServerCallContext): Promise<TaskPushNotificationConfig> {
+    throw new PushNotificationNotSupportedError();
+  }
+  async listTaskPushNotificationConfigs(
+    _params: ListTaskPushNotificationConfigsRequest,
+    _context: ServerCallContext,
+  ): Promise<ListTaskPushNotificationConfigsResponse> {
+    throw new PushNotificationNotSupportedError();
+  }
+  async deleteTaskPushNotificationConfig(_params: DeleteTaskPushNotificationConfigRequest, _context: ServerCallContext): Promise<void> {
+    throw new PushNotificationNotSupportedError();
+  }
+
+  /** A message: a new task (a run started under its id; a resend answers the same task), or an answer to a task that asks for input. */
+  private async deliver(params: SendMessageRequest, caller: Caller): Promise<Read> {
+    const message = params.message;
+    if (!message?.messageId) throw new RequestMalformedError("a message with a messageId is required");
+    if (message.messageId.length > MAX_ID) throw new RequestMalformedError(`messageId is at most ${MAX_ID} characters`);
+    if (message.contextId.length > MAX_ID) throw new RequestMalformedError(`contextId is at most ${MAX_ID} characters`);
+    const parsed = inputOf(message.parts);
+    if (!parsed.ok) throw parsed.unsupported ? new ContentTypeNotSupportedError(parsed.reason) : new RequestMalformedError(parsed.reason);
+    const accepted = params.configuration?.acceptedOutputModes ?? [];
+    if (accepted.length > 0 && !accepted.some(producible))
+      throw new ContentTypeNotSupportedError(`this agent answers in application/json and text/plain, not ${accepted.join(", ")}`);
+    if (message.taskId) return this.answer(message, parsed.input, caller);
+    const deliveryId = `${this.agent.name}/${message.messageId}`;
+    const id = runIdFor(this.tenant, startKey("a2a", deliveryId));
+    // The record first (one write; a resend finds the first message's): the task is then known whatever the start answers.
+    const fresh: TaskRecord = { context_id: message.contextId || randomUUID(), message_id: message.messageId, created_at: this.deps.now() };
+    const record = await this.deps.tasks.create(this.tenant, this.agent.name, id, fresh);
+    if (record !== fresh) {
+      if (record.rejected) return this.read(id, record);
+      // A resend: the task is its run's, unless the first message made none (refused as invalid, or cut short): then it starts now.
+      if (await this.deps.runs.get(this.tenant, id)) return this.read(id, record);
+    }
+    const started = await this.deps.runs.start(this.tenant, {
+      definition: this.agent.definition,
+      input: parsed.input,
+      start_key: { source: "a2a", delivery_id: deliveryId },
+      source: "a2a",
+    });
+    if (started.outcome === "started" || started.outcome === "duplicate") return this.read(id, record);
+    if (REJECTING.has(started.outcome)) {
+      const rejected = { ...record, rejected: { code: started.outcome, at: this.deps.now() } };
+      await this.deps.tasks.put(this.tenant, this.agent.name, id, rejected);
+      return this.read(id, rejected);
+    }
+    // Refused as a request: no task either.
+    await this.deps.tasks.delete(this.tenant, this.agent.name, id);
+    if (started.outcome === "invalid_input") throw new RequestMalformedError(`the message's input: ${started.reason}`);
+    if (started.outcome === "input_too_large") throw new RequestMalformedError(`the message's input is ${started.bytes} bytes, over ${started.limit}`);
+    throw new UnsupportedOperationError(`agent ${this.agent.name} cannot start now: ${started.outcome}`);
+  }
+
+  /**
+   * A follow-up message on a task that asks for input: it decides the run's pending approval (a
+   * data part `{decision, payload?, reason?}`, or text: "no", "reject", "deny" or "decline"
+   * rejects, anything else approves; a request for input takes the message's input as the
+   * form's content), or it is the signal the run waits for (the message's input as its data).
+   */
+  private async answer(message: Message, input: Record<string, unknown>, caller: Caller): Promise<Read> {
+    const read = await this.read(message.taskId);
+    if (message.contextId && message.contextId !== read.record.context_id) throw new RequestMalformedError("contextId is not the task's");
+    // A resend of an answer already given answers the task, whatever it does now.
+    if (read.record.answers?.includes(message.messageId)) return read;
+    const state = read.task.status!.state;
+    if (state !== INTERRUPTED || !read.view?.waiting?.ref)
+      throw new UnsupportedOperationError(
+        TERMINAL_STATES.has(state) ? `task ${read.task.id} ended: send a new message` : `task ${read.task.id} takes no message now`,
+      );
+    const by = `a2a:${caller.userName}`;
+    const { ref, on } = read.view.waiting;
+    if (on === "event") {
+      const name = await this.signalOf(read.view, ref);
+      if (!name) throw new UnsupportedOperationError(`task ${read.task.id} waits on nothing a message answers`);
+      const { text: _text, ...data } = input;
+      const signalled = await this.deps.runs.signal(this.tenant, read.task.id, { name, data: Object.keys(data).length > 0 ? data : input, by });
+      if (signalled.outcome === "invalid_input") throw new RequestMalformedError(`the signal's data: ${signalled.reason ?? "refused"}`);
+      return this.answered(read, message.messageId);
+    }
+    const item = await getInboxItem(this.deps.nc, this.tenant, ref);
+    const text = typeof input.text === "string" ? input.text.trim() : undefined;
+    const named = input.decision === "approve" || input.decision === "reject" || input.decision === "edit" ? input.decision : undefined;
+    const decision = named ?? (text && /^(no|reject(ed)?|deny|denied|decline(d)?)\b/i.test(text) ? "reject" : "approve");
+    const { decision: _d, reason, payload, ...rest } = input;
+    const content = payload ?? (item?.kind === "input" && decision === "approve" ? rest : undefined);
+    const decided = await this.deps.runs.decide(this.tenant, ref, {
+      decision,
+      ...(content !== undefined ? { payload: content } : {}),
+      ...(typeof reason === "string" ? { reason } : text ? { reason: text } : {}),
+      by,
+    });
+    if (decided.outcome === "invalid_input") throw new RequestMalformedError(`the decision: ${decided.reason}`);
+    if (decided.outcome === "approval_expired") throw new UnsupportedOperationError(`the approval of task ${read.task.id} expired`);
+    return this.answered(read, message.messageId);
+  }
+
+  /** Notes the message that answered the task (the last few are kept: a resend of one answers the task), and reads the task. */
+  private async answered(read: Read, messageId: string): Promise<Read> {
+    const answers = [...(read.record.answers ?? []), messageId].slice(-ANSWERS_KEPT);
+    const record = { ...read.record, answers };
+    await this.deps.tasks.put(this.tenant, this.agent.name, read.task.id, record);
+    return this.read(read.task.id, record);
+  }
+
+  /** The signal a `wait` node waits for, from the run's plan. */
+  private async signalOf(view: RunView, node: string): Promise<string | undefined> {
+    const plan = (await this.deps.definitions.planOf(view.definition.digest)).plan;
+    const n = plan.nodes.find((x) => x.id === node) as { signal?: string } | undefined;
+    return n?.signal;
+  }
+
+  /** The task now: its record, its run, and what its run asks a person (the pending approval's request). */
+  private async read(id: string, known?: TaskRecord): Promise<Read> {
+    if (!id || id.length > MAX_ID || tenantOfRun(id) !== this.tenant) throw new TaskNotFoundError(`no task ${id}`);
+    // The record (unless the caller holds it) and the run, side by side: a task without its record is not this agent's.
+    const [record, found] = await Promise.all([known ?? this.deps.tasks.get(this.tenant, this.agent.name, id), this.deps.runs.get(this.tenant, id)]);
+    if (!record) throw new TaskNotFoundError(`no task ${id}`);
+    const view = record.rejected ? undefined : found;
+    if (!view && !record.rejected) throw new TaskNotFoundError(`no task ${id}`);
+    let ask: unknown;
+    if (view && view.waiting?.on === "approval" && view.waiting.ref) {
+      const item = await getInboxItem(this.deps.nc, this.tenant, view.waiting.ref);
+      if (item) ask = { id: item.id, kind: item.kind, prompt: item.prompt, payload: item.payload, expires_at: item.expires_at };
+    }
+    return { task: taskOf(id, record, view, ask), record, view };
+  }
+
+  /** Waits until the task ends or asks for input (or the blocking bound passes, or the caller goes): the task then. */
+  private async waitSettled(from: Read, signal: AbortSignal): Promise<Task> {
+    let last = from.task;
+    const bound = AbortSignal.any([signal, AbortSignal.timeout(this.deps.blockingMs ?? 300_000)]);
+    for await (const _ of runChanges(this.deps, this.tenant, from.task.id, { pollMs: this.deps.pollMs ?? 1_000, signal: bound })) {
+      last = (await this.read(from.task.id, from.record)).task;
+      if (settled(last.status!.state)) break;
+    }
+    return last;
+  }
+
+  /**
+   * The task's changes after `from`, in the order its run made them: its result as an artifact
+   * once it succeeded, then each new state, until it ends or comes to ask for input.
+   */
+  private async *updates(from: Read, signal: AbortSignal): AsyncGenerator<StreamResponse, void, undefined> {
+    let last = from.task;
+    const id = last.id;
+    for await (const _ of runChanges(this.deps, this.tenant, id, { pollMs: this.deps.pollMs ?? 1_000, signal })) {
+      const now = (await this.read(id, from.record)).task;
+      const state = now.status!.state;
+      for (const artifact of now.artifacts) {
+        if (last.artifacts.some((a) => a.artifactId === artifact.artifactId)) continue;
+        yield {
+          payload: { $case: "artifactUpdate", value: { taskId: id, contextId: now.contextId, artifact, append: false, lastChunk: true, metadata: undefined } },
+        };
+      }
+      const changed = state !== last.status!.state || now.status?.message?.messageId !== last.status?.message?.messageId;
+      if (changed) yield { payload: { $case: "statusUpdate", value: { taskId: id, contextId: now.contextId, status: now.status, metadata: undefined } } };
+      const entered = changed && state === INTERRUPTED;
+      last = now;
+      if (TERMINAL_STATES.has(state) || entered) return;
+    }
+  }
+}

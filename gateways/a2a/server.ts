@@ -1,0 +1,159 @@
+import type { AddressInfo } from "node:net";
+import type { Server } from "node:http";
+import express, { type NextFunction, type Request, type RequestHandler, type Response } from "express";
+import { AgentCard } from "@a2a-js/sdk";
+import { agentCardHandler, jsonRpcHandler, restHandler } from "@a2a-js/sdk/server/express";
+import { RequestMalformedError, toRestErrorBody } from "@a2a-js/sdk/errors";
+import { isTenantId, MAX_JSON_DEPTH, nestingDepth, WorkflowNameSchema } from "../../machines/index.js";
+import type { Logger } from "../../runtime/index.js";
+import type { AgentStore, ExposedAgent } from "./agents.js";
+import { agentCardOf } from "./card.js";
+import { AgentHandler, Caller, type A2aDeps } from "./handler.js";
+
+/** Larger request bodies are refused before parsing. */
+export const MAX_A2A_BODY_BYTES = 256 * 1024;
+/** How long an agent's card and handlers are reused before its definition's latest version is read again. */
+const CARD_TTL_MS = 10_000;
+const CARD_PATH = "/.well-known/agent-card.json";
+
+export interface A2aServerDeps extends A2aDeps {
+  agents: AgentStore;
+  logger: Logger;
+}
+
+export interface A2aServer {
+  /** The server's base URL; an agent is at `<url>/a2a/<tenant>/<agent>`. */
+  url: string;
+  close(): Promise<void>;
+}
+
+/** One agent's card and its three mounted SDK handlers, as built for one stored revision of its exposure. */
+interface Mounted {
+  revision: number;
+  built: number;
+  modified: number;
+  card: RequestHandler;
+  jsonRpc: RequestHandler;
+  rest: RequestHandler;
+  public: boolean;
+}
+
+/** Each request's caller (the SDK asks for it by request). */
+const callers = new WeakMap<Request, Caller>();
+
+/**
+ * The A2A HTTP server of a node: every exposed agent at `/a2a/<tenant>/<agent>`, its card at
+ * `…/.well-known/agent-card.json` (ETag, Last-Modified, 304), JSON-RPC by POST to the agent's
+ * URL and HTTP+JSON under it, both the SDK's express handlers over one `AgentHandler`. Whatever
+ * a request is, it is answered in the shape of its binding: malformed bodies, oversized ones,
+ * unknown agents and paths never reach a run, and no answer carries a stack.
+ */
+export async function startA2aServer(deps: A2aServerDeps, options: { port: number; host?: string; publicUrl?: string }): Promise<A2aServer> {
+  const host = options.host ?? "127.0.0.1";
+  const mounted = new Map<string, Mounted>();
+  let base = options.publicUrl ?? "";
+  const parse = express.json({ limit: MAX_A2A_BODY_BYTES, type: ["application/json", "application/a2a+json"], strict: false });
+
+  async function mount(tenant: string, agent: ExposedAgent & { revision: number }): Promise<Mounted | undefined> {
+    const key = `${tenant}/${agent.name}`;
+    const known = mounted.get(key);
+    if (known && known.revision === agent.revision && Date.now() - known.built < CARD_TTL_MS) return known;
+    const def = await deps.definitions.get(tenant, agent.definition);
+    if (def.outcome !== "found") return undefined;
+    const description = (def.definition as { description?: unknown }).description;
+    const card = agentCardOf(`${base}/a2a/${tenant}/${agent.name}`, agent, {
+      version: def.ref.version,
+      ...(typeof description === "string" ? { description } : {}),
+    });
+    const handler = new AgentHandler(deps, tenant, agent, card);
+    const userBuilder = async (req: Request) => callers.get(req) ?? new Caller(new AbortController().signal);
+    const wire = AgentCard.toJSON(card) as AgentCard;
+    const m: Mounted = {
+      revision: agent.revision,
+      built: Date.now(),
+      modified: Math.max(agent.exposed_at, def.published_at),
+      card: agentCardHandler({ agentCardProvider: async () => wire, cache: { maxAge: 60 } }),
+      jsonRpc: jsonRpcHandler({ requestHandler: handler, userBuilder }),
+      rest: restHandler({ requestHandler: handler, userBuilder }),
+      public: agent.public,
+    };
+    mounted.set(key, m);
+    return m;
+  }
+
+  const app = express();
+  app.disable("x-powered-by");
+  app.set("env", "production");
+  app.use("/a2a/:tenant/:agent", (req: Request, res: Response, next: NextFunction) => {
+    void (async () => {
+      const tenant = String(req.params.tenant);
+      const name = String(req.params.agent);
+      const rpc = req.method === "POST" && req.path === "/";
+      res.locals.rpc = rpc;
+      if (!isTenantId(tenant) || !WorkflowNameSchema.safeParse(name).success) return notFound(res, rpc, "no such agent");
+      const exposed = await deps.agents.get(tenant, name);
+      const m = exposed ? await mount(tenant, exposed) : undefined;
+      if (!m) return notFound(res, rpc, "no such agent");
+      if (req.path === CARD_PATH) {
+        res.setHeader("Last-Modified", new Date(m.modified).toUTCString());
+        req.url = "/";
+        return m.card(req, res, next);
+      }
+      // Keys arrive with the API-key authenticator: until then only a public agent answers.
+      if (!m.public) {
+        res.setHeader("WWW-Authenticate", 'Bearer realm="runway"');
+        return refuse(res, rpc, 401, "UNAUTHENTICATED", "this agent needs a bearer token", -32600, 401);
+      }
+      const ac = new AbortController();
+      res.on("close", () => ac.abort());
+      callers.set(req, new Caller(ac.signal));
+      parse(req, res, (err?: unknown) => {
+        if (err) return bodyError(res, rpc, err);
+        if (req.body !== undefined && nestingDepth(req.body, MAX_JSON_DEPTH) > MAX_JSON_DEPTH)
+          return refuse(res, rpc, 400, "INVALID_ARGUMENT", `the body nests deeper than ${MAX_JSON_DEPTH} levels`, -32600);
+        (rpc ? m.jsonRpc : m.rest)(req, res, (e?: unknown) => (e ? next(e) : notFound(res, rpc, "no such method")));
+      });
+    })().catch(next);
+  });
+  app.use((_req: Request, res: Response) => notFound(res, false, "not found"));
+  app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
+    deps.logger.warn("a2a request failed", { path: req.path, error: String((err as Error)?.message ?? err) });
+    if (res.headersSent) return void res.end();
+    refuse(res, res.locals.rpc === true, 503, "UNAVAILABLE", "the request could not be served now; retry", -32603);
+  });
+  const server: Server = await new Promise((resolve, reject) => {
+    const s = app.listen(options.port, host, (err?: Error) => (err ? reject(err) : resolve(s)));
+  });
+  server.keepAliveTimeout = 65_000;
+  const port = (server.address() as AddressInfo).port;
+  base ||= `http://${host}:${port}`;
+  return {
+    url: base,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+/**
+ * An error in the binding's shape: a JSON-RPC error envelope (HTTP 200, but 401 for a caller not
+ * authenticated: that is HTTP's to say in every binding), or a `google.rpc.Status` body.
+ */
+function refuse(res: Response, rpc: boolean, status: number, name: string, message: string, code = -32600, rpcStatus = 200): void {
+  if (rpc) return void res.status(rpcStatus).json({ jsonrpc: "2.0", id: null, error: { code, message } });
+  res.status(status).json({ error: { code: status, status: name, message, details: [] } });
+}
+
+function notFound(res: Response, rpc: boolean, message: string): void {
+  refuse(res, rpc, 404, "NOT_FOUND", message, -32601);
+}
+
+/** A body the parser refused: too large, not JSON, not UTF-8. */
+function bodyError(res: Response, rpc: boolean, err: unknown): void {
+  const e = err as { type?: string; status?: number; message?: string };
+  if (e.type === "entity.too.large") return refuse(res, rpc, 413, "INVALID_ARGUMENT", `the body is over ${MAX_A2A_BODY_BYTES} bytes`);
+  if (rpc) return refuse(res, rpc, 400, "INVALID_ARGUMENT", "Invalid JSON payload.", -32700);
+  res.status(400).json(toRestErrorBody(new RequestMalformedError("Invalid JSON payload."), 400));
+}
