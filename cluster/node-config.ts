@@ -1,5 +1,5 @@
 import type { DefinitionStore, Dispatcher, HeartbeatOutcome, NodeMetrics, StepExecutor, StepReport, Sweeper } from "../actors/index.js";
-import type { RunService, TenantService } from "../gateways/index.js";
+import type { ModelStore, RunService, TenantService } from "../gateways/index.js";
 import type { SchedulerConfig, SweepSettings } from "../machines/index.js";
 import type { Clock, LocalReceiver, ConnectionConfig, HostDecorators, Logger, RunwayNode, StepPool } from "../runtime/index.js";
 
@@ -75,5 +75,7 @@ export interface RunwayWorkflowNode {
   metrics: NodeMetrics;
   dispatcher: Dispatcher | undefined;
   sweeper: Sweeper;
+  /** The tenants' model providers (this node's watched copy). */
+  models: ModelStore;
   stop(): Promise<void>;
 }

@@ -19,7 +19,7 @@ import {
   Sweeper,
   tenantActor,
 } from "../actors/index.js";
-import { RunService, TenantService, type ToolConnections, type ToolGateway, type ToolRegistry } from "../gateways/index.js";
+import { RunService, TenantService, type ModelStore, type ToolConnections, type ToolGateway, type ToolRegistry } from "../gateways/index.js";
 import { METRICS_CHANNEL, STEP_ABORT, TASK_POLL, STEP_LAPSED, STEP_READY, type MachineCounter, type RunLocalChannels } from "../machines/index.js";
 import { StepPool, type ActorDefinition, type Clock, type LocalReceivers, type Logger, type NodeConfig, type RunwayNode } from "../runtime/index.js";
 import type { NodeDecorators, RunwayNodeConfig } from "./node-config.js";
@@ -45,6 +45,8 @@ export interface Parts {
   node?: () => RunwayNode;
   toolConnections: ToolConnections;
   tools?: ToolsPart;
+  /** The tenants' model providers, watched. */
+  models?: ModelStore;
   services?: ServicesPart;
 }
 

@@ -1,6 +1,6 @@
 import type { Server } from "node:http";
 import { ensureDomainTopology, NodeMetrics } from "../actors/index.js";
-import { ensureToolsBucket, RunReplays, startApi, ToolConnections, ToolGateway, ToolRegistry } from "../gateways/index.js";
+import { ensureModelsBucket, ensureToolsBucket, ModelStore, RunReplays, startApi, ToolConnections, ToolGateway, ToolRegistry } from "../gateways/index.js";
 import { createLogger, startNode, systemClock, type MicroService, type RunwayNode, type Stage } from "../runtime/index.js";
 import type { RunwayNodeConfig, RunwayWorkflowNode } from "./node-config.js";
 import {
@@ -24,7 +24,7 @@ export type { LocalReceiver, NodeDecorators, RunwayNodeConfig, RunwayWorkflowNod
  * services, the metrics and the `runway` API. Its parts are made in dependency order:
  *
  *   pool (threads load while the node connects) → stores (lazy, the actors read them) → actors
- *   → [connect → topology → host] → domain topology → tool gateway → services (tenants,
+ *   → [connect → topology → host] → domain topology → model store → tool gateway → services (tenants,
  *   engine, sweeper, runs) → metrics → [membership → ownership] → pool ready → API
  *
  * and stop in reverse (each stop runs even when an earlier one throws; see `Lifecycle`): the
@@ -78,6 +78,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
     metrics,
     dispatcher: services.engine.dispatcher,
     sweeper: services.sweeper,
+    models: parts.models!,
     stop: () => started.stop(),
   };
 }
@@ -92,7 +93,17 @@ function domainStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
       start: async () => {
         await ensureDomainTopology(self().nc, config.replicas ?? 1);
         await ensureToolsBucket(self().nc, config.replicas ?? 1);
+        await ensureModelsBucket(self().nc, config.replicas ?? 1);
       },
+    },
+    {
+      // Watched from the start, so a model call finds its provider in memory.
+      name: "model-store",
+      start: async () => {
+        parts.models = new ModelStore(self().nc);
+        await parts.models.start();
+      },
+      stop: () => parts.models?.close(),
     },
     {
       name: "tool-gateway",
@@ -159,6 +170,7 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
           metrics,
           sweeper,
           tools: parts.tools!,
+          models: parts.models!,
           replays: new RunReplays({ nc: self().nc, partitions: self().topology.partitions, runs }),
           now: () => clock.now(),
         });

@@ -4,3 +4,4 @@ export { RunService } from "./api/run-service.js";
 export { TenantService } from "./api/tenant-service.js";
 export { RunReplays } from "./api/replays.js";
 export { ensureToolsBucket, ToolConnections, ToolGateway, ToolRegistry } from "./tools/index.js";
+export { ensureModelsBucket, ModelStore } from "./models/index.js";

@@ -1,9 +1,11 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { DefinitionStore, NodeMetrics, Sweeper } from "../../actors/index.js";
 import { MicroService } from "../../runtime/index.js";
+import type { ModelStore } from "../models/index.js";
 import type { ToolGateway, ToolRegistry } from "../tools/index.js";
 import { addApprovalEndpoints } from "./approval-endpoints.js";
 import { addDefinitionEndpoints } from "./definition-endpoints.js";
+import { addModelEndpoints } from "./model-endpoints.js";
 import { addOpsEndpoints } from "./ops-endpoints.js";
 import type { RunReplays } from "./replays.js";
 import { addRunEndpoints } from "./run-endpoints.js";
@@ -26,6 +28,8 @@ export interface ApiServices {
   replays?: RunReplays;
   /** The tool gateway: the tenant's MCP server registry and the tools behind it. */
   tools?: { registry: ToolRegistry; gateway: ToolGateway };
+  /** The tenant's model providers. */
+  models?: ModelStore;
   now(): number;
 }
 
@@ -33,6 +37,7 @@ export interface ApiServices {
  * The `runway` NATS micro service: `runway.v1.<tenant>.definitions.put|get|list`,
  * `runway.v1.<tenant>.runs.start|get|list|events|cancel|signal|reconcile|reconciliations|trajectory|replay`,
  * `runway.v1.<tenant>.tools.servers.put|get|list|delete`, `runway.v1.<tenant>.tools.list`,
+ * `runway.v1.<tenant>.models.put|get|list|delete`,
  * `runway.v1.<tenant>.approvals.list|get|decide`,
  * `runway.v1.ops.tenants.put|list` and the
  * operators' `runway.v1.ops.*` (metrics, sweep, dead letters).
@@ -47,6 +52,7 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
   addRunEndpoints(endpoint, nc, services.runs, services.replays);
   addApprovalEndpoints(endpoint, nc, services.runs, services.tools?.gateway);
   if (services.tools) addToolEndpoints(endpoint, services.tools, () => services.now());
+  if (services.models) addModelEndpoints(endpoint, services.models, () => services.now());
   addTenantEndpoints(service, endpoint, services.tenants);
   addOpsEndpoints(service, nc, services.metrics, services.sweeper);
   await service.start();
