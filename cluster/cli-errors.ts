@@ -77,6 +77,10 @@ export const SUCCESS = {
   "tools servers rm": ["deleted"],
   "tools ls": ["tools"],
   "tools call": ["ok"],
+  "models put": ["created", "updated"],
+  "models list": ["ok"],
+  "models get": ["found"],
+  "models delete": ["deleted"],
   "ops dead-letters": ["ok"],
 } as const satisfies Record<string, readonly string[]>;
 export type CommandForm = keyof typeof SUCCESS;

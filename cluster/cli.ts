@@ -20,6 +20,7 @@ import { answered, connectFailure, describeFailure, UsageError, type Done } from
 import { commandHelp, commandUsage, overview } from "./cli-help.js";
 import { runCommand, RUN_OPTIONS } from "./cli-runs.js";
 import { toolsCommand } from "./cli-tools.js";
+import { modelsCommand } from "./cli-models.js";
 import { approvalsCommand, APPROVALS_OPTIONS } from "./cli-approvals.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
@@ -339,6 +340,11 @@ async function main(argv: string[]): Promise<void> {
         options: { ...common, server: { type: "string" }, args: { type: "string" }, "timeout-ms": { type: "string" } },
       });
       const act = toolsCommand(sub, positionals, values);
+      return finish(command, sub, await withClient(values, act));
+    }
+    case "models": {
+      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...common, "api-key-env": { type: "string" } } });
+      const act = modelsCommand(sub, positionals, values, process.env);
       return finish(command, sub, await withClient(values, act));
     }
     case "ops": {
