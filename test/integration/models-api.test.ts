@@ -124,7 +124,12 @@ describe("runway.v1.<tenant>.models.*", () => {
     const unknownField = await ask("t1", "models.put", { provider: { name: "x", kind: "openai", api_key: KEY, secret: KEY } });
     expect(unknownField.answer.outcome).toBe("invalid_input");
     neverShowsKey(unknownField.text);
-    for (const body of [{}, { provider: null }, { provider: { name: "x", kind: "nope" } }, { provider: { name: "a b", kind: "scripted", script: { turns: [] } } }])
+    for (const body of [
+      {},
+      { provider: null },
+      { provider: { name: "x", kind: "nope" } },
+      { provider: { name: "a b", kind: "scripted", script: { turns: [] } } },
+    ])
       expect((await ask("t1", "models.put", body)).answer.outcome, JSON.stringify(body)).toBe("invalid_input");
     for (const name of ["*", ">", "a.b", "", "x".repeat(65), "ü"]) {
       expect((await ask("t1", "models.get", { name })).answer.outcome).toBe("invalid_input");
