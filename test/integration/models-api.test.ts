@@ -100,9 +100,15 @@ describe("runway.v1.<tenant>.models.*", () => {
     const provider = { name: "watched", kind: "openai", base_url: fake.baseUrl, api_key: KEY, timeout_ms: 1_000 };
     expect((await ask("t1", "models.put", { provider })).answer.outcome).toBe("created");
     // The first read fills the second node's copy; from then on only its watch can change it.
-    await waitFor(async () => (await second.models.provider("t1", "watched"))?.spec.name === "watched", { describe: "the provider on the second node" });
+    await waitFor(async () => (await second.models.provider("t1", "watched"))?.spec.name === "watched", {
+      timeoutMs: 10_000,
+      describe: "the provider on the second node",
+    });
     expect((await ask("t1", "models.put", { provider: { ...provider, timeout_ms: 2_000 } })).answer.outcome).toBe("updated");
-    await waitFor(async () => (await second.models.get("t1", "watched"))?.timeout_ms === 2_000, { describe: "the change on the second node" });
+    await waitFor(async () => ((await second.models.get("t1", "watched")) as { timeout_ms?: number } | undefined)?.timeout_ms === 2_000, {
+      timeoutMs: 10_000,
+      describe: "the change on the second node",
+    });
 
     const record = (await second.models.provider("t1", "watched"))!;
     await fake.reset();
@@ -112,7 +118,7 @@ describe("runway.v1.<tenant>.models.*", () => {
     neverShowsKey(JSON.stringify(record));
 
     expect((await ask("t1", "models.delete", { name: "watched" })).answer).toEqual({ outcome: "deleted" });
-    await waitFor(async () => (await second.models.provider("t1", "watched")) === undefined, { describe: "the delete on the second node" });
+    await waitFor(async () => (await second.models.provider("t1", "watched")) === undefined, { timeoutMs: 10_000, describe: "the delete on the second node" });
     neverShowsKey(logLines.join("\n"));
   });
 
