@@ -171,7 +171,7 @@ export const COMMANDS: readonly CommandHelp[] = [
       ["models list | models get <name> | models delete <name>"],
     ],
     options: [["--api-key-env VAR", "put: the provider's key, read from this variable of the CLI's environment (not from a file or the command line)"]],
-    example: ["OPENAI_KEY=sk-… runway models put openai.json --api-key-env OPENAI_KEY"],
+    example: ["runway models put openai.json --api-key-env OPENAI_API_KEY"],
     connects: "api",
   },
   {
