@@ -122,6 +122,14 @@ describe("runway.v1.<tenant>.models.*", () => {
     neverShowsKey(logLines.join("\n"));
   });
 
+  it("revision-checked writes: of eight concurrent puts of a new provider exactly one answers created, the others updated", async () => {
+    const provider = (i: number) => ({ name: "raced", kind: "scripted", script: { turns: [{ text: `writer ${i}` }] } });
+    const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => ask("t1", "models.put", { provider: provider(i) })));
+    const outcomes = answers.map((a) => a.answer.outcome).sort();
+    expect(outcomes).toEqual(["created", ...Array.from({ length: 7 }, () => "updated")]);
+    expect((await ask("t1", "models.delete", { name: "raced" })).answer).toEqual({ outcome: "deleted" });
+  });
+
   it("bad input: invalid_input naming the field (never the key), tenant_not_found, model_provider_not_found; never a fault", async () => {
     const bad = await ask("t1", "models.put", { provider: { name: "x", kind: "openai", base_url: "ftp://nope", api_key: KEY } });
     expect(bad.answer.outcome).toBe("invalid_input");
