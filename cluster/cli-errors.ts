@@ -86,6 +86,10 @@ export const SUCCESS = {
   "agents expose": ["exposed"],
   "agents ls": ["ok"],
   "agents hide": ["hidden"],
+  "models put": ["created", "updated"],
+  "models list": ["ok"],
+  "models get": ["found"],
+  "models delete": ["deleted"],
   "ops dead-letters": ["ok"],
 } as const satisfies Record<string, readonly string[]>;
 export type CommandForm = keyof typeof SUCCESS;

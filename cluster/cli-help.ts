@@ -166,6 +166,17 @@ export const COMMANDS: readonly CommandHelp[] = [
     connects: "api",
   },
   {
+    name: "models",
+    summary: "The tenant's model providers (OpenAI-compatible, Anthropic, scripted); no answer shows a key.",
+    forms: [
+      ["models put <file.json> [--api-key-env VAR]", "creates or replaces a provider (the file: its name, kind, base_url, models…)"],
+      ["models list | models get <name> | models delete <name>"],
+    ],
+    options: [["--api-key-env VAR", "put: the provider's key, read from this variable of the CLI's environment (not from a file or the command line)"]],
+    example: ["runway models put openai.json --api-key-env OPENAI_API_KEY"],
+    connects: "api",
+  },
+  {
     name: "agents",
     summary: "Which of the tenant's published definitions are A2A agents, served by nodes with an HTTP port at /a2a/<tenant>/<agent>.",
     forms: [

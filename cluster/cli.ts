@@ -21,6 +21,7 @@ import { commandHelp, commandUsage, overview } from "./cli-help.js";
 import { runCommand, RUN_OPTIONS } from "./cli-runs.js";
 import { toolsCommand } from "./cli-tools.js";
 import { schedulesCommand, SCHEDULES_OPTIONS } from "./cli-schedules.js";
+import { modelsCommand } from "./cli-models.js";
 import { approvalsCommand, APPROVALS_OPTIONS } from "./cli-approvals.js";
 import { agentsCommand, AGENTS_OPTIONS } from "./cli-agents.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
@@ -370,6 +371,11 @@ async function main(argv: string[]): Promise<void> {
     case "agents": {
       const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...common, ...AGENTS_OPTIONS } });
       const act = agentsCommand(sub, positionals[0], values);
+      return finish(command, sub, await withClient(values, act));
+    }
+    case "models": {
+      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...common, "api-key-env": { type: "string" } } });
+      const act = modelsCommand(sub, positionals, values, process.env);
       return finish(command, sub, await withClient(values, act));
     }
     case "ops": {

@@ -141,6 +141,19 @@ export class RunwayClient {
   deleteToolServer(name: string) {
     return this.t("tools.servers.delete", { name });
   }
+  /** Creates or replaces a model provider; the answer shows its view (`api_key_set`, never the key). */
+  putModelProvider(provider: Record<string, unknown>) {
+    return this.t("models.put", { provider });
+  }
+  getModelProvider(name: string) {
+    return this.t("models.get", { name });
+  }
+  listModelProviders() {
+    return this.t("models.list");
+  }
+  deleteModelProvider(name: string) {
+    return this.t("models.delete", { name });
+  }
   /** Every tool of the tenant's servers (or of one) with its effective class. */
   listTools(server?: string) {
     return this.t("tools.list", server ? { server } : {});

@@ -1,5 +1,5 @@
 import type { DefinitionStore, Dispatcher, HeartbeatOutcome, NodeMetrics, StepExecutor, StepReport, Sweeper } from "../actors/index.js";
-import type { RunService, TenantService } from "../gateways/index.js";
+import type { ModelStore, RunService, TenantService } from "../gateways/index.js";
 import type { SchedulerConfig, SweepSettings } from "../machines/index.js";
 import type { Clock, LocalReceiver, ConnectionConfig, HostDecorators, Logger, RunwayNode, StepPool } from "../runtime/index.js";
 
@@ -83,5 +83,7 @@ export interface RunwayWorkflowNode {
   sweeper: Sweeper;
   /** The base URL of this node's HTTP server (`http` set), e.g. `http://127.0.0.1:8080`. */
   httpUrl: string | undefined;
+  /** The tenants' model providers (this node's watched copy). */
+  models: ModelStore;
   stop(): Promise<void>;
 }

@@ -26,6 +26,7 @@ import {
   ScheduleStore,
   TenantService,
   type A2aServer,
+  type ModelStore,
   type ToolConnections,
   type ToolGateway,
   type ToolRegistry,
@@ -64,6 +65,8 @@ export interface Parts {
   node?: () => RunwayNode;
   toolConnections: ToolConnections;
   tools?: ToolsPart;
+  /** The tenants' model providers, watched. */
+  models?: ModelStore;
   services?: ServicesPart;
   /** The A2A HTTP server (`http` set). */
   http?: A2aServer;

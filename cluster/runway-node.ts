@@ -3,9 +3,11 @@ import { ensureDomainTopology, NodeMetrics } from "../actors/index.js";
 import {
   AgentStore,
   ensureA2aBuckets,
+  ensureModelsBucket,
   ensureSchedulesBucket,
   ensureToolsBucket,
   RunReplays,
+  ModelStore,
   startA2a,
   startApi,
   ToolConnections,
@@ -37,7 +39,7 @@ export type { LocalReceiver, NodeDecorators, RunwayNodeConfig, RunwayWorkflowNod
  * services, the metrics and the `runway` API. Its parts are made in dependency order:
  *
  *   pool (threads load while the node connects) → stores (lazy, the actors read them) → actors
- *   → [connect → topology → host] → domain topology → tool gateway → services (tenants,
+ *   → [connect → topology → host] → domain topology → model store → tool gateway → services (tenants,
  *   engine, sweeper, runs) → metrics → [membership → ownership] → pool ready → API
  *
  * and stop in reverse (each stop runs even when an earlier one throws; see `Lifecycle`): the
@@ -92,6 +94,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
     metrics,
     dispatcher: services.engine.dispatcher,
     sweeper: services.sweeper,
+    models: parts.models!,
     stop: () => started.stop(),
   };
 }
@@ -108,7 +111,17 @@ function domainStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
         await ensureToolsBucket(self().nc, config.replicas ?? 1);
         await ensureSchedulesBucket(self().nc, config.replicas ?? 1);
         await ensureA2aBuckets(self().nc, config.replicas ?? 1);
+        await ensureModelsBucket(self().nc, config.replicas ?? 1);
       },
+    },
+    {
+      // Watched from the start, so a model call finds its provider in memory.
+      name: "model-store",
+      start: async () => {
+        parts.models = new ModelStore(self().nc);
+        await parts.models.start();
+      },
+      stop: () => parts.models?.close(),
     },
     {
       name: "tool-gateway",
@@ -185,6 +198,7 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
           sweeper,
           tools: parts.tools!,
           schedules: parts.schedules!.service,
+          models: parts.models!,
           replays: new RunReplays({ nc: self().nc, partitions: self().topology.partitions, runs }),
           agents: new AgentStore(self().nc),
           now: () => clock.now(),

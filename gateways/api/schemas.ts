@@ -11,6 +11,7 @@ import {
   WorkflowNameSchema,
 } from "../../machines/index.js";
 import { INBOX_PAGE_MAX, RUNS_CURSOR_PATTERN } from "../../actors/index.js";
+import { ModelProviderNameSchema, ModelProviderSpecSchema } from "../models/index.js";
 
 /**
  * The `runway` API's requests, one zod schema each: the single source of what an endpoint takes.
@@ -165,6 +166,11 @@ export const requests = {
   toolServerName: z.strictObject({ name: ToolServerNameSchema }),
   toolServersList: z.strictObject({}),
   toolsList: z.strictObject({ server: ToolServerNameSchema.optional() }),
+  modelsPut: z.strictObject({
+    provider: ModelProviderSpecSchema.describe("The provider record (docs/models.md); `api_key` is stored with it and never shown again."),
+  }),
+  modelName: z.strictObject({ name: ModelProviderNameSchema }),
+  modelsList: z.strictObject({}),
   tenantGet: z.strictObject({}),
   tenantPut: z.strictObject({ settings: z.unknown() }),
   tenantsPut: z.strictObject({ id: TenantIdSchema, settings: z.unknown().optional() }),

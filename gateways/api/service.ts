@@ -1,11 +1,13 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { DefinitionStore, NodeMetrics, Sweeper } from "../../actors/index.js";
 import { MicroService } from "../../runtime/index.js";
+import type { ModelStore } from "../models/index.js";
 import type { ToolGateway, ToolRegistry } from "../tools/index.js";
 import type { AgentStore } from "../a2a/index.js";
 import { addAgentEndpoints } from "./agent-endpoints.js";
 import { addApprovalEndpoints } from "./approval-endpoints.js";
 import { addDefinitionEndpoints } from "./definition-endpoints.js";
+import { addModelEndpoints } from "./model-endpoints.js";
 import { addOpsEndpoints } from "./ops-endpoints.js";
 import type { RunReplays } from "./replays.js";
 import { addRunEndpoints } from "./run-endpoints.js";
@@ -34,6 +36,8 @@ export interface ApiServices {
   schedules?: ScheduleService;
   /** The tenants' exposed A2A agents. */
   agents?: AgentStore;
+  /** The tenant's model providers. */
+  models?: ModelStore;
   now(): number;
 }
 
@@ -41,6 +45,7 @@ export interface ApiServices {
  * The `runway` NATS micro service: `runway.v1.<tenant>.definitions.put|get|list`,
  * `runway.v1.<tenant>.runs.start|get|list|events|cancel|signal|reconcile|reconciliations|trajectory|replay`,
  * `runway.v1.<tenant>.tools.servers.put|get|list|delete`, `runway.v1.<tenant>.tools.list`,
+ * `runway.v1.<tenant>.models.put|get|list|delete`,
  * `runway.v1.<tenant>.approvals.list|get|decide`, `runway.v1.<tenant>.agents.expose|list|hide`,
  * `runway.v1.<tenant>.schedules.put|list|get|delete|pause|resume`,
  * `runway.v1.ops.tenants.put|list` and the
@@ -58,6 +63,7 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
   if (services.agents) addAgentEndpoints(endpoint, services.agents, services.definitions, () => services.now());
   if (services.tools) addToolEndpoints(endpoint, services.tools, () => services.now());
   if (services.schedules) addScheduleEndpoints(endpoint, services.schedules);
+  if (services.models) addModelEndpoints(endpoint, services.models, () => services.now());
   addTenantEndpoints(service, endpoint, services.tenants);
   addOpsEndpoints(service, nc, services.metrics, services.sweeper);
   await service.start();

@@ -34,3 +34,4 @@ export { classifyHttpFailure, retryAfterMs } from "./failures.js";
 export { DEFAULT_RETRY_POLICY, completeWithRetry, retryDecision, type RetryDecision, type RetryDeps, type RetryPolicy } from "./retry.js";
 export { createModelProvider } from "./provider.js";
 export { scriptedResponse, scriptedTurnIndex } from "./scripted.js";
+export { ModelStore, MODELS_BUCKET, ensureModelsBucket, type StoredProviderView } from "./store.js";

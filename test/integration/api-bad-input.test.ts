@@ -80,6 +80,13 @@ function probes(v: string): { subject: string; body: unknown; expect: string[] }
     { subject: "runway.v1.ops.dead_letters", body: { limit: v }, expect: ["invalid_input"] },
     { subject: "runway.v1.ops.dead_letters", body: { id: v }, expect: ["invalid_input"] },
     { subject: "runway.v1.ops.metrics", body: { id: v }, expect: ["ok"] },
+    // `A`, `-` and `__proto__` are fine provider names: the put before makes them, get finds and delete deletes them.
+    { subject: `${t}.models.put`, body: { provider: { name: v, kind: "scripted", script: { turns: [] } } }, expect: ["invalid_input", "created", "updated"] },
+    { subject: `${t}.models.put`, body: { provider: { name: "p", kind: v } }, expect: ["invalid_input"] },
+    { subject: `${t}.models.put`, body: { provider: { name: "p", kind: "openai", base_url: v, api_key: v } }, expect: ["invalid_input"] },
+    { subject: `${t}.models.get`, body: { name: v }, expect: ["invalid_input", "model_provider_not_found", "found"] },
+    { subject: `${t}.models.delete`, body: { name: v }, expect: ["invalid_input", "model_provider_not_found", "deleted"] },
+    { subject: `${t}.models.list`, body: { name: v }, expect: ["invalid_input"] },
   ];
 }
 
@@ -96,6 +103,10 @@ const TENANT_PATHS = [
   "runs.cancel",
   "tenant.get",
   "tenant.put",
+  "models.put",
+  "models.get",
+  "models.list",
+  "models.delete",
 ];
 const OPS_SUBJECTS = [
   "runway.v1.ops.tenants.put",
@@ -225,6 +236,14 @@ describe("bad input to every endpoint gets a closed answer", () => {
           fc.record({ project_max_concurrency: fc.dictionary(bad, fc.integer({ min: -1, max: 5 })), provider_quotas: fc.dictionary(bad, value) }, opt),
         ),
       }),
+      "models.put": fc.record({
+        provider: fc.oneof(
+          value,
+          fc.record({ name: bad, kind: fc.constantFrom("openai", "anthropic", "scripted", "x"), base_url: bad, api_key: value, script: value }, opt),
+        ),
+      }),
+      "models.get": fc.record({ name: bad }),
+      "models.delete": fc.record({ name: bad }),
       "ops.tenants.put": fc.record({ id: bad, settings: value }, { requiredKeys: ["id"] }),
       "ops.tenants.kill": fc.record({ id: bad, reason: bad }, { requiredKeys: ["id"] }),
       "ops.tenants.drain": fc.record({ id: bad, reason: bad }, { requiredKeys: ["id"] }),

@@ -230,6 +230,8 @@ describe("the reference pages list what the system emits", () => {
       documented("events.md", "Error codes"),
       documented("definitions.md", "Publish errors"),
       documented("operations.md", "Dead letters"),
+      documented("models.md", "Failure codes"),
+      documented("models.md", "Stop reasons"),
     ];
     const docs = new Set(tables.flat());
     expect(
