@@ -3,14 +3,14 @@
  * (docs/security.md). `init` lists every identity (and revokes any other), `add` and `revoke`
  * change the list the directory holds; each writes the seeds and `auth.conf` and says how to load it.
  */
-import { resolve } from "node:path";
+import { dirname, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import type { CredsSpec } from "./plan.js";
 import { readIdentities, specOf, writeCredentials, type WriteCredsResult } from "./store.js";
 
-export const CREDS_USAGE = `  creds init --dir DIR [--tenant T]… [--user T:NAME]… [--operator NAME]… [--admin NAME]… [--node NAME]…
+export const CREDS_USAGE = `  creds init --dir DIR [--tenant T]… [--user T:NAME]… [--operator NAME]… [--admin NAME]… [--node NAME]… [--server-config FILE]
                                                                 exactly these identities: seeds made or kept, any other revoked
-  creds add|revoke --dir DIR [--tenant T]… [--user T:NAME]… [--operator NAME]… [--admin NAME]… [--node NAME]…
+  creds add|revoke --dir DIR [--tenant T]… [--user T:NAME]… [--operator NAME]… [--admin NAME]… [--node NAME]… [--server-config FILE]
   creds ls --dir DIR                                            who holds a key: role, name, public key, seed file`;
 
 export interface CredsIo {
@@ -22,6 +22,7 @@ const stdio: CredsIo = { out: (l) => process.stdout.write(`${l}\n`), err: (l) =>
 
 const OPTIONS = {
   dir: { type: "string" },
+  "server-config": { type: "string" },
   tenant: { type: "string", multiple: true },
   user: { type: "string", multiple: true },
   operator: { type: "string", multiple: true },
@@ -29,7 +30,7 @@ const OPTIONS = {
   node: { type: "string", multiple: true },
 } as const;
 
-type Values = { dir?: string; tenant?: string[]; user?: string[]; operator?: string[]; admin?: string[]; node?: string[] };
+type Values = { dir?: string; "server-config"?: string; tenant?: string[]; user?: string[]; operator?: string[]; admin?: string[]; node?: string[] };
 
 function listed(values: Values): Required<CredsSpec> | string {
   const users: { tenant: string; name: string }[] = [];
@@ -57,14 +58,18 @@ function merge(a: Required<CredsSpec>, b: Required<CredsSpec>, keep: boolean): R
   };
 }
 
-function report(result: WriteCredsResult, io: CredsIo): number {
+function report(result: WriteCredsResult, serverConfig: string | undefined, io: CredsIo): number {
   if (result.outcome === "invalid") {
     for (const p of result.problems) io.err(p);
     return 2;
   }
   for (const f of result.created) io.out(`created ${f}`);
   for (const f of result.revoked) io.out(`revoked ${f}`);
-  io.out(`wrote ${result.authConfig}: add \`include "${result.authConfig}"\` to the nats-server config, then reload it (nats-server --signal reload, or SIGHUP)`);
+  // nats-server resolves an include against the including file's directory, never as an absolute path.
+  const include = relative(dirname(resolve(serverConfig ?? "nats-server.conf")), result.authConfig);
+  io.out(
+    `wrote ${result.authConfig}: add \`include "${include}"\` to ${serverConfig ?? "a nats-server config in this directory"}, then reload the server (SIGHUP, or nats-server --signal reload=PID)`,
+  );
   io.out(`the nats CLI: nats --nkey ${resolve(result.dir, "tenants/<tenant>.nk")} req runway.v1.<tenant>.runs.list '{}'`);
   return 0;
 }
@@ -94,5 +99,5 @@ export async function runCredsCommand(argv: readonly string[], io: CredsIo = std
     return 2;
   }
   const spec = verb === "init" ? given : merge(specOf(readIdentities(dir)), given, verb === "add");
-  return report(writeCredentials(dir, spec), io);
+  return report(writeCredentials(dir, spec), values["server-config"], io);
 }

@@ -1,10 +1,10 @@
 // Issue 39, acceptance 6: `runway creds` output loaded into a real nats-server, a node running
 // under its own node key, and the real `nats` CLI with tenant A's and an operator's keys.
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connect, nkeyAuthenticator, type NatsConnection } from "@nats-io/transport-node";
+import { connect, headers, nkeyAuthenticator, type NatsConnection } from "@nats-io/transport-node";
 import { RunwayClient } from "../../cluster/client.js";
 import { readSeed, writeCredentials, type CredentialFile } from "../../cluster/creds/index.js";
 import { startRunwayNode, type RunwayWorkflowNode } from "../../cluster/runway-node.js";
@@ -173,5 +173,41 @@ describe("per-tenant NATS credentials (acceptance 6)", () => {
     expect(said(await cli(["consumer", "rm", "-f", "RUNWAY_CMD", "rw-mailbox-p0"], OPERATOR()))).toContain(
       'Permissions Violation for Publish to "$JS.API.CONSUMER.DELETE.RUNWAY_CMD.rw-mailbox-p0"',
     );
+  });
+
+  it("a node answering tenant A reads who called from the server (Nats-Request-Info), which A cannot forge", async () => {
+    const nodeSide = await connectAs(cred("node", "node-a"));
+    const seen = nodeSide.subscribe("runway.v1.ta.tenant.get", { max: 1 });
+    await nodeSide.flush();
+    const h = headers();
+    h.set("Nats-Request-Info", JSON.stringify({ acc: "TENANT_tb", user: "forged" }));
+    await ncA.request("runway.v1.ta.tenant.get", "{}", { headers: h, timeout: 5_000 });
+    for await (const m of seen) {
+      const info = JSON.parse(m.headers?.get("Nats-Request-Info") ?? "{}") as { acc?: string; user?: string };
+      expect(info).toMatchObject({ acc: "TENANT_ta", user: cred("tenant", "ta").publicKey });
+    }
+  });
+
+  it("a revoked tenant's key is refused once the server reloads the regenerated config", async () => {
+    const before = readFileSync(join(dir, "auth.conf"), "utf8");
+    const ncB = await connectAs(cred("tenant", "tb"));
+    // Kept aside: revoking deletes the seed file, and the point is that the key itself is refused.
+    const kept = join(mkdtempSync(join(tmpdir(), "runway-creds-kept-")), "tb.nk");
+    writeFileSync(kept, readFileSync(cred("tenant", "tb").path));
+    expect((await new RunwayClient(ncB, "tb").call("runway.v1.tb.tenant.get", {})).outcome).toBe("found");
+    const written = writeCredentials(dir, { tenants: ["ta"], operators: ["ops1"], nodes: ["node-a"] });
+    if (written.outcome !== "written") throw new Error("invalid");
+    expect(written.revoked).toEqual(["tenants/tb.nk"]);
+    writeFileSync(server.configPath, readFileSync(server.configPath, "utf8").replace(before, readFileSync(written.authConfig, "utf8")));
+    process.kill(server.pid, "SIGHUP");
+    await waitFor(() => ncB.isClosed(), { timeoutMs: 10_000, describe: "the server to drop tenant B's connection" });
+    const again = await cli(["req", "runway.v1.tb.tenant.get", "{}"], { auth: ["--nkey", kept] });
+    expect(again.code).not.toBe(0);
+    expect(said(again)).toMatch(/Authorization Violation/i);
+    await expect(connect({ servers: [server.url], authenticator: nkeyAuthenticator(new TextEncoder().encode(readSeed(kept))) })).rejects.toThrow(
+      /Authorization Violation/i,
+    );
+    rmSync(dirname(kept), { recursive: true, force: true });
+    expect((await clientA.call("runway.v1.ta.tenant.get", {})).outcome).toBe("found");
   });
 });
