@@ -20,7 +20,7 @@ export interface CredentialFile extends Identity {
 
 export type WriteCredsResult =
   | {
-      outcome: "written";
+      outcome: "ok";
       dir: string;
       authConfig: string;
       credentials: CredentialFile[];
@@ -112,7 +112,7 @@ export function writeCredentials(dir: string, spec: CredsSpec, options: WriteCre
     file,
   }));
   writePrivate(join(dir, IDENTITIES_FILE), JSON.stringify({ identities }, null, 2) + "\n");
-  return { outcome: "written", dir, authConfig, credentials, created, revoked };
+  return { outcome: "ok", dir, authConfig, credentials, created, revoked };
 }
 
 /** The identities a directory holds now (none when it has no `identities.json`). */

@@ -49,7 +49,7 @@ async function expectRefused(r: NatsCliResult, kind: "Publish" | "Subscription",
 
 beforeAll(async () => {
   const written = writeCredentials(dir, { tenants: ["ta", "tb"], operators: ["ops1"], nodes: ["node-a"] });
-  if (written.outcome !== "written") throw new Error(written.problems.join("; "));
+  if (written.outcome !== "ok") throw new Error(written.problems.join("; "));
   creds = written.credentials;
   const nodeSeed = readSeed(cred("node", "node-a").path);
   server = await startServer({
@@ -196,7 +196,7 @@ describe("per-tenant NATS credentials (acceptance 6)", () => {
     writeFileSync(kept, readFileSync(cred("tenant", "tb").path));
     expect((await new RunwayClient(ncB, "tb").call("runway.v1.tb.tenant.get", {})).outcome).toBe("found");
     const written = writeCredentials(dir, { tenants: ["ta"], operators: ["ops1"], nodes: ["node-a"] });
-    if (written.outcome !== "written") throw new Error("invalid");
+    if (written.outcome !== "ok") throw new Error("invalid");
     expect(written.revoked).toEqual(["tenants/tb.nk"]);
     writeFileSync(server.configPath, readFileSync(server.configPath, "utf8").replace(before, readFileSync(written.authConfig, "utf8")));
     process.kill(server.pid, "SIGHUP");

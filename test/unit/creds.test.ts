@@ -79,13 +79,13 @@ describe("writeCredentials and runway creds", () => {
   it("keeps seeds already on disk, makes missing ones private, and revokes what is no longer listed", () => {
     const dir = tmp();
     const first = writeCredentials(dir, { tenants: ["a", "b"], nodes: ["n1"] });
-    if (first.outcome !== "written") throw new Error("invalid");
+    if (first.outcome !== "ok") throw new Error("invalid");
     expect(first.created.sort()).toEqual(["nodes/n1.nk", "tenants/a.nk", "tenants/b.nk"]);
     expect(statSync(join(dir, "tenants/a.nk")).mode & 0o777).toBe(0o600);
     expect(readFileSync(join(dir, "tenants/a.nk"), "utf8")).toMatch(/^SU[A-Z2-7]+\n$/);
     const seedA = readFileSync(join(dir, "tenants/a.nk"), "utf8");
     const second = writeCredentials(dir, { tenants: ["a"], nodes: ["n1"] });
-    if (second.outcome !== "written") throw new Error("invalid");
+    if (second.outcome !== "ok") throw new Error("invalid");
     expect(second.created).toEqual([]);
     expect(second.revoked).toEqual(["tenants/b.nk"]);
     expect(readFileSync(join(dir, "tenants/a.nk"), "utf8")).toBe(seedA);
