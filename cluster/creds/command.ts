@@ -68,7 +68,7 @@ function report(result: WriteCredsResult, serverConfig: string | undefined, io: 
   // nats-server resolves an include against the including file's directory, never as an absolute path.
   const include = relative(dirname(resolve(serverConfig ?? "nats-server.conf")), result.authConfig);
   io.out(
-    `wrote ${result.authConfig}: add \`include "${include}"\` to ${serverConfig ?? "a nats-server config in this directory"}, then reload the server (SIGHUP, or nats-server --signal reload=PID)`,
+    `wrote ${result.authConfig}: add \`include "${include}"\` to ${serverConfig ?? "a nats-server config in this directory"}, then reload the server (SIGHUP, or nats-server --signal reload=PID; twice after adding a tenant: docs/security.md)`,
   );
   io.out(`the nats CLI: nats --nkey ${resolve(result.dir, "tenants/<tenant>.nk")} req runway.v1.<tenant>.runs.list '{}'`);
   return 0;
