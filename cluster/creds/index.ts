@@ -15,6 +15,7 @@ export {
   writeCredentials,
   readIdentities,
   readSeed,
+  seedAuthenticator,
   publicKeyOf,
   newUserSeed,
   specOf,
@@ -24,3 +25,4 @@ export {
   type WriteCredsOptions,
 } from "./store.js";
 export { runCredsCommand, CREDS_USAGE, type CredsIo } from "./command.js";
+export { devCredentials, DEV_NAME, type DevCredentials } from "./dev.js";

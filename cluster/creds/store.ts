@@ -7,7 +7,7 @@
  */
 import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { nkeys } from "@nats-io/transport-node";
+import { nkeyAuthenticator, nkeys, type Authenticator } from "@nats-io/transport-node";
 import { renderAuthConfig, type AuthConfigOptions, type Identity, type Role } from "./config.js";
 import { AUTH_CONFIG_FILE, IDENTITIES_FILE, planCredentials, SEED_SUFFIX, type CredsSpec, type PlannedCredential } from "./plan.js";
 
@@ -62,6 +62,11 @@ export function publicKeyOf(seed: string): string {
 /** A seed file's seed, for a connection's authenticator. */
 export function readSeed(path: string): string {
   return readFileSync(path, "utf8").trim();
+}
+
+/** For `connect()` of `@nats-io/transport-node`: `{ servers, authenticator: seedAuthenticator(file) }`. */
+export function seedAuthenticator(path: string): Authenticator {
+  return nkeyAuthenticator(new TextEncoder().encode(readSeed(path)));
 }
 
 function writePrivate(path: string, text: string): void {

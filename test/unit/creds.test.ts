@@ -2,7 +2,16 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { planCredentials, readIdentities, renderAuthConfig, runCredsCommand, writeCredentials, type Identity } from "../../cluster/creds/index.js";
+import {
+  devCredentials,
+  planCredentials,
+  publicKeyOf,
+  readIdentities,
+  renderAuthConfig,
+  runCredsCommand,
+  writeCredentials,
+  type Identity,
+} from "../../cluster/creds/index.js";
 
 const dirs: string[] = [];
 const tmp = () => {
@@ -125,5 +134,21 @@ describe("writeCredentials and runway creds", () => {
     expect(bad.code).toBe(2);
     expect(bad.lines.join("\n")).toContain('tenant "ops"');
     expect((await run("frobnicate", "--dir", dir)).code).toBe(2);
+  });
+});
+
+describe("devCredentials", () => {
+  it("the dev tenant, operator and node in the store; the include is relative to the server config's directory; the same keys on a restart", () => {
+    const store = tmp();
+    const dev = devCredentials(store, store, "demo");
+    expect(dev.include).toBe('include "creds/auth.conf"');
+    expect(dev.tenantKey).toBe(join(store, "creds/tenants/demo.nk"));
+    expect(dev.operatorKey).toBe(join(store, "creds/operators/dev.nk"));
+    expect(dev.env).toEqual({ NATS_NKEY: dev.tenantKey, RUNWAY_NKEY: dev.tenantKey });
+    const conf = readFileSync(join(store, "creds/auth.conf"), "utf8");
+    expect(conf).toContain(publicKeyOf(dev.nodeSeed));
+    expect(conf).toContain('"TENANT_demo"');
+    expect(devCredentials(store, store, "demo").nodeSeed).toBe(dev.nodeSeed);
+    expect(() => devCredentials(store, store, "ops")).toThrow(/ops/);
   });
 });
