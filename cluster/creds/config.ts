@@ -51,7 +51,7 @@ export function tenantPermissions(tenant: string): Permissions {
 /**
  * An operator reads everything and writes nothing stored: the API (`runway.v1.>`, ops included),
  * `nats micro`, and the read side of the JetStream API (`nats kv ls|get|history|watch`,
- * `nats stream ls|info|get|view`, `nats consumer ls|info|report`). The ephemeral consumers those
+ * `nats stream ls|info|subjects|get`, `nats consumer ls|info|report`). The ephemeral consumers those
  * views create and delete are allowed; the partition mailboxes' consumers cannot be created,
  * pulled from or deleted. Put, delete and purge of keys, streams and messages are not allowed:
  * that is what an admin credential is for.
