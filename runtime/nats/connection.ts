@@ -1,4 +1,4 @@
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { connect, nkeyAuthenticator, type NatsConnection } from "@nats-io/transport-node";
 import { UnsupportedServer } from "../errors.js";
 
 /** Runway relies on per-message TTL, message schedules and consumer reset: 2.12 is the floor. */
@@ -8,6 +8,8 @@ export interface ConnectionConfig {
   servers: string | string[];
   user?: string;
   pass?: string;
+  /** A user NKey seed (`SU…`, the content of a `runway creds` seed file): the server checks a signature, no secret is sent. */
+  nkeySeed?: string;
   /** Shown in `nats server report connections`; use the node name. */
   name?: string;
 }
@@ -37,6 +39,7 @@ export async function connectNats(config: ConnectionConfig): Promise<NatsConnect
   const nc = await connect({
     servers: config.servers,
     ...(config.user !== undefined ? { user: config.user, pass: config.pass ?? "" } : {}),
+    ...(config.nkeySeed !== undefined ? { authenticator: nkeyAuthenticator(new TextEncoder().encode(config.nkeySeed.trim())) } : {}),
     name: config.name ?? "runway",
     reconnectTimeWait: 250,
     maxReconnectAttempts: -1,

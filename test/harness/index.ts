@@ -3,7 +3,7 @@
 export { toolPaths, repoRoot } from "./tools.js";
 export type { ToolPaths } from "./tools.js";
 export { startServer, freePort, CLUSTER_NAME, RUNWAY_USER, SYS_USER } from "./nats-server.js";
-export type { NatsServerHandle, StartServerOptions, RestartOptions, ConnectOptions } from "./nats-server.js";
+export type { NatsServerHandle, StartServerOptions, RestartOptions, ConnectOptions, ServerAuth } from "./nats-server.js";
 export { startCluster } from "./cluster.js";
 export type { ClusterHandle, StartClusterOptions } from "./cluster.js";
 export { natsCli } from "./nats-cli.js";

@@ -16,6 +16,8 @@ export interface NatsCliOptions {
   timeoutMs?: number;
   /** Also return stdout as a Buffer (binary payloads, e.g. `kv get --raw`). */
   raw?: boolean;
+  /** Authenticate with these flags instead (e.g. `["--nkey", file]`). */
+  auth?: readonly string[];
   /** Extra environment (NATS_* variables from the parent are dropped first). */
   env?: Record<string, string>;
 }
@@ -73,10 +75,7 @@ export async function natsCli(target: CliTarget, args: string[], opts: NatsCliOp
     ...((await supportsNoContext(bin)) ? ["--no-context"] : []),
     "--server",
     serverArg(target),
-    "--user",
-    cred.user,
-    "--password",
-    cred.pass,
+    ...(opts.auth ?? ["--user", cred.user, "--password", cred.pass]),
     ...args,
   ];
 

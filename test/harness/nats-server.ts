@@ -6,7 +6,7 @@ import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writ
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { connect } from "@nats-io/transport-node";
+import { connect, type ConnectionOptions } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { continueProcess, registerProcess, registerTempDir, stopProcess, unregisterTempDir } from "./processes.js";
 import { toolPaths } from "./tools.js";
@@ -36,6 +36,16 @@ export interface StartServerOptions {
   syncAlways?: boolean;
   /** Run with -D (debug log lines in logPath). */
   debug?: boolean;
+  /** Replaces the RUNWAY/SYS password accounts (then connectOptions() does not apply). */
+  auth?: ServerAuth;
+}
+
+/** Accounts and users of the server's own (e.g. `runway creds`' auth.conf), and how the readiness check connects. */
+export interface ServerAuth {
+  /** nats-server config text holding `accounts` and `system_account`. */
+  config: string;
+  /** Credentials of a user of a JetStream-enabled account. */
+  ready: Pick<ConnectionOptions, "user" | "pass" | "authenticator">;
 }
 
 export interface RestartOptions {
@@ -120,6 +130,7 @@ export interface ServerSpec {
   maxFileStore?: string;
   syncAlways?: boolean;
   debug?: boolean;
+  auth?: ServerAuth;
 }
 
 function renderConfig(spec: ServerSpec, storeDir: string): string {
@@ -135,18 +146,22 @@ function renderConfig(spec: ServerSpec, storeDir: string): string {
     `  max_file_store: ${spec.maxFileStore ?? "10GB"}`,
     ...(spec.syncAlways ? [`  sync_interval: always`] : []),
     `}`,
-    `accounts {`,
-    `  RUNWAY {`,
-    `    jetstream: enabled`,
-    `    users: [ { user: ${q(RUNWAY_USER.user)}, password: ${q(RUNWAY_USER.pass)} } ]`,
-    `  }`,
-    `  SYS {`,
-    `    users: [ { user: ${q(SYS_USER.user)}, password: ${q(SYS_USER.pass)} } ]`,
-    `  }`,
-    `}`,
-    // lets `nats server report jetstream` and $SYS requests work with the sys user
-    `system_account: SYS`,
   ];
+  if (spec.auth) lines.push(spec.auth.config);
+  else
+    lines.push(
+      `accounts {`,
+      `  RUNWAY {`,
+      `    jetstream: enabled`,
+      `    users: [ { user: ${q(RUNWAY_USER.user)}, password: ${q(RUNWAY_USER.pass)} } ]`,
+      `  }`,
+      `  SYS {`,
+      `    users: [ { user: ${q(SYS_USER.user)}, password: ${q(SYS_USER.pass)} } ]`,
+      `  }`,
+      `}`,
+      // lets `nats server report jetstream` and $SYS requests work with the sys user
+      `system_account: SYS`,
+    );
   if (spec.cluster) {
     lines.push(
       `cluster {`,
@@ -164,9 +179,9 @@ function renderConfig(spec: ServerSpec, storeDir: string): string {
 
 // ---- readiness ---------------------------------------------------------------------------------
 
-/** Connects as the runway user and asks JetStream for account info; throws if not ready. */
-export async function jetStreamAnswers(servers: string[], timeoutMs = 2000): Promise<true> {
-  const nc = await connect({ servers, ...RUNWAY_USER, reconnect: false, timeout: timeoutMs });
+/** Connects as the runway user (or `as`) and asks JetStream for account info; throws if not ready. */
+export async function jetStreamAnswers(servers: string[], timeoutMs = 2000, as: ServerAuth["ready"] = RUNWAY_USER): Promise<true> {
+  const nc = await connect({ servers, ...as, reconnect: false, timeout: timeoutMs });
   try {
     const jsm = await jetstreamManager(nc, { timeout: timeoutMs, checkAPI: false });
     await jsm.getAccountInfo();
@@ -308,11 +323,11 @@ export class ServerProcess implements NatsServerHandle {
   async waitReady(readiness: Readiness = this.readiness, timeoutMs = this.readyTimeoutMs): Promise<void> {
     const check = async (): Promise<boolean> => {
       if (readiness === "connect") {
-        const nc = await connect({ servers: [this.url], ...RUNWAY_USER, reconnect: false, timeout: 1000 });
+        const nc = await connect({ servers: [this.url], ...(this.spec.auth?.ready ?? RUNWAY_USER), reconnect: false, timeout: 1000 });
         await nc.close();
         return true;
       }
-      await jetStreamAnswers([this.url], 1500);
+      await jetStreamAnswers([this.url], 1500, this.spec.auth?.ready);
       if (readiness === "cluster-member") {
         // healthz is only ok once this node has caught up with the meta group and its streams
         const h = await monitorJson(this.monitorUrl, "/healthz", 1500);
@@ -416,6 +431,7 @@ export async function startServer(opts: StartServerOptions = {}): Promise<NatsSe
         maxFileStore: opts.maxFileStore,
         ...(opts.syncAlways ? { syncAlways: true } : {}),
         debug: opts.debug,
+        ...(opts.auth ? { auth: opts.auth } : {}),
       },
       "jetstream",
       readyTimeoutMs,
