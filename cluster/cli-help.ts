@@ -226,6 +226,27 @@ export const COMMANDS: readonly CommandHelp[] = [
     connects: "api",
   },
   {
+    name: "creds",
+    summary:
+      "Writes NATS credentials and the server's authorization config: an account per tenant, operators and nodes with their own keys (docs/security.md).",
+    forms: [
+      [
+        "creds init --dir DIR [--tenant T]… [--user T:NAME]… [--operator NAME]… [--admin NAME]… [--node NAME]… [--server-config FILE]",
+        "exactly these identities: seeds made or kept, any other revoked",
+      ],
+      ["creds add|revoke --dir DIR [same identity flags]", "adds or revokes the identities named"],
+      ["creds ls --dir DIR", "who holds a key: role, name, public key, seed file"],
+    ],
+    options: [
+      ["--dir DIR", "where the seeds, identities.json and the auth config live"],
+      ["--tenant T / --user T:NAME", "a tenant's account (and its first key) / another key of tenant T"],
+      ["--operator NAME / --admin NAME / --node NAME", "an operator (API, ops, reads), an admin (repairs), a node (the service)"],
+      ["--server-config FILE", "also write the include line into this nats-server config; reload the server after (twice after adding a tenant)"],
+    ],
+    example: ["runway creds init --dir ./creds --tenant acme --operator ops --node n1", "runway creds revoke --dir ./creds --user acme:ci"],
+    connects: "none",
+  },
+  {
     name: "machines",
     summary: "Prints the production state machines (run, tenant) as diagrams, read off the machines themselves.",
     forms: [["machines", "the production state machines as diagrams; needs no server"]],

@@ -26,6 +26,7 @@ import { approvalsCommand, APPROVALS_OPTIONS } from "./cli-approvals.js";
 import { agentsCommand, AGENTS_OPTIONS } from "./cli-agents.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
+import { runCredsCommand } from "./creds/index.js";
 import type { EnvSetting } from "./env-setting.js";
 import { applyHelperThreads, describeHelpers, HELPER_THREADS } from "./helper-threads.js";
 import { applyV8Inlining, applyV8Tiering, V8_INLINING, V8_TIERING } from "./v8-flags.js";
@@ -326,6 +327,9 @@ async function main(argv: string[]): Promise<void> {
   switch (command) {
     case "machines":
       return void process.stdout.write(machineDiagrams());
+    case "creds":
+      process.exitCode = await runCredsCommand(args);
+      return;
     case "dev":
       return dev(args);
     case "node":

@@ -4,7 +4,7 @@ export { createLogger, type Logger } from "./log.js";
 export { jsonBytes } from "./json-size.js";
 export { type ConnectionConfig } from "./nats/connection.js";
 export { publish, readLast, isRemoval, isRemovalOperation, incrementCounter, payloadLimit } from "./nats/jetstream.js";
-export { partitionBucket, partitionStream, kvSubject, streamConfigs, ensureBucket, ensureFlags } from "./topology.js";
+export { CMD_STREAM, partitionBucket, partitionStream, kvSubject, streamConfigs, ensureBucket, ensureFlags } from "./topology.js";
 export { partitionOf } from "./partitions/hash.js";
 export { PartitionLog } from "./store/partition-log.js";
 export { readJournal, type JournalEntry } from "./store/journal.js";
