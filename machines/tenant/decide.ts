@@ -101,15 +101,11 @@ interface Io {
 }
 
 /**
- * Whether a run may start now. Checked in this order: a run id admitted before (running,
- * queued, or ended within the ended-run retention: keys `m.<run>`, `e.<run>`) is answered again
- * with `duplicate` and counted once; a new, killed or draining tenant refuses; the day cap
- * refuses until the next UTC day (`resets_at`), and so does the day budget (money: spent today,
- * read from the meter, plus live reservations plus this run's; the run's reservation is then
- * held until it ends, key `b.<run>`); the tenant's and then the project's concurrency
- * cap answer `queued` (wait, do not fail): the run joins the queue and is told `run.admitted`
- * when a slot frees. Reads two keys and writes the run's member key (and a queue slot): the
- * same cost whatever the tenant's population. Every refusal returns the context it was given.
+ * Whether a run may start now, in this order: a run id seen before answers `duplicate`; a new,
+ * killed or draining tenant refuses; the day cap and the day budget refuse until the next UTC day;
+ * the tenant's then the project's concurrency cap answer `queued` (wait, not fail). It reads two
+ * keys and writes the run's member key, so it costs the same whatever the tenant's population.
+ * Every refusal returns the context it was given.
  */
 export function admitDecision(
   context: TenantContext,

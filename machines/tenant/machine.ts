@@ -74,17 +74,11 @@ function command<T extends TenantCommandType>(type: T) {
 }
 
 /**
- * The tenant actor's machine (one actor per tenant): `new` until `tenant.create`, then
- * `active` | `draining` | `killed`, moved between by kill / drain / resume. Pure: use it with
- * `initialTransition(tenantMachine, { id })` and `transition()`; every event carries `now`.
- *
- * Answers: every accepted command emits exactly one `runway.answer` with a closed value
- * (`TenantAnswer`), refusals included — an admission refused (`tenant_killed`,
- * `tenant_draining`, `day_cap_reached`) or queued (`queued` + reason) is a transition that
- * answers and leaves the context untouched (no assign). A command the state does not accept
- * (anything but `tenant.create` while `new`) has no transition: the host answers it `refused`.
- * Decisions that change the tenant (create, put, kill, drain, resume) also emit a
- * `runway.publish` to `rw.audit.<tenant>.tenant`.
+ * The tenant actor's machine: `new` until `tenant.create`, then `active` | `draining` | `killed`.
+ * Every accepted command answers exactly once with a closed `TenantAnswer`; a refusal or a
+ * `queued` is a transition that answers and leaves the context untouched. A command the state does
+ * not take has no transition (the host answers `refused`). Changes to the tenant are audited
+ * (`rw.audit.<tenant>.tenant`).
  */
 export const tenantMachine = setup({
   types: { context: {} as TenantContext, events: {} as TenantEvent, input: {} as TenantInput | undefined, emitted: {} as TenantEffect },
