@@ -21,9 +21,10 @@ export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMach
   /**
    * Adds what the machine needs but the actor does not store (e.g. a plan by its digest), after
    * validation and before the transition. May do I/O; must be deterministic for an event and
-   * snapshot. `pending` / `written`: the journal facts and own keys of commands decided earlier in
-   * the same batch, not stored yet, so a read of such a key must look there first. Throwing refuses
-   * the command as `invalid_input` (a retryable fault is tried again first).
+   * snapshot, except what it reads of this process ({@link readsHandOvers}). `pending` / `written`:
+   * the journal facts and own keys of commands decided earlier in the same batch, not stored yet, so
+   * a read of such a key must look there first. Throwing refuses the command as `invalid_input` (a
+   * retryable fault is tried again first).
    */
   prepare?: (
     event: EventObject,
