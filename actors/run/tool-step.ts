@@ -106,20 +106,11 @@ async function gateCall(
 }
 
 /**
- * One call that may change the world, made by an attempt: intent, call, receipt. The intent is
- * recorded in the run (under the attempt's lease and the run's cancellation epoch) before the
- * call; the run answers from its journal — a completed claim gives its stored response and no
- * call is made; an intent of a lost attempt is called again (same key) only when the tool is
- * safe to call again, otherwise the step is held for a person (`stopped`). The receipt is
- * returned for the caller to store: with the step's result (a tool node, one write) or on its own
- * (`ctx.tools.call`, the handler goes on).
- *
- * A call the attempt's rule gates (`request.gate`, by the tool's name or its class as the gateway
- * knows it; see `machines/execution/gates.ts`) asks a person first, before its key, charge and
- * intent: a tool node's own call asks its run (`effect.gate`) and is made with the arguments its
- * approval record holds (an edit's), its effect key following them; while the approval is
- * pending the attempt ends (`stopped`: the run parked the step, no worker held). A handler's call
- * cannot wait mid-handler: it fails `tool_needs_approval`, not retryable.
+ * One call that may change the world: intent, call, receipt. The intent is recorded in the run
+ * (fenced) before the call, and the run answers from its journal (a stored receipt means no call; a
+ * lost attempt's intent is called again only if safe, else held). A gated call asks a person first;
+ * a handler's call cannot wait mid-handler, so it fails `tool_needs_approval`. The receipt is
+ * returned for the caller to store.
  */
 export async function callThroughJournal(
   deps: ToolStepDeps,
