@@ -365,15 +365,10 @@ export class RunService {
   }
 
   /**
-   * A page of a tenant's runs from the runs index (actors/run/runs-index.ts): first those its tenant did not
-   * count at their start (children, runs a person admits first) in the order they were created,
-   * then those it counts, live ones in the order it admitted or queued them, then ended ones in
-   * the order they ended. `limit` (default 50, at most 500) index entries read from `cursor` on
-   * (a page costs its own size, whatever the tenant stored), each shown as `get` shows it; with
-   * `status`, those of them in that status (a page may then hold fewer than `limit`), from the
-   * parts that can hold it: a live status skips the ended runs, an ended one the live runs.
-   * `next_cursor` goes on after this page; null when the index has nothing more. A run that ends
-   * while the pages are read may be listed twice, once live and once ended.
+   * A page of a tenant's runs from the runs index (uncounted runs, then live counted, then ended),
+   * `limit` entries from `cursor` on, each shown as `get` shows it. With `status`, only the parts that
+   * can hold it are read and a page may hold fewer. A run that ends while pages are read may be listed
+   * twice.
    */
   async list(tenant: string, options: ListRunsRequest = {}): Promise<{ runs: RunView[]; next_cursor: string | null }> {
     const limit = Math.min(options.limit ?? 50, 500);

@@ -1,11 +1,7 @@
-// A client for MCP protocol revision 2026-07-28 (stateless core, Streamable HTTP only) and its
-// Tasks extension `io.modelcontextprotocol/tasks`, on Node's global fetch: the SDK's 1.x line
-// stops at 2025-11-25. No sessions and no handshake: every request is one POST that carries the
-// protocol version and the client's capabilities in `params._meta`, and mirrors the method (and
-// the tool name or task id) into HTTP headers. A server's questions come back as MRTR
-// `input_required` results. Not implemented: tasks/update, subscriptions/listen and
-// notifications/tasks, result caching (ttlMs/cacheScope are ignored). Spec: the 2026-07-28 schema,
-// versioning and Streamable HTTP pages, and the ext-tasks repository's tasks.md.
+// A client for MCP 2026-07-28 (stateless, Streamable HTTP) and its Tasks extension, on fetch: the
+// SDK's 1.x line stops at 2025-11-25. Every request is one POST carrying the version and
+// capabilities in `params._meta`; a server's questions come back as MRTR `input_required`. Not
+// implemented: tasks/update, subscriptions/listen, notifications/tasks, result caching.
 
 import { encodeHeaderValue, isObject, paramHeadersOf, readResponse, sameHeaders, type JsonObject, type ParamHeader } from "./mcp-2026-http.js";
 
@@ -228,14 +224,9 @@ export class ModernMcpClient {
   }
 
   /**
-   * tools/call. `meta` is merged into `params._meta` (the protocol's own keys win). The server
-   * decides whether to answer with the result or with a task (only if the tasks extension is
-   * declared, which it is unless the client was built with `declareTasks: false`).
-   *
-   * Tool arguments annotated `x-mcp-header` are mirrored into `Mcp-Param-*` headers for tools
-   * this instance has listed. If the server refuses the call with HeaderMismatch (-32020), which
-   * it does before running anything, the tool list is fetched again and the call retried once
-   * when that changes the headers.
+   * tools/call. `meta` is merged into `params._meta` (the protocol's keys win); the server may answer
+   * with a task if the tasks extension is declared. A HeaderMismatch (-32020), refused before the
+   * tool runs, refetches the tool list and retries once if that changes the `Mcp-Param-*` headers.
    */
   async callTool(
     name: string,
