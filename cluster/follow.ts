@@ -14,14 +14,10 @@ function order(a: string, b: string): number {
 }
 
 /**
- * Follows one run's progress events until it ends: each event once, in the order the run
- * stored them, whatever live delivery lost. It subscribes to the run's live subject first, then
- * reads what the run's journal already holds (`runs.events`, from `after` on); after that a
- * stored event heard live is the cue to read the journal up to it (so one lost live before it
- * still comes first), and the journal is read again every `pollMs` without an event. Live-only
- * events (`step_started`) come in their place among the stored ones (by time; the node's clock
- * stamps both), or as they arrive. One that happened before the follower subscribed is not seen. With `tree` (for a root
- * run), its descendants' events come too, live only (each once, in the order they arrive).
+ * Follows one run's events until it ends, each once, in stored order, whatever live delivery lost:
+ * it subscribes first, then reads the journal, and a stored event heard live is the cue to read the
+ * journal up to it (also every `pollMs`). Live-only events slot in by time. With `tree`, descendants'
+ * events come too, live only.
  */
 export async function* followRun(
   nc: NatsConnection,
