@@ -129,22 +129,7 @@ export async function callThroughJournal(
   const charged = await chargeFor(deps, request, found.cost_cents ?? 0);
   if (charged.outcome === "unavailable")
     return { answer: { outcome: "failed", error: { code: "metering_unavailable", message: charged.detail, retryable: true } } };
-  const asked = await deps.ask(
-    request,
-    {
-      type: "effect.intent",
-      ...fenceOf(request),
-      key,
-      server,
-      tool,
-      class: found.class,
-      ...(found.lookup ? { lookup: found.lookup } : {}),
-      arguments: args,
-      ...(charged.outcome === "charged" && found.cost_cents ? { cost_cents: found.cost_cents } : {}),
-      ...(charged.outcome === "budget_exhausted" ? { budget_exhausted: `${charged.spent_cents} of ${charged.ceiling_cents} cents spent` } : {}),
-    },
-    `intent/${key}/${request.attempt}/${request.lease_epoch}`,
-  );
+  const asked = await recordIntent(deps, request, { server, tool, key }, found, args, charged);
   if (asked?.outcome === "observed") return { answer: fromClaim(asked.value) };
   if (asked?.outcome === "needs_approval") return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
   if (asked?.outcome === "lookup") {
@@ -169,33 +154,73 @@ export async function callThroughJournal(
     allowInput: request.tool !== undefined && !gated,
     ...(answers ? { input: { responses: answers.responses, ...(answers.state !== undefined ? { state: answers.state } : {}) } } : {}),
   });
-  if (called.outcome === "input_required") {
-    const parked = await deps.ask(
-      request,
-      {
-        type: "effect.input",
-        ...fenceOf(request),
-        key,
-        server,
-        tool,
-        requests: called.requests,
-        ...(called.state !== undefined ? { state: called.state } : {}),
-      },
-      `input/${key}/${request.attempt}/${request.lease_epoch}`,
-    );
-    return { answer: { outcome: "stopped", reason: parked?.outcome ?? "not_decided_here" } };
-  }
-  if (called.outcome === "task") {
-    const waiting = await deps.ask(
-      request,
-      { type: "effect.task", ...fenceOf(request), key, task_id: called.taskId, server, tool, wire: called.wire, poll_ms: called.pollMs },
-      `task/${key}/${request.attempt}/${request.lease_epoch}`,
-    );
-    // Refused (the attempt became a zombie meanwhile): nobody will wait on this task.
-    if (waiting?.outcome !== "waiting") await deps.tools.cancelTask(request.tenant, server, called.taskId, called.wire);
-    return { answer: { outcome: "stopped", reason: waiting?.outcome === "waiting" ? "task" : (waiting?.outcome ?? "not_decided_here") } };
-  }
+  if (called.outcome === "input_required") return parkForInput(deps, request, { server, tool, key }, called);
+  if (called.outcome === "task") return waitOnTask(deps, request, { server, tool, key }, called);
   return settleCall(deps, request, { server, tool, key }, called);
+}
+
+type Found = Extract<Awaited<ReturnType<ToolStepDeps["tools"]["lookup"]>>, { outcome: "found" }>;
+type Called = Awaited<ReturnType<ToolStepDeps["tools"]["call"]>>;
+type Target = { server: string; tool: string; key: string };
+
+/** The call's intent, recorded in the run under the attempt's fence, with its price and the meter's verdict. */
+function recordIntent(deps: ToolStepDeps, request: ExecuteRequest, { server, tool, key }: Target, found: Found, args: unknown, charged: Charge) {
+  return deps.ask(
+    request,
+    {
+      type: "effect.intent",
+      ...fenceOf(request),
+      key,
+      server,
+      tool,
+      class: found.class,
+      ...(found.lookup ? { lookup: found.lookup } : {}),
+      arguments: args,
+      ...(charged.outcome === "charged" && found.cost_cents ? { cost_cents: found.cost_cents } : {}),
+      ...(charged.outcome === "budget_exhausted" ? { budget_exhausted: `${charged.spent_cents} of ${charged.ceiling_cents} cents spent` } : {}),
+    },
+    `intent/${key}/${request.attempt}/${request.lease_epoch}`,
+  );
+}
+
+/** The server asks a person for input: the run parks the step on it (the call is made again with the answers). */
+async function parkForInput(
+  deps: ToolStepDeps,
+  request: ExecuteRequest,
+  { server, tool, key }: Target,
+  called: Extract<Called, { outcome: "input_required" }>,
+): Promise<{ answer: ToolAnswer }> {
+  const parked = await deps.ask(
+    request,
+    {
+      type: "effect.input",
+      ...fenceOf(request),
+      key,
+      server,
+      tool,
+      requests: called.requests,
+      ...(called.state !== undefined ? { state: called.state } : {}),
+    },
+    `input/${key}/${request.attempt}/${request.lease_epoch}`,
+  );
+  return { answer: { outcome: "stopped", reason: parked?.outcome ?? "not_decided_here" } };
+}
+
+/** The server answered with a task: the run waits on it, holding no worker. */
+async function waitOnTask(
+  deps: ToolStepDeps,
+  request: ExecuteRequest,
+  { server, tool, key }: Target,
+  called: Extract<Called, { outcome: "task" }>,
+): Promise<{ answer: ToolAnswer }> {
+  const waiting = await deps.ask(
+    request,
+    { type: "effect.task", ...fenceOf(request), key, task_id: called.taskId, server, tool, wire: called.wire, poll_ms: called.pollMs },
+    `task/${key}/${request.attempt}/${request.lease_epoch}`,
+  );
+  // Refused (the attempt became a zombie meanwhile): nobody will wait on this task.
+  if (waiting?.outcome !== "waiting") await deps.tools.cancelTask(request.tenant, server, called.taskId, called.wire);
+  return { answer: { outcome: "stopped", reason: waiting?.outcome === "waiting" ? "task" : (waiting?.outcome ?? "not_decided_here") } };
 }
 
 /**
