@@ -1,5 +1,6 @@
 import { enqueueActions, setup } from "xstate";
-import { applyTenantCommand, newTenant, type TenantContext } from "./decide.js";
+import { applyTenantCommand } from "./apply.js";
+import { newTenant, type TenantContext } from "./decide.js";
 import { TENANT_STATES, type TenantCommandType, type TenantEffect, type TenantEvent, type TenantInput, type TenantState } from "./events.js";
 import { mergeSettings } from "./settings.js";
 import { leftAfterChunk, upgrade } from "./migrate.js";
