@@ -26,7 +26,7 @@ type ActionName = (typeof ACTION_OF)[TenantCommandType];
 /**
  * What lets a command move the tenant, read off the command and the context before it is
  * decided (the decision itself runs once, in the command's action): a create with valid settings
- * leaves `new`; a resume waits (and stays) while a record stored before issue 9 still has members
+ * leaves `new`; a resume waits (and stays) while an older-format record still has members
  * to move out after this transition's chunk; kill and drain always move.
  */
 const MOVE_GUARD: Partial<Record<TenantCommandType, "createValid" | "notHeldByMigration">> = {
@@ -86,7 +86,7 @@ export const tenantMachine = setup({
   guards: {
     /** A create that makes the tenant: it has an id, and its settings are valid. */
     createValid: ({ context, event }) => event.type === "tenant.create" && !!context.id && mergeSettings(undefined, event.settings).ok,
-    /** No members stored before issue 9 are left after this transition's chunk (`migrate.ts`). */
+    /** No members of an older-format record are left after this transition's chunk (`migrate.ts`). */
     notHeldByMigration: ({ context }) => leftAfterChunk(upgrade(context)) === 0,
   },
   actions: {
