@@ -6,11 +6,11 @@ import { notifyParent, stopNodes } from "./progression.js";
 import type { ExecutionEvent, Receipt, RunContext } from "./types.js";
 
 /**
- * Cancellation with effects in flight. One write bumps the cancellation epoch (refusing every later
- * report of the run's attempts), stops scheduling, aborts live work and cancels children. A call
- * already made cannot be undone: an idempotent tool's pending intent is settled at once, a
- * non-idempotent one is let finish, and the run stays `cancel requested` until every such intent is
- * terminal. Only then is it `cancelled`: a cancelled run has no effect in flight.
+ * Cancellation with effects in flight. One write bumps the cancellation epoch (later intents,
+ * results and heartbeats of its attempts are refused), stops scheduling, aborts live work and
+ * cancels children. A call already made cannot be undone: a read-only or idempotent tool's pending
+ * intent is settled at once; a non-idempotent one is let finish (its receipt still accepted), and
+ * the run stays `cancel requested` until every such intent is terminal. Only then is it `cancelled`.
  */
 
 type On<T extends ExecutionEvent["type"]> = Extract<ExecutionEvent, { type: T }>;
