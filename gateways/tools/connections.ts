@@ -1,7 +1,8 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import { toolServerKey, type ToolServerRecord } from "./registry.js";
-import { ModernMcpClient, ModernMcpVersionError } from "./mcp-2026.js";
+import { ModernMcpClient } from "./mcp-2026.js";
+import { ModernMcpVersionError } from "./mcp-2026-types.js";
 import { loadedMcpSdk, mcpSdk } from "./sdk.js";
 
 /** The revision the SDK's client speaks (its `initialize` handshake). */
