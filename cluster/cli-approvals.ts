@@ -1,12 +1,6 @@
 /**
- * `runway approvals …`: the reviewers' inbox, every kind of item the API answers: an approval
- * node, a gated tool call, a tool server's request for input (approved with its form's content,
- * rejected to decline it) and a run waiting to be admitted.
- *
- *   runway approvals ls [--group G] [--run ID] [--limit N] [--cursor C]     runway approvals show <id>
- *   runway approvals approve <id> [--payload JSON | --payload-file FILE] [--by NAME]
- *   runway approvals reject <id> [--reason R] [--by NAME]
- *   runway approvals edit <id> --payload JSON | --payload-file FILE [--by NAME]
+ * `runway approvals …`: the reviewers' inbox, every kind of item the API answers (approval node,
+ * gated tool call, a server's input request, a run waiting to be admitted). Usage: cli-help.ts.
  */
 import type { RunwayClient } from "./client.js";
 import { jsonFile, jsonFlag, positiveInt } from "./cli-args.js";

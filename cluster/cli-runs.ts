@@ -1,12 +1,7 @@
 /**
- * `runway run …`: starting, reading, following and steering runs.
- *
- *   runway run start <definition> [--input JSON] [--key SOURCE:ID] [--lane L] [--project P] [--priority N]
- *   runway run get|cancel|watch|events|trajectory|replay|held <id>     runway run list [--status S]
- *   runway run signal <id> <name> [--data JSON]     runway run reconcile <id> --key K --decision D
- *
- * The command line is checked whole before anything is sent (runCommand answers what to do once
- * connected), so a wrong one is a usage error with or without a server.
+ * `runway run …`: starting, reading, following and steering runs (usage: cli-help.ts). The command
+ * line is checked whole before anything is sent, so a wrong one is a usage error with or without a
+ * server.
  */
 import type { NatsConnection } from "@nats-io/transport-node";
 import { ID_PATTERN } from "../runtime/index.js";

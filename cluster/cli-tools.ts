@@ -1,10 +1,6 @@
 /**
- * `runway tools …`: the tenant's MCP servers and their tools, and a one-step tool run to try a
- * server before wiring it into a workflow.
- *
- *   runway tools servers put <file.json> | servers get <name> | servers ls | servers rm <name>
- *   runway tools ls [--server S]
- *   runway tools call <server> <tool> [--args JSON] [--timeout-ms N]
+ * `runway tools …`: the tenant's MCP servers and their tools, and a one-step tool run to try a server
+ * before wiring it into a workflow (usage: cli-help.ts).
  */
 import { createHash } from "node:crypto";
 import type { ApiAnswer, RunwayClient } from "./client.js";

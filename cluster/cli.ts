@@ -1,11 +1,7 @@
 /**
- * The `runway` command line: `npx runway <command> …`, `./bin/runway.mjs <command> …` or
- * `npm run runway -- <command> …`, all of which run this module in the `runway` process itself
- * (bin/runway.mjs registers tsx and imports it), so signals reach the node.
- *
- * Its commands and their usage are listed once, in cli-help.ts (`runway --help`, docs/cli.md);
- * how it fails and its exit codes, in cli-errors.ts. A command line is checked whole before
- * anything is connected: `--help` and a usage error need no server.
+ * The `runway` command line, run in the `runway` process itself (bin/runway.mjs registers tsx and
+ * imports it) so signals reach the node. Usage is in cli-help.ts, failures and exit codes in
+ * cli-errors.ts. A command line is checked whole before connecting: `--help` needs no server.
  */
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -202,13 +198,10 @@ const PARENT_CHECK_MS = 500;
 const SHELLS = new Set(["sh", "dash", "bash", "zsh", "ksh", "ash", "busybox"]);
 
 /**
- * Calls `gone` once npm, which started this process, is gone. npm forwards SIGTERM and SIGINT
- * to its script, but a SIGKILLed npm forwards nothing and its script would go on serving.
- * `npm run runway` execs the CLI, so npm is the parent: its death reparents this process
- * (`process.ppid` changes). `npx runway` runs it through `sh -c`, whose shell stays between
- * them: on Linux the shell's own parent is watched too (from /proc), and changes when npm dies.
- * Only under npm (`npm_lifecycle_event` set): a node started by a supervisor or by hand is not
- * tied to whoever started it.
+ * Calls `gone` once npm, which started this process, is gone: a SIGKILLed npm forwards no signal and
+ * its script would go on serving. Detected by reparenting (`process.ppid`), and under `npx`'s
+ * `sh -c` by the shell's parent too (from /proc). Only under npm: a supervisor's node is not tied to
+ * whoever started it.
  */
 function watchNpm(gone: () => void): void {
   const parent = process.ppid;

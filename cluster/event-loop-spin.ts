@@ -2,12 +2,9 @@ import { eventLoopSpin, SPIN_OFF, type SpinPolicy } from "../runtime/index.js";
 import { envSetting } from "./env-setting.js";
 
 /**
- * A node's event loop polls for an answer it expects within 0.25 ms (the last answer on its
- * connection, or from its pool, came that soon), for up to a millisecond after such a request,
- * while it waits for at most four answers (runtime/event-loop-spin.ts). A sleeping loop wakes to
- * cold caches; four answers outstanding keep the loop busy by themselves, and an answer that
- * comes slower (a write the server syncs to disk) is waited for asleep. It assumes no core count:
- * it costs CPU only while an answer is expected soon. docs/tuning.md (`RUNWAY_EVENT_LOOP_SPIN`).
+ * The default spin: poll for an answer expected within 0.25 ms, for up to 1 ms after such a request,
+ * while at most four are outstanding (runtime/event-loop-spin.ts). It costs CPU only while an answer
+ * is expected soon, so it assumes no core count. docs/tuning.md (`RUNWAY_EVENT_LOOP_SPIN`).
  */
 export const SPIN_ON: SpinPolicy = { windowMs: 1, soonMs: 0.25, maxOutstanding: 4 };
 

@@ -14,14 +14,10 @@ function order(a: string, b: string): number {
 }
 
 /**
- * Follows one run's progress events until it ends: each event once, in the order the run
- * stored them, whatever live delivery lost. It subscribes to the run's live subject first, then
- * reads what the run's journal already holds (`runs.events`, from `after` on); after that a
- * stored event heard live is the cue to read the journal up to it (so one lost live before it
- * still comes first), and the journal is read again every `pollMs` without an event. Live-only
- * events (`step_started`) come in their place among the stored ones (by time; the node's clock
- * stamps both), or as they arrive. One that happened before the follower subscribed is not seen. With `tree` (for a root
- * run), its descendants' events come too, live only (each once, in the order they arrive).
+ * Follows one run's events until it ends, each once, in stored order, whatever live delivery lost:
+ * it subscribes first, then reads the journal, and a stored event heard live is the cue to read the
+ * journal up to it (also every `pollMs`). Live-only events slot in by time. With `tree`, descendants'
+ * events come too, live only.
  */
 export async function* followRun(
   nc: NatsConnection,
@@ -30,118 +26,143 @@ export async function* followRun(
   runId: string,
   options: { after?: string; pollMs?: number; signal?: AbortSignal; tree?: boolean } = {},
 ): AsyncGenerator<FollowedEvent> {
-  const pollMs = options.pollMs ?? 2_000;
-  const inbox: FollowedEvent[] = [];
-  let wake: (() => void) | undefined;
+  const follow = new Follow(client, runId, options.pollMs ?? 2_000, options.after, options.signal);
   const sub: Subscription = nc.subscribe(options.tree ? `rw.evt.${tenant}.${runId}.>` : `rw.evt.${tenant}.*.${runId}.*`, {
     callback: (err, msg) => {
       if (err) return;
       try {
-        inbox.push(msg.json<FollowedEvent>());
+        follow.hear(msg.json<FollowedEvent>());
       } catch {
         return;
       }
-      wake?.();
     },
   });
-  let cursor = options.after;
-  const newer = (e: FollowedEvent) => e.id !== undefined && (cursor === undefined || order(e.id, cursor) > 0);
-  /** The last event id yielded of each descendant (`tree`). */
-  const others = new Map<string, string>();
-  /** A page of stored events; while no node answers (one restarting), asked again every `pollMs`. */
-  const pageAfter = async (after: string | undefined) => {
-    for (;;) {
-      try {
-        return await client.runEvents(runId, after !== undefined ? { after } : {});
-      } catch (err) {
-        // A fault the service answered (500) is not retried; its absence or a 503 is.
-        if (options.signal?.aborted || (err instanceof ApiFault && err.code !== 503)) throw err;
-        await new Promise((r) => setTimeout(r, pollMs));
-      }
-    }
-  };
   try {
     await nc.flush();
-    /**
-     * Live-only events of this run waiting in the inbox that happened before `stored` (earlier,
-     * or at the same time and about the same step), taken out in the order they came.
-     */
-    const liveBefore = function* (stored: FollowedEvent): Generator<FollowedEvent> {
-      for (let i = 0; i < inbox.length;) {
-        const l = inbox[i]!;
-        if (l.run === runId && l.id === undefined && (l.at < stored.at || (l.at === stored.at && l.node === stored.node && l.item === stored.item))) {
-          inbox.splice(i, 1);
-          yield l;
-        } else i++;
-      }
-    };
-    /** Reads the journal from the cursor on: every stored event not yielded yet, live-only ones that came meanwhile in their place. */
-    const catchUp = async function* (): AsyncGenerator<FollowedEvent> {
-      for (;;) {
-        const page = await pageAfter(cursor);
-        if (page.outcome !== "events") throw new Error(`${runId}: ${page.outcome}`);
-        for (const e of page.events as FollowedEvent[]) {
-          if (!newer(e)) continue;
-          yield* liveBefore(e);
-          cursor = e.id;
-          yield e;
-        }
-        if (!page.more) return;
-      }
-    };
-    for await (const e of catchUp()) {
-      yield e;
-      if (TERMINAL_EVENT_TYPES.has(e.type)) return;
-    }
+    if (yield* follow.catchUp()) return;
     while (!options.signal?.aborted) {
-      const e = inbox.shift();
+      const e = follow.inbox.shift();
       if (e) {
         if (e.run !== runId) {
-          const seen = others.get(e.run);
-          if (e.id !== undefined && seen !== undefined && order(e.id, seen) <= 0) continue;
-          if (e.id !== undefined) others.set(e.run, e.id);
-          yield e;
-          continue;
-        }
-        if (e.id === undefined) {
-          yield e;
-          continue;
-        }
-        if (!newer(e)) continue;
-        // A stored event heard live: read the journal up to it, so one lost live before it (a
-        // slow consumer, a node killed between its write and its publish) comes first, in order.
-        for (let tries = 0; newer(e) && tries < 4; tries++) {
-          if (tries > 0) await new Promise((r) => setTimeout(r, 50));
-          for await (const stored of catchUp()) {
-            yield stored;
-            if (TERMINAL_EVENT_TYPES.has(stored.type)) return;
-          }
-        }
-        // A journal read from a replica behind the leader may not hold it yet: the live copy stands in.
-        if (!newer(e)) continue;
-        cursor = e.id;
-        yield e;
-        if (TERMINAL_EVENT_TYPES.has(e.type)) return;
+          if (follow.firstOfDescendant(e)) yield e;
+        } else if (e.id === undefined) yield e;
+        else if (follow.newer(e) && (yield* follow.upTo(e))) return;
         continue;
       }
-      const heard = await new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => resolve(false), pollMs);
-        wake = () => {
-          clearTimeout(timer);
-          resolve(true);
-        };
-        options.signal?.addEventListener("abort", wake, { once: true });
-      });
-      if (wake) options.signal?.removeEventListener("abort", wake);
-      wake = undefined;
-      if (heard) continue;
+      if (await follow.heardWithin()) continue;
       // Quiet for a while: whatever live delivery missed is in the journal.
-      for await (const e of catchUp()) {
-        yield e;
-        if (TERMINAL_EVENT_TYPES.has(e.type)) return;
-      }
+      if (yield* follow.catchUp()) return;
     }
   } finally {
     sub.unsubscribe();
+  }
+}
+
+/** What following one run keeps: events heard live and not yet yielded, the journal cursor, the last id seen of each descendant. */
+class Follow {
+  readonly inbox: FollowedEvent[] = [];
+  private wake: (() => void) | undefined;
+  /** The last event id yielded of each descendant (`tree`). */
+  private readonly others = new Map<string, string>();
+
+  constructor(
+    private readonly client: RunwayClient,
+    private readonly runId: string,
+    private readonly pollMs: number,
+    private cursor: string | undefined,
+    private readonly signal: AbortSignal | undefined,
+  ) {}
+
+  hear(event: FollowedEvent): void {
+    this.inbox.push(event);
+    this.wake?.();
+  }
+
+  /** A stored event of this run not yielded yet. */
+  newer(e: FollowedEvent): e is FollowedEvent & { id: string } {
+    return e.id !== undefined && (this.cursor === undefined || order(e.id, this.cursor) > 0);
+  }
+
+  /** A descendant's event heard for the first time (each once, in the order they arrive). */
+  firstOfDescendant(e: FollowedEvent): boolean {
+    const seen = this.others.get(e.run);
+    if (e.id !== undefined && seen !== undefined && order(e.id, seen) <= 0) return false;
+    if (e.id !== undefined) this.others.set(e.run, e.id);
+    return true;
+  }
+
+  /** A page of stored events; while no node answers (one restarting), asked again every `pollMs`. */
+  private async pageAfter(after: string | undefined) {
+    for (;;) {
+      try {
+        return await this.client.runEvents(this.runId, after !== undefined ? { after } : {});
+      } catch (err) {
+        // A fault the service answered (500) is not retried; its absence or a 503 is.
+        if (this.signal?.aborted || (err instanceof ApiFault && err.code !== 503)) throw err;
+        await new Promise((r) => setTimeout(r, this.pollMs));
+      }
+    }
+  }
+
+  /**
+   * Live-only events of this run waiting in the inbox that happened before `stored` (earlier,
+   * or at the same time and about the same step), taken out in the order they came.
+   */
+  private *liveBefore(stored: FollowedEvent): Generator<FollowedEvent> {
+    for (let i = 0; i < this.inbox.length;) {
+      const l = this.inbox[i]!;
+      if (l.run === this.runId && l.id === undefined && (l.at < stored.at || (l.at === stored.at && l.node === stored.node && l.item === stored.item))) {
+        this.inbox.splice(i, 1);
+        yield l;
+      } else i++;
+    }
+  }
+
+  /** Reads the journal from the cursor on: every stored event not yielded yet, live-only ones that came meanwhile in their place. Returns whether the run ended. */
+  async *catchUp(): AsyncGenerator<FollowedEvent, boolean> {
+    for (;;) {
+      const page = await this.pageAfter(this.cursor);
+      if (page.outcome !== "events") throw new Error(`${this.runId}: ${page.outcome}`);
+      for (const e of page.events as FollowedEvent[]) {
+        if (!this.newer(e)) continue;
+        yield* this.liveBefore(e);
+        this.cursor = e.id;
+        yield e;
+        if (TERMINAL_EVENT_TYPES.has(e.type)) return true;
+      }
+      if (!page.more) return false;
+    }
+  }
+
+  /**
+   * A stored event heard live: the journal is read up to it, so one lost live before it (a slow
+   * consumer, a node killed between its write and its publish) comes first, in order. Returns
+   * whether the run ended.
+   */
+  async *upTo(e: FollowedEvent & { id: string }): AsyncGenerator<FollowedEvent, boolean> {
+    for (let tries = 0; this.newer(e) && tries < 4; tries++) {
+      if (tries > 0) await new Promise((r) => setTimeout(r, 50));
+      if (yield* this.catchUp()) return true;
+    }
+    // A journal read from a replica behind the leader may not hold it yet: the live copy stands in.
+    if (!this.newer(e)) return false;
+    this.cursor = e.id;
+    yield e;
+    return TERMINAL_EVENT_TYPES.has(e.type);
+  }
+
+  /** Waits for a live event (true), or `pollMs` or an abort without one (false). */
+  async heardWithin(): Promise<boolean> {
+    const heard = await new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), this.pollMs);
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      this.signal?.addEventListener("abort", this.wake, { once: true });
+    });
+    if (this.wake) this.signal?.removeEventListener("abort", this.wake);
+    this.wake = undefined;
+    return heard;
   }
 }

@@ -3,12 +3,10 @@ import { getPriority, setPriority } from "node:os";
 import { profiledSetting } from "./host-profile.js";
 
 /**
- * A node's main thread (its event loop) is the serial part of every step, and its pool's threads
- * run the handlers. The process's other threads are V8's compiler and garbage-collector helpers
- * (and libuv's): work that can wait a little, which on a small host takes the cores from the event
- * loop. Ten steps of `nice` lower, they work when a core is free. The price is paid where the
- * pool's own threads keep the cores busy: a collection the event loop waits on waits longer for
- * its helpers. docs/tuning.md (`RUNWAY_HELPER_THREADS`).
+ * V8's compiler and GC helper threads do work that can wait, which on a small host takes cores from
+ * the event loop (the serial part of every step); ten steps of `nice` lower, they run when a core is
+ * free. The price: a collection the event loop waits on waits longer. docs/tuning.md
+ * (`RUNWAY_HELPER_THREADS`).
  */
 export const HELPER_NICE_STEP = 10;
 

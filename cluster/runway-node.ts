@@ -34,18 +34,11 @@ import {
 export type { LocalReceiver, NodeDecorators, RunwayNodeConfig, RunwayWorkflowNode } from "./node-config.js";
 
 /**
- * A workflow node: the generic runtime node (connect, topology, actor host, membership,
- * ownership) plus the run and tenant actors, the step pool, the engine that runs attempts, the
- * services, the metrics and the `runway` API. Its parts are made in dependency order:
- *
- *   pool (threads load while the node connects) → stores (lazy, the actors read them) → actors
- *   → [connect → topology → host] → domain topology → model store → tool gateway → services (tenants,
- *   engine, sweeper, runs) → metrics → [membership → ownership] → pool ready → API
- *
- * and stop in reverse (each stop runs even when an earlier one throws; see `Lifecycle`): the
- * API stops taking requests before the partitions are handed back, and the pool is destroyed
- * only after that. The pool's threads are waited for only after ownership: a restarted node recovers its
- * partitions while they load.
+ * A workflow node: the generic runtime node plus the run and tenant actors, the step pool, the
+ * engine, the services, the metrics and the API, made in dependency order (node-parts.ts) and
+ * stopped in reverse, each stop running even if an earlier one threw: the API stops taking requests
+ * before partitions are handed back, and the pool is destroyed last. The pool's threads load while
+ * the node connects and recovers, and are waited for only after ownership.
  */
 export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayWorkflowNode> {
   const logger = config.logger ?? createLogger(`node:${config.name}`);

@@ -14,13 +14,10 @@ function applyFlags(word: string, flags: string | undefined): string {
 }
 
 /**
- * V8's optimising compiler inlines a callee of up to `--max-inlined-bytecode-size` bytes of
- * bytecode (460 in Node 20's V8) into a hot function, until they add up to
- * `--max-inlined-bytecode-size-cumulative` (920). A node's ~200 hot functions are optimised on
- * V8's helper threads over the first thousand runs after a start; on a small host that compiling
- * takes the cores the event loop and nats-server need. Smaller budgets make each compile smaller
- * and the code no slower where it counts; half the cumulative budget cost runs with a wide map.
- * What it gains and costs: docs/tuning.md.
+ * Smaller V8 inlining budgets: a node's hot functions are optimised on V8's helper threads soon after
+ * start, and on a small host that compiling takes the cores the event loop and nats-server need.
+ * Smaller budgets make each compile smaller without slowing the code where it counts. What it gains
+ * and costs: docs/tuning.md.
  */
 export const LEAN_INLINING_FLAGS = "--max-inlined-bytecode-size-cumulative=690 --max-inlined-bytecode-size=300";
 

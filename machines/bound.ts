@@ -48,26 +48,11 @@ export interface BoundResult {
 
 /**
  * Bounds `value` so that `JSON.stringify(result.value)` is at most `limitBytes` UTF-8 bytes,
- * envelope included (brackets, braces, commas, keys and the markers themselves), keeping its shape:
- *
- * - a value that fits is returned as is (the same reference), `truncated: false`;
- * - every top-level item of an array, and every top-level property value of an object, that is
- *   over the limit on its own is replaced by `{ $dropped: { reason: "size", bytes } }` (every
- *   such item, not only the first; the key stays);
- * - if the container is still too big, an array keeps its longest head that fits and its tail
- *   becomes ONE marker `{ $dropped: { reason: "size", items, bytes } }` as its last element; an
- *   object keeps its longest head of keys (in key order) and the dropped keys are counted in one
- *   `"$dropped": { reason, items, bytes }` property (an input key named `$dropped` is then
- *   dropped first, so keys never collide);
- * - a scalar (e.g. a string) over the limit becomes a marker.
- *
- * A marker's `bytes` is the serialised size of what it stands for (a dropped property counts as
- * `"key":value`; the separators between dropped items are not counted).
- *
- * Nested containers are not descended into: an item is kept whole or replaced whole. Kept items
- * are the caller's own objects, not copies. Each item is serialised once or twice, never
- * repeatedly (linear in the input). The value must be JSON-serialisable: a cycle or a BigInt
- * throws JSON.stringify's TypeError. Throws RangeError for a limit below {@link MIN_BOUND_LIMIT}.
+ * keeping its shape: a value that fits is returned as is; an oversized top-level item or property
+ * becomes a `{ $dropped: { reason: "size", bytes } }` marker, and a still-too-big container keeps
+ * its longest head and counts its tail in one marker. Nested containers are kept or replaced
+ * whole, never descended into, so the cost is linear in the input. Throws RangeError for a limit
+ * below {@link MIN_BOUND_LIMIT} (and JSON.stringify's TypeError on a cycle or a BigInt).
  */
 export function bound(value: unknown, limitBytes: number = DEFAULT_BOUND_LIMIT): BoundResult {
   if (!Number.isInteger(limitBytes) || limitBytes < MIN_BOUND_LIMIT) {

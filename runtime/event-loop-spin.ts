@@ -1,17 +1,10 @@
 /**
- * Spin-then-park for a node's event loop. A step run alone waits on two answers in turn: its
- * write's acknowledgement from the server and its handler's result from a pool thread, each a
- * fraction of a millisecond. Parked in epoll meanwhile, the loop's thread sleeps; woken, it
- * finds its caches cold. On a 2-core VM a step one at a time cost ~790 µs of main-thread CPU
- * (its run's start and end included) against ~250 µs at 32 in flight (w1, 2026-12-05), the same
- * code slower everywhere. While an
- * answer is expected soon, the loop polls instead of sleeping: a chain of `setImmediate`
- * callbacks makes libuv check its sockets without blocking.
- *
- * It spins only for answers expected soon (the last answer on the same connection, or from the
- * same pool, came soon), while they are few (more keep the loop busy by themselves), and no
- * longer than a window after the last such request: a handler that runs for seconds, or a
- * write the server syncs to disk, is waited for parked, and an idle node never spins.
+ * Spin-then-park for a node's event loop. A step waits on two sub-millisecond answers in turn (its
+ * write's ack, its handler's result); parked in epoll meanwhile, the thread sleeps and wakes to cold
+ * caches. So while an answer is expected soon the loop polls (a chain of `setImmediate`) instead.
+ * It spins only when recent answers came soon, while few are outstanding (more keep the loop busy by
+ * themselves) and for a short window: a slow handler or a disk sync is waited for parked, and an
+ * idle node never spins.
  */
 export interface SpinPolicy {
   /** How long after the last request the loop keeps polling; 0 never spins. */

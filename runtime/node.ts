@@ -59,15 +59,43 @@ export interface RunwayNode {
  * the liveness record goes next, the connection last.
  */
 export async function startNode(config: NodeConfig): Promise<RunwayNode> {
-  const clock = config.clock ?? systemClock;
   const logger = config.logger ?? createLogger(`node:${config.name}`);
-  const topology: TopologyConfig = { ...DEFAULT_TOPOLOGY, ...config.topology };
-  const incarnation = randomUUID();
-  const leaseTtlMs = config.leaseTtlMs ?? 10_000;
+  const node: NodeBuild = {
+    config,
+    clock: config.clock ?? systemClock,
+    logger,
+    topology: { ...DEFAULT_TOPOLOGY, ...config.topology },
+    incarnation: randomUUID(),
+    leaseTtlMs: config.leaseTtlMs ?? 10_000,
+    parts: {},
+  };
   const lifecycle = new Lifecycle(logger);
-  const parts: Partial<{ nc: NatsConnection; host: ActorHost; membership: Membership; ownership: PartitionOwnership }> = {};
+  lifecycle.add(connectStage(node));
+  lifecycle.add({ name: "topology", start: () => retryWhileElecting(() => ensureTopology(node.parts.nc!, node.topology), logger) });
+  lifecycle.add(hostStage(node));
+  const self = nodeView(node, lifecycle);
+  for (const stage of config.stages?.(() => self) ?? []) lifecycle.add(stage);
+  lifecycle.add(membershipStage(node));
+  lifecycle.add(ownershipStage(node));
+  for (const stage of config.serving?.(() => self) ?? []) lifecycle.add(stage);
 
-  lifecycle.add({
+  await lifecycle.start();
+  return self;
+}
+
+/** What a starting node's stages share: its settings, and its parts once their stage started. */
+interface NodeBuild {
+  config: NodeConfig;
+  clock: Clock;
+  logger: Logger;
+  topology: TopologyConfig;
+  incarnation: string;
+  leaseTtlMs: number;
+  parts: Partial<{ nc: NatsConnection; host: ActorHost; membership: Membership; ownership: PartitionOwnership }>;
+}
+
+function connectStage({ config, parts }: NodeBuild): Stage {
+  return {
     name: "connect",
     start: async () => {
       parts.nc = await connectNats({ ...config.connection, name: config.name });
@@ -75,9 +103,11 @@ export async function startNode(config: NodeConfig): Promise<RunwayNode> {
     stop: async () => {
       await parts.nc?.drain().catch(() => parts.nc?.close());
     },
-  });
-  lifecycle.add({ name: "topology", start: () => retryWhileElecting(() => ensureTopology(parts.nc!, topology), logger) });
-  lifecycle.add({
+  };
+}
+
+function hostStage({ config, parts, topology, clock, logger, leaseTtlMs }: NodeBuild): Stage {
+  return {
     name: "host",
     start: () => {
       parts.host = new ActorHost({
@@ -96,9 +126,13 @@ export async function startNode(config: NodeConfig): Promise<RunwayNode> {
       });
     },
     stop: () => parts.host?.stop(),
-  });
-  // The node as the domain's stages see it; its parts exist once the earlier stages started.
-  const self: RunwayNode = {
+  };
+}
+
+/** The node as the domain's stages see it; its parts exist once the earlier stages started. */
+function nodeView({ config, parts, topology, incarnation }: NodeBuild, lifecycle: Lifecycle): RunwayNode {
+  let mailbox: MailboxClient | undefined;
+  return {
     name: config.name,
     incarnation,
     topology,
@@ -119,17 +153,21 @@ export async function startNode(config: NodeConfig): Promise<RunwayNode> {
     },
     stop: () => lifecycle.stop(),
   };
-  let mailbox: MailboxClient | undefined;
-  for (const stage of config.stages?.(() => self) ?? []) lifecycle.add(stage);
-  lifecycle.add({
+}
+
+function membershipStage({ config, parts, incarnation, leaseTtlMs, clock, logger }: NodeBuild): Stage {
+  return {
     name: "membership",
     start: async () => {
       parts.membership = new Membership({ nc: parts.nc!, node: config.name, incarnation, ttlMs: leaseTtlMs, clock, logger });
       await parts.membership.start();
     },
     stop: () => parts.membership?.stop(),
-  });
-  lifecycle.add({
+  };
+}
+
+function ownershipStage({ config, parts, topology, incarnation, leaseTtlMs, clock, logger }: NodeBuild): Stage {
+  return {
     name: "ownership",
     start: () => {
       parts.ownership = new PartitionOwnership({
@@ -145,11 +183,7 @@ export async function startNode(config: NodeConfig): Promise<RunwayNode> {
       parts.ownership.start();
     },
     stop: () => parts.ownership?.drain(),
-  });
-  for (const stage of config.serving?.(() => self) ?? []) lifecycle.add(stage);
-
-  await lifecycle.start();
-  return self;
+  };
 }
 
 /**

@@ -62,15 +62,10 @@ export interface QuotaGrant {
 }
 
 /**
- * The node's fair scheduler at work: run actors offer ready attempts (tickets); the pure policy
- * of `machines/scheduler` picks which one gets a free worker slot (interactive reserve, tenant
- * weighted fair share by cost, caps, priority and deadline, aging, migration on idle
- * capacity, provider buckets); the winner runs at once as the attempt its ticket names (the grant
- * writes nothing), and the slot is held until its handler returns (`free`); the ticket stays held
- * until its report is committed (`done`), with at most `slots` tickets committing without a slot.
- * Tickets live in memory: after a
- * crash, recovery of the partition offers its ready attempts again. A ticket whose run moved
- * on (cancelled, partition lost) is refused by the run and its slot freed.
+ * The node's fair scheduler at work: run actors offer ready attempts (tickets), `machines/scheduler`
+ * picks which gets a free slot, and the winner runs at once (the grant writes nothing). The slot is
+ * held until the handler returns, the ticket until its report is committed. Tickets live in memory:
+ * after a crash, recovery offers the ready attempts again, and a run that moved on refuses its ticket.
  */
 export class Dispatcher {
   private state: SchedulerState = emptyScheduler();

@@ -43,12 +43,10 @@ function storedRunOf(run: RunContext | null, record: ActorRecord): StoredRun {
 }
 
 /**
- * A listed run as recovery sees it. With `memories`, from its journal, read once: the run's
- * facts stay in memory for the `run.recover` that follows (which would read the journal anyway,
- * for the outputs its retried steps take), and its last record says whether it is live. That
- * read may be answered by a replica behind the leader: an older record is never a wrong
- * answer here (a run that looks live is loaded from the leader and refuses what does not fit;
- * one that looks ended has ended), and a run with no record there is read from the leader.
+ * A listed run as recovery sees it, from its journal read once (its facts stay in memory for the
+ * `run.recover` that follows). A replica behind the leader may answer: an older record is never a
+ * wrong answer here (a run that looks live refuses what does not fit), and a missing one is read from
+ * the leader.
  */
 async function recalledRun(log: RecoveryLog, id: string, memories: Pick<RunMemories, "recall"> | undefined): Promise<StoredRun> {
   const recalled = await memories?.recall(id);
@@ -100,23 +98,11 @@ function settledBy(answer: Awaited<ReturnType<ActorHost["dispatch"]>>, applied: 
 }
 
 /**
- * When this node starts serving a partition, the attempts its runs had leased lived in the
- * memory of whichever process served it before; that process is gone (or fenced). Every live
- * run of the partition gets `run.recover`: its leased and running attempts fail as
- * `worker_lost` and are retried at once. The runs come from the live-run index
- * (`run/live-runs.ts`): the cost follows the live runs, not every run stored. A run
- * with nothing in flight refuses the command without a write.
- *
- * A run that ended just before its node died may not have published its last outbox (the word
- * to its tenant or its parent, and the removal of its own index entry, published last), and a
- * command applied in-process leaves no mailbox message to redeliver: nothing would load it
- * again. Loading an actor publishes its stored outbox, so a run ended within the duplicate
- * window is touched too (refused without a write). An index key whose run ended earlier is
- * removed (a member key is its tenant's to remove: the sweep tells the tenant).
- *
- * A run whose record the store did not answer for, or whose command a store fault kept, is
- * reported `unsettled`, never passed over: nothing else would look at it before its lease ran
- * out. `only` limits the pass to those runs.
+ * When this node starts serving a partition, the attempts its runs leased lived in the previous
+ * owner's memory: every live run (from the live-run index, so the cost follows live runs) gets
+ * `run.recover`, which fails them `worker_lost` and retries. Recently ended runs are touched too, so
+ * loading them republishes an outbox a crash cut short. A run the store did not answer for is
+ * reported `unsettled`, never passed over; `only` limits a pass to those.
  */
 export async function recoverPartition(deps: RecoveryDeps, partition: number, log: RecoveryLog, only?: ReadonlySet<string>): Promise<RecoveryReport> {
   if (!only) await buildLiveIndex(deps, partition, log);
@@ -165,13 +151,10 @@ export async function recoverPartition(deps: RecoveryDeps, partition: number, lo
 }
 
 /**
- * {@link recoverPartition}, tried again while it fails (a listing or a read the store did not
- * answer: a stream leader being elected, say) or leaves runs unsettled, and the partition is
- * still served by `log`: after 100 ms, doubling to 2 s, eight tries in all (about 7 s). A try
- * after one that listed the partition takes only the runs left unsettled. Each try is
- * idempotent (a run with nothing in flight refuses `run.recover` without a write; the
- * command's id dedupes it). After the last, the failure is the caller's. Returns the runs
- * recovered.
+ * {@link recoverPartition}, tried again with backoff while it fails or leaves runs unsettled and the
+ * partition is still served by `log`; later tries take only the unsettled runs. Each try is
+ * idempotent (a run with nothing in flight refuses `run.recover` without a write). After the last
+ * try the failure is the caller's.
  */
 export async function recoverPartitionPatiently<L extends RecoveryLog>(
   deps: RecoveryDeps & { serving(partition: number, log: L): boolean; sleep?(ms: number): Promise<void> },
@@ -203,12 +186,9 @@ export async function recoverPartitionPatiently<L extends RecoveryLog>(
 const builtKey = (partition: number) => `built.p${partition}`;
 
 /**
- * Runs stored before the live-run index existed have no entry in it (nor in the runs index):
- * the first owner of each partition after the upgrade reads every run record of the partition
- * once, adds the live ones to the index and each one's summary to the runs index, and then
- * marks the partition built. A node that dies half way, or a run record the store does not
- * answer for, leaves no mark; the next try or owner does it again (every step is idempotent).
- * Records stored before keep no retention: they stay.
+ * Runs stored before the live-run index have no entry in it: the first owner of each partition reads
+ * every run record once, indexes the live ones, and marks the partition built. Every step is
+ * idempotent, so a node dying half way leaves no mark and the next try does it again.
  */
 export async function buildLiveIndex(deps: { nc: NatsConnection; live: LiveRunIndex; logger: Logger }, partition: number, log: RecoveryLog): Promise<void> {
   const { nc } = deps;

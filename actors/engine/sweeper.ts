@@ -20,15 +20,10 @@ export interface SweepReport {
 }
 
 /**
- * The recovery sweep (seed 004's reaper and wait sweep): a bounded, periodic pass over the live
- * runs of the partitions this node serves, as the live-run index lists them (`run/live-runs.ts`), so
- * a pass costs what is live, not what was ever stored. It repairs what a lost clock or hand-over left behind —
- * a queued run asks its tenant again (never failed for waiting), a lease past expiry is expired, a
- * lost offer is offered again, a wait past its deadline ends `wait_abandoned`, and a child whose
- * parent ended ends `parent_gone` — by sending each run a command its own machine decides; and a
- * tenant slot held by a run that never got a record (or that ended unheard) is released. One
- * bad record never aborts a pass; a pass reads at most `maxPerPass` runs and the next goes on
- * from where it stopped.
+ * The recovery sweep (seed 004's reaper and wait sweep): a bounded periodic pass over the live runs
+ * of the partitions served here, so it costs what is live. It repairs what a lost clock or hand-over
+ * left by sending each run a command its own machine decides, and releases tenant slots held by runs
+ * that never got a record. A bad record never aborts a pass; a pass resumes where the last stopped.
  */
 export class Sweeper {
   private readonly cursor = new Map<number, string>();

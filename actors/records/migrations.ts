@@ -5,15 +5,10 @@ import type { MigrationStep } from "../../runtime/index.js";
 type Persisted = { value?: unknown; context?: { run?: unknown } } | undefined;
 
 /**
- * Every stored record format this code reads, one table: actor kind × the version a record was
- * written with → the step that brings its snapshot to the next version. The host runs the steps
- * from a record's version to its kind's current one when it reads the record (`readRecord`, and
- * a lane's load), so every reader sees today's format. Each step is pure and driven from the
- * stored fixtures of its version (`test/unit/migrations.test.ts`, `test/fixtures/records/`).
- *
- * A tenant has one record format (version 1): the members a record stored before issue 9 kept
- * inside it move out to keys over several of its own transitions, which its machine does
- * (`machines/tenant/migrate.ts`), not a step on load.
+ * Every stored record format this code reads, one table: actor kind × stored version → the pure step
+ * to the next version, run by the host on every read, so every reader sees today's format. Each step
+ * is tested against stored fixtures of its version (`test/fixtures/records/`). A tenant's older
+ * in-record members move out over its own transitions (`machines/tenant/migrate.ts`), not on load.
  */
 export const MIGRATIONS = {
   run: {

@@ -37,23 +37,7 @@ export const RUN_RECORD: RecordFormat<RunTypes> = { kind: RUN_KIND, version: REC
  * journal's facts, `RunMemories`) — so the stored head stays small and the machine stays pure.
  * A run keeps every stored transition (`history: "journal"`): that history is its journal.
  */
-export function runActor(
-  deps: {
-    planOf(digest: string): Promise<CompiledPlan>;
-    parentOf(parentId: string, childId: string): Promise<ParentView | null>;
-    memories: Pick<RunMemories, "of" | "stored" | "forget">;
-    /** The attempts of `run` this process holds now (queued for a worker, granted or executing): what a recovery must not count lost. */
-    alive?(run: string): AliveAttempt[];
-  },
-  settings: {
-    leaseTtlMs?: number;
-    waitGraceMs?: number;
-    expansionAdmission?: boolean;
-    sweep?: SweepSettings;
-    /** The live-run index (made on first use: the actor is defined before the connection exists). */
-    live?: () => LiveRunIndex;
-  } = {},
-) {
+export function runActor(deps: RunActorDeps, settings: RunActorSettings = {}) {
   // What every prepared event carries from the node's settings, made once.
   const tuned = {
     ...(settings.leaseTtlMs ? { lease_ttl_ms: settings.leaseTtlMs } : {}),
@@ -75,56 +59,82 @@ export function runActor(
     // A recovery judges which offered attempts this process still holds: the offers of the commands
     // decided before it must have reached the scheduler, or it would count them lost and run them twice.
     readsHandOvers: (event) => event.type === "run.recover",
-    // The live index, the runs index and the reconciliation items follow the run's own transitions (live-runs.ts, runs-index.ts, reconciliations.ts).
-    effects: (_address: ActorAddress, before: AnyMachineSnapshot, after: AnyMachineSnapshot): Effect[] => {
-      const was = (before.context as ExecutionContext).run;
-      const run = (after.context as ExecutionContext).run;
-      if (!run) return [];
-      const out: Effect[] = [...reconcileIndexEffects(was, run), ...inboxEffects(was, run)];
-      // A run its tenant counts is listed by its member key while it lives (runs-index.ts).
-      if (!was && !run.counted) out.push(runCreatedEffect(run));
-      if (!isEnded(before.value) && isEnded(after.value)) {
-        out.push(runEndedEffect(run));
-        if (settings.live && !run.counted) out.push(settings.live().removal(run.id));
-      }
-      return out;
-    },
-    prepare: async (event: EventObject, current: AnyMachineSnapshot | undefined, pending: readonly unknown[]) => {
-      const e = event as EventObject & { run?: { id: string; tenant: string; parent_run_id?: string | null; definition: { digest: string }; counted?: true } };
-      const stored = (current?.context as ExecutionContext | undefined)?.run ?? undefined;
-      const creating = e.type === "run.create" && stored == null;
-      const run = e.type === "run.create" ? e.run : stored;
-      // No run yet and not a create: the machine refuses it; no plan is needed for that.
-      if (!run) return event;
-      // In the live index before the record exists, so recovery never misses a live run: a run
-      // its tenant counts is there by its member key already; an in-process start of a run a
-      // person admits first added its key beside the rest of the start (`live_indexed`: set only
-      // on a command dispatched here unparsed; the mailbox's schema strips it).
-      const indexed = (e as { live_indexed?: unknown }).live_indexed === true || (e.type === "run.create" && e.run?.counted === true);
-      if (creating && settings.live && !indexed) await settings.live().add(run.id, { tenant: run.tenant, at: (e as { now?: number }).now ?? 0 });
-      // A child's create reads its parent once: the machine refuses a child of a cancelled or ended parent before it exists.
-      const parent = creating && run.parent_run_id ? { parent: await deps.parentOf(run.parent_run_id, run.id) } : {};
-      // An ended run only answers (late reports, signals, decisions): it reads no input or
-      // output, so a command to one that has left memory does not read its journal back.
-      const needsMemory = stored != null && !isEnded(current?.value);
-      const [compiled, memory] = await Promise.all([
-        deps.planOf(run.definition.digest),
-        needsMemory ? deps.memories.of(stored, pending as RunFact[]) : undefined,
-      ]);
-      return {
-        ...event,
-        ...parent,
-        ...(memory ? { memory } : {}),
-        // Read now, as it is decided, not when it was sent: a run that moved meanwhile offered attempts since.
-        ...(e.type === "run.recover" ? { alive: deps.alive?.(run.id) ?? [] } : {}),
-        plan: compiled.plan,
-        child_ids: childIdsOf(run, compiled),
-        child_definitions: compiled.children,
-        ...tuned,
-        ...measuredOutput(event),
-      };
-    },
+    effects: indexEffects(settings.live),
+    prepare: preparer(deps, settings.live, tuned),
   });
+}
+
+interface RunActorDeps {
+  planOf(digest: string): Promise<CompiledPlan>;
+  parentOf(parentId: string, childId: string): Promise<ParentView | null>;
+  memories: Pick<RunMemories, "of" | "stored" | "forget">;
+  /** The attempts of `run` this process holds now (queued for a worker, granted or executing): what a recovery must not count lost. */
+  alive?(run: string): AliveAttempt[];
+}
+
+interface RunActorSettings {
+  leaseTtlMs?: number;
+  waitGraceMs?: number;
+  expansionAdmission?: boolean;
+  sweep?: SweepSettings;
+  /** The live-run index (made on first use: the actor is defined before the connection exists). */
+  live?: () => LiveRunIndex;
+}
+
+/** The live index, the runs index and the reconciliation items follow the run's own transitions (live-runs.ts, runs-index.ts, reconciliations.ts). */
+function indexEffects(live: (() => LiveRunIndex) | undefined) {
+  return (_address: ActorAddress, before: AnyMachineSnapshot, after: AnyMachineSnapshot): Effect[] => {
+    const was = (before.context as ExecutionContext).run;
+    const run = (after.context as ExecutionContext).run;
+    if (!run) return [];
+    const out: Effect[] = [...reconcileIndexEffects(was, run), ...inboxEffects(was, run)];
+    // A run its tenant counts is listed by its member key while it lives (runs-index.ts).
+    if (!was && !run.counted) out.push(runCreatedEffect(run));
+    if (!isEnded(before.value) && isEnded(after.value)) {
+      out.push(runEndedEffect(run));
+      if (live && !run.counted) out.push(live().removal(run.id));
+    }
+    return out;
+  };
+}
+
+/** The run actor's `prepare`: what the machine needs that the head does not hold (see {@link runActor}). */
+function preparer(deps: RunActorDeps, live: (() => LiveRunIndex) | undefined, tuned: object) {
+  return async (event: EventObject, current: AnyMachineSnapshot | undefined, pending: readonly unknown[]) => {
+    const e = event as EventObject & { run?: { id: string; tenant: string; parent_run_id?: string | null; definition: { digest: string }; counted?: true } };
+    const stored = (current?.context as ExecutionContext | undefined)?.run ?? undefined;
+    const creating = e.type === "run.create" && stored == null;
+    const run = e.type === "run.create" ? e.run : stored;
+    // No run yet and not a create: the machine refuses it; no plan is needed for that.
+    if (!run) return event;
+    // In the live index before the record exists, so recovery never misses a live run: a run
+    // its tenant counts is there by its member key already; an in-process start of a run a
+    // person admits first added its key beside the rest of the start (`live_indexed`: set only
+    // on a command dispatched here unparsed; the mailbox's schema strips it).
+    const indexed = (e as { live_indexed?: unknown }).live_indexed === true || (e.type === "run.create" && e.run?.counted === true);
+    if (creating && live && !indexed) await live().add(run.id, { tenant: run.tenant, at: (e as { now?: number }).now ?? 0 });
+    // A child's create reads its parent once: the machine refuses a child of a cancelled or ended parent before it exists.
+    const parent = creating && run.parent_run_id ? { parent: await deps.parentOf(run.parent_run_id, run.id) } : {};
+    // An ended run only answers (late reports, signals, decisions): it reads no input or
+    // output, so a command to one that has left memory does not read its journal back.
+    const needsMemory = stored != null && !isEnded(current?.value);
+    const [compiled, memory] = await Promise.all([
+      deps.planOf(run.definition.digest),
+      needsMemory ? deps.memories.of(stored, pending as RunFact[]) : undefined,
+    ]);
+    return {
+      ...event,
+      ...parent,
+      ...(memory ? { memory } : {}),
+      // Read now, as it is decided, not when it was sent: a run that moved meanwhile offered attempts since.
+      ...(e.type === "run.recover" ? { alive: deps.alive?.(run.id) ?? [] } : {}),
+      plan: compiled.plan,
+      child_ids: childIdsOf(run, compiled),
+      child_definitions: compiled.children,
+      ...tuned,
+      ...measuredOutput(event),
+    };
+  };
 }
 
 /**

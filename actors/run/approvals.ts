@@ -8,13 +8,10 @@ import { sha256Hex, lastValues } from "../records/index.js";
 export const APPROVALS_BUCKET = "rw_approvals";
 
 /**
- * A pending approval as the inbox lists it: its request, and where it waits. `kind`: `node` (an
- * approval node; `node` is its id), `tool` (a tool node's gated call; `node` is its id, `tool`
- * names the call, its payload `{server, tool, arguments}`: an edit's payload is the arguments the
- * call is made with), `input` (a tool's server asks a person to fill its forms, MCP 2026-07-28:
- * payload `{server, tool, requests: [{key, message, schema}]}`; approve answers with the payload —
- * one form's content, or several by key — reject declines) or `admission` (the run itself waits to be admitted before anything of it
- * runs; `node` is `(admission)`, its payload the definition and the input).
+ * A pending approval as the inbox lists it. `kind`: `node` (an approval node), `tool` (a gated call;
+ * payload `{server, tool, arguments}`, which an edit replaces), `input` (a server's forms, MCP
+ * 2026-07-28; approve answers them, reject declines) or `admission` (the run waits to be admitted;
+ * `node` is `(admission)`).
  */
 export type InboxItem = Omit<Extract<ApprovalState, { state: "pending" }>, "state"> & {
   run: string;

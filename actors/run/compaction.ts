@@ -9,15 +9,10 @@ const ENDED = "rw.runs.*.*.e";
 const BATCH = 500;
 
 /**
- * Compaction of ended runs: once the ended-run retention has passed since a run ended, its key
- * (its head and its whole journal) is purged from its partition; its final summary stays in the
- * runs index (`runs.get` then answers it, `compacted: true`). A run's journal is its history —
- * kept whole while the run lives and for the retention after — so its record cannot simply
- * expire: an expired last write would leave an older head readable.
- *
- * It walks the index's end entries in order (they are appended as runs end), from where it
- * stopped, and purges the runs of the partitions this node serves; each pass costs the runs
- * that became due since the last one.
+ * Compaction of ended runs: past the retention, a run's key (head and journal) is purged and its
+ * final summary stays in the runs index (`runs.get` answers it `compacted: true`). A TTL would not do:
+ * an expired last write would leave an older head readable. It walks the index's end entries from
+ * where it stopped, so a pass costs the runs that became due.
  */
 export class EndedRunCompaction {
   private cursor = 0;

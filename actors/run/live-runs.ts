@@ -24,33 +24,11 @@ export interface LiveEntry {
 }
 
 /**
- * The live-run index: one key per run that may still be live, `p<partition>.<run>` in bucket
- * `rw_live`, so recovery at partition claim and the sweep list a partition's live runs (a key
- * listing filtered to the partition) instead of every run it ever stored.
- *
- * Contract (the run actor keeps it, `actor.ts`):
- * - **add before the record**: a run's create adds its key in `prepare`, before the create is
- *   stored, so no live record ever lacks its key (a crash after the add and before the record
- *   leaves a key without a record: harmless, removed by the sweep);
- * - **remove after the end**: the transition that ends a run removes its key with a
- *   `runway.store` effect (its outbox, last of the durable entries, so the key outlives anything
- *   else the end published and a crash re-publishes it on the next load);
- * - **readers check the record**: an entry is a hint. Recovery and the sweep read the run's
- *   record and remove an entry whose run ended (or never got a record, after two sweeps).
- *
- * Writes are plain KV puts and purges, not fenced: both are idempotent and monotone for a run
- * (added before it exists, removed only once it ended, and an ended run never lives again), so
- * a paused process that writes late cannot make the index wrong for long.
- *
- * **A run its tenant counts has no key here** (`RunContext.counted`: a top-level run its tenant
- * admitted or queued in the decision its start asked for). Its tenant's member key
- * (`tenant.<id>.m.<run>`, `machines/tenant/members.ts`) keeps the contract above by itself: it is
- * stored before the admission answers, so before the run's record, and its tenant removes it when
- * it hears of the run's end, which the run sends last. So the index lists those runs from the
- * tenants' member keys (every partition bucket's, filtered to the runs of the partition asked
- * for) and a run costs two server operations fewer (`w1`'s 17 a run of 10 steps: 15; 14 since its `.c` entry went too, runs-index.ts). Children,
- * runs a person admits first and runs stored before keep their key here. A node older than this
- * code lists only the keys here (what that costs in a mixed cluster: actors/README.md).
+ * The live-run index (`p<partition>.<run>` in `rw_live`), so recovery and the sweep list a partition's
+ * live runs, not every run stored. Contract: a run's key is added in `prepare`, before its record, and
+ * removed by the transition that ends it, last of its durable effects; an entry is a hint that
+ * readers check against the record. Unfenced puts are safe because both writes are idempotent and
+ * monotone. A run its tenant counts has no key: its tenant's member key keeps the same contract.
  */
 export class LiveRunIndex {
   private jsm: JetStreamManager | undefined;
@@ -128,12 +106,10 @@ export class LiveRunIndex {
   }
 
   /**
-   * The runs of `partition` with a key here, O(its live runs). On one server: one batched direct
-   * get of the last entry of every key of the partition (a request and its answers; an ordered
-   * consumer's create, info and delete took ~180 ms a partition while a node claimed all 32 at
-   * once). The server answers at most 1,024 keys that way (`413 too many results`), and on a
-   * replicated stream any replica answers a direct get, a lagging follower too, which could miss
-   * a run created just before a crash: those are listed by an ordered consumer (the leader's).
+   * The runs of `partition` with a key here, by one batched direct get (an ordered consumer per
+   * partition is too slow when a node claims them all). The server answers at most 1,024 keys so,
+   * and a lagging replica could miss a run created just before a crash: those cases use the leader's
+   * ordered consumer.
    */
   async indexed(partition: number): Promise<string[]> {
     this.jsm ??= await jetstreamManager(this.nc, { timeout: 10_000 });
@@ -174,13 +150,9 @@ async function liveKeys(nc: NatsConnection, jsm: JetStreamManager, replicas: num
 const MEMBER_FILTER = tenantKey("*", `${MEMBER_PREFIX}*`);
 
 /**
- * The runs tenants count, by the partition of the run. A tenant keeps its members in its own
- * partition's bucket, whatever partitions its runs hash to, so one listing reads every partition
- * bucket's member keys (a batched direct get each, by consumer past 1,024 or when replicated, as
- * above): O(runs counted in the cluster). Callers share listings: one that asks while a listing
- * is under way gets the next one, which starts after it asked, so it sees every member key stored
- * before — a new owner asks after its claim, so it sees the members of every run its partition's
- * previous owner could have created.
+ * The runs tenants count, by partition. A tenant keeps its members in its own partition's bucket, so
+ * one listing reads every bucket's member keys. A caller that asks during a listing gets the next
+ * one, started after it asked: a new owner thus sees every run its predecessor could have created.
  */
 class CountedRuns {
   private jsm: JetStreamManager | undefined;

@@ -5,26 +5,11 @@ import { isRemovalOperation, kvSubject, partitionBucket, partitionOf, partitionS
 import { runOfMemberKey } from "../tenant/index.js";
 
 /**
- * The runs index, what `runs.list` pages through: a tenant's runs in three parts, each in the
- * order of a stream, so a page costs its own size whatever the tenant or the cluster stored.
- *
- * 1. `c`: `rw.runs.<tenant>.<run>.c` in stream `RUNWAY_RUNS` (a small summary, published when
- *    the run is created) for the runs its tenant did not count at their start (children, runs a
- *    person admits first, runs stored before this version), live or ended, in creation order.
- * 2. `m`: the tenant's member keys (`tenant.<id>.m.<run>` in its partition's bucket), for the
- *    runs it counts while they live (queued or admitted), in the order it stored them. A run its
- *    tenant counts has no `.c` entry: the member key its admission stores before the run exists
- *    lists it, and one server operation a run is saved.
- * 3. `e`: `rw.runs.<tenant>.<run>.e` (the final summary, published when the run ends) of the
- *    runs the tenant counted, in the order they ended. Its tenant removes a run's member key
- *    after this entry is out, so an ended run is in the third part before it leaves the second.
- *
- * A run that moves from the second part to the third while a client pages may be listed twice;
- * none is missed. The final summary is also what is left of a run once its record is compacted
- * (the ended-run retention): `runs.get` falls back to it, and compaction walks the `.e` entries.
- *
- * Both entries are `runway.publish` effects of the run actor's own transitions (`actor.ts`):
- * stored in its outbox, published after its record, again after a crash, deduplicated by id.
+ * The runs index behind `runs.list`: a tenant's runs in three stream-ordered parts, so a page costs
+ * its own size. `c` (`rw.runs.<tenant>.<run>.c`): runs the tenant did not count at start, in creation
+ * order; `m`: the tenant's member keys, live counted runs; `e` (`….e`): counted runs' final summaries,
+ * in end order, published before the member key goes, so a run may be listed twice but never missed.
+ * Entries are outbox effects of the run's own transitions, so a crash republishes them (deduped).
  */
 export const RUNS_STREAM = "RUNWAY_RUNS";
 

@@ -106,20 +106,11 @@ async function gateCall(
 }
 
 /**
- * One call that may change the world, made by an attempt: intent, call, receipt. The intent is
- * recorded in the run (under the attempt's lease and the run's cancellation epoch) before the
- * call; the run answers from its journal — a completed claim gives its stored response and no
- * call is made; an intent of a lost attempt is called again (same key) only when the tool is
- * safe to call again, otherwise the step is held for a person (`stopped`). The receipt is
- * returned for the caller to store: with the step's result (a tool node, one write) or on its own
- * (`ctx.tools.call`, the handler goes on).
- *
- * A call the attempt's rule gates (`request.gate`, by the tool's name or its class as the gateway
- * knows it; see `machines/execution/gates.ts`) asks a person first, before its key, charge and
- * intent: a tool node's own call asks its run (`effect.gate`) and is made with the arguments its
- * approval record holds (an edit's), its effect key following them; while the approval is
- * pending the attempt ends (`stopped`: the run parked the step, no worker held). A handler's call
- * cannot wait mid-handler: it fails `tool_needs_approval`, not retryable.
+ * One call that may change the world: intent, call, receipt. The intent is recorded in the run
+ * (fenced) before the call, and the run answers from its journal (a stored receipt means no call; a
+ * lost attempt's intent is called again only if safe, else held). A gated call asks a person first;
+ * a handler's call cannot wait mid-handler, so it fails `tool_needs_approval`. The receipt is
+ * returned for the caller to store.
  */
 export async function callThroughJournal(
   deps: ToolStepDeps,
@@ -138,22 +129,7 @@ export async function callThroughJournal(
   const charged = await chargeFor(deps, request, found.cost_cents ?? 0);
   if (charged.outcome === "unavailable")
     return { answer: { outcome: "failed", error: { code: "metering_unavailable", message: charged.detail, retryable: true } } };
-  const asked = await deps.ask(
-    request,
-    {
-      type: "effect.intent",
-      ...fenceOf(request),
-      key,
-      server,
-      tool,
-      class: found.class,
-      ...(found.lookup ? { lookup: found.lookup } : {}),
-      arguments: args,
-      ...(charged.outcome === "charged" && found.cost_cents ? { cost_cents: found.cost_cents } : {}),
-      ...(charged.outcome === "budget_exhausted" ? { budget_exhausted: `${charged.spent_cents} of ${charged.ceiling_cents} cents spent` } : {}),
-    },
-    `intent/${key}/${request.attempt}/${request.lease_epoch}`,
-  );
+  const asked = await recordIntent(deps, request, { server, tool, key }, found, args, charged);
   if (asked?.outcome === "observed") return { answer: fromClaim(asked.value) };
   if (asked?.outcome === "needs_approval") return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
   if (asked?.outcome === "lookup") {
@@ -178,33 +154,73 @@ export async function callThroughJournal(
     allowInput: request.tool !== undefined && !gated,
     ...(answers ? { input: { responses: answers.responses, ...(answers.state !== undefined ? { state: answers.state } : {}) } } : {}),
   });
-  if (called.outcome === "input_required") {
-    const parked = await deps.ask(
-      request,
-      {
-        type: "effect.input",
-        ...fenceOf(request),
-        key,
-        server,
-        tool,
-        requests: called.requests,
-        ...(called.state !== undefined ? { state: called.state } : {}),
-      },
-      `input/${key}/${request.attempt}/${request.lease_epoch}`,
-    );
-    return { answer: { outcome: "stopped", reason: parked?.outcome ?? "not_decided_here" } };
-  }
-  if (called.outcome === "task") {
-    const waiting = await deps.ask(
-      request,
-      { type: "effect.task", ...fenceOf(request), key, task_id: called.taskId, server, tool, wire: called.wire, poll_ms: called.pollMs },
-      `task/${key}/${request.attempt}/${request.lease_epoch}`,
-    );
-    // Refused (the attempt became a zombie meanwhile): nobody will wait on this task.
-    if (waiting?.outcome !== "waiting") await deps.tools.cancelTask(request.tenant, server, called.taskId, called.wire);
-    return { answer: { outcome: "stopped", reason: waiting?.outcome === "waiting" ? "task" : (waiting?.outcome ?? "not_decided_here") } };
-  }
+  if (called.outcome === "input_required") return parkForInput(deps, request, { server, tool, key }, called);
+  if (called.outcome === "task") return waitOnTask(deps, request, { server, tool, key }, called);
   return settleCall(deps, request, { server, tool, key }, called);
+}
+
+type Found = Extract<Awaited<ReturnType<ToolStepDeps["tools"]["lookup"]>>, { outcome: "found" }>;
+type Called = Awaited<ReturnType<ToolStepDeps["tools"]["call"]>>;
+type Target = { server: string; tool: string; key: string };
+
+/** The call's intent, recorded in the run under the attempt's fence, with its price and the meter's verdict. */
+function recordIntent(deps: ToolStepDeps, request: ExecuteRequest, { server, tool, key }: Target, found: Found, args: unknown, charged: Charge) {
+  return deps.ask(
+    request,
+    {
+      type: "effect.intent",
+      ...fenceOf(request),
+      key,
+      server,
+      tool,
+      class: found.class,
+      ...(found.lookup ? { lookup: found.lookup } : {}),
+      arguments: args,
+      ...(charged.outcome === "charged" && found.cost_cents ? { cost_cents: found.cost_cents } : {}),
+      ...(charged.outcome === "budget_exhausted" ? { budget_exhausted: `${charged.spent_cents} of ${charged.ceiling_cents} cents spent` } : {}),
+    },
+    `intent/${key}/${request.attempt}/${request.lease_epoch}`,
+  );
+}
+
+/** The server asks a person for input: the run parks the step on it (the call is made again with the answers). */
+async function parkForInput(
+  deps: ToolStepDeps,
+  request: ExecuteRequest,
+  { server, tool, key }: Target,
+  called: Extract<Called, { outcome: "input_required" }>,
+): Promise<{ answer: ToolAnswer }> {
+  const parked = await deps.ask(
+    request,
+    {
+      type: "effect.input",
+      ...fenceOf(request),
+      key,
+      server,
+      tool,
+      requests: called.requests,
+      ...(called.state !== undefined ? { state: called.state } : {}),
+    },
+    `input/${key}/${request.attempt}/${request.lease_epoch}`,
+  );
+  return { answer: { outcome: "stopped", reason: parked?.outcome ?? "not_decided_here" } };
+}
+
+/** The server answered with a task: the run waits on it, holding no worker. */
+async function waitOnTask(
+  deps: ToolStepDeps,
+  request: ExecuteRequest,
+  { server, tool, key }: Target,
+  called: Extract<Called, { outcome: "task" }>,
+): Promise<{ answer: ToolAnswer }> {
+  const waiting = await deps.ask(
+    request,
+    { type: "effect.task", ...fenceOf(request), key, task_id: called.taskId, server, tool, wire: called.wire, poll_ms: called.pollMs },
+    `task/${key}/${request.attempt}/${request.lease_epoch}`,
+  );
+  // Refused (the attempt became a zombie meanwhile): nobody will wait on this task.
+  if (waiting?.outcome !== "waiting") await deps.tools.cancelTask(request.tenant, server, called.taskId, called.wire);
+  return { answer: { outcome: "stopped", reason: waiting?.outcome === "waiting" ? "task" : (waiting?.outcome ?? "not_decided_here") } };
 }
 
 /**

@@ -23,13 +23,10 @@ export interface ChargeRequest {
 }
 
 /**
- * The usage meter: money spent, in cents, on JetStream counters (`Nats-Incr`, one round trip
- * each) — `rw.meter.<tenant>.tree.<root>` for a run tree and `rw.meter.<tenant>.day.<YYYY-MM-DD>`
- * for a tenant's UTC day. A call is charged before it is made: the tree's counter is raised
- * first, and a total past the ceiling is taken back and the call refused, so concurrent calls of
- * one tree (ten children at once) never spend past it together; a refusal that raced another can
- * only refuse one that would have fitted. A charge whose call is then not made (a crash between
- * the two) stays spent: the meter errs towards less money, never more.
+ * The usage meter: cents spent, on JetStream counters (`Nats-Incr`) per run tree and per tenant UTC
+ * day. A call is charged before it is made and a total past the ceiling is taken back and refused, so
+ * concurrent calls of one tree never overspend together. A charge whose call is then not made stays
+ * spent: the meter errs towards less money, never more.
  */
 export class UsageMeter {
   constructor(private readonly nc: NatsConnection) {}

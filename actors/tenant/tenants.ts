@@ -35,7 +35,7 @@ import { lastValues } from "../records/index.js";
 export const TENANT_KIND = "tenant";
 
 /**
- * The tenant record's format: version 1. A record stored before issue 9 kept its members inside
+ * The tenant record's format: version 1. An older-format record kept its members inside
  * itself; its machine moves them out over a few of its own transitions (`machines/tenant/migrate.ts`),
  * since that writes keys beside the record: not a step of the migration table.
  */
@@ -159,7 +159,7 @@ export function runOfMemberKey(key: string): string {
   return Buffer.from(token.slice(1), "base64url").toString("utf8");
 }
 
-/** A tenant whose record stored before issue 9 is still moving its members out: asked again later. */
+/** A tenant whose older-format record is still moving its members out: asked again later. */
 type MigratingAnswer = Extract<TenantAnswer, { outcome: "migrating" }>;
 /** The state a tenant that exists is in: what kill, drain and resume answer with. */
 type LiveTenantState = "active" | "draining" | "killed";
@@ -168,7 +168,7 @@ type LiveTenantState = "active" | "draining" | "killed";
 type TenantAnswerOf<O extends string> = Extract<TenantAnswer, { outcome: O }> | MigratingAnswer;
 
 /**
- * The tenant actor's protocol: its stored context (a record stored before issue 9 holds its
+ * The tenant actor's protocol: its stored context (an older-format record holds its
  * members itself), its commands, and per command the value its `runway.answer` carries.
  */
 export interface TenantTypes extends ActorTypes {

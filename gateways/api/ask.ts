@@ -4,16 +4,11 @@ import type { ActorAddress, ActorHost, Asked, MailboxClient } from "../../runtim
 export type AskAnswer = Asked<unknown>;
 
 /**
- * Sends a command and waits for the actor's stored answer. When this node serves the actor's
- * partition the command is applied here, bypassing the partition's mailbox (and any queue of
- * other actors' commands in it); otherwise, or if the local attempt could not be stored, it goes
- * through the durable mailbox. Both paths answer only after the transition is stored.
- *
- * One id never travels both paths at once. A local attempt that has not answered in half the time
- * (its lane is busy, or its partition is being handed over) is taken back if it still waits in its
- * lane, and only then sent through the mailbox. One already being applied is waited for: sent
- * again, its copy would meet it only while the actor's applied window (32 commands) still holds
- * its id, and a busy actor could be applied that copy a second time.
+ * Sends a command and waits for the actor's stored answer: applied here when this node serves the
+ * actor's partition, otherwise (or if that could not be stored) through the durable mailbox. One id
+ * never travels both paths at once: a local attempt slow to answer is moved to the mailbox only if
+ * it still waits in its lane; one being applied is waited for, since a copy could apply twice once
+ * the actor's applied window forgot its id.
  */
 export async function askActor(
   deps: {

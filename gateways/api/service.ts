@@ -42,17 +42,10 @@ export interface ApiServices {
 }
 
 /**
- * The `runway` NATS micro service: `runway.v1.<tenant>.definitions.put|get|list`,
- * `runway.v1.<tenant>.runs.start|get|list|events|cancel|signal|reconcile|reconciliations|trajectory|replay`,
- * `runway.v1.<tenant>.tools.servers.put|get|list|delete`, `runway.v1.<tenant>.tools.list`,
- * `runway.v1.<tenant>.models.put|get|list|delete`,
- * `runway.v1.<tenant>.approvals.list|get|decide`, `runway.v1.<tenant>.agents.expose|list|hide`,
- * `runway.v1.<tenant>.schedules.put|list|get|delete|pause|resume`,
- * `runway.v1.ops.tenants.put|list` and the
- * operators' `runway.v1.ops.*` (metrics, sweep, dead letters).
- * Every request and reply is JSON; requests are validated by the zod schemas of schemas.ts
- * (unknown fields refused) and every business answer is a closed `{ outcome, … }`. Only faults
- * use the `Nats-Service-Error` / `-Code` headers (503 when retrying may help, 500 otherwise).
+ * The `runway` NATS micro service (`runway.v1.<tenant>.…` and `runway.v1.ops.…`; docs/api.md).
+ * Requests are validated by schemas.ts (unknown fields refused) and every business answer is a
+ * closed `{ outcome, … }`; only faults use the `Nats-Service-Error` headers (503 when a retry may
+ * help, 500 otherwise).
  */
 export async function startApi(nc: NatsConnection, services: ApiServices): Promise<MicroService> {
   const service = new MicroService(nc, { name: "runway", version: API_VERSION, description: "Runway durable workflow runtime" });

@@ -17,12 +17,7 @@ export interface TenantPolicyView {
   interactive_sources?: readonly string[];
 }
 
-/**
- * Tenants as actors (`tenant.<id>` in their partition's bucket). Every command is answered
- * after it is stored; reads go to the record. A request naming an unknown or malformed
- * tenant is answered `tenant_not_found`.
- */
-/** A tenant whose record stored before issue 9 is still moving its members out: asked again later. */
+/** A tenant whose older-format record is still moving its members out: asked again later. */
 type MigratingAnswer = Extract<TenantAnswer, { outcome: "migrating" }>;
 
 function isMigrating(answer: { outcome: string }): answer is MigratingAnswer {
@@ -30,8 +25,8 @@ function isMigrating(answer: { outcome: string }): answer is MigratingAnswer {
 }
 
 /**
- * A tenant's answer, unless it is `migrating`: a record stored before issue 9 is being moved out
- * of itself for a moment, which is a retryable fault (ask again), never an answer to a caller.
+ * A tenant's answer, unless it is `migrating`: an older-format record moving its members out is a
+ * retryable fault for a moment (ask again), never an answer to a caller.
  */
 function unlessMigrating<A extends { outcome: string }>(id: string, answer: A): Exclude<A, MigratingAnswer> {
   if (isMigrating(answer))
@@ -175,8 +170,8 @@ export class TenantService {
   }
 
   /**
-   * Runs the tenant counts (admitted or queued): its member keys, and while a record stored
-   * before issue 9 is being migrated, the members still inside it. For the sweep.
+   * Runs the tenant counts (admitted or queued): its member keys, and while an older-format
+   * record is being migrated, the members still inside it. For the sweep.
    */
   async members(id: string): Promise<{ run: string; project: string }[]> {
     const out = (await listMembers(this.deps.nc, this.deps.partitions, id)).map((m) => ({ run: m.run, project: m.member.p }));

@@ -8,6 +8,78 @@ import type { ModelCallOptions, ModelFailure, ModelMessage, ModelOutcome, ModelP
 
 type AnthropicSpec = Extract<ModelProviderRecord["spec"], { kind: "anthropic" }>;
 
+/** What a message stream said so far. */
+interface Streamed {
+  text: string;
+  model: string;
+  stop: string | null | undefined;
+  input: number | undefined;
+  output: number | undefined;
+  opened: boolean;
+  ended: boolean;
+  blocks: Map<number, { kind: "text" } | { kind: "tool"; id: string; name: string; json: string }>;
+  calls: ModelToolCall[];
+}
+
+function streamed(model: string): Streamed {
+  return { text: "", model, stop: undefined, input: undefined, output: undefined, opened: false, ended: false, blocks: new Map(), calls: [] };
+}
+
+/** Folds one stream event into `s`, text deltas delivered to `onDelta` in order. */
+function fold(s: Streamed, event: RawMessageStreamEvent, onDelta: ModelCallOptions["onDelta"]): void {
+  switch (event.type) {
+    case "message_start": {
+      s.opened = true;
+      if (event.message.model) s.model = event.message.model;
+      const u = event.message.usage;
+      s.input = (u.input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0);
+      s.output = u.output_tokens ?? s.output;
+      break;
+    }
+    case "content_block_start": {
+      const b = event.content_block;
+      if (b.type === "tool_use") s.blocks.set(event.index, { kind: "tool", id: b.id, name: b.name, json: "" });
+      else if (b.type === "text") {
+        s.blocks.set(event.index, { kind: "text" });
+        if (b.text) {
+          s.text += b.text;
+          deliver(onDelta, b.text);
+        }
+      }
+      break;
+    }
+    case "content_block_delta": {
+      const d = event.delta;
+      if (d.type === "text_delta") {
+        s.text += d.text;
+        deliver(onDelta, d.text);
+      } else if (d.type === "input_json_delta") {
+        const b = s.blocks.get(event.index);
+        if (b?.kind === "tool") b.json += d.partial_json;
+      }
+      break;
+    }
+    case "content_block_stop": {
+      const b = s.blocks.get(event.index);
+      if (b?.kind === "tool") s.calls.push(toolCall(b.id, b.name, b.json));
+      break;
+    }
+    case "message_delta": {
+      if (event.delta.stop_reason) s.stop = event.delta.stop_reason;
+      const u = event.usage;
+      if (typeof u.output_tokens === "number") s.output = u.output_tokens;
+      if (typeof u.input_tokens === "number") {
+        const total = u.input_tokens + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0);
+        s.input = Math.max(s.input ?? 0, total);
+      }
+      break;
+    }
+    case "message_stop":
+      s.ended = true;
+      break;
+  }
+}
+
 /**
  * The Anthropic Messages API, always streamed: `text_delta`s go to `onDelta` in order, a
  * `tool_use` block's input is assembled from its `input_json_delta`s, usage is read from
@@ -51,15 +123,7 @@ export class AnthropicProvider implements ModelProvider {
     const { signal, onDelta } = options;
     if (signal?.aborted) return cancelled();
     let sdk: AnthropicSdk | undefined;
-    let text = "";
-    let model = request.model;
-    let stop: string | null | undefined;
-    let input: number | undefined;
-    let output: number | undefined;
-    let opened = false;
-    let ended = false;
-    const blocks = new Map<number, { kind: "text" } | { kind: "tool"; id: string; name: string; json: string }>();
-    const calls: ModelToolCall[] = [];
+    const s = streamed(request.model);
     const guard = idleGuard(signal, this.#spec.timeout_ms);
     try {
       const connected = await this.#connect();
@@ -67,57 +131,7 @@ export class AnthropicProvider implements ModelProvider {
       const stream = await connected.client.messages.create(this.#body(request), { signal: guard.signal });
       for await (const event of stream as AsyncIterable<RawMessageStreamEvent>) {
         guard.touch();
-        switch (event.type) {
-          case "message_start": {
-            opened = true;
-            if (event.message.model) model = event.message.model;
-            const u = event.message.usage;
-            input = (u.input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0);
-            output = u.output_tokens ?? output;
-            break;
-          }
-          case "content_block_start": {
-            const b = event.content_block;
-            if (b.type === "tool_use") blocks.set(event.index, { kind: "tool", id: b.id, name: b.name, json: "" });
-            else if (b.type === "text") {
-              blocks.set(event.index, { kind: "text" });
-              if (b.text) {
-                text += b.text;
-                deliver(onDelta, b.text);
-              }
-            }
-            break;
-          }
-          case "content_block_delta": {
-            const d = event.delta;
-            if (d.type === "text_delta") {
-              text += d.text;
-              deliver(onDelta, d.text);
-            } else if (d.type === "input_json_delta") {
-              const b = blocks.get(event.index);
-              if (b?.kind === "tool") b.json += d.partial_json;
-            }
-            break;
-          }
-          case "content_block_stop": {
-            const b = blocks.get(event.index);
-            if (b?.kind === "tool") calls.push(toolCall(b.id, b.name, b.json));
-            break;
-          }
-          case "message_delta": {
-            if (event.delta.stop_reason) stop = event.delta.stop_reason;
-            const u = event.usage;
-            if (typeof u.output_tokens === "number") output = u.output_tokens;
-            if (typeof u.input_tokens === "number") {
-              const total = u.input_tokens + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0);
-              input = Math.max(input ?? 0, total);
-            }
-            break;
-          }
-          case "message_stop":
-            ended = true;
-            break;
-        }
+        fold(s, event, onDelta);
       }
     } catch (err) {
       if (guard.timedOut()) return timedOut(this.name, this.#spec.timeout_ms);
@@ -128,12 +142,13 @@ export class AnthropicProvider implements ModelProvider {
     // the SDK ends an aborted stream quietly, as if it were complete
     if (guard.timedOut()) return timedOut(this.name, this.#spec.timeout_ms);
     if (signal?.aborted) return cancelled();
-    if (!opened) return malformed(`${this.name}: the server answered without a message_start event`);
-    if (!ended && !stop) return truncated(`${this.name}: the stream ended before message_stop`);
+    if (!s.opened) return malformed(`${this.name}: the server answered without a message_start event`);
+    if (!s.ended && !s.stop) return truncated(`${this.name}: the stream ended before message_stop`);
+    const { text, calls, input, output } = s;
     const usage = input !== undefined && output !== undefined ? { input_tokens: input, output_tokens: output } : estimateUsage(request.messages, text, calls);
     return {
       outcome: "ok",
-      response: { text, tool_calls: calls, usage, stop_reason: stopReason(stop, calls.length > 0), model, latency_ms: performance.now() - started },
+      response: { text, tool_calls: calls, usage, stop_reason: stopReason(s.stop, calls.length > 0), model: s.model, latency_ms: performance.now() - started },
     };
   }
 

@@ -1,7 +1,8 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import { toolServerKey, type ToolServerRecord } from "./registry.js";
-import { ModernMcpClient, ModernMcpVersionError } from "./mcp-2026.js";
+import { ModernMcpClient } from "./mcp-2026.js";
+import { ModernMcpVersionError } from "./mcp-2026-types.js";
 import { loadedMcpSdk, mcpSdk } from "./sdk.js";
 
 /** The revision the SDK's client speaks (its `initialize` handshake). */
@@ -22,16 +23,10 @@ export type Connection = {
 } & ({ wire: "2025-11-25"; client: Client; tasks: boolean } | { wire: "2026-07-28"; client: ModernMcpClient; tasks: boolean });
 
 /**
- * MCP client sessions, pooled per node: one per (tenant, server), opened on first use and
- * reused. A session whose transport closes (the server died, the HTTP endpoint went away) leaves
- * the pool, so the next call opens a new one: a crashed stdio server is restarted by its next
- * call. Opening is bounded in time.
- *
- * Requests a 2025-11-25 server makes of us on its shared session are refused with a clear MCP
- * error: `elicitation/create` (the SDK does not tell which of the session's calls asks, so no
- * run's person can be asked; a 2026-07-28 server asks with `input_required`, which reaches the
- * run's inbox) and `sampling/createMessage` (a model call under the run's budget, with the model
- * gateway).
+ * MCP client sessions, one per (tenant, server) per node, opened on first use; a session whose
+ * transport closes leaves the pool, so a crashed stdio server restarts on its next call. A 2025-11-25
+ * server's `elicitation/create` and `sampling/createMessage` are refused: the SDK does not say which
+ * call asks, so no run's person or budget could answer it.
  */
 export class ToolConnections {
   private readonly open = new Map<string, Promise<Connection>>();

@@ -10,7 +10,7 @@ import {
 import type { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation";
 import { loadedMcpSdk, mcpSdk } from "./sdk.js";
-import { ModernMcpError, type ModernInputRequest } from "./mcp-2026.js";
+import { ModernMcpError, type ModernInputRequest } from "./mcp-2026-types.js";
 import { effectiveClass, type ClassSource, type ToolClass } from "../../machines/index.js";
 import { jsonBytes } from "../../runtime/index.js";
 import type { Connection, ToolConnections } from "./connections.js";

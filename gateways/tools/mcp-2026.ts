@@ -1,21 +1,26 @@
-// A client for MCP protocol revision 2026-07-28 (stateless core, Streamable HTTP only) and its
-// Tasks extension `io.modelcontextprotocol/tasks`, on Node's global fetch: the SDK's 1.x line
-// stops at 2025-11-25. No sessions and no handshake: every request is one POST that carries the
-// protocol version and the client's capabilities in `params._meta`, and mirrors the method (and
-// the tool name or task id) into HTTP headers. A server's questions come back as MRTR
-// `input_required` results. Not implemented: tasks/update, subscriptions/listen and
-// notifications/tasks, result caching (ttlMs/cacheScope are ignored). Spec: the 2026-07-28 schema,
-// versioning and Streamable HTTP pages, and the ext-tasks repository's tasks.md.
+// A client for MCP 2026-07-28 (stateless, Streamable HTTP) and its Tasks extension, on fetch: the
+// SDK's 1.x line stops at 2025-11-25. Every request is one POST carrying the version and
+// capabilities in `params._meta`; a server's questions come back as MRTR `input_required`. Not
+// implemented: tasks/update, subscriptions/listen, notifications/tasks, result caching.
 
 import { encodeHeaderValue, isObject, paramHeadersOf, readResponse, sameHeaders, type JsonObject, type ParamHeader } from "./mcp-2026-http.js";
-
-export const MODERN_PROTOCOL = "2026-07-28";
-/** The modern revisions this client speaks, preferred first. */
-export const MODERN_PROTOCOLS: readonly string[] = [MODERN_PROTOCOL];
-export const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";
-
-/** UnsupportedProtocolVersionError: the server does not take the request's version, and names those it does. */
-const UNSUPPORTED_PROTOCOL_VERSION = -32022;
+import {
+  MODERN_PROTOCOL,
+  MODERN_PROTOCOLS,
+  ModernMcpError,
+  ModernMcpHttpError,
+  ModernMcpVersionError,
+  supportedVersionsOf,
+  TASKS_EXTENSION,
+  type ModernCallResult,
+  type ModernInputRequest,
+  type ModernInputAnswers,
+  type ModernMcpClientOptions,
+  type ModernRequestOptions,
+  type ModernTaskState,
+  type ModernTool,
+  type ToolResult,
+} from "./mcp-2026-types.js";
 
 const META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion";
 const META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities";
@@ -25,104 +30,6 @@ const META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo";
 const DEFAULT_TIMEOUT_MS = 60_000;
 /** A tools/list that pages on past this many pages is refused (a server looping on cursors). */
 const MAX_LIST_PAGES = 1000;
-
-/** A JSON-RPC error answered by the server. */
-export class ModernMcpError extends Error {
-  constructor(
-    readonly code: number,
-    message: string,
-    readonly data?: unknown,
-  ) {
-    super(message);
-    this.name = "ModernMcpError";
-  }
-}
-
-/**
- * The server refused the protocol version and no retry can help: it names no version the client
- * speaks, or it refused again the one it named.
- */
-export class ModernMcpVersionError extends Error {
-  constructor(
-    readonly url: string,
-    readonly requested: string,
-    readonly supported: readonly string[],
-    readonly speaks: readonly string[],
-  ) {
-    const named = supported.length > 0 ? supported.join(", ") : "no version";
-    super(
-      supported.some((v) => speaks.includes(v))
-        ? `MCP server at ${url} refused protocol version ${requested}, though it names ${named}`
-        : `MCP server at ${url} speaks ${named}; Runway speaks ${speaks.join(", ")}: no protocol version in common`,
-    );
-    this.name = "ModernMcpVersionError";
-  }
-}
-
-/** The versions an UnsupportedProtocolVersionError names (`data.supported`), or undefined for any other error. */
-function supportedVersionsOf(err: unknown): string[] | undefined {
-  if (!(err instanceof ModernMcpError) || err.code !== UNSUPPORTED_PROTOCOL_VERSION) return undefined;
-  const listed = isObject(err.data) && Array.isArray(err.data.supported) ? err.data.supported : [];
-  return listed.filter((v): v is string => typeof v === "string");
-}
-
-/** The server answered with an HTTP error status and no JSON-RPC error in the body. */
-export class ModernMcpHttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-    this.name = "ModernMcpHttpError";
-  }
-}
-
-export interface ModernTool {
-  name: string;
-  description?: string;
-  inputSchema?: unknown;
-  annotations?: Record<string, unknown>;
-}
-
-type ToolResult = { content?: unknown[]; structuredContent?: unknown; isError?: boolean } & Record<string, unknown>;
-
-/** One of a server's MRTR input requests: `elicitation/create`, `sampling/createMessage` or `roots/list`, with its params. */
-export interface ModernInputRequest {
-  method: string;
-  params?: Record<string, unknown>;
-}
-
-export type ModernCallResult =
-  | { kind: "result"; result: ToolResult }
-  | { kind: "task"; taskId: string; status: string; pollIntervalMs?: number; ttlMs?: number | null }
-  /** MRTR: the server needs input before it can answer; the call is retried with `inputResponses` (same keys) and `requestState` echoed. */
-  | { kind: "input_required"; inputRequests: Record<string, ModernInputRequest>; requestState?: string };
-
-/** A retry of a call that answered `input_required`: the answers by the server's keys, and its state echoed byte for byte. */
-export interface ModernInputAnswers {
-  inputResponses: Record<string, unknown>;
-  requestState?: string;
-}
-
-export type ModernTaskState =
-  | { status: "working" | "input_required"; pollIntervalMs?: number; statusMessage?: string }
-  | { status: "completed"; result: ToolResult }
-  | { status: "failed"; error: { code: number; message: string } }
-  | { status: "cancelled" };
-
-export interface ModernRequestOptions {
-  /** Whole request, response body included (default 60 s). Expiry throws an Error named "TimeoutError". */
-  timeoutMs?: number;
-  signal?: AbortSignal;
-}
-
-export interface ModernMcpClientOptions {
-  /** Extra HTTP headers on every request (e.g. Authorization). */
-  headers?: Record<string, string>;
-  clientInfo?: { name: string; version: string };
-  /** Declare the tasks extension in every request's client capabilities (default true). */
-  declareTasks?: boolean;
-}
 
 export class ModernMcpClient {
   private nextId = 1;
@@ -228,14 +135,9 @@ export class ModernMcpClient {
   }
 
   /**
-   * tools/call. `meta` is merged into `params._meta` (the protocol's own keys win). The server
-   * decides whether to answer with the result or with a task (only if the tasks extension is
-   * declared, which it is unless the client was built with `declareTasks: false`).
-   *
-   * Tool arguments annotated `x-mcp-header` are mirrored into `Mcp-Param-*` headers for tools
-   * this instance has listed. If the server refuses the call with HeaderMismatch (-32020), which
-   * it does before running anything, the tool list is fetched again and the call retried once
-   * when that changes the headers.
+   * tools/call. `meta` is merged into `params._meta` (the protocol's keys win); the server may answer
+   * with a task if the tasks extension is declared. A HeaderMismatch (-32020), refused before the
+   * tool runs, refetches the tool list and retries once if that changes the `Mcp-Param-*` headers.
    */
   async callTool(
     name: string,

@@ -90,14 +90,10 @@ export type ToolServerChange = (key: string, record: ToolServerRecord | null) =>
 const REWATCH_MS = 1_000;
 
 /**
- * Per-tenant MCP server registry: bucket `rw_tools`, key `<tenant>.<server>`. Every tool call
- * reads its server's record, so reads are served from memory, kept current by a watch of the
- * bucket (a put replaces, a delete forgets); a key not yet seen is read from the bucket. Each
- * entry keeps its revision, so an older read never overwrites a newer watched value.
- *
- * The watch is also how every node learns that a server changed or went (`onChange`): it starts
- * with the node's first read, before any session to a server can be open, and starts again if it
- * ends while the registry is in use.
+ * Per-tenant MCP server registry (`rw_tools`, `<tenant>.<server>`), read on every tool call, so
+ * served from memory kept current by a watch (entries keep revisions: an older read never overwrites
+ * a newer value). The watch also tells this node a server changed or went (`onChange`); it starts
+ * before any session can open and restarts if it ends.
  */
 export class ToolRegistry {
   private kv: KV | undefined;

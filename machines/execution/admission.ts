@@ -7,19 +7,11 @@ import type { Plan } from "../workflow/index.js";
 import type { ApprovalState, ExecutionEvent, RunContext, RunError, RunSeed } from "./types.js";
 
 /**
- * Admission approvals: a definition whose policy (`admission.approval`) requires a person holds
- * each top-level run it starts before the run asks its tenant or does anything. The hold — the
- * run `waiting` on `approval`, its request (in the head while pending: the inbox lists it from
- * there, and journaled) and its one expiry timer — is the run's create write itself, so no crash
- * can leave a run that exists and was not held. Approved, the run is `queued` and asks its
- * tenant as any start does (the tenant tells it `run.admitted`, or refuses: it fails with the
- * tenant's code); rejected, it is `cancelled`; unanswered past its deadline, its timer (or, if
- * that was lost, the sweep past the grace window) ends it `failed` `approval_expired`. Nothing
- * of it ran in either case. Children are never held: a tenant admits a tree at its root; nor are
- * replays.
- *
- * Its id is `<run>:(admission)` (no plan node id has parentheses), decided through the same
- * `approval.decide` as node approvals; it is approved or rejected, never edited.
+ * Admission approvals: a policy may hold each top-level run it starts for a person before the run
+ * asks its tenant. The hold is the run's create write itself, so no crash leaves a run that exists
+ * unheld. Approved, it is `queued` and asks its tenant; rejected, `cancelled`; expired, `failed`
+ * `approval_expired`. Children and replays are never held. Id `<run>:(admission)` (no node id has
+ * parentheses), decided through `approval.decide`; never edited.
  */
 
 type On<T extends ExecutionEvent["type"]> = Extract<ExecutionEvent, { type: T }>;

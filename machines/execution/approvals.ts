@@ -6,21 +6,11 @@ import { approvalAt, gatePolicyOf, gateToken } from "./gates.js";
 import type { ApprovalState, ExecutionEvent, RunContext, RunError } from "./types.js";
 
 /**
- * Approval nodes: a person decides before the run goes on. The request — prompt, the payload
- * resolved when the node starts, the reviewer group, one expiry clock — is journaled and kept in
- * the head while it is pending (the inbox lists it from there); the run waits on it holding no
- * worker. Its id is `<run>:<node>`, so whatever re-runs the node's start meets the same request.
- * Decisions: approve (the node outputs `{decision, by, payload}`), edit (the reviewer's payload
- * instead), reject (the node fails `approval_rejected`). The run's timer is the one writer of
- * `expired`, and a decision at exactly the deadline still wins. An expired approval stops the run
- * under the one status rule (the caller's `ceilingStop`, reason `approval_expired`): the gated
- * work never runs.
- *
- * A gated tool call's approval (see `gates.ts`) is the same record on its tool node, decided the
- * same way; a decision offers the node's step again (approve, edit) or fails it (reject, expire).
- * So is a tool server's request for a person's input (MCP 2026-07-28 MRTR, `onInput`): approve
- * answers its forms with the reviewer's payload (`accept`), reject declines them; either way the
- * step runs again and the call is made again with the answers.
+ * Approval nodes, gated tool calls (`gates.ts`) and a tool server's input requests share one record,
+ * journaled and kept in the head while pending (the inbox lists it from there); the run waits on it
+ * holding no worker. Its id is derived from the node, so whatever re-runs the node meets the same
+ * request. The run's timer is the one writer of `expired`, and a decision at exactly the deadline
+ * still wins; an expired approval stops the run, so the gated work never runs.
  */
 
 type On<T extends ExecutionEvent["type"]> = Extract<ExecutionEvent, { type: T }>;

@@ -21,15 +21,10 @@ import {
 import type { ExecuteRequest, ItemRun, NodeRun, ReadyTicket, RunContext } from "./types.js";
 
 /**
- * Attempts: how a ready step gets a worker, its lease and heartbeats, lease expiry, retries, and
- * the fan-out of map items.
- *
- * A ready attempt is offered to the node's scheduler with everything the executor needs; the
- * scheduler's grant is not written: the attempt runs under the attempt number and lease epoch
- * the offer named, fenced by them and by the partition's epoch. Its result (`step.result`) is the
- * one write of a short step: it leases and settles the attempt together. An attempt that runs
- * longer than `lease_after_ms` is leased durably by a heartbeat, and from then keeps a lease
- * (a durable timer) that its heartbeats renew.
+ * Attempts: leases, heartbeats, expiry, retries, map fan-out. The scheduler's grant is not written:
+ * an attempt runs under the attempt number and lease epoch its offer named, fenced by them. A short
+ * step's result is its one write (lease and settle together); only one that outlives
+ * `lease_after_ms` is leased durably, by a heartbeat.
  */
 export function ready(step: StepState, now: number): StepState {
   const r = applyStepOp(step, { op: "ready", now });

@@ -6,20 +6,11 @@ import { notifyParent, stopNodes } from "./progression.js";
 import type { ExecutionEvent, Receipt, RunContext } from "./types.js";
 
 /**
- * Cancellation with effects in flight. A cancel bumps the run's cancellation epoch (every later
- * intent, result or heartbeat of its attempts is refused), schedules nothing more, aborts live
- * work and cancels its children — in one write, whose outbox re-sends the children's cancels
- * after a crash. What it cannot undo is a call already made:
- *
- * - an intent of a read-only or idempotent tool still waiting for its receipt is settled at once
- *   (`abandoned_by_cancel`: nothing depends on knowing its outcome), and its call aborted;
- * - an intent of a non-idempotent tool is let finish: its attempt is not aborted, its receipt is
- *   still accepted (nothing else of that attempt is), and the run stays `cancel requested`
- *   (`cancel.enforced_at` null) until every such intent is terminal. An attempt that ends, or is
- *   lost, without its receipt holds its step for a person (`needs_reconciliation`); settling it
- *   lets the cancel complete.
- *
- * Only then is the run `cancelled` (enforced): a cancelled run has no effect in flight.
+ * Cancellation with effects in flight. One write bumps the cancellation epoch (later intents,
+ * results and heartbeats of its attempts are refused), stops scheduling, aborts live work and
+ * cancels children. A call already made cannot be undone: a read-only or idempotent tool's pending
+ * intent is settled at once; a non-idempotent one is let finish (its receipt still accepted), and
+ * the run stays `cancel requested` until every such intent is terminal. Only then is it `cancelled`.
  */
 
 type On<T extends ExecutionEvent["type"]> = Extract<ExecutionEvent, { type: T }>;

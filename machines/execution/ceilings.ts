@@ -6,19 +6,11 @@ import { hasLive, liveItems, removeItem } from "./items.js";
 import type { ItemRun, NodeRun } from "./types.js";
 
 /**
- * Ceilings (seed 004, "Result and error": the one status rule). A run's own: its steps (checked
- * before a node starts), its tool calls (at each call's intent: a call beyond the ceiling is never
- * made) and its wall clock from its start (waits count; a queued run spends none). A child's
- * marked stop (its error's `partial_reason`) is one of its parent's too.
- *
- * A ceiling stops the run, in one of two ways. Steps, tool calls and a child's mark drain: nothing
- * more starts (no node, no map item, no retry), what waits on a timer, a person, a backoff or a
- * reconciliation is cancelled, and attempts and children already in flight finish; a platform
- * stop among them still wins. The wall clock stops everything at once: its time is up. Either
- * way the run then settles under the one status rule (`progression.ts`): after work it succeeds
- * with the reason as its `partial_reason`, before any it fails with the reason as its code and as
- * its error's `partial_reason`. A node that failed for its own reason still fails the run: a
- * ceiling never hides a failure.
+ * Ceilings (seed 004's one status rule): steps, tool calls (checked at each intent, so a call past
+ * the ceiling is never made), the wall clock, and a child's marked stop. Steps, calls and a child's
+ * mark drain the run (nothing new starts, what is in flight finishes); the wall clock stops it at
+ * once. Then the run succeeds with the reason as `partial_reason` if work was done, or fails with
+ * it; a ceiling never hides a node's own failure.
  */
 
 /** The wall clock ran out: counted from the run's start (waits count), never from its creation. */

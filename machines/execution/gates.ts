@@ -3,19 +3,11 @@ import type { ToolClass } from "../tools/index.js";
 import type { ExecutionEvent, GateRule, RunContext } from "./types.js";
 
 /**
- * Gated tools: which calls ask a person before their intent is recorded. The definition's policy
- * (`approvals`: tools by `server/tool` or `server/*`, and effective classes) and a tool node's own
- * `approval` (its call is always gated) make a rule each attempt carries (`ExecuteRequest.gate`);
- * the class is known only to the tool gateway, so the attempt applies the rule once it looked the
- * tool up. A tool node's own call then asks its run (`effect.gate`) and is made only with the
- * arguments its approval record holds; a handler's `ctx.tools.call` cannot park mid-handler and
- * fails `tool_needs_approval`. The run checks the same rule again on every intent (`intentNeedsApproval`),
- * so no gated call is recorded, and so made, without an approval of exactly those arguments.
- *
- * The record is the node's `approval` (see `approvals.ts`), id `<run>:<node>:approval.<server>/<tool>`:
- * the scope of the effect it guards (the step and the tool; not the arguments, which an edit
- * changes), so whatever runs the step again meets the same record and files no second one. A
- * replay (`runs.replay`) is never gated: no call of it leaves the node.
+ * Gated tools: which calls ask a person before their intent is recorded. Only the tool gateway knows
+ * a tool's class, so the attempt carries the rule and applies it after the lookup; the run checks it
+ * again on every intent, so no gated call is made without an approval of exactly those arguments.
+ * The record's id names the step and the tool, not the arguments (an edit changes them), so a re-run
+ * meets the same record. Replays are never gated.
  */
 
 /** The rule an attempt of `node` carries (undefined: none of its calls is gated). */

@@ -7,19 +7,11 @@ import { liveItem, removeItem } from "./items.js";
 import type { ExecutionEvent, PendingIntent, Receipt, RunContext } from "./types.js";
 
 /**
- * Effect intents and receipts: the run's journal is the authority on every call that may change
- * the world. Before such a call its attempt records an intent (keyed `<run>:<step path>:<args
- * hash>`, fenced by the attempt's lease and the run's cancellation epoch); the call's receipt
- * answers it. The head keeps only the intents still waiting (`holder.intents`), the journal
- * both. A later attempt that asks again for the same key is answered from the journal:
- *
- * - a stored `observed` receipt: the claim is complete; the caller gets the stored response and
- *   makes no call (answered by the machine's guard, at no write);
- * - an intent with no receipt, recorded by an earlier attempt (lost with its node): its outcome
- *   is unknown. A read-only or idempotent tool is called again with the same key
- *   (`reconcile`); a tool whose server offers a lookup is looked up first (`lookup`: found, its
- *   result is the receipt; not found, it is called); any other is never called blindly: the step
- *   is held (`holder.reconcile`) until a person settles it (`effect.settle`: done, retry or abandon).
+ * Effect intents and receipts: the journal is the authority on every call that may change the world.
+ * An attempt records an intent (fenced by its lease and the cancellation epoch) before the call; the
+ * receipt answers it. Asked again for the same key: a stored receipt answers without a call; an
+ * intent without one (its attempt lost) is called again only if the tool is safe to repeat, looked
+ * up first if its server can, and otherwise held for a person to settle.
  */
 
 type On<T extends ExecutionEvent["type"]> = Extract<ExecutionEvent, { type: T }>;

@@ -1,26 +1,11 @@
 import type { ItemRun, MapRun } from "./types.js";
 
 /**
- * Copy-on-write for a map's live items, at a cost per decision of the items it reaches, not of
- * the map's width. A decision copies the run's head and nodes, but a map's `live` index only when
- * it first changes it, and an item only when it reaches it (`liveItem`): a result for one item of
- * a 1,000-wide map copies that item and the index, and the items it did not touch stay the same
- * objects as in the previous state (which the decision must leave as it was: a write that fails
- * is decided again from it).
- *
- * The maps of the decision being made are drafts until `sealDrafts`: reaching an item of a draft
- * copies it once; reaching one of any other map (a guard reading the current state) returns it
- * as it is.
- *
- * A sealed index remembers the index it was copied from and the keys its decision reached
- * ({@link changedKeys}), and the load of its items is carried from one index to the next
- * ({@link itemLoad}): what follows a decision (its index entries, the next pump) looks at the
- * items that changed, not at every live one.
- *
- * What a draft and an index know of their decision rides on the objects themselves, under
- * symbol keys that are not enumerable (so never stored, never copied by a spread): there is no
- * registry outside the state. A frozen index (the unit tests' driver freezes states) keeps
- * nothing new, and its load is counted again when asked.
+ * Copy-on-write for a map's live items, so a decision costs the items it reaches, not the map's
+ * width: the `live` index is copied when first changed, an item when reached (`liveItem`); untouched
+ * items stay the previous state's objects, which must stay intact (a failed write is decided again
+ * from it). What a draft knows of its decision rides on the objects under non-enumerable symbol
+ * keys (never stored, never spread), so there is no registry outside the state.
  */
 type Live = MapRun["live"];
 

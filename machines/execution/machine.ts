@@ -154,16 +154,10 @@ const endedState = {
 } as const;
 
 /**
- * The run actor's machine. Its states are the run's lifecycle statuses: `new` until created;
- * `queued`, `running`, `waiting` while live; `succeeded`, `failed`, `cancelled` absorbing (only
- * late reports are answered there, and nothing changes). Every event a live run takes is a named
- * action whose pure decision, the DAG walk, is in `reduce.ts`; guards keep stale inputs out — a
- * result from an attempt or lease epoch that is no longer current, a timer for a node that moved
- * on, a child that is not the node's — so they are refused with a closed answer and cost no
- * write. The lifecycle moves are the machine's own transitions: each op of the run table a
- * decision takes (claim, mark_waiting, resume, admit, succeed, fail, cancel) is raised as
- * `lifecycle.<op>`, and the state takes it only where the table allows it (`lifecycleMoves`),
- * writing the lifecycle columns the stored record keeps (`applyMove`).
+ * The run actor's machine: its states are the run's lifecycle statuses. Each event a live run takes
+ * is a named action whose pure decision is in `reduce.ts`; guards refuse stale inputs (an old
+ * attempt or epoch, a timer for a node that moved on) with a closed answer and no write. Lifecycle
+ * ops a decision takes are raised as `lifecycle.<op>` and taken only where the run table allows.
  */
 export const executionMachine = setup({
   types: { context: {} as ExecutionContext, events: {} as RunMachineEvent, emitted: {} as Effect },

@@ -28,14 +28,9 @@ import type { ItemRun, NodeRun, RunError } from "./types.js";
  */
 
 /**
- * The walk: `progress` (machines/workflow) decides which nodes are skipped, which structural
- * nodes settle (a branch by its condition, a parallel or branch end by its members) and which
- * work nodes start; the run records those decisions and starts the work. Starting may settle a
- * node at once (an empty map, an unreadable reference), so it repeats until nothing changes,
- * then settles the run. The one walk the property tests exercise is the one that runs.
- * A platform stop (a node failed under a code of `workflow/stops.ts`) ends the walk there: no
- * node after it starts, and the run fails with that code. A ceiling ends it too (`ceilings.ts`):
- * the run drains, or (its wall clock) stops at once.
+ * The walk: `progress` (machines/workflow) decides skips, structural settles and work to start; the
+ * run records them. Starting may settle a node at once (an empty map), so it repeats until nothing
+ * changes, then settles the run. A platform stop or a ceiling ends the walk there.
  */
 export function advance(d: Draft): void {
   for (let guard = 0; guard < d.plan.nodes.length * 4 + 8; guard++) {

@@ -58,14 +58,10 @@ const NO_OUTPUTS = { output: () => undefined, item: () => undefined, receipt: ()
 export type Decided = { context: ExecutionContext; effects: Effect[]; moves: RunOpEvent[] };
 
 /**
- * The pure decisions of the run machine's named actions (see `machine.ts`): each takes the run
- * as it is and one event (with `now`, the pinned plan and the run's input and outputs) and gives
- * the run's next data and its effects; the actor host does the I/O. This is the DAG walk, and it
- * is a plain reducer on purpose: what a step's result does to a run's nodes, items, attempts and
- * timers is data (a node table, a map's items), not states a person would draw, and one pass
- * over it decides the whole event (XState's per-transition cost, paid per node op, would be a
- * step's whole budget). The run's status is not its to write: each lifecycle op the walk takes
- * (`move`, through the run table) is handed to the machine, whose states are the statuses.
+ * The pure decisions behind the run machine's named actions: the DAG walk. A plain reducer on
+ * purpose: a step's effect on nodes, items and timers is data, not states a person would draw, and
+ * one pass decides the whole event (XState's per-transition cost, paid per node op, would be a
+ * step's whole budget). The run's status is not its to write: lifecycle ops go to the machine.
  */
 function decide(context: ExecutionContext, event: ExecutionEvent, apply: (d: Draft) => void): Decided {
   const run = event.type === "run.create" ? create(event) : copyForWrite(context.run!);

@@ -5,14 +5,9 @@ import type { ItemRun, NodeRun, RunContext, SweepSettings } from "./types.js";
 export type { SweepSettings };
 
 /**
- * The recovery sweep's decisions about one run (seed 004's reaper and wait sweep, for a system
- * where every lease, wait and retry already has its own durable clock): what a pass at `at`
- * repairs when a clock or a hand-over was lost. Pure; the sweeper reads the record and sends the
- * run `run.sweep`, whose reduction applies the same decisions under the run's own lock, so a run
- * that moved between the read and the write is judged on what it is then.
- *
- * What a sweep never does: fail a queued run (at any age: it waits behind its tenant's caps), or
- * touch a waiting run before its deadline and grace have passed.
+ * The recovery sweep's decisions about one run: what a pass repairs when a clock or a hand-over was
+ * lost. Applied under the run's own lock (`run.sweep`), so a run that moved since the read is judged
+ * as it is. Never fails a queued run, nor touches a waiting one before its deadline and grace.
  */
 
 export const DEFAULT_SWEEP: SweepSettings = { lease_grace_ms: 5_000, reoffer_after_ms: 60_000 };

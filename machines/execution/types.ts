@@ -8,14 +8,9 @@ import type { RunLane } from "../tenant/index.js";
 export type { RunCommand, RunSeed } from "./commands.js";
 
 /**
- * The state of one run, as its actor stores it: its head. Steps are not separate records: a step
- * is an actor embedded in its run (its own machine, `machines/step`, its own transitions), stored
- * in the run's head so that a step's result and the readiness it unlocks are one durable write.
- *
- * The head is bounded: it never holds a run's history. Its input and every output are facts in
- * the run's journal (written once, with the transition that produced them; see `RunMemory`), a
- * map holds only its items in flight and counters, and a settled node keeps a compact summary.
- * So a write costs the same at step 10 and at step 10,000.
+ * A run's stored head. Steps are embedded in it, so a step's result and the readiness it unlocks
+ * are one durable write. The head is bounded: inputs and outputs are journal facts, a map holds only
+ * its items in flight, a settled node a summary, so a write costs the same at any step count.
  */
 export const RUN_CONTEXT_VERSION = 2;
 

@@ -23,14 +23,10 @@ export function queuedLifecycle(): RunLifecycle {
 export type RunOpResult = { outcome: "moved"; state: RunLifecycle } | { outcome: "refused"; code: "illegal_transition"; from: RunStatus; op: RunOp };
 
 /**
- * The one transition primitive: the conditional write `… WHERE status IN LEGAL_FROM[op]`.
- *
- * Pure and total: it never throws, and a refusal (a dash in the table, including every write to
- * a terminal run) returns the state untouched. The waiting three follow one rule: a write naming
- * a target status other than `waiting` clears them, `mark_waiting` sets them, and `advance`
- * (which names no target status) touches neither. `started_at` is set only if null, by the
- * write into `running` (a re-claim keeps the wall clock); `ended_at` is set on entering a
- * terminal status.
+ * The one transition primitive: the conditional write `… WHERE status IN LEGAL_FROM[op]`. Pure and
+ * total: a refusal returns the state untouched. The waiting fields are set by `mark_waiting` and
+ * cleared by any write naming another status; `started_at` is set once (a re-claim keeps the wall
+ * clock), `ended_at` on entering a terminal status.
  */
 export function applyRunOp(state: RunLifecycle, event: RunOpEvent): RunOpResult {
   const legal = Object.prototype.hasOwnProperty.call(LEGAL_FROM, event.op) ? LEGAL_FROM[event.op] : undefined;

@@ -8,14 +8,10 @@ export type RunShape = RunLifecycle & { id: string; root_run_id: string; parent_
 export type RunShapeViolation = "status" | "waiting_shape" | "waiting_ref" | "wait_deadline" | "ended_shape" | "tree_shape";
 
 /**
- * The seed's row-shape invariants (the start-key uniqueness one needs a table and is not here):
- * - `status`: one of the six values;
- * - `waiting_shape`: status = waiting ⇔ waiting_on ≠ null;
- * - `waiting_ref`: waiting_ref ≠ null ⇒ status = waiting;
- * - `wait_deadline`: status = waiting ⇔ waiting_expires_at ≠ null;
- * - `ended_shape`: ended_at ≠ null ⇔ terminal;
- * - `tree_shape`: parent_run_id = null ⇔ root_run_id = id.
- * Returns every violated code (empty when the row is well-formed). `undefined` counts as null.
+ * The seed's row-shape invariants (start-key uniqueness needs a table and is not here): `status`,
+ * `waiting_shape` (waiting ⇔ waiting_on), `waiting_ref` (⇒ waiting), `wait_deadline` (waiting ⇔
+ * waiting_expires_at), `ended_shape` (ended_at ⇔ terminal), `tree_shape` (no parent ⇔ root is
+ * self). Returns every violated code; `undefined` counts as null.
  */
 export function runShapeViolations(run: RunShape): RunShapeViolation[] {
   const out: RunShapeViolation[] = [];

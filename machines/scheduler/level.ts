@@ -1,17 +1,9 @@
 /**
  * One priority level of a tenant's class: its queued tickets oldest first, (enqueued_at, seq).
- *
- * Immutable like the rest of the scheduler's state, but a level is a view (`head`, `size`) over
- * a backing array that versions share, so the two things a busy level does all the time cost
- * O(1): a ticket joining at the end (pushed onto the backing array when no other version has
- * pushed past this one's end — an older version never reads beyond its own `size`) and the first
- * ticket leased (the view moves on). A ticket taken from the middle, or joining before younger
- * ones, copies the level. A backing array more than half consumed is compacted by the next copy
- * or push, so a level that flows for hours holds only what it holds.
- *
- * `deadlines` and `bySeq` let a scan stop at the first ticket it may lease: with no deadline in
- * the level and its order also the order of `seq` (the tie-break), no later ticket at the same
- * effective priority is ahead of it.
+ * Immutable, but a view (`head`, `size`) over a backing array versions share, so the two common
+ * moves are O(1): pushing at the end (an older version never reads past its own `size`) and
+ * leasing the head. Anything else copies; a half-consumed backing array is compacted on the next
+ * copy. `deadlines` and `bySeq` let a scan stop at the first ticket it may lease.
  */
 export interface QueuedTicketLike {
   readonly ticket: { readonly deadline: number | null; readonly enqueued_at: number; readonly id: string };

@@ -171,15 +171,11 @@ function* inShareOrder(cands: readonly Candidate[], tier: Tier): Generator<Candi
 }
 
 /**
- * Choose the next ticket to lease, or say why none. Order (seed 000): (1) interactive and
- * approval-resume tickets first, and no other class takes the last `interactive_reserve` free
- * slots; (2) within a tier, the schedulable tenant with the smallest virtual time (weighted fair
- * share by cost); (3) a tenant at `max_concurrency` or a project at its cap is skipped, never
- * blocks another; (4) within the tenant, effective priority (priority + aging), deadline,
- * enqueue order; migration only when no other ticket could be leased now, under
- * `migration_cap`. Killed, draining and unknown tenants lease nothing. A ticket whose provider
- * bucket is short is skipped, stays queued, and surfaces in `wait_quota` / `wake_at` of an idle
- * decision. Pure: the caller commits the returned state and buckets.
+ * Chooses the next ticket to lease, or says why none: interactive and approval-resume first (with a
+ * reserve no other class takes), then the tenant with the smallest virtual time (weighted fair share
+ * by cost), skipping tenants or projects at their caps, then effective priority, deadline and
+ * enqueue order; migration only on idle capacity. A ticket whose provider bucket is short stays
+ * queued and shows in `wait_quota` / `wake_at`. Pure: the caller commits the returned state.
  */
 export function next(state: SchedulerState, ctx: ScheduleContext): Decision {
   const { config } = ctx;

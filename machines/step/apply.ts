@@ -30,14 +30,11 @@ export type StepOpResult =
   | { outcome: "refused"; code: "not_before"; from: StepStatus; op: StepOp; not_before: number };
 
 /**
- * The step transition primitive. Pure and total: it never throws, and a refusal leaves the state
- * untouched. Checks run in order: the table (`illegal_transition`), then for start / succeed /
- * fail the lease fence (`stale_lease`: an attempt or lease epoch other than the current one —
- * a zombie — is refused even where the status allows the op), then for lease the backoff
- * (`not_before`). A lease mints attempt+1 and lease_epoch+1. A failure goes back to `ready`
- * with `not_before = now + retryDelay(policy, attempt)` when it is retryable and
- * `attempt < policy.max_attempts`, and to `failed` otherwise. `not_before` is cleared by any
- * move out of `ready`.
+ * The step transition primitive, pure and total. Checks in order: the table
+ * (`illegal_transition`), the lease fence for start / succeed / fail (`stale_lease`: a zombie is
+ * refused even where the status allows the op), the backoff for lease (`not_before`). A lease mints
+ * attempt+1 and lease_epoch+1; a retryable failure under `max_attempts` goes back to `ready` after
+ * `retryDelay`, any other to `failed`.
  */
 export function applyStepOp(state: StepState, event: StepOpEvent): StepOpResult {
   const from = state.status;

@@ -14,7 +14,7 @@ export interface Lane {
   head: QueueEntry | null;
 }
 
-/** What a record stored before issue 9 still held inside it, moved out a chunk per transition. */
+/** What an older-format record still held inside it, moved out a chunk per transition. */
 export interface LegacyMembers {
   /** Runs queued, oldest first: [run id, project]. Moved first, into the lanes, in order. */
   queue: [string, string][];
@@ -55,13 +55,13 @@ export interface TenantContext {
   q_next: number;
   /** Queue lanes with runs in them: one per project that had a cap when its runs queued, `""` for the rest. */
   lanes: Record<string, Lane>;
-  /** Present while a record written before issue 9 is being moved out (see `migrate.ts`). */
+  /** Present while an older-format record is being moved out (see `migrate.ts`). */
   legacy?: LegacyMembers;
   created_at: number;
   updated_at: number;
 }
 
-/** A tenant as stored before issue 9: every member inside the record. Loaded and migrated, never written. */
+/** A tenant in the older format: every member inside the record. Loaded and migrated, never written. */
 export interface TenantContextV1 {
   id: string;
   settings: TenantSettings;

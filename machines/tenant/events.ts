@@ -51,7 +51,7 @@ export const TenantCommandSchema = z.discriminatedUnion("type", [
   z.object({ type: z.literal("tenant.release_expansion"), run_id: TokenSchema, node: z.string().min(1).max(200) }),
   /** The tenant to itself: more queued runs may fit than one transition starts. */
   z.object({ type: z.literal("tenant.promote") }),
-  /** The tenant to itself: a record stored before issue 9 still holds members to move out. */
+  /** The tenant to itself: an older-format record still holds members to move out. */
   z.object({ type: z.literal("tenant.migrate") }),
 ]);
 export type TenantCommand = z.infer<typeof TenantCommandSchema>;
@@ -88,7 +88,7 @@ export interface TenantView {
   active_by_project: Record<string, number>;
   /** Runs accepted and waiting for a slot. */
   queued_runs: number;
-  /** Members of a record stored before issue 9 not yet moved out of it (0 once migrated). */
+  /** Members of an older-format record not yet moved out of it (0 once migrated). */
   migrating: number;
   /** Items of admitted expansions not yet released. */
   active_descendants: number;
@@ -143,7 +143,7 @@ export type ExpansionReply = { type: "expansion.admitted"; node: string } | { ty
 export type RecheckAnswer = { outcome: "admitted" | "queued" | "unknown"; run_id: string; position?: number };
 
 /**
- * A record stored before issue 9 is still being moved out (a few transitions): an admission, a
+ * An older-format record is still being moved out (a few transitions): an admission, a
  * settings change or a resume is asked again later (retryable); a run's report (ended, recheck,
  * expansion) is sent back to the tenant's own mailbox and applied once the move is done.
  */

@@ -5,12 +5,9 @@ import { TenantSettingsSchema } from "./settings.js";
 import { reservationKey, type FactReader, type Reservation, type StoreOp } from "./members.js";
 
 /**
- * Dynamic expansion (a map's fan-out) is admitted by the run's tenant before any item starts,
- * against the tenant's expansion limits: items per expansion, depth, steps and estimated cost
- * per run, and the items active across the whole tenant (its active-descendant quota). An
- * admitted expansion holds its items in the tenant's count until the run releases it (the map
- * settled, or the run ended). Both commands are idempotent per (run, node): the reservation's
- * key says whether it is held.
+ * A map's fan-out is admitted by the run's tenant before any item starts, against its expansion
+ * limits and its tenant-wide active-descendant quota; the items stay counted until the run
+ * releases them. Idempotent per (run, node): the reservation's key says whether it is held.
  */
 export interface ExpansionAsk {
   run_id: string;

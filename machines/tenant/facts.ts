@@ -1,5 +1,5 @@
 import type { TenantContext, TenantContextV1 } from "./context.js";
-import { applyTenantCommand, likelyFacts } from "./decide.js";
+import { applyTenantCommand, likelyFacts } from "./apply.js";
 import { COUNT_FACT, MissingFacts, SPENT_FACT, type Facts } from "./members.js";
 import type { TenantEvent } from "./events.js";
 

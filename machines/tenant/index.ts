@@ -5,7 +5,6 @@ export {
   createDecision,
   settingsDecision,
   stateDecision,
-  applyTenantCommand,
   newTenant,
   tenantView,
   atDay,
@@ -17,6 +16,7 @@ export {
   type TenantContextV1,
   type Decision,
 } from "./decide.js";
+export { applyTenantCommand } from "./apply.js";
 export { PROMOTE_BATCH } from "./queue.js";
 export { MIGRATE_BATCH, upgrade as upgradeTenant } from "./migrate.js";
 export { gatherFacts, missingFacts, withGatheredFacts, type MembershipReader } from "./facts.js";

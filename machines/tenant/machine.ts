@@ -1,5 +1,6 @@
 import { enqueueActions, setup } from "xstate";
-import { applyTenantCommand, newTenant, type TenantContext } from "./decide.js";
+import { applyTenantCommand } from "./apply.js";
+import { newTenant, type TenantContext } from "./decide.js";
 import { TENANT_STATES, type TenantCommandType, type TenantEffect, type TenantEvent, type TenantInput, type TenantState } from "./events.js";
 import { mergeSettings } from "./settings.js";
 import { leftAfterChunk, upgrade } from "./migrate.js";
@@ -25,7 +26,7 @@ type ActionName = (typeof ACTION_OF)[TenantCommandType];
 /**
  * What lets a command move the tenant, read off the command and the context before it is
  * decided (the decision itself runs once, in the command's action): a create with valid settings
- * leaves `new`; a resume waits (and stays) while a record stored before issue 9 still has members
+ * leaves `new`; a resume waits (and stays) while an older-format record still has members
  * to move out after this transition's chunk; kill and drain always move.
  */
 const MOVE_GUARD: Partial<Record<TenantCommandType, "createValid" | "notHeldByMigration">> = {
@@ -74,24 +75,18 @@ function command<T extends TenantCommandType>(type: T) {
 }
 
 /**
- * The tenant actor's machine (one actor per tenant): `new` until `tenant.create`, then
- * `active` | `draining` | `killed`, moved between by kill / drain / resume. Pure: use it with
- * `initialTransition(tenantMachine, { id })` and `transition()`; every event carries `now`.
- *
- * Answers: every accepted command emits exactly one `runway.answer` with a closed value
- * (`TenantAnswer`), refusals included — an admission refused (`tenant_killed`,
- * `tenant_draining`, `day_cap_reached`) or queued (`queued` + reason) is a transition that
- * answers and leaves the context untouched (no assign). A command the state does not accept
- * (anything but `tenant.create` while `new`) has no transition: the host answers it `refused`.
- * Decisions that change the tenant (create, put, kill, drain, resume) also emit a
- * `runway.publish` to `rw.audit.<tenant>.tenant`.
+ * The tenant actor's machine: `new` until `tenant.create`, then `active` | `draining` | `killed`.
+ * Every accepted command answers exactly once with a closed `TenantAnswer`; a refusal or a
+ * `queued` is a transition that answers and leaves the context untouched. A command the state does
+ * not take has no transition (the host answers `refused`). Changes to the tenant are audited
+ * (`rw.audit.<tenant>.tenant`).
  */
 export const tenantMachine = setup({
   types: { context: {} as TenantContext, events: {} as TenantEvent, input: {} as TenantInput | undefined, emitted: {} as TenantEffect },
   guards: {
     /** A create that makes the tenant: it has an id, and its settings are valid. */
     createValid: ({ context, event }) => event.type === "tenant.create" && !!context.id && mergeSettings(undefined, event.settings).ok,
-    /** No members stored before issue 9 are left after this transition's chunk (`migrate.ts`). */
+    /** No members of an older-format record are left after this transition's chunk (`migrate.ts`). */
     notHeldByMigration: ({ context }) => leftAfterChunk(upgrade(context)) === 0,
   },
   actions: {

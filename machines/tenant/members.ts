@@ -1,21 +1,10 @@
 /**
- * A tenant's membership — its running, queued and recently ended runs and its expansion
- * reservations — lives in keys beside its record (`tenant.<id>.<key>` in the tenant's partition
- * bucket), not in the record. The record keeps counters and the queue's lane heads, so a write
- * costs the same whatever the tenant's population.
- *
- * | key | value | while |
- * |---|---|---|
- * | `m.<run>` | {@link Member}: running (`s: "r"`) or queued (`s: "q"`, with its lane slot) | admitted and not ended |
- * | `e.<run>` | {@link EndedMark} | ended (unless admitted fresh), for the ended-run retention (per-message TTL) |
- * | `q.<lane>.<n>` | {@link QueueEntry} | queued at slot `n` of `lane` |
- * | `x.<run>.<node>` | {@link Reservation} | an admitted expansion not yet released |
- * | `b.<run>` | {@link BudgetReservation} | admitted under a day budget and not ended |
- *
- * A decision reads the keys it needs as *facts* (gathered before the transition by the actor's
- * `prepare`, see `facts.ts`) and writes keys with `runway.store` effects, which the host applies
- * after the record is stored and again whenever the record is loaded: the record is the commit
- * point, and keys catch up with it before the tenant decides anything else.
+ * A tenant's membership lives in keys beside its record (`tenant.<id>.<key>`), not in it, so a
+ * write costs the same whatever the tenant's population: `m.<run>` (running or queued),
+ * `e.<run>` (recently ended, TTL), `q.<lane>.<n>` (a queue slot), `x.<run>.<node>` (an expansion
+ * reservation), `b.<run>` (a day-budget reservation). A decision reads them as facts gathered by
+ * `prepare` and writes them as `runway.store` effects applied after the record: the record is the
+ * commit point, and the keys catch up with it on every load.
  */
 
 /** The lane of runs whose project has no cap: one FIFO for all of them. */

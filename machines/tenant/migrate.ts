@@ -3,13 +3,10 @@ import { endedKey, memberKey, reservationKey, type StoreOp } from "./members.js"
 import { capOf, enqueue } from "./queue.js";
 
 /**
- * Records stored before issue 9 kept every member inside the tenant's record (`running`,
- * `queue`, `ended`, `descendants`). Such a record still loads: {@link upgrade} turns it into the
- * bounded form with the members set aside in `legacy`, and each transition then moves up to
- * {@link MIGRATE_BATCH} of them out into keys — the queue first, in order, into the lanes; then
- * running runs, ended runs (kept for the ended-run retention) and reservations — and asks itself
- * (`tenant.migrate`) to go on. Counters are kept as they were, so nothing is counted twice or
- * lost on the way. While members remain, commands that read membership wait (`decide.ts`).
+ * A record of the older format keeps its members inside it (`running`, `queue`, `ended`,
+ * `descendants`). {@link upgrade} sets them aside in `legacy`, and each transition moves up to
+ * {@link MIGRATE_BATCH} of them out into keys and asks itself (`tenant.migrate`) to go on, so no
+ * transition grows with the tenant. Counters are kept as they were: nothing is counted twice.
  */
 export const MIGRATE_BATCH = 256;
 

@@ -3,15 +3,11 @@ import { entryKey, memberKey, SHARED_LANE, type FactReader, type QueueEntry, typ
 import type { QueueReason } from "./events.js";
 
 /**
- * The tenant's queue, out of its record: one FIFO lane per project that has a cap when its runs
- * queue, and one shared lane for every other project, so a project held by its cap never holds
- * back another's runs. Each queued run has a slot key `q.<lane>.<n>` and a queue position `g`
- * (the order it joined the whole queue); the record keeps each lane's range and head. A slot
- * that frees starts the lane head with the lowest `g` whose project fits: oldest first.
- *
- * Costs: joining is one slot write; starting a run reads the lane's next slot (a run that ended
- * while it waited left a hole there, skipped once, so the reads are amortised O(1)); a
- * transition starts at most {@link PROMOTE_BATCH} runs and asks itself to go on.
+ * The tenant's queue, out of its record: one FIFO lane per capped project, one shared lane for the
+ * rest, so a project held by its cap never holds back another's runs. A freed slot starts the lane
+ * head with the lowest queue position `g` whose project fits (oldest first). Holes left by runs that
+ * ended while queued are skipped once, so reads are amortised O(1); a transition starts at most
+ * {@link PROMOTE_BATCH} runs and asks itself to go on.
  */
 
 /** How many runs may wait behind a tenant's concurrency caps; a start beyond it is refused `queue_full`. */
@@ -101,12 +97,10 @@ export function positionOf(context: TenantContext, g: number): number {
 }
 
 /**
- * Queued runs that fit under the caps now start, oldest first (lowest position among the lane
- * heads whose project fits); a run held by its project's cap does not hold back another
- * project's. A shared-lane head whose project has gained a cap meanwhile moves to that project's
- * lane (behind the runs already there), so it no longer blocks the shared lane. Only an active
- * tenant starts queued runs. At most {@link PROMOTE_BATCH} starts and moves per transition;
- * `more` says another `tenant.promote` should go on.
+ * Starts queued runs that fit under the caps, oldest first among the lane heads whose project fits.
+ * A shared-lane head whose project gained a cap moves to that project's lane, so it no longer
+ * blocks the shared one. At most {@link PROMOTE_BATCH} moves per transition; `more` asks for
+ * another `tenant.promote`.
  */
 export function promote(context: TenantContext, facts: FactReader, store: StoreOp[]): { context: TenantContext; admitted: string[]; more: boolean } {
   let next = context;

@@ -143,12 +143,9 @@ function checkRefs(sites: RefSite[], where: (string | number)[], itemScope: bool
 }
 
 /**
- * Validates and compiles a definition. Checks, all reported together: shape
- * (`invalid_definition`), ids, needs, cycles, references (a node may read only its transitive
- * needs; `item`/`index` only in a map's input), handlers, workflows, limits, input schema and
- * plan size (canonical JSON bytes of the plan). A definition nested deeper than `MAX_JSON_DEPTH`
- * is refused alone (`too_deep`), and one over `max_nodes` gets no graph checks (ordering,
- * cycles, references), so compiling any input takes bounded stack and time.
+ * Validates and compiles a definition, reporting every problem together. A definition nested
+ * deeper than `MAX_JSON_DEPTH` is refused alone (`too_deep`), and one over `max_nodes` skips the
+ * graph checks, so compiling any input takes bounded stack and time.
  */
 export function compileDefinition(raw: unknown, ctx: CompileContext): CompileResult {
   // Checked first and without recursion: every later pass (zod included) recurses on the definition.

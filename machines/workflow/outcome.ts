@@ -31,12 +31,9 @@ export function joinOutcome(plan: Pick<Plan, "nodes">, joinId: string, states: N
 export type RunOutcome = { done: false } | { done: true; status: "succeeded" | "failed"; failed: string[] };
 
 /**
- * Done when no node is pending or active (a node without a state is pending). Failed when some
- * node failed without continue_on_error and no node needs it with `failed`, `always` or
- * `completed` (a handled failure does not fail the run). `failed` lists those nodes in plan order;
- * a failure inside a container surfaces as its join (`<parallel id>` or `<branch id>:end`), which
- * is the node that carries it. Cancellation is the engine's: a run it cancelled is cancelled
- * whatever this says.
+ * Done when no node is pending or active. Failed when a node failed without continue_on_error and
+ * nothing handles it (a `needs` with `failed`, `always` or `completed`); a failure inside a container
+ * surfaces as its join node. Cancellation is the engine's decision, not this one's.
  */
 export function runOutcome(plan: Pick<Plan, "nodes">, states: NodeStates): RunOutcome {
   const handled = new Set<string>();

@@ -1,16 +1,9 @@
 /**
- * The compiled plan: a FLAT list of plan nodes in one deterministic topological order, every
- * dependency explicit. This is what a run pins (content-addressed by `definition_digest_input`)
- * and what every runtime projection (readiness.ts, outcome.ts) reads. `PlanSchema` validates a
- * plan read back from storage.
- *
- * Need conditions (`when`), judged once the needed node is settled:
- *   succeeded | failed   the node settled with that status
- *   always               the node settled with any status (succeeded, failed, skipped, cancelled)
- *   completed            the node ran: succeeded or failed (used after a continue_on_error node
- *                        inside a sequence, so the sequence goes on past its failure but not past
- *                        its skip)
- *   then | else          the branch node succeeded and took that path
+ * The compiled plan: a flat list of nodes in one deterministic topological order, every dependency
+ * explicit; what a run pins and every projection reads. Need conditions (`when`), judged once the
+ * needed node settled: `succeeded` | `failed` (that status), `always` (any), `completed` (ran:
+ * succeeded or failed, so a sequence goes on past a continue_on_error failure but not past a
+ * skip), `then` | `else` (the branch took that path).
  */
 import { z } from "zod";
 import { isJson, type Json } from "./canonical.js";

@@ -1,13 +1,8 @@
 /**
- * Platform stops: failures where the runtime could not read or could not measure, as opposed to
- * failures the graph, the data, a handler or a person answered (seed 004, "A platform stop is
- * never tolerated"). A node that fails with one of these codes ends its run at once, whatever
- * `continue_on_error` or a `needs … when: failed|always` says, and no later node starts; a child
- * run that ended under one carries the code to its parent node, which stops its own run the same
- * way. The code carries the rule, never a flag, so it survives every boundary a code crosses
- * (a child's stored error, a report from another process).
- *
- * Handlers cannot produce these codes: a handler's failure codes are the pool's closed set.
+ * Platform stops: the runtime could not read or could not measure (seed 004, "A platform stop is
+ * never tolerated"). A node failing with one ends its run at once, whatever `continue_on_error` or
+ * `when` says, and a child's carries to its parent. The rule rides on the code, not on a flag, so
+ * it survives every boundary a code crosses; handlers cannot produce these codes.
  */
 export const PLATFORM_STOP_CODES = [
   /** A `${…}` reference in a node's input or a map's items could not be read. */

@@ -1,10 +1,8 @@
 /**
- * Template references: `"${expr}"` (a whole string: replaced by the referenced value, any JSON
- * type) and `"text ${expr} text"` (interpolated into a string). `expr` is one of
- *   input(.seg)*   steps.<id>.output(.seg)*   steps.<id>.status   item(.seg)*   index
- * where a segment is an identifier (letters, digits, '_' and '-', not starting with a digit) or an
- * array index. Resolution is pure and total: a missing path is `reference_unreadable`, never
- * `undefined`, so a node never runs on a value nothing produced.
+ * Template references: `"${expr}"` (replaced by the value, any JSON type) and `"text ${expr}"`
+ * (interpolated), where expr is `input…`, `steps.<id>.output…`, `steps.<id>.status`, `item…` or
+ * `index`. Resolution is total: a missing path is `reference_unreadable`, never `undefined`, so a
+ * node never runs on a value nothing produced.
  */
 import { canonicalJson } from "./canonical.js";
 import type { Scope } from "./plan.js";

@@ -1,17 +1,9 @@
 /**
- * Direct requests to the actors of a partition served here (`rw.ask.<partition>.<kind>.<id>`,
- * core NATS request-reply): the fast path of `MailboxClient.request`. Nothing is stored on the
- * way in — the requester holds the command until it is answered — so a request costs the
- * actor's own write and no mailbox message, delivery or acknowledgement. The answer comes only
- * after the transition is stored, and the command's id dedupes it against the actor's applied
- * window like any mailbox delivery.
- *
- * Whatever this owner did not apply (the partition is being released, the writer was fenced,
- * the command faulted its actor, the record cannot be read) is answered `mailbox` (header
- * `Rw-Ask`): the requester sends it through the durable mailbox, where redeliveries are counted
- * and dead-lettered. Only then: a command that may have been applied is never also stored
- * (see MailboxClient.request). One subscriber per partition (a queue group), so during a
- * hand-over a request reaches one owner.
+ * Direct requests to the actors of a partition served here (`rw.ask.<partition>.<kind>.<id>`):
+ * the fast path of `MailboxClient.request`. Nothing is stored on the way in (the requester holds the
+ * command), and the answer comes only after the transition is stored. Whatever this owner did not
+ * apply is answered `mailbox` (header `Rw-Ask`) and only then sent durably, so a command that may
+ * have been applied is never also stored. One queue group per partition: one owner per request.
  */
 import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { Logger } from "../log.js";

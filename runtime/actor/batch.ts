@@ -74,6 +74,7 @@ const JOURNAL_BYTES_PER_WRITE = 24 * 1024;
  * Decides each command of `batch` in turn on `base` (the stored state, or none): duplicates,
  * invalid and refused commands are answered without a change; the others move the snapshot
  * and add their effects to the pass. Commands past the journal budget go back to the queue.
+ * Its parts are plain functions that write into `pass`: the hot path allocates nothing more.
  */
 export async function decideBatch(lane: Lane, batch: Delivery[], base: Cached | undefined, pure: ReturnType<typeof pureMachine>): Promise<Pass> {
   const { definition, clock } = lane.env;
@@ -99,21 +100,10 @@ export async function decideBatch(lane: Lane, batch: Delivery[], base: Cached | 
       break;
     }
     const mark = appliedMark(delivery.id);
-    // A record written before marks were digests holds the ids themselves.
-    if (pass.applied.includes(mark) || pass.applied.includes(delivery.id)) {
-      lane.env.stats.duplicates++;
-      pass.decisions.push({ delivery, answer: { outcome: "duplicate" }, how: "ack" });
-      continue;
-    }
-    const parsed = delivery.trusted ? { success: true as const, data: delivery.event } : definition.events.safeParse(delivery.event);
-    if (!parsed.success) {
-      lane.env.stats.invalid++;
-      const reason = parsed.error.issues.map((i) => `${i.path.join(".") || "event"}: ${i.message}`).join("; ");
-      pass.decisions.push({ delivery, answer: { outcome: "invalid_input", reason }, how: "term", reason: `invalid_input: ${reason}` });
-      continue;
-    }
+    const parsed = screen(lane, pass, delivery, mark);
+    if (parsed === undefined) continue;
     // Its prepare must see this pass's hand-overs made: it waits for the next pass (after this one's write).
-    if (pass.local.length > 0 && definition.readsHandOvers?.(parsed.data as EventObject)) {
+    if (pass.local.length > 0 && definition.readsHandOvers?.(parsed)) {
       lane.requeue(batch.splice(index));
       break;
     }
@@ -125,80 +115,132 @@ export async function decideBatch(lane: Lane, batch: Delivery[], base: Cached | 
       effects.push(...collectEffects(actions));
     }
     const snapshot: AnyMachineSnapshot = pass.snapshot;
-    let event: EventObject = { ...(parsed.data as EventObject), now } as EventObject;
+    let event: EventObject = { ...parsed, now } as EventObject;
     if (definition.prepare) {
       try {
         event = await prepareWithRetry(definition.prepare, event, snapshot, pass.journal, ownKeys);
       } catch (err) {
-        if (isFault(err) && err.kind === "retryable") {
-          // The store is unavailable: keep the command for a later delivery rather than lose it.
-          pass.decisions.push({ delivery, answer: { outcome: "invalid_input", reason: "unavailable" }, how: "keep", reason: "prepare unavailable" });
-          continue;
-        }
-        lane.env.stats.invalid++;
-        const reason = err instanceof Error ? err.message : String(err);
-        pass.decisions.push({ delivery, answer: { outcome: "invalid_input", reason }, how: "term", reason: `invalid_input: ${reason}` });
+        refusePrepared(lane, pass, delivery, err);
         continue;
       }
     }
-    try {
-      // A guard that throws is the machine's fault like any other.
-      const [next, actions] = pure.transition(snapshot, event);
-      const produced = collectEffects(actions);
-      if (next.context === snapshot.context && next.value === snapshot.value && produced.every((e) => e.type === "runway.answer")) {
-        // Nothing moved: the event was refused (no transition takes it) or answered without a
-        // change. Only now is it asked which: a change means a transition took it, so the common
-        // case selects the transitions once, not twice.
-        if (!snapshot.can(event)) {
-          lane.env.stats.refused++;
-          pass.decisions.push({ delivery, answer: { outcome: "refused", state: snapshot.value }, how: "ack" });
-          continue;
-        }
-        // Answered without a change (e.g. a stale report): nothing to store, nothing to fence.
-        const answer = produced.find((e) => e.type === "runway.answer");
-        pass.decisions.push({
-          delivery,
-          answer: { outcome: "applied", revision: base?.revision ?? 0, ...(answer ? { value: answer.value } : {}) },
-          how: "ack",
-        });
-        continue;
-      }
-      effects.push(...produced, ...(definition.effects?.(lane.address, snapshot, next) ?? []));
-      pass.snapshot = next;
-    } catch (err) {
-      // A machine that throws or emits nonsense is a bug; the command must not wedge the actor.
-      // Deterministic, so not tried again: kept in the dead-letter stream for after the fix.
-      lane.env.logger.error("machine fault", { actor: lane.key, command: delivery.id, error: String(err) });
-      pass.decisions.push({
-        delivery,
-        answer: { outcome: "invalid_input", reason: DeadLetterReason.MachineFault },
-        how: "dead",
-        reason: DeadLetterReason.MachineFault,
-        detail: String(err),
-      });
-      continue;
-    }
-    let answer: Extract<Effect, { type: "runway.answer" }> | undefined;
+    if (!transition(lane, pass, pure, base, delivery, snapshot, event, effects)) continue;
     // Only a later command of this batch reads the count (a single command's facts are never split).
-    const counted = index < batch.length - 1;
-    // The outbox entries are numbered in effect order, answers, hand-overs and facts left out.
-    let entry = 0;
-    for (const e of effects) {
-      if (e.type === "runway.answer") answer ??= e;
-      else if (e.type === "runway.local") pass.local.push(e);
-      else if (e.type === "runway.journal") {
-        pass.journal.push(e.data);
-        if (counted) journalBytes += factBytes(e.data);
-      } else {
-        if (e.type === "runway.store" && !e.bucket) ownKeys.set(e.key, e.value);
-        pass.outbox.push({ id: `${delivery.id}/${entry++}`, effect: e });
-      }
-    }
-    pass.applied.push(mark);
-    pass.changed++;
-    pass.decisions.push({ delivery, answer: { outcome: "applied", revision: 0, ...(answer ? { value: answer.value } : {}) }, how: "ack" });
+    journalBytes += gather(pass, delivery, mark, effects, ownKeys, index < batch.length - 1);
   }
   return pass;
+}
+
+/**
+ * A command's event, or undefined when it is answered here: a duplicate by its applied mark, or
+ * an event its kind's schema refuses (parsed unless trusted).
+ */
+function screen(lane: Lane, pass: Pass, delivery: Delivery, mark: string): EventObject | undefined {
+  // A record written before marks were digests holds the ids themselves.
+  if (pass.applied.includes(mark) || pass.applied.includes(delivery.id)) {
+    lane.env.stats.duplicates++;
+    pass.decisions.push({ delivery, answer: { outcome: "duplicate" }, how: "ack" });
+    return undefined;
+  }
+  if (delivery.trusted) return delivery.event as EventObject;
+  const parsed = lane.env.definition.events.safeParse(delivery.event);
+  if (parsed.success) return parsed.data as EventObject;
+  lane.env.stats.invalid++;
+  const reason = parsed.error.issues.map((i) => `${i.path.join(".") || "event"}: ${i.message}`).join("; ");
+  pass.decisions.push({ delivery, answer: { outcome: "invalid_input", reason }, how: "term", reason: `invalid_input: ${reason}` });
+  return undefined;
+}
+
+/** A `prepare` that threw: a retryable fault keeps the command for a later delivery rather than lose it; any other refuses it. */
+function refusePrepared(lane: Lane, pass: Pass, delivery: Delivery, err: unknown): void {
+  if (isFault(err) && err.kind === "retryable") {
+    pass.decisions.push({ delivery, answer: { outcome: "invalid_input", reason: "unavailable" }, how: "keep", reason: "prepare unavailable" });
+    return;
+  }
+  lane.env.stats.invalid++;
+  const reason = err instanceof Error ? err.message : String(err);
+  pass.decisions.push({ delivery, answer: { outcome: "invalid_input", reason }, how: "term", reason: `invalid_input: ${reason}` });
+}
+
+/**
+ * The machine's transition of `event`: true when it moved the state (`pass.snapshot` and
+ * `effects` updated); false when the command was answered without a change (refused, answered
+ * as is, or a machine fault dead-lettered).
+ */
+function transition(
+  lane: Lane,
+  pass: Pass,
+  pure: ReturnType<typeof pureMachine>,
+  base: Cached | undefined,
+  delivery: Delivery,
+  snapshot: AnyMachineSnapshot,
+  event: EventObject,
+  effects: Effect[],
+): boolean {
+  try {
+    // A guard that throws is the machine's fault like any other.
+    const [next, actions] = pure.transition(snapshot, event);
+    const produced = collectEffects(actions);
+    if (next.context === snapshot.context && next.value === snapshot.value && produced.every((e) => e.type === "runway.answer")) {
+      // Nothing moved: the event was refused (no transition takes it) or answered without a
+      // change. Only now is it asked which: a change means a transition took it, so the common
+      // case selects the transitions once, not twice.
+      if (!snapshot.can(event)) {
+        lane.env.stats.refused++;
+        pass.decisions.push({ delivery, answer: { outcome: "refused", state: snapshot.value }, how: "ack" });
+        return false;
+      }
+      // Answered without a change (e.g. a stale report): nothing to store, nothing to fence.
+      const answer = produced.find((e) => e.type === "runway.answer");
+      pass.decisions.push({
+        delivery,
+        answer: { outcome: "applied", revision: base?.revision ?? 0, ...(answer ? { value: answer.value } : {}) },
+        how: "ack",
+      });
+      return false;
+    }
+    effects.push(...produced, ...(lane.env.definition.effects?.(lane.address, snapshot, next) ?? []));
+    pass.snapshot = next;
+    return true;
+  } catch (err) {
+    // A machine that throws or emits nonsense is a bug; the command must not wedge the actor.
+    // Deterministic, so not tried again: kept in the dead-letter stream for after the fix.
+    lane.env.logger.error("machine fault", { actor: lane.key, command: delivery.id, error: String(err) });
+    pass.decisions.push({
+      delivery,
+      answer: { outcome: "invalid_input", reason: DeadLetterReason.MachineFault },
+      how: "dead",
+      reason: DeadLetterReason.MachineFault,
+      detail: String(err),
+    });
+    return false;
+  }
+}
+
+/**
+ * Adds the effects of a command that moved the state to the pass (answer, hand-overs, journal
+ * facts, outbox entries numbered in effect order) and marks it applied. Returns the bytes of
+ * journal facts it added when `counted` (a later command of the batch reads the budget).
+ */
+function gather(pass: Pass, delivery: Delivery, mark: string, effects: Effect[], ownKeys: Map<string, unknown>, counted: boolean): number {
+  let answer: Extract<Effect, { type: "runway.answer" }> | undefined;
+  let bytes = 0;
+  let entry = 0;
+  for (const e of effects) {
+    if (e.type === "runway.answer") answer ??= e;
+    else if (e.type === "runway.local") pass.local.push(e);
+    else if (e.type === "runway.journal") {
+      pass.journal.push(e.data);
+      if (counted) bytes += factBytes(e.data);
+    } else {
+      if (e.type === "runway.store" && !e.bucket) ownKeys.set(e.key, e.value);
+      pass.outbox.push({ id: `${delivery.id}/${entry++}`, effect: e });
+    }
+  }
+  pass.applied.push(mark);
+  pass.changed++;
+  pass.decisions.push({ delivery, answer: { outcome: "applied", revision: 0, ...(answer ? { value: answer.value } : {}) }, how: "ack" });
+  return bytes;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

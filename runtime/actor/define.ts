@@ -3,12 +3,9 @@ import type { AnyMachineSnapshot, AnyStateMachine, EventObject } from "xstate";
 import { RunwayFault } from "../errors.js";
 
 /**
- * An actor kind: a pure XState machine plus what the host needs to run it. The machine decides;
- * the host does the I/O it asks for. A machine talks to the world only by emitting effects
- * (`emit(...)` in XState), described by {@link EffectSchema}; any other action is ignored.
- * Every event the host delivers carries `now` (wall-clock ms) — machines read no clock.
- * `T` is the kind's protocol (its stored state, commands and answers, see {@link ActorTypes}):
- * typed handles and the host's `read` take their types from it.
+ * An actor kind: a pure XState machine plus what the host needs to run it. The machine decides and
+ * talks to the world only by emitting effects ({@link EffectSchema}); the host does the I/O. Every
+ * event carries `now`: machines read no clock. `T` is the kind's protocol ({@link ActorTypes}).
  */
 export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMachine, T extends ActorTypes = ActorTypes> {
   kind: string;
@@ -22,15 +19,12 @@ export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMach
   /** Input for the machine when an actor is first addressed. */
   input?: (id: string) => unknown;
   /**
-   * Adds what the machine needs but the actor does not store (e.g. an immutable plan looked up
-   * by the digest the actor pinned), after validation and before the transition. May do I/O;
-   * must be deterministic for a given event and snapshot, but for what it reads of this process
-   * (see {@link readsHandOvers}), read afresh each time the command is decided. `pending`: the `runway.journal` facts
-   * of the commands decided earlier in the same batch (stored with it, not yet). `written`: the
-   * values those commands gave their own keys (`runway.store` without `bucket`; null: removed),
-   * by full key: they land after the batch's record, so a read of such a key must look here
-   * first. Throwing refuses the command as `invalid_input` with the error's message (a
-   * retryable fault, thrown or rejected, is tried again first).
+   * Adds what the machine needs but the actor does not store (e.g. a plan by its digest), after
+   * validation and before the transition. May do I/O; must be deterministic for an event and
+   * snapshot, except what it reads of this process ({@link readsHandOvers}). `pending` / `written`:
+   * the journal facts and own keys of commands decided earlier in the same batch, not stored yet, so
+   * a read of such a key must look there first. Throwing refuses the command as `invalid_input` (a
+   * retryable fault is tried again first).
    */
   prepare?: (
     event: EventObject,
@@ -67,15 +61,10 @@ export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMach
    */
   version?: number;
   /**
-   * The kind's migration table: for each earlier version `n`, the step that brings a stored
-   * snapshot of version `n` to version `n + 1`. The host's `read` (and a lane's load) runs the
-   * steps from a record's version up to {@link version}, before anything is decided on it; the
-   * next write stores the result under the current version. Each step gets and returns XState's
-   * persisted snapshot (`status`, `value`, `context`, …) and must be pure and deterministic: a
-   * record may be loaded, migrated and dropped from memory many times before it is rewritten.
-   * Required, one step per earlier version, once `version` is above 1. A record newer than
-   * `version` (written by a later deploy) is never decided on by this code: its commands stay
-   * unacknowledged for a newer node.
+   * The kind's migrations: for each earlier version `n`, the pure step from a persisted snapshot of
+   * version `n` to `n + 1`, run on every read before anything is decided (a record may be migrated
+   * and dropped many times before it is rewritten). Required once `version` is above 1. A record
+   * newer than `version` is never decided on: its commands wait for a newer node.
    */
   migrations?: Readonly<Record<number, MigrationStep>>;
   /**
@@ -85,13 +74,10 @@ export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMach
    */
   maxBatch?: number;
   /**
-   * `memory`: a `runway.send` to this kind from an actor of another kind is applied in memory
-   * when this node serves the receiver's partition — in the sender's lane, right after the
-   * sender's write, with the same id the mailbox would carry — instead of through the mailbox
-   * stream; otherwise, or when the receiver keeps it, it is published as usual. The send stays
-   * in the sender's stored outbox, so after a crash the next loader delivers it again (deduped
-   * by id). A kind that receives in memory sends only through the mailbox itself: a lane then
-   * waits on at most one other lane, never in a cycle. Default `mailbox`.
+   * `memory`: a `runway.send` to this kind from another kind is applied in memory when this node
+   * serves the receiver's partition, right after the sender's write and with the mailbox's id; it
+   * stays in the sender's outbox, so a crash redelivers it (deduped). A kind that receives in memory
+   * sends only through the mailbox, so a lane waits on at most one other, never in a cycle.
    */
   inbox?: "memory" | "mailbox";
   /**
@@ -190,18 +176,11 @@ export const EffectSchema = z.discriminatedUnion("type", [
   z.object({ type: z.literal("runway.timer.set"), name: TimerName, at: z.number(), event: EventSchema }),
   z.object({ type: z.literal("runway.timer.cancel"), name: TimerName }),
   /**
-   * Write `value` (JSON) under `key` beside the actor's record, after the transition is stored.
-   * Without `bucket`: in the actor's own partition bucket, through the partition's fenced log,
-   * and `key` must start with `<kind>.<id>.` (state the actor keeps out of its record, e.g. a
-   * tenant's membership). With `bucket`: a plain put in that KV bucket, for indexes whose every
-   * write is idempotent. `null` removes the key (a purge: no older revision survives). With
-   * `ttl_ms` the server removes the value (or the purge marker, default 60 s) that long after.
-   * Applied in outbox order — own-partition entries first, one at a time, then the other durable
-   * effects, then `bucket` entries — and again whenever the record is loaded: the last entry for
-   * a key wins, so each must be idempotent. `last` (with `bucket`): after everything else, the
-   * sends applied in memory too, and not awaited by a caller in this process: an index entry
-   * that must outlive what the transition sent (a run leaves the live-run index only once its
-   * tenant has heard of its end).
+   * Write `value` (JSON; `null` purges) under `key` after the transition is stored. Without
+   * `bucket`: in the actor's own partition bucket through the fenced log, `key` under
+   * `<kind>.<id>.`; with `bucket`: a plain put, for idempotent indexes. Applied in outbox order and
+   * again on every load, so the last entry for a key wins and each must be idempotent. `last`: after
+   * everything else, not awaited (an index entry that must outlive what the transition sent).
    */
   z.object({
     type: z.literal("runway.store"),

@@ -17,10 +17,9 @@ export function collectEffects(actions: readonly { type: string; params?: unknow
 
 /**
  * An emitted effect, checked. The kinds every step emits (events, journal facts, hand-overs,
- * answers) have nothing to check beyond a non-empty name, so they skip the schema, which was
- * a few percent of a step's CPU; sends and stores (a run's start and end: 0.3 a step in w1) are
- * checked field by field as the schema would; whatever that does not accept, and publishes and
- * timers, go through the schema, which says why.
+ * answers) have nothing to check beyond a non-empty name, so they skip the schema, a visible cost
+ * on the hot path; sends and stores are checked field by field as the schema would; whatever that
+ * does not accept, and publishes and timers, go through the schema, which says why.
  */
 function checkedEffect(emitted: unknown): Effect {
   const e = emitted as { type?: unknown; subject?: unknown; channel?: unknown } | null | undefined;

@@ -8,14 +8,10 @@ export interface LiveEventStats {
 }
 
 /**
- * Live progress events: plain NATS publishes, not stored by the server and never awaited.
- *
- * A journaled actor's events are durable already: they are entries of the record of the
- * transition that made them, which its key's history keeps (the journal). So the server is not
- * asked to store them a second time, and a transition never waits on them: a subscriber sees
- * them live, and a reader that was away reads them back from the journal (each event's `id` is
- * the revision of its record and its place there, the same live and read back). An outage of
- * live delivery loses nothing durable (DESIGN invariant 11).
+ * Live progress events: plain NATS publishes, not stored by the server and never awaited. They are
+ * already durable as entries of their transition's record (the journal), so a reader that was away
+ * reads them back there under the same `id`; an outage of live delivery loses nothing (DESIGN
+ * invariant 11).
  */
 export class LiveEvents {
   readonly stats: LiveEventStats = { published: 0, dropped: 0 };

@@ -71,21 +71,12 @@ export class MailboxClient {
   }
 
   /**
-   * Sends a command and waits for the actor's closed answer, which comes only after the
-   * transition is durably stored. Resolves `timeout` if no answer arrives in time; the command
-   * may still be applied later (send it again with the same id to learn the outcome).
-   *
-   * The command is first asked of the partition's owner directly (`rw.ask.…`, nothing stored on
-   * the way: see asks.ts); if no owner is subscribed, or the owner answers that it did not apply
-   * it, it goes through the durable mailbox with the rest of the time. A direct ask that times
-   * out is not sent through the mailbox: it may still be applied (its write may be waiting on
-   * the store), and a stored copy delivered after the actor's applied window moved on would be
-   * applied again. Sent again with the same id, it is recognised while the actor's applied window
-   * (its last 32 commands) holds it; through the mailbox, the stream's duplicate window (2 min)
-   * holds it too, and an id this client stored goes through the mailbox again (never asked
-   * directly while a stored copy may be on its way). A request is ordered after the caller's earlier requests it awaited, not after
-   * commands it `send`s without waiting: `through: "mailbox"` skips the direct ask, so the
-   * request queues behind them.
+   * Sends a command and waits for the actor's closed answer, given only after the transition is
+   * stored; `timeout` leaves it possibly applied later (send again with the same id to learn). It is
+   * asked of the owner directly first (asks.ts) and goes through the durable mailbox only if no
+   * owner answers or the owner did not apply it; a direct ask that timed out is never re-sent durably,
+   * since a stored copy arriving after the applied window moved on would apply twice. `through:
+   * "mailbox"` orders the request after the caller's earlier un-awaited `send`s.
    */
   async request(address: ActorAddress, event: CommandEvent, id: string, timeoutMs = 5_000, options: { through?: "mailbox" } = {}): Promise<Asked<unknown>> {
     const started = performance.now();

@@ -60,19 +60,11 @@ const ALL_OUT = Promise.resolve(true);
 export const NOTHING_TO_WAIT_FOR: PublishedOutbox = { durable: ALL_OUT, all: ALL_OUT };
 
 /**
- * Publishes the effects of a stored transition. Each entry has a deterministic id (the command
- * id and the effect's position), used as `Nats-Msg-Id` and as the receiver's `Rw-Id`, so a
- * re-publish after a crash is dropped by the stream's duplicate window and, beyond it, by the
- * receiver's applied-command window. `runway.event` entries are published live at once, in
- * entry order, each with its id (`revision`, the stored record's, and its place among the
- * record's events), and never fail or wait. Then, in order: state kept beside the record, the
- * durable entries (sends, timers, `runway.publish`), index entries (`durable` resolves here),
- * then the sends a receiver here takes in memory (`ctx.deliver`), which wait on the receiver's
- * lane, the sends marked `last` that go through a mailbox, and last the index entries marked
- * `last` (`all` resolves then): a caller in this process is not held by another actor's queue.
- * A durable entry larger than the server's max payload can never be published: it is filed as
- * a dead letter (`effect_too_large`, the body left out) and counts as done, so the actor is not
- * wedged.
+ * Publishes a stored transition's effects. Each has a deterministic id (command id + position), so a
+ * re-publish after a crash is dropped by the stream's duplicate window or the receiver's applied
+ * window. Live events go first and never wait; then own keys, durable entries, indexes (`durable`
+ * resolves), in-memory sends, `last` sends and indexes (`all` resolves), so a caller here is not held
+ * by another actor's queue. An entry over the max payload is dead-lettered, so the actor is not wedged.
  */
 export function publishOutbox(
   ctx: OutboxContext,

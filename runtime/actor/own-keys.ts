@@ -16,13 +16,10 @@ import { sentHeaders } from "../nats/headers.js";
 type Known = { data: Uint8Array | null; seq: number; expires: number };
 
 /**
- * The keys actors keep beside their records (`runway.store` without a bucket), as this owner
- * wrote or read them, so an actor that reads its own keys before deciding (a tenant's members)
- * does not ask the server for what it wrote itself. Sound because the partition's owner is
- * their only writer (every write goes through its fenced log): an entry is trusted only under
- * the log generation it was learnt in (a resync or a conflict forgets it; a new claim starts a new
- * cache), until its TTL, and a write that did not land forgets its key. Bounded: past `limit`
- * keys it starts over.
+ * The keys actors keep beside their records, as this owner wrote or read them, so a tenant reading
+ * its members does not ask the server for what it wrote itself. Sound because the partition's owner
+ * is their only writer: an entry is trusted only under the log generation it was learnt in, until its
+ * TTL, and a failed write forgets its key. Bounded by `limit`.
  */
 export class OwnKeys {
   private readonly known = new Map<string, Known>();

@@ -1,11 +1,8 @@
 /**
- * The NATS micro service protocol (ADR-32, "Service API" rev. 6), implemented directly on a
- * nats.js v3 connection, so that `nats micro ls|info|stats|ping` see Runway's services.
- * (`@nats-io/services` exists only as a prerelease that pins an old nats-core.)
- *
- * Control subjects, answered by every instance (no queue group):
- *   $SRV.<PING|INFO|STATS>, $SRV.<VERB>.<name>, $SRV.<VERB>.<name>.<id>
- * Endpoints subscribe in a queue group (`q` by default), so instances share the requests.
+ * The NATS micro service protocol (ADR-32, rev. 6) on a nats.js v3 connection, so `nats micro
+ * ls|info|stats|ping` see Runway's services (`@nats-io/services` only exists as a prerelease pinning
+ * an old core). Control subjects are answered by every instance; endpoints share requests in a queue
+ * group.
  */
 import { nuid, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 import { sentHeaders } from "../nats/headers.js";

@@ -3,12 +3,9 @@ import { canonicalMIMEHeaderKey, Match, MsgHdrsImpl, type MsgHdrs } from "@nats-
 const encoder = new TextEncoder();
 
 /**
- * The headers of a message this process sends. nats.js's own (`headers()`) keeps a map of
- * arrays, lists and filters its keys on every `set`, canonicalises each key through an array
- * of char codes, and builds the block again on publish: garbage and CPU on every transition of
- * the actor loop (three to five headers a message). These are a short
- * list of pairs, checked as nats.js checks them, and encoded to the same bytes: the client only
- * calls `encode()` on headers it sends. Keys match exactly unless a `Match` says otherwise.
+ * Headers of a message this process sends. nats.js's `headers()` allocates and canonicalises on every
+ * `set` and rebuilds the block on publish, a cost paid on every transition; this is a short list of
+ * pairs, checked as nats.js checks them and encoded to the same bytes.
  */
 export class SentHeaders implements MsgHdrs {
   readonly #keys: string[] = [];

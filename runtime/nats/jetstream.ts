@@ -120,13 +120,10 @@ export type ChainOutcome =
   | { outcome: "failed"; landed: number; first: Exclude<PublishOutcome, { outcome: "stored" }> };
 
 /**
- * Publishes `messages` to one stream, all in flight at once, each stored only right after the one
- * before it: the first names `expectLastSequence` (the stream's last sequence), every later one
- * names its predecessor's `Nats-Msg-Id` as the stream's last (`Nats-Expected-Last-Msg-Id`). So a
- * chain lands as a prefix, behind nothing but the sequence the writer saw, and one foreign
- * message anywhere stops the rest: the fence of one write, for the cost of one round trip. The
- * ids are fresh, so the duplicate window never drops one. Sizes are checked before anything is
- * sent.
+ * Publishes `messages` to one stream all in flight, each stored only right after its predecessor
+ * (`expectLastSequence` for the first, `Nats-Expected-Last-Msg-Id` for the rest). So a chain lands
+ * as a prefix and one foreign message stops the rest: the fence of one write for one round trip.
+ * Ids are fresh, so the duplicate window never drops one; sizes are checked before sending.
  */
 export async function publishChain(
   nc: NatsConnection,

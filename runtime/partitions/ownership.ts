@@ -19,14 +19,10 @@ export interface OwnershipConfig {
 }
 
 /**
- * Keeps this node's set of owned partitions equal to what placement says it should be.
- *
- * - Claim: a partition placed here is taken when its fence names no owner, names this node (a
- *   restart of the same node: the new epoch fences the old incarnation), or names a node whose
- *   liveness lease has expired. Never from a live node.
- * - Hand-off: a partition placed on another live node is released after its in-flight
- *   commands finish; the other node then claims it.
- * - Loss: a partition whose fence moved on (this node was paused past its lease) is dropped.
+ * Keeps this node's owned partitions equal to what placement says. Claim a partition placed here
+ * when its fence names no owner, this node (a restart: the new epoch fences the old incarnation) or
+ * a node whose liveness lease expired, never a live one; release one placed elsewhere after its
+ * in-flight commands finish; drop one whose fence moved on (this node was paused past its lease).
  */
 export class PartitionOwnership {
   private timer: NodeJS.Timeout | undefined;

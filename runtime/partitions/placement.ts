@@ -1,12 +1,10 @@
 import { fnv1a32 } from "./hash.js";
 
 /**
- * Versions of the placement function. 1 scored a (node, partition) pair by its FNV-1a hash
- * alone, which barely mixes the last bytes: nodes whose names differ in one character (`w1c-0`,
- * `w1c-1`) ranked the same way for every partition, so one of them won all 32 and a second node
- * added nothing. 2 mixes the hash (murmur3's finaliser) first. A cluster uses the lowest version
- * any live node announces (`Membership.placementVersion`), so nodes of two versions always agree
- * on where every partition goes and none is left unclaimed during an upgrade.
+ * Versions of the placement function. Version 1's FNV-1a score barely mixes the last bytes, so nodes
+ * whose names differ in one character rank alike and one wins every partition; 2 mixes the hash
+ * first. A cluster uses the lowest version any live node announces, so nodes of two versions agree
+ * on every partition during an upgrade.
  */
 export type PlacementVersion = 1 | 2;
 export const PLACEMENT_VERSION: PlacementVersion = 2;

@@ -1,16 +1,8 @@
 /**
- * Which thread takes which steps. The pool hands a thread the steps it got ready in one turn of
- * its loop as one batch (one message, one wake-up of the thread). Piscina's default balancer
- * counts tasks, not steps, and gives every abortable task a thread of its own; here a thread
- * takes steps while it runs fewer than `tasksPerThread`, by the pool's own count of steps per
- * thread. The cost is stated in StepPool's `#cancel`: terminating a thread for a stuck handler
- * fails the other steps on it as `worker_crashed` (retryable).
- *
- * The balancer also tells the pool which thread each batch went to (`placed`, by the steps'
- * numbers, which ride on the task under Piscina's queue-options symbol: structured cloning drops
- * it, so the worker never sees it), also when the batch waited in Piscina's queue while a thread
- * was replaced. A stuck step's thread is known from then on, without a message from the worker
- * for every step, which would cost the main thread a wake-up and a socket write more per step.
+ * Which thread takes which steps. Piscina's default balancer counts tasks, not steps, and gives every
+ * abortable task its own thread; here a thread takes batches while it runs fewer than
+ * `tasksPerThread` steps. It also tells the pool where each batch went (`placed`), so a stuck step's
+ * thread is known without a message per step from the worker.
  */
 import { type Piscina, queueOptionsSymbol } from "piscina";
 

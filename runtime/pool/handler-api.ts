@@ -1,11 +1,7 @@
 /**
- * What a step handler module may import. Handlers run in worker threads: they reach no NATS
- * connection and no credentials, only their input, a cancellation signal, and two one-way
- * messages to the main thread (heartbeat, progress). This file has no imports so that handler
- * modules stay cheap to load in every worker.
- *
- *   import type { Handler } from ".../runtime/pool/handler-api.js";
- *   export const handlers: Record<string, Handler> = { add: ({ input }) => ... };
+ * What a step handler module may import. Handlers run in worker threads and reach no NATS connection
+ * or credentials, only their input, a cancellation signal, heartbeat and progress. No imports here,
+ * so handler modules stay cheap to load in every worker.
  */
 
 export interface StepContext {

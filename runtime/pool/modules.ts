@@ -9,12 +9,9 @@ import type { Plugin } from "esbuild";
 // (TypeScript bundled first), and the process's flags less a tsx loader.
 
 /**
- * The modules a pool's threads load — its worker file and the handler modules — as plain ES
- * modules Node imports by itself. A TypeScript module (`.ts`, `.mts`, `.cts`) is bundled with
- * esbuild (its relative imports inlined, packages left as imports, an inline source map, each
- * source keeping its own `import.meta.url`) into a file named by its content; anything else is
- * loaded as it is. On Node 20 a thread that imports TypeScript through tsx needs a loader
- * thread of its own, which makes a pool slow to start; bundled, no thread of a pool needs tsx.
+ * The modules a pool's threads load, as plain ES modules. TypeScript is bundled with esbuild into a
+ * content-named file (relative imports inlined, packages kept as imports), because on Node 20 a thread
+ * importing TypeScript through tsx needs a loader thread of its own, which makes a pool slow to start.
  */
 export async function loadableModule(path: string): Promise<string> {
   if (!/\.[mc]?ts$/.test(path)) return path;
@@ -87,13 +84,10 @@ export function workerFile(): string {
 }
 
 /**
- * The flags a pool's threads run with: the given ones, and `require()` of an ES module off where
- * Node has it. Node 20.19+ and 22 abort the whole process (a failed C++ assertion, no exception)
- * when a thread is terminated while `require()` links an ES module, and Piscina loads the worker
- * file with `require()` first: a pool that terminates a thread while it starts (a stuck step, a
- * pool closing during its start) took its node down. With the flag that `require()` throws at
- * once and Piscina imports the file, which a termination stops cleanly. The cost: a handler's
- * CommonJS dependency that `require()`s an ES module fails to load, as on Node before 20.19.
+ * The pool threads' flags, with `require()` of an ES module off where Node has it: Node aborts the
+ * whole process if a thread is terminated while `require()` links an ES module, and Piscina loads its
+ * worker with `require()` first. With the flag Piscina imports the file instead, which a termination
+ * stops cleanly. Cost: a CommonJS dependency that `require()`s an ES module fails to load.
  */
 export function threadExecArgv(base: readonly string[]): string[] {
   const flag = "--no-experimental-require-module";

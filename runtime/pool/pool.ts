@@ -1,16 +1,8 @@
 /**
- * StepPool: runs step handlers in Piscina worker threads. A handler reaches nothing privileged;
- * it gets its input and a context, and its outcome comes back as a closed StepResult. run()
- * never rejects for anything a handler does: throwing, hanging, spinning, exhausting memory or
- * returning rubbish are all failures with a code and a retry verdict.
- *
- * Tasks wait in the pool's own FIFO until a slot is free (`threads × tasksPerThread`), so
- * `timeoutMs` measures execution, not queueing. The steps that got a slot in one turn of the
- * event loop go to the threads at the end of that turn, one batch per thread (balancer.ts):
- * under load a turn readies several, and a message each cost the main thread a post and a
- * wake-up of a thread per step. On timeout or abort the handler's `ctx.signal` aborts first; a
- * handler that has not settled after `cancelGraceMs` has its thread terminated (and replaced).
- * run() resolves only after the handler settled or its thread was terminated.
+ * StepPool: runs step handlers in Piscina worker threads. run() never rejects for anything a handler
+ * does: every failure is a closed StepResult with a code and a retry verdict. Tasks wait in the pool's
+ * own FIFO, so `timeoutMs` measures execution, not queueing. On timeout or abort the handler's signal
+ * aborts first; one still running after `cancelGraceMs` has its thread terminated and replaced.
  */
 import { randomUUID } from "node:crypto";
 import { BroadcastChannel } from "node:worker_threads";

@@ -1,14 +1,8 @@
 /**
- * Messages between the StepPool (main thread) and its worker threads: tagged (`t`), versioned
- * (`v`) plain objects, so that a worker built from another version is recognised, not misread.
- *
- *   main → worker (Piscina task)      BatchMessage (steps, each a RunMessage) | InitMessage
- *   worker → main (Piscina result)    ResultsMessage (the batch's results not sent before) | ReadyMessage
- *   worker → main (parentPort)        ResultsMessage (results of a batch that has steps still running)
- *   worker → main (parentPort)        EventMessage  (heartbeat / progress, while running)
- *   worker → main (parentPort)        ToolCallMessage (a handler's ctx.tools.call)
- *   main → workers (BroadcastChannel) CancelMessage (cooperative cancel before termination)
- *   main → workers (BroadcastChannel) ToolAnswerMessage (the answer to a ToolCallMessage)
+ * Messages between the StepPool and its worker threads: tagged (`t`), versioned (`v`) plain objects,
+ * so a worker of another version is recognised, not misread. Piscina tasks carry BatchMessage /
+ * InitMessage and return ResultsMessage / ReadyMessage; parentPort carries early results, events and
+ * tool calls; a BroadcastChannel carries cancels and tool answers.
  */
 import { pathToFileURL } from "node:url";
 import { isAbsolute } from "node:path";

@@ -6,19 +6,11 @@ import { kvSubject, partitionBucket, partitionStream } from "../topology.js";
 import { sentHeaders } from "../nats/headers.js";
 
 /**
- * The fenced writer of one partition.
- *
- * A partition's actor state lives in its own KV bucket (one stream). Every write names the
- * stream's last sequence as this writer last saw it (`Nats-Expected-Last-Sequence`), so the
- * server stores it only if nothing at all was written to the partition in between: not the
- * same actor by another host (a revision race), and not a new `fence` record by a new owner
- * (an authority change). One header therefore carries both fences, and a paused process that
- * wakes up after a takeover cannot land a write: its view predates the new owner's fence
- * record, whatever its clock says. The price is one write in flight per partition; nodes
- * own many partitions, so they write in parallel across them.
- *
- * The `fence` key's revision is the partition's authority epoch. It changes only when
- * ownership does (claim, release), never on lease renewal.
+ * The fenced writer of one partition. Every write names the stream's last sequence as this writer saw
+ * it, so the server stores it only if nothing at all was written in between: neither another host's
+ * write nor a new owner's `fence` record. One header carries both fences, so a process paused past a
+ * takeover cannot land a write, whatever its clock says; the price is one write in flight per
+ * partition. The `fence` key's revision is the authority epoch; it changes only on claim and release.
  */
 export const FenceRecordSchema = z.object({
   partition: z.number().int().nonnegative(),

@@ -6,8 +6,8 @@
 import { createServer } from "node:http";
 import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ModernMcpClient, ModernMcpError, MODERN_PROTOCOL, TASKS_EXTENSION, speaksModern } from "../../gateways/tools/mcp-2026.js";
-import type { ModernTaskState } from "../../gateways/tools/mcp-2026.js";
+import { ModernMcpClient, speaksModern } from "../../gateways/tools/mcp-2026.js";
+import { ModernMcpError, MODERN_PROTOCOL, TASKS_EXTENSION, type ModernTaskState } from "../../gateways/tools/mcp-2026-types.js";
 import { freePort, waitFor } from "../harness/index.js";
 import { EFFECT_KEY_META, startEffectsServer, startModernServer } from "../fixtures/mcp/start.js";
 import type { EffectsServerHandle } from "../fixtures/mcp/start.js";

@@ -9,7 +9,8 @@ import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ToolConnections, ToolGateway, ToolRegistry, ToolServerSpecSchema, ensureToolsBucket } from "../../gateways/tools/index.js";
-import { MODERN_PROTOCOL, ModernMcpClient, ModernMcpVersionError } from "../../gateways/tools/mcp-2026.js";
+import { ModernMcpClient } from "../../gateways/tools/mcp-2026.js";
+import { MODERN_PROTOCOL, ModernMcpVersionError } from "../../gateways/tools/mcp-2026-types.js";
 import { startServer, type NatsServerHandle } from "../harness/index.js";
 import { startEffectsServer, startModernServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
 
