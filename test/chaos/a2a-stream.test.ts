@@ -3,7 +3,7 @@ import { expect, it } from "vitest";
 import { SendMessageRequest, SubscribeToTaskRequest, TaskState, type StreamResponse } from "@a2a-js/sdk";
 import { ClientFactory, ClientFactoryOptions, type Client } from "@a2a-js/sdk/client";
 import { RunwayClient } from "../../cluster/client.js";
-import { RUNWAY_USER, spawnTsx, type ChildHandle } from "../harness/index.js";
+import { RUNWAY_USER, spawnTsx, waitFor, type ChildHandle } from "../harness/index.js";
 import { singleServerWorld } from "./node-process.js";
 
 const world = singleServerWorld();
@@ -93,10 +93,14 @@ it("A2A-4 a blocking SendMessage whose node is SIGKILLed is resumed by sending t
   await api.putDefinition({ name: "nap", nodes: [{ id: "s", kind: "code", handler: "slow", input: { ms: "${input.ms}" } }], result: "${steps.s.output}" });
   expect((await api.exposeAgent({ definition: "nap", public: true })).outcome).toBe("exposed");
   const request = () => SendMessageRequest.fromJSON({ message: { messageId: "m-blocking", role: "ROLE_USER", parts: [{ data: { ms: 3_000 } }] } });
-  const pending = (await clientOf(a.url, "s3", "JSONRPC")).sendMessage(request());
-  await new Promise((r) => setTimeout(r, 500));
+  // Settled as soon as it is made: the kill rejects it before the test looks at it.
+  const pending = (await clientOf(a.url, "s3", "JSONRPC")).sendMessage(request()).then(
+    () => "answered",
+    () => "refused",
+  );
+  await waitFor(async () => ((await api.listRuns({ limit: 10 })).runs as unknown[]).length === 1, { timeoutMs: 20_000, describe: "the blocking call's run" });
   await a.child.kill("SIGKILL");
-  await expect(pending).rejects.toBeDefined();
+  expect(await pending).toBe("refused");
   const task = (await (await clientOf(b.url, "s3", "JSONRPC")).sendMessage(request())) as { id: string; status?: { state: number } };
   expect(task.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
   const runs = (await api.listRuns({ limit: 500 })).runs as { id: string; status: string }[];
