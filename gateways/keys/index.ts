@@ -1,0 +1,11 @@
+export {
+  ApiKeyNameSchema,
+  ApiKeyStore,
+  ensureKeysBucket,
+  KEYS_BUCKET,
+  ReviewerGroupSchema,
+  type ApiKeyView,
+  type Authenticated,
+  type CreateKeyResult,
+  type KeyCaller,
+} from "./store.js";
