@@ -108,13 +108,13 @@ export async function startA2aServer(deps: A2aServerDeps, options: { port: numbe
       else {
         // A non-public agent answers the keys of its own tenant: none, a bad or a revoked one is 401, another tenant's 403.
         const token = /^Bearer +(\S+) *$/i.exec(req.headers.authorization ?? "")?.[1];
-        const checked = token && deps.keys ? await deps.keys.authenticate(token) : { outcome: "unauthenticated" as const };
-        if (checked.outcome !== "ok") {
+        const key = token && deps.keys ? await deps.keys.authenticate(token) : undefined;
+        if (!key) {
           res.setHeader("WWW-Authenticate", 'Bearer realm="runway"');
           return refuse(res, rpc, 401, "UNAUTHENTICATED", "this agent needs a valid bearer token (an API key of its tenant)", -32600, 401);
         }
-        if (checked.caller.tenant !== tenant) return refuse(res, rpc, 403, "PERMISSION_DENIED", "this key is not one of the agent's tenant", -32600, 403);
-        caller = new Caller(ac.signal, checked.caller.identity, true, checked.caller.groups, checked.caller.interactive);
+        if (key.tenant !== tenant) return refuse(res, rpc, 403, "PERMISSION_DENIED", "this key is not one of the agent's tenant", -32600, 403);
+        caller = new Caller(ac.signal, key.identity, true, key.groups, key.interactive);
       }
       res.on("close", () => ac.abort());
       callers.set(req, caller);

@@ -5,7 +5,6 @@ export {
   KEYS_BUCKET,
   ReviewerGroupSchema,
   type ApiKeyView,
-  type Authenticated,
   type CreateKeyResult,
   type KeyCaller,
 } from "./store.js";

@@ -42,8 +42,6 @@ export interface KeyCaller {
   interactive: boolean;
 }
 
-export type Authenticated = { outcome: "ok"; caller: KeyCaller } | { outcome: "unauthenticated" };
-
 export type CreateKeyResult = { outcome: "created"; key: ApiKeyView; token: string } | { outcome: "key_exists"; key: ApiKeyView };
 
 const PREFIX = "rwk";
@@ -174,17 +172,17 @@ export class ApiKeyStore {
     }
   }
 
-  /** Who a bearer token is: a live key's caller, or `unauthenticated` (malformed, unknown, wrong secret, revoked). */
-  async authenticate(token: string): Promise<Authenticated> {
+  /** Who a bearer token is: a live key's caller; undefined for a token that is malformed, unknown, revoked or of a wrong secret. */
+  async authenticate(token: string): Promise<KeyCaller | undefined> {
     const m = TOKEN.exec(token);
-    if (!m) return { outcome: "unauthenticated" };
+    if (!m) return undefined;
     const [, tenant, name] = m as unknown as [string, string, string];
     const stored = await this.entry(`${tenant}.${name}`);
-    if (!stored || stored.revoked) return { outcome: "unauthenticated" };
+    if (!stored || stored.revoked) return undefined;
     const given = Buffer.from(digest(token), "hex");
     const held = Buffer.from(stored.hash, "hex");
-    if (given.length !== held.length || !timingSafeEqual(given, held)) return { outcome: "unauthenticated" };
-    return { outcome: "ok", caller: { tenant, name, identity: `key:${tenant}/${name}`, groups: stored.groups, interactive: stored.interactive } };
+    if (given.length !== held.length || !timingSafeEqual(given, held)) return undefined;
+    return { tenant, name, identity: `key:${tenant}/${name}`, groups: stored.groups, interactive: stored.interactive };
   }
 
   async close(): Promise<void> {
