@@ -224,7 +224,15 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
         if (!config.http) return;
         const { runs } = parts.services!;
         http = await startA2a(
-          { nc: self().nc, runs, definitions: stores.definitions(), agents: new AgentStore(self().nc), keys: parts.keys!, logger: deps.logger, now: () => clock.now() },
+          {
+            nc: self().nc,
+            runs,
+            definitions: stores.definitions(),
+            agents: new AgentStore(self().nc),
+            keys: parts.keys!,
+            logger: deps.logger,
+            now: () => clock.now(),
+          },
           config.http,
         );
         parts.http = http;

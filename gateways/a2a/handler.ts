@@ -90,8 +90,10 @@ export function decisionRefusal(
 ): string | undefined {
   if (!caller.authenticated) return undefined;
   const groups = [item.group, item.escalation_group ?? null].filter((g): g is string => g !== null);
-  if (groups.length > 0 && !groups.some((g) => caller.groups.includes(g))) return `${caller.name} is not in the approval's reviewer group ${groups.join(" or ")}`;
-  if (initiator === caller.name && decision !== "reject" && item.kind !== "input") return `${caller.name} started this run: its initiator cannot approve its actions`;
+  if (groups.length > 0 && !groups.some((g) => caller.groups.includes(g)))
+    return `${caller.name} is not in the approval's reviewer group ${groups.join(" or ")}`;
+  if (initiator === caller.name && decision !== "reject" && item.kind !== "input")
+    return `${caller.name} started this run: its initiator cannot approve its actions`;
   return undefined;
 }
 

@@ -1,10 +1,1 @@
-export {
-  ApiKeyNameSchema,
-  ApiKeyStore,
-  ensureKeysBucket,
-  KEYS_BUCKET,
-  ReviewerGroupSchema,
-  type ApiKeyView,
-  type CreateKeyResult,
-  type KeyCaller,
-} from "./store.js";
+export { ApiKeyNameSchema, ApiKeyStore, ensureKeysBucket, ReviewerGroupSchema } from "./store.js";

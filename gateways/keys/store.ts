@@ -7,9 +7,7 @@ import { z } from "zod";
 export const KEYS_BUCKET = "rw_api_keys";
 
 /** An API key's name: its identity is `key:<tenant>/<name>`. */
-export const ApiKeyNameSchema = z
-  .string()
-  .regex(/^[a-z0-9][a-z0-9-]{0,62}$/, "a key name is 1-63 characters of [a-z0-9-], starting with a letter or digit");
+export const ApiKeyNameSchema = z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, "a key name is 1-63 characters of [a-z0-9-], starting with a letter or digit");
 
 /** A reviewer group a key belongs to (an approval's `group`). */
 export const ReviewerGroupSchema = z.string().min(1).max(64);

@@ -62,7 +62,11 @@ async function clientWith(token: string, tenant: string, agent: string, transpor
   return factory.createFromUrl(`${base}/a2a/${tenant}/${agent}/`);
 }
 
-async function createKey(tenant: string, name: string, extra: { groups?: string[]; interactive?: boolean } = {}): Promise<{ token: string; key: Record<string, unknown> }> {
+async function createKey(
+  tenant: string,
+  name: string,
+  extra: { groups?: string[]; interactive?: boolean } = {},
+): Promise<{ token: string; key: Record<string, unknown> }> {
   const created = await world.clientFor(tenant).createKey({ name, ...extra });
   expect(created.outcome).toBe("created");
   return { token: created.token as string, key: created.key as Record<string, unknown> };
