@@ -259,7 +259,12 @@ export class RunService {
       admitted.outcome === "budget_exhausted" ||
       admitted.outcome === "queue_full"
     ) {
-      await this.auditRefusal(tenant, admitted.outcome, { source: plan.source, definition: resolved.ref, start_key: key });
+      await this.auditRefusal(tenant, admitted.outcome, {
+        source: plan.source,
+        ...(request.initiator ? { initiator: request.initiator } : {}),
+        definition: resolved.ref,
+        start_key: key,
+      });
       return { outcome: "refused", answer: { outcome: admitted.outcome, detail: admitted } };
     }
     // Queued behind the tenant's caps: the run is created `queued` and starts when its tenant gives it a slot.

@@ -4,10 +4,13 @@
 import { createHash } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
 import { Kvm } from "@nats-io/kv";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { SendMessageRequest, TaskState, type Task } from "@a2a-js/sdk";
 import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, RestTransportFactory, type Client } from "@a2a-js/sdk/client";
+import { startRunwayNode } from "../../cluster/runway-node.js";
+import { createLogger } from "../../runtime/index.js";
 import { waitFor } from "../harness/index.js";
-import { workflowWorld } from "./workflow-support.js";
+import { HANDLERS, workflowWorld } from "./workflow-support.js";
 
 const world = workflowWorld({ name: "a2a-keys-node", http: { port: 0 } });
 let base = "";
@@ -73,8 +76,8 @@ async function createKey(
 }
 
 /** A REST GET of the agent's tasks with this Authorization header (none when undefined). */
-async function listTasks(tenant: string, agent: string, authorization?: string): Promise<Response> {
-  return fetch(`${base}/a2a/${tenant}/${agent}/tasks`, { headers: { "A2A-Version": "1.0", ...(authorization ? { Authorization: authorization } : {}) } });
+async function listTasks(tenant: string, agent: string, authorization?: string, at = base): Promise<Response> {
+  return fetch(`${at}/a2a/${tenant}/${agent}/tasks`, { headers: { "A2A-Version": "1.0", ...(authorization ? { Authorization: authorization } : {}) } });
 }
 
 function asTask(result: unknown): Task {
@@ -136,6 +139,34 @@ describe("API keys", () => {
     expect((await listTasks("t1", "greet", `Bearer ${token}`)).status).toBe(401);
   });
 
+  it("a revocation written through one node holds on another node serving HTTP as soon as its watched copy sees it", async () => {
+    const other = await startRunwayNode({
+      connection: world.server.connectOptions(),
+      name: "a2a-keys-node-2",
+      handlers: [HANDLERS],
+      logger: createLogger("a2a-keys-node-2", "error"),
+      http: { port: 0 },
+      api: false,
+    });
+    try {
+      const { token } = await createKey("t1", "two-nodes");
+      const there = other.httpUrl!;
+      await waitFor(async () => (await listTasks("t1", "greet", `Bearer ${token}`, there)).status === 200 || undefined, {
+        timeoutMs: 10_000,
+        describe: "the other node to admit the new key",
+      });
+      const revokedAt = Date.now();
+      expect((await world.client.revokeKey("two-nodes")).outcome).toBe("revoked");
+      await waitFor(async () => (await listTasks("t1", "greet", `Bearer ${token}`, there)).status === 401 || undefined, {
+        timeoutMs: 2_000,
+        describe: "the other node to refuse the revoked key",
+      });
+      expect(Date.now() - revokedAt).toBeLessThan(2_000);
+    } finally {
+      await other.stop();
+    }
+  }, 60_000);
+
   it("a key of tenant t2 on an agent of t1 is refused (403), and sees none of its tasks", async () => {
     const { token: t1Token } = await createKey("t1", "owner");
     const task = asTask(await (await clientWith(t1Token, "t1", "greet")).sendMessage(send({ mine: true })));
@@ -169,6 +200,21 @@ describe("identity reaches decisions", () => {
     const task = asTask(await (await clientWith(token, "t1", "greet")).sendMessage(send({ who: "starter" })));
     const run = (await world.client.getRun(task.id)).run as { initiator?: string; source: string };
     expect(run.initiator).toBe("key:t1/starter");
+  });
+
+  it("a start its tenant refuses leaves an audit record naming the key that asked", async () => {
+    const tenant = "audited";
+    const api = world.clientFor(tenant);
+    await api.createTenant(tenant);
+    expect((await api.putDefinition(GREET)).outcome).toMatch(/published|unchanged/);
+    expect((await api.exposeAgent({ definition: "greet" })).outcome).toBe("exposed");
+    expect((await api.setTenantState(tenant, "kill", "test")).outcome).toBe("killed");
+    const { token } = await createKey(tenant, "refused-caller");
+    const task = asTask(await (await clientWith(token, tenant, "greet")).sendMessage(send({ x: 1 })));
+    expect(task.status?.state).toBe(TaskState.TASK_STATE_REJECTED);
+    const jsm = await jetstreamManager(world.nc);
+    const last = await jsm.streams.getMessage("RUNWAY_AUDIT", { last_by_subj: `rw.audit.${tenant}.admission` });
+    expect(last?.json()).toMatchObject({ type: "start_refused", code: "tenant_killed", source: "a2a", initiator: `key:${tenant}/refused-caller` });
   });
 
   it("an approval decided over A2A by a key outside its reviewer group answers not_authorized; its initiator cannot approve it; a reviewer of the group can", async () => {
