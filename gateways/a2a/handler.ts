@@ -82,7 +82,7 @@ function notAuthorized(why: string): Error {
  * rejecting it stays open, and a tool's request for input is the initiator's to answer).
  * Undefined: it may. A public agent's anonymous callers are not checked (an explicit per-agent choice).
  */
-export function decisionRefusal(
+function decisionRefusal(
   caller: Pick<Caller, "authenticated" | "name" | "groups">,
   item: { kind: string; group: string | null; escalation_group?: string | null },
   initiator: string | undefined,
