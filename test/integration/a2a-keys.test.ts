@@ -9,7 +9,8 @@ import { SendMessageRequest, TaskState, type Task } from "@a2a-js/sdk";
 import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, RestTransportFactory, type Client } from "@a2a-js/sdk/client";
 import { startRunwayNode } from "../../cluster/runway-node.js";
 import { createLogger } from "../../runtime/index.js";
-import { waitFor } from "../harness/index.js";
+import { fileURLToPath } from "node:url";
+import { RUNWAY_USER, spawnTsx, waitFor } from "../harness/index.js";
 import { HANDLERS, workflowWorld } from "./workflow-support.js";
 
 const world = workflowWorld({ name: "a2a-keys-node", http: { port: 0 } });
@@ -105,6 +106,31 @@ describe("API keys", () => {
     expect((await world.client.createKey({ name: "caller" })).outcome).toBe("key_exists");
     expect((await world.client.revokeKey("nobody")).outcome).toBe("key_not_found");
   });
+
+  it("runway keys create prints the token once; keys ls shows the key without it; keys revoke refuses it (exit 1 for an unknown key)", async () => {
+    const cli = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
+    const runway = async (args: string[]) => {
+      const child = spawnTsx(cli, [...args, "--servers", world.server.url, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--tenant", "t1"], {
+        name: `runway ${args.join(" ")}`,
+      });
+      const exit = await child.exited;
+      return { code: exit.code, out: child.lines.join("\n") };
+    };
+    const created = await runway(["keys", "create", "from-cli", "--group", "ops", "--group", "finance", "--interactive"]);
+    expect(created.code).toBe(0);
+    const answer = JSON.parse(created.out) as { token: string; key: Record<string, unknown> };
+    expect(answer.key).toMatchObject({ name: "from-cli", groups: ["finance", "ops"], interactive: true, revoked: false });
+    expect((await listTasks("t1", "greet", `Bearer ${answer.token}`)).status).toBe(200);
+    const listed = await runway(["keys", "ls"]);
+    expect(listed.code).toBe(0);
+    expect(listed.out).toContain("from-cli");
+    expect(listed.out).not.toContain(answer.token);
+    expect((await runway(["keys", "revoke", "from-cli"])).code).toBe(0);
+    expect((await listTasks("t1", "greet", `Bearer ${answer.token}`)).status).toBe(401);
+    const unknown = await runway(["keys", "revoke", "no-such-key"]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.out).toMatch(/key_not_found/);
+  }, 60_000);
 
   it("no token, a malformed one, a wrong secret: 401 with WWW-Authenticate, in the binding's shape", async () => {
     const { token } = await createKey("t1", "shape");
