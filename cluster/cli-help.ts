@@ -194,6 +194,21 @@ export const COMMANDS: readonly CommandHelp[] = [
     connects: "api",
   },
   {
+    name: "keys",
+    summary: "The tenant's API keys: bearer tokens of its HTTP callers (A2A agents that are not public), stored hashed.",
+    forms: [
+      ["keys create <name> [--group G]... [--interactive]", "a new key; its token is printed this once (identity key:<tenant>/<name>)"],
+      ["keys ls", "the keys: id, name, groups, created_at, revoked, the token's last 4 characters"],
+      ["keys revoke <name>", "refuses its token from now on, on every node"],
+    ],
+    options: [
+      ["--group G", "create: a reviewer group whose approvals its callers may decide (repeatable)"],
+      ["--interactive", "create: its callers' runs take the interactive lane (default: batch)"],
+    ],
+    example: ["runway keys create partner --group finance", "curl -H 'Authorization: Bearer rwk.demo.partner.…' http://127.0.0.1:8080/a2a/demo/hello/tasks"],
+    connects: "api",
+  },
+  {
     name: "schedules",
     summary: "The tenant's schedules: cron expressions (in a time zone) or fixed intervals that start a definition with an input.",
     forms: [

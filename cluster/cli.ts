@@ -20,6 +20,7 @@ import { schedulesCommand, SCHEDULES_OPTIONS } from "./cli-schedules.js";
 import { modelsCommand } from "./cli-models.js";
 import { approvalsCommand, APPROVALS_OPTIONS } from "./cli-approvals.js";
 import { agentsCommand, AGENTS_OPTIONS } from "./cli-agents.js";
+import { keysCommand, KEYS_OPTIONS } from "./cli-keys.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
 import { runCredsCommand } from "./creds/index.js";
@@ -368,6 +369,11 @@ async function main(argv: string[]): Promise<void> {
     case "agents": {
       const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...common, ...AGENTS_OPTIONS } });
       const act = agentsCommand(sub, positionals[0], values);
+      return finish(command, sub, await withClient(values, act));
+    }
+    case "keys": {
+      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...common, ...KEYS_OPTIONS } });
+      const act = keysCommand(sub, positionals[0], values);
       return finish(command, sub, await withClient(values, act));
     }
     case "models": {

@@ -82,6 +82,16 @@ export class RunwayClient {
   hideAgent(name: string) {
     return this.t("agents.hide", { name });
   }
+  /** A new API key: the answer's `token` is shown this once. */
+  createKey(request: { name: string; groups?: string[]; interactive?: boolean }) {
+    return this.t("keys.create", request);
+  }
+  listKeys() {
+    return this.t("keys.list");
+  }
+  revokeKey(name: string) {
+    return this.t("keys.revoke", { name });
+  }
   startRun(request: StartRunRequest) {
     return this.t("runs.start", request);
   }

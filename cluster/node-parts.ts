@@ -26,6 +26,7 @@ import {
   ScheduleStore,
   TenantService,
   type A2aServer,
+  type ApiKeyStore,
   type ModelStore,
   type ToolConnections,
   type ToolGateway,
@@ -67,6 +68,8 @@ export interface Parts {
   tools?: ToolsPart;
   /** The tenants' model providers, watched. */
   models?: ModelStore;
+  /** The tenants' API keys, watched from the node's start (a revocation holds here as soon as it is written). */
+  keys?: ApiKeyStore;
   services?: ServicesPart;
   /** The A2A HTTP server (`http` set). */
   http?: A2aServer;

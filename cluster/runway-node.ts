@@ -2,7 +2,9 @@ import type { Server } from "node:http";
 import { ensureDomainTopology, NodeMetrics } from "../actors/index.js";
 import {
   AgentStore,
+  ApiKeyStore,
   ensureA2aBuckets,
+  ensureKeysBucket,
   ensureModelsBucket,
   ensureSchedulesBucket,
   ensureToolsBucket,
@@ -105,7 +107,16 @@ function domainStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
         await ensureSchedulesBucket(self().nc, config.replicas ?? 1);
         await ensureA2aBuckets(self().nc, config.replicas ?? 1);
         await ensureModelsBucket(self().nc, config.replicas ?? 1);
+        await ensureKeysBucket(self().nc, config.replicas ?? 1);
       },
+    },
+    {
+      name: "api-keys",
+      start: async () => {
+        parts.keys = new ApiKeyStore(self().nc);
+        await parts.keys.start();
+      },
+      stop: () => parts.keys?.close(),
     },
     {
       // Watched from the start, so a model call finds its provider in memory.
@@ -192,6 +203,7 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
           tools: parts.tools!,
           schedules: parts.schedules!.service,
           models: parts.models!,
+          keys: parts.keys!,
           replays: new RunReplays({ nc: self().nc, partitions: self().topology.partitions, runs }),
           agents: new AgentStore(self().nc),
           now: () => clock.now(),
@@ -205,7 +217,15 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
         if (!config.http) return;
         const { runs } = parts.services!;
         http = await startA2a(
-          { nc: self().nc, runs, definitions: stores.definitions(), agents: new AgentStore(self().nc), logger: deps.logger, now: () => clock.now() },
+          {
+            nc: self().nc,
+            runs,
+            definitions: stores.definitions(),
+            agents: new AgentStore(self().nc),
+            keys: parts.keys!,
+            logger: deps.logger,
+            now: () => clock.now(),
+          },
           config.http,
         );
         parts.http = http;

@@ -7,3 +7,4 @@ export { ensureToolsBucket, ToolConnections, ToolGateway, ToolRegistry } from ".
 export { ensureSchedulesBucket, ScheduleFirer, ScheduleService, ScheduleStore } from "./schedules/index.js";
 export { AgentStore, ensureA2aBuckets, startA2a, type A2aServer } from "./a2a/index.js";
 export { ensureModelsBucket, ModelStore } from "./models/index.js";
+export { ApiKeyStore, ensureKeysBucket } from "./keys/index.js";

@@ -9,6 +9,8 @@ export type RunView = ReturnType<typeof runSummary> & {
   /** Present (true) when the record was compacted after the ended-run retention: only the final summary is left. */
   compacted?: true;
   lane: string;
+  /** Who started it, when the caller was authenticated (`key:<tenant>/<name>`). */
+  initiator?: string;
   input: unknown;
   waiting: { on: string | null; ref: string | null; expires_at: number | null } | null;
   result: unknown;
@@ -37,6 +39,7 @@ export function view(run: RunContext, input: unknown): RunView {
   return {
     ...runSummary(run),
     lane: run.lane ?? "batch",
+    ...(run.initiator ? { initiator: run.initiator } : {}),
     input,
     waiting: lc.status === "waiting" ? { on: lc.waiting_on, ref: lc.waiting_ref, expires_at: lc.waiting_expires_at } : null,
     result: run.result,

@@ -46,12 +46,18 @@ export interface A2aDeps {
   blockingMs?: number;
 }
 
-/** Who calls, for one request: the A2A SDK's `User`, with the request's lifetime (its connection closing aborts what waits for it). */
+/**
+ * Who calls, for one request: the A2A SDK's `User`, with the request's lifetime (its connection
+ * closing aborts what waits for it). An authenticated caller is an API key: `name` is its identity
+ * (`key:<tenant>/<name>`), with the reviewer groups and the lane the key grants.
+ */
 export class Caller {
   constructor(
     readonly signal: AbortSignal,
     readonly name: string = "anonymous",
     readonly authenticated = false,
+    readonly groups: readonly string[] = [],
+    readonly interactive = false,
   ) {}
   get isAuthenticated(): boolean {
     return this.authenticated;
@@ -59,6 +65,36 @@ export class Caller {
   get userName(): string {
     return this.name;
   }
+  /** What the run journals as the decider or canceller: the key's identity, or `a2a:anonymous` for a public agent's caller. */
+  get by(): string {
+    return this.authenticated ? this.name : `a2a:${this.name}`;
+  }
+}
+
+/** A decision the caller may not make: answered as `UnsupportedOperation` whose message and metadata say `not_authorized`. */
+function notAuthorized(why: string): Error {
+  return new UnsupportedOperationError({ message: `not_authorized: ${why}`, metadata: { outcome: "not_authorized" } });
+}
+
+/**
+ * Whether a keyed caller may decide this approval: one of its reviewer groups (or its escalation
+ * group) when it has one, and never the run's initiator approving its own action (seed 003 §7.4;
+ * rejecting it stays open, and a tool's request for input is the initiator's to answer).
+ * Undefined: it may. A public agent's anonymous callers are not checked (an explicit per-agent choice).
+ */
+function decisionRefusal(
+  caller: Pick<Caller, "authenticated" | "name" | "groups">,
+  item: { kind: string; group: string | null; escalation_group?: string | null },
+  initiator: string | undefined,
+  decision: string,
+): string | undefined {
+  if (!caller.authenticated) return undefined;
+  const groups = [item.group, item.escalation_group ?? null].filter((g): g is string => g !== null);
+  if (groups.length > 0 && !groups.some((g) => caller.groups.includes(g)))
+    return `${caller.name} is not in the approval's reviewer group ${groups.join(" or ")}`;
+  if (initiator === caller.name && decision !== "reject" && item.kind !== "input")
+    return `${caller.name} started this run: its initiator cannot approve its actions`;
+  return undefined;
 }
 
 const NEVER = new AbortController().signal;
@@ -171,7 +207,7 @@ export class AgentHandler implements A2ARequestHandler {
   async cancelTask(params: CancelTaskRequest, context: ServerCallContext): Promise<Task> {
     const read = await this.read(params.id);
     if (!read.view) throw new TaskNotCancelableError(`task ${params.id} was rejected: it has no run`);
-    const answer = await this.deps.runs.cancel(this.tenant, params.id, "cancelled by an A2A client", `a2a:${callerOf(context).userName}`);
+    const answer = await this.deps.runs.cancel(this.tenant, params.id, "cancelled by an A2A client", callerOf(context).by);
     if (answer.outcome === "run_not_found" || answer.outcome === "tenant_not_found") throw new TaskNotFoundError(`no task ${params.id}`);
     if (answer.outcome === "not_cancellable") throw new TaskNotCancelableError(`task ${params.id} ended: ${answer.run.status}`);
     return (await this.read(params.id)).task;
@@ -227,6 +263,8 @@ export class AgentHandler implements A2ARequestHandler {
       input: parsed.input,
       start_key: { source: "a2a", delivery_id: deliveryId },
       source: "a2a",
+      // A keyed caller is the run's initiator, and its key (not a field it writes) says its lane (C037).
+      ...(caller.authenticated ? { initiator: caller.name, granted_lane: caller.interactive ? ("interactive" as const) : ("batch" as const) } : {}),
     });
     if (started.outcome === "started" || started.outcome === "duplicate") return this.read(id, record);
     if (REJECTING.has(started.outcome)) {
@@ -257,7 +295,7 @@ export class AgentHandler implements A2ARequestHandler {
       throw new UnsupportedOperationError(
         TERMINAL_STATES.has(state) ? `task ${read.task.id} ended: send a new message` : `task ${read.task.id} takes no message now`,
       );
-    const by = `a2a:${caller.userName}`;
+    const by = caller.by;
     const { ref, on } = read.view.waiting;
     if (on === "event") {
       const name = await this.signalOf(read.view, ref);
@@ -271,6 +309,10 @@ export class AgentHandler implements A2ARequestHandler {
     const text = typeof input.text === "string" ? input.text.trim() : undefined;
     const named = input.decision === "approve" || input.decision === "reject" || input.decision === "edit" ? input.decision : undefined;
     const decision = named ?? (text && /^(no|reject(ed)?|deny|denied|decline(d)?)\b/i.test(text) ? "reject" : "approve");
+    // A keyed caller's decision is checked against the approval it reads: one not readable yet is not decided unchecked.
+    if (!item && caller.authenticated) throw new UnsupportedOperationError(`the question of task ${read.task.id} is not readable now; send again`);
+    const refused = item ? decisionRefusal(caller, item, read.view.initiator, decision) : undefined;
+    if (refused) throw notAuthorized(refused);
     const { decision: _d, reason, payload, ...rest } = input;
     const content = payload ?? (item?.kind === "input" && decision === "approve" ? rest : undefined);
     const decided = await this.deps.runs.decide(this.tenant, ref, {

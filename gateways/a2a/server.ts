@@ -6,6 +6,7 @@ import { agentCardHandler, jsonRpcHandler, restHandler } from "@a2a-js/sdk/serve
 import { RequestMalformedError, toRestErrorBody } from "@a2a-js/sdk/errors";
 import { isTenantId, MAX_JSON_DEPTH, nestingDepth, WorkflowNameSchema } from "../../machines/index.js";
 import type { Logger } from "../../runtime/index.js";
+import type { ApiKeyStore } from "../keys/index.js";
 import type { AgentStore, ExposedAgent } from "./agents.js";
 import { agentCardOf } from "./card.js";
 import { AgentHandler, Caller, type A2aDeps } from "./handler.js";
@@ -18,6 +19,8 @@ const CARD_PATH = "/.well-known/agent-card.json";
 
 export interface A2aServerDeps extends A2aDeps {
   agents: AgentStore;
+  /** The tenants' API keys: a non-public agent's callers are the keys of its tenant. */
+  keys?: ApiKeyStore;
   logger: Logger;
 }
 
@@ -99,14 +102,22 @@ export async function startA2aServer(deps: A2aServerDeps, options: { port: numbe
         req.url = "/";
         return m.card(req, res, next);
       }
-      // Keys arrive with the API-key authenticator: until then only a public agent answers.
-      if (!m.public) {
-        res.setHeader("WWW-Authenticate", 'Bearer realm="runway"');
-        return refuse(res, rpc, 401, "UNAUTHENTICATED", "this agent needs a bearer token", -32600, 401);
-      }
       const ac = new AbortController();
+      let caller: Caller;
+      if (m.public) caller = new Caller(ac.signal);
+      else {
+        // A non-public agent answers the keys of its own tenant: none, a bad or a revoked one is 401, another tenant's 403.
+        const token = /^Bearer +(\S+) *$/i.exec(req.headers.authorization ?? "")?.[1];
+        const key = token && deps.keys ? await deps.keys.authenticate(token) : undefined;
+        if (!key) {
+          res.setHeader("WWW-Authenticate", 'Bearer realm="runway"');
+          return refuse(res, rpc, 401, "UNAUTHENTICATED", "this agent needs a valid bearer token (an API key of its tenant)", -32600, 401);
+        }
+        if (key.tenant !== tenant) return refuse(res, rpc, 403, "PERMISSION_DENIED", "this key is not one of the agent's tenant", -32600, 403);
+        caller = new Caller(ac.signal, key.identity, true, key.groups, key.interactive);
+      }
       res.on("close", () => ac.abort());
-      callers.set(req, new Caller(ac.signal));
+      callers.set(req, caller);
       parse(req, res, (err?: unknown) => {
         if (err) return bodyError(res, rpc, err);
         if (req.body !== undefined && nestingDepth(req.body, MAX_JSON_DEPTH) > MAX_JSON_DEPTH)
@@ -138,8 +149,8 @@ export async function startA2aServer(deps: A2aServerDeps, options: { port: numbe
 }
 
 /**
- * An error in the binding's shape: a JSON-RPC error envelope (HTTP 200, but 401 for a caller not
- * authenticated: that is HTTP's to say in every binding), or a `google.rpc.Status` body.
+ * An error in the binding's shape: a JSON-RPC error envelope (HTTP 200, but 401 / 403 for a caller
+ * not authenticated or not admitted: that is HTTP's to say in every binding), or a `google.rpc.Status` body.
  */
 function refuse(res: Response, rpc: boolean, status: number, name: string, message: string, code = -32600, rpcStatus = 200): void {
   if (rpc) return void res.status(rpcStatus).json({ jsonrpc: "2.0", id: null, error: { code, message } });

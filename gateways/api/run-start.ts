@@ -20,7 +20,13 @@ import type { TenantService } from "./tenant-service.js";
 export const MAX_INPUT_BYTES = 32 * 1024;
 
 /** The API's runs.start request (schemas.ts), or a replay of a run (RunReplays: not offered by the API). */
-export type StartRun = StartRunRequest & { replay_of?: string };
+export type StartRun = StartRunRequest & {
+  replay_of?: string;
+  /** The authenticated caller who starts it (an API key's identity): recorded as the run's initiator. */
+  initiator?: string;
+  /** The lane its caller's identity grants (an API key's), in place of the one the request names or its source implies (C037). */
+  granted_lane?: RunLane;
+};
 
 /** The closed answers of `start` (seed 004's StartRunResult, adapted). Never an exception for these. */
 export type StartRunResult =
@@ -105,7 +111,9 @@ export class RunStarts {
     const input = request.input ?? {};
     const bytes = jsonBytes(input);
     const source = request.source ?? request.start_key?.source ?? "api";
-    const lane = laneFor(request.lane, source, this.deps.tenants.policy(tenant)?.interactive_sources);
+    const lane: LaneDecision = request.granted_lane
+      ? { ok: true, lane: request.granted_lane }
+      : laneFor(request.lane, source, this.deps.tenants.policy(tenant)?.interactive_sources);
     const project = request.project ?? "default";
     const early = request.start_key || bytes > MAX_INPUT_BYTES || !lane.ok ? undefined : this.early.admit(tenant, id, project, request, input);
     return { key, id, input, bytes, source, lane, project, early };
@@ -177,7 +185,12 @@ export class RunStarts {
       admitted.outcome === "budget_exhausted" ||
       admitted.outcome === "queue_full"
     ) {
-      await this.auditRefusal(tenant, admitted.outcome, { source: plan.source, definition: resolved.ref, start_key: key });
+      await this.auditRefusal(tenant, admitted.outcome, {
+        source: plan.source,
+        ...(request.initiator ? { initiator: request.initiator } : {}),
+        definition: resolved.ref,
+        start_key: key,
+      });
       return { outcome: "refused", answer: { outcome: admitted.outcome, detail: admitted } };
     }
     // Queued behind the tenant's caps: the run is created `queued` and starts when its tenant gives it a slot.
@@ -210,6 +223,7 @@ export class RunStarts {
       ...(request.replay_of ? { replay_of: request.replay_of } : {}),
       ...(ceiling !== undefined ? { cost_ceiling_cents: ceiling } : {}),
       ...(admitted.counted ? { counted: true as const } : {}),
+      ...(request.initiator ? { initiator: request.initiator } : {}),
       input: plan.input,
     };
     // The seed is built here from the validated request: applied without parsing it again; a run

@@ -12,6 +12,7 @@ import {
 } from "../../machines/index.js";
 import { INBOX_PAGE_MAX, RUNS_CURSOR_PATTERN } from "../../actors/index.js";
 import { ModelProviderNameSchema, ModelProviderSpecSchema } from "../models/index.js";
+import { ApiKeyNameSchema, ReviewerGroupSchema } from "../keys/index.js";
 
 /**
  * The `runway` API's requests, one zod schema each: the single source of what an endpoint takes.
@@ -162,6 +163,13 @@ export const requests = {
   agentsExpose: ExposeAgentRequestSchema,
   agentsList: z.strictObject({}),
   agentsHide: z.strictObject({ name: WorkflowNameSchema }),
+  keysCreate: z.strictObject({
+    name: ApiKeyNameSchema.describe("Unique among the tenant's live keys; the key's identity is `key:<tenant>/<name>`."),
+    groups: z.array(ReviewerGroupSchema).max(32).optional().describe("The reviewer groups whose approvals the key's caller may decide."),
+    interactive: z.boolean().optional().describe("Its callers' runs take the interactive lane (default: batch)."),
+  }),
+  keysList: z.strictObject({}),
+  keysRevoke: z.strictObject({ name: ApiKeyNameSchema }),
   toolServersPut: z.strictObject({ server: z.unknown() }),
   toolServerName: z.strictObject({ name: ToolServerNameSchema }),
   toolServersList: z.strictObject({}),

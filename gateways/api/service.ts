@@ -4,6 +4,8 @@ import { MicroService } from "../../runtime/index.js";
 import type { ModelStore } from "../models/index.js";
 import type { ToolGateway, ToolRegistry } from "../tools/index.js";
 import type { AgentStore } from "../a2a/index.js";
+import type { ApiKeyStore } from "../keys/index.js";
+import { addKeyEndpoints } from "./key-endpoints.js";
 import { addAgentEndpoints } from "./agent-endpoints.js";
 import { addApprovalEndpoints } from "./approval-endpoints.js";
 import { addDefinitionEndpoints } from "./definition-endpoints.js";
@@ -38,6 +40,8 @@ export interface ApiServices {
   agents?: AgentStore;
   /** The tenant's model providers. */
   models?: ModelStore;
+  /** The tenants' API keys (bearer tokens of HTTP callers). */
+  keys?: ApiKeyStore;
   now(): number;
 }
 
@@ -57,6 +61,7 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
   if (services.tools) addToolEndpoints(endpoint, services.tools, () => services.now());
   if (services.schedules) addScheduleEndpoints(endpoint, services.schedules);
   if (services.models) addModelEndpoints(endpoint, services.models, () => services.now());
+  if (services.keys) addKeyEndpoints(endpoint, services.keys, () => services.now());
   addTenantEndpoints(service, endpoint, services.tenants);
   addOpsEndpoints(service, nc, services.metrics, services.sweeper);
   await service.start();

@@ -26,6 +26,8 @@ export const RunSeedSchema = z.object({
   cost_ceiling_cents: z.number().int().min(0).max(1e12).optional(),
   /** Its tenant counts it from its start: the member key its admission stored is its live-run index entry (see `RunContext.counted`). */
   counted: z.literal(true).optional(),
+  /** Who started it, when the caller was authenticated (an API key's `key:<tenant>/<name>`): the one who may not approve its actions. */
+  initiator: z.string().min(1).max(200).optional(),
   input: z.unknown(),
 });
 export type RunSeed = z.infer<typeof RunSeedSchema>;

@@ -262,6 +262,8 @@ export interface RunContext {
    * admits first, runs stored before).
    */
   counted?: true;
+  /** Who started it, when the caller was authenticated: the one who may not approve its actions (seed 003 §7.4). */
+  initiator?: string;
   lifecycle: RunLifecycle;
   created_at: number;
   cancellation_epoch: number;

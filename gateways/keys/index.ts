@@ -1,0 +1,1 @@
+export { ApiKeyNameSchema, ApiKeyStore, ensureKeysBucket, ReviewerGroupSchema } from "./store.js";
