@@ -1,11 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { Kvm } from "@nats-io/kv";
 import { childStartKey, DEFINITIONS_BUCKET, runIdFor } from "../../actors/index.js";
+import { waitFor } from "../harness/index.js";
 import { settled, workflowWorld, type RunAnswer } from "./workflow-support.js";
 
 /**
- * Seed 004 contract rows of issue 41 §3 on a real node: the child's pinned version, the snapshot
- * bound at publish. Each test is named after the rows it proves.
+ * Seed 004 contract rows of issue 41 §3 on a real node: disabled and non-runnable definitions,
+ * the child's pinned version, the snapshot bound at publish. Each test is named after the rows it
+ * proves.
  */
 const world = workflowWorld({ name: "seed-contracts-node" });
 
@@ -25,6 +27,8 @@ async function publish(client: Client, definition: object): Promise<{ version: n
 }
 
 const view = async (client: Client, id: string) => (await client.getRun(id)).run as View;
+const until = (client: Client, id: string, status: string) =>
+  waitFor(async () => (await view(client, id))?.status === status || undefined, { timeoutMs: 20_000, describe: `run ${id} to be ${status}` });
 
 /** Every key the definitions bucket holds for tenant `t` (and the shared plan keys). */
 async function definitionKeys(t: string): Promise<string[]> {
@@ -33,6 +37,65 @@ async function definitionKeys(t: string): Promise<string[]> {
   for await (const k of await kv.keys()) if (k.startsWith(`${t}.`) || k.startsWith("plan.")) keys.push(k);
   return keys.sort();
 }
+
+describe("definition lifecycle", () => {
+  it("C004 a disabled definition refuses new top-level starts (definition_not_published, any version, no run written) while its run goes on and a parent admitted earlier starts it as a child; enabled, it starts again", async () => {
+    const client = await tenant("sc3");
+    const leaf = { name: "leaf", nodes: [{ id: "w", kind: "wait", signal: "go" }] };
+    await publish(client, leaf);
+    await publish(client, {
+      name: "top",
+      nodes: [
+        { id: "go", kind: "wait", signal: "go" },
+        { id: "sub", kind: "subworkflow", workflow: "leaf", needs: ["go"] },
+      ],
+    });
+    const before = ((await client.startRun({ definition: "leaf" })).run as View).id;
+    const top = ((await client.startRun({ definition: "top" })).run as View).id;
+    await until(client, before, "waiting");
+    await until(client, top, "waiting");
+
+    expect(await client.setDefinitionDisabled("leaf", true)).toMatchObject({ outcome: "disabled", name: "leaf" });
+    for (const request of [
+      { definition: "leaf" },
+      { definition: "leaf", version: 1 },
+      { definition: "leaf", start_key: { source: "hook", delivery_id: "d1" } },
+    ]) {
+      const refused = await client.startRun(request);
+      expect(refused, JSON.stringify(request)).toMatchObject({ outcome: "definition_not_published", reason: expect.stringContaining("disabled") });
+    }
+    expect((await client.getRun(runIdFor("sc3", "hook:d1"))).outcome).toBe("run_not_found");
+    expect((await client.getDefinition("leaf")).outcome).toBe("found");
+
+    // The run started before goes on; the parent admitted before starts its child normally.
+    expect((await client.signal(before, "go")).outcome).toBe("delivered");
+    expect((await settled(client, before)).status).toBe("succeeded");
+    expect((await client.signal(top, "go")).outcome).toBe("delivered");
+    const child = runIdFor("sc3", childStartKey(top, "sub"));
+    await until(client, child, "waiting");
+    expect((await client.signal(child, "go")).outcome).toBe("delivered");
+    expect((await settled(client, top)).status).toBe("succeeded");
+
+    expect((await client.setDefinitionDisabled("leaf", false)).outcome).toBe("enabled");
+    expect((await client.startRun({ definition: "leaf" })).outcome).toBe("started");
+    expect((await client.setDefinitionDisabled("nowhere", true)).outcome).toBe("definition_not_found");
+  });
+
+  it("C007 a definition of a kind that cannot run (a skill, a fragment) is refused at publish, before anything is stored; a start of it answers definition_not_found, no exception", async () => {
+    const client = await tenant("sc4");
+    const before = await definitionKeys("sc4");
+    for (const kind of ["skill", "fragment"]) {
+      const put = await client.putDefinition({ name: `a-${kind}`, kind, nodes: [{ id: "a", kind: "code", handler: "noop" }] });
+      // The error names the kind: a definition is a workflow, and the only thing that runs.
+      expect(put, kind).toMatchObject({ outcome: "invalid_definition", errors: [{ code: "invalid_definition", message: expect.stringContaining('"kind"') }] });
+      expect((await client.putDefinition({ name: `a-${kind}`, kind, nodes: [{ id: "a", kind: "code", handler: "noop" }] }, false)).outcome).toBe(
+        "invalid_definition",
+      );
+      expect((await client.startRun({ definition: `a-${kind}` })).outcome).toBe("definition_not_found");
+    }
+    expect(await definitionKeys("sc4")).toEqual(before);
+  });
+});
 
 describe("trees", () => {
   it("C071 a child runs the version its parent pinned at publish, not the child's latest", async () => {
