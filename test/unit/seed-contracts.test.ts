@@ -8,10 +8,10 @@ import {
   type TenantPolicy,
   type TicketInput,
 } from "../../machines/scheduler/index.js";
-import { plan, rootSeed, runDriver, type Emitted } from "./run-driver.js";
+import { executes, plan, rootSeed, runDriver, type Emitted } from "./run-driver.js";
 import { lookup, T0 } from "./scheduler-support.js";
 
-/** Seed 004 contract rows of issue 41 §3 on the pure machines: the child's ticket and its share. */
+/** Seed 004 contract rows of issue 41 §3 on the pure machines: the child's ticket and its share, a map item's approval. */
 
 const ready = (effects: Emitted[]) => effects.filter((e) => e.channel === "step.ready").map((e) => e.payload as TicketInput & { run: string });
 
@@ -53,5 +53,78 @@ describe("a child run's tickets (C121)", () => {
     expect(s.tenants.acme!.vtime).toBeGreaterThan(0);
     expect(s.tenants.acme!.queued.automation).toBe(1);
     expect(s.tenants.other!.leased.map((t) => t.id)).toEqual(["o1"]);
+  });
+});
+
+describe("a map item's call that needs approval (C067)", () => {
+  const needsApproval = { code: "tool_needs_approval", message: "pay/find is gated", retryable: false };
+  const aborted = (effects: Emitted[]) =>
+    effects.filter((e) => e.channel === "step.abort").flatMap((e) => (e.payload as { attempts: { item?: number }[] }).attempts.map((a) => a.item));
+
+  it("C067 the first item whose call needs approval cancels the batch and fails the map read_tool_needs_approval; continue_on_error does not keep the run, and no retry is spent", () => {
+    const p = plan({
+      name: "w",
+      nodes: [
+        {
+          id: "m",
+          kind: "map",
+          items: "${input.list}",
+          handler: "h",
+          concurrency: 3,
+          max_fanout: 5,
+          continue_on_error: true,
+          retry: { max_attempts: 3, backoff_ms: 10, max_backoff_ms: 10 },
+        },
+        { id: "after", kind: "code", handler: "h", needs: [{ node: "m", when: "always" }] },
+      ],
+    });
+    const r = runDriver(p, {}, T0);
+    const batch = executes(r.send({ type: "run.create", run: rootSeed({ input: { list: [0, 1, 2, 3, 4] } }) }));
+    expect(batch.map((e) => e.item)).toEqual([0, 1, 2]);
+    expect(executes(r.result(batch[0]!, "succeeded", 0)).map((e) => e.item)).toEqual([3]);
+    const effects = r.result(batch[1]!, "failed", undefined, needsApproval);
+    expect(executes(effects)).toEqual([]);
+    expect(aborted(effects)).toEqual([2, 3]);
+    expect(r.run.nodes.m).toMatchObject({ s: "failed", error: { code: "read_tool_needs_approval", message: expect.stringContaining("item #1") } });
+    expect(r.run.nodes.after!.s).toBe("cancelled");
+    expect(r.run.lifecycle.status).toBe("failed");
+    expect(r.run.error).toMatchObject({ code: "read_tool_needs_approval", nodes: ["m"] });
+    // Its retries were not spent: nothing was offered again, and the aborted item's late report starts nothing.
+    expect(executes(r.result(batch[2]!, "failed", undefined, { code: "aborted", message: "aborted", retryable: true }))).toEqual([]);
+    expect(r.run.lifecycle.status).toBe("failed");
+  });
+
+  it("C067 outside a map the same failure is the author's to tolerate, and a child that ended read_tool_needs_approval fails its parent's node child_failed, tolerably", () => {
+    const one = plan({
+      name: "w",
+      nodes: [
+        { id: "a", kind: "code", handler: "h", continue_on_error: true },
+        { id: "after", kind: "code", handler: "h", needs: [{ node: "a", when: "always" }] },
+      ],
+    });
+    const r = runDriver(one, {}, T0);
+    const [a] = executes(r.send({ type: "run.create", run: rootSeed() }));
+    expect(executes(r.result(a!, "failed", undefined, needsApproval)).map((e) => e.node)).toEqual(["after"]);
+    expect(r.run.lifecycle.status).toBe("running");
+
+    const parentPlan = plan({
+      name: "top",
+      nodes: [
+        { id: "sub", kind: "subworkflow", workflow: "leaf", continue_on_error: true },
+        { id: "after", kind: "code", handler: "h", needs: [{ node: "sub", when: "always" }] },
+      ],
+    });
+    const parent = runDriver(parentPlan, { child_ids: { sub: "t_c" }, child_definitions: { leaf: { name: "leaf", version: 1, digest: "d2" } } }, T0);
+    parent.send({ type: "run.create", run: rootSeed() });
+    const settled = parent.send({
+      type: "child.settled",
+      node: "sub",
+      child: "t_c",
+      status: "failed",
+      error: { code: "read_tool_needs_approval", message: "m: item #1: gated" },
+    });
+    expect(executes(settled).map((e) => e.node)).toEqual(["after"]);
+    expect(parent.run.nodes.sub!.error).toMatchObject({ code: "child_failed" });
+    expect(parent.run.lifecycle.status).toBe("running");
   });
 });
