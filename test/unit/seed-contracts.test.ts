@@ -8,10 +8,11 @@ import {
   type TenantPolicy,
   type TicketInput,
 } from "../../machines/scheduler/index.js";
+import type { ExecuteRequest } from "../../machines/index.js";
 import { executes, plan, rootSeed, runDriver, type Emitted } from "./run-driver.js";
 import { lookup, T0 } from "./scheduler-support.js";
 
-/** Seed 004 contract rows of issue 41 §3 on the pure machines: the child's ticket and its share, a map item's approval. */
+/** Seed 004 contract rows of issue 41 §3 on the pure machines: the child's ticket and its share, a map batch's approval, raised faults and ceilings. */
 
 const ready = (effects: Emitted[]) => effects.filter((e) => e.channel === "step.ready").map((e) => e.payload as TicketInput & { run: string });
 
@@ -126,5 +127,76 @@ describe("a map item's call that needs approval (C067)", () => {
     expect(executes(settled).map((e) => e.node)).toEqual(["after"]);
     expect(parent.run.nodes.sub!.error).toMatchObject({ code: "child_failed" });
     expect(parent.run.lifecycle.status).toBe("running");
+  });
+});
+
+/**
+ * C065 and C066, decided for Runway. The seed retries a wide step as one unit and lets the first
+ * raised exception cancel its batch because its step is the unit of memoization. Here each map
+ * item is its own step, with its own journal entry, lease and retry policy: a raised failure or a
+ * lost worker is settled for that item alone, and the siblings' work (paid for, journaled) is
+ * kept. What cancels a batch at once is a returned platform stop (C063, C064) or an approval
+ * (C067).
+ */
+describe("raised faults in a map batch (C065, C066: decided)", () => {
+  const aborts = (effects: Emitted[]) =>
+    effects.filter((e) => e.channel === "step.abort").flatMap((e) => (e.payload as { attempts: { item?: number }[] }).attempts.map((a) => a.item));
+  const retry = { max_attempts: 3, backoff_ms: 1_000, max_backoff_ms: 1_000 };
+  const list = (n: number) => rootSeed({ input: { list: Array.from({ length: n }, (_, i) => i) } });
+
+  it("C065 a raised handler failure in a batch whose call ceiling answered aborts no sibling: in-flight items drain, and the failure before the stop fails the map map_item_failed", () => {
+    const p = plan({
+      name: "w",
+      limits: { max_tool_calls: 1 },
+      nodes: [{ id: "m", kind: "map", items: "${input.list}", handler: "h", concurrency: 3, max_fanout: 10 }],
+    });
+    const r = runDriver(p, {}, T0);
+    const [i0, i1, i2] = executes(r.send({ type: "run.create", run: list(4) }));
+    const intent = (e: ExecuteRequest) =>
+      r.send({
+        type: "effect.intent",
+        node: e.node,
+        item: e.item,
+        attempt: e.attempt,
+        lease_epoch: e.lease_epoch,
+        cancellation_epoch: e.cancellation_epoch,
+        key: `k${e.item}`,
+        server: "fx",
+        tool: "find",
+        class: "read_only",
+        arguments: {},
+      });
+    intent(i0!);
+    // Item 1's call meets the ceiling: the map stops at position 1 and drains.
+    expect(intent(i1!).find((e) => e.type === "runway.answer")?.value).toEqual({ outcome: "limit_reached" });
+    const raised = r.result(i0!, "failed", undefined, { code: "handler_error", message: "boom", retryable: false });
+    expect(aborts(raised)).toEqual([]);
+    expect(executes(raised)).toEqual([]);
+    expect(r.run.lifecycle.status).toBe("running");
+    r.result(i2!, "succeeded", 2);
+    expect(r.run.nodes.m!.error).toMatchObject({ code: "map_item_failed" });
+    expect(r.run.lifecycle.status).toBe("failed");
+    expect(r.run.error).toMatchObject({ code: "node_failed", nodes: ["m"] });
+  });
+
+  it("C066 a retryable platform fault in one item retries that item alone under a new lease epoch; its siblings are not aborted, their journaled results are kept, and the run succeeds", () => {
+    const p = plan({ name: "w", nodes: [{ id: "m", kind: "map", items: "${input.list}", handler: "h", concurrency: 3, max_fanout: 10, retry }] });
+    const r = runDriver(p, {}, T0);
+    const [i0, i1, i2] = executes(r.send({ type: "run.create", run: list(3) }));
+    r.result(i0!, "succeeded", "r0");
+    const crashed = r.result(i1!, "failed", undefined, { code: "worker_crashed", message: "the worker thread died", retryable: true });
+    expect(aborts(crashed)).toEqual([]);
+    expect(executes(crashed)).toEqual([]);
+    expect(r.run.nodes.m!.s).toBe("active");
+    r.result(i2!, "succeeded", "r2");
+    const [again] = executes(r.send({ type: "timer.fired", kind: "retry", node: "m", item: 1 }, T0 + 2_000));
+    expect(again).toMatchObject({ item: 1, attempt: 2 });
+    expect(again!.lease_epoch).toBeGreaterThan(i1!.lease_epoch);
+    r.send(
+      { type: "step.result", node: "m", item: 1, attempt: again!.attempt, lease_epoch: again!.lease_epoch, outcome: "succeeded", output: "r1" },
+      T0 + 3_000,
+    );
+    expect(r.run.lifecycle.status).toBe("succeeded");
+    expect(r.run.result).toEqual({ m: ["r0", "r1", "r2"] });
   });
 });
