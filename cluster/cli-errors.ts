@@ -55,6 +55,8 @@ export const SUCCESS = {
   "def put": ["published", "unchanged", "draft_saved"],
   "def get": ["found"],
   "def list": ["ok"],
+  "def disable": ["disabled"],
+  "def enable": ["enabled"],
   "run start": ["started", "duplicate"],
   "run get": ["found"],
   "run list": ["ok"],

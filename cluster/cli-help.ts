@@ -75,11 +75,13 @@ export const COMMANDS: readonly CommandHelp[] = [
   },
   {
     name: "def",
-    summary: "Publishes and reads the tenant's workflow definitions.",
+    summary: "Publishes, reads, disables and enables the tenant's workflow definitions.",
     forms: [
       ["def put <file.json> [--draft]", "publishes the definition in the file (--draft: saves it unpublished)"],
       ["def get <name> [--version N]", "a definition: its latest published version, or version N"],
       ["def list", "the tenant's definitions"],
+      ["def disable <name>", "refuses new starts of the definition; its runs, and the children they start, go on"],
+      ["def enable <name>", "lets the definition start again"],
     ],
     options: [
       ["--draft", "save without publishing"],

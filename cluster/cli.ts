@@ -292,7 +292,11 @@ function defCommand(sub: string | undefined, positionals: string[], values: { dr
     return async (c) => answered("def get", await c.getDefinition(name, version));
   }
   if (sub === "list") return async (c) => answered("def list", await c.listDefinitions());
-  throw new UsageError(sub ? `unknown subcommand: def ${sub} (put|get|list)` : "which one? def put|get|list", "def");
+  if (sub === "disable" || sub === "enable") {
+    if (!name) throw new UsageError(`def ${sub} <name>: which definition? (missing <name>)`, "def");
+    return async (c) => answered(`def ${sub}`, await c.setDefinitionDisabled(name, sub === "disable"));
+  }
+  throw new UsageError(sub ? `unknown subcommand: def ${sub} (put|get|list|disable|enable)` : "which one? def put|get|list|disable|enable", "def");
 }
 
 /** Prints what a command did; a failed answer also gets one line on stderr, and the exit code 1. */

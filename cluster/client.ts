@@ -73,6 +73,10 @@ export class RunwayClient {
   listDefinitions() {
     return this.t("definitions.list");
   }
+  /** Disables (`disabled: false`: enables) a published definition: disabled, it refuses new top-level starts. */
+  setDefinitionDisabled(name: string, disabled: boolean) {
+    return this.t(disabled ? "definitions.disable" : "definitions.enable", { name });
+  }
   exposeAgent(request: ExposeAgentRequest) {
     return this.t("agents.expose", request);
   }

@@ -8,6 +8,8 @@ const SUBJECTS: Record<keyof typeof apiRequests, string[]> = {
   definitionsPut: ["runway.v1.<tenant>.definitions.put"],
   definitionsGet: ["runway.v1.<tenant>.definitions.get"],
   definitionsList: ["runway.v1.<tenant>.definitions.list"],
+  definitionsDisable: ["runway.v1.<tenant>.definitions.disable"],
+  definitionsEnable: ["runway.v1.<tenant>.definitions.enable"],
   runsStart: ["runway.v1.<tenant>.runs.start"],
   runsGet: ["runway.v1.<tenant>.runs.get"],
   runsList: ["runway.v1.<tenant>.runs.list"],

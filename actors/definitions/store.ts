@@ -5,7 +5,7 @@ import { canonicalJson, compileDefinition, MAX_DEPTH, PlanSchema, WorkflowNameSc
 import { isRemoval, kvSubject, payloadLimit, readLast, RunwayFault } from "../../runtime/index.js";
 import { sha256Hex } from "../records/index.js";
 
-/** The definitions bucket: `<tenant>.<name>.v<N>`, `.latest`, `.draft`; `plan.<digest>`. */
+/** The definitions bucket: `<tenant>.<name>.v<N>`, `.latest`, `.draft`, `.disabled`; `plan.<digest>`. */
 export const DEFINITIONS_BUCKET = "rw_defs";
 
 const RefSchema = z.object({ name: z.string(), version: z.number().int().positive(), digest: z.string() });
@@ -36,6 +36,9 @@ export type ResolveResult =
   | { outcome: "definition_not_found" }
   | { outcome: "definition_not_published"; reason: string };
 
+export type DisableResult =
+  { outcome: "disabled" | "enabled"; name: string } | { outcome: "definition_not_found" } | { outcome: "definition_not_published"; reason: string };
+
 /** Names whose last resolved version a node remembers (the least recently resolved go first). */
 const LATEST_SEEN_LIMIT = 10_000;
 
@@ -49,7 +52,8 @@ export interface CompiledPlan {
  * content-addressed: its digest covers the compiled plan and the pinned versions of the
  * workflows it starts as children, and a run pins the digest. Keys (bucket `rw_defs`):
  * `<tenant>.<name>.v<N>` (version record), `<tenant>.<name>.latest` (pointer), `<tenant>.<name>.draft`,
- * `plan.<digest>` (the compiled plan, shared by identical versions).
+ * `plan.<digest>` (the compiled plan, shared by identical versions), `<tenant>.<name>.disabled`
+ * (present while the definition is disabled).
  */
 export class DefinitionStore {
   private kv: KV | undefined;
@@ -188,12 +192,41 @@ export class DefinitionStore {
   }
 
   /**
+   * Disables or enables a published definition. Disabled, it refuses new top-level starts (every
+   * version); the runs it has go on, and a child its pinned parent starts is created as before
+   * (children are pinned in their parent's plan and never resolved here): disable stops new run
+   * trees, not the work of trees already admitted.
+   */
+  async setDisabled(tenant: string, name: string, disabled: boolean): Promise<DisableResult> {
+    const kv = await this.bucket();
+    if (!(await this.latest(tenant, name))) {
+      const draft = await kv.get(`${tenant}.${name}.draft`);
+      if (draft && draft.operation === "PUT") return { outcome: "definition_not_published", reason: `${name} is a draft` };
+      return { outcome: "definition_not_found" };
+    }
+    if (disabled) await kv.put(`${tenant}.${name}.disabled`, JSON.stringify({ disabled: true }));
+    else await kv.delete(`${tenant}.${name}.disabled`);
+    return { outcome: disabled ? "disabled" : "enabled", name };
+  }
+
+  /** Whether `name` is disabled, read from the stream leader (a start just after a disable must see it). */
+  private async disabled(tenant: string, name: string): Promise<boolean> {
+    const read = await readLast(this.nc, `KV_${DEFINITIONS_BUCKET}`, kvSubject(DEFINITIONS_BUCKET, `${tenant}.${name}.disabled`));
+    if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", `definition ${name}: ${read.detail}`, { kind: "retryable" });
+    return read.outcome === "found" && !isRemoval(read.message);
+  }
+
+  /**
    * The version a start should pin: the latest published (or the named version). Another
-   * tenant's definition answers exactly like a missing one.
+   * tenant's definition answers exactly like a missing one; a draft or a disabled definition is
+   * not published.
    */
   async resolve(tenant: string, name: string, version?: number): Promise<ResolveResult> {
     const kv = await this.bucket();
     let ref: DefinitionRef | undefined;
+    // Read beside the version, so a start waits for one round trip, not two.
+    const disabled = this.disabled(tenant, name);
+    disabled.catch(() => undefined);
     if (version !== undefined) {
       const e = await kv.get(`${tenant}.${name}.v${version}`);
       if (e && e.operation === "PUT") {
@@ -208,6 +241,7 @@ export class DefinitionStore {
       if (draft && draft.operation === "PUT") return { outcome: "definition_not_published", reason: `${name} is a draft` };
       return { outcome: "definition_not_found" };
     }
+    if (await disabled) return { outcome: "definition_not_published", reason: `${name} is disabled` };
     const compiled = await this.planOf(ref.digest);
     const found = { outcome: "found" as const, ref, plan: compiled.plan, children: compiled.children };
     if (version === undefined) this.remember(`${tenant}\u0000${name}`, found);

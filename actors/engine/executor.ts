@@ -53,6 +53,12 @@ export class StepExecutor {
   private readonly running = new Map<string, ExecuteRequest>();
   /** Each running attempt's kill switch: stopping it aborts the handler's `ctx.signal`. */
   private readonly stops = new Map<string, AttemptStop>();
+  /**
+   * Map item attempts whose handler called a tool a person must approve first: the item cannot
+   * wait, so it is stopped and reports that failure whatever its handler made of it (seed 004:
+   * an approval is a control signal, never an item's result).
+   */
+  private readonly needsApproval = new Map<string, { code: string; message: string; retryable: boolean }>();
   /** Running attempts leased durably (they ran past `lease_after_ms`): their heartbeats are sent. */
   private readonly leased = new Set<string>();
   private readonly lastBeat = new Map<string, number>();
@@ -119,6 +125,7 @@ export class StepExecutor {
       this.leased.delete(key);
       this.running.delete(key);
       this.stops.delete(key);
+      this.needsApproval.delete(key);
       this.deps.onDone?.(request);
     });
   }
@@ -309,6 +316,11 @@ export class StepExecutor {
     const request = this.running.get(key);
     if (!request) return { outcome: "stopped", reason: "attempt_not_running" };
     const { answer, receipt } = await this.callTool(request, key, call);
+    if (request.item !== undefined && answer.outcome === "failed" && answer.error.code === "tool_needs_approval") {
+      this.needsApproval.set(key, answer.error);
+      this.abortKey(key, "read_tool_needs_approval");
+      return answer;
+    }
     let out = answer;
     if (receipt) {
       const local = await dispatchToRun(
@@ -383,6 +395,9 @@ export class StepExecutor {
         result.error.message.length > MAX_ERROR_MESSAGE ? { ...result.error, message: `${result.error.message.slice(0, MAX_ERROR_MESSAGE)}…` } : result.error;
       event = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, outcome: "failed", error };
     }
+    const approval = this.needsApproval.get(key);
+    if (approval)
+      event = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, outcome: "failed", error: approval };
     return event;
   }
 

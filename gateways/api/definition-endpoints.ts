@@ -2,7 +2,7 @@ import type { DefinitionStore } from "../../actors/index.js";
 import { requests } from "./schemas.js";
 import { DEFINITION_TOO_DEEP, type TenantEndpoint } from "./serve.js";
 
-/** `definitions.put|get|list`. */
+/** `definitions.put|get|list|disable|enable`. */
 export function addDefinitionEndpoints(endpoint: TenantEndpoint, definitions: DefinitionStore, now: () => number): void {
   endpoint(
     "definitions_put",
@@ -16,4 +16,6 @@ export function addDefinitionEndpoints(endpoint: TenantEndpoint, definitions: De
     outcome: "ok",
     definitions: await definitions.list(t),
   }));
+  endpoint("definitions_disable", "definitions.disable", requests.definitionsDisable, (t, b) => definitions.setDisabled(t, b.name, true));
+  endpoint("definitions_enable", "definitions.enable", requests.definitionsEnable, (t, b) => definitions.setDisabled(t, b.name, false));
 }

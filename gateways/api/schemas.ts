@@ -147,6 +147,8 @@ export const requests = {
   definitionsPut: z.strictObject({ definition: z.unknown(), publish: z.boolean().default(true) }),
   definitionsGet: z.strictObject({ name: WorkflowNameSchema, version: Version.optional() }),
   definitionsList: z.strictObject({}),
+  definitionsDisable: z.strictObject({ name: WorkflowNameSchema }),
+  definitionsEnable: z.strictObject({ name: WorkflowNameSchema }),
   runsStart: StartRunRequestSchema,
   runsGet: z.strictObject({ run_id: RunId }),
   runsList: ListRunsRequestSchema,

@@ -1,5 +1,5 @@
 import { applyStepOp, type RetryPolicy, type StepError, type StepState } from "../step/index.js";
-import { isPlatformStop, mapItemInput, mapItems, resolveTemplate, type PlanNode } from "../workflow/index.js";
+import { isPlatformStop, mapItemInput, mapItems, resolveTemplate, WIDE_APPROVAL_STOP, type PlanNode } from "../workflow/index.js";
 import { settleStop, stopMapIdle } from "./ceilings.js";
 import { gateRuleOf } from "./gates.js";
 import { addItem, hasLive, itemLoad, liveItem, liveItems, removeItem } from "./items.js";
@@ -315,6 +315,14 @@ export function settleItem(d: Draft, node: Extract<PlanNode, { kind: "map" }>, i
     recordItem(d, node.id, i, value);
   } else if (it.step.status === "failed") {
     const error = it.step.last_error;
+    if (error?.code === "tool_needs_approval") {
+      // An approval is not one failed item (C067): the item cannot wait for a person, so the
+      // batch is cancelled now and the map fails under a code its run does not tolerate. It spent
+      // no retry (the failure is not retryable); a platform stop held for earlier items still wins.
+      removeItem(map, String(i));
+      stopItems(d, node.id, WIDE_APPROVAL_STOP);
+      return fail(d, node.id, map.stop?.error ?? { code: WIDE_APPROVAL_STOP, message: `item #${i}: ${error.message}` });
+    }
     if (isPlatformStop(error?.code)) {
       // A platform stop wins over everything else in the batch, a ceiling included, at any input
       // position; among several, the lowest position's (ceilings.ts `settleStop`).

@@ -1,5 +1,5 @@
 import { applyRunOp, type RunLifecycle, type RunOpEvent } from "../run/index.js";
-import { isPlatformStop, type NodeState, type Plan, type PlanNode, type Scope } from "../workflow/index.js";
+import { stopsRun, type NodeState, type Plan, type PlanNode, type Scope } from "../workflow/index.js";
 import type { ExecuteRequest, ExecutionEvent, ItemRun, NodeRun, ReadyTicket, RunContext, RunError, RunFact, RunMemory, TaskRef } from "./types.js";
 import { liveItems } from "./items.js";
 import type { CreateRefusal } from "./create.js";
@@ -288,12 +288,12 @@ export function recordItem(d: Draft, id: string, i: number, value: unknown): voi
   d.effects.push({ type: "runway.journal", data: { t: "item", node: id, i, value } });
 }
 
-/** A node fails; a platform stop code (never a flag: the code carries the rule) also stops the run. */
+/** A node fails; a code that stops its run (never a flag: the code carries the rule; `stopsRun`) also stops the run. */
 export function fail(d: Draft, id: string, error: RunError): void {
   const n = d.run.nodes[id]!;
   n.s = "failed";
   n.error = error;
-  if (isPlatformStop(error.code)) d.stop ??= { node: id, error };
+  if (stopsRun(error.code)) d.stop ??= { node: id, error };
   publish(d, "step_failed", { node: id, error });
 }
 

@@ -1,17 +1,7 @@
 import { bound } from "../bound.js";
 import { isTerminal, type RunOpEvent } from "../run/index.js";
 import { applyStepOp, pendingStep } from "../step/index.js";
-import {
-  isCeilingReason,
-  isPlatformStop,
-  mapItems,
-  progress,
-  resolveTemplate,
-  runOutcome,
-  runResult,
-  type CeilingReason,
-  type PlanNode,
-} from "../workflow/index.js";
+import { isCeilingReason, mapItems, progress, resolveTemplate, runOutcome, runResult, stopsRun, type CeilingReason, type PlanNode } from "../workflow/index.js";
 import { childPriority } from "../scheduler/index.js";
 import { DEFAULT_PRIORITY, offer, pumpMap, ready } from "./attempts.js";
 import { newMap } from "./items.js";
@@ -246,7 +236,7 @@ export function settleRun(d: Draft): void {
   }
   // A record stored before platform stops ended the walk at once may hold one that was walked past.
   const stops = Object.entries(d.run.nodes)
-    .filter(([, n]) => n.s === "failed" && isPlatformStop(n.error?.code))
+    .filter(([, n]) => n.s === "failed" && stopsRun(n.error?.code))
     .map(([id]) => id);
   if (stops.length > 0) {
     const first = d.run.nodes[stops[0]!]!.error!;

@@ -74,4 +74,13 @@ export { joinOutcome, mapItemInput, mapItems, nodeInput, runOutcome, runResult, 
 export { childDepthAllowed, workflowDepth, type DepthResult, type LoadPlan, type PlanLike } from "./depth.js";
 export { retryDelay } from "./retry.js";
 export { progress, type Fatal, type Progress, type Settled } from "./progress.js";
-export { CEILING_REASONS, isCeilingReason, isPlatformStop, PLATFORM_STOP_CODES, type CeilingReason, type PlatformStopCode } from "./stops.js";
+export {
+  CEILING_REASONS,
+  isCeilingReason,
+  isPlatformStop,
+  PLATFORM_STOP_CODES,
+  stopsRun,
+  WIDE_APPROVAL_STOP,
+  type CeilingReason,
+  type PlatformStopCode,
+} from "./stops.js";

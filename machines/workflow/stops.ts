@@ -35,6 +35,20 @@ export function isPlatformStop(code: string | undefined): code is PlatformStopCo
 }
 
 /**
+ * A wide node's stop (seed 004, "An approval is not one failed item"): a map item's call that a
+ * person must approve first cannot wait inside the map, so the first one observed cancels the
+ * batch and fails the map with this code, which its run does not tolerate. It is policy's answer,
+ * not a platform stop: it does not cross a run boundary (a parent reads the child's failure as
+ * `child_failed`), and elsewhere a call that needs approval stays the author's to tolerate.
+ */
+export const WIDE_APPROVAL_STOP = "read_tool_needs_approval";
+
+/** True when a node failing with this code stops its run at once: a platform stop, or a wide node's approval stop. */
+export function stopsRun(code: string | undefined): boolean {
+  return isPlatformStop(code) || code === WIDE_APPROVAL_STOP;
+}
+
+/**
  * Ceiling reasons (seed 004, "Result and error": the one status rule): a run stopped on one keeps
  * the work it did: after work it succeeds with the reason as its `partial_reason`; before any it
  * fails with the reason as its code and in its error's `partial_reason`. Only the runtime writes

@@ -65,6 +65,8 @@ function probes(v: string): { subject: string; body: unknown; expect: string[] }
     },
     { subject: `${t}.definitions.get`, body: { name: v }, expect: ["invalid_input", "definition_not_found"] },
     { subject: `${t}.definitions.list`, body: { name: v }, expect: ["invalid_input"] },
+    { subject: `${t}.definitions.disable`, body: { name: v }, expect: ["invalid_input", "definition_not_found"] },
+    { subject: `${t}.definitions.enable`, body: { name: v }, expect: ["invalid_input", "definition_not_found"] },
     { subject: `${t}.runs.start`, body: { definition: v }, expect: ["invalid_input", "definition_not_found"] },
     { subject: `${t}.runs.start`, body: { definition: "ok-flow", project: v }, expect: ["invalid_input", "started"] },
     { subject: `${t}.runs.get`, body: { run_id: v }, expect: ["invalid_input", "run_not_found"] },

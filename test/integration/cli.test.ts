@@ -51,6 +51,21 @@ it("the runway CLI publishes a definition, starts a run, watches it live to the 
   expect(again.out).toContain('"duplicate"');
 });
 
+it("runway def disable refuses new starts of a definition (exit 0, disabled; the start exits 1, definition_not_published) until def enable", async () => {
+  const file = join(dir, "off.json");
+  writeFileSync(file, JSON.stringify({ name: "cli-off", nodes: [{ id: "a", kind: "code", handler: "noop" }] }));
+  expect((await runway(["def", "put", file])).code).toBe(0);
+  const off = await runway(["def", "disable", "cli-off"]);
+  expect(off.code, off.out).toBe(0);
+  expect(off.out).toContain('"disabled"');
+  const refused = await runway(["run", "start", "cli-off"]);
+  expect(refused.code, refused.out).toBe(1);
+  expect(refused.out).toMatch(/^runway: run start: definition_not_published: cli-off is disabled$/m);
+  expect((await runway(["def", "enable", "cli-off"])).code).toBe(0);
+  expect((await runway(["run", "start", "cli-off"])).code).toBe(0);
+  expect((await runway(["def", "disable"])).code).toBe(2);
+});
+
 it("an answer that is not the command's success exits 1: run get of an unknown run, run start of an unknown definition (the answer on stdout, one line on stderr)", async () => {
   const got = await runway(["run", "get", "t1_0123456789abcdef0123456789abcdee"]);
   expect(got.code, got.out).toBe(1);

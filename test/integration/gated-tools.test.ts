@@ -68,6 +68,25 @@ beforeAll(async () => {
       approvals: { tools: ["pay/fail"] },
       nodes: [{ id: "work", kind: "code", handler: "two_tools", input: { server: "pay" } }],
     },
+    {
+      // C067: a map item cannot wait for a person; a gated read in it stops the map and its run.
+      name: "gated-map",
+      approvals: { tools: ["pay/get_value"] },
+      nodes: [
+        {
+          id: "m",
+          kind: "map",
+          items: "${input.list}",
+          handler: "calls_in_order",
+          max_fanout: 5,
+          concurrency: 1,
+          continue_on_error: true,
+          retry: { max_attempts: 3, backoff_ms: 10, max_backoff_ms: 10 },
+          input: { server: "pay", calls: [{ tool: "get_value", args: { key: "gated-map" } }] },
+        },
+        { id: "after", kind: "code", handler: "noop", needs: [{ node: "m", when: "always" }] },
+      ],
+    },
   ];
   for (const def of defs) expect((await world.client.putDefinition(def)).outcome, def.name).toMatch(/published|unchanged/);
 }, 30_000);
@@ -235,6 +254,22 @@ it("a handler's call of a gated tool fails tool_needs_approval (it cannot wait f
   expect(run.status).toBe("succeeded");
   expect(run.result).toMatchObject({ work: { first: { account: "a", amount: 1 }, failed: "tool_needs_approval" } });
   expect(fx.counts().calls.fail ?? 0).toBe(failsBefore);
+});
+
+it("C067 a map item's call of a gated read tool fails the map read_tool_needs_approval at once: the run fails despite continue_on_error, no retry is spent, the tool is never called", async () => {
+  const reads = fx.counts().calls.get_value ?? 0;
+  const id = ((await world.client.startRun({ definition: "gated-map", input: { list: [1, 2, 3] } })).run as RunAnswer).id;
+  const run = await world.settled(id);
+  expect(run.status).toBe("failed");
+  expect(run.error).toMatchObject({ code: "read_tool_needs_approval" });
+  expect(run.nodes.m).toMatchObject({ status: "failed", error: { code: "read_tool_needs_approval" } });
+  expect(run.nodes.after!.status).toBe("cancelled");
+  expect(fx.counts().calls.get_value ?? 0).toBe(reads);
+  // No retry of the item, and no later item ran (one at a time: the first stopped the map).
+  const events = (await world.client.runEvents(id)).events as { type: string; node?: string; item?: number }[];
+  expect(events.filter((e) => e.type === "step_retrying")).toEqual([]);
+  expect(events.filter((e) => e.node === "m" && (e.item ?? 0) > 0)).toEqual([]);
+  expect(await inbox(id)).toEqual([]);
 });
 
 it("approvals.decide on a gated call answers closed outcomes for ids that name nothing", async () => {
