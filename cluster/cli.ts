@@ -309,6 +309,7 @@ function finish(command: string, sub: string | undefined, done: Done): void {
     process.stderr.write(`runway: ${command}${sub ? ` ${sub}` : ""}: ${answer.outcome}${typeof answer.reason === "string" ? `: ${answer.reason}` : ""}\n`);
 }
 
+/** The dispatch: one short case per command, read best as one table rather than split. */
 async function main(argv: string[]): Promise<void> {
   const [command, sub, ...rest] = argv;
   if (command === undefined) throw new UsageError("no command");

@@ -50,6 +50,9 @@ const callers = new WeakMap<Request, Caller>();
  * URL and HTTP+JSON under it, both the SDK's express handlers over one `AgentHandler`. Whatever
  * a request is, it is answered in the shape of its binding: malformed bodies, oversized ones,
  * unknown agents and paths never reach a run, and no answer carries a stack.
+ *
+ * Long on purpose: its inner functions share the mounted agents and the express app they close
+ * over; split apart they would pass both everywhere.
  */
 export async function startA2aServer(deps: A2aServerDeps, options: { port: number; host?: string; publicUrl?: string }): Promise<A2aServer> {
   const host = options.host ?? "127.0.0.1";
