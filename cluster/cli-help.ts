@@ -248,7 +248,7 @@ export const COMMANDS: readonly CommandHelp[] = [
       "Writes NATS credentials and the server's authorization config: an account per tenant, operators and nodes with their own keys (docs/security.md).",
     forms: [
       [
-        "creds init --dir DIR [--tenant T]… [--user T:NAME]… [--operator NAME]… [--admin NAME]… [--node NAME]… [--server-config FILE]",
+        "creds init --dir DIR [--tenant T]… [--user T:NAME[:GROUP,…]]… [--operator NAME]… [--admin NAME]… [--node NAME]… [--server-config FILE]",
         "exactly these identities: seeds made or kept, any other revoked",
       ],
       ["creds add|revoke --dir DIR [same identity flags]", "adds or revokes the identities named"],
@@ -256,7 +256,10 @@ export const COMMANDS: readonly CommandHelp[] = [
     ],
     options: [
       ["--dir DIR", "where the seeds, identities.json and the auth config live"],
-      ["--tenant T / --user T:NAME", "a tenant's account (and its first key) / another key of tenant T"],
+      [
+        "--tenant T / --user T:NAME[:GROUP,…]",
+        "a tenant's account (and its first key) / another key of tenant T, with the reviewer groups whose approvals it may decide",
+      ],
       ["--operator NAME / --admin NAME / --node NAME", "an operator (API, ops, reads), an admin (repairs), a node (the service)"],
       ["--server-config FILE", "also write the include line into this nats-server config; reload the server after (twice after adding a tenant)"],
     ],

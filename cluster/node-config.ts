@@ -25,6 +25,11 @@ export interface RunwayNodeConfig {
    * name (default `http://<host>:<port>`).
    */
   http?: { port: number; host?: string; publicUrl?: string };
+  /**
+   * A `runway creds` directory, when the deployment runs with credentials on: a request a tenant's
+   * key sends is answered as that key (initiator, decider, lane; docs/security.md).
+   */
+  credentialsDir?: string;
   /** Serve Prometheus text metrics on http://127.0.0.1:<port>/metrics. */
   metricsPort?: number;
   /** Fair scheduler settings (worker slots, interactive reserve, migration cap, aging); `false` leases at once. */
