@@ -161,7 +161,8 @@ async function toolsOf(
     const tool = name.slice(slash + 1);
     const found = await port.lookup(tenant, server, tool);
     if (found.outcome === "unavailable") return { error: { code: found.code, message: found.message, retryable: true } };
-    if (found.outcome !== "found") return { error: { code: `tool_${found.outcome}`, message: found.message, retryable: false } };
+    if (found.outcome !== "found")
+      return { error: { code: found.outcome === "tool_not_found" ? "tool_not_found" : "tool_server_not_found", message: found.message, retryable: false } };
     let exposed = `${server}__${tool}`.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 60);
     while (byName.has(exposed)) exposed = `${exposed.slice(0, 58)}_${byName.size}`;
     byName.set(exposed, { server, tool });

@@ -125,12 +125,12 @@ describe("agent node", () => {
     expect((await openai.requests()).count).toBe(1);
   });
 
-  it("an unknown provider or tool fails typed (model_not_found, tool_tool_not_found), never a crash", async () => {
+  it("an unknown provider or tool fails typed (model_not_found, tool_not_found), never a crash", async () => {
     const noProvider = await runAgent("agent-noprov", { model: "nope/x", retry: { max_attempts: 1, backoff_ms: 0, max_backoff_ms: 0 } });
     expect(noProvider.status).toBe("failed");
     expect(noProvider.nodes.ask!.error?.code).toBe("model_not_found");
     const noTool = await runAgent("agent-notool", { model: "scripted/demo-1", tools: ["fx/nope"] });
     expect(noTool.status).toBe("failed");
-    expect(noTool.nodes.ask!.error?.code).toBe("tool_tool_not_found");
+    expect(noTool.nodes.ask!.error?.code).toBe("tool_not_found");
   });
 });
