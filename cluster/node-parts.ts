@@ -20,6 +20,7 @@ import {
   tenantActor,
 } from "../actors/index.js";
 import {
+  modelPortOf,
   RunService,
   ScheduleFirer,
   ScheduleService,
@@ -288,6 +289,8 @@ export function enginePart(config: RunwayNodeConfig, deps: StageDeps, tools: Too
     onReturned: (r) => dispatcher?.free(r.ticket),
     now: () => clock.now(),
     tools: tools.gateway,
+    // The model store starts in its own stage: read through `parts` at each call.
+    models: modelPortOf({ provider: (tenant, name) => deps.parts.models?.provider(tenant, name) ?? Promise.resolve(undefined) }),
     replay: new ReplayTools(self().nc, self().topology.partitions),
     meter: new UsageMeter(self().nc),
     ...(config.decorate?.report ? { decorateReport: config.decorate.report } : {}),

@@ -11,6 +11,7 @@ export {
   validateAgainstSchema,
   PlanSchema,
   type Plan,
+  type PlanAgent,
   type CompileError,
 } from "./workflow/index.js";
 export {
