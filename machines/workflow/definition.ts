@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { isJson, type Json } from "./canonical.js";
+import { a2aNodeShape, type A2ANode } from "./a2a.js";
 
 export type { Json };
 
@@ -104,7 +105,8 @@ export type GatedClass = "read_only" | "idempotent" | "non_idempotent";
  * request's prompt, groups and clock as in `ToolGate` (a tool node's own `approval` wins).
  */
 export type ToolApprovals = ToolGate & { tools?: string[]; classes?: GatedClass[] };
-export type DefinitionNode = CodeNode | ParallelNode | BranchNode | MapNode | SubworkflowNode | SleepNode | ToolNode | WaitNode | ApprovalNode;
+export type { A2ANode };
+export type DefinitionNode = CodeNode | ParallelNode | BranchNode | MapNode | SubworkflowNode | SleepNode | ToolNode | WaitNode | ApprovalNode | A2ANode;
 
 /**
  * A run's ceilings: reaching one stops the run (after work: a success with `partial_reason:
@@ -258,6 +260,7 @@ export const NodeSchema: z.ZodType<DefinitionNode> = z.lazy(() =>
       cost: Cost.optional(),
       approval: z.strictObject(ToolGateShape).optional(),
     }),
+    z.strictObject({ ...common, ...a2aNodeShape, retry: RetrySchema.optional(), timeout_ms: Timeout.optional() }),
   ]),
 );
 

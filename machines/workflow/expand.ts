@@ -7,6 +7,7 @@
 import type { DefinitionNode, Need, Retry } from "./definition.js";
 import { DEFAULT_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT_MS } from "./definition.js";
 import { checkSchemaSubset } from "./json-schema.js";
+import { a2aStep } from "./a2a.js";
 import { formatPath } from "./canonical.js";
 import type { PlanNeed, PlanNode, PlanRetry } from "./plan.js";
 
@@ -124,6 +125,7 @@ const LEAF: { [K in LeafKind]: (n: Extract<DefinitionNode, { kind: K }>, base: B
     timeout_ms: n.timeout_ms ?? DEFAULT_WAIT_TIMEOUT_MS,
   }),
   sleep: (n, base) => ({ ...base, kind: "sleep", duration_ms: n.duration_ms }),
+  a2a: (n, base) => ({ ...base, kind: "code", ...a2aStep(n), retry: planRetry(n.retry), timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS }),
 };
 
 /** Flattens `nodes` into plan nodes (definition pre-order; joins after their members). */

@@ -33,6 +33,7 @@ export {
   type Template,
   type TestOp,
 } from "./definition.js";
+export { A2A_SERVER_PREFIX, MAX_AGENT_URL, a2aAuthOf, type A2ANode } from "./a2a.js";
 export { checkSchemaSubset, validateAgainstSchema, type SchemaIssue, type SchemaValidation } from "./json-schema.js";
 export {
   compileDefinition,
