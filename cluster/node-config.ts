@@ -30,6 +30,11 @@ export interface RunwayNodeConfig {
    * key sends is answered as that key (initiator, decider, lane; docs/security.md).
    */
   credentialsDir?: string;
+  /**
+   * The A2A client of `a2a` nodes: `credentials` are the bearer tokens of the remote agents this
+   * node's runs call, by `<tenant>/<auth name>` (a node's `auth` names one; docs/a2a.md#calling-remote-agents).
+   */
+  a2a?: { credentials?: Readonly<Record<string, string>> };
   /** Serve Prometheus text metrics on http://127.0.0.1:<port>/metrics. */
   metricsPort?: number;
   /** Fair scheduler settings (worker slots, interactive reserve, migration cap, aging); `false` leases at once. */

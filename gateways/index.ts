@@ -6,6 +6,6 @@ export { TenantService } from "./api/tenant-service.js";
 export { RunReplays } from "./api/replays.js";
 export { ensureToolsBucket, ToolConnections, ToolGateway, ToolRegistry } from "./tools/index.js";
 export { ensureSchedulesBucket, ScheduleFirer, ScheduleService, ScheduleStore } from "./schedules/index.js";
-export { AgentStore, ensureA2aBuckets, startA2a, type A2aServer } from "./a2a/index.js";
+export { AgentStore, ensureA2aBuckets, startA2a, A2ACaller, withA2A, type A2aServer } from "./a2a/index.js";
 export { ensureModelsBucket, ModelStore, modelPortOf } from "./models/index.js";
 export { ApiKeyStore, ensureKeysBucket } from "./keys/index.js";

@@ -9,6 +9,7 @@ export {
   ToolServerNameSchema,
   SignalNameSchema,
   validateAgainstSchema,
+  a2aAuthOf,
   PlanSchema,
   type Plan,
   type PlanAgent,

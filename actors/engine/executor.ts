@@ -161,7 +161,7 @@ export class StepExecutor {
   abort(request: AbortRequest): void {
     for (const a of request.attempts) {
       // An attempt waiting on an MCP task runs on the tool server: ask it to stop.
-      if (a.task) void this.deps.tools?.cancelTask(tenantOfRun(request.run) ?? "", a.task.server, a.task.id, a.task.wire).catch(() => undefined);
+      if (a.task) void this.deps.tools?.cancelTask(tenantOfRun(request.run) ?? "", a.task.server, a.task.id, a.task.wire, a.task.tool).catch(() => undefined);
       const key = `${request.run}/${stepIdOf({ node: a.node, ...(a.item !== undefined ? { item: a.item } : {}) })}/${a.attempt}/${a.lease_epoch}`;
       this.abortKey(key, request.reason);
     }
@@ -343,7 +343,7 @@ export class StepExecutor {
   async pollTask(p: TaskPoll): Promise<void> {
     const tools = this.deps.tools;
     if (!tools) return;
-    const polled = await tools.pollTask(p.tenant, p.task.server, p.task.id, p.task.wire);
+    const polled = await tools.pollTask(p.tenant, p.task.server, p.task.id, p.task.wire, p.task.tool);
     if (polled.outcome === "working" || polled.outcome === "unknown") return;
     const ref = { run: p.run, node: p.node, ...(p.item !== undefined ? { item: p.item } : {}), attempt: p.attempt };
     const { answer, receipt } = await settleCall(

@@ -82,7 +82,8 @@ export interface ToolCallRequest {
 export interface ToolPort {
   lookup(tenant: string, server: string, tool: string): Promise<ToolLookup>;
   call(request: ToolCallRequest): Promise<ToolCallOutcome>;
-  pollTask(tenant: string, server: string, taskId: string, wire: string): Promise<TaskPollOutcome>;
+  /** `tool`: the tool whose call became the task (an `a2a` node's: the agent's card URL). */
+  pollTask(tenant: string, server: string, taskId: string, wire: string, tool?: string): Promise<TaskPollOutcome>;
   /** Best effort: a task the run no longer wants (`tasks/cancel`). */
-  cancelTask(tenant: string, server: string, taskId: string, wire: string): Promise<void>;
+  cancelTask(tenant: string, server: string, taskId: string, wire: string, tool?: string): Promise<void>;
 }

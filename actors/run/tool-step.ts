@@ -221,7 +221,7 @@ async function waitOnTask(
     `task/${key}/${request.attempt}/${request.lease_epoch}`,
   );
   // Refused (the attempt became a zombie meanwhile): nobody will wait on this task.
-  if (waiting?.outcome !== "waiting") await deps.tools.cancelTask(request.tenant, server, called.taskId, called.wire);
+  if (waiting?.outcome !== "waiting") await deps.tools.cancelTask(request.tenant, server, called.taskId, called.wire, tool);
   return { answer: { outcome: "stopped", reason: waiting?.outcome === "waiting" ? "task" : (waiting?.outcome ?? "not_decided_here") } };
 }
 

@@ -8,6 +8,7 @@ import type { DefinitionNode, Need, Retry } from "./definition.js";
 import { DEFAULT_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT_MS } from "./definition.js";
 import { checkSchemaSubset } from "./json-schema.js";
 import { checkAgentNode, DEFAULT_AGENT_TIMEOUT_MS, planAgentOf } from "./agent-node.js";
+import { a2aStep } from "./a2a.js";
 import { formatPath } from "./canonical.js";
 import type { PlanNeed, PlanNode, PlanRetry } from "./plan.js";
 
@@ -134,6 +135,7 @@ const LEAF: { [K in LeafKind]: (n: Extract<DefinitionNode, { kind: K }>, base: B
     timeout_ms: n.timeout_ms ?? DEFAULT_AGENT_TIMEOUT_MS,
     agent: planAgentOf(n),
   }),
+  a2a: (n, base) => ({ ...base, kind: "code", ...a2aStep(n), retry: planRetry(n.retry), timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS }),
 };
 
 /** Flattens `nodes` into plan nodes (definition pre-order; joins after their members). */
