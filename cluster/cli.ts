@@ -4,7 +4,7 @@
  * cli-errors.ts. A command line is checked whole before connecting: `--help` needs no server.
  */
 import { mkdtempSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { constants, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
@@ -86,6 +86,7 @@ async function dev(argv: string[]): Promise<void> {
   // Before the node starts its pool: the pool's threads keep the event loop's priority.
   applyHelperThreads(settingOf(HELPER_THREADS));
   const logger = createLogger("dev");
+  const stopper = stopOnSignals(logger);
   const nats = await startEmbeddedNats(store);
   const node = await startRunwayNode({
     connection: { servers: [nats.url] },
@@ -99,7 +100,7 @@ async function dev(argv: string[]): Promise<void> {
   process.stdout.write(
     `runway dev: NATS ${nats.url} (store ${store}); node "dev" serving; tenant "${tenant}"\n  A2A agents at ${node.httpUrl}/a2a/${tenant}/<agent>\n  export RUNWAY_SERVERS=${nats.url}\n`,
   );
-  runUntilStopped(logger, async () => {
+  stopper.serve(async () => {
     try {
       await node.stop();
     } finally {
@@ -151,6 +152,7 @@ async function node(argv: string[]): Promise<void> {
   // Before the node starts its pool: the pool's threads keep the event loop's priority.
   const helpers = applyHelperThreads(settingOf(HELPER_THREADS));
   const logger = createLogger(`node:${values.name}`);
+  const stopper = stopOnSignals(logger);
   const started = await startRunwayNode({
     connection: connection(values),
     name: values.name,
@@ -177,37 +179,56 @@ async function node(argv: string[]): Promise<void> {
   });
   process.stdout.write(`READY ${values.name}\n`);
   if (started.httpUrl) process.stdout.write(`A2A agents at ${started.httpUrl}/a2a/<tenant>/<agent>\n`);
-  runUntilStopped(logger, () => started.stop());
+  stopper.serve(() => started.stop());
 }
 
 /**
  * How a long-running command (`node`, `dev`) ends: it drains (partitions handed back after
  * in-flight commands, liveness record deleted, connection drained), logs `stopped` and exits 0
  * on the first of SIGTERM, SIGINT or losing the npm that started it; later triggers are
- * ignored while it drains. A stop that throws exits 1.
+ * ignored while it drains. A stop that throws exits 1. Installed before the node starts, so a
+ * signal during the start is not lost to the signal's default action: the node drains as soon
+ * as it is up, and a second signal before then ends the process at once (128 + the signal).
  */
-function runUntilStopped(logger: Logger, stop: () => Promise<void>): void {
-  let stopping = false;
-  const drain = (reason: string): void => {
-    if (stopping) return;
-    stopping = true;
-    // An orphan's stdout and stderr may be pipes nobody reads any more: a write must not kill the drain.
-    for (const stream of [process.stdout, process.stderr]) stream.on("error", () => undefined);
-    logger.info("stopping", { reason });
+function stopOnSignals(logger: Logger): { serve(stop: () => Promise<void>): void } {
+  let reason: string | undefined;
+  let stop: (() => Promise<void>) | undefined;
+  let draining = false;
+  const drain = (): void => {
+    if (draining || reason === undefined || stop === undefined) return;
+    draining = true;
+    const why = reason;
     stop().then(
       () => {
-        logger.info("stopped", { reason });
+        logger.info("stopped", { reason: why });
         process.exit(0);
       },
       (err: unknown) => {
-        logger.error("stop failed", { reason, error: err instanceof Error ? err.message : String(err) });
+        logger.error("stop failed", { reason: why, error: err instanceof Error ? err.message : String(err) });
         process.exit(1);
       },
     );
   };
-  process.on("SIGTERM", () => drain("SIGTERM"));
-  process.on("SIGINT", () => drain("SIGINT"));
-  if (process.env.npm_lifecycle_event) watchNpm(() => drain("npm_gone"));
+  const trigger = (why: string, signum?: number): void => {
+    if (reason !== undefined) {
+      if (stop === undefined && signum !== undefined) process.exit(128 + signum);
+      return;
+    }
+    reason = why;
+    // An orphan's stdout and stderr may be pipes nobody reads any more: a write must not kill the drain.
+    for (const stream of [process.stdout, process.stderr]) stream.on("error", () => undefined);
+    logger.info("stopping", { reason: why, ...(stop === undefined ? { started: false } : {}) });
+    drain();
+  };
+  process.on("SIGTERM", () => trigger("SIGTERM", constants.signals.SIGTERM));
+  process.on("SIGINT", () => trigger("SIGINT", constants.signals.SIGINT));
+  if (process.env.npm_lifecycle_event) watchNpm(() => trigger("npm_gone"));
+  return {
+    serve(stopNode) {
+      stop = stopNode;
+      drain();
+    },
+  };
 }
 
 /** How often a process started by npm checks that npm is still there. */
