@@ -219,6 +219,7 @@ function fileToolRequest(d: Draft, node: string, event: string, request: Extract
 /** The asking attempt ends: its step goes back to ready, held until a decision (the parked attempt does not count against the node's retries). */
 function parkStep(d: Draft, node: PlanNode, message: string): void {
   const n = d.run.nodes[node.id]!;
+  if (isAgentNode(node)) n.parks = (n.parks ?? 0) + 1;
   parkAttempt(d, n, node, { code: "awaiting_approval", message, retryable: true });
   d.effects.push({ type: "runway.answer", value: { outcome: "awaiting_approval", approval: n.approval!.id } });
 }
