@@ -127,4 +127,27 @@ describe("an agent's gated proposal", () => {
     expect(r.run.nodes.ask!.step!.status).not.toBe("failed");
     expect(failed.some((e) => e.type === "runway.timer.set" || e.channel === "step.ready")).toBe(true);
   });
+
+  it("38.3 nobody decides by the deadline: the node fails approval_expired (before any work: the run fails), the call never made; a late decision is refused", () => {
+    const { r } = parked();
+    const expires = (r.run.nodes.ask!.approval as { expires_at: number }).expires_at;
+    expect(executes(r.send({ type: "timer.fired", kind: "approval", node: "ask" }, expires + 1))).toEqual([]);
+    expect(r.run.nodes.ask).toMatchObject({ s: "failed", error: { code: "approval_expired" }, approval: { id: ID0, state: "expired" } });
+    expect(r.run.lifecycle.status).toBe("failed");
+    expect(answer(r.send({ type: "approval.decide", node: "ask:turn0:approval.pay/charge", decision: "approve", by: "bob" }, expires + 2))).toEqual({
+      outcome: "approval_expired",
+    });
+  });
+
+  it("38.3 a tool node's gate never takes an agent's turned question: only its own (turnless) gate files its request", () => {
+    const tool = plan({
+      name: "w",
+      approvals: { tools: ["pay/charge"] },
+      nodes: [{ id: "pay", kind: "tool", server: "pay", tool: "charge", arguments: ARGS }],
+    });
+    const t = runDriver(tool, {}, T0);
+    const y = executes(t.send({ type: "run.create", run: rootSeed() }))[0]!;
+    expect(answer(t.send({ ...gate(y, 3), node: "pay" }))).toEqual({ outcome: "needs_approval" });
+    expect(answer(t.send({ ...gate(y, 0), turn: undefined, node: "pay" }))).toEqual({ outcome: "awaiting_approval", approval: "t_1:pay:approval.pay/charge" });
+  });
 });
