@@ -52,6 +52,12 @@ const fail = (code: string, message: string, retryable = false): AgentResult => 
  * attempt after a crash walks the same turns again and the run answers each recorded turn and each
  * settled call from its journal: no recorded turn is asked of the model again, no call happens
  * twice; the one turn in flight at the crash is asked again (its intent has no receipt).
+ *
+ * A proposal of a gated tool asks the run first (`gate`, naming the turn): the first of a turn
+ * parks the step on a person's decision (this attempt ends; the next one walks the turns again and
+ * meets the decision, journaled); approved, the call is made with the decision's arguments;
+ * rejected, the model reads the refusal as the call's result. The turn's later gated proposals are
+ * superseded (the model is told to ask again).
  */
 export async function runAgent(deps: AgentStepDeps, request: ExecuteRequest, signal: AbortSignal): Promise<AgentResult> {
   const spec = request.agent!;
@@ -101,18 +107,17 @@ export async function runAgent(deps: AgentStepDeps, request: ExecuteRequest, sig
         messages.push({ role: "tool", tool_call_id: proposed.id, content: why, is_error: true });
         continue;
       }
-      if (calls >= spec.max_tool_calls) return fail("limit_reached", `max_tool_calls (${spec.max_tool_calls}) reached`);
       const { server, tool } = target;
-      let args: unknown = proposed.arguments;
       const gated = gatedBy(request.gate, server, tool, target.class);
+      if (gated && asked) {
+        messages.push({ role: "tool", tool_call_id: proposed.id, content: SUPERSEDED, is_error: true });
+        continue;
+      }
+      if (calls >= spec.max_tool_calls) return fail("limit_reached", `max_tool_calls (${spec.max_tool_calls}) reached`);
+      let args: unknown = proposed.arguments;
       if (gated) {
-        if (asked) {
-          messages.push({ role: "tool", tool_call_id: proposed.id, content: SUPERSEDED, is_error: true });
-          continue;
-        }
         asked = true;
         const decided = await deps.gate({ server, tool, class: target.class, arguments: proposed.arguments, turn });
-        deps.beat();
         if (decided?.outcome === "rejected") {
           const why = `rejected by ${decided.by ?? "a reviewer"}${decided.reason ? `: ${decided.reason}` : ""}`;
           messages.push({ role: "tool", tool_call_id: proposed.id, content: `approval_rejected: ${why}`, is_error: true });
