@@ -78,7 +78,7 @@ it("SIGKILL of the node after turn 2's tool intent and before its receipt: after
   }
 }, 120_000);
 
-it("38.3 SIGKILL of the node while its agent is parked on a gated proposal: after the restart the run still waits on the one inbox item, the model is not asked for the turn again, and the edited call is made once", async () => {
+it("C077 38.3 SIGKILL of the node while its agent is parked on a gated proposal: after the restart the run still waits on the one inbox item, the model is not asked for the turn again, and the edited call is made once", async () => {
   const fx = await startEffectsServer({ http: true });
   const openai = await startModelFake("openai", [
     {
@@ -108,6 +108,7 @@ it("38.3 SIGKILL of the node while its agent is parked on a gated proposal: afte
     expect((await openai.requests()).count).toBe(1);
     expect(fx.counts().effects.set_value).toBe(1);
 
+    // C077: the conversation (turn 0's response, its receipt) was stored before the park: the kill loses none of it.
     await node.kill("SIGKILL");
     node = await startWorkflowNode(world, "agent-node");
     const waiting = await waitFor(async () => ((await client.getRun(id).catch(() => undefined))?.run as RunAnswer | undefined) ?? undefined, {

@@ -74,7 +74,7 @@ const chargesOf = (id: string) =>
     .map(([, v]) => JSON.parse(v) as { account: string; amount: number });
 
 describe("agent node: gated proposals", () => {
-  it("38.3 a gated proposal parks the run on one tool approval (no attempt or model call held); approved with edited arguments, the tool receives the edit and its result goes back to the model", async () => {
+  it("C040 38.3 a gated proposal parks the run on one tool approval (no attempt or model call held); approved with edited arguments, the tool receives the edit and its result goes back to the model", async () => {
     await openai.script([
       { reply: { tool_calls: [charge("acme", 30)], usage: { input_tokens: 10, output_tokens: 5 } } },
       { reply: { text: "Charged acme 12.", usage: { input_tokens: 20, output_tokens: 5 } } },
@@ -103,7 +103,8 @@ describe("agent node: gated proposals", () => {
     const done = await world.settled(id);
     expect(done.status, JSON.stringify(done)).toBe("succeeded");
     expect(done.result).toEqual({ ask: "Charged acme 12." });
-    // The server received the reviewer's arguments, once; the model read the call's result; turn 0 was not asked again.
+    // The server received the reviewer's arguments, once; the model read the call's result; turn 0 was not asked again
+    // (C040: asked again, the model would have proposed nothing, its script's next answer being text: the call is made from the journal).
     expect(fx.counts().calls.charge).toBe(calls + 1);
     expect(chargesOf(id)).toEqual([{ account: "acme", amount: 12, charge_no: expect.any(Number) }]);
     expect((await requests()).count).toBe(2);
