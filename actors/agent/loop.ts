@@ -1,7 +1,19 @@
-import { canonicalJson, gatedBy, validateAgainstSchema, type ExecuteRequest, type PlanAgent, type Receipt, type ToolClass } from "../../machines/index.js";
+import {
+  canonicalJson,
+  gatedBy,
+  ModelResponseSchema,
+  validateAgainstSchema,
+  type ExecuteRequest,
+  type ModelMessage,
+  type ModelResponse,
+  type ModelTool,
+  type PlanAgent,
+  type Receipt,
+  type ToolClass,
+} from "../../machines/index.js";
 import { sha256Hex } from "../records/index.js";
 import type { ToolAnswer, ToolCall, ToolPort } from "../run/index.js";
-import { TurnResponseSchema, type AgentMessage, type AgentTool, type ModelPort, type TurnResponse } from "./port.js";
+import type { ModelPort } from "./port.js";
 
 /** Output tokens one turn asks for when the node's token ceiling leaves more (or sets none). */
 export const TURN_MAX_TOKENS = 4_096;
@@ -69,7 +81,7 @@ export async function runAgent(deps: AgentStepDeps, request: ExecuteRequest, sig
   };
   const listed = await toolsOf(deps.tools, request.tenant, spec.tools);
   if ("error" in listed) return { outcome: "failed", error: listed.error };
-  const messages: AgentMessage[] = [
+  const messages: ModelMessage[] = [
     { role: "system", content: spec.instructions },
     { role: "user", content: taskText(request.input) },
   ];
@@ -151,18 +163,18 @@ async function takeTurn(
   spec: PlanAgent,
   fence: Record<string, unknown>,
   turn: number,
-  messages: AgentMessage[],
-  tools: AgentTool[],
+  messages: ModelMessage[],
+  tools: ModelTool[],
   left: number | undefined,
   signal: AbortSignal,
-): Promise<{ response: TurnResponse } | AgentResult> {
+): Promise<{ response: ModelResponse } | AgentResult> {
   const key = `${request.run}:${request.node}:turn${turn}`;
   const asked = await deps.intent(
     { type: "effect.intent", ...fence, key, server: "model", tool: spec.model, class: "idempotent", arguments: { turn }, turn: true },
     `intent/${key}/${request.attempt}/${request.lease_epoch}`,
   );
   if (asked?.outcome === "observed") {
-    const stored = TurnResponseSchema.safeParse(asked.value);
+    const stored = ModelResponseSchema.safeParse(asked.value);
     if (!stored.success) return fail("corrupt_record", `turn ${turn}'s stored response is not a model response`);
     return { response: stored.data };
   }
@@ -191,8 +203,8 @@ async function toolsOf(
   port: ToolPort,
   tenant: string,
   names: readonly string[],
-): Promise<{ tools: AgentTool[]; byName: Map<string, { server: string; tool: string; class: ToolClass }> } | { error: StepError }> {
-  const tools: AgentTool[] = [];
+): Promise<{ tools: ModelTool[]; byName: Map<string, { server: string; tool: string; class: ToolClass }> } | { error: StepError }> {
+  const tools: ModelTool[] = [];
   const byName = new Map<string, { server: string; tool: string; class: ToolClass }>();
   for (const name of names) {
     const slash = name.indexOf("/");
