@@ -49,6 +49,8 @@ export interface AgentStepDeps {
   receipt(receipt: Receipt): Promise<boolean>;
   /** Keeps the attempt's lease alive between turns. */
   beat(): void;
+  /** Each piece of text the model streams while turn `turn` is asked (live only, never journaled; absent: not sent). */
+  delta?(turn: number, text: string): void;
   now(): number;
 }
 
@@ -184,7 +186,7 @@ async function takeTurn(
     request.tenant,
     spec.model,
     { model: spec.model, messages, ...(tools.length ? { tools } : {}), max_tokens: maxTokens },
-    { signal },
+    { signal, ...(deps.delta ? { onDelta: (text: string) => deps.delta!(turn, text) } : {}) },
   );
   if (answered.outcome === "failed") {
     const f = answered.failure;
