@@ -306,6 +306,15 @@ export class StepExecutor {
             const local = await dispatchToRun(this.deps.host, request.run, event, id);
             return local.outcome === "applied" ? local.value : undefined;
           },
+          gate: async (call) => {
+            const local = await dispatchToRun(
+              this.deps.host,
+              request.run,
+              { type: "effect.gate", ...fenceOf(request), ...call },
+              `gate/${request.run}/${request.node}/turn${call.turn}/${request.attempt}/${request.lease_epoch}`,
+            );
+            return local.outcome === "applied" ? local.value : undefined;
+          },
           callTool: (call) => this.callTool(request, key, call),
           receipt: async (receipt) => {
             const local = await dispatchToRun(
