@@ -38,7 +38,7 @@ export async function ensureA2aBuckets(nc: NatsConnection, replicas: number): Pr
   for (const [bucket, description] of [
     [AGENTS_BUCKET, "Runway A2A agents per tenant: <tenant>.<agent>"],
     [TASKS_BUCKET, "Runway A2A tasks: <tenant>.<agent>.<run id>"],
-    [PUSH_BUCKET, "Runway A2A push notification configs: <tenant>.<agent>.<run id>.<config id>"],
+    [PUSH_BUCKET, "Runway A2A push notification configs c.<tenant>.<agent>.<run id>.<config id>, their deliveries d.<same>"],
   ] as const) {
     try {
       await kvm.create(bucket, { history: 1, replicas, storage: "file", description });

@@ -27,7 +27,7 @@ import { decisionRefusal } from "../api/callers.js";
 import type { ExposedAgent } from "./agents.js";
 import { inputOf, statusTime, TERMINAL_STATES, taskOf, type TaskRecord, type TaskRecords } from "./tasks.js";
 import { runChanges } from "./watch.js";
-import { MAX_PUSH_CONFIGS, messageConfigId, PushConfigs, PushSettingsSchema, type PushRecord, type PushSettings } from "./push-configs.js";
+import { MAX_PUSH_CONFIGS, messageConfigId, PushConfigs, PushSettingsSchema, type Delivery, type PushConfig, type PushSettings } from "./push-configs.js";
 
 export interface A2aDeps {
   nc: NatsConnection;
@@ -95,9 +95,21 @@ function pushSettingsOf(config: TaskPushNotificationConfig): PushSettings {
   return parsed.data;
 }
 
-/** A stored config as the client sees it. */
-function configOf(tenant: string, r: PushRecord): TaskPushNotificationConfig {
-  return { tenant, id: r.id, taskId: r.task_id, url: r.url, token: r.token ?? "", authentication: r.authentication };
+/** A stored config as the client sees it: the authentication's scheme, never its credentials. */
+function configOf(tenant: string, r: PushConfig): TaskPushNotificationConfig {
+  return {
+    tenant,
+    id: r.id,
+    taskId: r.task_id,
+    url: r.url,
+    token: r.token ?? "",
+    authentication: r.authentication ? { scheme: r.authentication.scheme, credentials: "" } : undefined,
+  };
+}
+
+/** A config's delivery before its first update: from the journal event after `cursor` (null: the first), the task as it is first when `snapshot`. */
+function freshDelivery(cursor: string | null, snapshot: boolean): Delivery {
+  return { cursor, sent: null, artifacts: [], snapshot };
 }
 
 function callerOf(context: ServerCallContext): Caller {
@@ -222,13 +234,13 @@ export class AgentHandler implements A2ARequestHandler {
   }
 
   /** Stores a config on a task under way: delivered from now on, the task as it is now first, then each change its run's journal holds after this point. */
-  private async attachPush(read: Read, settings: PushSettings & { id: string }): Promise<PushRecord> {
+  private async attachPush(read: Read, settings: PushSettings & { id: string }): Promise<PushConfig> {
     const key = PushConfigs.key(this.tenant, this.agent.name, read.task.id, settings.id);
     const known = await this.deps.push.list(PushConfigs.key(this.tenant, this.agent.name, read.task.id, "*"));
     if (known.length >= MAX_PUSH_CONFIGS && !known.some((k) => k.key === key))
       throw new RequestMalformedError(`a task has at most ${MAX_PUSH_CONFIGS} push notification configs`);
     const cursor = read.view ? await this.journalEnd(read.task.id) : null;
-    const stored = await this.deps.push.put(key, this.pushRecord(read.task.id, settings, cursor, true));
+    const stored = await this.deps.push.put(key, this.pushConfig(read.task.id, settings), freshDelivery(cursor, true));
     this.deps.pushed?.();
     return stored;
   }
@@ -276,7 +288,7 @@ export class AgentHandler implements A2ARequestHandler {
     }
   }
 
-  private pushRecord(taskId: string, settings: PushSettings & { id: string }, cursor: string | null, snapshot: boolean): PushRecord {
+  private pushConfig(taskId: string, settings: PushSettings & { id: string }): PushConfig {
     return {
       id: settings.id,
       task_id: taskId,
@@ -284,10 +296,6 @@ export class AgentHandler implements A2ARequestHandler {
       ...(settings.token ? { token: settings.token } : {}),
       ...(settings.authentication ? { authentication: settings.authentication } : {}),
       created_at: this.deps.now(),
-      cursor,
-      sent: null,
-      artifacts: [],
-      snapshot,
     };
   }
 
@@ -322,7 +330,11 @@ export class AgentHandler implements A2ARequestHandler {
     if (push) {
       // Stored before the run starts: its delivery begins at the journal's first event.
       const pushId = push.id ?? messageConfigId(message.messageId);
-      await this.deps.push.createIfAbsent(PushConfigs.key(this.tenant, this.agent.name, id, pushId), this.pushRecord(id, { ...push, id: pushId }, null, false));
+      await this.deps.push.createIfAbsent(
+        PushConfigs.key(this.tenant, this.agent.name, id, pushId),
+        this.pushConfig(id, { ...push, id: pushId }),
+        freshDelivery(null, false),
+      );
       this.deps.pushed?.();
     }
     const started = await this.deps.runs.start(this.tenant, {

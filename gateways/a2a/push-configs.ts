@@ -51,20 +51,26 @@ export const PushSettingsSchema = z.object({
 });
 export type PushSettings = z.infer<typeof PushSettingsSchema>;
 
-/**
- * A stored config with its delivery's progress: `cursor` is the id of the last journal event of
- * the task's run that was delivered (null: from the journal's start), `sent` the task state last
- * POSTed, `snapshot` that the task as it is now is to be POSTed first (a config created on a task
- * already under way). `lease` is the node delivering it, until when; `done` once the terminal
- * state was delivered, `gave_up` when the receiver refused every retry.
- */
-const PushRecordSchema = z.object({
+/** A stored config: what a client set (the key names its tenant, agent and task). */
+const PushConfigSchema = z.object({
   id: z.string(),
   task_id: z.string(),
   url: z.string(),
   token: z.string().optional(),
   authentication: z.object({ scheme: z.string(), credentials: z.string() }).optional(),
   created_at: z.number(),
+});
+export type PushConfig = z.infer<typeof PushConfigSchema>;
+
+/**
+ * A config's delivery, kept under its own key (written on every delivered event, so the configs'
+ * keys stay still for listing): `cursor` is the id of the last journal event of the task's run
+ * whose delivery is done (null: from the journal's start), `sent` the task state last POSTed,
+ * `snapshot` that the task as it is now is to be POSTed first (a config created on a task already
+ * under way). `lease` is the node delivering it, until when; `done` once the terminal state was
+ * delivered, `gave_up` when the receiver refused every retry.
+ */
+const DeliverySchema = z.object({
   cursor: z.string().nullable(),
   sent: z.object({ state: z.number(), ref: z.string().optional() }).nullable(),
   artifacts: z.array(z.string()),
@@ -73,11 +79,11 @@ const PushRecordSchema = z.object({
   gave_up: z.object({ at: z.number(), reason: z.string() }).optional(),
   lease: z.object({ owner: z.string(), until: z.number() }).optional(),
 });
-export type PushRecord = z.infer<typeof PushRecordSchema>;
+export type Delivery = z.infer<typeof DeliverySchema>;
 
-export interface PushEntry {
+export interface Versioned<T> {
   key: string;
-  record: PushRecord;
+  record: T;
   revision: number;
 }
 
@@ -92,22 +98,29 @@ export function messageConfigId(messageId: string): string {
   return `msg-${createHash("sha256").update(messageId).digest("hex").slice(0, 24)}`;
 }
 
-function decode(data: Uint8Array): PushRecord | undefined {
-  try {
-    const parsed = PushRecordSchema.safeParse(JSON.parse(new TextDecoder().decode(data)));
-    return parsed.success ? parsed.data : undefined;
-  } catch {
-    return undefined;
-  }
+function decoder<T>(schema: z.ZodType<T>): (data: Uint8Array) => T | undefined {
+  return (data) => {
+    try {
+      const parsed = schema.safeParse(JSON.parse(new TextDecoder().decode(data)));
+      return parsed.success ? parsed.data : undefined;
+    } catch {
+      return undefined;
+    }
+  };
 }
+const decodeConfig = decoder(PushConfigSchema);
+const decodeDelivery = decoder(DeliverySchema);
 
-/** The push configs in `rw_a2a_push`; every write of a delivery's progress is fenced by the entry's revision. */
+/**
+ * The push configs in `rw_a2a_push`: a config at `c.<tenant>.<agent>.<task>.<id>`, its delivery at
+ * `d.<…same…>`. Every write of a delivery is fenced by its entry's revision.
+ */
 export class PushConfigs {
   private kv: Promise<KV> | undefined;
 
   constructor(private readonly nc: NatsConnection) {}
 
-  bucket(): Promise<KV> {
+  private bucket(): Promise<KV> {
     return (this.kv ??= new Kvm(this.nc).open(PUSH_BUCKET));
   }
 
@@ -115,75 +128,69 @@ export class PushConfigs {
     return `${tenant}.${agent}.${task}.${id}`;
   }
 
-  async get(key: string): Promise<PushEntry | undefined> {
-    const e = await (await this.bucket()).get(key);
+  private async read<T>(prefix: "c" | "d", key: string, decode: (data: Uint8Array) => T | undefined): Promise<Versioned<T> | undefined> {
+    const e = await (await this.bucket()).get(`${prefix}.${key}`);
     if (!e || e.operation !== "PUT" || e.length === 0) return undefined;
     const record = decode(e.value);
     return record ? { key, record, revision: e.revision } : undefined;
   }
 
-  /** Stores a new config, or a config's new settings (url, token, authentication; the delivery's progress kept). */
-  async put(key: string, fresh: PushRecord): Promise<PushRecord> {
+  get(key: string): Promise<Versioned<PushConfig> | undefined> {
+    return this.read("c", key, decodeConfig);
+  }
+
+  delivery(key: string): Promise<Versioned<Delivery> | undefined> {
+    return this.read("d", key, decodeDelivery);
+  }
+
+  /**
+   * Stores a config (a config of that id gets the new settings): its delivery first, kept if there
+   * is one (`fresh` otherwise), so a listed config always has one.
+   */
+  async put(key: string, config: PushConfig, fresh: Delivery): Promise<PushConfig> {
     const kv = await this.bucket();
-    for (;;) {
-      const known = await this.get(key);
-      if (!known) {
-        try {
-          await kv.create(key, JSON.stringify(fresh));
-          return fresh;
-        } catch {
-          continue;
-        }
-      }
-      const { token: _t, authentication: _a, ...kept } = known.record;
-      const record: PushRecord = {
-        ...kept,
-        url: fresh.url,
-        ...(fresh.token ? { token: fresh.token } : {}),
-        ...(fresh.authentication ? { authentication: fresh.authentication } : {}),
-      };
-      try {
-        await kv.update(key, JSON.stringify(record), known.revision);
-        return record;
-      } catch {
-        // Written meanwhile (a delivery's progress): read again.
-      }
-    }
+    await kv.create(`d.${key}`, JSON.stringify(fresh)).catch(async (err: unknown) => {
+      if (!(await this.delivery(key))) throw err;
+    });
+    const known = await this.get(key);
+    const stored = known ? { ...config, created_at: known.record.created_at } : config;
+    await kv.put(`c.${key}`, JSON.stringify(stored));
+    return stored;
   }
 
   /** Stores the config unless one is there (a resend's config is the first's). */
-  async createIfAbsent(key: string, record: PushRecord): Promise<void> {
-    try {
-      await (await this.bucket()).create(key, JSON.stringify(record));
-    } catch (err) {
-      if (!(await this.get(key))) throw err;
-    }
+  async createIfAbsent(key: string, config: PushConfig, fresh: Delivery): Promise<void> {
+    if (await this.get(key)) return;
+    await this.put(key, config, fresh);
   }
 
-  /** Writes the record if the entry is still at `revision`: its new revision, or undefined when it moved on (deleted, or taken). */
-  async update(key: string, record: PushRecord, revision: number): Promise<number | undefined> {
+  /** Writes the delivery if its entry is still at `revision`: its new revision, or undefined when it moved on (deleted, or taken). */
+  async updateDelivery(key: string, record: Delivery, revision: number): Promise<number | undefined> {
     try {
-      return await (await this.bucket()).update(key, JSON.stringify(record), revision);
+      return await (await this.bucket()).update(`d.${key}`, JSON.stringify(record), revision);
     } catch (err) {
       if (/wrong last sequence|10071|10164/i.test(String((err as Error).message))) return undefined;
       throw err;
     }
   }
 
+  /** Deletes a config and its delivery: true when there was one. */
   async delete(key: string): Promise<boolean> {
-    if (!(await this.get(key))) return false;
-    await (await this.bucket()).delete(key);
-    return true;
+    const known = await this.get(key);
+    const kv = await this.bucket();
+    if (known) await kv.delete(`c.${key}`);
+    await kv.delete(`d.${key}`);
+    return known !== undefined;
   }
 
   /** Every config under a key filter (`<tenant>.<agent>.<task>.*`, or `>` for all). */
-  async list(filter: string): Promise<PushEntry[]> {
+  async list(filter: string): Promise<Versioned<PushConfig>[]> {
     await this.bucket();
-    const out: PushEntry[] = [];
-    for (const v of await lastValues(this.nc, PUSH_BUCKET, filter)) {
+    const out: Versioned<PushConfig>[] = [];
+    for (const v of await lastValues(this.nc, PUSH_BUCKET, `c.${filter}`)) {
       if (v.data.length === 0) continue;
-      const record = decode(v.data);
-      if (record) out.push({ key: v.key, record, revision: v.revision });
+      const record = decodeConfig(v.data);
+      if (record) out.push({ key: v.key.slice(2), record, revision: v.revision });
     }
     return out;
   }

@@ -4,7 +4,7 @@ import { StreamResponse, TaskState, type Task, type TaskStatus } from "@a2a-js/s
 import { getInboxItem, type RunEvent } from "../../actors/index.js";
 import type { Logger } from "../../runtime/index.js";
 import type { RunService } from "../api/run-service.js";
-import { keyParts, PushConfigs, type PushEntry, type PushRecord } from "./push-configs.js";
+import { keyParts, PushConfigs, type Delivery, type PushConfig, type Versioned } from "./push-configs.js";
 import { TERMINAL_STATES, taskOf, type TaskRecords } from "./tasks.js";
 
 export interface PushDeliveryDeps {
@@ -114,28 +114,30 @@ export class PushDeliverer {
   }
 
   private async scan(): Promise<void> {
-    const now = this.deps.now();
-    for (const entry of await this.deps.configs.list(">")) {
-      const r = entry.record;
-      if (r.done || r.gave_up || this.active.has(entry.key)) continue;
-      if (r.lease && r.lease.owner !== this.deps.node && r.lease.until > now) continue;
-      this.begin(entry);
+    for (const config of await this.deps.configs.list(">")) {
+      if (this.active.has(config.key) || this.stopping.signal.aborted) continue;
+      const delivery = await this.deps.configs.delivery(config.key);
+      if (!delivery) continue;
+      const r = delivery.record;
+      if (r.done || r.gave_up) continue;
+      if (r.lease && r.lease.owner !== this.deps.node && r.lease.until > this.deps.now()) continue;
+      this.begin(delivery);
     }
   }
 
   /** Takes the config's lease and delivers it until it is done (or gone, or taken). */
-  private begin(entry: PushEntry): void {
-    const parts = keyParts(entry.key);
-    if (!parts) return;
+  private begin(delivery: Versioned<Delivery>): void {
+    const parts = keyParts(delivery.key);
+    if (!parts || this.active.has(delivery.key)) return;
     const ac = new AbortController();
-    this.active.set(entry.key, ac);
-    const loop = new Delivery(this.deps, entry, parts, AbortSignal.any([ac.signal, this.stopping.signal]), this.leaseMs)
+    this.active.set(delivery.key, ac);
+    const loop = new Deliver(this.deps, delivery, parts, AbortSignal.any([ac.signal, this.stopping.signal]), this.leaseMs)
       .run()
       .catch((err: unknown) => {
-        if (!(err instanceof Stop)) this.deps.logger.warn("a2a push delivery stopped", { key: entry.key, error: String((err as Error)?.message ?? err) });
+        if (!(err instanceof Stop)) this.deps.logger.warn("a2a push delivery stopped", { key: delivery.key, error: String((err as Error)?.message ?? err) });
       })
       .finally(() => {
-        this.active.delete(entry.key);
+        this.active.delete(delivery.key);
         this.loops.delete(loop);
       });
     this.loops.add(loop);
@@ -143,13 +145,13 @@ export class PushDeliverer {
 }
 
 /** One config's delivery, while this node holds its lease. */
-class Delivery {
-  private record: PushRecord;
+class Deliver {
+  private record: Delivery;
   private revision: number;
 
   constructor(
     private readonly deps: PushDeliveryDeps,
-    entry: PushEntry,
+    entry: Versioned<Delivery>,
     private readonly at: { tenant: string; agent: string; task: string; id: string },
     private readonly signal: AbortSignal,
     private readonly leaseMs: number,
@@ -194,13 +196,18 @@ class Delivery {
       }
     } finally {
       sub.unsubscribe();
+      // A node that stops hands its lease back: another node takes the delivery over at its next scan.
+      if (this.signal.aborted) {
+        const { lease: _lease, ...rest } = this.record;
+        await this.deps.configs.updateDelivery(this.key, rest, this.revision).catch(() => undefined);
+      }
     }
   }
 
   /** Writes the record with `changes` and a renewed lease, fenced by the revision read last: a config deleted or taken meanwhile stops the delivery. */
-  private async save(changes: Partial<PushRecord>): Promise<void> {
-    const next: PushRecord = { ...this.record, ...changes, lease: { owner: this.deps.node, until: this.deps.now() + this.leaseMs } };
-    const revision = await this.deps.configs.update(`${this.key}`, next, this.revision);
+  private async save(changes: Partial<Delivery>): Promise<void> {
+    const next: Delivery = { ...this.record, ...changes, lease: { owner: this.deps.node, until: this.deps.now() + this.leaseMs } };
+    const revision = await this.deps.configs.updateDelivery(this.key, next, this.revision);
     if (revision === undefined) throw new Stop("the config changed under its delivery");
     this.record = next;
     this.revision = revision;
@@ -302,14 +309,15 @@ class Delivery {
     const max = this.deps.maxAttempts ?? 20;
     for (let attempt = 0; ; attempt++) {
       if (this.signal.aborted) throw new Stop("stopping");
-      const now = await this.deps.configs.get(this.key);
-      if (!now || now.revision !== this.revision) throw new Stop("the config changed under its delivery");
-      const headers: Record<string, string> = { "Content-Type": "application/a2a+json", "A2A-Version": "1.0" };
-      if (this.record.token) headers["X-A2A-Notification-Token"] = this.record.token;
-      if (this.record.authentication) headers.Authorization = `${this.record.authentication.scheme} ${this.record.authentication.credentials}`;
+      const config = (await this.deps.configs.get(this.key))?.record;
+      if (!config) {
+        await this.deps.configs.delete(this.key);
+        throw new Stop("the config was deleted");
+      }
+      const headers = headersOf(config);
       let why: string;
       try {
-        const res = await fetch(this.record.url, {
+        const res = await fetch(config.url, {
           method: "POST",
           headers,
           body,
@@ -357,4 +365,12 @@ class Delivery {
 /** A deliverer's owner name when its node gives none. */
 export function anonymousNode(): string {
   return `a2a-${randomUUID()}`;
+}
+
+/** A POST's headers: the A2A media type, the config's token and its `Authorization`. */
+function headersOf(config: PushConfig): Record<string, string> {
+  const headers: Record<string, string> = { "Content-Type": "application/a2a+json", "A2A-Version": "1.0" };
+  if (config.token) headers["X-A2A-Notification-Token"] = config.token;
+  if (config.authentication) headers.Authorization = `${config.authentication.scheme} ${config.authentication.credentials}`;
+  return headers;
 }

@@ -95,7 +95,7 @@ it("39.1 push a node SIGKILLed while it retries an update, and again between upd
   const kv = await new Kvm(world.nc).open("rw_a2a_push");
   await waitFor(
     async () => {
-      const e = await kv.get(`p1.hold.${task.id}.hook`);
+      const e = await kv.get(`d.p1.hold.${task.id}.hook`);
       return e?.json<{ sent: { state: number } | null }>().sent?.state === TaskState.TASK_STATE_INPUT_REQUIRED || undefined;
     },
     { timeoutMs: 30_000, describe: "the input-required delivery stored" },
