@@ -145,12 +145,18 @@ export class PushConfigs {
 
   /**
    * Stores a config (a config of that id gets the new settings): its delivery first, kept if there
-   * is one (`fresh` otherwise), so a listed config always has one.
+   * is one (`fresh` otherwise; one that was given up on goes on), so a listed config always has one.
    */
   async put(key: string, config: PushConfig, fresh: Delivery): Promise<PushConfig> {
     const kv = await this.bucket();
     await kv.create(`d.${key}`, JSON.stringify(fresh)).catch(async (err: unknown) => {
-      if (!(await this.delivery(key))) throw err;
+      const known = await this.delivery(key);
+      if (!known) throw err;
+      // A delivery given up on is tried again with the new settings, from where it stopped.
+      if (known.record.gave_up) {
+        const { gave_up: _g, lease: _l, ...resumed } = known.record;
+        await this.updateDelivery(key, resumed, known.revision);
+      }
     });
     const known = await this.get(key);
     const stored = known ? { ...config, created_at: known.record.created_at } : config;

@@ -77,6 +77,7 @@ export class PushDeliverer {
   private scanner: ReturnType<typeof setInterval> | undefined;
   private scanning: Promise<void> | undefined;
   private again = false;
+  private readonly ended = new Set<string>();
   private readonly loops = new Set<Promise<void>>();
 
   constructor(private readonly deps: PushDeliveryDeps) {}
@@ -114,11 +115,16 @@ export class PushDeliverer {
   }
 
   private async scan(): Promise<void> {
-    for (const config of await this.deps.configs.list(">")) {
-      if (this.active.has(config.key) || this.stopping.signal.aborted) continue;
+    const listed = await this.deps.configs.list(">");
+    // A delivery done stays done (a config created again under its id keeps it): not read again while listed.
+    const keys = new Set(listed.map((c) => c.key));
+    for (const key of this.ended) if (!keys.has(key)) this.ended.delete(key);
+    for (const config of listed) {
+      if (this.active.has(config.key) || this.ended.has(config.key) || this.stopping.signal.aborted) continue;
       const delivery = await this.deps.configs.delivery(config.key);
       if (!delivery) continue;
       const r = delivery.record;
+      if (r.done) this.ended.add(config.key);
       if (r.done || r.gave_up) continue;
       if (r.lease && r.lease.owner !== this.deps.node && r.lease.until > this.deps.now()) continue;
       this.begin(delivery);

@@ -12,6 +12,7 @@ import {
   type Task,
 } from "@a2a-js/sdk";
 import { ClientFactory, ClientFactoryOptions, type Client } from "@a2a-js/sdk/client";
+import { Kvm } from "@nats-io/kv";
 import { waitFor } from "../harness/index.js";
 import { workflowWorld } from "./workflow-support.js";
 
@@ -241,4 +242,19 @@ it("39.1 push bad configs get A2A errors: a bad URL InvalidParams, an unknown ta
   const before = ((await world.client.listRuns({ limit: 500 })).runs as unknown[]).length;
   await expect(client.sendMessage(send({ n: 4 }, { push: { url: "http://example.com/hook" } }))).rejects.toMatchObject({ name: "RequestMalformedError" });
   expect(((await world.client.listRuns({ limit: 500 })).runs as unknown[]).length).toBe(before);
+}, 60_000);
+
+it("39.1 push a receiver that refuses every try: the config is given up after its 20 tries; created again, its delivery goes on from where it stopped", async () => {
+  failures.set("/down", 1_000);
+  const client = await clientFor("nap");
+  const task = await start(client, { ms: 10 }, { id: "down", url: `${hook}/down` });
+  const kv = await new Kvm(world.nc).open("rw_a2a_push");
+  const delivery = async () => (await kv.get(`d.t1.nap.${task.id}.down`))?.json<{ gave_up?: { reason: string }; lease?: unknown }>();
+  await waitFor(async () => (await delivery())?.gave_up, { timeoutMs: 30_000, describe: "the delivery given up" });
+  expect((await delivery())?.gave_up?.reason).toBe("HTTP 500");
+  expect(tried("/down").map((h) => `${h.status} ${h.update}`)).toEqual(Array.from({ length: 20 }, () => "500 status:TASK_STATE_WORKING"));
+  failures.set("/down", 0);
+  await client.createTaskPushNotificationConfig(config(task.id, "/down", { id: "down" }));
+  await until("/down", "status:TASK_STATE_COMPLETED", "the delivery resumed");
+  expect(taken("/down")).toEqual(["status:TASK_STATE_WORKING", "artifact:result", "status:TASK_STATE_COMPLETED"]);
 }, 60_000);
