@@ -117,3 +117,62 @@ it("39.1 push a node SIGKILLed while it retries an update, and again between upd
   expect(hits.filter((h) => h.status === 500).every((h) => h.update === "status:TASK_STATE_WORKING")).toBe(true);
   await a.child.kill("SIGTERM");
 }, 180_000);
+
+it("39.1 push two nodes: the one delivering a config is SIGKILLed; the other takes the delivery over once its lease lapsed and delivers the rest, each update once, in order", async () => {
+  hits.length = 0;
+  failing = 0;
+  const nodes = { "a2a-push-x": await node("a2a-push-x"), "a2a-push-y": await node("a2a-push-y") };
+  const api = new RunwayClient(world.nc, "p2");
+  await api.createTenant("p2");
+  await api.putDefinition({
+    name: "hold",
+    nodes: [
+      { id: "gate", kind: "wait", signal: "go", timeout_ms: 3_600_000 },
+      { id: "after", kind: "code", needs: ["gate"], handler: "echo", input: "${steps.gate.output}" },
+    ],
+    result: "${steps.after.output}",
+  });
+  expect((await api.exposeAgent({ definition: "hold", public: true })).outcome).toBe("exposed");
+  const client = await new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { preferredTransports: ["HTTP+JSON"] })).createFromUrl(
+    `${nodes["a2a-push-x"].url}/a2a/p2/hold/`,
+  );
+  const task = (await client.sendMessage(
+    SendMessageRequest.fromJSON({
+      message: { messageId: "m-two", role: "ROLE_USER", parts: [{ data: { n: 2 } }] },
+      configuration: { returnImmediately: true, taskPushNotificationConfig: { id: "hook", url: hook } },
+    }),
+  )) as Task;
+  const kv = await new Kvm(world.nc).open("rw_a2a_push");
+  const owner = await waitFor(
+    async () => {
+      const d = (await kv.get(`d.p2.hold.${task.id}.hook`))?.json<{ sent: { state: number } | null; lease?: { owner: string } }>();
+      return d?.sent?.state === TaskState.TASK_STATE_INPUT_REQUIRED ? d.lease?.owner : undefined;
+    },
+    { timeoutMs: 30_000, describe: "the input-required delivery stored, and its lease holder" },
+  );
+  expect(Object.keys(nodes)).toContain(owner);
+  await nodes[owner as keyof typeof nodes].child.kill("SIGKILL");
+  const other = Object.keys(nodes).find((n) => n !== owner)!;
+  await waitFor(async () => (await api.signal(task.id, "go", { ok: true })).outcome === "delivered" || undefined, {
+    timeoutMs: 60_000,
+    describe: "the run signalled on the node left",
+  });
+  await waitFor(() => taken().includes("status:TASK_STATE_COMPLETED") || undefined, { timeoutMs: 60_000, describe: "completed, from the node left" });
+  expect(taken()).toEqual([
+    "status:TASK_STATE_WORKING",
+    "status:TASK_STATE_INPUT_REQUIRED",
+    "status:TASK_STATE_WORKING",
+    "artifact",
+    "status:TASK_STATE_COMPLETED",
+  ]);
+  // The delivery is done, by the node left (done is stored after the last POST was taken).
+  const last = await waitFor(
+    async () => {
+      const d = (await kv.get(`d.p2.hold.${task.id}.hook`))?.json<{ lease?: { owner: string }; done?: boolean }>();
+      return d?.done ? d : undefined;
+    },
+    { timeoutMs: 30_000, describe: "the delivery done" },
+  );
+  expect(last.lease?.owner).toBe(other);
+  await nodes[other as keyof typeof nodes].child.kill("SIGTERM");
+}, 180_000);
