@@ -274,7 +274,7 @@ class Deliver {
           if (TERMINAL_STATES.has(next)) return this.finish();
         }
       }
-      if (page.compacted && this.record.sent && !TERMINAL_STATES.has(this.record.sent.state)) {
+      if (page.compacted) {
         // The journal is gone: the task's final state is what is left to say.
         const final = await this.readTask();
         if (!final) return this.gone();

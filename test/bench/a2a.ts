@@ -14,7 +14,8 @@
  *   on the node, each the run of a one-step workflow that sleeps (a durable timer: the task stays
  *   `working` and holds no worker, so every stream stays open): the first event's latency
  *   (p50/p95), the time until all had theirs, the process's heap (after a full GC) and RSS with all
- *   of them open minus before; then every run is cancelled and each stream ends with `canceled`.
+ *   of them open minus before, the process's CPU over 3 s with all open and idle (each stream reads
+ *   its run's journal every second); then every run is cancelled and each stream ends with `canceled`.
  *   The clients are plain HTTP requests in the same process (a socket and an SSE parser each), so
  *   the memory figures are the node's with a small client share.
  *
@@ -218,6 +219,12 @@ async function streams(client: RunwayClient, url: string, n: number): Promise<Re
   );
   forceGc();
   const during = process.memoryUsage();
+  // What 1,000 open, idle streams cost the process: each reads its run's journal every second without a live event.
+  const cpu0 = process.cpuUsage();
+  const idle0 = performance.now();
+  await new Promise((r) => setTimeout(r, 3_000));
+  const cpu = process.cpuUsage(cpu0);
+  const idleCpu = Math.round(((cpu.user + cpu.system) / 1000 / (performance.now() - idle0)) * 1000) / 10;
   progress(`a2a: ${n} streams open; ending them`);
   const t1 = performance.now();
   for (let i = 0; i < ids.length; i += 100) await Promise.all(ids.slice(i, i + 100).map((id) => client.cancelRun(id, "bench over")));
@@ -231,6 +238,7 @@ async function streams(client: RunwayClient, url: string, n: number): Promise<Re
     heap_delta_mb: mb(during.heapUsed - before.heapUsed),
     rss_delta_mb: mb(during.rss - before.rss),
     heap_per_stream_kb: Math.round(((during.heapUsed - before.heapUsed) / n / 1024) * 10) / 10,
+    idle_open_cpu_percent: idleCpu,
     all_ended_ms: Math.round(endedMs),
     ended_canceled: states.filter((s) => s === "TASK_STATE_CANCELED").length,
   };
