@@ -14,16 +14,11 @@ const world = workflowWorld({ name: "agent-live", http: { port: 0 } });
 const TEXT = Array.from({ length: 12 }, (_, i) => `Lyon, part ${i}: a city in France where the Rhone meets the Saone.`).join(" ");
 
 beforeAll(async () => {
-  // One turn that answers after `delay_ms`, streamed in pieces of about 8 characters.
-  for (const [name, delay] of [
-    ["slow", 3_000],
-    ["quick", 1_000],
-  ] as const) {
-    const script = { turns: [{ text: TEXT, usage: { input_tokens: 10, output_tokens: 20 }, delay_ms: delay }], chunk_chars: 8 };
-    expect((await world.client.putModelProvider({ name, kind: "scripted", script })).outcome).toBe("created");
-    const def = { name: `live-${name}`, nodes: [{ id: "ask", kind: "agent", model: `${name}/m1`, instructions: "Answer.", input: "${input.q}", tools: [] }] };
-    expect((await world.client.putDefinition(def)).outcome).toMatch(/published|unchanged/);
-  }
+  // One turn that answers after 3 s (time for a follower to join), streamed in pieces of about 8 characters.
+  const script = { turns: [{ text: TEXT, usage: { input_tokens: 10, output_tokens: 20 }, delay_ms: 3_000 }], chunk_chars: 8 };
+  expect((await world.client.putModelProvider({ name: "slow", kind: "scripted", script })).outcome).toBe("created");
+  const def = { name: "live-slow", nodes: [{ id: "ask", kind: "agent", model: "slow/m1", instructions: "Answer.", input: "${input.q}", tools: [] }] };
+  expect((await world.client.putDefinition(def)).outcome).toMatch(/published|unchanged/);
 }, 30_000);
 
 it("38.6 a follower that joins mid-run sees every text_delta of the turn in flight, in order, then run_succeeded; none is journaled", async () => {
@@ -58,9 +53,9 @@ it("38.6 a follower that joins mid-run sees every text_delta of the turn in flig
 });
 
 it("39.1 an A2A streaming send of an agent carries its live tokens as artifact updates, appended in order, before the result and the completed state", async () => {
-  expect((await world.client.exposeAgent({ definition: "live-quick", public: true })).outcome).toBe("exposed");
+  expect((await world.client.exposeAgent({ definition: "live-slow", public: true })).outcome).toBe("exposed");
   const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { preferredTransports: ["JSONRPC"] }));
-  const client = await factory.createFromUrl(`${world.node.httpUrl}/a2a/t1/live-quick/`);
+  const client = await factory.createFromUrl(`${world.node.httpUrl}/a2a/t1/live-slow/`);
   const request = SendMessageRequest.fromJSON({ message: { messageId: `live-${process.pid}`, role: "ROLE_USER", parts: [{ data: { q: "Where is Lyon?" } }] } });
   const events: StreamResponse[] = [];
   for await (const e of client.sendMessageStream(request)) events.push(e);
