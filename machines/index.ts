@@ -11,6 +11,7 @@ export {
   validateAgainstSchema,
   a2aAuthOf,
   PlanSchema,
+  type ChildStartCode,
   type Plan,
   type PlanAgent,
   type CompileError,

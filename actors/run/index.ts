@@ -1,4 +1,4 @@
-export { readParent, runActor, RUN_KIND, RUN_RECORD } from "./actor.js";
+export { readParent, readTenantGate, runActor, RUN_KIND, RUN_RECORD } from "./actor.js";
 export { dispatchToRun } from "./dispatch.js";
 export type { RunTypes } from "./protocol.js";
 export { recordFacts, RunMemories } from "./memory.js";

@@ -97,7 +97,7 @@ function stopRun(d: Draft): void {
   if (isTerminal(d.lifecycle.status)) return;
   const { node, error } = d.stop!;
   stopNodes(d, "parent_failed");
-  finish(d, "failed", { code: error.code, message: `${node}: ${error.message}`, nodes: [node] });
+  finish(d, "failed", { code: error.code, message: `${node}: ${error.message}`, nodes: [node], ...(error.error_code ? { error_code: error.error_code } : {}) });
 }
 
 export function start(d: Draft, node: PlanNode): void {

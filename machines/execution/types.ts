@@ -1,7 +1,7 @@
 import type { ToolClass } from "../tools/index.js";
 import type { RunLifecycle, RunOp, RunOpEvent } from "../run/index.js";
 import type { StepError, StepState } from "../step/index.js";
-import type { NodeStatus, Plan, PlanAgent } from "../workflow/index.js";
+import type { ChildStartCode, NodeStatus, Plan, PlanAgent } from "../workflow/index.js";
 import type { RunCommand } from "./commands.js";
 import type { RunLane } from "../tenant/index.js";
 
@@ -24,6 +24,12 @@ export interface RunError {
    * parent reads this field, never the code (a handler may answer the same words as a code).
    */
   partial_reason?: string;
+  /**
+   * A subworkflow node's failure: the code its child run ended under (the node's own `code` is
+   * how that reads here: `child_failed`, `start_refused`, or a platform stop; seed 004's
+   * `StartRunResult.error_code`), so a parent sees why, whatever its node tolerated.
+   */
+  error_code?: string;
 }
 
 /** One attempt holder: a code node, or one map item in flight. */
@@ -324,6 +330,12 @@ export interface Prepared {
   plan: Plan;
   /** A child's `run.create`: its parent, read once at create (null: no such run). */
   parent?: ParentView | null;
+  /**
+   * A child's `run.create` its start gate refused (`CHILD_START_CODES`: its pinned definition
+   * did not read, its tenant's policy did not read, or the tenant is killed): the child is
+   * created already `failed` under this code, runs nothing, and tells its parent (C047, C048).
+   */
+  refused?: { code: ChildStartCode; message: string };
   /** The run's input and outputs (its journal's facts); absent only for a create. */
   memory?: RunMemory;
   /** Child run id for each subworkflow node of this run. */
