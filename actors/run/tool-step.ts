@@ -1,4 +1,4 @@
-import { gatedBy, type ExecuteRequest, type Receipt, type ToolClass } from "../../machines/index.js";
+import { gatedBy, writeRefs, type ExecuteRequest, type Receipt, type ResourceRef, type ToolClass } from "../../machines/index.js";
 import { effectKey, type ToolPort, type ToolResultOutcome } from "./tool-calls.js";
 import type { Charge, ChargeRequest } from "../tenant/index.js";
 import type { EffectAnswer } from "./protocol.js";
@@ -31,7 +31,8 @@ const TOOL_ERROR = "$tool_error";
 
 /** What a call through the journal gives its step: the tool's output, a failure, or `stopped` (the run refused the attempt or held the step). */
 export type ToolAnswer =
-  | { outcome: "succeeded"; output: unknown }
+  /** `refs`: a tool node's own write, what it wrote (C074). */
+  | { outcome: "succeeded"; output: unknown; refs?: ResourceRef[] }
   | { outcome: "failed"; error: { code: string; message: string; retryable: boolean } }
   | { outcome: "stopped"; reason: string };
 
@@ -124,6 +125,23 @@ export async function callThroughJournal(
   const found = await deps.tools.lookup(request.tenant, server, tool);
   if (found.outcome === "unavailable") return { answer: { outcome: "failed", error: { code: found.code, message: found.message, retryable: true } } };
   if (found.outcome !== "found") return { answer: { outcome: "failed", error: { code: `tool_${found.outcome}`, message: found.message, retryable: false } } };
+  const called = await callFound(deps, request, call, found, signal);
+  // A tool node's own call that wrote: the resources its output names (C074), reported with its result.
+  const kind = request.tool?.server === server && request.tool.tool === tool ? request.tool.item_kind : undefined;
+  if (kind === undefined || called.answer.outcome !== "succeeded") return called;
+  const refs = writeRefs(kind, found.class, called.answer.output);
+  return refs.length > 0 ? { ...called, answer: { ...called.answer, refs } } : called;
+}
+
+/** The call once its tool was found: its gate, its price, its intent, the call and its receipt. */
+async function callFound(
+  deps: ToolStepDeps,
+  request: ExecuteRequest,
+  call: ToolCall,
+  found: Found,
+  signal: AbortSignal,
+): Promise<{ answer: ToolAnswer; receipt?: Receipt }> {
+  const { server, tool } = call;
   const admitted = await gateCall(deps, request, call, found.class);
   if ("answer" in admitted) return admitted;
   const { arguments: args, gated } = admitted;

@@ -261,6 +261,8 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
     settleItem(d, node, e.item!, output, e.output_bytes);
     if (n.s === "active") pumpMap(d, node);
   } else if (r.state.status === "succeeded") {
+    // A tool node's write keeps the refs it reported with its result (C074).
+    if (e.refs?.length && node.kind === "code" && node.tool) n.refs = e.refs;
     succeed(d, e.node, output, e.attempt);
   } else {
     retryOrFail(d, node, undefined, error);

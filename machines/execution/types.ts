@@ -1,4 +1,4 @@
-import type { ToolClass } from "../tools/index.js";
+import type { ResourceRef, ToolClass } from "../tools/index.js";
 import type { RunLifecycle, RunOp, RunOpEvent } from "../run/index.js";
 import type { StepError, StepState } from "../step/index.js";
 import type { ChildStartCode, NodeStatus, Plan, PlanAgent } from "../workflow/index.js";
@@ -166,6 +166,8 @@ export interface NodeRun extends Omit<ItemRun, "step"> {
   error?: RunError;
   /** A subworkflow node whose child succeeded partially: the child's mark, which its run carries on. */
   partial_reason?: string;
+  /** A tool node whose call wrote resources: its refs, kept with its result (a replay or recovery reads these, never the live tool). */
+  refs?: ResourceRef[];
   /** An approval node: its request while a person decides, then how it was decided. */
   approval?: ApprovalState;
   /**
@@ -294,6 +296,11 @@ export interface RunContext {
   ceiling?: { reason: string; which: string; at: number };
   /** Set when the run succeeded partially: a ceiling stopped it after work, or a child it ran succeeded partially. */
   partial_reason?: string;
+  /**
+   * A succeeded run's refs (C074): what its tool nodes wrote, in declaration order, each
+   * `(kind, id)` once (the first wins); absent when none.
+   */
+  refs?: ResourceRef[];
   /** Receipts in the run's journal (a memory holding fewer is behind the head). */
   receipts?: number;
   /** The schema of this head ({@link RUN_CONTEXT_VERSION}); a head without one is version 1. */
@@ -393,7 +400,7 @@ export interface ExecuteRequest {
   handler: string;
   input: unknown;
   /** A tool node: the call the gateway makes (with `input` as its arguments) instead of a handler. */
-  tool?: { server: string; tool: string };
+  tool?: { server: string; tool: string; item_kind?: string };
   /** An agent node: the model loop the node runs (with `input` as its task) instead of a handler. */
   agent?: PlanAgent;
   /** The calls that ask a person first (absent: none): a tool node's own call asks its run (`effect.gate`); a handler's fails `tool_needs_approval`. */

@@ -3,6 +3,7 @@ import { sweepPlan, type Plan } from "../../machines/index.js";
 import type { ExecuteRequest } from "../../machines/index.js";
 import { DEFAULT_SWEEP, MAP_OUTPUT_LIMIT } from "../../machines/execution/index.js";
 import { CHILD_START_CODES, isPlatformStop, PLATFORM_STOP_CODES } from "../../machines/workflow/index.js";
+import { writeRefs } from "../../machines/tools/index.js";
 import { executes, plan, runDriver, type Emitted, rootSeed } from "./run-driver.js";
 
 /** Seed 004 contract rows on the pure run machine: platform stops, tree shape at create, map output bound, lost dispatch. */
@@ -321,6 +322,72 @@ describe("a child's start gate (C047, C048)", () => {
     expect(answer(started)).toMatchObject({ outcome: "started", run: { status: "running" } });
     expect(answer(started)).not.toHaveProperty("error_code");
     expect(executes(started).map((e) => e.node)).toEqual(["work"]);
+  });
+});
+
+describe("a workflow's refs (C074)", () => {
+  it("C074 writeRefs: a write with an item_kind adds one ref per returned row with an id, in returned order; a read, a node with no item_kind and a row without an id add none", () => {
+    expect(writeRefs("lead", "non_idempotent", { id: "L1", name: "x" })).toEqual([{ kind: "lead", id: "L1" }]);
+    expect(writeRefs("lead", "idempotent", [{ id: "L2" }, { name: "no id" }, { id: 7 }, "text", { id: "" }])).toEqual([
+      { kind: "lead", id: "L2" },
+      { kind: "lead", id: "7" },
+    ]);
+    expect(writeRefs("lead", "non_idempotent", { items: [{ id: "b" }, { id: "a" }], total: 2 })).toEqual([
+      { kind: "lead", id: "b" },
+      { kind: "lead", id: "a" },
+    ]);
+    expect(writeRefs("lead", "read_only", { id: "L1" })).toEqual([]);
+    expect(writeRefs(undefined, "non_idempotent", { id: "L1" })).toEqual([]);
+    expect(writeRefs("lead", "non_idempotent", { name: "no id" })).toEqual([]);
+    expect(writeRefs("lead", "non_idempotent", null)).toEqual([]);
+  });
+
+  it("C074 a run's refs are its tool nodes' in declaration order (not finish order), each (kind, id) once with the first kept; a failed call adds none, even if its report names some", () => {
+    const p = plan({
+      name: "w",
+      nodes: [
+        { id: "a", kind: "tool", server: "crm", tool: "create", item_kind: "lead" },
+        { id: "b", kind: "tool", server: "crm", tool: "create", item_kind: "lead" },
+        { id: "c", kind: "tool", server: "crm", tool: "create", item_kind: "lead", continue_on_error: true },
+        { id: "d", kind: "tool", server: "crm", tool: "create", item_kind: "deal" },
+        { id: "e", kind: "code", handler: "h" },
+      ],
+    });
+    const r = runner(p);
+    const started = executes(r.send({ type: "run.create", run: seed() }));
+    const by = (id: string) => started.find((e) => e.node === id)!;
+    expect(by("a").tool).toEqual({ server: "crm", tool: "create", item_kind: "lead" });
+    const report = (id: string, outcome: "succeeded" | "failed", refs: string[], kind = "lead") =>
+      r.send({
+        type: "step.result",
+        node: id,
+        attempt: by(id).attempt,
+        lease_epoch: by(id).lease_epoch,
+        outcome,
+        ...(outcome === "succeeded" ? { output: { ok: true } } : { error: { code: "tool_error", message: "boom", retryable: false } }),
+        refs: refs.map((ref) => ({ kind, id: ref })),
+      });
+    report("d", "succeeded", ["L1"], "deal");
+    report("b", "succeeded", ["L2", "L1", "L3"]);
+    report("c", "failed", ["L9"]);
+    report("a", "succeeded", ["L1"]);
+    r.result(by("e"), "succeeded", { id: "not a tool" });
+    expect(r.run.lifecycle.status).toBe("succeeded");
+    expect(r.run.nodes.c!.refs).toBeUndefined();
+    expect(r.run.refs).toEqual([
+      { kind: "lead", id: "L1" },
+      { kind: "lead", id: "L2" },
+      { kind: "lead", id: "L3" },
+      { kind: "deal", id: "L1" },
+    ]);
+  });
+
+  it("C074 a run whose tool nodes wrote nothing has no refs", () => {
+    const r = runner(plan({ name: "w", nodes: [{ id: "a", kind: "tool", server: "crm", tool: "find", item_kind: "lead" }] }));
+    const [a] = executes(r.send({ type: "run.create", run: seed() }));
+    r.result(a!, "succeeded", { id: "L1" });
+    expect(r.run.lifecycle.status).toBe("succeeded");
+    expect(r.run).not.toHaveProperty("refs");
   });
 });
 
