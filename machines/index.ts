@@ -98,7 +98,7 @@ export {
   type Ticket,
   type TokenBucket,
 } from "./scheduler/index.js";
-export { effectiveClass, writeRefs, type ClassSource, type ResourceRef, type ToolClass } from "./tools/index.js";
+export { effectiveClass, refsIn, type ClassSource, type ResourceRef, type ToolClass } from "./tools/index.js";
 export {
   ScheduleNameSchema,
   ScheduleSpecSchema,

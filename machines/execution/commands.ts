@@ -137,6 +137,8 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     tool: z.string().min(1).max(200),
     wire: z.string().min(1).max(40),
     poll_ms: z.number().int().min(10).max(3_600_000),
+    /** A tool node's write: its `item_kind`, so the task's result adds its refs (C074). */
+    writes: z.string().min(1).max(64).optional(),
   }),
   /** The call's outcome, from the attempt that recorded its intent. */
   z.object({ type: z.literal("effect.receipt"), ...AttemptFence, receipt: ReceiptSchema }),

@@ -108,6 +108,8 @@ export interface TaskRef {
   wire: string;
   poll_ms: number;
   since: number;
+  /** A tool node's write: its `item_kind` (its result adds refs, C074). */
+  writes?: string;
 }
 
 /** An effect intent waiting for its receipt (in the head while it waits). */

@@ -49,7 +49,11 @@ export const MAX_CALL_REFS = 1_000;
  * itself, or each element of it when it is a list, or of its `items` list; a row with no id adds none.
  */
 export function writeRefs(kind: string | undefined, cls: ToolClass, output: unknown): ResourceRef[] {
-  if (kind === undefined || cls === "read_only") return [];
+  return kind === undefined || cls === "read_only" ? [] : refsIn(kind, output);
+}
+
+/** The refs of kind `kind` an output names, the call already known to be a write (see {@link writeRefs}). */
+export function refsIn(kind: string, output: unknown): ResourceRef[] {
   const rows = Array.isArray(output) ? output : isRecord(output) && Array.isArray(output.items) && idOf(output) === undefined ? output.items : [output];
   const refs: ResourceRef[] = [];
   for (const row of rows) {

@@ -44,6 +44,9 @@ it("C074 successful write tools add ordered, unique refs; reads, failures and ro
       write("list", { items: [{ id: "L2" }, { name: "no id" }, { id: "L1" }] }, { item_kind: "lead" }),
       { id: "broken", kind: "tool", server: "crm", tool: "fail", item_kind: "lead", continue_on_error: true },
       write("undeclared", { id: "L7" }),
+      // A task's result, polled later, and an output stored by reference (over the inline bound): their refs too.
+      { id: "task", kind: "tool", server: "crm", tool: "slow_task", arguments: { ms: 50, id: "T1" }, item_kind: "lead" },
+      write("big", { id: "B1", pad: "x".repeat(40_000) }, { item_kind: "lead" }),
       write("deal", { id: "L1" }, { item_kind: "deal" }),
     ],
   });
@@ -55,6 +58,8 @@ it("C074 successful write tools add ordered, unique refs; reads, failures and ro
   expect(done.refs).toEqual([
     { kind: "lead", id: "L1" },
     { kind: "lead", id: "L2" },
+    { kind: "lead", id: "T1" },
+    { kind: "lead", id: "B1" },
     { kind: "deal", id: "L1" },
   ]);
 });
