@@ -53,4 +53,4 @@ export {
   type HeartbeatOutcome,
   type StepReport,
 } from "./engine/index.js";
-export { type ModelPort, type TurnOutcome, type TurnRequest } from "./agent/index.js";
+export { type ModelPort, type TurnOutcome } from "./agent/index.js";

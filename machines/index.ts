@@ -15,6 +15,14 @@ export {
   type Plan,
   type PlanAgent,
   type CompileError,
+  ModelResponseSchema,
+  type ModelMessage,
+  type ModelRequest,
+  type ModelResponse,
+  type ModelStopReason,
+  type ModelTool,
+  type ModelToolCall,
+  type ModelUsage,
 } from "./workflow/index.js";
 export {
   executionMachine,

@@ -172,6 +172,8 @@ export interface NodeRun extends Omit<ItemRun, "step"> {
   refs?: ResourceRef[];
   /** An approval node: its request while a person decides, then how it was decided. */
   approval?: ApprovalState;
+  /** An agent node's attempts parked on its gated proposals' approvals: each is given back to its retries. */
+  parks?: number;
   /**
    * Map nodes under expansion admission: asked of the tenant (`pending`), admitted (its items
    * count against the tenant's active descendants); given back (and forgotten) once the node settled.
