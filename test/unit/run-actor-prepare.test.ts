@@ -99,3 +99,11 @@ describe("a child's create reads its start gate (C047)", () => {
     expect(await read({ outcome: "open" })).not.toHaveProperty("refused");
   });
 });
+
+it("C047 a late command to an ended run whose plan no longer reads (a child ended snapshot_unbuildable) is answered on an empty plan, not a thrown fault", async () => {
+  const run = { id: "c2", tenant: "t", parent_run_id: "p", definition: { name: "leaf", version: 1, digest: "gone" }, nodes: {} };
+  const late = { type: "step.result", now: 2, node: "s", attempt: 1, lease_epoch: 1 } as unknown as EventObject;
+  const ended = { value: "failed", context: { run } } as unknown as AnyMachineSnapshot;
+  const prepared = await actor(() => Promise.reject(new RunwayFault("plan_not_found", "no plan with digest gone")), 1).prepare!(late, ended, [], new Map());
+  expect(prepared).toMatchObject({ plan: { nodes: [] } });
+});
