@@ -10,6 +10,7 @@ import {
   callThroughJournal,
   dispatchToRun,
   fenceOf,
+  refsWritten,
   settleCall,
   type BoundedRef,
   type ToolAnswer,
@@ -387,6 +388,7 @@ export class StepExecutor {
       ref,
       { server: p.task.server, tool: p.task.tool, key: p.task.key },
       polled,
+      refsWritten(p.task.writes),
     );
     if (answer.outcome === "stopped") return;
     const event: Record<string, unknown> = {
