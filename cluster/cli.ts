@@ -97,7 +97,7 @@ async function dev(argv: string[]): Promise<void> {
   await node.tenants.create(tenant);
   applyV8Tiering(tiering);
   process.stdout.write(
-    `runway dev: NATS ${nats.url} (store ${store}); node "dev" serving; tenant "${tenant}"\n  A2A agents at ${node.httpUrl}/a2a/${tenant}/<agent>\n  export RUNWAY_SERVERS=${nats.url}\n`,
+    `runway dev: NATS ${nats.url} (store ${store}); node "dev" serving; tenant "${tenant}"\n  A2A agents at ${node.httpUrl}/a2a/${tenant}/<agent>\n  console at ${node.httpUrl}/console/ (loopback only: no login yet)\n  export RUNWAY_SERVERS=${nats.url}\n`,
   );
   runUntilStopped(logger, async () => {
     try {

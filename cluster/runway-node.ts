@@ -216,6 +216,10 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
       start: async () => {
         if (!config.http) return;
         const { runs } = parts.services!;
+        const host = config.http.host ?? "127.0.0.1";
+        // The web console shares the server (docs/console.md); express is loaded only for a node that serves HTTP.
+        const { consoleRouter } = await import("./console/server.js");
+        const web = consoleRouter({ nc: self().nc, keys: parts.keys!, logger: deps.logger, host });
         http = await startA2a(
           {
             nc: self().nc,
@@ -226,7 +230,7 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
             logger: deps.logger,
             now: () => clock.now(),
           },
-          config.http,
+          { ...config.http, host, mounts: [{ path: "/console", handler: web }] },
         );
         parts.http = http;
       },
