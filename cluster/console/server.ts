@@ -30,13 +30,14 @@ const TENANT_PATHS: ReadonlySet<string> = new Set([
   "tools.list",
 ]);
 /** The operator endpoints the console may call, with no key only. */
-const OPS_PATHS: ReadonlySet<string> = new Set(["tenants.list", "dead_letters"]);
+const OPS_PATHS: ReadonlySet<string> = new Set(["tenants.list", "dead_letters", "metrics"]);
 /** Endpoints whose body may name who acts (`by`): a key's identity is put there, whatever the page sent. */
 const ACTS: ReadonlySet<string> = new Set(["runs.cancel", "runs.signal", "approvals.decide"]);
 
 const WEB = fileURLToPath(new URL("./web/", import.meta.url));
 /** No script, style or connection but the node's own: a name or an argument that holds markup can run nothing. */
-const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+const CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 export interface ConsoleDeps {
   nc: NatsConnection;
@@ -47,7 +48,7 @@ export interface ConsoleDeps {
 }
 
 /** Who a request is: the operator (no key, from this machine) or one tenant's API key. */
-type Viewer = { kind: "operator" } | { kind: "tenant"; tenant: string; identity: string };
+type Viewer = { kind: "operator" } | { kind: "tenant"; tenant: string; identity: string; groups: string[] };
 
 function loopback(address: string | undefined): boolean {
   return address === "127.0.0.1" || address === "::1" || address === "::ffff:127.0.0.1";
@@ -78,7 +79,7 @@ export function consoleRouter(deps: ConsoleDeps): Router {
     const token = /^Bearer +(\S+) *$/i.exec(req.headers.authorization ?? "")?.[1];
     if (token) {
       const key = deps.keys ? await deps.keys.authenticate(token) : undefined;
-      if (key) return { kind: "tenant", tenant: key.tenant, identity: key.identity };
+      if (key) return { kind: "tenant", tenant: key.tenant, identity: key.identity, groups: key.groups ?? [] };
       res.setHeader("WWW-Authenticate", 'Bearer realm="runway"');
       res.status(401).json({ outcome: "not_authorized", message: "the key is unknown or revoked" });
       return undefined;
@@ -118,7 +119,11 @@ export function consoleRouter(deps: ConsoleDeps): Router {
       const v = await viewer(req, res);
       if (!v) return;
       const bound = { host: deps.host, loopback: loopback(deps.host) || deps.host === "localhost" };
-      res.json(v.kind === "operator" ? { outcome: "ok", viewer: "operator", ...bound } : { outcome: "ok", viewer: "tenant", tenant: v.tenant, identity: v.identity, ...bound });
+      res.json(
+        v.kind === "operator"
+          ? { outcome: "ok", viewer: "operator", ...bound }
+          : { outcome: "ok", viewer: "tenant", tenant: v.tenant, identity: v.identity, groups: v.groups, ...bound },
+      );
     })().catch(next);
   });
   router.post("/api/ops/:path", text, (req: Request, res: Response, next: NextFunction) => {
@@ -234,7 +239,16 @@ function lazyBundle(): () => Promise<string> {
   return () => {
     built ??= import("esbuild")
       .then((esbuild) =>
-        esbuild.build({ entryPoints: [`${WEB}main.ts`], bundle: true, write: false, format: "esm", target: "es2022", minify: true, legalComments: "none", logLevel: "silent" }),
+        esbuild.build({
+          entryPoints: [`${WEB}main.ts`],
+          bundle: true,
+          write: false,
+          format: "esm",
+          target: "es2022",
+          minify: true,
+          legalComments: "none",
+          logLevel: "silent",
+        }),
       )
       .then((r) => r.outputFiles[0]!.text);
     built.catch(() => (built = undefined));

@@ -32,7 +32,11 @@ async function answerOf(res: Response): Promise<Answer> {
 /** A tenant endpoint (`runs.list`, …) or, with tenant `ops`, an operator one. */
 export async function call(tenant: string, path: string, body: unknown = {}): Promise<Answer> {
   try {
-    const res = await fetch(`api/${encodeURIComponent(tenant)}/${encodeURIComponent(path)}`, { method: "POST", headers: headers(), body: JSON.stringify(body) });
+    const res = await fetch(`api/${encodeURIComponent(tenant)}/${encodeURIComponent(path)}`, {
+      method: "POST",
+      headers: headers(),
+      body: JSON.stringify(body),
+    });
     return await answerOf(res);
   } catch (e) {
     return { outcome: "unavailable", message: String(e) };
@@ -81,7 +85,7 @@ export async function followEvents(tenant: string, run: string, signal: AbortSig
             else if (line.startsWith("id: ")) last = line.slice(4);
           }
           if (name === "end") return onEnd();
-          if (data) onEvent(JSON.parse(data) as RunEvent);
+          if (data) onEvent(eventOf(JSON.parse(data)));
         }
       }
     } catch {
@@ -89,4 +93,33 @@ export async function followEvents(tenant: string, run: string, signal: AbortSig
     }
     await new Promise((r) => setTimeout(r, 1_000));
   }
+}
+
+// Readers of an answer's fields: the page trusts no shape it did not check.
+
+export function str(v: unknown): string {
+  return typeof v === "string" ? v : typeof v === "number" || typeof v === "boolean" ? String(v) : "";
+}
+
+export function num(v: unknown): number | undefined {
+  return typeof v === "number" && Number.isFinite(v) ? v : undefined;
+}
+
+export function obj(v: unknown): Record<string, unknown> {
+  return v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+}
+
+export function arr(v: unknown): unknown[] {
+  return Array.isArray(v) ? v : [];
+}
+
+/** The answer's outcome and message as one line of text (the API's own words). */
+export function describe(a: Answer): string {
+  const detail = str(a.message) || str(a.reason) || str(a.detail);
+  return detail ? `${a.outcome}: ${detail}` : a.outcome;
+}
+
+function eventOf(v: unknown): RunEvent {
+  const o = obj(v);
+  return { ...o, type: str(o.type), run: str(o.run), at: num(o.at) ?? 0, ...(typeof o.id === "string" ? { id: o.id } : {}) };
 }

@@ -14,7 +14,7 @@ function fill(el: Element, attrs: Attrs, children: Child[]): void {
 }
 
 /** An HTML element: attributes (`onclick`… a listener), children as nodes or text. */
-export function h(tag: string, attrs: Attrs = {}, ...children: Child[]): HTMLElement {
+export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs = {}, ...children: Child[]): HTMLElementTagNameMap[K] {
   const el = document.createElement(tag);
   fill(el, attrs, children);
   return el;

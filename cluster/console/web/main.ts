@@ -4,22 +4,7 @@ import { inboxPage } from "./inbox.js";
 import { clusterPage, tenantsPage } from "./ops.js";
 import { runPage } from "./run.js";
 import { runsPage } from "./runs.js";
-
-/** What a page gets: its route's parameters, a place to draw, timers and streams stopped when it is left. */
-export interface Page {
-  params: URLSearchParams;
-  parts: string[];
-  viewer: Answer;
-  mount(...nodes: Node[]): void;
-  go(route: string, params?: Record<string, string>): void;
-  /** Runs `fn` every `ms` while the page is shown. */
-  every(ms: number, fn: () => unknown): void;
-  /** Aborted when the page is left. */
-  signal: AbortSignal;
-  gone(): boolean;
-  tenant(): string;
-  tenantPicker(route: string): HTMLElement;
-}
+import type { Page } from "./page.js";
 
 let viewer: Answer = { outcome: "unavailable" };
 let tenants: string[] = [];
@@ -52,7 +37,8 @@ function render(): void {
     },
     signal: ac.signal,
     gone: () => ac.signal.aborted,
-    tenant: () => (viewer.viewer === "tenant" ? String(viewer.tenant) : (params.get("tenant") ?? localStorage.getItem("runway.console.tenant") ?? tenants[0] ?? "")),
+    tenant: () =>
+      viewer.viewer === "tenant" ? String(viewer.tenant) : (params.get("tenant") ?? localStorage.getItem("runway.console.tenant") ?? tenants[0] ?? ""),
     tenantPicker: (route) => {
       const chosen = page.tenant();
       if (viewer.viewer === "tenant") return field("tenant", h("input", { value: chosen, disabled: true, size: 12 }));
@@ -127,7 +113,9 @@ async function start(): Promise<void> {
       ? `Bound to loopback (${String(viewer.host)}): anyone on this machine sees and acts on every tenant. Identity for the console is not done yet; give a tenant's API key to see one tenant only.`
       : `This node's HTTP server listens on ${String(viewer.host)}, but only callers on this machine get the operator view; others need a tenant's API key.`;
     const list = await call("ops", "tenants.list");
-    tenants = Array.isArray(list.tenants) ? list.tenants.map((t: unknown) => (typeof t === "string" ? t : String((t as { id?: unknown }).id ?? ""))).filter(Boolean) : [];
+    tenants = Array.isArray(list.tenants)
+      ? list.tenants.map((t: unknown) => (typeof t === "string" ? t : String((t as { id?: unknown }).id ?? ""))).filter(Boolean)
+      : [];
   }
   addEventListener("hashchange", render);
   render();

@@ -1,8 +1,16 @@
 import { call, type Answer } from "./api.js";
 import { field, h, link, status, time } from "./dom.js";
-import type { Page } from "./main.js";
+import type { Page } from "./page.js";
 
-type Run = { id: string; status: string; definition?: { name?: string; version?: number }; created_at?: number; ended_at?: number | null; lane?: string; error?: { code?: string } | null };
+type Run = {
+  id: string;
+  status: string;
+  definition?: { name?: string; version?: number };
+  created_at?: number;
+  ended_at?: number | null;
+  lane?: string;
+  error?: { code?: string } | null;
+};
 
 const STATUSES = ["", "queued", "running", "waiting", "succeeded", "failed", "cancelled"];
 
@@ -34,7 +42,12 @@ export function runsPage(page: Page): void {
     h("button", { type: "submit" }, "Filter"),
   );
   const body = h("tbody");
-  const table = h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ...["run", "definition", "status", "lane", "created", "ended", "error"].map((x) => h("th", {}, x)))), body);
+  const table = h(
+    "table",
+    { id: "runs" },
+    h("thead", {}, h("tr", {}, ...["run", "definition", "status", "lane", "created", "ended", "error"].map((x) => h("th", {}, x)))),
+    body,
+  );
   const pager = h("div", { class: "actions" });
   const note = h("p", { class: "muted" });
   page.mount(h("h1", {}, `Runs of ${tenant}`), form, note, table, pager);
@@ -68,7 +81,13 @@ export function runsPage(page: Page): void {
     pager.replaceChildren(
       cursor ? h("button", { type: "button", onclick: () => history.back() }, "← Previous") : "",
       cursor ? h("button", { type: "button", onclick: () => page.go("/runs", { tenant, status: st, definition: def }) }, "First page") : "",
-      next ? h("button", { type: "button", id: "next-page", onclick: () => page.go("/runs", { tenant, status: st, definition: def, cursor: next, back: cursor }) }, "Next →") : "",
+      next
+        ? h(
+            "button",
+            { type: "button", id: "next-page", onclick: () => page.go("/runs", { tenant, status: st, definition: def, cursor: next, back: cursor }) },
+            "Next →",
+          )
+        : "",
     );
     void back;
   }
