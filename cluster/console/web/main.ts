@@ -75,7 +75,7 @@ function render(): void {
 }
 
 function keyForm(): HTMLElement {
-  const input = h("input", { type: "password", id: "api-key", placeholder: "rw_… (a tenant's API key)", size: 22, autocomplete: "off" });
+  const input = h("input", { type: "password", id: "api-key", placeholder: "rwk.… (a tenant's API key)", size: 22, autocomplete: "off" });
   return h(
     "form",
     {

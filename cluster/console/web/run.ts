@@ -106,9 +106,9 @@ export function runPage(page: Page, tenant: string, runId: string): void {
     if (key !== planOf) {
       const d = await call(tenant, "definitions.get", { name: str(def.name), version: num(def.version) });
       if (d.outcome === "found") {
-        plan = arr(obj(d.plan).nodes).map((n) => {
+        plan = arr(obj(d.definition).nodes).map((n) => {
           const o = obj(n);
-          return { id: str(o.id), kind: str(o.kind), needs: arr(o.needs).map((x) => str(obj(x).node)) };
+          return { id: str(o.id), kind: str(o.kind), needs: arr(o.needs).map((x) => (typeof x === "string" ? x : str(obj(x).node))) };
         });
         planOf = key;
       }
@@ -145,6 +145,8 @@ export function runPage(page: Page, tenant: string, runId: string): void {
         str(waiting.on) ? h("dd", {}, `on ${str(waiting.on)} ${str(waiting.ref)}${num(waiting.expires_at) ? ` until ${time(waiting.expires_at)}` : ""}`) : null,
         str(err.code) ? h("dt", {}, "error") : null,
         str(err.code) ? h("dd", { id: "run-error" }, `${str(err.code)}: ${str(err.message)}`) : null,
+        h("dt", {}, "input"),
+        h("dd", {}, h("pre", { id: "run-input" }, json(run.input))),
         run.result !== undefined && run.result !== null ? h("dt", {}, "result") : null,
         run.result !== undefined && run.result !== null ? h("dd", {}, h("pre", {}, json(run.result))) : null,
       ),
@@ -168,9 +170,16 @@ export function runPage(page: Page, tenant: string, runId: string): void {
       depth.set(id, d);
       return d;
     };
+    // Nodes the run knows that the definition's top level does not (members of a parallel or a branch) are drawn too.
+    const nodes = [
+      ...plan,
+      ...Object.keys(states)
+        .filter((id) => !byId.has(id))
+        .map((id) => ({ id, kind: "member", needs: [] })),
+    ];
     const rows: number[] = [];
     const place = new Map<string, { x: number; y: number }>();
-    for (const n of plan) {
+    for (const n of nodes) {
       const d = depthOf(n.id, new Set());
       const row = rows[d] ?? 0;
       rows[d] = row + 1;
@@ -180,7 +189,7 @@ export function runPage(page: Page, tenant: string, runId: string): void {
     const height = 16 + Math.max(1, ...rows) * (NODE_H + GAP_Y);
     const edges: SVGElement[] = [];
     const boxes: SVGElement[] = [];
-    for (const n of plan) {
+    for (const n of nodes) {
       const to = place.get(n.id)!;
       for (const need of n.needs) {
         const from = place.get(need);
