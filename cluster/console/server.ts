@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import type { NatsConnection } from "@nats-io/transport-node";
 import express, { type NextFunction, type Request, type Response, type Router } from "express";
-import type { ApiKeyStore } from "../../gateways/index.js";
+import { decisionRefusal, type ApiKeyStore } from "../../gateways/index.js";
 import { isTenantId } from "../../machines/index.js";
 import type { Logger } from "../../runtime/index.js";
 import { ApiFault, ApiNoAnswer, RunwayClient, type ApiAnswer } from "../client.js";
@@ -98,6 +98,38 @@ export function consoleRouter(deps: ConsoleDeps): Router {
     return raw;
   }
 
+  /**
+   * What a key with reviewer groups may do in the inbox: list the approvals of one of its groups,
+   * and decide only those its groups review (the rule the A2A endpoint applies: `decisionRefusal`).
+   * Else the answer (`not_authorized`) is sent.
+   */
+  async function keyMay(v: Extract<Viewer, { kind: "tenant" }>, tenant: string, path: string, body: string, res: Response): Promise<boolean> {
+    if (path !== "approvals.list" && path !== "approvals.decide") return true;
+    const parsed = parseObject(body);
+    if (!parsed) return true; // the API refuses it
+    if (path === "approvals.list") {
+      if (v.groups.length === 0 || v.groups.includes(String(parsed.group))) return true;
+      res.status(403).json({ outcome: "not_authorized", message: `this key lists the approvals of its groups: ${v.groups.join(", ")}` });
+      return false;
+    }
+    const got = await client(tenant).call(`runway.v1.${tenant}.approvals.get`, { id: parsed.id });
+    if (got.outcome !== "found") return true; // the API's own answer follows
+    const item = got.approval as { kind?: unknown; group?: unknown; escalation_group?: unknown };
+    const refusal = decisionRefusal(
+      v,
+      {
+        kind: String(item.kind),
+        group: typeof item.group === "string" ? item.group : null,
+        escalation_group: typeof item.escalation_group === "string" ? item.escalation_group : null,
+      },
+      undefined,
+      String(parsed.decision),
+    );
+    if (!refusal) return true;
+    res.status(403).json({ outcome: "not_authorized", message: refusal });
+    return false;
+  }
+
   router.use((_req: Request, res: Response, next: NextFunction) => {
     res.setHeader("Content-Security-Policy", CSP);
     res.setHeader("X-Content-Type-Options", "nosniff");
@@ -145,6 +177,7 @@ export function consoleRouter(deps: ConsoleDeps): Router {
       const tenant = tenantFor(v, String(req.params.tenant), res);
       if (!tenant) return;
       let body = bodyText(req);
+      if (v.kind === "tenant" && !(await keyMay(v, tenant, path, body, res))) return;
       if (ACTS.has(path)) body = withActor(body, v.kind === "tenant" ? v.identity : "console");
       await forward(res, client(tenant), `runway.v1.${tenant}.${path}`, body);
     })().catch(next);
@@ -177,15 +210,19 @@ function bodyText(req: Request): string {
   return typeof req.body === "string" && req.body.length > 0 ? req.body : "{}";
 }
 
-/** The body with `by` set to who acts, when it is a JSON object; anything else goes on as sent, for the API to refuse. */
-function withActor(body: string, by: string): string {
+function parseObject(body: string): Record<string, unknown> | undefined {
   try {
     const parsed: unknown = JSON.parse(body);
-    if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return body;
-    return JSON.stringify({ ...parsed, by });
+    return parsed !== null && typeof parsed === "object" && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : undefined;
   } catch {
-    return body;
+    return undefined;
   }
+}
+
+/** The body with `by` set to who acts, when it is a JSON object; anything else goes on as sent, for the API to refuse. */
+function withActor(body: string, by: string): string {
+  const parsed = parseObject(body);
+  return parsed ? JSON.stringify({ ...parsed, by }) : body;
 }
 
 /** One API request and its answer as the API gave it; a fault or no answer is the console's `unavailable` (503). */

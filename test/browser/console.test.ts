@@ -4,11 +4,16 @@
 // approves and rejects gated tool calls; each page is screenshotted; bad input through the console's
 // HTTP endpoints gets the API's typed answers and is shown as text.
 import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import type { AddressInfo } from "node:net";
+import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import express from "express";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { consoleRouter } from "../../cluster/console/server.js";
+import { ApiKeyStore } from "../../gateways/index.js";
+import { createLogger } from "../../runtime/index.js";
 import { chromiumPath, launchChromium } from "../harness/browser.js";
 import { repoRoot, RUNWAY_USER, spawnTsx, waitFor } from "../harness/index.js";
 import { startEffectsServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
@@ -278,5 +283,71 @@ describe.skipIf(!CHROMIUM)("the web console in Chromium", () => {
     // The page's policy allows no script but the node's own.
     const res = await fetch(base);
     expect(res.headers.get("content-security-policy")).toContain("script-src 'self'");
+  });
+
+  it("without a key the console answers callers on this machine only, and says so; a tenant's key shows that tenant only, and its groups' approvals", async () => {
+    // A console on every interface: a caller from the machine's own non-loopback address is not loopback.
+    const app = express();
+    app.use("/console", consoleRouter({ nc: world.nc, keys: new ApiKeyStore(world.nc), logger: createLogger("console-any", "error"), host: "0.0.0.0" }));
+    const server = app.listen(0, "0.0.0.0");
+    await new Promise<void>((r) => server.once("listening", () => r()));
+    try {
+      const port = (server.address() as AddressInfo).port;
+      const local = await (await fetch(`http://127.0.0.1:${port}/console/whoami`)).json();
+      expect(local).toMatchObject({ outcome: "ok", viewer: "operator", host: "0.0.0.0", loopback: false });
+      const outside = Object.values(networkInterfaces())
+        .flat()
+        .find((i) => i && i.family === "IPv4" && !i.internal)?.address;
+      if (outside) {
+        const far = await fetch(`http://${outside}:${port}/console/api/t1/runs.list`, { method: "POST", body: "{}" });
+        expect(far.status).toBe(401);
+        expect(await far.json()).toMatchObject({ outcome: "not_authorized" });
+      } else console.warn("no non-loopback IPv4 address: the remote-caller half is not exercised");
+    } finally {
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+
+    const made = await world.clientFor("t2").call("runway.v1.t2.keys.create", { name: "viewer", groups: ["finance"] });
+    expect(made.outcome).toBe("created");
+    const page = await session();
+    await page.addInitScript(
+      (token: string) =>
+        (globalThis as unknown as { sessionStorage: { setItem(k: string, v: string): void } }).sessionStorage.setItem("runway.console.key", token),
+      String(made.token),
+    );
+    await page.goto(`${base}#/runs?tenant=t1`);
+    await expect.poll(() => page.locator("#notice").textContent()).toContain("API key of tenant t2");
+    expect(await page.locator("main h1").textContent()).toBe("Runs of t2");
+    expect(await page.locator("main input[disabled]").first().inputValue()).toBe("t2");
+    await page.goto(`${base}#/cluster`);
+    await expect.poll(() => page.locator("main p.answer").textContent()).toContain("operator's");
+    await page.goto(`${base}#/inbox`);
+    await expect.poll(() => page.locator("#inbox-note").textContent()).toBe("Nothing pending.");
+
+    // A key's reviewer groups bound its inbox: it lists and decides its groups' approvals only, as itself.
+    const keyOf = async (name: string, groups: string[]) => {
+      const k = await world.client.call("runway.v1.t1.keys.create", { name, groups });
+      expect(k.outcome).toBe("created");
+      return { authorization: `Bearer ${String(k.token)}`, "content-type": "application/json" };
+    };
+    const ops = await keyOf("ops-reviewer", ["ops"]);
+    const fin = await keyOf("fin-reviewer", ["finance"]);
+    const { id, approval } = await gated("keyed", 3);
+    const api = async (path: string, body: unknown, headers: Record<string, string>) => {
+      const res = await fetch(`${base}api/t1/${path}`, { method: "POST", body: JSON.stringify(body), headers });
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+    expect(await api("approvals.list", {}, ops)).toMatchObject({ status: 403, body: { outcome: "not_authorized" } });
+    expect(await api("approvals.list", { group: "finance" }, ops)).toMatchObject({ status: 403, body: { outcome: "not_authorized" } });
+    expect((await api("approvals.list", { group: "ops" }, ops)).body).toMatchObject({ outcome: "ok", approvals: [] });
+    expect(await api("approvals.decide", { id: approval, decision: "approve" }, ops)).toMatchObject({ status: 403, body: { outcome: "not_authorized" } });
+    const listed = await api("approvals.list", { group: "finance" }, fin);
+    expect((listed.body.approvals as { id: string }[]).map((a) => a.id)).toContain(approval);
+    expect((await api("approvals.decide", { id: approval, decision: "reject", reason: "no", by: "someone-else" }, fin)).body).toMatchObject({
+      outcome: "decided",
+    });
+    expect((await world.settled(id)).status).toBe("failed");
+    const decided = ((await world.client.runEvents(id)).events as { type: string; by?: string }[]).find((e) => e.type === "approval_decided");
+    expect(decided?.by).toBe("key:t1/fin-reviewer");
   });
 });
