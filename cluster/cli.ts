@@ -97,7 +97,7 @@ async function dev(argv: string[]): Promise<void> {
   await node.tenants.create(tenant);
   applyV8Tiering(tiering);
   process.stdout.write(
-    `runway dev: NATS ${nats.url} (store ${store}); node "dev" serving; tenant "${tenant}"\n  A2A agents at ${node.httpUrl}/a2a/${tenant}/<agent>\n  console at ${node.httpUrl}/console/ (loopback only: no login yet)\n  export RUNWAY_SERVERS=${nats.url}\n`,
+    `runway dev: NATS ${nats.url} (store ${store}); node "dev" serving; tenant "${tenant}"\n  A2A agents at ${node.httpUrl}/a2a/${tenant}/<agent>\n  console at ${node.httpUrl}/console/ (this machine: every tenant; a tenant's API key: that tenant)\n  export RUNWAY_SERVERS=${nats.url}\n`,
   );
   runUntilStopped(logger, async () => {
     try {
@@ -176,7 +176,7 @@ async function node(argv: string[]): Promise<void> {
     event_loop_spin: spin,
   });
   process.stdout.write(`READY ${values.name}\n`);
-  if (started.httpUrl) process.stdout.write(`A2A agents at ${started.httpUrl}/a2a/<tenant>/<agent>\n`);
+  if (started.httpUrl) process.stdout.write(`A2A agents at ${started.httpUrl}/a2a/<tenant>/<agent>\nconsole at ${started.httpUrl}/console/\n`);
   runUntilStopped(logger, () => started.stop());
 }
 
