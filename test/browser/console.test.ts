@@ -229,6 +229,50 @@ describe.skipIf(!CHROMIUM)("the web console in Chromium", () => {
     for (const name of ["runs", "run", "inbox", "tenants", "cluster"]) expect(statSync(join(SHOTS, `${name}.png`)).size, name).toBeGreaterThan(5_000);
   });
 
+  it("acceptance 3: with 10,000 runs in a tenant the runs page paints its first rows within 1 s of navigation, and pages on", async () => {
+    const big = world.clientFor("big");
+    await big.createTenant("big");
+    expect((await big.putDefinition({ name: "tiny", nodes: [{ id: "n", kind: "code", handler: "noop" }] })).outcome).toMatch(/published|unchanged/);
+    const began = performance.now();
+    const TOTAL = 10_000;
+    let next = 0;
+    const refused: string[] = [];
+    await Promise.all(
+      Array.from({ length: 64 }, async () => {
+        while (next < TOTAL) {
+          next++;
+          const a = await big.startRun({ definition: "tiny", lane: "batch" });
+          if (a.outcome !== "started") refused.push(a.outcome);
+        }
+      }),
+    );
+    expect(refused).toEqual([]);
+    console.log(`10,000 runs started in ${Math.round(performance.now() - began)} ms`);
+    // The runs stored, not running: wait until the tenant has none active or queued.
+    await waitFor(
+      async () => {
+        const t = (await big.call("runway.v1.big.tenant.get", {})).tenant as { active_runs: number; queued_runs: number };
+        return t.active_runs === 0 && t.queued_runs === 0 ? true : undefined;
+      },
+      { timeoutMs: 300_000, intervalMs: 500, describe: "the 10,000 runs to end" },
+    );
+    console.log(`10,000 runs ended ${Math.round(performance.now() - began)} ms after the first start`);
+    // The script is bundled on the node's first request for it (once per node): not the page's first paint.
+    expect((await fetch(`${base}app.js`)).status).toBe(200);
+    const page = await session();
+    await page.goto(`${base}#/runs?tenant=big`);
+    await page.locator("#runs tbody tr").first().waitFor({ timeout: 10_000 });
+    const painted = await page.evaluate(() => performance.now());
+    console.log(`runs page with 10,000 runs: first rows after ${Math.round(painted)} ms`);
+    console.log(`runs page note: ${await page.locator("main p.muted").first().textContent()}`);
+    expect(painted, "first paint of the runs page").toBeLessThanOrEqual(1_000);
+    expect(await page.locator("#runs tbody tr").count()).toBe(50);
+    const first = await page.locator("#runs tbody tr").first().getAttribute("data-run");
+    await page.locator("#next-page").click();
+    await expect.poll(async () => page.locator("#runs tbody tr").first().getAttribute("data-run")).not.toBe(first);
+    expect(await page.locator("#runs tbody tr").count()).toBe(50);
+  }, 600_000);
+
   it("acceptance 4: bad input through the console's HTTP endpoints gets the API's typed answers, shown escaped; nothing is executed", async () => {
     const post = async (path: string, body: string, headers: Record<string, string> = {}) => {
       const res = await fetch(`${base}api/${path}`, { method: "POST", body, headers: { "content-type": "application/json", ...headers } });

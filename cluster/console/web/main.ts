@@ -1,4 +1,4 @@
-import { apiKey, call, setApiKey, whoami, type Answer } from "./api.js";
+import { apiKey, arr, call, obj, setApiKey, str, whoami, type Answer } from "./api.js";
 import { field, h } from "./dom.js";
 import { inboxPage } from "./inbox.js";
 import { clusterPage, tenantsPage } from "./ops.js";
@@ -8,6 +8,8 @@ import type { Page } from "./page.js";
 
 let viewer: Answer = { outcome: "unavailable" };
 let tenants: string[] = [];
+/** The operator's tenants.list, read beside the first page rather than before it. */
+let tenantsRead: Promise<void> = Promise.resolve();
 let current: AbortController | undefined;
 
 function go(route: string, params: Record<string, string> = {}): void {
@@ -42,18 +44,18 @@ function render(): void {
     tenantPicker: (route) => {
       const chosen = page.tenant();
       if (viewer.viewer === "tenant") return field("tenant", h("input", { value: chosen, disabled: true, size: 12 }));
-      const sel = h(
-        "select",
-        {
-          id: "f-tenant",
-          onchange: (e: Event) => {
-            const t = (e.target as HTMLSelectElement).value;
-            localStorage.setItem("runway.console.tenant", t);
-            go(route, { tenant: t });
-          },
+      const sel = h("select", {
+        id: "f-tenant",
+        onchange: (e: Event) => {
+          const t = (e.target as HTMLSelectElement).value;
+          localStorage.setItem("runway.console.tenant", t);
+          go(route, { tenant: t });
         },
-        ...[...new Set([...tenants, chosen])].filter(Boolean).map((t) => h("option", { value: t, selected: t === chosen }, t)),
-      );
+      });
+      const fill = () =>
+        sel.replaceChildren(...[...new Set([...tenants, chosen])].filter(Boolean).map((t) => h("option", { value: t, selected: t === chosen }, t)));
+      fill();
+      void tenantsRead.then(fill);
       return field("tenant", sel);
     },
   };
@@ -110,12 +112,15 @@ async function start(): Promise<void> {
   } else {
     who.replaceChildren("operator view (every tenant) ", keyForm());
     notice.textContent = viewer.loopback
-      ? `Bound to loopback (${String(viewer.host)}): anyone on this machine sees and acts on every tenant. Identity for the console is not done yet; give a tenant's API key to see one tenant only.`
+      ? `Bound to loopback (${String(viewer.host)}): anyone on this machine sees and acts on every tenant, with no login; give a tenant's API key to see that tenant only.`
       : `This node's HTTP server listens on ${String(viewer.host)}, but only callers on this machine get the operator view; others need a tenant's API key.`;
-    const list = await call("ops", "tenants.list");
-    tenants = Array.isArray(list.tenants)
-      ? list.tenants.map((t: unknown) => (typeof t === "string" ? t : String((t as { id?: unknown }).id ?? ""))).filter(Boolean)
-      : [];
+    tenantsRead = call("ops", "tenants.list").then((list) => {
+      tenants = arr(list.tenants)
+        .map((t) => (typeof t === "string" ? t : str(obj(t).id)))
+        .filter(Boolean);
+    });
+    // A route that names its tenant (or a tenant chosen before) draws at once; else the first tenant is awaited.
+    if (!/[?&]tenant=/.test(location.hash) && !localStorage.getItem("runway.console.tenant")) await tenantsRead;
   }
   addEventListener("hashchange", render);
   render();

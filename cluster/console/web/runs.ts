@@ -52,7 +52,19 @@ export function runsPage(page: Page): void {
   const note = h("p", { class: "muted" });
   page.mount(h("h1", {}, `Runs of ${tenant}`), form, note, table, pager);
 
+  let reading = false;
   async function load(): Promise<void> {
+    // A read slower than the refresh is not overlapped by the next.
+    if (reading) return;
+    reading = true;
+    try {
+      await read();
+    } finally {
+      reading = false;
+    }
+  }
+
+  async function read(): Promise<void> {
     const started = performance.now();
     const a: Answer = await call(tenant, "runs.list", { limit: 50, ...(st ? { status: st } : {}), ...(cursor ? { cursor } : {}) });
     if (page.gone()) return;
