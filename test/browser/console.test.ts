@@ -79,6 +79,13 @@ describe.skipIf(!CHROMIUM)("the web console in Chromium", () => {
         nodes: [{ id: "pay", kind: "tool", server: "pay", tool: "charge", arguments: { account: "${input.account}", amount: "${input.amount}" } }],
       },
       { name: "console-echo", nodes: [{ id: "say", kind: "code", handler: "echo", input: { said: "${input.said}" } }] },
+      {
+        name: "console-parent",
+        nodes: [
+          { id: "gate", kind: "wait", signal: "go", timeout_ms: 3_600_000 },
+          { id: "child", kind: "subworkflow", needs: ["gate"], workflow: "console-echo", input: { said: "${steps.gate.output.said}" } },
+        ],
+      },
     ];
     for (const def of defs) expect((await world.client.putDefinition(def)).outcome, def.name).toMatch(/published|unchanged/);
   }, 60_000);
@@ -158,6 +165,39 @@ describe.skipIf(!CHROMIUM)("the web console in Chromium", () => {
     const run = await view(id!);
     expect(run.status).toBe("cancelled");
     expect(await page.locator("#cancel").isDisabled()).toBe(true);
+  });
+
+  it("the run page's signal button wakes its wait node, its child is a link both ways, and the runs page filters by status, definition and time", async () => {
+    const id = ((await world.client.startRun({ definition: "console-parent", input: {} })).run as RunAnswer).id;
+    const page = await session();
+    await page.goto(`${base}#/run/t1/${id}`);
+    await page.locator('#graph g[data-node="gate"][data-state="active"]').waitFor({ timeout: 15_000 });
+    await page.locator("#signal-name").fill("go");
+    await page.locator("#signal-data").fill("{not json");
+    await page.locator("#signal").click();
+    await expect.poll(() => page.locator("#action-answer").textContent()).toBe("the signal's data is not JSON");
+    await page.locator("#signal-data").fill('{"said": "hello"}');
+    await page.keyboard.press("Enter");
+    await expect.poll(() => page.locator("#action-answer").textContent()).toMatch(/^runs\.signal → delivered/);
+    const childLink = page.locator("#children a");
+    await childLink.waitFor({ timeout: 15_000 });
+    const child = (await childLink.textContent())!;
+    await page.locator("#run-status .status.s-succeeded").waitFor({ timeout: 15_000 });
+    await childLink.click();
+    await page.locator(`main h1 code`).filter({ hasText: child }).waitFor();
+    await page.locator('#trajectory tr[data-kind="step"][data-node="say"]').waitFor({ timeout: 10_000 });
+    expect(await page.locator("#summary").textContent()).toContain("hello");
+    await page.locator(`#summary a`, { hasText: id }).click();
+    await page.locator(`main h1 code`).filter({ hasText: id }).waitFor();
+
+    await page.goto(`${base}#/runs?tenant=t1&definition=console-parent&status=succeeded&since=900000`);
+    await page.locator(`#runs tr[data-run="${id}"]`).waitFor();
+    const names = await page.locator("#runs tbody tr td:nth-child(2)").allTextContents();
+    expect(names.length).toBeGreaterThan(0);
+    expect(names.every((n) => n.startsWith("console-parent "))).toBe(true);
+    await page.goto(`${base}#/runs?tenant=t1&definition=console-parent&status=failed`);
+    await expect.poll(() => page.locator("main p.muted").first().textContent()).toMatch(/^0 shown/);
+    expect(await page.locator(`#runs tr[data-run="${id}"]`).count()).toBe(0);
   });
 
   async function gated(account: string, amount: number): Promise<{ id: string; approval: string }> {
