@@ -207,6 +207,7 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
           keys: parts.keys!,
           replays: new RunReplays({ nc: self().nc, partitions: self().topology.partitions, runs }),
           agents: new AgentStore(self().nc),
+          self: { owned: () => self().host.ownedPartitions(), httpUrl: () => parts.http?.url },
           ...(config.credentialsDir ? { callers: callerDirectory(config.credentialsDir, () => clock.now()) } : {}),
           now: () => clock.now(),
         });

@@ -30,7 +30,12 @@ const TENANT_PATHS: ReadonlySet<string> = new Set([
   "tools.list",
 ]);
 /** The operator endpoints the console may call, with no key only. */
-const OPS_PATHS: ReadonlySet<string> = new Set(["tenants.list", "dead_letters", "metrics"]);
+const OPS_PATHS: ReadonlySet<string> = new Set(["tenants.list", "dead_letters", "metrics", "nodes"]);
+/** Operator endpoints every node answers: the console gathers the answers that come within a moment. */
+const GATHERED: ReadonlySet<string> = new Set(["metrics", "nodes"]);
+/** A gathering ends this long after the last answer (or at most after {@link GATHER_MAX_MS}). */
+const GATHER_STALL_MS = 250;
+const GATHER_MAX_MS = 2_000;
 /** Endpoints whose body may name who acts (`by`): a key's identity is put there, whatever the page sent. */
 const ACTS: ReadonlySet<string> = new Set(["runs.cancel", "runs.signal", "approvals.decide"]);
 
@@ -165,6 +170,7 @@ export function consoleRouter(deps: ConsoleDeps): Router {
       const path = String(req.params.path);
       if (!OPS_PATHS.has(path)) return void res.status(404).json({ outcome: "invalid_input", message: "no such console endpoint" });
       if (v.kind !== "operator") return void res.status(403).json({ outcome: "not_authorized", message: "operator endpoints need the operator's view" });
+      if (GATHERED.has(path)) return void res.json(await gather(deps.nc, `runway.v1.ops.${path}`));
       await forward(res, client("ops"), `runway.v1.ops.${path}`, bodyText(req));
     })().catch(next);
   });
@@ -223,6 +229,26 @@ function parseObject(body: string): Record<string, unknown> | undefined {
 function withActor(body: string, by: string): string {
   const parsed = parseObject(body);
   return parsed ? JSON.stringify({ ...parsed, by }) : body;
+}
+
+/** Every node's answer to an endpoint each node serves (`nats req … --replies 0`), as `answers`, sorted by node. */
+async function gather(nc: NatsConnection, subject: string): Promise<ApiAnswer> {
+  const answers: Record<string, unknown>[] = [];
+  try {
+    const replies = await nc.requestMany(subject, "", { strategy: "stall", stall: GATHER_STALL_MS, maxWait: GATHER_MAX_MS });
+    for await (const m of replies) {
+      try {
+        const v: unknown = m.json();
+        if (v !== null && typeof v === "object" && !Array.isArray(v)) answers.push(v as Record<string, unknown>);
+      } catch {
+        // not JSON: not an answer of a node
+      }
+    }
+  } catch (e) {
+    if (answers.length === 0) return { outcome: "unavailable", message: String(e) };
+  }
+  answers.sort((a, b) => String(a.node).localeCompare(String(b.node)));
+  return { outcome: "ok", answers };
 }
 
 /** One API request and its answer as the API gave it; a fault or no answer is the console's `unavailable` (503). */

@@ -51,7 +51,6 @@ const view = async (id: string) => (await world.client.getRun(id)).run as RunAns
 
 describe.skipIf(!CHROMIUM)("the web console in Chromium", () => {
   beforeAll(async () => {
-    mkdirSync(SHOTS, { recursive: true });
     browser = await launchChromium(CHROMIUM!);
     base = `${world.node.httpUrl}/console/`;
     fx = await startEffectsServer({ http: true });
@@ -133,7 +132,6 @@ describe.skipIf(!CHROMIUM)("the web console in Chromium", () => {
     await page.locator(`#runs tr[data-run="${id}"]`).waitFor({ timeout: 5_000 });
     const listed = performance.now() - started;
     expect(listed, "the runs page lists the new run within 1 s").toBeLessThanOrEqual(1_000);
-    await shot(page, "runs");
 
     await page.locator(`#runs tr[data-run="${id}"] a`).click();
     await page.locator("#graph svg").waitFor();
@@ -155,7 +153,6 @@ describe.skipIf(!CHROMIUM)("the web console in Chromium", () => {
     expect(retry).toContain("attempt 1 fails");
     await page.locator('#graph g[data-node="hold"][data-state="active"]').waitFor({ timeout: 15_000 });
     expect(await page.evaluate(() => (globalThis as unknown as { __same?: boolean }).__same), "no reload").toBe(true);
-    await shot(page, "run");
 
     await page.locator("#cancel-reason").fill("enough");
     await page.locator("#cancel").click();
@@ -223,7 +220,6 @@ describe.skipIf(!CHROMIUM)("the web console in Chromium", () => {
     expect(await cardA.locator('input[data-arg="amount"]').inputValue()).toBe("500");
     expect(await cardA.locator('input[data-arg="delay_ms"]').inputValue()).toBe("");
     expect(await cardA.locator(".countdown").textContent()).toMatch(/^(59m|1h 0m) \d+s$/);
-    await shot(a, "inbox");
     // A value that does not fit the schema (amount is required): the API's invalid_input, nothing decided.
     await cardA.locator('input[data-arg="amount"]').fill("");
     const before = fx.counts().calls.charge ?? 0;
@@ -258,13 +254,40 @@ describe.skipIf(!CHROMIUM)("the web console in Chromium", () => {
     expect(await world.client.decide(rejected.approval, "approve", { by: "bob" })).toMatchObject({ outcome: "already_decided" });
   });
 
-  it("acceptance 3: a screenshot of each page is written to test-results/console/ and is not empty", async () => {
+  it("acceptance 3: a screenshot of each page is written to test-results/console/ and is not empty; the cluster page shows the nodes and the owner of each partition", async () => {
+    rmSync(SHOTS, { recursive: true, force: true });
+    mkdirSync(SHOTS, { recursive: true });
+    // A run with a tool call, a retry and an end; and a gated call pending in the inbox.
+    const go = join(dir, "shots-go");
+    const never = join(dir, "shots-never");
+    writeFileSync(go, "");
+    writeFileSync(never, "");
+    const id = ((await world.client.startRun({ definition: "console-flow", input: { key: "shot", go, never } })).run as RunAnswer).id;
+    await world.settled(id);
+    const pending = await gated("screenshot", 12);
     const page = await session();
+    await page.goto(`${base}#/runs?tenant=t1`);
+    await page.locator(`#runs tr[data-run="${id}"]`).waitFor();
+    await shot(page, "runs");
+    await page.goto(`${base}#/run/t1/${id}`);
+    await page.locator('#graph g[data-node="hold"][data-state="succeeded"]').waitFor();
+    await page.locator('#tail li[data-type="end"]').waitFor();
+    await shot(page, "run");
+    await page.goto(`${base}#/inbox?tenant=t1`);
+    await page.locator(`section[data-approval="${pending.approval}"] input[data-arg="amount"]`).waitFor();
+    await shot(page, "inbox");
+    expect((await world.client.decide(pending.approval, "reject", { reason: "screenshot taken", by: "test" })).outcome).toBe("decided");
     await page.goto(`${base}#/tenants`);
     await page.locator('#tenants tr[data-tenant="t1"]').waitFor();
     await shot(page, "tenants");
     await page.goto(`${base}#/cluster`);
-    await page.locator("#metrics pre").waitFor();
+    // Every node answers ops.nodes: here one, owning all 32 partitions.
+    await page.locator('#nodes tr[data-node="console-node"]').waitFor();
+    expect(await page.locator('#nodes tr[data-node="console-node"] td').nth(1).textContent()).toMatch(/^32: 0 1 2 /);
+    expect(await page.locator("#partitions span").count()).toBe(32);
+    expect(await page.locator('#partitions span[data-partition="31"]').textContent()).toBe("31 console-node");
+    await page.locator("#metrics details summary").first().click();
+    await page.locator("#metrics pre").first().waitFor();
     await shot(page, "cluster");
     for (const name of ["runs", "run", "inbox", "tenants", "cluster"]) expect(statSync(join(SHOTS, `${name}.png`)).size, name).toBeGreaterThan(5_000);
   });

@@ -68,22 +68,26 @@ export function tenantsPage(page: Page): void {
 }
 
 /**
- * The cluster page (the operator's view only): the counters of the node that answered
- * (`ops.metrics`: its name, partitions it owns, runs and steps) and the newest dead letters
- * (`ops.dead_letters`).
+ * The cluster page (the operator's view only): the nodes (`ops.nodes`, every node answers: its
+ * partitions, pid, start, HTTP URL), the partitions and their owners, each node's counters
+ * (`ops.metrics`) and the newest dead letters (`ops.dead_letters`). Read again every 5 s.
  */
 export function clusterPage(page: Page): void {
   if (page.viewer.viewer !== "operator") {
     page.mount(h("h1", {}, "Cluster"), h("p", { class: "answer" }, "The cluster page is the operator's: a tenant's key does not see it."));
     return;
   }
-  const metrics = h("div", { class: "card", id: "metrics" }, "Loading…");
+  const nodes = h("tbody");
+  const owners = h("div", { id: "partitions", class: "partitions" });
+  const metrics = h("div", { id: "metrics" }, "Loading…");
   const letters = h("tbody");
   const note = h("p", { class: "muted" });
   page.mount(
     h("h1", {}, "Cluster"),
-    h("h2", {}, "A node's counters"),
-    metrics,
+    h("h2", {}, "Nodes"),
+    h("table", { id: "nodes" }, h("thead", {}, h("tr", {}, ...["node", "partitions", "pid", "started", "HTTP"].map((x) => h("th", {}, x)))), nodes),
+    h("h2", {}, "Partitions and their owners"),
+    owners,
     h("h2", {}, "Dead letters"),
     note,
     h(
@@ -92,14 +96,48 @@ export function clusterPage(page: Page): void {
       h("thead", {}, h("tr", {}, ...["at", "node", "reason", "subject", "partition", "kind / id", "deliveries", "detail"].map((x) => h("th", {}, x)))),
       letters,
     ),
+    h("h2", {}, "Each node's counters"),
+    metrics,
   );
   async function load(): Promise<void> {
-    const [m, d] = await Promise.all([call("ops", "metrics"), call("ops", "dead_letters", { limit: 50 })]);
+    const [n, m, d] = await Promise.all([call("ops", "nodes"), call("ops", "metrics"), call("ops", "dead_letters", { limit: 50 })]);
     if (page.gone()) return;
-    if (m.outcome === "ok") {
-      const { outcome: _o, ...rest } = m;
-      metrics.replaceChildren(h("pre", { class: "tall" }, json(rest)));
-    } else metrics.replaceChildren(`ops.metrics → ${describe(m)}`);
+    const listed = arr(n.answers).map(obj);
+    if (n.outcome !== "ok") nodes.replaceChildren(h("tr", {}, h("td", { colspan: 5 }, `ops.nodes → ${describe(n)}`)));
+    else
+      nodes.replaceChildren(
+        ...listed.map((x) =>
+          h(
+            "tr",
+            { "data-node": str(x.node) },
+            h("td", {}, str(x.node)),
+            h("td", {}, `${arr(x.partitions).length}: ${arr(x.partitions).map(str).join(" ")}`),
+            h("td", {}, str(x.pid)),
+            h("td", {}, time(x.started_at)),
+            h("td", {}, str(x.http_url)),
+          ),
+        ),
+      );
+    const owner = new Map<number, string[]>();
+    for (const x of listed) for (const p of arr(x.partitions)) if (typeof p === "number") owner.set(p, [...(owner.get(p) ?? []), str(x.node)]);
+    const count = Math.max(0, ...owner.keys()) + 1;
+    owners.replaceChildren(
+      ...Array.from({ length: count }, (_, p) => {
+        const who = owner.get(p) ?? [];
+        return h(
+          "span",
+          { class: `partition${who.length === 1 ? "" : " unowned"}`, "data-partition": p, title: `partition ${p}: ${who.join(", ") || "no owner"}` },
+          `${p} ${who.join(", ") || "—"}`,
+        );
+      }),
+    );
+    if (m.outcome === "ok")
+      metrics.replaceChildren(
+        ...arr(m.answers)
+          .map(obj)
+          .map((x) => h("details", {}, h("summary", {}, str(x.node)), h("pre", { class: "tall" }, json(x.metrics)))),
+      );
+    else metrics.replaceChildren(`ops.metrics → ${describe(m)}`);
     if (d.outcome !== "ok") {
       note.textContent = `ops.dead_letters → ${describe(d)}`;
       return;
