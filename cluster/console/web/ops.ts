@@ -22,7 +22,16 @@ export function tenantsPage(page: Page): void {
         h(
           "tr",
           {},
-          ...["tenant", "state", "active runs", "queued", "starts today", "reserved (cents)", "active descendants", "settings"].map((x) => h("th", {}, x)),
+          ...[
+            "tenant",
+            "state",
+            "active runs / cap",
+            "queued",
+            "starts today / day cap",
+            "reserved / day budget (cents)",
+            "active descendants",
+            "settings",
+          ].map((x) => h("th", {}, x)),
         ),
       ),
       body,
@@ -46,18 +55,19 @@ export function tenantsPage(page: Page): void {
     body.replaceChildren(
       ...rows.map(({ id, a }) => {
         const t = obj(a.tenant);
+        const settings = obj(t.settings);
         if (a.outcome !== "found") return h("tr", {}, h("td", {}, id), h("td", { colspan: 7 }, `tenant.get → ${describe(a)}`));
         return h(
           "tr",
           { "data-tenant": id },
           h("td", {}, link(`/runs?tenant=${encodeURIComponent(id)}`, id)),
           h("td", {}, str(t.state), t.state_reason ? ` (${str(t.state_reason)})` : ""),
-          h("td", {}, str(t.active_runs)),
+          h("td", {}, `${str(t.active_runs)} / ${str(settings.max_concurrency) || "—"}`),
           h("td", {}, str(t.queued_runs)),
-          h("td", {}, str(t.starts_today)),
-          h("td", {}, str(t.reserved_cents)),
+          h("td", {}, `${str(t.starts_today)} / ${str(settings.day_cap) || "—"}`),
+          h("td", {}, `${str(t.reserved_cents)} / ${str(settings.day_budget_cents) || "none"}`),
           h("td", {}, str(t.active_descendants)),
-          h("td", {}, h("pre", {}, json(t.settings))),
+          h("td", {}, h("details", {}, h("summary", {}, "quotas, caps, lanes"), h("pre", { class: "tall" }, json(t.settings)))),
         );
       }),
     );
