@@ -17,6 +17,7 @@ export {
   LiveRunIndex,
   partsHolding,
   readParent,
+  readTenantGate,
   readRunEvents,
   readTrajectory,
   ReplayTools,
@@ -52,4 +53,4 @@ export {
   type HeartbeatOutcome,
   type StepReport,
 } from "./engine/index.js";
-export { type ModelPort, type TurnOutcome, type TurnRequest } from "./agent/index.js";
+export { type ModelPort, type TurnOutcome } from "./agent/index.js";

@@ -233,7 +233,7 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
             logger: deps.logger,
             now: () => clock.now(),
           },
-          { ...config.http, host, mounts: [{ path: "/console", handler: web }] },
+          { ...config.http, host, push: { ...config.http.push, node: config.name }, mounts: [{ path: "/console", handler: web }] },
         );
         parts.http = http;
       },
