@@ -68,6 +68,9 @@ function loopback(address: string | undefined): boolean {
  * the run's live events subject). Without identity, it answers only callers on this machine
  * (the operator's view: every tenant); with an API key (`Authorization: Bearer`), that key's
  * tenant only, from anywhere the server listens.
+ *
+ * Long on purpose, as the A2A server's: its routes share the viewer check, the tenant check and the
+ * per-tenant clients they close over; split apart they would pass all three everywhere.
  */
 export function consoleRouter(deps: ConsoleDeps): Router {
   const router = express.Router();

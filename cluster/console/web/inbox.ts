@@ -79,7 +79,7 @@ export function inboxPage(page: Page): void {
     }
     for (const [id, it] of items) {
       if (cards.has(id)) continue;
-      const card = itemCard(it);
+      const card = itemCard(tenant, it, schemaOf);
       cards.set(id, card);
       list.append(card);
     }
@@ -91,96 +91,99 @@ export function inboxPage(page: Page): void {
     for (const el of list.querySelectorAll<HTMLElement>(".countdown")) el.textContent = left(Number(el.dataset.expires) - Date.now());
   }
 
-  function itemCard(it: Record<string, unknown>): HTMLElement {
-    const id = str(it.id);
-    const kind = str(it.kind);
-    const payload = obj(it.payload);
-    const tool = obj(it.tool);
-    const server = str(tool.server) || str(payload.server);
-    const toolName = str(tool.tool) || str(payload.tool);
-    const run = str(it.run);
-    const expires = num(it.expires_at) ?? 0;
-    const result = h("p", { class: "answer", role: "status" });
-    const reason = h("input", { class: "reason", placeholder: "reason", size: 18 });
-    const form = h("div", { class: "args" }, h("p", { class: "muted" }, "Reading the tool's input schema…"));
-    let controls: Control[] = [];
-    const editable = kind !== "admission";
-    const decide = async (decision: "approve" | "edit" | "reject") => {
-      let body: Record<string, unknown> = { id, decision };
-      if (decision === "reject") body = { ...body, reason: reason.value.trim() || "rejected from the console" };
-      if (decision === "edit") {
-        const values: Record<string, unknown> = {};
-        for (const c of controls) {
-          const r = c.read();
-          if (!r.ok) {
-            result.textContent = r.why;
-            return;
-          }
-          if (r.value !== undefined) {
-            if (c.name === "") {
-              body.payload = r.value;
-              continue;
-            }
-            values[c.name] = r.value;
-          }
-        }
-        if (body.payload === undefined) body.payload = values;
-      }
-      const a = await call(tenant, "approvals.decide", body);
-      result.textContent = `approvals.decide → ${describe(a)}`;
-      if (a.outcome === "decided" || a.outcome === "already_decided" || a.outcome === "approval_expired" || a.outcome === "run_not_waiting") {
-        card.classList.add("decided");
-        for (const b of card.querySelectorAll("button")) b.setAttribute("disabled", "");
-      }
-    };
-    const card = h(
-      "section",
-      { class: "card approval", "data-approval": id, "aria-label": `approval ${id}` },
-      h("h2", {}, it.prompt ? str(it.prompt) : "Approve?"),
-      h(
-        "dl",
-        { class: "facts" },
-        h("dt", {}, "kind"),
-        h("dd", {}, status(kind), server ? ` ${server}/${toolName}` : ""),
-        h("dt", {}, "run"),
-        h("dd", {}, link(`/run/${encodeURIComponent(tenant)}/${encodeURIComponent(run)}`, run), ` node ${str(it.node)}`),
-        h("dt", {}, "group"),
-        h("dd", {}, str(it.group) || "any", it.escalation_group ? ` (escalation ${str(it.escalation_group)})` : ""),
-        h("dt", {}, "requested"),
-        h("dd", {}, time(it.requested_at)),
-        h("dt", {}, "expires"),
-        h("dd", {}, time(expires), " — in ", h("span", { class: "countdown", "data-expires": expires }, left(expires - Date.now()))),
-        h("dt", {}, "id"),
-        h("dd", {}, h("code", {}, id)),
-      ),
-      form,
-      h(
-        "div",
-        { class: "actions" },
-        h("button", { type: "button", class: "primary", "data-action": "approve", onclick: () => void decide("approve") }, "Approve"),
-        editable ? h("button", { type: "button", "data-action": "edit", onclick: () => void decide("edit") }, "Approve with edits") : "",
-        field("reason", reason),
-        h("button", { type: "button", class: "danger", "data-action": "reject", onclick: () => void decide("reject") }, "Reject"),
-      ),
-      result,
-    );
-    if (kind === "tool" && server) {
-      void schemaOf(server, toolName).then((schema) => {
-        const built = schemaForm(schema, obj(payload.arguments), editable);
-        controls = built.controls;
-        form.replaceChildren(...built.nodes);
-      });
-    } else {
-      const area = h("textarea", { name: "payload", rows: 4, cols: 60, disabled: !editable }, json(it.payload));
-      controls = [{ name: "", read: () => parseJson(area.value, "the payload") }];
-      form.replaceChildren(field(kind === "admission" ? "the run's start (not editable)" : "payload (JSON)", area));
-    }
-    return card;
-  }
-
   void load();
   page.every(2_000, load);
   page.every(1_000, tick);
+}
+
+/** One pending request as a card: its facts, its arguments as a form, and the three decisions. */
+function itemCard(
+  tenant: string,
+  it: Record<string, unknown>,
+  schemaOf: (server: string, tool: string) => Promise<Record<string, unknown> | undefined>,
+): HTMLElement {
+  const id = str(it.id);
+  const kind = str(it.kind);
+  const payload = obj(it.payload);
+  const tool = obj(it.tool);
+  const server = str(tool.server) || str(payload.server);
+  const toolName = str(tool.tool) || str(payload.tool);
+  const run = str(it.run);
+  const expires = num(it.expires_at) ?? 0;
+  const result = h("p", { class: "answer", role: "status" });
+  const reason = h("input", { class: "reason", placeholder: "reason", size: 18 });
+  const form = h("div", { class: "args" }, h("p", { class: "muted" }, "Reading the tool's input schema…"));
+  let controls: Control[] = [];
+  const editable = kind !== "admission";
+  const decide = async (decision: "approve" | "edit" | "reject") => {
+    const body = decisionBody(id, decision, reason.value.trim(), controls);
+    if (typeof body === "string") return void (result.textContent = body);
+    const a = await call(tenant, "approvals.decide", body);
+    result.textContent = `approvals.decide → ${describe(a)}`;
+    if (a.outcome === "decided" || a.outcome === "already_decided" || a.outcome === "approval_expired" || a.outcome === "run_not_waiting") {
+      card.classList.add("decided");
+      for (const b of card.querySelectorAll("button")) b.setAttribute("disabled", "");
+    }
+  };
+  const card = h(
+    "section",
+    { class: "card approval", "data-approval": id, "aria-label": `approval ${id}` },
+    h("h2", {}, it.prompt ? str(it.prompt) : "Approve?"),
+    h(
+      "dl",
+      { class: "facts" },
+      h("dt", {}, "kind"),
+      h("dd", {}, status(kind), server ? ` ${server}/${toolName}` : ""),
+      h("dt", {}, "run"),
+      h("dd", {}, link(`/run/${encodeURIComponent(tenant)}/${encodeURIComponent(run)}`, run), ` node ${str(it.node)}`),
+      h("dt", {}, "group"),
+      h("dd", {}, str(it.group) || "any", it.escalation_group ? ` (escalation ${str(it.escalation_group)})` : ""),
+      h("dt", {}, "requested"),
+      h("dd", {}, time(it.requested_at)),
+      h("dt", {}, "expires"),
+      h("dd", {}, time(expires), " — in ", h("span", { class: "countdown", "data-expires": expires }, left(expires - Date.now()))),
+      h("dt", {}, "id"),
+      h("dd", {}, h("code", {}, id)),
+    ),
+    form,
+    h(
+      "div",
+      { class: "actions" },
+      h("button", { type: "button", class: "primary", "data-action": "approve", onclick: () => void decide("approve") }, "Approve"),
+      editable ? h("button", { type: "button", "data-action": "edit", onclick: () => void decide("edit") }, "Approve with edits") : "",
+      field("reason", reason),
+      h("button", { type: "button", class: "danger", "data-action": "reject", onclick: () => void decide("reject") }, "Reject"),
+    ),
+    result,
+  );
+  if (kind === "tool" && server) {
+    void schemaOf(server, toolName).then((schema) => {
+      const built = schemaForm(schema, obj(payload.arguments), editable);
+      controls = built.controls;
+      form.replaceChildren(...built.nodes);
+    });
+  } else {
+    const area = h("textarea", { name: "payload", rows: 4, cols: 60, disabled: !editable }, json(it.payload));
+    controls = [{ name: "", read: () => parseJson(area.value, "the payload") }];
+    form.replaceChildren(field(kind === "admission" ? "the run's start (not editable)" : "payload (JSON)", area));
+  }
+  return card;
+}
+
+/** The body of `approvals.decide` for a decision (an edit's payload read from the card's controls), or why it cannot be sent. */
+function decisionBody(id: string, decision: "approve" | "edit" | "reject", reason: string, controls: Control[]): Record<string, unknown> | string {
+  if (decision === "approve") return { id, decision };
+  if (decision === "reject") return { id, decision, reason: reason || "rejected from the console" };
+  const values: Record<string, unknown> = {};
+  for (const c of controls) {
+    const r = c.read();
+    if (!r.ok) return r.why;
+    if (r.value === undefined) continue;
+    // A control with no name is the whole payload (a request that is not a tool call's).
+    if (c.name === "") return { id, decision, payload: r.value };
+    values[c.name] = r.value;
+  }
+  return { id, decision, payload: values };
 }
 
 function parseJson(text: string, what: string): { ok: true; value?: unknown } | { ok: false; why: string } {

@@ -114,38 +114,15 @@ export function clusterPage(page: Page): void {
     if (page.gone()) return;
     const listed = arr(n.answers).map(obj);
     if (n.outcome !== "ok") nodes.replaceChildren(h("tr", {}, h("td", { colspan: 5 }, `ops.nodes → ${describe(n)}`)));
-    else
-      nodes.replaceChildren(
-        ...listed.map((x) =>
-          h(
-            "tr",
-            { "data-node": str(x.node) },
-            h("td", {}, str(x.node)),
-            h("td", {}, `${arr(x.partitions).length}: ${arr(x.partitions).map(str).join(" ")}`),
-            h("td", {}, str(x.pid)),
-            h("td", {}, time(x.started_at)),
-            h("td", {}, str(x.http_url)),
-          ),
-        ),
-      );
-    const owner = new Map<number, string[]>();
-    for (const x of listed) for (const p of arr(x.partitions)) if (typeof p === "number") owner.set(p, [...(owner.get(p) ?? []), str(x.node)]);
-    const count = Math.max(0, ...owner.keys()) + 1;
-    owners.replaceChildren(
-      ...Array.from({ length: count }, (_, p) => {
-        const who = owner.get(p) ?? [];
-        return h(
-          "span",
-          { class: `partition${who.length === 1 ? "" : " unowned"}`, "data-partition": p, title: `partition ${p}: ${who.join(", ") || "no owner"}` },
-          `${p} ${who.join(", ") || "—"}`,
-        );
-      }),
-    );
+    else nodes.replaceChildren(...listed.map(nodeRow));
+    owners.replaceChildren(...partitionChips(listed));
+    // A node's counters someone opened stay open across reads.
+    const open = new Set([...metrics.querySelectorAll("details[open] summary")].map((e) => e.textContent));
     if (m.outcome === "ok")
       metrics.replaceChildren(
         ...arr(m.answers)
           .map(obj)
-          .map((x) => h("details", {}, h("summary", {}, str(x.node)), h("pre", { class: "tall" }, json(x.metrics)))),
+          .map((x) => h("details", { open: open.has(str(x.node)) }, h("summary", {}, str(x.node)), h("pre", { class: "tall" }, json(x.metrics)))),
       );
     else metrics.replaceChildren(`ops.metrics → ${describe(m)}`);
     if (d.outcome !== "ok") {
@@ -153,25 +130,50 @@ export function clusterPage(page: Page): void {
       return;
     }
     note.textContent = `${str(num(d.total) ?? 0)} dead letters`;
-    letters.replaceChildren(
-      ...arr(d.letters)
-        .map(obj)
-        .map((l) =>
-          h(
-            "tr",
-            {},
-            h("td", {}, time(l.at)),
-            h("td", {}, str(l.node)),
-            h("td", {}, str(l.reason)),
-            h("td", {}, str(l.subject)),
-            h("td", {}, str(l.partition)),
-            h("td", {}, `${str(l.kind)} ${str(l.id)}`),
-            h("td", {}, str(l.deliveries)),
-            h("td", {}, str(l.detail)),
-          ),
-        ),
-    );
+    letters.replaceChildren(...arr(d.letters).map(obj).map(letterRow));
   }
   void load();
   page.every(5_000, load);
+}
+
+function nodeRow(x: Record<string, unknown>): HTMLElement {
+  return h(
+    "tr",
+    { "data-node": str(x.node) },
+    h("td", {}, str(x.node)),
+    h("td", {}, `${arr(x.partitions).length}: ${arr(x.partitions).map(str).join(" ")}`),
+    h("td", {}, str(x.pid)),
+    h("td", {}, time(x.started_at)),
+    h("td", {}, str(x.http_url)),
+  );
+}
+
+/** Each partition with its owner as the nodes say; one with none, or two, stands out. */
+function partitionChips(nodes: Record<string, unknown>[]): HTMLElement[] {
+  const owner = new Map<number, string[]>();
+  for (const x of nodes) for (const p of arr(x.partitions)) if (typeof p === "number") owner.set(p, [...(owner.get(p) ?? []), str(x.node)]);
+  const count = Math.max(0, ...owner.keys()) + 1;
+  return Array.from({ length: count }, (_, p) => {
+    const who = owner.get(p) ?? [];
+    return h(
+      "span",
+      { class: `partition${who.length === 1 ? "" : " unowned"}`, "data-partition": p, title: `partition ${p}: ${who.join(", ") || "no owner"}` },
+      `${p} ${who.join(", ") || "—"}`,
+    );
+  });
+}
+
+function letterRow(l: Record<string, unknown>): HTMLElement {
+  return h(
+    "tr",
+    {},
+    h("td", {}, time(l.at)),
+    h("td", {}, str(l.node)),
+    h("td", {}, str(l.reason)),
+    h("td", {}, str(l.subject)),
+    h("td", {}, str(l.partition)),
+    h("td", {}, `${str(l.kind)} ${str(l.id)}`),
+    h("td", {}, str(l.deliveries)),
+    h("td", {}, str(l.detail)),
+  );
 }

@@ -85,21 +85,7 @@ export function runsPage(page: Page): void {
     }
     const after = since ? Date.now() - Number(since) : 0;
     const runs = ((a.runs as Run[]) ?? []).filter((r) => (!def || r.definition?.name === def) && (!after || (r.created_at ?? 0) >= after));
-    body.replaceChildren(
-      ...runs.map((r) =>
-        h(
-          "tr",
-          { "data-run": r.id },
-          h("td", {}, link(`/run/${encodeURIComponent(tenant)}/${encodeURIComponent(r.id)}`, r.id)),
-          h("td", {}, `${r.definition?.name ?? ""} v${r.definition?.version ?? "?"}`),
-          h("td", {}, status(r.status)),
-          h("td", {}, r.lane ?? ""),
-          h("td", {}, time(r.created_at)),
-          h("td", {}, time(r.ended_at)),
-          h("td", {}, r.error?.code ?? ""),
-        ),
-      ),
-    );
+    body.replaceChildren(...runs.map((r) => runRow(tenant, r)));
     note.textContent = `${runs.length} shown${def || after ? ` of ${(a.runs as Run[]).length} on this page (filtered on the page)` : ""}; read in ${Math.round(performance.now() - started)} ms`;
     const next = typeof a.next_cursor === "string" ? a.next_cursor : "";
     pager.replaceChildren(
@@ -117,4 +103,18 @@ export function runsPage(page: Page): void {
   }
   void load();
   if (!cursor) page.every(500, load);
+}
+
+function runRow(tenant: string, r: Run): HTMLElement {
+  return h(
+    "tr",
+    { "data-run": r.id },
+    h("td", {}, link(`/run/${encodeURIComponent(tenant)}/${encodeURIComponent(r.id)}`, r.id)),
+    h("td", {}, `${r.definition?.name ?? ""} v${r.definition?.version ?? "?"}`),
+    h("td", {}, status(r.status)),
+    h("td", {}, r.lane ?? ""),
+    h("td", {}, time(r.created_at)),
+    h("td", {}, time(r.ended_at)),
+    h("td", {}, r.error?.code ?? ""),
+  );
 }
