@@ -164,7 +164,7 @@ describe.skipIf(!CHROMIUM)("the web console in Chromium", () => {
     expect(await page.locator("#cancel").isDisabled()).toBe(true);
   });
 
-  it("the run page's signal button wakes its wait node, its child is a link both ways, and the runs page filters by status, definition and time", async () => {
+  it("the run page's signal button wakes its wait node, its child is a link both ways, and the runs page filters by status, definition and time and is usable from the keyboard", async () => {
     const id = ((await world.client.startRun({ definition: "console-parent", input: {} })).run as RunAnswer).id;
     const page = await session();
     await page.goto(`${base}#/run/t1/${id}`);
@@ -192,6 +192,19 @@ describe.skipIf(!CHROMIUM)("the web console in Chromium", () => {
     const names = await page.locator("#runs tbody tr td:nth-child(2)").allTextContents();
     expect(names.length).toBeGreaterThan(0);
     expect(names.every((n) => n.startsWith("console-parent "))).toBe(true);
+    // From the keyboard alone: Tab reaches the run's link, Enter opens its page.
+    await page.locator("body").focus();
+    for (let i = 0; i < 40; i++) {
+      await page.keyboard.press("Tab");
+      if (
+        (await page.evaluate(
+          () => (globalThis as unknown as { document: { activeElement: { textContent: string | null } | null } }).document.activeElement?.textContent,
+        )) === id
+      )
+        break;
+    }
+    await page.keyboard.press("Enter");
+    await page.locator(`main h1 code`).filter({ hasText: id }).waitFor();
     await page.goto(`${base}#/runs?tenant=t1&definition=console-parent&status=failed`);
     await expect.poll(() => page.locator("main p.muted").first().textContent()).toMatch(/^0 shown/);
     expect(await page.locator(`#runs tr[data-run="${id}"]`).count()).toBe(0);
