@@ -59,8 +59,14 @@ export type ToolResultOutcome =
   | { outcome: "refused"; code: string; message: string; retryable: boolean }
   | { outcome: "unknown"; code: string; message: string };
 
-/** How a task is doing: still working (ask again), ended (its result, or why not), or not known now (the server could not be asked). */
-export type TaskPollOutcome = { outcome: "working"; pollMs?: number } | ToolResultOutcome;
+/**
+ * How a task is doing: still working (ask again), ended (its result, or why not), not known now
+ * (the server could not be asked), or asking a person (an A2A task in `input-required`: the run
+ * files the question like a server's `input_required` and parks the step; the answer is the
+ * next attempt's call, with `state`).
+ */
+export type TaskPollOutcome =
+  { outcome: "working"; pollMs?: number } | ToolResultOutcome | { outcome: "input_required"; requests: ToolInputRequest[]; state?: string };
 
 export interface ToolCallRequest {
   tenant: string;

@@ -1,0 +1,141 @@
+import { beforeAll, expect, it } from "vitest";
+import { waitFor } from "../harness/index.js";
+import { workflowWorld, type RunAnswer } from "./workflow-support.js";
+
+/**
+ * Issue 39 §2, input-required: two deployments (two NATS servers, one in-process node each).
+ * The callee's tenant t1 exposes `gate` (an approval) and `hold` (a wait on a signal whose data
+ * has a schema) as public agents; the caller's tenant t1 calls them with `a2a` steps. A remote
+ * task that asks for input becomes an inbox item of the calling run.
+ */
+const callee = workflowWorld({ name: "a2a-callee", http: { port: 0 } });
+const caller = workflowWorld({ name: "a2a-caller" });
+
+type Item = {
+  id: string;
+  run: string;
+  kind: string;
+  prompt: string;
+  payload: { requests: { key: string; message: string }[] };
+  input?: { task?: { id: string } };
+};
+
+const cards: Record<string, string> = {};
+
+beforeAll(async () => {
+  const remote = [
+    {
+      name: "gate",
+      nodes: [
+        { id: "gate", kind: "approval", prompt: "Ship it?", payload: "${input}", timeout_ms: 3_600_000 },
+        { id: "after", kind: "code", needs: ["gate"], handler: "echo", input: "${steps.gate.output}" },
+      ],
+      result: "${steps.after.output}",
+    },
+    {
+      name: "hold",
+      nodes: [
+        {
+          id: "gate",
+          kind: "wait",
+          signal: "go",
+          timeout_ms: 3_600_000,
+          schema: { type: "object", required: ["name"], properties: { name: { type: "string" } }, additionalProperties: false },
+        },
+        { id: "after", kind: "code", needs: ["gate"], handler: "echo", input: "${steps.gate.output}" },
+      ],
+      result: "${steps.after.output}",
+    },
+  ];
+  for (const def of remote) {
+    expect((await callee.client.putDefinition(def)).outcome).toMatch(/published|unchanged/);
+    expect((await callee.client.exposeAgent({ definition: def.name, public: true })).outcome).toBe("exposed");
+    cards[def.name] = `${callee.node.httpUrl!}/a2a/t1/${def.name}/.well-known/agent-card.json`;
+    const calls = {
+      name: `ask-${def.name}`,
+      nodes: [{ id: "call", kind: "a2a", agent: cards[def.name], message: "${input}", retry: { max_attempts: 2, backoff_ms: 100, max_backoff_ms: 100 } }],
+      result: "${steps.call.output}",
+    };
+    expect((await caller.client.putDefinition(calls)).outcome).toMatch(/published|unchanged/);
+  }
+}, 60_000);
+
+async function start(definition: string, input: unknown): Promise<string> {
+  return ((await caller.client.startRun({ definition, input })).run as RunAnswer).id;
+}
+
+/** The calling run's pending inbox item, other than `not` (a question already answered). */
+function itemOf(run: string, not?: string): Promise<Item> {
+  return waitFor(async () => ((await caller.client.approvals({ run_id: run })).approvals as Item[]).find((i) => i.id !== not), {
+    timeoutMs: 30_000,
+    describe: `an inbox item of run ${run}`,
+  });
+}
+
+async function taskOf(run: string): Promise<string> {
+  const events = (await caller.client.runEvents(run)).events as { type: string; task?: string }[];
+  return events.find((e) => e.type === "tool_task_started")!.task!;
+}
+
+function remoteStatus(task: string, status: string): Promise<true> {
+  return waitFor(async () => ((await callee.client.getRun(task)).run as RunAnswer | undefined)?.status === status || undefined, {
+    timeoutMs: 30_000,
+    describe: `remote task ${task} to be ${status}`,
+  });
+}
+
+it("39.2 a2a step: the remote task's input-required becomes an inbox item of the calling run; answering it makes the remote task go on and the step succeeds with its result", async () => {
+  const run = await start("ask-gate", { release: "1.2" });
+  const item = await itemOf(run);
+  const task = await taskOf(run);
+  expect(item).toMatchObject({ run, node: "call", kind: "input", prompt: "Ship it?", input: { task: { id: task } } });
+  expect(item.payload.requests).toEqual([{ key: "reply", message: "Ship it?", schema: {} }]);
+  // The remote run waits on its own approval meanwhile.
+  expect(((await callee.client.getRun(task)).run as RunAnswer).status).toBe("waiting");
+  // A request for input is answered with approve (its content) or reject: an edit is a typed refusal.
+  expect(await caller.client.decide(item.id, "edit", { payload: { x: 1 } })).toMatchObject({ outcome: "invalid_input" });
+  expect(await caller.client.decide(item.id, "approve", { by: "ada" })).toMatchObject({ outcome: "decided" });
+  const done = await caller.settled(run);
+  expect(done.status).toBe("succeeded");
+  expect(done.result).toMatchObject({ task, result: { decision: "approved", payload: { release: "1.2" } } });
+  expect(((await callee.client.getRun(task)).run as RunAnswer).status).toBe("succeeded");
+  // One remote task for the whole conversation.
+  const events = (await caller.client.runEvents(run)).events as { type: string; task?: string }[];
+  expect(new Set(events.filter((e) => e.type === "tool_task_started").map((e) => e.task))).toEqual(new Set([task]));
+}, 90_000);
+
+it("39.2 a2a step: rejecting the remote question cancels the remote task and fails the step a2a_input_rejected", async () => {
+  const run = await start("ask-gate", { release: "1.3" });
+  const item = await itemOf(run);
+  const task = await taskOf(run);
+  expect(await caller.client.decide(item.id, "reject", { reason: "not today" })).toMatchObject({ outcome: "decided" });
+  const done = await caller.settled(run);
+  expect(done.status).toBe("failed");
+  expect(done.nodes.call!.error?.code).toBe("a2a_input_rejected");
+  await remoteStatus(task, "cancelled");
+}, 90_000);
+
+it("39.2 a2a step bad input: an answer the remote agent refuses is asked again with its reason; a fitting answer completes the step", async () => {
+  const run = await start("ask-hold", { order: 7 });
+  const first = await itemOf(run);
+  const task = await taskOf(run);
+  expect(first).toMatchObject({ kind: "input", input: { task: { id: task } } });
+  // The remote wait's schema wants {name}: the agent refuses this answer (nothing is signalled).
+  expect(await caller.client.decide(first.id, "approve", { payload: { wrong: 1 } })).toMatchObject({ outcome: "decided" });
+  const second = await itemOf(run, first.id);
+  expect(second.prompt).toMatch(/refused the answer \(a2a_/);
+  expect(((await callee.client.getRun(task)).run as RunAnswer).status).toBe("waiting");
+  expect(await caller.client.decide(second.id, "approve", { payload: { name: "Ada" } })).toMatchObject({ outcome: "decided" });
+  const done = await caller.settled(run);
+  expect(done.status).toBe("succeeded");
+  expect(done.result).toMatchObject({ task, result: { name: "Ada" } });
+}, 90_000);
+
+it("39.2 a2a step: cancelling the calling run while its remote question is pending cancels the remote task", async () => {
+  const run = await start("ask-gate", { release: "1.4" });
+  await itemOf(run);
+  const task = await taskOf(run);
+  expect((await caller.client.cancelRun(run, "test")).outcome).toMatch(/cancel/);
+  await remoteStatus(task, "cancelled");
+  expect(((await caller.client.approvals({ run_id: run })).approvals as Item[]).length).toBe(0);
+}, 90_000);
