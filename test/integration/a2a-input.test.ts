@@ -1,12 +1,14 @@
-import { beforeAll, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { waitFor } from "../harness/index.js";
+import { startModernServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
 import { workflowWorld, type RunAnswer } from "./workflow-support.js";
 
 /**
  * Issue 39 §2, input-required: two deployments (two NATS servers, one in-process node each).
  * The callee's tenant t1 exposes `gate` (an approval) and `hold` (a wait on a signal whose data
- * has a schema) as public agents; the caller's tenant t1 calls them with `a2a` steps. A remote
- * task that asks for input becomes an inbox item of the calling run.
+ * has a schema) and `charge` (a tool call whose MCP server asks for input with a form's schema)
+ * as public agents; the caller's tenant t1 calls them with `a2a` steps. A remote task that asks
+ * for input becomes an inbox item of the calling run.
  */
 const callee = workflowWorld({ name: "a2a-callee", http: { port: 0 } });
 const caller = workflowWorld({ name: "a2a-caller" });
@@ -21,9 +23,18 @@ type Item = {
 };
 
 const cards: Record<string, string> = {};
+let bank: EffectsServerHandle;
 
 beforeAll(async () => {
+  bank = await startModernServer();
+  const put = await callee.client.putToolServer({ name: "bank", protocol: "2026-07-28", transport: { type: "http", url: bank.url } });
+  expect(put.outcome).toBe("saved");
   const remote = [
+    {
+      name: "charge",
+      nodes: [{ id: "pay", kind: "tool", server: "bank", tool: "confirm_charge", arguments: { account: "${input.account}", amount: 5 } }],
+      result: "${steps.pay.output}",
+    },
     {
       name: "gate",
       nodes: [
@@ -59,6 +70,9 @@ beforeAll(async () => {
     expect((await caller.client.putDefinition(calls)).outcome).toMatch(/published|unchanged/);
   }
 }, 60_000);
+afterAll(async () => {
+  await bank?.stop();
+});
 
 async function start(definition: string, input: unknown): Promise<string> {
   return ((await caller.client.startRun({ definition, input })).run as RunAnswer).id;
@@ -138,4 +152,21 @@ it("39.2 a2a step: cancelling the calling run while its remote question is pendi
   expect((await caller.client.cancelRun(run, "test")).outcome).toMatch(/cancel/);
   await remoteStatus(task, "cancelled");
   expect(((await caller.client.approvals({ run_id: run })).approvals as Item[]).length).toBe(0);
+}, 90_000);
+
+it("39.2 a2a step bad input: the remote question's schema (a Runway agent's request for input) is the inbox item's; an answer that does not fit it is refused invalid_input, one that fits reaches the remote tool", async () => {
+  const before = bank.counts().effects.confirm_charge ?? 0;
+  const run = await start("ask-charge", { account: "alice" });
+  const item = await itemOf(run);
+  const task = await taskOf(run);
+  expect(item).toMatchObject({ kind: "input", prompt: "Charge alice 5?", input: { task: { id: task } } });
+  expect(item.payload.requests).toEqual([{ key: "reply", message: "Charge alice 5?", schema: expect.objectContaining({ required: ["ok"] }) }]);
+  // Refused before anything is stored or sent: the item stays.
+  expect(await caller.client.decide(item.id, "approve", { payload: { ok: "yes" } })).toMatchObject({ outcome: "invalid_input" });
+  expect(((await caller.client.approvals({ run_id: run })).approvals as Item[]).map((i) => i.id)).toEqual([item.id]);
+  expect(await caller.client.decide(item.id, "approve", { payload: { ok: true, note: "checked" } })).toMatchObject({ outcome: "decided" });
+  const done = await caller.settled(run);
+  expect(done.status).toBe("succeeded");
+  expect(done.result).toMatchObject({ task, result: { account: "alice", amount: 5, note: "checked" } });
+  expect(bank.counts().effects.confirm_charge ?? 0).toBe(before + 1);
 }, 90_000);
