@@ -360,6 +360,7 @@ export class StepExecutor {
         tool: p.task.tool,
         requests: polled.requests,
         ...(polled.state !== undefined ? { state: polled.state } : {}),
+        task: { id: p.task.id, wire: p.task.wire },
       };
       await this.send({ kind: RUN_KIND, id: p.run }, event, `input/${p.task.key}/${p.attempt}/${p.lease_epoch}`);
       return;

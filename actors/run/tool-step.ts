@@ -202,6 +202,7 @@ async function parkForInput(
       tool,
       requests: called.requests,
       ...(called.state !== undefined ? { state: called.state } : {}),
+      ...(called.task ? { task: called.task } : {}),
     },
     `input/${key}/${request.attempt}/${request.lease_epoch}`,
   );

@@ -269,7 +269,7 @@ function questionOf(task: Task, agent: string, n: number): Question {
   const ask = message?.messageId || createHash("sha256").update(JSON.stringify(values)).digest("hex").slice(0, 32);
   const asked: Asked = { task: task.id, context: task.contextId, ask, n };
   const requests: ToolInputRequest[] = [{ key: REPLY, message: prompt.slice(0, MAX_QUESTION), schema }];
-  return { outcome: "input_required", requests, state: JSON.stringify(asked) };
+  return { outcome: "input_required", requests, state: JSON.stringify(asked), task: { id: task.id, wire: A2A_WIRE } };
 }
 
 /** The answer's schema a data part carries: its `schema`, or a Runway agent's one form's (`request.payload.requests[0].schema`). */

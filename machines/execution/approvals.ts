@@ -2,7 +2,7 @@ import { applyStepOp } from "../step/index.js";
 import { DEFAULT_WAIT_TIMEOUT_MS, resolveTemplate, type PlanNode } from "../workflow/index.js";
 import { holderOf, offer, parkAttempt } from "./attempts.js";
 import { abortAttempts, fail, publish, scopeOf, succeed, type Draft } from "./draft.js";
-import { approvalAt, gatePolicyOf, gateToken } from "./gates.js";
+import { approvalAt, gateArguments, gatePolicyOf, gateToken } from "./gates.js";
 import type { ApprovalState, ExecutionEvent, RunContext, RunError } from "./types.js";
 
 /**
@@ -106,7 +106,11 @@ export function onDecide(d: Draft, e: On<"approval.decide">): void {
     const responses = Object.fromEntries(
       requests.map((r) => [r.key, decision === "rejected" ? { action: "decline" } : { action: "accept", content: content(r.key) ?? {} }]),
     );
-    n.approval = { ...n.approval, input: { responses, ...(state !== undefined ? { state } : {}), round } };
+    n.approval = {
+      ...n.approval,
+      input: { responses, ...(state !== undefined ? { state } : {}), round },
+      ...(pending.arguments !== undefined ? { arguments: pending.arguments } : {}),
+    };
     return offer(d, d.byId.get(node)!, n, undefined);
   }
   if (pending.tool) {
@@ -184,9 +188,10 @@ export function onInput(d: Draft, e: On<"effect.input">): void {
     else delete n.intents;
   }
   const holder = holderOf(n, e.item);
-  const waited = holder?.task?.key === e.key ? holder.task : undefined;
-  if (waited) delete holder!.task;
-  const task = waited ? { server: waited.server, tool: waited.tool, id: waited.id, wire: waited.wire } : undefined;
+  if (holder?.task?.key === e.key) delete holder.task;
+  const task = e.task ? { server: e.server, tool: e.tool, id: e.task.id, wire: e.task.wire } : undefined;
+  // A gated call's remote task asks: its gate's arguments stay the call's (the answer's attempt passes the gate with them).
+  const passed = task ? gateArguments(d.run, e.node, e.server, e.tool) : undefined;
   const policy = gatePolicyOf(d.plan, node);
   const prior = n.approval;
   const round = (prior && "input" in prior && prior.input ? prior.input.round : 0) + 1;
@@ -203,6 +208,7 @@ export function onInput(d: Draft, e: On<"effect.input">): void {
     expires_at: d.now + (policy?.timeout_ms ?? DEFAULT_WAIT_TIMEOUT_MS),
     tool: { server: e.server, tool: e.tool },
     input: { requests, ...(e.state !== undefined ? { state: e.state } : {}), round, ...(task ? { task } : {}) },
+    ...(passed ? { arguments: passed.arguments } : {}),
   });
   parkStep(d, node, `${e.server}/${e.tool} waits for a person's input (${id})`);
 }

@@ -45,9 +45,20 @@ export function gatePolicyOf(plan: Plan, node: PlanNode): PlanToolGate | undefin
 /** The arguments an approved (or edited) gate lets this call be made with; undefined when it lets nothing. */
 export function openGate(run: RunContext | null | undefined, e: ExecutionEvent): { arguments: unknown } | undefined {
   if (e.type !== "effect.gate" || !run) return undefined;
-  const a = run.nodes[e.node]?.approval;
-  if ((a?.state !== "approved" && a?.state !== "edited") || a.id !== `${run.id}:${gateToken(e.node, e.server, e.tool)}`) return undefined;
-  return { arguments: a.arguments ?? null };
+  return gateArguments(run, e.node, e.server, e.tool);
+}
+
+/**
+ * The arguments the node's record lets its gated call of `server/tool` be made with: its gate's,
+ * approved or edited, or (the gate then gave them to it) an answered question of the call's
+ * remote task (an `a2a` node's `input-required`: the answer's call is the gated call going on).
+ */
+export function gateArguments(run: RunContext, node: string, server: string, tool: string): { arguments: unknown } | undefined {
+  const a = run.nodes[node]?.approval;
+  if (a?.state !== "approved" && a?.state !== "edited") return undefined;
+  if (a.id === `${run.id}:${gateToken(node, server, tool)}`) return { arguments: a.arguments ?? null };
+  const asked = a.input !== undefined && a.arguments !== undefined && a.id.startsWith(`${run.id}:${node}:input.${server}/${tool}.`);
+  return asked ? { arguments: a.arguments } : undefined;
 }
 
 /** The gated call may ask now: it is the node's own, under a policy, and its record is not there yet or pending. */
@@ -68,9 +79,8 @@ export function intentNeedsApproval(run: RunContext | null | undefined, e: Execu
   const node = e.plan.nodes.find((n) => n.id === e.node);
   if (!node || !gatedBy(gateRuleOf(e.plan, node, run), e.server, e.tool, e.class)) return false;
   if (!isOwnCall(node, e.server, e.tool)) return true;
-  const a = run.nodes[e.node]?.approval;
-  const open = (a?.state === "approved" || a?.state === "edited") && a.id === `${run.id}:${gateToken(e.node, e.server, e.tool)}`;
-  return !open || !jsonEqual(a.arguments ?? null, e.arguments ?? null);
+  const open = gateArguments(run, e.node, e.server, e.tool);
+  return !open || !jsonEqual(open.arguments ?? null, e.arguments ?? null);
 }
 
 /**

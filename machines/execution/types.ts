@@ -80,6 +80,8 @@ export type ApprovalState =
         /** The remote task that asks (an `a2a` node's, seen by its poll): cancelled if the run stops or nobody answers in time. */
         task?: { server: string; tool: string; id: string; wire: string };
       };
+      /** A remote task's question after a gated call: the arguments its gate let through, which the answer's call keeps. */
+      arguments?: unknown;
     }
   | {
       id: string;

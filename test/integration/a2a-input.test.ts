@@ -69,6 +69,14 @@ beforeAll(async () => {
     };
     expect((await caller.client.putDefinition(calls)).outcome).toMatch(/published|unchanged/);
   }
+  // The same call, gated: a person approves it before it is sent.
+  const gated = {
+    name: "ask-gate-gated",
+    approvals: { classes: ["idempotent"], prompt: "Call the gate agent?" },
+    nodes: [{ id: "call", kind: "a2a", agent: cards.gate, message: "${input}" }],
+    result: "${steps.call.output}",
+  };
+  expect((await caller.client.putDefinition(gated)).outcome).toMatch(/published|unchanged/);
 }, 60_000);
 afterAll(async () => {
   await bank?.stop();
@@ -169,4 +177,17 @@ it("39.2 a2a step bad input: the remote question's schema (a Runway agent's requ
   expect(done.status).toBe("succeeded");
   expect(done.result).toMatchObject({ task, result: { account: "alice", amount: 5, note: "checked" } });
   expect(bank.counts().effects.confirm_charge ?? 0).toBe(before + 1);
+}, 90_000);
+
+it("39.2 a2a step, gated: the call's approval, then the remote task's question; the answer's call keeps the approved arguments and the step succeeds", async () => {
+  const run = await start("ask-gate-gated", { release: "2.0" });
+  const gate = await itemOf(run);
+  expect(gate).toMatchObject({ kind: "tool", prompt: "Call the gate agent?" });
+  expect(await caller.client.decide(gate.id, "approve")).toMatchObject({ outcome: "decided" });
+  const question = await itemOf(run, gate.id);
+  expect(question).toMatchObject({ kind: "input", prompt: "Ship it?" });
+  expect(await caller.client.decide(question.id, "approve")).toMatchObject({ outcome: "decided" });
+  const done = await caller.settled(run);
+  expect(done.status).toBe("succeeded");
+  expect(done.result).toMatchObject({ result: { decision: "approved", payload: { release: "2.0" } } });
 }, 90_000);
