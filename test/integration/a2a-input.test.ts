@@ -77,6 +77,14 @@ beforeAll(async () => {
     result: "${steps.call.output}",
   };
   expect((await caller.client.putDefinition(gated)).outcome).toMatch(/published|unchanged/);
+  // A question nobody answers in time: the definition's policy gives requests for input their clock.
+  const hurried = {
+    name: "ask-gate-hurried",
+    approvals: { tools: ["nothing/gated"], timeout_ms: 1_500 },
+    nodes: [{ id: "call", kind: "a2a", agent: cards.gate, message: "${input}" }],
+    result: "${steps.call.output}",
+  };
+  expect((await caller.client.putDefinition(hurried)).outcome).toMatch(/published|unchanged/);
 }, 60_000);
 afterAll(async () => {
   await bank?.stop();
@@ -146,6 +154,7 @@ it("39.2 a2a step bad input: an answer the remote agent refuses is asked again w
   expect(await caller.client.decide(first.id, "approve", { payload: { wrong: 1 } })).toMatchObject({ outcome: "decided" });
   const second = await itemOf(run, first.id);
   expect(second.prompt).toMatch(/refused the answer \(a2a_/);
+  expect(second).toMatchObject({ kind: "input", input: { task: { id: task } } });
   expect(((await callee.client.getRun(task)).run as RunAnswer).status).toBe("waiting");
   expect(await caller.client.decide(second.id, "approve", { payload: { name: "Ada" } })).toMatchObject({ outcome: "decided" });
   const done = await caller.settled(run);
@@ -190,4 +199,14 @@ it("39.2 a2a step, gated: the call's approval, then the remote task's question; 
   const done = await caller.settled(run);
   expect(done.status).toBe("succeeded");
   expect(done.result).toMatchObject({ result: { decision: "approved", payload: { release: "2.0" } } });
+}, 90_000);
+
+it("39.2 a2a step: a remote question nobody answers in time expires: the step fails approval_expired and the remote task is cancelled", async () => {
+  const run = await start("ask-gate-hurried", { release: "3.0" });
+  await itemOf(run);
+  const task = await taskOf(run);
+  const done = await caller.settled(run);
+  expect(done.status).toBe("failed");
+  expect(done.nodes.call!.error?.code).toBe("approval_expired");
+  await remoteStatus(task, "cancelled");
 }, 90_000);
