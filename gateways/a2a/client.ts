@@ -145,7 +145,8 @@ export class A2ACaller {
    * cancels the task; an answer is a follow-up message on the task (its `taskId` and `contextId`),
    * its messageId derived from the effect key and the question, so a resend after a crash is the
    * same message. An agent that refuses the answer while its task still asks has the person asked
-   * again, told why; otherwise the task is waited on again.
+   * again, told why; a task that ended meanwhile ends the step as it ended; otherwise the task is
+   * waited on again.
    */
   private async answer(request: ToolCallRequest, client: Client, input: NonNullable<ToolCallRequest["input"]>): Promise<ToolCallOutcome> {
     const asked = askedOf(input.state);
@@ -177,7 +178,8 @@ export class A2ACaller {
       const task = await client
         .getTask(GetTaskRequest.fromJSON({ id: asked.task, historyLength: 0 }), { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) })
         .catch(() => undefined);
-      if (task?.status?.state !== TaskState.TASK_STATE_INPUT_REQUIRED) return failed;
+      // The task moved on meanwhile (answered at the agent, ended there): the step takes its end.
+      if (task?.status?.state !== TaskState.TASK_STATE_INPUT_REQUIRED) return (task && endOf(task)) ?? failed;
       const again = questionOf(task, request.tool, asked.n + 1);
       const why = `${request.tool} refused the answer (${failed.code}: ${failed.message.slice(0, 1_000)})`;
       return { ...again, requests: again.requests.map((r) => ({ ...r, message: `${why}\n${r.message}`.slice(0, MAX_QUESTION) })) };

@@ -210,3 +210,19 @@ it("39.2 a2a step: a remote question nobody answers in time expires: the step fa
   expect(done.nodes.call!.error?.code).toBe("approval_expired");
   await remoteStatus(task, "cancelled");
 }, 90_000);
+
+it("39.2 a2a step: a remote question answered at the remote agent meanwhile: the calling run's answer finds the task ended and the step takes its result", async () => {
+  const run = await start("ask-gate", { release: "4.0" });
+  const item = await itemOf(run);
+  const task = await taskOf(run);
+  const remote = await waitFor(async () => ((await callee.client.approvals({ run_id: task })).approvals as Item[])[0], {
+    timeoutMs: 30_000,
+    describe: "the remote run's own approval",
+  });
+  expect(await callee.client.decide(remote.id, "approve", { by: "bob" })).toMatchObject({ outcome: "decided" });
+  await remoteStatus(task, "succeeded");
+  expect(await caller.client.decide(item.id, "approve")).toMatchObject({ outcome: "decided" });
+  const done = await caller.settled(run);
+  expect(done.status).toBe("succeeded");
+  expect(done.result).toMatchObject({ task, result: { decision: "approved", by: "bob", payload: { release: "4.0" } } });
+}, 90_000);
