@@ -162,3 +162,23 @@ it("39.2 a2a step: the calling node SIGKILLed while the remote task's question w
   expect(remote.length).toBe(before + 1);
   expect(remote.find((r) => r.id === task)?.status).toBe("succeeded");
 }, 180_000);
+
+it("39.2 a2a step: the calling node SIGKILLed right after the remote question is answered (its follow-up sent or not): the remote task takes the answer once (a resend has the same messageId) and the step completes", async () => {
+  const before = (await runsOfB()).length;
+  const run = ((await apiA.startRun({ definition: "ask-hold", input: { ms: 1 } })).run as RunAnswer).id;
+  const task = await taskStarted(run);
+  const item = await waitFor(async () => ((await apiA.approvals({ run_id: run })).approvals as { id: string }[])[0], {
+    timeoutMs: 30_000,
+    describe: "the remote question in the calling run's inbox",
+  });
+  expect((await apiA.decide(item.id, "approve", { payload: { value: 7 } })).outcome).toBe("decided");
+  await callerNode.kill("SIGKILL");
+  callerNode = await caller();
+  const done = await finished(apiA, run);
+  expect(done.status).toBe("succeeded");
+  expect(done.result).toMatchObject({ task, result: { value: 7 } });
+  const remote = await runsOfB();
+  expect(remote.length).toBe(before + 1);
+  // The remote run was signalled once.
+  expect(((await apiB.runEvents(task)).events as { type: string }[]).filter((e) => e.type === "signal_received").length).toBe(1);
+}, 180_000);
