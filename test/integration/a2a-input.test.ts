@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { waitFor } from "../harness/index.js";
 import { startModernServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
+import { A2ACaller } from "../../gateways/index.js";
 import { workflowWorld, type RunAnswer } from "./workflow-support.js";
 
 /**
@@ -225,4 +226,30 @@ it("39.2 a2a step: a remote question answered at the remote agent meanwhile: the
   const done = await caller.settled(run);
   expect(done.status).toBe("succeeded");
   expect(done.result).toMatchObject({ task, result: { decision: "approved", by: "bob", payload: { release: "4.0" } } });
+}, 90_000);
+
+it("39.2 a2a step: the answer's follow-up message is keyed by the effect key and the question, so sending it twice (a retry after a crash) is taken once", async () => {
+  const run = await start("ask-hold", { order: 9 });
+  const item = (await itemOf(run)) as Item & { input: { state: string } };
+  const task = await taskOf(run);
+  const a2a = new A2ACaller();
+  const answer = () =>
+    a2a.call({
+      tenant: "t1",
+      server: "a2a:",
+      tool: cards.hold!,
+      arguments: { order: 9 },
+      key: `${run}:call:answer-twice`,
+      timeoutMs: 10_000,
+      signal: AbortSignal.timeout(10_000),
+      allowTask: true,
+      input: { responses: { reply: { action: "accept", content: { name: "Bo" } } }, state: item.input.state },
+    });
+  const first = await answer();
+  const second = await answer();
+  expect(first.outcome === "task" || first.outcome === "ok").toBe(true);
+  expect(second.outcome === "task" || second.outcome === "ok").toBe(true);
+  await remoteStatus(task, "succeeded");
+  expect(((await callee.client.runEvents(task)).events as { type: string }[]).filter((e) => e.type === "signal_received").length).toBe(1);
+  await caller.client.cancelRun(run, "done by hand");
 }, 90_000);
