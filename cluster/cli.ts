@@ -7,8 +7,8 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { constants, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { createLogger, type Logger } from "../runtime/index.js";
+import { connect, nkeyAuthenticator, type NatsConnection } from "@nats-io/transport-node";
+import { createLogger, type ConnectionConfig, type Logger } from "../runtime/index.js";
 import { machineDiagrams, TenantIdSchema } from "../machines/index.js";
 import { RunwayClient } from "./client.js";
 import { jsonFile, jsonObjectFlag, positiveInt } from "./cli-args.js";
@@ -23,7 +23,7 @@ import { agentsCommand, AGENTS_OPTIONS } from "./cli-agents.js";
 import { keysCommand, KEYS_OPTIONS } from "./cli-keys.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
-import { runCredsCommand } from "./creds/index.js";
+import { devCredentials, runCredsCommand } from "./creds/index.js";
 import type { EnvSetting } from "./env-setting.js";
 import { applyHelperThreads, describeHelpers, HELPER_THREADS } from "./helper-threads.js";
 import { applyV8Inlining, applyV8Tiering, V8_INLINING, V8_TIERING } from "./v8-flags.js";
@@ -33,15 +33,34 @@ const common = {
   servers: { type: "string" as const, default: process.env.RUNWAY_SERVERS ?? "nats://127.0.0.1:4222" },
   user: { type: "string" as const },
   pass: { type: "string" as const },
+  nkey: { type: "string" as const, default: process.env.RUNWAY_NKEY },
   tenant: { type: "string" as const, default: process.env.RUNWAY_TENANT ?? "demo" },
 };
+
+type ConnectionFlags = { servers?: string; user?: string; pass?: string; nkey?: string };
 
 /** The NATS URLs the command was pointed at, for the line that says it could not reach them. */
 let target: string | undefined;
 
-function connection(values: { servers?: string; user?: string; pass?: string }) {
+/** Where and as whom to connect: `--user`/`--pass`, or `--nkey FILE`, a seed file `runway creds` (or `runway dev`) wrote. */
+function connection(values: ConnectionFlags): ConnectionConfig {
   target = values.servers;
-  return { servers: (values.servers ?? "").split(","), ...(values.user ? { user: values.user, pass: values.pass ?? "" } : {}) };
+  return {
+    servers: (values.servers ?? "").split(","),
+    ...(values.user ? { user: values.user, pass: values.pass ?? "" } : {}),
+    ...(values.nkey ? { nkeySeed: seedFile(values.nkey) } : {}),
+  };
+}
+
+function seedFile(path: string): string {
+  let seed: string;
+  try {
+    seed = readFileSync(path, "utf8").trim();
+  } catch (err) {
+    throw new UsageError(`--nkey ${path}: cannot read it (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+  }
+  if (!/^SU[A-Z2-7]{56}$/.test(seed)) throw new UsageError(`--nkey ${path}: not a user NKey seed (a line starting SU, as \`runway creds\` writes)`);
+  return seed;
 }
 
 /** A tenant id by the API's own rule, refused here before anything is sent or started. */
@@ -87,18 +106,30 @@ async function dev(argv: string[]): Promise<void> {
   applyHelperThreads(settingOf(HELPER_THREADS));
   const logger = createLogger("dev");
   const stopper = stopOnSignals(logger);
-  const nats = await startEmbeddedNats(store);
+  const creds = devCredentials(store, store, tenant);
+  const nats = await startEmbeddedNats(store, { include: creds.include, seed: creds.nodeSeed });
   const node = await startRunwayNode({
-    connection: { servers: [nats.url] },
+    connection: { servers: [nats.url], nkeySeed: creds.nodeSeed },
     name: "dev",
     handlers: values.handlers ? values.handlers.split(",") : defaultHandlers(),
     http: { port: httpPort },
+    credentialsDir: creds.dir,
     logger,
   });
   await node.tenants.create(tenant);
   applyV8Tiering(tiering);
+  const exports = { RUNWAY_SERVERS: nats.url, NATS_URL: nats.url, ...creds.env };
   process.stdout.write(
-    `runway dev: NATS ${nats.url} (store ${store}); node "dev" serving; tenant "${tenant}"\n  A2A agents at ${node.httpUrl}/a2a/${tenant}/<agent>\n  export RUNWAY_SERVERS=${nats.url}\n`,
+    [
+      `runway dev: NATS ${nats.url} (store ${store}, credentials on); node "dev" serving; tenant "${tenant}"`,
+      `  A2A agents at ${node.httpUrl}/a2a/${tenant}/<agent>`,
+      `  operator key (nats micro, nats kv, ops commands): ${creds.operatorKey}`,
+      `  in another shell, to speak as tenant "${tenant}" (runway and nats CLIs):`,
+      `  export ${Object.entries(exports)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(" ")}`,
+      "",
+    ].join("\n"),
   );
   stopper.serve(async () => {
     try {
@@ -137,6 +168,7 @@ async function node(argv: string[]): Promise<void> {
       "http-host": { type: "string" },
       "ended-run-retention-ms": { type: "string" },
       "a2a-credentials": { type: "string", default: process.env.RUNWAY_A2A_CREDENTIALS },
+      "credentials-dir": { type: "string", default: process.env.RUNWAY_CREDENTIALS_DIR },
     },
   });
   const httpPort = values["http-port"] === undefined ? undefined : port("node", "--http-port", values["http-port"]);
@@ -164,6 +196,7 @@ async function node(argv: string[]): Promise<void> {
     ...(httpPort !== undefined ? { http: { port: httpPort, ...(values["http-host"] ? { host: values["http-host"] } : {}) } } : {}),
     ...(retention !== undefined ? { endedRunRetentionMs: retention } : {}),
     ...(a2aCredentials ? { a2a: { credentials: a2aCredentials } } : {}),
+    ...(values["credentials-dir"] ? { credentialsDir: values["credentials-dir"] } : {}),
     logger,
   });
   // Once it serves: a start runs much code once, and compiling it sooner only slows the start.
@@ -270,16 +303,14 @@ function parentOf(pid: number): number | undefined {
   return Number.isInteger(ppid) ? ppid : undefined;
 }
 
-async function withClient<T>(
-  values: { servers?: string; user?: string; pass?: string; tenant?: string },
-  body: (client: RunwayClient, nc: NatsConnection) => Promise<T>,
-): Promise<T> {
+async function withClient<T>(values: ConnectionFlags & { tenant?: string }, body: (client: RunwayClient, nc: NatsConnection) => Promise<T>): Promise<T> {
   const tenant = tenantId(values.tenant ?? "demo", "--tenant");
   let nc: NatsConnection;
+  const { nkeySeed, ...plain } = connection(values);
   try {
-    nc = await connect(connection(values));
+    nc = await connect({ ...plain, ...(nkeySeed ? { authenticator: nkeyAuthenticator(new TextEncoder().encode(nkeySeed)) } : {}) });
   } catch (err) {
-    throw connectFailure(err, values.servers ?? "", values.user);
+    throw connectFailure(err, values.servers ?? "", values.user, values.nkey);
   }
   try {
     return await body(new RunwayClient(nc, tenant), nc);
@@ -289,10 +320,7 @@ async function withClient<T>(
 }
 
 /** Checks `runway tenant <sub> …` and answers what it does once connected. */
-function tenantCommand(
-  sub: string | undefined,
-  rest: string[],
-): { values: { servers?: string; user?: string; pass?: string; tenant?: string }; act: (c: RunwayClient) => Promise<Done> } {
+function tenantCommand(sub: string | undefined, rest: string[]): { values: ConnectionFlags & { tenant?: string }; act: (c: RunwayClient) => Promise<Done> } {
   const { values, positionals } = parseArgs({
     args: rest,
     allowPositionals: true,

@@ -7,7 +7,7 @@ import type { ModelRequest, ModelResponse } from "../../machines/index.js";
  */
 export interface ModelPort {
   /** Never throws. Retries (rate limits, transient faults) are the gateway's; a failure here is final for this attempt. */
-  complete(tenant: string, model: string, request: ModelRequest, options: { signal: AbortSignal }): Promise<TurnOutcome>;
+  complete(tenant: string, model: string, request: ModelRequest, options: { signal: AbortSignal; onDelta?: (text: string) => void }): Promise<TurnOutcome>;
 }
 
 export type TurnOutcome = { outcome: "ok"; response: ModelResponse } | { outcome: "failed"; failure: { code: string; message: string } };

@@ -306,6 +306,15 @@ export class StepExecutor {
             const local = await dispatchToRun(this.deps.host, request.run, event, id);
             return local.outcome === "applied" ? local.value : undefined;
           },
+          gate: async (call) => {
+            const local = await dispatchToRun(
+              this.deps.host,
+              request.run,
+              { type: "effect.gate", ...fenceOf(request), ...call },
+              `gate/${request.run}/${request.node}/turn${call.turn}/${request.attempt}/${request.lease_epoch}`,
+            );
+            return local.outcome === "applied" ? local.value : undefined;
+          },
           callTool: (call) => this.callTool(request, key, call),
           receipt: async (receipt) => {
             const local = await dispatchToRun(
@@ -317,6 +326,7 @@ export class StepExecutor {
             return local.outcome === "applied" && local.value?.outcome === "recorded";
           },
           beat: () => this.heartbeat(ref),
+          delta: this.textDeltas(request),
           now: () => this.deps.now?.() ?? Date.now(),
         },
         request,
@@ -332,6 +342,28 @@ export class StepExecutor {
       clearTimeout(timer);
       clearInterval(beats);
     }
+  }
+
+  /**
+   * `text_delta`: each piece of text a model streams during an agent's turn, published live (like
+   * `step_started`, never journaled: the turn's stored response holds the whole text). `seq`
+   * counts the attempt's pieces, so a follower sees a gap; a retried request streams its turn again.
+   */
+  private textDeltas(r: ExecuteRequest): (turn: number, text: string) => void {
+    const subject = `rw.evt.${r.tenant}.${r.root}.${r.run}.text_delta`;
+    let seq = 0;
+    return (turn, text) =>
+      this.deps.host.events.publish(subject, {
+        type: "text_delta",
+        run: r.run,
+        tenant: r.tenant,
+        at: this.deps.now?.() ?? Date.now(),
+        node: r.node,
+        attempt: r.attempt,
+        turn,
+        seq: seq++,
+        text,
+      });
   }
 
   /**

@@ -41,6 +41,11 @@ export interface ToolCall {
   arguments: unknown;
   /** The call's effect key when its caller builds it (an agent's: its turn is part of it); else `effectKey` of the step. */
   key?: string;
+  /**
+   * An agent's gated call a person approved (or edited) in this turn: its arguments are the
+   * decision's, so it asks no gate; its intent names the turn and the run checks the decision again.
+   */
+  approved_turn?: number;
 }
 
 /**
@@ -91,6 +96,7 @@ async function gateCall(
 ): Promise<{ arguments: unknown; gated: boolean } | { answer: ToolAnswer }> {
   const { server, tool } = call;
   let args = call.arguments ?? null;
+  if (call.approved_turn !== undefined) return { arguments: args, gated: true };
   const own = request.tool?.server === server && request.tool.tool === tool;
   const decided = own ? await deps.decided?.(request.node, server, tool) : undefined;
   if (decided?.decision === "rejected" || decided?.decision === "expired") return { answer: { outcome: "failed", error: notMade(decided) } };
@@ -131,7 +137,7 @@ export async function callThroughJournal(
   const charged = await chargeFor(deps, request, found.cost_cents ?? 0);
   if (charged.outcome === "unavailable")
     return { answer: { outcome: "failed", error: { code: "metering_unavailable", message: charged.detail, retryable: true } } };
-  const asked = await recordIntent(deps, request, { server, tool, key }, found, args, charged);
+  const asked = await recordIntent(deps, request, { server, tool, key }, found, args, charged, call.approved_turn);
   if (asked?.outcome === "observed") return { answer: fromClaim(asked.value) };
   if (asked?.outcome === "needs_approval") return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
   if (asked?.outcome === "lookup") {
@@ -166,7 +172,15 @@ type Called = Awaited<ReturnType<ToolStepDeps["tools"]["call"]>>;
 type Target = { server: string; tool: string; key: string };
 
 /** The call's intent, recorded in the run under the attempt's fence, with its price and the meter's verdict. */
-function recordIntent(deps: ToolStepDeps, request: ExecuteRequest, { server, tool, key }: Target, found: Found, args: unknown, charged: Charge) {
+function recordIntent(
+  deps: ToolStepDeps,
+  request: ExecuteRequest,
+  { server, tool, key }: Target,
+  found: Found,
+  args: unknown,
+  charged: Charge,
+  approvedTurn: number | undefined,
+) {
   return deps.ask(
     request,
     {
@@ -180,6 +194,7 @@ function recordIntent(deps: ToolStepDeps, request: ExecuteRequest, { server, too
       arguments: args,
       ...(charged.outcome === "charged" && found.cost_cents ? { cost_cents: found.cost_cents } : {}),
       ...(charged.outcome === "budget_exhausted" ? { budget_exhausted: `${charged.spent_cents} of ${charged.ceiling_cents} cents spent` } : {}),
+      ...(approvedTurn !== undefined ? { gate_turn: approvedTurn } : {}),
     },
     `intent/${key}/${request.attempt}/${request.lease_epoch}`,
   );

@@ -32,7 +32,7 @@ import { getInboxItem, runIdFor, startKey, tenantOfRun, type DefinitionStore, ty
 import type { RunService } from "../api/run-service.js";
 import { decisionRefusal } from "../api/callers.js";
 import type { ExposedAgent } from "./agents.js";
-import { inputOf, statusTime, TERMINAL_STATES, taskOf, type TaskRecord, type TaskRecords } from "./tasks.js";
+import { inputOf, statusTime, TERMINAL_STATES, taskOf, textPart, type TaskRecord, type TaskRecords } from "./tasks.js";
 import { runChanges } from "./watch.js";
 
 export interface A2aDeps {
@@ -357,7 +357,26 @@ export class AgentHandler implements A2ARequestHandler {
   private async *updates(from: Read, signal: AbortSignal): AsyncGenerator<StreamResponse, void, undefined> {
     let last = from.task;
     const id = last.id;
-    for await (const _ of runChanges(this.deps, this.tenant, id, { pollMs: this.deps.pollMs ?? 1_000, signal })) {
+    const streamed = new Set<string>();
+    for await (const change of runChanges(this.deps, this.tenant, id, { pollMs: this.deps.pollMs ?? 1_000, signal, text: true })) {
+      if (change.kind === "text") {
+        // A live token: an artifact per turn of each agent attempt, its pieces appended in order.
+        const artifactId = `text/${change.node}/${change.attempt}/${change.turn}`;
+        const append = streamed.has(artifactId);
+        streamed.add(artifactId);
+        const artifact = {
+          artifactId,
+          name: `${change.node} (turn ${change.turn})`,
+          description: "text as the model streams it",
+          parts: [textPart(change.text)],
+          metadata: undefined,
+          extensions: [],
+        };
+        yield {
+          payload: { $case: "artifactUpdate", value: { taskId: id, contextId: last.contextId, artifact, append, lastChunk: false, metadata: undefined } },
+        };
+        continue;
+      }
       const now = (await this.read(id, from.record)).task;
       const state = now.status!.state;
       for (const artifact of now.artifacts) {

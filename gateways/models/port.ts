@@ -14,7 +14,12 @@ export function modelPortOf(store: Pick<ModelStore, "provider">, retry: RetryDep
   // One adapter per stored record: a changed record is a new object, so its adapter is made again.
   const adapters = new WeakMap<ModelProviderRecord, ModelProvider>();
   return {
-    async complete(tenant: string, model: string, request: ModelRequest, options: { signal: AbortSignal }): Promise<TurnOutcome> {
+    async complete(
+      tenant: string,
+      model: string,
+      request: ModelRequest,
+      options: { signal: AbortSignal; onDelta?: (text: string) => void },
+    ): Promise<TurnOutcome> {
       const slash = model.indexOf("/");
       const name = slash > 0 ? model.slice(0, slash) : model;
       const record = await store.provider(tenant, name).catch(() => undefined);

@@ -91,10 +91,13 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     budget_exhausted: z.string().max(500).optional(),
     /** An agent's model turn (server: `model`, tool: `<provider>/<model>`): not a tool call, so no tool-call ceiling counts it and no gate holds it. */
     turn: z.literal(true).optional(),
+    /** An agent's gated call a person approved in turn `gate_turn`: the run lets it through only with exactly the decision's arguments. */
+    gate_turn: z.number().int().nonnegative().max(1_000_000).optional(),
   }),
   /**
    * A tool node's call of a gated tool, before its key, charge and intent: the run answers from
-   * the call's approval record (filing it, and parking the step, when there is none yet).
+   * the call's approval record (filing it, and parking the step, when there is none yet). `turn`:
+   * an agent's gated proposal, made in that model turn (its record is the turn's, see `gates.ts`).
    */
   z.object({
     type: z.literal("effect.gate"),
@@ -103,6 +106,7 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     tool: z.string().min(1).max(200),
     class: z.enum(["read_only", "idempotent", "non_idempotent"]),
     arguments: z.unknown(),
+    turn: z.number().int().nonnegative().max(1_000_000).optional(),
   }),
   /**
    * The server answered the call `input_required` (MCP 2026-07-28 MRTR): nothing happened. The
@@ -192,8 +196,8 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
   }),
   /**
    * A person decides an approval: approve (its payload goes on), edit (theirs does), reject.
-   * `node`: the approval's id after `<run>:` (an approval node's id, `(admission)`, or a gated
-   * call's `<node>:approval.<server>/<tool>`).
+   * `node`: the approval's id after `<run>:` (an approval node's id, `(admission)`, a gated
+   * call's `<node>:approval.<server>/<tool>`, or an agent's gated proposal's `<node>:turn<i>:approval.<server>/<tool>`).
    */
   z.object({
     type: z.literal("approval.decide"),

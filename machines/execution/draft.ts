@@ -96,6 +96,8 @@ export type RunAnswer =
   | { outcome: "reconcile" }
   | { outcome: "in_flight" | "needs_approval" | "limit_reached" | "budget_exhausted" | "parked" | "waiting" | "let_finish" }
   | { outcome: "approved"; arguments: unknown }
+  /** An agent's gated proposal a person rejected: the model is told so (as the call's result) and goes on. */
+  | { outcome: "rejected"; by: string | null; reason?: string }
   | { outcome: "awaiting_approval"; approval: string };
 
 /** A counter the machine alone can see, counted by the node (its metrics channel). */

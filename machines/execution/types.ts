@@ -170,6 +170,8 @@ export interface NodeRun extends Omit<ItemRun, "step"> {
   partial_reason?: string;
   /** An approval node: its request while a person decides, then how it was decided. */
   approval?: ApprovalState;
+  /** An agent node's attempts parked on its gated proposals' approvals: each is given back to its retries. */
+  parks?: number;
   /**
    * Map nodes under expansion admission: asked of the tenant (`pending`), admitted (its items
    * count against the tenant's active descendants); given back (and forgotten) once the node settled.

@@ -147,6 +147,8 @@ const INTERNAL = new Set<string>([
   "illegal_transition",
   "not_before",
   "approved",
+  // an agent's gated proposal a person rejected: the loop tells the model, never sent on
+  "rejected",
   "observed",
   "in_flight",
   "let_finish",
