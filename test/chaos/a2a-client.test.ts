@@ -163,7 +163,7 @@ it("39.2 a2a step: the calling node SIGKILLed while the remote task's question w
   expect(remote.find((r) => r.id === task)?.status).toBe("succeeded");
 }, 180_000);
 
-it("39.2 a2a step: the calling node SIGKILLed right after the remote question is answered (its follow-up sent or not): the remote task takes the answer once (a resend has the same messageId) and the step completes", async () => {
+it("39.2 a2a step: the calling node SIGKILLed right after the remote question is answered (its follow-up sent or not): the answer's attempt is made again with the answer, the person is not asked again, the remote task takes it once (a resend has the same messageId) and the step completes", async () => {
   const before = (await runsOfB()).length;
   const run = ((await apiA.startRun({ definition: "ask-hold", input: { ms: 1 } })).run as RunAnswer).id;
   const task = await taskStarted(run);
@@ -181,4 +181,6 @@ it("39.2 a2a step: the calling node SIGKILLed right after the remote question is
   expect(remote.length).toBe(before + 1);
   // The remote run was signalled once.
   expect(((await apiB.runEvents(task)).events as { type: string }[]).filter((e) => e.type === "signal_received").length).toBe(1);
+  // The person was asked once: an answering attempt lost with its node is made again with the answer.
+  expect(((await apiA.runEvents(run)).events as { type: string }[]).filter((e) => e.type === "input_requested").length).toBe(1);
 }, 180_000);
