@@ -149,7 +149,7 @@ export async function callThroughJournal(
   } else if (asked?.outcome !== "recorded" && asked?.outcome !== "reconcile")
     return { answer: { outcome: "stopped", reason: asked?.outcome ?? "not_decided_here" } };
   // A person's answers to the tool's request for input (a lost attempt's call is made again with them too).
-  const answers = asked?.outcome === "recorded" || asked?.outcome === "reconcile" ? asked.input : undefined;
+  const answers = asked?.outcome === "recorded" || asked?.outcome === "reconcile" || asked?.outcome === "lookup" ? asked.input : undefined;
   const called = await deps.tools.call({
     tenant: request.tenant,
     server,

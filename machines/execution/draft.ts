@@ -92,7 +92,7 @@ export type RunAnswer =
   /** A completed claim: its stored response, no call. */
   | { outcome: "observed"; value: unknown }
   /** An earlier attempt's call, outcome unknown: ask the server's lookup tool, or reconcile. */
-  | { outcome: "lookup"; tool: string }
+  | { outcome: "lookup"; tool: string; input?: { responses: Record<string, unknown>; state?: string } }
   /** Call again (the same key): with a person's answers when the lost attempt's call carried them. */
   | { outcome: "reconcile"; input?: { responses: Record<string, unknown>; state?: string } }
   | { outcome: "in_flight" | "needs_approval" | "limit_reached" | "budget_exhausted" | "parked" | "waiting" | "let_finish" }

@@ -87,7 +87,7 @@ export function onIntent(d: Draft, e: On<"effect.intent">): void {
       class: e.class,
       ...(asks ? { lookup: asks } : {}),
     });
-    d.effects.push({ type: "runway.answer", value: asks ? { outcome: "lookup", tool: asks } : { outcome: "reconcile", ...input } });
+    d.effects.push({ type: "runway.answer", value: asks ? { outcome: "lookup", tool: asks, ...input } : { outcome: "reconcile", ...input } });
     return;
   }
   d.effects.push({
