@@ -253,6 +253,8 @@ function endOf(task: Task): ToolResultOutcome | undefined {
 
 /** A question's text is at most this long (the run's request for input keeps 4 KiB). */
 const MAX_QUESTION = 4_096;
+/** A question's answer schema is kept up to this many characters of JSON. */
+const MAX_SCHEMA = 16_384;
 
 /**
  * A remote task in `input-required` as a request for a person: its status message's text parts
@@ -266,7 +268,9 @@ function questionOf(task: Task, agent: string, n: number): Question {
   const text = values.filter((v): v is string => typeof v === "string").join("\n");
   const data = values.filter(isRecord);
   const prompt = text || (data.length > 0 ? JSON.stringify(data.length === 1 ? data[0] : data) : `${agent} asks for input`);
-  const schema = data.map(schemaIn).find((x) => x !== undefined) ?? {};
+  const found = data.map(schemaIn).find((x) => x !== undefined);
+  // A schema past its bound is not kept (any answer then; the agent still checks its own).
+  const schema = found && JSON.stringify(found).length <= MAX_SCHEMA ? found : {};
   // The question's identity: its message's id, or (none) its content.
   const ask = message?.messageId || createHash("sha256").update(JSON.stringify(values)).digest("hex").slice(0, 32);
   const asked: Asked = { task: task.id, context: task.contextId, ask, n };
