@@ -2,6 +2,8 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { waitFor } from "../harness/index.js";
 import { startModernServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
 import { A2ACaller } from "../../gateways/index.js";
+import { SendMessageRequest, TaskState, type Task } from "@a2a-js/sdk";
+import { ClientFactory } from "@a2a-js/sdk/client";
 import { workflowWorld, type RunAnswer } from "./workflow-support.js";
 
 /**
@@ -12,7 +14,7 @@ import { workflowWorld, type RunAnswer } from "./workflow-support.js";
  * for input becomes an inbox item of the calling run.
  */
 const callee = workflowWorld({ name: "a2a-callee", http: { port: 0 } });
-const caller = workflowWorld({ name: "a2a-caller" });
+const caller = workflowWorld({ name: "a2a-caller", http: { port: 0 } });
 
 type Item = {
   id: string;
@@ -252,4 +254,24 @@ it("39.2 a2a step: the answer's follow-up message is keyed by the effect key and
   await remoteStatus(task, "succeeded");
   expect(((await callee.client.runEvents(task)).events as { type: string }[]).filter((e) => e.type === "signal_received").length).toBe(1);
   await caller.client.cancelRun(run, "done by hand");
+}, 90_000);
+
+it("39.2 a2a steps in a chain: an A2A client of the calling deployment's agent sees the remote agent's question as its own task's input-required, and its follow-up answers it through both", async () => {
+  expect((await caller.client.exposeAgent({ definition: "ask-gate", public: true })).outcome).toBe("exposed");
+  const client = await new ClientFactory().createFromUrl(`${caller.node.httpUrl!}/a2a/t1/ask-gate/`);
+  const send = (parts: unknown[], taskId?: string) =>
+    client.sendMessage(
+      SendMessageRequest.fromJSON({
+        message: { messageId: `chain-${Date.now()}-${Math.random()}`, role: "ROLE_USER", ...(taskId ? { taskId } : {}), parts },
+        configuration: { returnImmediately: false },
+      }),
+    );
+  const asked = (await send([{ data: { release: "5.0" } }])) as Task;
+  expect(asked.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+  expect(asked.status?.message?.parts[0]!.content).toEqual({ $case: "text", value: "Ship it?" });
+  const done = (await send([{ text: "yes, ship it" }], asked.id)) as Task;
+  expect(done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+  const outer = await caller.settled(asked.id);
+  expect(outer.status).toBe("succeeded");
+  expect(outer.result).toMatchObject({ result: { decision: "approved", payload: { release: "5.0" } } });
 }, 90_000);
