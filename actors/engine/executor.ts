@@ -14,6 +14,9 @@ import {
   type BoundedRef,
   type ToolAnswer,
   type ToolCall,
+  attemptSpan,
+  toolSpan,
+  type SpanSink,
 } from "../run/index.js";
 import type { UsageMeter } from "../tenant/index.js";
 import { answerOf, jsonBytes, type ActorHost, type Dispatched, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../../runtime/index.js";
@@ -94,6 +97,8 @@ export class StepExecutor {
       meter?: UsageMeter;
       /** Wraps the report path (see {@link StepReport}); production passes none. */
       decorateReport?(report: StepReport): StepReport;
+      /** Tracing on: each attempt's and tool call's span goes here when it ends (absent: nothing is timed). */
+      spans?: SpanSink;
     },
   ) {
     const report: StepReport = (address, event, id) => this.report(address, event, id);
@@ -257,7 +262,10 @@ export class StepExecutor {
   }
 
   private async run(request: ExecuteRequest, key: string): Promise<void> {
+    const spans = this.deps.spans;
+    const began = spans ? Date.now() : 0;
     const event = request.tool ? await this.runTool(request, key) : await this.runHandler(request, key);
+    if (spans) spans.emit(attemptSpan(request, began, Date.now(), event));
     this.deps.onReturned?.(request);
     if (!event) return;
     if (request.item !== undefined) event.item = request.item;
@@ -338,6 +346,16 @@ export class StepExecutor {
   }
 
   private callTool(request: ExecuteRequest, key: string, call: ToolCall): Promise<{ answer: ToolAnswer; receipt?: Receipt }> {
+    const spans = this.deps.spans;
+    if (!spans) return this.callToolUntraced(request, key, call);
+    const began = Date.now();
+    return this.callToolUntraced(request, key, call).then((r) => {
+      spans.emit(toolSpan(request, call, began, Date.now(), r.answer));
+      return r;
+    });
+  }
+
+  private callToolUntraced(request: ExecuteRequest, key: string, call: ToolCall): Promise<{ answer: ToolAnswer; receipt?: Receipt }> {
     const replay = request.replay_of ? this.deps.replay?.of(request.replay_of, request.run) : undefined;
     const tools = request.replay_of ? replay : this.deps.tools;
     if (!tools)
