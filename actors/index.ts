@@ -52,3 +52,4 @@ export {
   type HeartbeatOutcome,
   type StepReport,
 } from "./engine/index.js";
+export { type ModelPort, type TurnOutcome, type TurnRequest } from "./agent/index.js";

@@ -41,7 +41,7 @@ export const COMMANDS: readonly CommandHelp[] = [
     summary: "Runs one node of a cluster against a NATS server; it drains and exits 0 on SIGTERM or SIGINT.",
     forms: [
       [
-        "node --name N [--servers URL,…] [--handlers a.ts,…] [--threads 2] [--replicas 1] [--lease-ttl-ms 10000] [--metrics-port P] [--http-port P] [--http-host H] [--ended-run-retention-ms 604800000]",
+        "node --name N [--servers URL,…] [--handlers a.ts,…] [--threads 2] [--replicas 1] [--lease-ttl-ms 10000] [--metrics-port P] [--http-port P] [--http-host H] [--ended-run-retention-ms 604800000] [--a2a-credentials FILE]",
       ],
     ],
     options: [
@@ -53,6 +53,7 @@ export const COMMANDS: readonly CommandHelp[] = [
       ["--metrics-port P", "serve Prometheus metrics on this port"],
       ["--http-port P / --http-host H", "serve the A2A agents over HTTP on this port (host default 127.0.0.1)"],
       ["--ended-run-retention-ms MS", "how long an ended run's record is kept whole (at least 1000; default 604800000)"],
+      ["--a2a-credentials FILE", 'bearer tokens of the remote A2A agents `a2a` nodes call: {"<tenant>/<auth>": "<token>"} (env RUNWAY_A2A_CREDENTIALS)'],
     ],
     example: ["runway node --name n1 --servers nats://10.0.0.5:4222 --handlers ./handlers.ts"],
     connects: "nats",
@@ -248,7 +249,7 @@ export const COMMANDS: readonly CommandHelp[] = [
       "Writes NATS credentials and the server's authorization config: an account per tenant, operators and nodes with their own keys (docs/security.md).",
     forms: [
       [
-        "creds init --dir DIR [--tenant T]… [--user T:NAME]… [--operator NAME]… [--admin NAME]… [--node NAME]… [--server-config FILE]",
+        "creds init --dir DIR [--tenant T]… [--user T:NAME[:GROUP,…]]… [--operator NAME]… [--admin NAME]… [--node NAME]… [--server-config FILE]",
         "exactly these identities: seeds made or kept, any other revoked",
       ],
       ["creds add|revoke --dir DIR [same identity flags]", "adds or revokes the identities named"],
@@ -256,7 +257,10 @@ export const COMMANDS: readonly CommandHelp[] = [
     ],
     options: [
       ["--dir DIR", "where the seeds, identities.json and the auth config live"],
-      ["--tenant T / --user T:NAME", "a tenant's account (and its first key) / another key of tenant T"],
+      [
+        "--tenant T / --user T:NAME[:GROUP,…]",
+        "a tenant's account (and its first key) / another key of tenant T, with the reviewer groups whose approvals it may decide",
+      ],
       ["--operator NAME / --admin NAME / --node NAME", "an operator (API, ops, reads), an admin (repairs), a node (the service)"],
       ["--server-config FILE", "also write the include line into this nats-server config; reload the server after (twice after adding a tenant)"],
     ],

@@ -108,6 +108,19 @@ async function dev(argv: string[]): Promise<void> {
   });
 }
 
+/** `--a2a-credentials FILE`: a JSON object of bearer tokens by `<tenant>/<auth name>` (docs/a2a.md#calling-remote-agents). */
+function credentialsFile(path: string): Record<string, string> {
+  const read = jsonFile("node", path);
+  const out: Record<string, string> = {};
+  if (typeof read !== "object" || read === null || Array.isArray(read)) throw new UsageError(`${path}: a JSON object of tokens by "<tenant>/<name>"`, "node");
+  for (const [key, token] of Object.entries(read)) {
+    if (!/^[^/\s]+\/[A-Za-z0-9_.-]{1,64}$/.test(key) || typeof token !== "string" || token === "")
+      throw new UsageError(`${path}: ${JSON.stringify(key)} is not "<tenant>/<name>": "<token>"`, "node");
+    out[key] = token;
+  }
+  return out;
+}
+
 async function node(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
@@ -122,9 +135,11 @@ async function node(argv: string[]): Promise<void> {
       "http-port": { type: "string" },
       "http-host": { type: "string" },
       "ended-run-retention-ms": { type: "string" },
+      "a2a-credentials": { type: "string", default: process.env.RUNWAY_A2A_CREDENTIALS },
     },
   });
   const httpPort = values["http-port"] === undefined ? undefined : port("node", "--http-port", values["http-port"]);
+  const a2aCredentials = values["a2a-credentials"] ? credentialsFile(values["a2a-credentials"]) : undefined;
   if (!values.name) throw new UsageError("node needs --name", "node");
   const retention = values["ended-run-retention-ms"] === undefined ? undefined : Number(values["ended-run-retention-ms"]);
   if (retention !== undefined && !(Number.isInteger(retention) && retention >= 1_000))
@@ -146,6 +161,7 @@ async function node(argv: string[]): Promise<void> {
     ...(values["metrics-port"] ? { metricsPort: Number(values["metrics-port"]) } : {}),
     ...(httpPort !== undefined ? { http: { port: httpPort, ...(values["http-host"] ? { host: values["http-host"] } : {}) } } : {}),
     ...(retention !== undefined ? { endedRunRetentionMs: retention } : {}),
+    ...(a2aCredentials ? { a2a: { credentials: a2aCredentials } } : {}),
     logger,
   });
   // Once it serves: a start runs much code once, and compiling it sooner only slows the start.

@@ -25,6 +25,16 @@ export interface RunwayNodeConfig {
    * name (default `http://<host>:<port>`).
    */
   http?: { port: number; host?: string; publicUrl?: string };
+  /**
+   * A `runway creds` directory, when the deployment runs with credentials on: a request a tenant's
+   * key sends is answered as that key (initiator, decider, lane; docs/security.md).
+   */
+  credentialsDir?: string;
+  /**
+   * The A2A client of `a2a` nodes: `credentials` are the bearer tokens of the remote agents this
+   * node's runs call, by `<tenant>/<auth name>` (a node's `auth` names one; docs/a2a.md#calling-remote-agents).
+   */
+  a2a?: { credentials?: Readonly<Record<string, string>> };
   /** Serve Prometheus text metrics on http://127.0.0.1:<port>/metrics. */
   metricsPort?: number;
   /** Fair scheduler settings (worker slots, interactive reserve, migration cap, aging); `false` leases at once. */

@@ -20,8 +20,11 @@ import {
   tenantActor,
 } from "../actors/index.js";
 import {
+  modelPortOf,
+  A2ACaller,
   RunService,
   ScheduleFirer,
+  withA2A,
   ScheduleService,
   ScheduleStore,
   TenantService,
@@ -287,7 +290,10 @@ export function enginePart(config: RunwayNodeConfig, deps: StageDeps, tools: Too
     onDone: (r) => dispatcher?.done(r.ticket),
     onReturned: (r) => dispatcher?.free(r.ticket),
     now: () => clock.now(),
-    tools: tools.gateway,
+    // `a2a` nodes' calls go to the A2A client; every other tool call to the MCP gateway.
+    tools: withA2A(tools.gateway, new A2ACaller({ ...(config.a2a?.credentials ? { credentials: config.a2a.credentials } : {}), now: () => clock.now() })),
+    // The model store starts in its own stage: read through `parts` at each call.
+    models: modelPortOf({ provider: (tenant, name) => deps.parts.models?.provider(tenant, name) ?? Promise.resolve(undefined) }),
     replay: new ReplayTools(self().nc, self().topology.partitions),
     meter: new UsageMeter(self().nc),
     ...(config.decorate?.report ? { decorateReport: config.decorate.report } : {}),

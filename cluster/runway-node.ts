@@ -19,6 +19,7 @@ import {
 } from "../gateways/index.js";
 import { createLogger, startNode, systemClock, type MicroService, type RunwayNode, type Stage } from "../runtime/index.js";
 import type { RunwayNodeConfig, RunwayWorkflowNode } from "./node-config.js";
+import { callerDirectory } from "./creds/index.js";
 import {
   schedulesPart,
   decorateLocal,
@@ -206,6 +207,7 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
           keys: parts.keys!,
           replays: new RunReplays({ nc: self().nc, partitions: self().topology.partitions, runs }),
           agents: new AgentStore(self().nc),
+          ...(config.credentialsDir ? { callers: callerDirectory(config.credentialsDir, () => clock.now()) } : {}),
           now: () => clock.now(),
         });
       },

@@ -65,7 +65,14 @@ export function mermaidOf(machine: AnyStateMachine): string {
         for (let i = 0; i < names.length; i += PER_LINE) lines.push(`    ${i === 0 ? "accepts: " : "  "}${names.slice(i, i + PER_LINE).join(", ")}`);
         lines.push("  end note");
       }
-      if (Object.keys(child.states).length > 0) walk(child);
+      if (Object.keys(child.states).length > 0) {
+        // A compound state is drawn as a composite: its children inside it, its own note outside.
+        lines.push(`  state ${id(child)} {`);
+        const inner = (child as NodeLike & { config?: { initial?: string } }).config?.initial;
+        if (inner && child.states[inner]) lines.push(`  [*] --> ${id(child.states[inner]!)}`);
+        walk(child);
+        lines.push("  }");
+      }
     }
   };
   walk(root);

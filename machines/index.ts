@@ -9,8 +9,10 @@ export {
   ToolServerNameSchema,
   SignalNameSchema,
   validateAgainstSchema,
+  a2aAuthOf,
   PlanSchema,
   type Plan,
+  type PlanAgent,
   type CompileError,
 } from "./workflow/index.js";
 export {

@@ -34,3 +34,4 @@ export { rawRequest } from "./nats/requests.js";
 export { sentHeaders } from "./nats/headers.js";
 export { eventLoopSpin, SPIN_OFF, type SpinPolicy } from "./event-loop-spin.js";
 export type { Stage } from "./lifecycle.js";
+export { WatchedBucket } from "./store/watched-bucket.js";

@@ -19,6 +19,7 @@ import {
   type SpanSink,
 } from "../run/index.js";
 import type { UsageMeter } from "../tenant/index.js";
+import { runAgent, type ModelPort } from "../agent/index.js";
 import { answerOf, jsonBytes, type ActorHost, type Dispatched, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../../runtime/index.js";
 
 /** The object store of step results over the inline bound, kept by reference. */
@@ -93,6 +94,8 @@ export class StepExecutor {
       tools?: ToolPort;
       /** Answers a replay's calls from its original run's receipts (absent: a replay's calls fail). */
       replay?: ReplayTools;
+      /** The model gateway agent nodes call (absent: they fail `model_gateway_unavailable`). */
+      models?: ModelPort;
       /** Charges priced tool calls (absent: a priced call fails `metering_unavailable`). */
       meter?: UsageMeter;
       /** Wraps the report path (see {@link StepReport}); production passes none. */
@@ -163,7 +166,7 @@ export class StepExecutor {
   abort(request: AbortRequest): void {
     for (const a of request.attempts) {
       // An attempt waiting on an MCP task runs on the tool server: ask it to stop.
-      if (a.task) void this.deps.tools?.cancelTask(tenantOfRun(request.run) ?? "", a.task.server, a.task.id, a.task.wire).catch(() => undefined);
+      if (a.task) void this.deps.tools?.cancelTask(tenantOfRun(request.run) ?? "", a.task.server, a.task.id, a.task.wire, a.task.tool).catch(() => undefined);
       const key = `${request.run}/${stepIdOf({ node: a.node, ...(a.item !== undefined ? { item: a.item } : {}) })}/${a.attempt}/${a.lease_epoch}`;
       this.abortKey(key, request.reason);
     }
@@ -264,7 +267,7 @@ export class StepExecutor {
   private async run(request: ExecuteRequest, key: string): Promise<void> {
     const spans = this.deps.spans;
     const began = spans ? Date.now() : 0;
-    const event = request.tool ? await this.runTool(request, key) : await this.runHandler(request, key);
+    const event = request.agent ? await this.runAgentStep(request, key) : request.tool ? await this.runTool(request, key) : await this.runHandler(request, key);
     if (spans) spans.emit(attemptSpan(request, began, Date.now(), event));
     this.deps.onReturned?.(request);
     if (!event) return;
@@ -284,6 +287,62 @@ export class StepExecutor {
   }
 
   /**
+   * An agent node's attempt: its model loop runs here, on the node (I/O, no worker thread), each
+   * turn and each tool call journaled through the run (see `runAgent`). Its lease is kept alive
+   * while it runs. Its result, or none when the run refused or held it.
+   */
+  private async runAgentStep(request: ExecuteRequest, key: string): Promise<Record<string, unknown> | undefined> {
+    const fence = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch };
+    const models = this.deps.models;
+    const tools = this.deps.tools;
+    if (!models || !tools || request.replay_of) {
+      const message = request.replay_of ? "a replay of an agent node is not supported yet" : "this node has no model or tool gateway";
+      return { ...fence, outcome: "failed", error: { code: "model_gateway_unavailable", message, retryable: !request.replay_of } };
+    }
+    const stop = this.stops.get(key)!;
+    const timer = setTimeout(() => this.abortKey(key, "timeout"), request.timeout_ms);
+    timer.unref();
+    const ref = { runId: request.run, stepId: stepIdOf(request), attempt: request.attempt, leaseEpoch: request.lease_epoch };
+    const beats = setInterval(() => this.heartbeat(ref), Math.max(250, request.lease_after_ms));
+    beats.unref();
+    try {
+      const result = await runAgent(
+        {
+          models,
+          tools,
+          intent: async (event, id) => {
+            const local = await dispatchToRun(this.deps.host, request.run, event, id);
+            return local.outcome === "applied" ? local.value : undefined;
+          },
+          callTool: (call) => this.callTool(request, key, call),
+          receipt: async (receipt) => {
+            const local = await dispatchToRun(
+              this.deps.host,
+              request.run,
+              { type: "effect.receipt", ...fenceOf(request), receipt },
+              `receipt/${receipt.key}/${request.attempt}/${request.lease_epoch}`,
+            );
+            return local.outcome === "applied" && local.value?.outcome === "recorded";
+          },
+          beat: () => this.heartbeat(ref),
+          now: () => this.deps.now?.() ?? Date.now(),
+        },
+        request,
+        stop.signal,
+      );
+      if (result.outcome === "stopped") {
+        if (stop.signal.reason !== "timeout") return undefined;
+        return { ...fence, outcome: "failed", error: { code: "timeout", message: `the agent ran past timeout_ms (${request.timeout_ms})`, retryable: true } };
+      }
+      if (result.outcome === "failed") return { ...fence, ...result };
+      return { ...fence, outcome: "succeeded", output: await this.bounded(request, result.output) };
+    } finally {
+      clearTimeout(timer);
+      clearInterval(beats);
+    }
+  }
+
+  /**
    * A task poll is due (the run's durable timer fired): asks the server, and when the task ended
    * reports its result as the attempt's (fenced by its attempt and lease epoch, with the receipt).
    * A task still working, or a server that cannot be asked now, costs nothing: the next timer
@@ -292,7 +351,7 @@ export class StepExecutor {
   async pollTask(p: TaskPoll): Promise<void> {
     const tools = this.deps.tools;
     if (!tools) return;
-    const polled = await tools.pollTask(p.tenant, p.task.server, p.task.id, p.task.wire);
+    const polled = await tools.pollTask(p.tenant, p.task.server, p.task.id, p.task.wire, p.task.tool);
     if (polled.outcome === "working" || polled.outcome === "unknown") return;
     const ref = { run: p.run, node: p.node, ...(p.item !== undefined ? { item: p.item } : {}), attempt: p.attempt };
     const { answer, receipt } = await settleCall(

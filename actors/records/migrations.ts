@@ -26,8 +26,14 @@ export const MIGRATIONS = {
       const value = p?.value === "live" || p?.value === "ended" ? (run?.lifecycle.status ?? "new") : p?.value;
       return { ...p, value, context: { ...p?.context, run } };
     },
+    /** The live statuses became children of one `live` state that takes their shared events once (3 had `queued`/`running`/`waiting` at the top). */
+    3: (snapshot: unknown) => {
+      const p = snapshot as Persisted;
+      const value = p?.value === "queued" || p?.value === "running" || p?.value === "waiting" ? { live: p.value } : p?.value;
+      return { ...p, value };
+    },
   },
 } as const satisfies Record<string, Readonly<Record<number, MigrationStep>>>;
 
 /** The version records of each kind are written with now: one past the table's last step. */
-export const RECORD_VERSIONS = { run: 3 } as const;
+export const RECORD_VERSIONS = { run: 4 } as const;

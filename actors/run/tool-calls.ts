@@ -21,7 +21,15 @@ export type ToolLookup =
    * `lookup`: a read-only tool of the same server that tells whether a call of this one happened
    * (by effect key); `cost_cents`: the operator's price of one call (metered before it is made).
    */
-  | { outcome: "found"; class: ToolClass; lookup?: string; cost_cents?: number }
+  | {
+      outcome: "found";
+      class: ToolClass;
+      lookup?: string;
+      cost_cents?: number;
+      /** As the server lists the tool: what an agent's model is shown. */
+      description?: string;
+      input_schema?: unknown;
+    }
   | { outcome: "server_not_found" | "tool_not_found"; message: string }
   | { outcome: "unavailable"; code: string; message: string };
 
@@ -74,7 +82,8 @@ export interface ToolCallRequest {
 export interface ToolPort {
   lookup(tenant: string, server: string, tool: string): Promise<ToolLookup>;
   call(request: ToolCallRequest): Promise<ToolCallOutcome>;
-  pollTask(tenant: string, server: string, taskId: string, wire: string): Promise<TaskPollOutcome>;
+  /** `tool`: the tool whose call became the task (an `a2a` node's: the agent's card URL). */
+  pollTask(tenant: string, server: string, taskId: string, wire: string, tool?: string): Promise<TaskPollOutcome>;
   /** Best effort: a task the run no longer wants (`tasks/cancel`). */
-  cancelTask(tenant: string, server: string, taskId: string, wire: string): Promise<void>;
+  cancelTask(tenant: string, server: string, taskId: string, wire: string, tool?: string): Promise<void>;
 }

@@ -39,6 +39,8 @@ export interface ToolCall {
   server: string;
   tool: string;
   arguments: unknown;
+  /** The call's effect key when its caller builds it (an agent's: its turn is part of it); else `effectKey` of the step. */
+  key?: string;
 }
 
 /**
@@ -125,7 +127,7 @@ export async function callThroughJournal(
   const admitted = await gateCall(deps, request, call, found.class);
   if ("answer" in admitted) return admitted;
   const { arguments: args, gated } = admitted;
-  const key = effectKey(request.run, request.node, request.item, { server, tool, arguments: args });
+  const key = call.key ?? effectKey(request.run, request.node, request.item, { server, tool, arguments: args });
   const charged = await chargeFor(deps, request, found.cost_cents ?? 0);
   if (charged.outcome === "unavailable")
     return { answer: { outcome: "failed", error: { code: "metering_unavailable", message: charged.detail, retryable: true } } };
@@ -219,7 +221,7 @@ async function waitOnTask(
     `task/${key}/${request.attempt}/${request.lease_epoch}`,
   );
   // Refused (the attempt became a zombie meanwhile): nobody will wait on this task.
-  if (waiting?.outcome !== "waiting") await deps.tools.cancelTask(request.tenant, server, called.taskId, called.wire);
+  if (waiting?.outcome !== "waiting") await deps.tools.cancelTask(request.tenant, server, called.taskId, called.wire, tool);
   return { answer: { outcome: "stopped", reason: waiting?.outcome === "waiting" ? "task" : (waiting?.outcome ?? "not_decided_here") } };
 }
 

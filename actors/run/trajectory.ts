@@ -1,3 +1,4 @@
+import { z } from "zod";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { canonicalJson, type ExecutionContext, type IntentFact, type Receipt, type RunFact } from "../../machines/index.js";
 import { readJournal, type ActorRecord } from "../../runtime/index.js";
@@ -26,6 +27,23 @@ export type TrajectoryLine =
       untrusted?: true;
       started_at: number;
       duration_ms?: number;
+    }
+  /** An agent's model turn: the model that answered, its tokens, how long it took, what it proposed (its response is in `result` of the receipt). */
+  | {
+      kind: "model_turn";
+      node: string;
+      turn: number;
+      attempt: number;
+      key: string;
+      model: string;
+      state: "observed" | "failed" | "pending";
+      text?: string;
+      tool_calls?: { name: string; arguments: unknown }[];
+      input_tokens?: number;
+      output_tokens?: number;
+      latency_ms?: number;
+      stop_reason?: string;
+      started_at: number;
     }
   | { kind: "run"; status: string; result?: unknown; error?: unknown; at: number };
 
@@ -67,7 +85,7 @@ async function walk(
  */
 export async function readTrajectory(nc: NatsConnection, partitions: number, runId: string): Promise<TrajectoryRead> {
   const lines: TrajectoryLine[] = [];
-  const intents = new Map<string, { line: Extract<TrajectoryLine, { kind: "tool_call" }> }>();
+  const intents = new Map<string, { line: Extract<TrajectoryLine, { kind: "tool_call" | "model_turn" }> }>();
   let status: string | null = null;
   const failed = await walk(nc, partitions, runId, (record, seq) => {
     const facts = (record.journal ?? []) as RunFact[];
@@ -75,7 +93,7 @@ export async function readTrajectory(nc: NatsConnection, partitions: number, run
     for (const f of facts) {
       if (f.t === "output") outputs.set(f.node, f.value);
       else if (f.t === "item") lines.push({ kind: "item", node: f.node, item: f.i, output: f.value, at: record.at });
-      else if (f.t === "intent") intents.set(f.key, { line: intentLine(f) });
+      else if (f.t === "intent") intents.set(f.key, { line: f.turn ? turnLine(f) : intentLine(f) });
       else if (f.t === "receipt") settle(lines, intents, f);
     }
     const run = (record.snapshot as { context?: ExecutionContext } | undefined)?.context?.run;
@@ -124,10 +142,50 @@ function intentLine(f: IntentFact): Extract<TrajectoryLine, { kind: "tool_call" 
   };
 }
 
-function settle(lines: TrajectoryLine[], intents: Map<string, { line: Extract<TrajectoryLine, { kind: "tool_call" }> }>, r: { t: "receipt" } & Receipt): void {
+function turnLine(f: IntentFact): Extract<TrajectoryLine, { kind: "model_turn" }> {
+  const turn = Number(f.key.slice(f.key.lastIndexOf(":turn") + 5));
+  return { kind: "model_turn", node: f.node, turn, attempt: f.attempt, key: f.key, model: f.tool, state: "pending", started_at: f.at };
+}
+
+/** What the trajectory reads of a model turn's stored response (a field it does not hold is left out). */
+const StoredTurn = z.object({
+  text: z.string().optional(),
+  tool_calls: z.array(z.object({ name: z.string(), arguments: z.unknown() })).optional(),
+  usage: z.object({ input_tokens: z.number(), output_tokens: z.number() }).optional(),
+  latency_ms: z.number().optional(),
+  stop_reason: z.string().optional(),
+  model: z.string().optional(),
+});
+
+function settleTurn(line: Extract<TrajectoryLine, { kind: "model_turn" }>, r: { t: "receipt" } & Receipt): void {
+  line.state = r.state;
+  const read = r.state === "observed" ? StoredTurn.safeParse(r.value) : undefined;
+  if (!read?.success) return;
+  const v = read.data;
+  if (v.model !== undefined) line.model = v.model;
+  if (v.text !== undefined) line.text = v.text;
+  if (v.tool_calls) line.tool_calls = v.tool_calls.map((c) => ({ name: c.name, arguments: c.arguments ?? null }));
+  if (v.usage) {
+    line.input_tokens = v.usage.input_tokens;
+    line.output_tokens = v.usage.output_tokens;
+  }
+  if (v.latency_ms !== undefined) line.latency_ms = v.latency_ms;
+  if (v.stop_reason !== undefined) line.stop_reason = v.stop_reason;
+}
+
+function settle(
+  lines: TrajectoryLine[],
+  intents: Map<string, { line: Extract<TrajectoryLine, { kind: "tool_call" | "model_turn" }> }>,
+  r: { t: "receipt" } & Receipt,
+): void {
   const open = intents.get(r.key);
   if (!open) return;
   intents.delete(r.key);
+  if (open.line.kind === "model_turn") {
+    settleTurn(open.line, r);
+    lines.push(open.line);
+    return;
+  }
   const line = open.line;
   line.state = r.state;
   if (r.state === "observed") line.result = r.value;
@@ -162,6 +220,8 @@ function comparable(line: TrajectoryLine): string {
         state: line.state,
         result: line.result ?? null,
       });
+    case "model_turn":
+      return canonicalJson({ k: "model_turn", node: line.node, turn: line.turn, text: line.text ?? null, tool_calls: line.tool_calls ?? null });
     case "run":
       return canonicalJson({ k: "run", status: line.status, result: line.result ?? null, error: (line.error as { code?: string } | undefined)?.code ?? null });
   }

@@ -5,12 +5,12 @@
  */
 import { dirname, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import type { CredsSpec } from "./plan.js";
+import type { CredsSpec, CredsUser } from "./plan.js";
 import { readIdentities, specOf, writeCredentials, type WriteCredsResult } from "./store.js";
 
-export const CREDS_USAGE = `  creds init --dir DIR [--tenant T]… [--user T:NAME]… [--operator NAME]… [--admin NAME]… [--node NAME]… [--server-config FILE]
+export const CREDS_USAGE = `  creds init --dir DIR [--tenant T]… [--user T:NAME[:GROUP,…]]… [--operator NAME]… [--admin NAME]… [--node NAME]… [--server-config FILE]
                                                                 exactly these identities: seeds made or kept, any other revoked
-  creds add|revoke --dir DIR [--tenant T]… [--user T:NAME]… [--operator NAME]… [--admin NAME]… [--node NAME]… [--server-config FILE]
+  creds add|revoke --dir DIR [--tenant T]… [--user T:NAME[:GROUP,…]]… [--operator NAME]… [--admin NAME]… [--node NAME]… [--server-config FILE]
   creds ls --dir DIR                                            who holds a key: role, name, public key, seed file`;
 
 export interface CredsIo {
@@ -33,21 +33,22 @@ const OPTIONS = {
 type Values = { dir?: string; "server-config"?: string; tenant?: string[]; user?: string[]; operator?: string[]; admin?: string[]; node?: string[] };
 
 function listed(values: Values): Required<CredsSpec> | string {
-  const users: { tenant: string; name: string }[] = [];
+  const users: CredsUser[] = [];
   for (const u of values.user ?? []) {
-    const at = u.indexOf(":");
-    if (at <= 0) return `--user ${u}: expected TENANT:NAME`;
-    users.push({ tenant: u.slice(0, at), name: u.slice(at + 1) });
+    const [tenant, name, groups, ...rest] = u.split(":");
+    if (!tenant || !name || rest.length > 0) return `--user ${u}: expected TENANT:NAME or TENANT:NAME:GROUP,GROUP`;
+    users.push({ tenant, name, ...(groups ? { groups: groups.split(",") } : {}) });
   }
   return { tenants: values.tenant ?? [], users, operators: values.operator ?? [], admins: values.admin ?? [], nodes: values.node ?? [] };
 }
 
 function merge(a: Required<CredsSpec>, b: Required<CredsSpec>, keep: boolean): Required<CredsSpec> {
   const names = (x: readonly string[], y: readonly string[]) => (keep ? [...new Set([...x, ...y])] : x.filter((n) => !y.includes(n)));
-  const key = (u: { tenant: string; name: string }) => `${u.tenant}:${u.name}`;
+  const key = (u: CredsUser) => `${u.tenant}:${u.name}`;
   const dropped = new Set(keep ? [] : b.users.map(key));
   const tenants = names(a.tenants, b.tenants);
-  const users = keep ? [...a.users, ...b.users.filter((u) => !a.users.some((v) => key(v) === key(u)))] : a.users.filter((u) => !dropped.has(key(u)));
+  // Added again, a user takes the groups it is listed with now.
+  const users = keep ? [...a.users.filter((u) => !b.users.some((v) => key(v) === key(u))), ...b.users] : a.users.filter((u) => !dropped.has(key(u)));
   return {
     tenants,
     // A revoked tenant takes its users with it.
@@ -90,7 +91,8 @@ export async function runCredsCommand(argv: readonly string[], io: CredsIo = std
   }
   const dir = resolve(values.dir);
   if (verb === "ls") {
-    for (const i of readIdentities(dir)) io.out(`${i.role}\t${i.user ? `${i.name}:${i.user}` : i.name}\t${i.public_key}\t${i.file}`);
+    for (const i of readIdentities(dir))
+      io.out(`${i.role}\t${i.user ? `${i.name}:${i.user}${i.groups ? `:${i.groups.join(",")}` : ""}` : i.name}\t${i.public_key}\t${i.file}`);
     return 0;
   }
   const given = listed(values);

@@ -16,6 +16,8 @@ export interface Identity {
   name: string;
   /** A person or service of a tenant with its own key; absent for the tenant's own credential. */
   user?: string;
+  /** A tenant user's reviewer groups (whose approvals it may decide). */
+  groups?: readonly string[];
   /** `U…`: what the server checks a connection's signature against. */
   publicKey: string;
 }

@@ -26,3 +26,4 @@ export {
 } from "./store.js";
 export { runCredsCommand, CREDS_USAGE, type CredsIo } from "./command.js";
 export { devCredentials, DEV_NAME, type DevCredentials } from "./dev.js";
+export { callerDirectory } from "./directory.js";

@@ -5,10 +5,17 @@
 import { isTenantId } from "../../machines/index.js";
 import type { Role } from "./config.js";
 
+/** A person or service of a tenant with its own key, and the reviewer groups whose approvals it may decide. */
+export interface CredsUser {
+  tenant: string;
+  name: string;
+  groups?: readonly string[];
+}
+
 export interface CredsSpec {
   tenants: readonly string[];
   /** Extra keys of a tenant for its people or services, each its own identity (`acme` + `alice`). */
-  users?: readonly { tenant: string; name: string }[];
+  users?: readonly CredsUser[];
   operators?: readonly string[];
   admins?: readonly string[];
   nodes?: readonly string[];
@@ -18,6 +25,8 @@ export interface PlannedCredential {
   role: Role;
   name: string;
   user?: string;
+  /** A tenant user's reviewer groups. */
+  groups?: readonly string[];
   /** Relative to the credentials directory. */
   file: string;
 }
@@ -26,6 +35,9 @@ export type CredsPlan = { outcome: "ok"; credentials: PlannedCredential[] } | { 
 
 /** Operator, admin, node and user names: a file name and a readable token, nothing else. */
 const NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+
+/** A reviewer group, as `--user T:NAME:GROUP,GROUP` names it. */
+const GROUP = /^[A-Za-z0-9_-]{1,64}$/;
 
 export const AUTH_CONFIG_FILE = "auth.conf";
 export const IDENTITIES_FILE = "identities.json";
@@ -48,7 +60,15 @@ export function planCredentials(spec: CredsSpec): CredsPlan {
   for (const u of spec.users ?? []) {
     if (!tenants.has(u.tenant)) problems.push(`user ${u.tenant}:${u.name}: tenant "${u.tenant}" is not listed`);
     else if (!NAME.test(u.name)) problems.push(`user ${u.tenant}:${u.name}: a name is 1-64 characters of [a-z0-9_-], starting with a letter or digit`);
-    else add({ role: "tenant", name: u.tenant, user: u.name, file: `tenants/${u.tenant}.${u.name}${SEED_SUFFIX}` });
+    else if ((u.groups ?? []).some((g) => !GROUP.test(g))) problems.push(`user ${u.tenant}:${u.name}: a group is 1-64 characters of [A-Za-z0-9_-]`);
+    else
+      add({
+        role: "tenant",
+        name: u.tenant,
+        user: u.name,
+        ...(u.groups && u.groups.length > 0 ? { groups: [...new Set(u.groups)].sort() } : {}),
+        file: `tenants/${u.tenant}.${u.name}${SEED_SUFFIX}`,
+      });
   }
   const named = (role: "operator" | "admin" | "node", folder: string, names: readonly string[] | undefined) => {
     for (const n of names ?? []) {

@@ -41,6 +41,8 @@ export interface StoredIdentity {
   role: Role;
   name: string;
   user?: string;
+  /** A tenant user's reviewer groups. */
+  groups?: readonly string[];
   public_key: string;
   file: string;
 }
@@ -93,7 +95,15 @@ export function writeCredentials(dir: string, spec: CredsSpec, options: WriteCre
       writePrivate(path, `${seed}\n`);
       created.push(c.file);
     }
-    return { role: c.role, name: c.name, ...(c.user ? { user: c.user } : {}), publicKey: publicKeyOf(seed), file: c.file, path };
+    return {
+      role: c.role,
+      name: c.name,
+      ...(c.user ? { user: c.user } : {}),
+      ...(c.groups ? { groups: c.groups } : {}),
+      publicKey: publicKeyOf(seed),
+      file: c.file,
+      path,
+    };
   });
   const listed = new Set(plan.credentials.map((c) => c.file));
   const revoked: string[] = [];
@@ -109,10 +119,11 @@ export function writeCredentials(dir: string, spec: CredsSpec, options: WriteCre
   }
   const authConfig = join(dir, AUTH_CONFIG_FILE);
   writePrivate(authConfig, renderAuthConfig(credentials, options));
-  const identities: StoredIdentity[] = credentials.map(({ role, name, user, publicKey, file }) => ({
+  const identities: StoredIdentity[] = credentials.map(({ role, name, user, groups, publicKey, file }) => ({
     role,
     name,
     ...(user ? { user } : {}),
+    ...(groups ? { groups } : {}),
     public_key: publicKey,
     file,
   }));
@@ -132,7 +143,7 @@ export function specOf(identities: readonly StoredIdentity[]): Required<CredsSpe
   const names = (role: Role) => identities.filter((i) => i.role === role && !i.user).map((i) => i.name);
   return {
     tenants: names("tenant"),
-    users: identities.filter((i) => i.role === "tenant" && i.user).map((i) => ({ tenant: i.name, name: i.user! })),
+    users: identities.filter((i) => i.role === "tenant" && i.user).map((i) => ({ tenant: i.name, name: i.user!, ...(i.groups ? { groups: i.groups } : {}) })),
     operators: names("operator"),
     admins: names("admin"),
     nodes: names("node"),

@@ -30,6 +30,7 @@ import {
 } from "@a2a-js/sdk/errors";
 import { getInboxItem, runIdFor, startKey, tenantOfRun, type DefinitionStore, type RunView } from "../../actors/index.js";
 import type { RunService } from "../api/run-service.js";
+import { decisionRefusal } from "../api/callers.js";
 import type { ExposedAgent } from "./agents.js";
 import { inputOf, statusTime, TERMINAL_STATES, taskOf, type TaskRecord, type TaskRecords } from "./tasks.js";
 import { runChanges } from "./watch.js";
@@ -74,27 +75,6 @@ export class Caller {
 /** A decision the caller may not make: answered as `UnsupportedOperation` whose message and metadata say `not_authorized`. */
 function notAuthorized(why: string): Error {
   return new UnsupportedOperationError({ message: `not_authorized: ${why}`, metadata: { outcome: "not_authorized" } });
-}
-
-/**
- * Whether a keyed caller may decide this approval: one of its reviewer groups (or its escalation
- * group) when it has one, and never the run's initiator approving its own action (seed 003 §7.4;
- * rejecting it stays open, and a tool's request for input is the initiator's to answer).
- * Undefined: it may. A public agent's anonymous callers are not checked (an explicit per-agent choice).
- */
-function decisionRefusal(
-  caller: Pick<Caller, "authenticated" | "name" | "groups">,
-  item: { kind: string; group: string | null; escalation_group?: string | null },
-  initiator: string | undefined,
-  decision: string,
-): string | undefined {
-  if (!caller.authenticated) return undefined;
-  const groups = [item.group, item.escalation_group ?? null].filter((g): g is string => g !== null);
-  if (groups.length > 0 && !groups.some((g) => caller.groups.includes(g)))
-    return `${caller.name} is not in the approval's reviewer group ${groups.join(" or ")}`;
-  if (initiator === caller.name && decision !== "reject" && item.kind !== "input")
-    return `${caller.name} started this run: its initiator cannot approve its actions`;
-  return undefined;
 }
 
 const NEVER = new AbortController().signal;
@@ -311,7 +291,9 @@ export class AgentHandler implements A2ARequestHandler {
     const decision = named ?? (text && /^(no|reject(ed)?|deny|denied|decline(d)?)\b/i.test(text) ? "reject" : "approve");
     // A keyed caller's decision is checked against the approval it reads: one not readable yet is not decided unchecked.
     if (!item && caller.authenticated) throw new UnsupportedOperationError(`the question of task ${read.task.id} is not readable now; send again`);
-    const refused = item ? decisionRefusal(caller, item, read.view.initiator, decision) : undefined;
+    // A public agent's anonymous callers are not checked: exposing it without keys is an explicit per-agent choice.
+    const refused =
+      item && caller.authenticated ? decisionRefusal({ identity: caller.name, groups: caller.groups }, item, read.view.initiator, decision) : undefined;
     if (refused) throw notAuthorized(refused);
     const { decision: _d, reason, payload, ...rest } = input;
     const content = payload ?? (item?.kind === "input" && decision === "approve" ? rest : undefined);

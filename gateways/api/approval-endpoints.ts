@@ -5,6 +5,7 @@ import { getInboxItem, listInbox } from "../../actors/index.js";
 import { RunwayFault } from "../../runtime/index.js";
 import { mcpSdk, type ToolGateway } from "../tools/index.js";
 import type { RunService } from "./run-service.js";
+import { decisionRefusal } from "./callers.js";
 import { requests } from "./schemas.js";
 import type { TenantEndpoint } from "./serve.js";
 
@@ -58,8 +59,16 @@ export function addApprovalEndpoints(endpoint: TenantEndpoint, nc: NatsConnectio
     const approval = await getInboxItem(nc, t, b.id);
     return approval ? { outcome: "found", approval } : { outcome: "approval_not_found" };
   });
-  endpoint("approvals_decide", "approvals.decide", requests.approvalsDecide, async (t, b) => {
-    const { id, ...decision } = b;
+  endpoint("approvals_decide", "approvals.decide", requests.approvalsDecide, async (t, b, caller) => {
+    const { id, ...asked } = b;
+    // A tenant key decides as itself: the decider is its identity, checked against the approval's groups and the run's initiator.
+    const decision = caller ? { ...asked, by: caller.identity } : asked;
+    if (caller) {
+      const item = await getInboxItem(nc, t, id);
+      const run = item ? await runs.get(t, item.run) : undefined;
+      const refused = item ? decisionRefusal(caller, item, run?.initiator, decision.decision) : undefined;
+      if (refused) return { outcome: "not_authorized", reason: refused };
+    }
     if (decision.decision === "edit" && decision.payload === undefined)
       return { outcome: "invalid_input", reason: "an edit carries the payload the run goes on with" };
     if (INPUT_REQUEST.test(id)) {

@@ -7,17 +7,20 @@ import type { TenantEndpoint } from "./serve.js";
 
 /** `runs.start|get|list|events|cancel|signal|reconcile|reconciliations`, and `runs.trajectory|replay` where this node replays. */
 export function addRunEndpoints(endpoint: TenantEndpoint, nc: NatsConnection, runs: RunService, replays: RunReplays | undefined): void {
-  endpoint("runs_start", "runs.start", requests.runsStart, (t, b) => runs.start(t, b));
+  // A tenant key is the run's initiator, and a batch caller whatever source it writes (C037).
+  endpoint("runs_start", "runs.start", requests.runsStart, (t, b, caller) =>
+    runs.start(t, caller ? { ...b, initiator: caller.identity, granted_lane: caller.interactive ? "interactive" : "batch" } : b),
+  );
   endpoint("runs_get", "runs.get", requests.runsGet, async (t, b) => {
     const run = await runs.get(t, b.run_id);
     return run ? { outcome: "found", run } : { outcome: "run_not_found" };
   });
   endpoint("runs_list", "runs.list", requests.runsList, async (t, b) => ({ outcome: "ok", ...(await runs.list(t, b)) }));
   endpoint("runs_events", "runs.events", requests.runsEvents, (t, b) => runs.events(t, b.run_id, b));
-  endpoint("runs_cancel", "runs.cancel", requests.runsCancel, (t, b) => runs.cancel(t, b.run_id, b.reason, b.by));
-  endpoint("runs_signal", "runs.signal", requests.runsSignal, (t, b) => {
+  endpoint("runs_cancel", "runs.cancel", requests.runsCancel, (t, b, caller) => runs.cancel(t, b.run_id, b.reason, caller?.identity ?? b.by));
+  endpoint("runs_signal", "runs.signal", requests.runsSignal, (t, b, caller) => {
     const { run_id, ...signal } = b;
-    return runs.signal(t, run_id, signal);
+    return runs.signal(t, run_id, caller ? { ...signal, by: caller.identity } : signal);
   });
   endpoint("runs_reconcile", "runs.reconcile", requests.runsReconcile, (t, b) => {
     const { run_id, ...settle } = b;

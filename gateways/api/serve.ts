@@ -3,6 +3,7 @@ import { isTenantId, MAX_JSON_DEPTH, nestingDepth } from "../../machines/index.j
 import { isFault, type MicroRequest, type MicroService } from "../../runtime/index.js";
 import type { ApiAnswer } from "./schemas.js";
 import type { TenantService } from "./tenant-service.js";
+import { callerOf, type ApiCaller, type CallerDirectory } from "./callers.js";
 
 /** Larger request bodies are refused before parsing. */
 export const MAX_REQUEST_BYTES = 512 * 1024;
@@ -21,11 +22,15 @@ export type TenantEndpoint = <S extends ZodType>(
   name: string,
   path: string,
   schema: S,
-  handle: (tenant: string, body: z.infer<S>) => Promise<ApiAnswer>,
+  handle: (tenant: string, body: z.infer<S>, caller: ApiCaller | undefined) => Promise<ApiAnswer>,
   tooDeep?: ApiAnswer,
 ) => void;
 
-export function tenantEndpoints(service: MicroService, tenants: TenantService): TenantEndpoint {
+/**
+ * @param directory who the deployment's NATS keys are, when it runs with credentials on: a tenant
+ *   key's request is then handled as that key (`caller`); without it every caller is staff.
+ */
+export function tenantEndpoints(service: MicroService, tenants: TenantService, directory?: CallerDirectory): TenantEndpoint {
   return (name, path, schema, handle, tooDeep = BODY_TOO_DEEP) => {
     service.addEndpoint(name, {
       subject: `runway.v1.*.${path}`,
@@ -37,7 +42,9 @@ export function tenantEndpoints(service: MicroService, tenants: TenantService): 
           async (body) => {
             const tenant = req.subject.split(".")[2] ?? "";
             if (!isTenantId(tenant) || !(await tenants.exists(tenant))) return { outcome: "tenant_not_found" };
-            return handle(tenant, body);
+            const who = callerOf(directory, tenant, req.headers);
+            if (who.from === "foreign") return { outcome: "not_authorized", reason: `a key of ${who.account} cannot call tenant ${tenant}` };
+            return handle(tenant, body, who.from === "tenant" ? who.caller : undefined);
           },
           tooDeep,
         ),

@@ -15,6 +15,7 @@ import type { RunReplays } from "./replays.js";
 import { addRunEndpoints } from "./run-endpoints.js";
 import type { RunService } from "./run-service.js";
 import { tenantEndpoints } from "./serve.js";
+import type { CallerDirectory } from "./callers.js";
 import { addTenantEndpoints } from "./tenant-endpoints.js";
 import type { TenantService } from "./tenant-service.js";
 import { addToolEndpoints } from "./tool-endpoints.js";
@@ -42,6 +43,8 @@ export interface ApiServices {
   models?: ModelStore;
   /** The tenants' API keys (bearer tokens of HTTP callers). */
   keys?: ApiKeyStore;
+  /** Who the deployment's NATS keys are (credentials on): a tenant key's requests are answered as that key. */
+  callers?: CallerDirectory;
   now(): number;
 }
 
@@ -53,7 +56,7 @@ export interface ApiServices {
  */
 export async function startApi(nc: NatsConnection, services: ApiServices): Promise<MicroService> {
   const service = new MicroService(nc, { name: "runway", version: API_VERSION, description: "Runway durable workflow runtime" });
-  const endpoint = tenantEndpoints(service, services.tenants);
+  const endpoint = tenantEndpoints(service, services.tenants, services.callers);
   addDefinitionEndpoints(endpoint, services.definitions, () => services.now());
   addRunEndpoints(endpoint, nc, services.runs, services.replays);
   addApprovalEndpoints(endpoint, nc, services.runs, services.tools?.gateway);

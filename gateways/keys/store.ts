@@ -2,6 +2,7 @@ import { createHash, randomBytes, randomUUID, timingSafeEqual } from "node:crypt
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV } from "@nats-io/kv";
 import { z } from "zod";
+import { WatchedBucket } from "../../runtime/index.js";
 
 /** Bucket of the tenants' API keys: one key per API key, `<tenant>.<name>`. */
 export const KEYS_BUCKET = "rw_api_keys";
@@ -45,7 +46,6 @@ export type CreateKeyResult = { outcome: "created"; key: ApiKeyView; token: stri
 const PREFIX = "rwk";
 /** `rwk.<tenant>.<name>.<secret>`: the tenant and name find the record, the whole token is hashed. */
 const TOKEN = /^rwk\.([a-z0-9][a-z0-9-]{0,31})\.([a-z0-9][a-z0-9-]{0,62})\.([A-Za-z0-9_-]{43})$/;
-const REWATCH_MS = 1_000;
 const MAX_WRITE_TRIES = 8;
 
 /**
@@ -86,15 +86,15 @@ export async function ensureKeysBucket(nc: NatsConnection, replicas: number): Pr
 /**
  * Per-tenant API keys in `rw_api_keys`: created (the token is answered once, only its digest is
  * stored), listed, revoked (the record stays, `revoked: true`). Every node keeps a copy in memory
- * kept current by a watch of the bucket (like the model store), so a bearer token is checked
- * without a store read and a revocation holds on every node as soon as its write is watched; a
- * key not yet seen is read from the bucket.
+ * kept current by a watch of the bucket ({@link WatchedBucket}), so a bearer token is checked
+ * without a store read and a revocation holds on every node as soon as its write is watched.
  */
 export class ApiKeyStore {
   private kv: KV | undefined;
-  private readonly cache = new Map<string, { revision: number; entry: StoredKey | null }>();
-  private watcher: Promise<{ stop(): void }> | undefined;
-  private closed = false;
+  private readonly watched = new WatchedBucket<StoredKey>(
+    () => this.bucket(),
+    (e) => decode(e.string()),
+  );
 
   constructor(private readonly nc: NatsConnection) {}
 
@@ -105,8 +105,7 @@ export class ApiKeyStore {
 
   /** Starts the watch now (the node's start), rather than on the first check. */
   async start(): Promise<void> {
-    this.watch();
-    await this.watcher?.catch(() => undefined);
+    await this.watched.start();
   }
 
   /** A new key (a revoked key's name may be taken again: its old token stays refused). */
@@ -131,7 +130,7 @@ export class ApiKeyStore {
       };
       try {
         const revision = current ? await kv.update(key, JSON.stringify(stored), current.revision) : await kv.create(key, JSON.stringify(stored));
-        this.remember(key, revision, stored);
+        this.watched.remember(key, revision, stored);
         return { outcome: "created", key: viewOf(tenant, stored), token };
       } catch (err) {
         if (!isConflict(err) || tries >= MAX_WRITE_TRIES) throw err;
@@ -162,7 +161,7 @@ export class ApiKeyStore {
       const stored: StoredKey = { ...old, revoked: true, revoked_at: now };
       try {
         const revision = await kv.update(key, JSON.stringify(stored), current.revision);
-        this.remember(key, revision, stored);
+        this.watched.remember(key, revision, stored);
         return viewOf(tenant, stored);
       } catch (err) {
         if (!isConflict(err) || tries >= MAX_WRITE_TRIES) throw err;
@@ -175,7 +174,7 @@ export class ApiKeyStore {
     const m = TOKEN.exec(token);
     if (!m) return undefined;
     const [, tenant, name] = m as unknown as [string, string, string];
-    const stored = await this.entry(`${tenant}.${name}`);
+    const stored = await this.watched.get(`${tenant}.${name}`);
     if (!stored || stored.revoked) return undefined;
     const given = Buffer.from(digest(token), "hex");
     const held = Buffer.from(stored.hash, "hex");
@@ -184,49 +183,6 @@ export class ApiKeyStore {
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    const w = this.watcher;
-    this.watcher = undefined;
-    (await w?.catch(() => undefined))?.stop();
-    this.cache.clear();
-  }
-
-  private async entry(key: string): Promise<StoredKey | null> {
-    this.watch();
-    const cached = this.cache.get(key);
-    if (cached) return cached.entry;
-    const e = await (await this.bucket()).get(key);
-    if (!e) return null;
-    this.remember(key, e.revision, e.operation === "PUT" ? decode(e.string()) : null);
-    return this.cache.get(key)?.entry ?? null;
-  }
-
-  private remember(key: string, revision: number, entry: StoredKey | null): void {
-    const known = this.cache.get(key);
-    if (known && known.revision > revision) return;
-    this.cache.set(key, { revision, entry });
-  }
-
-  private watch(): void {
-    if (this.watcher || this.closed) return;
-    const watching = (async () => {
-      const iterator = await (await this.bucket()).watch({ key: ">" });
-      void (async () => {
-        for await (const e of iterator) this.remember(e.key, e.revision, e.operation === "PUT" ? decode(e.string()) : null);
-      })()
-        .catch(() => undefined)
-        .finally(() => {
-          // A watch that ended leaves nothing stale behind (a revocation it missed must not be
-          // answered from memory); another starts and replays every key's last value.
-          if (this.watcher === watching) this.watcher = undefined;
-          this.cache.clear();
-          if (!this.closed) setTimeout(() => this.watch(), REWATCH_MS).unref();
-        });
-      return iterator;
-    })();
-    this.watcher = watching;
-    watching.catch(() => {
-      if (this.watcher === watching) this.watcher = undefined;
-    });
+    await this.watched.close();
   }
 }

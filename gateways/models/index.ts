@@ -35,3 +35,4 @@ export { DEFAULT_RETRY_POLICY, completeWithRetry, retryDecision, type RetryDecis
 export { createModelProvider } from "./provider.js";
 export { scriptedResponse, scriptedTurnIndex } from "./scripted.js";
 export { ModelStore, MODELS_BUCKET, ensureModelsBucket, type StoredProviderView } from "./store.js";
+export { modelPortOf } from "./port.js";

@@ -1,5 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV } from "@nats-io/kv";
+import { WatchedBucket } from "../../runtime/index.js";
 import { ModelProviderRecord, storedSpec, type KeylessSpec, type ModelProviderView } from "./config.js";
 
 export const MODELS_BUCKET = "rw_models";
@@ -19,18 +20,13 @@ interface StoredProvider {
   sealed_key?: string;
 }
 
-interface Known {
-  revision: number;
-  entry: { record: ModelProviderRecord; updated_at: number } | null;
-}
+type Entry = { record: ModelProviderRecord; updated_at: number };
 
 /** A write whose revision precondition failed: another writer got there first. */
 function isConflict(err: unknown): boolean {
   return /wrong last sequence|key exists/i.test(String((err as Error)?.message));
 }
 
-/** How long a watch that ended waits before it starts again. */
-const REWATCH_MS = 1_000;
 /** A put or delete that keeps losing its revision race gives up after this many tries. */
 const MAX_WRITE_TRIES = 8;
 
@@ -50,7 +46,7 @@ function encode(tenant: string, record: ModelProviderRecord, now: number): strin
 }
 
 /** A stored value back to a record; one this version cannot read is treated as absent (never an error that could quote it). */
-function decode(text: string): Known["entry"] {
+function decode(text: string): Entry | null {
   let value: StoredProvider;
   try {
     value = JSON.parse(text) as StoredProvider;
@@ -62,7 +58,7 @@ function decode(text: string): Known["entry"] {
   return parsed.outcome === "valid" ? { record: parsed.record, updated_at: value.updated_at } : null;
 }
 
-function viewOf(entry: NonNullable<Known["entry"]>): StoredProviderView {
+function viewOf(entry: Entry): StoredProviderView {
   return { ...entry.record.view(), updated_at: entry.updated_at };
 }
 
@@ -70,15 +66,15 @@ function viewOf(entry: NonNullable<Known["entry"]>): StoredProviderView {
  * Per-tenant model providers: bucket `rw_models`, key `<tenant>.<provider>`. Writes are
  * revision-checked (a create that finds a record, or an update that finds another revision,
  * reads again and retries), so `created` / `updated` / `deleted` say what happened. Like the
- * tool registry, every node keeps a copy in memory kept current by a watch of the bucket, so a
- * model call finds its provider (`provider`) without a store read; a key not yet seen is read
- * from the bucket. Only this folder reads the keys: `get` and `list` answer views.
+ * tool registry, every node keeps a copy in memory kept current by a watch of the bucket
+ * ({@link WatchedBucket}), so a model call finds its provider (`provider`) without a store read. Only this folder reads the keys: `get` and `list` answer views.
  */
 export class ModelStore {
   private kv: KV | undefined;
-  private readonly cache = new Map<string, Known>();
-  private watcher: Promise<{ stop(): void }> | undefined;
-  private closed = false;
+  private readonly watched = new WatchedBucket<Entry>(
+    () => this.bucket(),
+    (e) => decode(e.string()),
+  );
 
   constructor(private readonly nc: NatsConnection) {}
 
@@ -89,8 +85,7 @@ export class ModelStore {
 
   /** Starts the watch now (the node's start), rather than on the first read. */
   async start(): Promise<void> {
-    this.watch();
-    await this.watcher?.catch(() => undefined);
+    await this.watched.start();
   }
 
   /** Creates or replaces the tenant's provider of the record's name. */
@@ -103,7 +98,7 @@ export class ModelStore {
       try {
         const revision = current ? await kv.update(key, value, current.revision) : await kv.create(key, value);
         const entry = { record, updated_at: now };
-        this.remember(key, revision, entry);
+        this.watched.remember(key, revision, entry);
         return { outcome: current?.operation === "PUT" ? "updated" : "created", provider: viewOf(entry) };
       } catch (err) {
         if (!isConflict(err) || tries >= MAX_WRITE_TRIES) throw err;
@@ -113,11 +108,11 @@ export class ModelStore {
 
   /** The provider as a model call uses it (key included, inside this folder), from memory once seen. */
   async provider(tenant: string, name: string): Promise<ModelProviderRecord | undefined> {
-    return (await this.entry(tenant, name))?.record;
+    return (await this.watched.get(providerKey(tenant, name)))?.record;
   }
 
   async get(tenant: string, name: string): Promise<StoredProviderView | undefined> {
-    const entry = await this.entry(tenant, name);
+    const entry = await this.watched.get(providerKey(tenant, name));
     return entry ? viewOf(entry) : undefined;
   }
 
@@ -141,7 +136,7 @@ export class ModelStore {
       try {
         await kv.delete(key, { previousSeq: current.revision });
         // The tombstone's revision is newer than the value's: a late watched put cannot bring it back.
-        this.remember(key, current.revision + 1, null);
+        this.watched.remember(key, current.revision + 1, null);
         return true;
       } catch (err) {
         if (!isConflict(err) || tries >= MAX_WRITE_TRIES) throw err;
@@ -151,51 +146,7 @@ export class ModelStore {
 
   /** Stops the watch (the node is stopping). */
   async close(): Promise<void> {
-    this.closed = true;
-    const w = this.watcher;
-    this.watcher = undefined;
-    (await w?.catch(() => undefined))?.stop();
-    this.cache.clear();
-  }
-
-  private async entry(tenant: string, name: string): Promise<Known["entry"]> {
-    this.watch();
-    const key = providerKey(tenant, name);
-    const cached = this.cache.get(key);
-    if (cached) return cached.entry;
-    const e = await (await this.bucket()).get(key);
-    if (!e) return null;
-    this.remember(key, e.revision, e.operation === "PUT" ? decode(e.string()) : null);
-    return this.cache.get(key)?.entry ?? null;
-  }
-
-  private remember(key: string, revision: number, entry: Known["entry"]): void {
-    const known = this.cache.get(key);
-    if (known && known.revision > revision) return;
-    this.cache.set(key, { revision, entry });
-  }
-
-  private watch(): void {
-    if (this.watcher || this.closed) return;
-    const watching = (async () => {
-      const iterator = await (await this.bucket()).watch({ key: ">" });
-      void (async () => {
-        for await (const e of iterator) this.remember(e.key, e.revision, e.operation === "PUT" ? decode(e.string()) : null);
-      })()
-        .catch(() => undefined)
-        .finally(() => {
-          // A watch that ended (connection lost) leaves nothing stale behind; another starts and
-          // replays every key's last value.
-          if (this.watcher === watching) this.watcher = undefined;
-          this.cache.clear();
-          if (!this.closed) setTimeout(() => this.watch(), REWATCH_MS).unref();
-        });
-      return iterator;
-    })();
-    this.watcher = watching;
-    watching.catch(() => {
-      if (this.watcher === watching) this.watcher = undefined;
-    });
+    await this.watched.close();
   }
 }
 

@@ -108,6 +108,8 @@ export class ToolGateway implements ToolPort {
       class: effectiveClass(found.annotations, record.spec, tool).class,
       ...(lookup ? { lookup } : {}),
       ...(price ? { cost_cents: price } : {}),
+      ...(found.description ? { description: found.description } : {}),
+      ...(found.inputSchema ? { input_schema: found.inputSchema } : {}),
     };
   }
 

@@ -1,5 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV } from "@nats-io/kv";
+import { WatchedBucket } from "../../runtime/index.js";
 import { z } from "zod";
 import { ToolServerNameSchema } from "../../machines/index.js";
 
@@ -86,21 +87,17 @@ export function toolServerKey(tenant: string, name: string): string {
 /** Told of a server's record that changed (put again, or deleted: `null`), by this node or another. */
 export type ToolServerChange = (key: string, record: ToolServerRecord | null) => void;
 
-/** How long a watch that ended waits before it starts again. */
-const REWATCH_MS = 1_000;
-
 /**
  * Per-tenant MCP server registry (`rw_tools`, `<tenant>.<server>`), read on every tool call, so
- * served from memory kept current by a watch (entries keep revisions: an older read never overwrites
- * a newer value). The watch also tells this node a server changed or went (`onChange`); it starts
- * before any session can open and restarts if it ends.
+ * served from memory kept current by a watch ({@link WatchedBucket}). The watch also tells this
+ * node a server changed or went (`onChange`); it starts before any session can open.
  */
 export class ToolRegistry {
   private kv: KV | undefined;
-  private readonly cache = new Map<string, { revision: number; record: ToolServerRecord | null }>();
-  private watcher: Promise<{ stop(): void }> | undefined;
-  private readonly listeners: ToolServerChange[] = [];
-  private closed = false;
+  private readonly watched = new WatchedBucket<ToolServerRecord>(
+    () => this.bucket(),
+    (e) => e.json<ToolServerRecord>(),
+  );
 
   constructor(private readonly nc: NatsConnection) {}
 
@@ -111,68 +108,23 @@ export class ToolRegistry {
 
   /** Calls `listener` for every change this registry learns of (from its own writes and its watch). */
   onChange(listener: ToolServerChange): void {
-    this.listeners.push(listener);
+    this.watched.onChange(listener);
   }
 
   async put(tenant: string, spec: ToolServerSpec, now: number): Promise<ToolServerRecord> {
     const record: ToolServerRecord = { tenant, spec, updated_at: now };
     const key = toolServerKey(tenant, spec.name);
-    this.remember(key, await (await this.bucket()).put(key, JSON.stringify(record)), record);
+    this.watched.remember(key, await (await this.bucket()).put(key, JSON.stringify(record)), record);
     return record;
   }
 
   async get(tenant: string, name: string): Promise<ToolServerRecord | undefined> {
-    this.watch();
-    const key = toolServerKey(tenant, name);
-    const cached = this.cache.get(key);
-    if (cached) return cached.record ?? undefined;
-    const e = await (await this.bucket()).get(key);
-    if (!e) return undefined;
-    this.remember(key, e.revision, e.operation === "PUT" ? e.json<ToolServerRecord>() : null);
-    return this.cache.get(key)?.record ?? undefined;
-  }
-
-  private remember(key: string, revision: number, record: ToolServerRecord | null): void {
-    const known = this.cache.get(key);
-    if (known && known.revision > revision) return;
-    this.cache.set(key, { revision, record });
-    if (known?.revision !== revision) this.changed(key, record);
-  }
-
-  private changed(key: string, record: ToolServerRecord | null): void {
-    for (const listener of this.listeners) listener(key, record);
-  }
-
-  private watch(): void {
-    if (this.watcher || this.closed) return;
-    const watching = (async () => {
-      const iterator = await (await this.bucket()).watch({ key: ">" });
-      void (async () => {
-        for await (const e of iterator) this.remember(e.key, e.revision, e.operation === "PUT" ? e.json<ToolServerRecord>() : null);
-      })()
-        .catch(() => undefined)
-        .finally(() => {
-          // A watch that ended (connection lost) leaves nothing stale behind. Another starts, so
-          // changes made meanwhile still reach the sessions: it replays every key's last value.
-          if (this.watcher === watching) this.watcher = undefined;
-          this.cache.clear();
-          if (!this.closed && this.listeners.length > 0) setTimeout(() => this.watch(), REWATCH_MS).unref();
-        });
-      return iterator;
-    })();
-    this.watcher = watching;
-    watching.catch(() => {
-      if (this.watcher === watching) this.watcher = undefined;
-    });
+    return (await this.watched.get(toolServerKey(tenant, name))) ?? undefined;
   }
 
   /** Stops the watch (the node is stopping). */
   async close(): Promise<void> {
-    this.closed = true;
-    const w = this.watcher;
-    this.watcher = undefined;
-    (await w?.catch(() => undefined))?.stop();
-    this.cache.clear();
+    await this.watched.close();
   }
 
   async list(tenant: string): Promise<ToolServerRecord[]> {
@@ -191,8 +143,7 @@ export class ToolRegistry {
     const e = await kv.get(key);
     if (!e || e.operation !== "PUT") return false;
     await kv.purge(key);
-    this.cache.delete(key);
-    this.changed(key, null);
+    this.watched.forget(key);
     return true;
   }
 }

@@ -169,6 +169,7 @@ function executeRequest(
     handler: node.handler,
     input,
     ...(node.kind === "code" && node.tool ? { tool: node.tool } : {}),
+    ...(node.kind === "code" && node.agent ? { agent: node.agent } : {}),
     ...(gate ? { gate } : {}),
     ...(r.replay_of ? { replay_of: r.replay_of } : {}),
     ...(r.cost_ceiling_cents !== undefined ? { cost_ceiling_cents: r.cost_ceiling_cents } : {}),

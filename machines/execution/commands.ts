@@ -96,6 +96,8 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     cost_cents: z.number().int().min(0).max(1e12).optional(),
     /** The meter refused the call on the tree's money ceiling (what it said): the call is not made and the run stops. */
     budget_exhausted: z.string().max(500).optional(),
+    /** An agent's model turn (server: `model`, tool: `<provider>/<model>`): not a tool call, so no tool-call ceiling counts it and no gate holds it. */
+    turn: z.literal(true).optional(),
   }),
   /**
    * A tool node's call of a gated tool, before its key, charge and intent: the run answers from

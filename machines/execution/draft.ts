@@ -32,7 +32,7 @@ export type TaskPoll = Pick<ExecuteRequest, "run" | "root" | "tenant" | "node" |
 export interface AbortRequest {
   run: string;
   /** `task`: the attempt waits on an MCP task (nothing runs here): stopping it cancels the task. */
-  attempts: { node: string; item?: number; attempt: number; lease_epoch: number; task?: { server: string; id: string; wire: string } }[];
+  attempts: { node: string; item?: number; attempt: number; lease_epoch: number; task?: { server: string; tool: string; id: string; wire: string } }[];
   reason: string;
 }
 
@@ -46,7 +46,7 @@ export function liveAttempts(node: string, holders: Iterable<[number | undefined
     const step = h.step;
     if (!step) continue;
     const at = item !== undefined ? { item } : {};
-    const task = h.task ? { task: { server: h.task.server, id: h.task.id, wire: h.task.wire } } : {};
+    const task = h.task ? { task: { server: h.task.server, tool: h.task.tool, id: h.task.id, wire: h.task.wire } } : {};
     if (step.status === "leased" || step.status === "running") out.push({ node, ...at, attempt: step.attempt, lease_epoch: step.lease_epoch, ...task });
     else if (step.status === "ready" && h.offered !== undefined) out.push({ node, ...at, attempt: h.offered, lease_epoch: step.lease_epoch + 1 });
   }

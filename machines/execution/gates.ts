@@ -64,7 +64,7 @@ export function gateWaits(run: RunContext | null | undefined, e: ExecutionEvent)
  * call without an approved (or edited) record of exactly these arguments. Refused, never recorded.
  */
 export function intentNeedsApproval(run: RunContext | null | undefined, e: ExecutionEvent): boolean {
-  if (e.type !== "effect.intent" || !run || run.replay_of) return false;
+  if (e.type !== "effect.intent" || e.turn || !run || run.replay_of) return false;
   const node = e.plan.nodes.find((n) => n.id === e.node);
   if (!node || !gatedBy(gateRuleOf(e.plan, node, run), e.server, e.tool, e.class)) return false;
   if (!isOwnCall(node, e.server, e.tool)) return true;

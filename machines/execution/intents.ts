@@ -48,7 +48,7 @@ export function onIntent(d: Draft, e: On<"effect.intent">): void {
   if (pending && pending.class === "non_idempotent" && !lookup) return park(d, e, holder, pending);
   const limit = d.plan.limits?.max_tool_calls;
   const usage = d.run.usage ?? { steps: 0, tool_calls: 0 };
-  if (!pending && limit !== undefined && usage.tool_calls >= limit) {
+  if (!pending && !e.turn && limit !== undefined && usage.tool_calls >= limit) {
     // A call beyond the ceiling is never made: its attempt stops and the run drains.
     d.effects.push({ type: "runway.answer", value: { outcome: "limit_reached" } });
     return refuseCall(d, e, holder, `max_tool_calls (${limit})`, "limit_reached");
@@ -59,10 +59,10 @@ export function onIntent(d: Draft, e: On<"effect.intent">): void {
     return refuseCall(d, e, holder, `max_cost_cents (${e.budget_exhausted})`, "budget_exhausted");
   }
   const cost = e.cost_cents ?? 0;
-  if (!pending || cost > 0)
+  if ((!pending && !e.turn) || cost > 0)
     d.run.usage = {
       ...usage,
-      tool_calls: usage.tool_calls + (pending ? 0 : 1),
+      tool_calls: usage.tool_calls + (pending || e.turn ? 0 : 1),
       ...(cost > 0 || usage.cost_cents ? { cost_cents: (usage.cost_cents ?? 0) + cost } : {}),
     };
   // The attempt now holds a lease (the intent is its first write), so a lost node's attempt is recovered as lost.
@@ -88,7 +88,18 @@ export function onIntent(d: Draft, e: On<"effect.intent">): void {
   }
   d.effects.push({
     type: "runway.journal",
-    data: { t: "intent", key: e.key, ...where, attempt: e.attempt, server: e.server, tool: e.tool, class: e.class, arguments: e.arguments ?? null, at: d.now },
+    data: {
+      t: "intent",
+      key: e.key,
+      ...where,
+      attempt: e.attempt,
+      server: e.server,
+      tool: e.tool,
+      class: e.class,
+      arguments: e.arguments ?? null,
+      at: d.now,
+      ...(e.turn ? { turn: true } : {}),
+    },
   });
   publish(d, "effect_intent", { ...where, attempt: e.attempt, key: e.key, server: e.server, tool: e.tool, class: e.class });
   // A person answered this tool's request for input: the call is made again with the answers.

@@ -51,9 +51,6 @@ function cancelStale(context: ExecutionContext, event: RunMachineEvent): boolean
   return isReport(event) && event.cancellation_epoch !== undefined && !!context.run && event.cancellation_epoch < context.run.cancellation_epoch;
 }
 
-/** Live statuses: a run in one takes events; a terminal one only answers late reports. */
-const LIVE = ["queued", "running", "waiting"] as const satisfies readonly RunStatus[];
-
 /**
  * The statuses a run can reach from `from` by ops of the run table (`LEGAL_FROM`, `RUN_OP_TARGET`),
  * directly or through others (one event may claim a run and settle it).
@@ -89,17 +86,23 @@ function decision<T extends ExecutionEvent["type"]>(type: T, decide: (c: Executi
 
 /**
  * The lifecycle transitions out of `from`, one per op of the run table legal there
- * (`LEGAL_FROM`, `RUN_OP_TARGET`): each writes the run's lifecycle columns (`applyRunOp`), and
- * moves to the op's status. An op that names no status (`advance`) is no transition.
+ * (`LEGAL_FROM`, `RUN_OP_TARGET`): each writes the run's lifecycle columns (`applyMove`), and
+ * moves to the op's status (a live one is a child of `live`). An op that names no status
+ * (`advance`), or `from` itself, is no move.
  */
 function lifecycleMoves(from: RunStatus) {
-  const on: Partial<Record<LifecycleEvent["type"], { target?: RunStatus; actions: "applyMove" }>> = {};
+  const on: Partial<Record<LifecycleEvent["type"], { target?: string; actions: "applyMove" }>> = {};
   for (const op of RUN_OPS) {
     const to = RUN_OP_TARGET[op];
     if (to === null || !LEGAL_FROM[op].has(from)) continue;
-    on[`lifecycle.${op}`] = to === from ? { actions: "applyMove" } : { target: to, actions: "applyMove" };
+    on[`lifecycle.${op}`] = to === from ? { actions: "applyMove" } : { target: stateOf(to), actions: "applyMove" };
   }
   return on;
+}
+
+/** The machine state of a status, by id: a live status is a child of `live`, an ended one a top-level state. */
+function stateOf(status: RunStatus): string {
+  return TERMINAL.has(status) ? `#run.${status}` : `#run.live.${status}`;
 }
 
 /** What a live run does with an attempt's reports: a report that is no longer current is answered, never applied. */
@@ -137,6 +140,30 @@ const REPORTS = {
   "effect.input": [{ guard: "reportApplies", actions: "parkOnInput" }, { actions: "answerNotCurrent" }],
 } as const;
 
+/**
+ * What every live status (queued, running, waiting) takes alike: an attempt's reports, a person's
+ * settle, decision and signal, timers, a child's end, cancel, recovery, sweep and expansions.
+ * Declared once, on `live`; a child state's own transitions are tried first.
+ */
+const LIVE_EVENTS = {
+  ...REPORTS,
+  "effect.settle": [{ guard: "reconcileOpen", actions: "settleEffect" }, { actions: "answerNotReconciling" }],
+  "approval.decide": [{ guard: "decisionRefused", actions: "answerDecisionRefused" }, { actions: "decideApproval" }],
+  "run.signal": [
+    { guard: "signalInvalid", actions: "answerSignalInvalid" },
+    { guard: "signalWaited", actions: "deliverSignal" },
+    { actions: "answerNotWaiting" },
+  ],
+  "timer.fired": { guard: "timerIsCurrent", actions: "applyTimer" },
+  "child.settled": { guard: "childIsCurrent", actions: "settleChild" },
+  "run.cancel": { actions: "cancel" },
+  "run.recover": { guard: "recoverable", actions: "recover" },
+  "run.sweep": { guard: "sweepRepairs", actions: "sweep" },
+  "run.parent_gone": { guard: "isChild", actions: "parentGone" },
+  "expansion.admitted": { guard: "expansionPending", actions: "admitExpansion" },
+  "expansion.refused": { guard: "expansionPending", actions: "refuseExpansion" },
+} as const;
+
 /** Absorbing: nothing changes an ended run. A late report from one of its attempts is still answered with a closed code (the worker learns why), at no write. */
 const endedState = {
   on: {
@@ -166,7 +193,8 @@ export const executionMachine = setup({
     createRefused: ({ event }) => event.type === "run.create" && createRefusal(event.run, event.parent) !== null,
     timerIsCurrent: ({ context, event }) => {
       if (event.type !== "timer.fired") return false;
-      if (event.kind === "wait") return context.run?.lifecycle.status === "waiting";
+      // A wait's deadline is the waiting state's own event (`waitTimer`).
+      if (event.kind === "wait") return false;
       if (event.kind === "ceiling") return !!context.run;
       if (event.kind === "admission") return admissionPending(context.run);
       const n = context.run?.nodes[event.node];
@@ -177,6 +205,8 @@ export const executionMachine = setup({
       if (event.kind === "task") return !!holderOf(n, event.item)?.task && isLeased(holderOf(n, event.item), event.attempt ?? 0, event.lease_epoch ?? 0);
       return holdersOf(n).some(([, h]) => h.step?.status === "ready");
     },
+    /** The deadline of the run's wait (taken only while it waits). */
+    waitTimer: ({ event }) => event.type === "timer.fired" && event.kind === "wait",
     /** An intent, receipt, task or gate question from the attempt the holder runs now. */
     effectIsCurrent: ({ context, event }) =>
       (event.type === "effect.intent" ||
@@ -309,40 +339,28 @@ export const executionMachine = setup({
       on: {
         "run.create": [
           { guard: "createRefused", actions: "answerCreateRefused" },
-          { target: "queued", actions: "create" },
+          { target: "live", actions: "create" },
         ],
       },
     },
-    ...Object.fromEntries(LIVE.map((status) => [status, liveState(status)])),
+    live: {
+      // The events every live status takes alike, declared once; each child holds its own.
+      initial: "queued",
+      on: LIVE_EVENTS,
+      states: {
+        // Only a queued run is admitted by its tenant.
+        queued: {
+          on: {
+            ...lifecycleMoves("queued"),
+            "run.admitted": { actions: "admit" },
+            "run.admission_refused": { guard: "admissionAsked", actions: "refuseAdmission" },
+          },
+        },
+        running: { on: lifecycleMoves("running") },
+        // Only a waiting run's wait runs out; other timers fall through to `live`.
+        waiting: { on: { ...lifecycleMoves("waiting"), "timer.fired": { guard: "waitTimer", actions: "applyTimer" } } },
+      },
+    },
     ...Object.fromEntries([...TERMINAL].map((status) => [status, endedState])),
   },
 });
-
-/** A live status: the events a live run takes, and its lifecycle transitions. */
-function liveState(status: RunStatus) {
-  return {
-    on: {
-      ...lifecycleMoves(status),
-      ...REPORTS,
-      "effect.settle": [{ guard: "reconcileOpen", actions: "settleEffect" }, { actions: "answerNotReconciling" }],
-      "approval.decide": [{ guard: "decisionRefused", actions: "answerDecisionRefused" }, { actions: "decideApproval" }],
-      "run.signal": [
-        { guard: "signalInvalid", actions: "answerSignalInvalid" },
-        { guard: "signalWaited", actions: "deliverSignal" },
-        { actions: "answerNotWaiting" },
-      ],
-      "timer.fired": { guard: "timerIsCurrent", actions: "applyTimer" },
-      "child.settled": { guard: "childIsCurrent", actions: "settleChild" },
-      "run.cancel": { actions: "cancel" },
-      "run.recover": { guard: "recoverable", actions: "recover" },
-      "run.sweep": { guard: "sweepRepairs", actions: "sweep" },
-      "run.parent_gone": { guard: "isChild", actions: "parentGone" },
-      "expansion.admitted": { guard: "expansionPending", actions: "admitExpansion" },
-      "expansion.refused": { guard: "expansionPending", actions: "refuseExpansion" },
-      // Only a queued run is admitted by its tenant.
-      ...(status === "queued"
-        ? { "run.admitted": { actions: "admit" }, "run.admission_refused": { guard: "admissionAsked", actions: "refuseAdmission" } }
-        : {}),
-    },
-  } as const;
-}

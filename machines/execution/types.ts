@@ -1,7 +1,7 @@
 import type { ToolClass } from "../tools/index.js";
 import type { RunLifecycle, RunOp, RunOpEvent } from "../run/index.js";
 import type { StepError, StepState } from "../step/index.js";
-import type { NodeStatus, Plan } from "../workflow/index.js";
+import type { NodeStatus, Plan, PlanAgent } from "../workflow/index.js";
 import type { RunCommand } from "./commands.js";
 import type { RunLane } from "../tenant/index.js";
 
@@ -205,6 +205,8 @@ export interface IntentFact {
   class: ToolClass;
   arguments: unknown;
   at: number;
+  /** An agent's model turn (its receipt holds the model's response), not a tool call. */
+  turn?: true;
 }
 
 /** The run's input and outputs, as the journal holds them (read-only for the machine). */
@@ -389,6 +391,8 @@ export interface ExecuteRequest {
   input: unknown;
   /** A tool node: the call the gateway makes (with `input` as its arguments) instead of a handler. */
   tool?: { server: string; tool: string };
+  /** An agent node: the model loop the node runs (with `input` as its task) instead of a handler. */
+  agent?: PlanAgent;
   /** The calls that ask a person first (absent: none): a tool node's own call asks its run (`effect.gate`); a handler's fails `tool_needs_approval`. */
   gate?: GateRule;
   /** The run is a replay of this one: its tool calls are answered from that run's receipts. */

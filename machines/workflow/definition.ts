@@ -5,6 +5,8 @@
  */
 import { z } from "zod";
 import { isJson, type Json } from "./canonical.js";
+import { agentNodeObject, type AgentFields } from "./agent-node.js";
+import { a2aNodeShape, type A2ANode } from "./a2a.js";
 
 export type { Json };
 
@@ -104,7 +106,11 @@ export type GatedClass = "read_only" | "idempotent" | "non_idempotent";
  * request's prompt, groups and clock as in `ToolGate` (a tool node's own `approval` wins).
  */
 export type ToolApprovals = ToolGate & { tools?: string[]; classes?: GatedClass[] };
-export type DefinitionNode = CodeNode | ParallelNode | BranchNode | MapNode | SubworkflowNode | SleepNode | ToolNode | WaitNode | ApprovalNode;
+/** An agent node (agent-node.ts): a model loop with the tenant's MCP tools; `timeout_ms` bounds one attempt of the whole loop. */
+export type AgentNode = Common & AgentFields & { retry?: Retry; timeout_ms?: number };
+export type DefinitionNode =
+  CodeNode | ParallelNode | BranchNode | MapNode | SubworkflowNode | SleepNode | ToolNode | WaitNode | ApprovalNode | AgentNode | A2ANode;
+export type { A2ANode };
 
 /**
  * A run's ceilings: reaching one stops the run (after work: a success with `partial_reason:
@@ -258,6 +264,8 @@ export const NodeSchema: z.ZodType<DefinitionNode> = z.lazy(() =>
       cost: Cost.optional(),
       approval: z.strictObject(ToolGateShape).optional(),
     }),
+    agentNodeObject(common, RetrySchema, JsonSchema, Timeout),
+    z.strictObject({ ...common, ...a2aNodeShape, retry: RetrySchema.optional(), timeout_ms: Timeout.optional() }),
   ]),
 );
 

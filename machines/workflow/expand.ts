@@ -7,6 +7,8 @@
 import type { DefinitionNode, Need, Retry } from "./definition.js";
 import { DEFAULT_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT_MS } from "./definition.js";
 import { checkSchemaSubset } from "./json-schema.js";
+import { checkAgentNode, DEFAULT_AGENT_TIMEOUT_MS, planAgentOf } from "./agent-node.js";
+import { a2aStep } from "./a2a.js";
 import { formatPath } from "./canonical.js";
 import type { PlanNeed, PlanNode, PlanRetry } from "./plan.js";
 
@@ -124,6 +126,16 @@ const LEAF: { [K in LeafKind]: (n: Extract<DefinitionNode, { kind: K }>, base: B
     timeout_ms: n.timeout_ms ?? DEFAULT_WAIT_TIMEOUT_MS,
   }),
   sleep: (n, base) => ({ ...base, kind: "sleep", duration_ms: n.duration_ms }),
+  agent: (n, base) => ({
+    ...base,
+    kind: "code",
+    handler: `agent:${n.model}`,
+    ...(n.input !== undefined && { input: n.input }),
+    retry: planRetry(n.retry),
+    timeout_ms: n.timeout_ms ?? DEFAULT_AGENT_TIMEOUT_MS,
+    agent: planAgentOf(n),
+  }),
+  a2a: (n, base) => ({ ...base, kind: "code", ...a2aStep(n), retry: planRetry(n.retry), timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS }),
 };
 
 /** Flattens `nodes` into plan nodes (definition pre-order; joins after their members). */
@@ -214,6 +226,7 @@ class Expander {
       this.err("unknown_workflow", [...path, "workflow"], `no published workflow named '${n.workflow}'`);
     if (n.kind === "wait")
       for (const issue of checkSchemaSubset(n.schema ?? {}, [...path, "schema"])) this.errors.push({ code: "invalid_input_schema", ...issue });
+    if (n.kind === "agent") for (const issue of checkAgentNode(n, path)) this.errors.push({ code: "invalid_input_schema", ...issue });
   }
 
   /** A parallel (its join after its branches) or a branch (its decision, its paths, then its `<id>:end`). */

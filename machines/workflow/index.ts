@@ -14,6 +14,7 @@ export {
   WorkflowNameSchema,
   ToolServerNameSchema,
   SignalNameSchema,
+  type AgentNode,
   type BranchNode,
   type CodeNode,
   type CompareOp,
@@ -33,6 +34,8 @@ export {
   type Template,
   type TestOp,
 } from "./definition.js";
+export { DEFAULT_AGENT_TIMEOUT_MS, DEFAULT_AGENT_TOOL_CALLS, DEFAULT_AGENT_TURNS, type PlanAgent } from "./agent-node.js";
+export { A2A_SERVER_PREFIX, MAX_AGENT_URL, a2aAuthOf, type A2ANode } from "./a2a.js";
 export { checkSchemaSubset, validateAgainstSchema, type SchemaIssue, type SchemaValidation } from "./json-schema.js";
 export {
   compileDefinition,

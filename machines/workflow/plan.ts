@@ -8,6 +8,7 @@
 import { z } from "zod";
 import { isJson, type Json } from "./canonical.js";
 import { ConditionSchema, type Condition } from "./definition.js";
+import { PlanAgentSchema, type PlanAgent } from "./agent-node.js";
 
 export const PLAN_VERSION = 1;
 
@@ -37,6 +38,8 @@ export type PlanCode = Base & {
   tool?: { server: string; tool: string };
   /** A tool node whose call is always gated: its request (the timeout resolved). */
   approval?: PlanToolGate;
+  /** An agent node: its attempt runs the model loop (see agent-node.ts), with `input` as the task. */
+  agent?: PlanAgent;
 };
 /** A gated tool call's request as the plan keeps it (see `ToolGate`): its clock resolved. */
 export type PlanToolGate = { prompt?: string; group?: string; escalation_group?: string; timeout_ms: number };
@@ -127,6 +130,7 @@ export const PlanNodeSchema = z.discriminatedUnion("kind", [
     cost: z.number().positive().optional(),
     tool: z.strictObject({ server: z.string(), tool: z.string() }).optional(),
     approval: z.strictObject(PlanToolGateShape).optional(),
+    agent: PlanAgentSchema.optional(),
   }),
   z.strictObject({
     ...base,

@@ -11,7 +11,7 @@ import { DeadLetterReason } from "./dead-letters.js";
 import type { ActorAddress, ActorDefinition, Effect } from "./define.js";
 import type { CellEnvironment, Delivery, Settle } from "./delivery.js";
 import { collectEffects, factBytes } from "./emitted.js";
-import type { pureMachine } from "./pure.js";
+import { sameStateValue, type pureMachine } from "./pure.js";
 import type { ActorRecord, CommandAnswer, OutboxEntry } from "./wire.js";
 
 /** The lane a batch is decided for. */
@@ -183,7 +183,7 @@ function transition(
     // A guard that throws is the machine's fault like any other.
     const [next, actions] = pure.transition(snapshot, event);
     const produced = collectEffects(actions);
-    if (next.context === snapshot.context && next.value === snapshot.value && produced.every((e) => e.type === "runway.answer")) {
+    if (next.context === snapshot.context && sameStateValue(next.value, snapshot.value) && produced.every((e) => e.type === "runway.answer")) {
       // Nothing moved: the event was refused (no transition takes it) or answered without a
       // change. Only now is it asked which: a change means a transition took it, so the common
       // case selects the transitions once, not twice.

@@ -68,3 +68,23 @@ export function persistedSnapshot(machine: AnyStateMachine, snapshot: AnyMachine
   const s = snapshot as AnyMachineSnapshot & { output?: unknown; error?: unknown };
   return { status: s.status, output: s.output, error: s.error, value: s.value, context: s.context, children: {}, historyValue: {} };
 }
+
+/**
+ * Whether two XState state values name the same state: a string (an atomic state) or an object
+ * of a compound state's active child (`{ live: "running" }`). XState builds a new value object on
+ * every transition, so a transition that stayed put is told by content, not identity. On the
+ * hot path (every command): no allocation, one step per level of nesting.
+ */
+export function sameStateValue(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  const x = a as Record<string, unknown>;
+  const y = b as Record<string, unknown>;
+  let keys = 0;
+  for (const key in x) {
+    if (!Object.hasOwn(y, key) || !sameStateValue(x[key], y[key])) return false;
+    keys++;
+  }
+  for (const key in y) if (Object.hasOwn(y, key)) keys--;
+  return keys === 0;
+}

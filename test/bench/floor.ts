@@ -39,7 +39,7 @@ function head(run: number, step: number) {
       id,
       snapshot: {
         status: "active",
-        value: "running",
+        value: { live: "running" },
         context: {
           run: {
             v: 2,
@@ -78,7 +78,7 @@ function head(run: number, step: number) {
       transitions: step,
       writer: { node: "bench", epoch: 1 },
       at,
-      version: 3,
+      version: 4,
     },
   };
 }

@@ -12,6 +12,11 @@ import { createLogger } from "../../runtime/index.js";
 import { natsCli, startServer, waitFor, type NatsCliResult, type NatsServerHandle } from "../harness/index.js";
 import { HANDLERS, settled } from "./workflow-support.js";
 
+/** Tenant ta's people: alice reviews for ops, bob reviews nothing. */
+const USERS = [
+  { tenant: "ta", name: "alice", groups: ["ops"] },
+  { tenant: "ta", name: "bob" },
+];
 const dir = mkdtempSync(join(tmpdir(), "runway-creds-"));
 let server: NatsServerHandle;
 let node: RunwayWorkflowNode;
@@ -56,7 +61,12 @@ async function reload(): Promise<void> {
 }
 
 beforeAll(async () => {
-  const written = writeCredentials(dir, { tenants: ["ta", "tb"], operators: ["ops1"], nodes: ["node-a"] });
+  const written = writeCredentials(dir, {
+    tenants: ["ta", "tb"],
+    users: USERS,
+    operators: ["ops1"],
+    nodes: ["node-a"],
+  });
   if (written.outcome !== "ok") throw new Error(written.problems.join("; "));
   creds = written.credentials;
   const nodeSeed = readSeed(cred("node", "node-a").path);
@@ -68,6 +78,7 @@ beforeAll(async () => {
     name: "node-a",
     handlers: [HANDLERS],
     logger: createLogger("node-a", "error"),
+    credentialsDir: dir,
   });
   await waitFor(() => node.node.host.ownedPartitions().length === 32, { timeoutMs: 30_000, describe: "the node to own all partitions" });
   const operator = new RunwayClient(await connectAs(cred("operator", "ops1")), "ops");
@@ -82,6 +93,61 @@ afterAll(async () => {
   await node?.stop();
   await server?.dispose();
   rmSync(dir, { recursive: true, force: true });
+});
+
+describe("identity over NATS reaches decisions (acceptance 7)", () => {
+  const user = (name: string) => {
+    const c = creds.find((x) => x.role === "tenant" && x.name === "ta" && x.user === name);
+    if (!c) throw new Error(`no user ta:${name}`);
+    return c;
+  };
+  const GATED = {
+    name: "gated",
+    nodes: [
+      { id: "gate", kind: "approval", prompt: "Ship it?", group: "ops", timeout_ms: 3_600_000 },
+      { id: "after", kind: "code", needs: ["gate"], handler: "noop" },
+    ],
+  };
+  type View = { id: string; lane: string; initiator?: string; status: string };
+
+  it("a tenant key is the run's initiator and a batch caller: source cli it writes does not give it the interactive lane (C037)", async () => {
+    const bob = new RunwayClient(await connectAs(user("bob")), "ta");
+    const started = await bob.startRun({ definition: "one", source: "cli" });
+    expect(started.outcome, JSON.stringify(started)).toBe("started");
+    const view = (await bob.getRun((started.run as View).id)).run as View;
+    expect(view).toMatchObject({ lane: "batch", initiator: "nats:ta/bob" });
+    // The operator (staff, no tenant import) writing the same source still gets the CLI's lane.
+    const operator = new RunwayClient(await connectAs(cred("operator", "ops1")), "ta");
+    const staff = (await operator.startRun({ definition: "one", source: "cli" })).run as View;
+    expect(((await operator.getRun(staff.id)).run as View).lane).toBe("interactive");
+  });
+
+  it("an approval decided by a key outside its reviewer group answers not_authorized, whatever `by` it writes; a reviewer of the group decides it as itself", async () => {
+    const alice = new RunwayClient(await connectAs(user("alice")), "ta");
+    const bob = new RunwayClient(await connectAs(user("bob")), "ta");
+    expect(["published", "unchanged"]).toContain((await bob.putDefinition(GATED)).outcome);
+    const run = (await bob.startRun({ definition: "gated" })).run as View;
+    const id = `${run.id}:gate`;
+    await waitFor(async () => (await bob.approval(id)).outcome === "found" || undefined, { timeoutMs: 10_000, describe: "the approval in the inbox" });
+    const refused = await bob.decide(id, "approve", { by: "nats:ta/alice" });
+    expect(refused).toMatchObject({ outcome: "not_authorized" });
+    expect(String(refused.reason)).toContain("nats:ta/bob is not in the approval's reviewer group ops");
+    expect(await alice.decide(id, "approve", { by: "someone-else" })).toMatchObject({ outcome: "decided" });
+    expect((await settled(alice, run.id)).status).toBe("succeeded");
+  });
+
+  it("the initiator of a run cannot approve its own action, even in the reviewer group; it may reject it", async () => {
+    const alice = new RunwayClient(await connectAs(user("alice")), "ta");
+    expect(["published", "unchanged"]).toContain((await alice.putDefinition(GATED)).outcome);
+    const run = (await alice.startRun({ definition: "gated" })).run as View;
+    const id = `${run.id}:gate`;
+    await waitFor(async () => (await alice.approval(id)).outcome === "found" || undefined, { timeoutMs: 10_000, describe: "the approval in the inbox" });
+    const refused = await alice.decide(id, "approve");
+    expect(refused).toMatchObject({ outcome: "not_authorized" });
+    expect(String(refused.reason)).toContain("its initiator cannot approve");
+    expect(await alice.decide(id, "reject", { reason: "not mine to ship" })).toMatchObject({ outcome: "decided" });
+    expect((await settled(alice, run.id)).status).toBe("failed");
+  });
 });
 
 describe("per-tenant NATS credentials (acceptance 6)", () => {
@@ -213,7 +279,7 @@ describe("per-tenant NATS credentials (acceptance 6)", () => {
     const kept = join(mkdtempSync(join(tmpdir(), "runway-creds-kept-")), "tb.nk");
     writeFileSync(kept, readFileSync(cred("tenant", "tb").path));
     expect((await new RunwayClient(ncB, "tb").call("runway.v1.tb.tenant.get", {})).outcome).toBe("found");
-    const written = writeCredentials(dir, { tenants: ["ta", "tc"], operators: ["ops1"], nodes: ["node-a"] });
+    const written = writeCredentials(dir, { tenants: ["ta", "tc"], users: USERS, operators: ["ops1"], nodes: ["node-a"] });
     if (written.outcome !== "ok") throw new Error("invalid");
     expect(written.revoked).toEqual(["tenants/tb.nk"]);
     expect(written.created).toEqual(["tenants/tc.nk"]);

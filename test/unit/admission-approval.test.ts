@@ -76,7 +76,7 @@ describe("a run held by its admission approval", () => {
     expect(d.run.lifecycle).toMatchObject({ status: "running", waiting_on: null, waiting_ref: null, waiting_expires_at: null, started_at: T0 + 10 });
     expect(shapeOf(d.run)).toEqual([]);
     expect(executes(claimed).map((x) => x.node)).toEqual(["work"]);
-    expect(d.snap.value).toBe("running");
+    expect(d.snap.value).toEqual({ live: "running" });
     expect(d.send({ type: "approval.decide", node: ADMISSION, decision: "reject", by: "bob" }).find((e) => e.type === "runway.answer")?.value).toEqual({
       outcome: "already_decided",
     });

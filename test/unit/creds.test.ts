@@ -2,7 +2,10 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { headers } from "@nats-io/transport-node";
+import { callerOf, REQUEST_INFO_HEADER } from "../../gateways/api/callers.js";
 import {
+  callerDirectory,
   devCredentials,
   planCredentials,
   publicKeyOf,
@@ -134,6 +137,52 @@ describe("writeCredentials and runway creds", () => {
     expect(bad.code).toBe(2);
     expect(bad.lines.join("\n")).toContain('tenant "ops"');
     expect((await run("frobnicate", "--dir", dir)).code).toBe(2);
+  });
+});
+
+describe("tenant users' reviewer groups, and who a request is from", () => {
+  it("--user T:NAME:GROUP,GROUP stores the groups; added again, the user takes its new groups; a bad group is refused", async () => {
+    const dir = tmp();
+    const run = async (...argv: string[]) => {
+      const q = quiet();
+      return { code: await runCredsCommand(argv, q.io), lines: q.lines };
+    };
+    expect((await run("init", "--dir", dir, "--tenant", "a", "--user", "a:alice:ops,finance", "--user", "a:bob")).code).toBe(0);
+    const user = (name: string) => readIdentities(dir).find((i) => i.user === name);
+    expect(user("alice")?.groups).toEqual(["finance", "ops"]);
+    expect(user("bob")?.groups).toBeUndefined();
+    expect((await run("add", "--dir", dir, "--user", "a:bob:ops")).code).toBe(0);
+    expect(user("bob")?.groups).toEqual(["ops"]);
+    expect((await run("ls", "--dir", dir)).lines.some((l) => l.includes("a:bob:ops\t"))).toBe(true);
+    const bad = await run("add", "--dir", dir, "--user", "a:carol:o.ps");
+    expect(bad.code).toBe(2);
+    expect(bad.lines.join("\n")).toContain("a group is 1-64 characters");
+    expect((await run("add", "--dir", dir, "--user", "a:carol:ops:x")).code).toBe(2);
+  });
+
+  it("callerOf: a tenant key through its import is that key, with its groups; no directory or no header is staff; another account's key is foreign", () => {
+    const dir = tmp();
+    const written = writeCredentials(dir, { tenants: ["a", "b"], users: [{ tenant: "a", name: "alice", groups: ["ops"] }] });
+    if (written.outcome !== "ok") throw new Error("invalid");
+    const key = (tenant: string, user?: string) => written.credentials.find((c) => c.name === tenant && c.user === user)!.publicKey;
+    const directory = callerDirectory(dir, () => 0);
+    const info = (acc: string, user: string) => {
+      const h = headers();
+      h.set(REQUEST_INFO_HEADER, JSON.stringify({ acc, user }));
+      return h;
+    };
+    expect(callerOf(directory, "a", info("TENANT_a", key("a", "alice")))).toEqual({
+      from: "tenant",
+      caller: { identity: "nats:a/alice", groups: ["ops"], interactive: false },
+    });
+    expect(callerOf(directory, "a", info("TENANT_a", key("a")))).toMatchObject({ from: "tenant", caller: { identity: "nats:a/a", groups: [] } });
+    expect(callerOf(directory, "a", info("TENANT_b", key("b")))).toEqual({ from: "foreign", account: "TENANT_b" });
+    expect(callerOf(directory, "a", info("RUNWAY", "Uxyz"))).toEqual({ from: "staff" });
+    expect(callerOf(directory, "a", undefined)).toEqual({ from: "staff" });
+    expect(callerOf(undefined, "a", info("TENANT_a", key("a", "alice")))).toEqual({ from: "staff" });
+    const garbled = headers();
+    garbled.set(REQUEST_INFO_HEADER, "{not json");
+    expect(callerOf(directory, "a", garbled)).toEqual({ from: "staff" });
   });
 });
 

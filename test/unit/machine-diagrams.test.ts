@@ -11,8 +11,14 @@ it("the diagrams machines/README.md embeds are the production machines as they a
 
 it("a diagram names every state, each move with its event, and each event a state takes without moving (not drawn as a loop)", () => {
   const diagram = mermaidOf(executionMachine);
-  for (const state of ["new", "queued", "running", "waiting", "succeeded", "failed", "cancelled"]) expect(diagram).toContain(`state "${state}"`);
-  for (const move of ["run_new --> run_queued: run.create", "run_queued --> run_running: lifecycle.claim", "run_running --> run_succeeded: lifecycle.succeed"])
+  for (const state of ["new", "live", "queued", "running", "waiting", "succeeded", "failed", "cancelled"]) expect(diagram).toContain(`state "${state}"`);
+  // The live statuses are drawn inside their compound state, which starts at queued.
+  expect(diagram).toMatch(/state run_live \{\n {2}\[\*\] --> run_live_queued\n[\s\S]*state "running" as run_live_running[\s\S]*\n {2}\}\n/);
+  for (const move of [
+    "run_new --> run_live: run.create",
+    "run_live_queued --> run_live_running: lifecycle.claim",
+    "run_live_running --> run_succeeded: lifecycle.succeed",
+  ])
     expect(diagram).toContain(move);
   for (const event of ["step.result", "run.admitted", "approval.decide"]) expect(diagram).toContain(event);
   expect(diagram).not.toMatch(/run_(\w+) --> run_\1:/);

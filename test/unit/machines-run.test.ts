@@ -43,13 +43,22 @@ function opEvent(op: RunOp, now: number): RunOpEvent {
   return op === "mark_waiting" ? { op, now, on: "event", ref: "node-7", expires_at: now + HOUR } : ({ op, now } as RunOpEvent);
 }
 
+type StateNodeLike = {
+  key: string;
+  states: Record<string, StateNodeLike>;
+  always?: { target?: { key: string }[] }[];
+  transitions: Map<string, { target?: { key: string }[] }[]>;
+};
+const machineRoot = (executionMachine as unknown as { root: StateNodeLike }).root;
+
+/** The machine state of `status`: a live status is a child of the compound `live` state, an ended one a top-level state. */
+function stateNodeOf(status: RunStatus): StateNodeLike {
+  return NON_TERMINAL.has(status) ? machineRoot.states.live!.states[status]! : machineRoot.states[status]!;
+}
+
 /** The statuses the production run machine moves to from `status` (its generated structure). */
 function movesOf(status: RunStatus): RunStatus[] {
-  const node = (
-    executionMachine as unknown as {
-      root: { states: Record<string, { always?: { target?: { key: string }[] }[]; transitions: Map<string, { target?: { key: string }[] }[]> }> };
-    }
-  ).root.states[status]!;
+  const node = stateNodeOf(status);
   const targets = new Set<string>();
   for (const t of node.always ?? []) for (const n of t.target ?? []) targets.add(n.key);
   for (const ts of node.transitions.values()) for (const t of ts) for (const n of t.target ?? []) targets.add(n.key);
@@ -242,8 +251,9 @@ describe("property", () => {
 
 describe("the production run machine", () => {
   it("its states are the run's statuses, plus new; a live status moves to exactly what the table lets it reach", () => {
-    const states = Object.keys((executionMachine as unknown as { root: { states: object } }).root.states).sort();
-    expect(states).toEqual(["new", ...RUN_STATUSES].sort());
+    const states = Object.keys(machineRoot.states).sort();
+    expect(states).toEqual(["new", "live", ...TERMINAL].sort());
+    expect(Object.keys(machineRoot.states.live!.states).sort()).toEqual([...NON_TERMINAL].sort());
     // Each op of the table legal from a live status is one transition, to the op's status; through them a live status reaches exactly what the table lets it reach.
     for (const status of NON_TERMINAL) {
       const byOp = RUN_OPS.filter((op) => LEGAL_FROM[op].has(status)).map((op) => RUN_OP_TARGET[op]);
@@ -257,5 +267,21 @@ describe("the production run machine", () => {
       expect(RUN_STATUSES.filter((s) => seen.has(s))).toEqual(reachableFrom(status));
     }
     for (const status of TERMINAL) expect(movesOf(status)).toEqual([]);
+  });
+
+  it("each live status holds only its own events: its lifecycle moves, admission (queued) and the wait's deadline (waiting); the rest live once on `live`", () => {
+    const own: Record<string, string[]> = { queued: ["run.admitted", "run.admission_refused"], running: [], waiting: ["timer.fired"] };
+    for (const status of NON_TERMINAL) {
+      const events = [...stateNodeOf(status).transitions.keys()];
+      const legal = RUN_OPS.filter((op) => LEGAL_FROM[op].has(status) && RUN_OP_TARGET[op] !== null).map((op) => `lifecycle.${op}`);
+      expect(events.filter((e) => e.startsWith("lifecycle.")).sort(), status).toEqual(legal.sort());
+      expect(events.filter((e) => !e.startsWith("lifecycle.")).sort(), status).toEqual(own[status]!.sort());
+    }
+    const shared = [...machineRoot.states.live!.transitions.keys()];
+    expect(
+      shared.some((e) => e.startsWith("lifecycle.") || e === "run.admitted"),
+      "live holds no status's own event",
+    ).toBe(false);
+    expect(shared).toEqual(expect.arrayContaining(["step.result", "run.cancel", "timer.fired", "run.signal"]));
   });
 });

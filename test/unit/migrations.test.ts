@@ -64,7 +64,7 @@ describe("the migration table", () => {
     }
   });
 
-  it("run 2 → 3: the machine's live/ended becomes the run's status, and the result resolves in today's machine", () => {
+  it("run 2 → 3: the machine's live/ended becomes the run's status, and the result (taken on by step 3) resolves in today's machine", () => {
     for (const { id, state, record } of runs) {
       const v2 = MIGRATIONS.run[1](record.snapshot) as Persisted;
       expect(v2.value, id).toBe(state);
@@ -72,9 +72,32 @@ describe("the migration table", () => {
       const status = v2.context.run!.lifecycle.status;
       expect(v3.value, id).toBe(status);
       expect(TERMINAL.has(status), id).toBe(state === "ended");
-      expect(executionMachine.resolveState(v3 as never).value, id).toBe(status);
+      expect(executionMachine.resolveState(MIGRATIONS.run[3](v3) as never).value, id).toEqual(TERMINAL.has(status) ? status : { live: status });
       expect(MIGRATIONS.run[2](v2), id).toEqual(v3);
     }
+  });
+
+  it("run 3 → 4: a live status becomes a child of `live`, an ended one and `new` stay, and the result resolves in today's machine", () => {
+    const statuses = new Set<string>();
+    for (const { id, record } of runs) {
+      const v3 = MIGRATIONS.run[2](MIGRATIONS.run[1](record.snapshot)) as Persisted;
+      const status = v3.context.run!.lifecycle.status;
+      statuses.add(status);
+      const v4 = MIGRATIONS.run[3](v3) as Persisted;
+      const expected = TERMINAL.has(status) ? status : { live: status };
+      expect(v4.value, id).toEqual(expected);
+      expect(v4.context, id).toBe(v3.context);
+      const resolved = executionMachine.resolveState(v4 as never);
+      expect(resolved.value, id).toEqual(expected);
+      expect(resolved.matches((TERMINAL.has(status) ? status : { live: status }) as never), id).toBe(true);
+      expect(MIGRATIONS.run[3](v3), id).toEqual(v4);
+    }
+    // The fixtures hold both a live and an ended run, so both branches of the step are exercised.
+    expect([...statuses].some((s) => TERMINAL.has(s as never))).toBe(true);
+    expect([...statuses].some((s) => !TERMINAL.has(s as never))).toBe(true);
+    // The other live statuses and `new`, stored at version 3 as the machine wrote them.
+    for (const value of ["queued", "waiting"]) expect((MIGRATIONS.run[3]({ value, context: { run: null } }) as Persisted).value).toEqual({ live: value });
+    expect((MIGRATIONS.run[3]({ value: "new", context: { run: null } }) as Persisted).value).toBe("new");
   });
 
   it("the host's read decodes each stored run and runs the steps from its version: the snapshot the steps give, one after the other", () => {
@@ -82,7 +105,7 @@ describe("the migration table", () => {
       const read = decodeActor(RUN_RECORD, { outcome: "found", message: { subject: `$KV.x.run.${id}`, seq: 7, data: bytes, headers: {} } });
       expect(read.outcome, id).toBe("found");
       if (read.outcome !== "found") continue;
-      const chained = MIGRATIONS.run[2](MIGRATIONS.run[1](record.snapshot)) as Persisted;
+      const chained = MIGRATIONS.run[3](MIGRATIONS.run[2](MIGRATIONS.run[1](record.snapshot))) as Persisted;
       expect(read.persisted, id).toEqual(chained);
       expect(read.snapshot, id).toEqual({ value: chained.value, context: chained.context });
       expect(read.revision, id).toBe(7);

@@ -58,6 +58,6 @@ it("reads no memory for an ended run (it only answers), and does for a live one"
   const ended = { value: "succeeded", context: { run } } as unknown as AnyMachineSnapshot;
   const prepared = await actor(() => Promise.resolve(plan), 1).prepare!(late, ended, [], new Map());
   expect(prepared).not.toHaveProperty("memory");
-  const live = { value: "running", context: { run } } as unknown as AnyMachineSnapshot;
+  const live = { value: { live: "running" }, context: { run } } as unknown as AnyMachineSnapshot;
   await expect(actor(() => Promise.resolve(plan), 1).prepare!(late, live, [], new Map())).rejects.toThrow("not asked");
 });

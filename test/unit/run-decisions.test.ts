@@ -77,7 +77,7 @@ describe("the machine takes a decision's ops as transitions", () => {
   it("create then claim: the machine's state and the stored lifecycle columns are what the run table writes", () => {
     const [snap] = initialTransition(executionMachine);
     const [next, actions] = transition(executionMachine, snap, create() as never);
-    expect(next.value).toBe("running");
+    expect(next.value).toEqual({ live: "running" });
     const run = (next.context as ExecutionContext).run!;
     expect(run.lifecycle).toEqual({ ...queuedLifecycle(), status: "running", started_at: 10 });
     // The ops are internal: they emit nothing of their own.
@@ -87,7 +87,9 @@ describe("the machine takes a decision's ops as transitions", () => {
   it("a lifecycle op is not a command: the run's command schema refuses one, and each live state takes only the ops the table allows there", () => {
     expect(RunCommandSchema.safeParse({ type: "lifecycle.succeed", move: { op: "succeed", now: 1 } }).success).toBe(false);
     const ops = (status: string) =>
-      Object.keys((executionMachine.root.states[status] as unknown as { on: Record<string, unknown> }).on).filter((t) => t.startsWith("lifecycle."));
+      Object.keys(
+        ((executionMachine.root.states.live!.states[status] ?? executionMachine.root.states[status]) as unknown as { on: Record<string, unknown> }).on,
+      ).filter((t) => t.startsWith("lifecycle."));
     expect(ops("queued")).toEqual(["lifecycle.claim", "lifecycle.mark_waiting", "lifecycle.fail", "lifecycle.cancel"]);
     expect(ops("running")).toEqual(["lifecycle.claim", "lifecycle.mark_waiting", "lifecycle.succeed", "lifecycle.fail", "lifecycle.cancel"]);
     expect(ops("waiting")).toEqual([

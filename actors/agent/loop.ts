@@ -1,0 +1,201 @@
+import { canonicalJson, validateAgainstSchema, type ExecuteRequest, type PlanAgent, type Receipt } from "../../machines/index.js";
+import { sha256Hex } from "../records/index.js";
+import type { ToolAnswer, ToolCall, ToolPort } from "../run/index.js";
+import { TurnResponseSchema, type AgentMessage, type AgentTool, type ModelPort, type TurnResponse } from "./port.js";
+
+/** Output tokens one turn asks for when the node's token ceiling leaves more (or sets none). */
+export const TURN_MAX_TOKENS = 4_096;
+/** A turn's response larger than this (JSON) fails `model_output_too_large`: its receipt lives in the run's journal. */
+export const MAX_TURN_BYTES = 256 * 1024;
+
+type StepError = { code: string; message: string; retryable: boolean };
+/** How an agent attempt ended: its output (the final text, or the parsed JSON under `output_schema`), a failure, or `stopped` (the run refused the attempt). */
+export type AgentResult = { outcome: "succeeded"; output: unknown } | { outcome: "failed"; error: StepError } | { outcome: "stopped"; reason: string };
+
+/** The run's answer to an intent (`EffectAnswer`), as far as the loop reads it. */
+type IntentAnswer = { outcome: string; value?: unknown } | undefined;
+
+export interface AgentStepDeps {
+  models: ModelPort;
+  tools: ToolPort;
+  /** Records a model turn's intent in the run (fenced by the attempt): `observed` with the stored response, `recorded`/`reconcile` to ask the model. */
+  intent(event: Record<string, unknown> & { type: "effect.intent" }, id: string): Promise<IntentAnswer>;
+  /** One tool call through the journal (intent, call, receipt): the tool step's own path. */
+  callTool(call: ToolCall): Promise<{ answer: ToolAnswer; receipt?: Receipt }>;
+  /** Stores a receipt in the run under the attempt's fence: false when the run refused it (the attempt is no longer current). */
+  receipt(receipt: Receipt): Promise<boolean>;
+  /** Keeps the attempt's lease alive between turns. */
+  beat(): void;
+  now(): number;
+}
+
+const fail = (code: string, message: string, retryable = false): AgentResult => ({ outcome: "failed", error: { code, message, retryable } });
+
+/**
+ * One attempt of an agent node: the model loop, on this node's event loop (no worker thread).
+ *
+ * Every model turn is an effect of its own, keyed `<run>:<node>:turn<i>`: its intent is recorded
+ * before the model is asked and its response is stored as the receipt before the loop reads it.
+ * Every tool call the model proposes goes through the tool gateway's journal path, keyed
+ * `<run>:<node>:turn<i>:<sha256 of server, tool and arguments>` (never the model's call id). So an
+ * attempt after a crash walks the same turns again and the run answers each recorded turn and each
+ * settled call from its journal: no recorded turn is asked of the model again, no call happens
+ * twice; the one turn in flight at the crash is asked again (its intent has no receipt).
+ */
+export async function runAgent(deps: AgentStepDeps, request: ExecuteRequest, signal: AbortSignal): Promise<AgentResult> {
+  const spec = request.agent!;
+  const fence = {
+    node: request.node,
+    attempt: request.attempt,
+    lease_epoch: request.lease_epoch,
+    cancellation_epoch: request.cancellation_epoch,
+  };
+  const listed = await toolsOf(deps.tools, request.tenant, spec.tools);
+  if ("error" in listed) return { outcome: "failed", error: listed.error };
+  const messages: AgentMessage[] = [
+    { role: "system", content: spec.instructions },
+    { role: "user", content: taskText(request.input) },
+  ];
+  let tokens = 0;
+  let calls = 0;
+  let repaired = false;
+  for (let turn = 0; ; turn++) {
+    if (turn >= spec.max_turns) return fail("limit_reached", `max_turns (${spec.max_turns}) reached before a final answer`);
+    const left = spec.max_tokens !== undefined ? spec.max_tokens - tokens : undefined;
+    if (left !== undefined && left <= 0) return fail("limit_reached", `max_tokens (${spec.max_tokens}) spent before a final answer`);
+    const got = await takeTurn(deps, request, spec, fence, turn, messages, listed.tools, left, signal);
+    if ("outcome" in got) return got;
+    const response = got.response;
+    deps.beat();
+    tokens += response.usage.input_tokens + response.usage.output_tokens;
+    messages.push({ role: "assistant", content: response.text, ...(response.tool_calls.length ? { tool_calls: response.tool_calls } : {}) });
+    if (response.tool_calls.length === 0) {
+      const final = finalOutput(spec, response.text);
+      if (final.ok) return { outcome: "succeeded", output: final.value };
+      if (repaired) return fail("invalid_output", `the final answer does not match output_schema: ${final.reason}`);
+      // One bounded repair turn: the model is told what was wrong.
+      repaired = true;
+      messages.push({
+        role: "user",
+        content: `Your answer does not match the required output schema (${final.reason}). Answer again with only the JSON value.`,
+      });
+      continue;
+    }
+    for (const proposed of response.tool_calls) {
+      const target = listed.byName.get(proposed.name);
+      if (!target || proposed.invalid_arguments !== undefined) {
+        const why = !target ? `no tool named '${proposed.name}' is offered` : "the arguments are not a JSON object";
+        messages.push({ role: "tool", tool_call_id: proposed.id, content: why, is_error: true });
+        continue;
+      }
+      if (calls >= spec.max_tool_calls) return fail("limit_reached", `max_tool_calls (${spec.max_tool_calls}) reached`);
+      calls++;
+      const key = `${request.run}:${request.node}:turn${turn}:${sha256Hex(canonicalJson({ ...target, arguments: proposed.arguments }))}`;
+      const { answer, receipt } = await deps.callTool({ ...target, arguments: proposed.arguments, key });
+      if (receipt && !(await deps.receipt(receipt))) return { outcome: "stopped", reason: "receipt_refused" };
+      deps.beat();
+      if (answer.outcome === "stopped") return answer;
+      if (answer.outcome === "failed") {
+        // The tool's own refusal is the model's to read; anything the platform could not do fails the attempt.
+        if (answer.error.retryable || answer.error.code === "tool_needs_approval" || answer.error.code === "tool_server_not_found")
+          return { outcome: "failed", error: answer.error };
+        messages.push({ role: "tool", tool_call_id: proposed.id, content: `${answer.error.code}: ${answer.error.message}`, is_error: true });
+      } else messages.push({ role: "tool", tool_call_id: proposed.id, content: JSON.stringify(answer.output ?? null) });
+    }
+  }
+}
+
+/** Turn `turn`: the stored response when the run has it, else the model's (stored before it is returned). */
+async function takeTurn(
+  deps: AgentStepDeps,
+  request: ExecuteRequest,
+  spec: PlanAgent,
+  fence: Record<string, unknown>,
+  turn: number,
+  messages: AgentMessage[],
+  tools: AgentTool[],
+  left: number | undefined,
+  signal: AbortSignal,
+): Promise<{ response: TurnResponse } | AgentResult> {
+  const key = `${request.run}:${request.node}:turn${turn}`;
+  const asked = await deps.intent(
+    { type: "effect.intent", ...fence, key, server: "model", tool: spec.model, class: "idempotent", arguments: { turn }, turn: true },
+    `intent/${key}/${request.attempt}/${request.lease_epoch}`,
+  );
+  if (asked?.outcome === "observed") {
+    const stored = TurnResponseSchema.safeParse(asked.value);
+    if (!stored.success) return fail("corrupt_record", `turn ${turn}'s stored response is not a model response`);
+    return { response: stored.data };
+  }
+  if (asked?.outcome !== "recorded" && asked?.outcome !== "reconcile") return { outcome: "stopped", reason: asked?.outcome ?? "not_decided_here" };
+  const maxTokens = Math.min(TURN_MAX_TOKENS, left ?? TURN_MAX_TOKENS);
+  const answered = await deps.models.complete(
+    request.tenant,
+    spec.model,
+    { model: spec.model, messages, ...(tools.length ? { tools } : {}), max_tokens: maxTokens },
+    { signal },
+  );
+  if (answered.outcome === "failed") {
+    const f = answered.failure;
+    if (f.code === "cancelled") return { outcome: "stopped", reason: "cancelled" };
+    const retryable = f.code === "rate_limited" || f.code === "transient";
+    return fail(f.code === "transient" ? "model_unavailable" : f.code, f.message, retryable);
+  }
+  const response = answered.response;
+  if (JSON.stringify(response).length > MAX_TURN_BYTES) return fail("model_output_too_large", `turn ${turn}'s response is above ${MAX_TURN_BYTES} bytes`);
+  if (!(await deps.receipt({ key, state: "observed", value: response, at: deps.now() }))) return { outcome: "stopped", reason: "receipt_refused" };
+  return { response };
+}
+
+/** The node's tools as the model sees them (`server__tool`), each resolved through the gateway. */
+async function toolsOf(
+  port: ToolPort,
+  tenant: string,
+  names: readonly string[],
+): Promise<{ tools: AgentTool[]; byName: Map<string, { server: string; tool: string }> } | { error: StepError }> {
+  const tools: AgentTool[] = [];
+  const byName = new Map<string, { server: string; tool: string }>();
+  for (const name of names) {
+    const slash = name.indexOf("/");
+    const server = name.slice(0, slash);
+    const tool = name.slice(slash + 1);
+    const found = await port.lookup(tenant, server, tool);
+    if (found.outcome === "unavailable") return { error: { code: found.code, message: found.message, retryable: true } };
+    if (found.outcome !== "found")
+      return { error: { code: found.outcome === "tool_not_found" ? "tool_not_found" : "tool_server_not_found", message: found.message, retryable: false } };
+    let exposed = `${server}__${tool}`.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 60);
+    while (byName.has(exposed)) exposed = `${exposed.slice(0, 58)}_${byName.size}`;
+    byName.set(exposed, { server, tool });
+    const schema = found.input_schema;
+    tools.push({
+      name: exposed,
+      ...(found.description ? { description: found.description } : {}),
+      input_schema: typeof schema === "object" && schema !== null && !Array.isArray(schema) ? { ...schema } : { type: "object" },
+    });
+  }
+  return { tools, byName };
+}
+
+/** The task the model is given: a string as is, anything else as JSON. */
+function taskText(input: unknown): string {
+  if (typeof input === "string") return input;
+  return input === undefined || input === null ? "Begin." : JSON.stringify(input);
+}
+
+/** The final answer as the node's output: the text, or (under `output_schema`) the JSON it holds, checked. */
+function finalOutput(spec: PlanAgent, text: string): { ok: true; value: unknown } | { ok: false; reason: string } {
+  if (spec.output_schema === undefined) return { ok: true, value: text };
+  const body = text
+    .trim()
+    .replace(/^```(?:json)?\s*/i, "")
+    .replace(/```$/, "")
+    .trim();
+  let value: unknown;
+  try {
+    value = JSON.parse(body);
+  } catch {
+    return { ok: false, reason: "it is not JSON" };
+  }
+  const checked = validateAgainstSchema(spec.output_schema, value);
+  return checked.ok ? { ok: true, value } : { ok: false, reason: checked.errors.map((e) => `${e.path || "(root)"}: ${e.message}`).join("; ") };
+}
