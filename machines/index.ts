@@ -41,6 +41,7 @@ export {
   type NodeRun,
   type ExecutionContext,
   type ExecuteRequest,
+  type TraceContext,
   type Receipt,
   type IntentFact,
   type ItemRun,

@@ -8,6 +8,8 @@ import { z } from "zod";
 export interface ModelPort {
   /** Never throws. Retries (rate limits, transient faults) are the gateway's; a failure here is final for this attempt. */
   complete(tenant: string, model: string, request: TurnRequest, options: { signal: AbortSignal }): Promise<TurnOutcome>;
+  /** The kind of the tenant's provider `model` names (`openai`, `anthropic`): read only when tracing is on (a span's `gen_ai.provider.name`). */
+  kindOf?(tenant: string, model: string): Promise<string | undefined>;
 }
 
 export interface AgentToolCall {

@@ -15,6 +15,7 @@ import {
   type ToolAnswer,
   type ToolCall,
   attemptSpan,
+  chatSpan,
   toolSpan,
   type SpanSink,
 } from "../run/index.js";
@@ -305,10 +306,11 @@ export class StepExecutor {
     const ref = { runId: request.run, stepId: stepIdOf(request), attempt: request.attempt, leaseEpoch: request.lease_epoch };
     const beats = setInterval(() => this.heartbeat(ref), Math.max(250, request.lease_after_ms));
     beats.unref();
+    const spans = this.deps.spans;
     try {
       const result = await runAgent(
         {
-          models,
+          models: spans ? tracedModels(models, request, spans) : models,
           tools,
           intent: async (event, id) => {
             const local = await dispatchToRun(this.deps.host, request.run, event, id);
@@ -528,4 +530,22 @@ class AttemptStop {
     this.controller?.abort(reason);
     this.cancelTask?.();
   }
+}
+
+/**
+ * Tracing on: the model port an agent attempt uses, each call a `chat` span (a child of the
+ * attempt's). Off, the port is used as is and nothing here runs.
+ */
+function tracedModels(models: ModelPort, request: ExecuteRequest, spans: SpanSink): ModelPort {
+  let seq = 0;
+  return {
+    async complete(tenant, model, turn, options) {
+      const call = seq++;
+      const began = Date.now();
+      const outcome = await models.complete(tenant, model, turn, options);
+      const provider = await models.kindOf?.(tenant, model).catch(() => undefined);
+      spans.emit(chatSpan(request, { model, provider, seq: call }, began, Date.now(), outcome));
+      return outcome;
+    },
+  };
 }

@@ -1,6 +1,15 @@
 import { createHash } from "node:crypto";
 import type { AnyMachineSnapshot, EventObject } from "xstate";
-import { TERMINAL, type ExecuteRequest, type ExecutionContext, type ItemRun, type NodeRun, type RunContext, type RunStatus } from "../../machines/index.js";
+import {
+  TERMINAL,
+  type AliveAttempt,
+  type ExecuteRequest,
+  type ExecutionContext,
+  type ItemRun,
+  type NodeRun,
+  type RunContext,
+  type RunStatus,
+} from "../../machines/index.js";
 import type { ActorAddress } from "../../runtime/index.js";
 
 /**
@@ -34,7 +43,7 @@ export interface SpanRecord {
   end: number;
   /** Set: the span's status is ERROR with this description. */
   error?: string;
-  attributes: Record<string, string | number | boolean>;
+  attributes: Record<string, string | number | boolean | string[]>;
 }
 
 /** Where ended spans go (the node's exporter). `emit` must not throw and must not block. */
@@ -127,22 +136,73 @@ export function toolSpan(
 }
 
 /**
+ * The span of one model call an agent attempt made (GenAI `chat`), a child of the attempt's span.
+ * `model` is the node's `<provider>/<model>`; `provider` the provider's kind when known (`openai`,
+ * `anthropic`), else the tenant's name for it. A turn the run answered from its journal asks no
+ * model and has no span.
+ */
+export function chatSpan(
+  request: ExecuteRequest,
+  call: { model: string; provider: string | undefined; seq: number },
+  start: number,
+  end: number,
+  outcome:
+    | { outcome: "ok"; response: { model: string; stop_reason: string; usage: { input_tokens: number; output_tokens: number } } }
+    | { outcome: "failed"; failure: { code: string; message: string } },
+): SpanRecord {
+  const slash = call.model.indexOf("/");
+  const requested = slash > 0 ? call.model.slice(slash + 1) : call.model;
+  const provider = call.provider ?? (slash > 0 ? call.model.slice(0, slash) : "unknown");
+  const failed = outcome.outcome === "failed" ? outcome.failure : undefined;
+  const ok = outcome.outcome === "ok" ? outcome.response : undefined;
+  return {
+    name: `chat ${requested}`,
+    trace_id: traceIdOf(request.root, request.trace),
+    span_id: spanIdOf("chat", request.run, request.node, request.item ?? "", request.attempt, call.seq),
+    parent_span_id: attemptSpanId(request.run, request.node, request.item, request.attempt),
+    kind: "client",
+    start,
+    end,
+    ...(failed ? { error: `${failed.code}: ${failed.message}` } : {}),
+    attributes: {
+      "gen_ai.operation.name": "chat",
+      "gen_ai.provider.name": provider,
+      "gen_ai.request.model": requested,
+      ...(ok
+        ? {
+            "gen_ai.response.model": ok.model,
+            "gen_ai.response.finish_reasons": [ok.stop_reason],
+            "gen_ai.usage.input_tokens": ok.usage.input_tokens,
+            "gen_ai.usage.output_tokens": ok.usage.output_tokens,
+          }
+        : {}),
+      "runway.run.id": request.run,
+      "runway.tenant": request.tenant,
+      "runway.node": request.node,
+      "runway.attempt": request.attempt,
+      ...(failed ? { "error.type": failed.code } : {}),
+    },
+  };
+}
+
+/**
  * The run actor's `observe`: the spans a stored transition ends. The run's own span when it
  * reaches a terminal status; an attempt's when the transition failed it as lost (`worker_lost`:
  * its node died or its lease lapsed; `dispatch_lost`), since no executor will report it (C118).
  */
-export function runSpanObserver(sink: SpanSink) {
+export function runSpanObserver(sink: SpanSink, alive?: (run: string) => readonly AliveAttempt[]) {
   return (_address: ActorAddress, before: AnyMachineSnapshot, after: AnyMachineSnapshot, event: EventObject): void => {
     const run = (after.context as ExecutionContext).run;
     if (!run) return;
     const was = (before.context as ExecutionContext).run;
     const now = (event as { now?: number }).now ?? Date.now();
-    if (was && event.type !== "step.result") lostAttempts(sink, was, run, now);
+    if (was && event.type !== "step.result") lostAttempts(sink, was, run, now, alive);
     if (!isTerminal(before.value) && isTerminal(after.value)) sink.emit(runSpan(run, now));
   };
 }
 
-function lostAttempts(sink: SpanSink, was: RunContext, run: RunContext, now: number): void {
+function lostAttempts(sink: SpanSink, was: RunContext, run: RunContext, now: number, alive: ((run: string) => readonly AliveAttempt[]) | undefined): void {
+  let here: readonly AliveAttempt[] | undefined;
   for (const id in was.nodes) {
     const before = was.nodes[id]!;
     const after = run.nodes[id];
@@ -154,6 +214,9 @@ function lostAttempts(sink: SpanSink, was: RunContext, run: RunContext, now: num
       const error = next?.step?.last_error;
       if (!next || !error || !LOST.has(error.code) || inFlight(next) === attempt || next.step!.attempt !== attempt) continue;
       if (error === holder.step?.last_error) continue;
+      // Still executing in this process (a lease that lapsed under a busy handler): its executor emits its span when it returns.
+      here ??= alive?.(run.id) ?? [];
+      if (here.some((a) => a.node === id && a.item === item && a.attempt === attempt)) continue;
       sink.emit({
         name: `step ${id}`,
         trace_id: traceIdOf(run.root_run_id, run.trace?.trace_id),
