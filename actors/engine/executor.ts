@@ -269,7 +269,8 @@ export class StepExecutor {
     const spans = this.deps.spans;
     const began = spans ? Date.now() : 0;
     const event = request.agent ? await this.runAgentStep(request, key) : request.tool ? await this.runTool(request, key) : await this.runHandler(request, key);
-    if (spans) spans.emit(attemptSpan(request, began, Date.now(), event));
+    // An attempt whose lease lapsed was failed `worker_lost` by its run, which closed its span then (spans.ts).
+    if (spans && this.stops.get(key)?.why !== "lease_expired") spans.emit(attemptSpan(request, began, Date.now(), event));
     this.deps.onReturned?.(request);
     if (!event) return;
     if (request.item !== undefined) event.item = request.item;
@@ -508,6 +509,11 @@ class AttemptStop {
 
   get stopped(): boolean {
     return this.reason !== undefined;
+  }
+
+  /** Why the attempt was stopped (undefined: it was not). */
+  get why(): string | undefined {
+    return this.reason;
   }
 
   get signal(): AbortSignal {

@@ -62,7 +62,7 @@ export function runActor(deps: RunActorDeps, settings: RunActorSettings = {}) {
     readsHandOvers: (event) => event.type === "run.recover",
     effects: indexEffects(settings.live),
     // Tracing on: the spans a stored transition ends (spans.ts). Off: no observer, nothing kept per transition.
-    ...(settings.spans ? { observe: runSpanObserver(settings.spans, deps.alive) } : {}),
+    ...(settings.spans ? { observe: runSpanObserver(settings.spans) } : {}),
     prepare: preparer(deps, settings.live, tuned),
   });
 }

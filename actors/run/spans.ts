@@ -1,15 +1,6 @@
 import { createHash } from "node:crypto";
 import type { AnyMachineSnapshot, EventObject } from "xstate";
-import {
-  TERMINAL,
-  type AliveAttempt,
-  type ExecuteRequest,
-  type ExecutionContext,
-  type ItemRun,
-  type NodeRun,
-  type RunContext,
-  type RunStatus,
-} from "../../machines/index.js";
+import { TERMINAL, type ExecuteRequest, type ExecutionContext, type ItemRun, type NodeRun, type RunContext, type RunStatus } from "../../machines/index.js";
 import type { ActorAddress } from "../../runtime/index.js";
 
 /**
@@ -190,19 +181,18 @@ export function chatSpan(
  * reaches a terminal status; an attempt's when the transition failed it as lost (`worker_lost`:
  * its node died or its lease lapsed; `dispatch_lost`), since no executor will report it (C118).
  */
-export function runSpanObserver(sink: SpanSink, alive?: (run: string) => readonly AliveAttempt[]) {
+export function runSpanObserver(sink: SpanSink) {
   return (_address: ActorAddress, before: AnyMachineSnapshot, after: AnyMachineSnapshot, event: EventObject): void => {
     const run = (after.context as ExecutionContext).run;
     if (!run) return;
     const was = (before.context as ExecutionContext).run;
     const now = (event as { now?: number }).now ?? Date.now();
-    if (was && event.type !== "step.result") lostAttempts(sink, was, run, now, alive);
+    if (was && event.type !== "step.result") lostAttempts(sink, was, run, now);
     if (!isTerminal(before.value) && isTerminal(after.value)) sink.emit(runSpan(run, now));
   };
 }
 
-function lostAttempts(sink: SpanSink, was: RunContext, run: RunContext, now: number, alive: ((run: string) => readonly AliveAttempt[]) | undefined): void {
-  let here: readonly AliveAttempt[] | undefined;
+function lostAttempts(sink: SpanSink, was: RunContext, run: RunContext, now: number): void {
   for (const id in was.nodes) {
     const before = was.nodes[id]!;
     const after = run.nodes[id];
@@ -214,9 +204,6 @@ function lostAttempts(sink: SpanSink, was: RunContext, run: RunContext, now: num
       const error = next?.step?.last_error;
       if (!next || !error || !LOST.has(error.code) || inFlight(next) === attempt || next.step!.attempt !== attempt) continue;
       if (error === holder.step?.last_error) continue;
-      // Still executing in this process (a lease that lapsed under a busy handler): its executor emits its span when it returns.
-      here ??= alive?.(run.id) ?? [];
-      if (here.some((a) => a.node === id && a.item === item && a.attempt === attempt)) continue;
       sink.emit({
         name: `step ${id}`,
         trace_id: traceIdOf(run.root_run_id, run.trace?.trace_id),

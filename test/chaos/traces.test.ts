@@ -1,6 +1,3 @@
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { headers as natsHeaders } from "@nats-io/transport-node";
@@ -8,6 +5,7 @@ import { RunwayClient } from "../../cluster/client.js";
 import { RUNWAY_USER, spawnTsx, waitFor, type ChildHandle } from "../harness/index.js";
 import { startEffectsServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
 import { startModelFake } from "../fixtures/models/start.js";
+import { SPAN_KIND_SERVER, startOtlpReceiver, STATUS_ERROR, type OtlpReceiver, type ReceivedSpan } from "../fixtures/otlp.js";
 import { finished, singleServerWorld } from "./node-process.js";
 import type { RunAnswer } from "../integration/workflow-support.js";
 
@@ -17,54 +15,17 @@ import type { RunAnswer } from "../integration/workflow-support.js";
  * the spans of a run form one tree, across a child run, a retry and a SIGKILL of the node.
  */
 
-interface Span {
-  traceId: string;
-  spanId: string;
-  parentSpanId?: string;
-  name: string;
-  kind: number;
-  start: number;
-  end: number;
-  /** 0 unset, 1 ok, 2 error. */
-  status: number;
-  message?: string;
-  attributes: Record<string, unknown>;
-  resource: Record<string, unknown>;
-}
+type Span = ReceivedSpan;
 
-const SPAN_KIND_SERVER = 2;
-const STATUS_ERROR = 2;
 const world = singleServerWorld();
 const cliPath = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
 const fixtureHandlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
-const receiverPath = fileURLToPath(new URL("../fixtures/otlp-receiver.ts", import.meta.url));
-const spansFile = join(mkdtempSync(join(tmpdir(), "rw-otlp-")), "spans.jsonl");
-let receiver: ChildHandle;
+let receiver: OtlpReceiver;
 let endpoint: string;
 let fx: EffectsServerHandle;
 let client: RunwayClient;
 let node: ChildHandle | undefined;
-
-function spans(): Span[] {
-  if (!existsSync(spansFile)) return [];
-  return readFileSync(spansFile, "utf8")
-    .split("\n")
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as Span);
-}
-
-/** The spans of run `id`'s trace once its root span (and `more`) arrived. */
-function traceOf(rootRun: string, more: (all: Span[]) => boolean = () => true): Promise<Span[]> {
-  return waitFor(
-    () => {
-      const root = spans().find((s) => s.attributes["runway.run.id"] === rootRun && s.name.startsWith("run "));
-      if (!root) return undefined;
-      const all = spans().filter((s) => s.traceId === root.traceId);
-      return more(all) ? all : undefined;
-    },
-    { timeoutMs: 30_000, describe: `the spans of run ${rootRun}'s trace at the receiver` },
-  );
-}
+const traceOf = (run: string, more?: (all: Span[]) => boolean) => receiver.traceOf(run, more);
 
 /** `runway node` with tracing on (the OpenTelemetry variables only), in its own process. */
 async function startTracedNode(name: string): Promise<ChildHandle> {
@@ -96,10 +57,9 @@ const one = (all: Span[], name: string) => {
 };
 
 beforeAll(async () => {
-  receiver = spawnTsx(receiverPath, [], { name: "otlp-receiver", env: { RW_OTLP_FILE: spansFile } });
-  world.children.push(receiver);
-  const port = (await receiver.waitForLine(/^READY \d+/, { timeoutMs: 30_000 })).split(" ")[1];
-  endpoint = `http://127.0.0.1:${port}`;
+  receiver = await startOtlpReceiver();
+  world.children.push(receiver.process);
+  endpoint = receiver.endpoint;
   fx = await startEffectsServer({ http: true });
   node = await startTracedNode("traced-node");
   client = new RunwayClient(world.nc, "t1");
