@@ -1,4 +1,6 @@
 import type { TraceExporter, TracesConfig } from "./config.js";
+import { otlpExporter } from "./exporter.js";
+import { otelSdk } from "./sdk.js";
 
 export { isHttpUrl, tracesFromEnv, tracesUrlOf, type TraceExporter, type TracesConfig } from "./config.js";
 
@@ -7,6 +9,5 @@ export { isHttpUrl, tracesFromEnv, tracesUrlOf, type TraceExporter, type TracesC
  * so a node with tracing off never loads it.
  */
 export async function startTraceExporter(config: TracesConfig, node: string): Promise<TraceExporter> {
-  const { otlpExporter } = await import("./exporter.js");
-  return otlpExporter(config, node);
+  return otlpExporter(await otelSdk(), config, node);
 }

@@ -25,17 +25,34 @@ let endpoint: string;
 let fx: EffectsServerHandle;
 let client: RunwayClient;
 let node: ChildHandle | undefined;
+/** The node's HTTP server (A2A), e.g. `http://127.0.0.1:41234`. */
+let httpBase: string;
 const traceOf = (run: string, more?: (all: Span[]) => boolean) => receiver.traceOf(run, more);
 
 /** `runway node` with tracing on (the OpenTelemetry variables only), in its own process. */
 async function startTracedNode(name: string): Promise<ChildHandle> {
   const child = spawnTsx(
     cliPath,
-    ["node", "--servers", world.server.url, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--name", name, "--handlers", fixtureHandlers],
+    [
+      "node",
+      "--servers",
+      world.server.url,
+      "--user",
+      RUNWAY_USER.user,
+      "--pass",
+      RUNWAY_USER.pass,
+      "--name",
+      name,
+      "--handlers",
+      fixtureHandlers,
+      "--http-port",
+      "0",
+    ],
     { name, env: { RUNWAY_LOG: "warn", OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_BSP_SCHEDULE_DELAY: "100", OTEL_SERVICE_NAME: "runway-test" } },
   );
   world.children.push(child);
   await child.waitForLine(/^READY /, { timeoutMs: 30_000 });
+  httpBase = (await child.waitForLine(/^A2A agents at /, { timeoutMs: 30_000 })).replace(/^A2A agents at /, "").replace(/\/a2a\/.*$/, "");
   return child;
 }
 
@@ -83,6 +100,7 @@ beforeAll(async () => {
     { name: "stuck", nodes: [{ id: "work", kind: "code", handler: "spin_first", input: { ms: 60_000 } }] },
   ];
   for (const d of defs) expect((await client.putDefinition(d)).outcome).toBe("published");
+  expect((await client.exposeAgent({ definition: "traced-child", public: true })).outcome).toBe("exposed");
 }, 90_000);
 
 afterAll(async () => {
@@ -180,6 +198,29 @@ describe("traces over OTLP/HTTP to a receiver process", () => {
       expect(root.traceId).not.toBe("00000000000000000000000000000000");
     }
   }, 90_000);
+
+  it("a traceparent header on the A2A request that starts a task makes the run's span that span's child", async () => {
+    const given = { trace: "0af7651916cd43dd8448eb211c80319c", span: "b7ad6b7169203331" };
+    const res = await fetch(`${httpBase}/a2a/t1/traced-child`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "a2a-version": "1.0", traceparent: `00-${given.trace}-${given.span}-01` },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "SendMessage",
+        params: { message: { messageId: `m-${Date.now()}`, role: "ROLE_USER", parts: [{ data: { hi: 1 } }] }, configuration: { returnImmediately: true } },
+      }),
+    });
+    const body = (await res.json()) as { result?: { task?: { id: string } } };
+    const id = body.result?.task?.id;
+    expect(id, JSON.stringify(body)).toBeTruthy();
+    expect((await finished(client, id!)).status).toBe("succeeded");
+    const all = await traceOf(id!, (a) => a.some((s) => s.name === "step leaf"));
+    const root = one(all, "run traced-child");
+    expect(root.traceId).toBe(given.trace);
+    expect(root.parentSpanId).toBe(given.span);
+    expect(one(all, "step leaf").parentSpanId).toBe(root.spanId);
+  }, 60_000);
 
   it("C118 a SIGKILL of the node mid-step leaves an attempt span that recovery closes with an error status (worker_lost)", async () => {
     const id = await startWith("stuck", undefined);
