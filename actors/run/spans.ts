@@ -44,6 +44,8 @@ export interface SpanSink {
 
 /** Attempt failures whose attempt's own process never reports: recovery (or a sweep) closes their span. */
 const LOST = new Set(["worker_lost", "dispatch_lost"]);
+/** The commands that can fail an attempt as lost (recovery, a lease's timer, the sweep): only their transitions are searched for one. */
+const LOSING = new Set(["run.recover", "timer.fired", "run.sweep"]);
 
 /** A 64-bit span id derived from its parts (never all zero). */
 export function spanIdOf(...parts: readonly (string | number)[]): string {
@@ -187,7 +189,7 @@ export function runSpanObserver(sink: SpanSink) {
     if (!run) return;
     const was = (before.context as ExecutionContext).run;
     const now = (event as { now?: number }).now ?? Date.now();
-    if (was && event.type !== "step.result") lostAttempts(sink, was, run, now);
+    if (was && LOSING.has(event.type)) lostAttempts(sink, was, run, now);
     if (!isTerminal(before.value) && isTerminal(after.value)) sink.emit(runSpan(run, now));
   };
 }
