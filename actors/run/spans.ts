@@ -56,12 +56,30 @@ export function spanIdOf(...parts: readonly (string | number)[]): string {
 /** A run tree's trace id: the one its start came with, else derived from its root's id. */
 export function traceIdOf(root: string, given?: string): string {
   if (given) return given;
-  const id = createHash("sha256").update(`trace\u0000${root}`).digest("hex").slice(0, 32);
-  return id === "0".repeat(32) ? `${"0".repeat(31)}1` : id;
+  return remembered(traceIds, root, () => {
+    const id = createHash("sha256").update(`trace\u0000${root}`).digest("hex").slice(0, 32);
+    return id === "0".repeat(32) ? `${"0".repeat(31)}1` : id;
+  });
 }
 
 /** A run's own span id. */
-export const runSpanId = (run: string): string => spanIdOf("run", run);
+export const runSpanId = (run: string): string => remembered(runSpanIds, run, () => spanIdOf("run", run));
+
+/**
+ * The ids a node derives again and again (a run's trace and span id, once per attempt): the
+ * recent ones are kept, so a step's span costs one hash, not three. Bounded: emptied when full.
+ */
+const REMEMBERED = 4_096;
+const traceIds = new Map<string, string>();
+const runSpanIds = new Map<string, string>();
+function remembered(map: Map<string, string>, key: string, derive: () => string): string {
+  let id = map.get(key);
+  if (id === undefined) {
+    if (map.size >= REMEMBERED) map.clear();
+    map.set(key, (id = derive()));
+  }
+  return id;
+}
 
 /** An attempt's span id: its run, node, map item and attempt number. */
 export const attemptSpanId = (run: string, node: string, item: number | undefined, attempt: number): string =>
