@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { AnyMachineSnapshot } from "xstate";
 import { attemptSpanId, chatSpan, parseTraceparent, runSpanId, runSpanObserver, traceIdOf, type SpanRecord } from "../../actors/run/spans.js";
 import type { ExecuteRequest } from "../../machines/index.js";
+import { runActor } from "../../actors/index.js";
 
 const snap = (value: string, run: unknown) => ({ value, context: { run } }) as unknown as AnyMachineSnapshot;
 const address = { kind: "run", id: "r1" };
@@ -110,5 +111,15 @@ describe("trace spans", () => {
     expect(failed.span_id).not.toBe(ok.span_id);
     expect(failed.error).toBe("rate_limited: slow down");
     expect(failed.attributes).toMatchObject({ "gen_ai.provider.name": "oa", "error.type": "rate_limited" });
+  });
+
+  it("tracing off: the run actor has no observer, so the host keeps nothing per transition; on: it has one", () => {
+    const deps = {
+      planOf: () => Promise.reject(new Error("not asked")),
+      parentOf: () => Promise.resolve(null),
+      memories: { of: () => Promise.reject(new Error("not asked")), stored: () => undefined, forget: () => undefined },
+    };
+    expect(runActor(deps, {}).observe).toBeUndefined();
+    expect(typeof runActor(deps, { spans: { emit: () => undefined } }).observe).toBe("function");
   });
 });
