@@ -18,6 +18,7 @@ export {
   parseTraceparent,
   partsHolding,
   readParent,
+  readTenantGate,
   readRunEvents,
   readTrajectory,
   ReplayTools,
@@ -55,4 +56,4 @@ export {
   type HeartbeatOutcome,
   type StepReport,
 } from "./engine/index.js";
-export { type ModelPort, type TurnOutcome, type TurnRequest } from "./agent/index.js";
+export { type ModelPort, type TurnOutcome } from "./agent/index.js";

@@ -113,18 +113,26 @@ function natsErrorName(err: unknown): string {
  * A failure to connect to `servers`, told as one line: refused or unknown host (start a server,
  * or point elsewhere), credentials refused (check them), or anything else nats.js said.
  */
-export function connectFailure(err: unknown, servers: string, user: string | undefined): UnreachableError {
+export function connectFailure(err: unknown, servers: string, user: string | undefined, nkey?: string): UnreachableError {
   const name = natsErrorName(err);
   const message = err instanceof Error ? err.message : String(err);
   const cause = (err as { cause?: { code?: string } } | undefined)?.cause?.code;
   if (name === "AuthorizationError" || name === "UserAuthenticationExpiredError" || /authoriz|authentic/i.test(message))
-    return new UnreachableError(`NATS at ${servers} refused the credentials${user ? ` of user "${user}"` : " (none given)"}: check --user and --pass`, {
-      cause: err,
-    });
+    return new UnreachableError(
+      `NATS at ${servers} refused the credentials${credentials(user, nkey)}: check ${nkey ? "--nkey" : user ? "--user and --pass" : "--user and --pass, or --nkey (env RUNWAY_NKEY)"}`,
+      {
+        cause: err,
+      },
+    );
   const why = cause === "ECONNREFUSED" ? "connection refused" : message;
   return new UnreachableError(`cannot reach NATS at ${servers} (${why}): start one with \`runway dev\`, or point --servers (env RUNWAY_SERVERS) at yours`, {
     cause: err,
   });
+}
+
+function credentials(user: string | undefined, nkey: string | undefined): string {
+  if (nkey) return ` of the key in ${nkey}`;
+  return user ? ` of user "${user}"` : " (none given)";
 }
 
 /** One line: what a message quotes from a file or flag may hold line breaks. */

@@ -17,7 +17,7 @@ export interface CommandHelp {
   readonly connects: "api" | "nats" | "none";
 }
 
-const CONNECTION = "--servers URL,… (env RUNWAY_SERVERS, default nats://127.0.0.1:4222)  --user U --pass P";
+const CONNECTION = "--servers URL,… (env RUNWAY_SERVERS, default nats://127.0.0.1:4222)  --user U --pass P  --nkey FILE (env RUNWAY_NKEY)";
 const TENANT = "--tenant T (env RUNWAY_TENANT, default demo)";
 export const EXIT_CODES =
   "exit codes: 0 success · 1 the API refused, did not find, or a run failed · 2 usage (bad flag, argument or file) · 3 no answer (NATS unreachable, credentials refused, no node, timeout)";
@@ -25,15 +25,15 @@ export const EXIT_CODES =
 export const COMMANDS: readonly CommandHelp[] = [
   {
     name: "dev",
-    summary: "Runs NATS (an embedded nats-server), one node and a tenant on this machine: a place to try Runway.",
+    summary: "Runs NATS (an embedded nats-server, credentials on), one node and a tenant on this machine: a place to try Runway.",
     forms: [["dev [--handlers a.ts,b.ts] [--tenant demo] [--store DIR] [--http-port 8080] [--otlp-endpoint URL]", "embedded nats-server + one node"]],
     options: [
       ["--handlers FILES", "comma-separated modules of code handlers (default: the demo handlers)"],
       ["--tenant ID", "the tenant it creates (default demo)"],
-      ["--store DIR", "where NATS keeps its data (default: a new temporary directory)"],
+      ["--store DIR", "where NATS keeps its data and the credentials (default: a new temporary directory)"],
       ["--http-port P", "the A2A agents' HTTP port on 127.0.0.1 (default 8080; 0: any free port)"],
     ],
-    example: ["runway dev", "export RUNWAY_SERVERS=nats://127.0.0.1:4222   # as it prints, in another shell"],
+    example: ["runway dev", "export RUNWAY_SERVERS=nats://127.0.0.1:4222 NATS_URL=… NATS_NKEY=… RUNWAY_NKEY=…   # as it prints, in another shell"],
     connects: "none",
   },
   {
@@ -41,7 +41,7 @@ export const COMMANDS: readonly CommandHelp[] = [
     summary: "Runs one node of a cluster against a NATS server; it drains and exits 0 on SIGTERM or SIGINT.",
     forms: [
       [
-        "node --name N [--servers URL,…] [--handlers a.ts,…] [--threads 2] [--replicas 1] [--lease-ttl-ms 10000] [--metrics-port P] [--http-port P] [--http-host H] [--ended-run-retention-ms 604800000] [--a2a-credentials FILE] [--otlp-endpoint URL]",
+        "node --name N [--servers URL,…] [--handlers a.ts,…] [--threads 2] [--replicas 1] [--lease-ttl-ms 10000] [--metrics-port P] [--http-port P] [--http-host H] [--ended-run-retention-ms 604800000] [--a2a-credentials FILE] [--credentials-dir DIR] [--otlp-endpoint URL]",
       ],
     ],
     options: [
@@ -54,6 +54,7 @@ export const COMMANDS: readonly CommandHelp[] = [
       ["--http-port P / --http-host H", "serve the A2A agents over HTTP on this port (host default 127.0.0.1)"],
       ["--ended-run-retention-ms MS", "how long an ended run's record is kept whole (at least 1000; default 604800000)"],
       ["--a2a-credentials FILE", 'bearer tokens of the remote A2A agents `a2a` nodes call: {"<tenant>/<auth>": "<token>"} (env RUNWAY_A2A_CREDENTIALS)'],
+      ["--credentials-dir DIR", "the `runway creds` directory: requests are answered as the tenant key that sent them (env RUNWAY_CREDENTIALS_DIR)"],
       [
         "--otlp-endpoint URL",
         "export trace spans over OTLP/HTTP to URL/v1/traces (env OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; off by default; docs/traces.md)",

@@ -4,11 +4,11 @@
  * cli-errors.ts. A command line is checked whole before connecting: `--help` needs no server.
  */
 import { mkdtempSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { constants, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { createLogger, type Logger } from "../runtime/index.js";
+import { connect, nkeyAuthenticator, type NatsConnection } from "@nats-io/transport-node";
+import { createLogger, type ConnectionConfig, type Logger } from "../runtime/index.js";
 import { machineDiagrams, TenantIdSchema } from "../machines/index.js";
 import { RunwayClient } from "./client.js";
 import { jsonFile, jsonObjectFlag, positiveInt } from "./cli-args.js";
@@ -24,7 +24,7 @@ import { keysCommand, KEYS_OPTIONS } from "./cli-keys.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
 import { isHttpUrl, tracesFromEnv, tracesUrlOf, type TracesConfig } from "../gateways/index.js";
-import { runCredsCommand } from "./creds/index.js";
+import { devCredentials, runCredsCommand } from "./creds/index.js";
 import type { EnvSetting } from "./env-setting.js";
 import { applyHelperThreads, describeHelpers, HELPER_THREADS } from "./helper-threads.js";
 import { applyV8Inlining, applyV8Tiering, V8_INLINING, V8_TIERING } from "./v8-flags.js";
@@ -34,15 +34,34 @@ const common = {
   servers: { type: "string" as const, default: process.env.RUNWAY_SERVERS ?? "nats://127.0.0.1:4222" },
   user: { type: "string" as const },
   pass: { type: "string" as const },
+  nkey: { type: "string" as const, default: process.env.RUNWAY_NKEY },
   tenant: { type: "string" as const, default: process.env.RUNWAY_TENANT ?? "demo" },
 };
+
+type ConnectionFlags = { servers?: string; user?: string; pass?: string; nkey?: string };
 
 /** The NATS URLs the command was pointed at, for the line that says it could not reach them. */
 let target: string | undefined;
 
-function connection(values: { servers?: string; user?: string; pass?: string }) {
+/** Where and as whom to connect: `--user`/`--pass`, or `--nkey FILE`, a seed file `runway creds` (or `runway dev`) wrote. */
+function connection(values: ConnectionFlags): ConnectionConfig {
   target = values.servers;
-  return { servers: (values.servers ?? "").split(","), ...(values.user ? { user: values.user, pass: values.pass ?? "" } : {}) };
+  return {
+    servers: (values.servers ?? "").split(","),
+    ...(values.user ? { user: values.user, pass: values.pass ?? "" } : {}),
+    ...(values.nkey ? { nkeySeed: seedFile(values.nkey) } : {}),
+  };
+}
+
+function seedFile(path: string): string {
+  let seed: string;
+  try {
+    seed = readFileSync(path, "utf8").trim();
+  } catch (err) {
+    throw new UsageError(`--nkey ${path}: cannot read it (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+  }
+  if (!/^SU[A-Z2-7]{56}$/.test(seed)) throw new UsageError(`--nkey ${path}: not a user NKey seed (a line starting SU, as \`runway creds\` writes)`);
+  return seed;
 }
 
 /** A tenant id by the API's own rule, refused here before anything is sent or started. */
@@ -94,21 +113,34 @@ async function dev(argv: string[]): Promise<void> {
   // Before the node starts its pool: the pool's threads keep the event loop's priority.
   applyHelperThreads(settingOf(HELPER_THREADS));
   const logger = createLogger("dev");
-  const nats = await startEmbeddedNats(store);
+  const stopper = stopOnSignals(logger);
+  const creds = devCredentials(store, store, tenant);
+  const nats = await startEmbeddedNats(store, { include: creds.include, seed: creds.nodeSeed });
   const node = await startRunwayNode({
-    connection: { servers: [nats.url] },
+    connection: { servers: [nats.url], nkeySeed: creds.nodeSeed },
     name: "dev",
     handlers: values.handlers ? values.handlers.split(",") : defaultHandlers(),
     http: { port: httpPort },
     ...(traces ? { traces } : {}),
+    credentialsDir: creds.dir,
     logger,
   });
   await node.tenants.create(tenant);
   applyV8Tiering(tiering);
+  const exports = { RUNWAY_SERVERS: nats.url, NATS_URL: nats.url, ...creds.env };
   process.stdout.write(
-    `runway dev: NATS ${nats.url} (store ${store}); node "dev" serving; tenant "${tenant}"\n  A2A agents at ${node.httpUrl}/a2a/${tenant}/<agent>\n  export RUNWAY_SERVERS=${nats.url}\n`,
+    [
+      `runway dev: NATS ${nats.url} (store ${store}, credentials on); node "dev" serving; tenant "${tenant}"`,
+      `  A2A agents at ${node.httpUrl}/a2a/${tenant}/<agent>`,
+      `  operator key (nats micro, nats kv, ops commands): ${creds.operatorKey}`,
+      `  in another shell, to speak as tenant "${tenant}" (runway and nats CLIs):`,
+      `  export ${Object.entries(exports)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(" ")}`,
+      "",
+    ].join("\n"),
   );
-  runUntilStopped(logger, async () => {
+  stopper.serve(async () => {
     try {
       await node.stop();
     } finally {
@@ -161,6 +193,7 @@ async function node(argv: string[]): Promise<void> {
       "ended-run-retention-ms": { type: "string" },
       "a2a-credentials": { type: "string", default: process.env.RUNWAY_A2A_CREDENTIALS },
       "otlp-endpoint": { type: "string" },
+      "credentials-dir": { type: "string", default: process.env.RUNWAY_CREDENTIALS_DIR },
     },
   });
   const traces = tracesOf("node", values["otlp-endpoint"]);
@@ -177,6 +210,7 @@ async function node(argv: string[]): Promise<void> {
   // Before the node starts its pool: the pool's threads keep the event loop's priority.
   const helpers = applyHelperThreads(settingOf(HELPER_THREADS));
   const logger = createLogger(`node:${values.name}`);
+  const stopper = stopOnSignals(logger);
   const started = await startRunwayNode({
     connection: connection(values),
     name: values.name,
@@ -189,6 +223,7 @@ async function node(argv: string[]): Promise<void> {
     ...(retention !== undefined ? { endedRunRetentionMs: retention } : {}),
     ...(a2aCredentials ? { a2a: { credentials: a2aCredentials } } : {}),
     ...(traces ? { traces } : {}),
+    ...(values["credentials-dir"] ? { credentialsDir: values["credentials-dir"] } : {}),
     logger,
   });
   // Once it serves: a start runs much code once, and compiling it sooner only slows the start.
@@ -205,37 +240,56 @@ async function node(argv: string[]): Promise<void> {
   });
   process.stdout.write(`READY ${values.name}\n`);
   if (started.httpUrl) process.stdout.write(`A2A agents at ${started.httpUrl}/a2a/<tenant>/<agent>\n`);
-  runUntilStopped(logger, () => started.stop());
+  stopper.serve(() => started.stop());
 }
 
 /**
  * How a long-running command (`node`, `dev`) ends: it drains (partitions handed back after
  * in-flight commands, liveness record deleted, connection drained), logs `stopped` and exits 0
  * on the first of SIGTERM, SIGINT or losing the npm that started it; later triggers are
- * ignored while it drains. A stop that throws exits 1.
+ * ignored while it drains. A stop that throws exits 1. Installed before the node starts, so a
+ * signal during the start is not lost to the signal's default action: the node drains as soon
+ * as it is up, and a second signal before then ends the process at once (128 + the signal).
  */
-function runUntilStopped(logger: Logger, stop: () => Promise<void>): void {
-  let stopping = false;
-  const drain = (reason: string): void => {
-    if (stopping) return;
-    stopping = true;
-    // An orphan's stdout and stderr may be pipes nobody reads any more: a write must not kill the drain.
-    for (const stream of [process.stdout, process.stderr]) stream.on("error", () => undefined);
-    logger.info("stopping", { reason });
+function stopOnSignals(logger: Logger): { serve(stop: () => Promise<void>): void } {
+  let reason: string | undefined;
+  let stop: (() => Promise<void>) | undefined;
+  let draining = false;
+  const drain = (): void => {
+    if (draining || reason === undefined || stop === undefined) return;
+    draining = true;
+    const why = reason;
     stop().then(
       () => {
-        logger.info("stopped", { reason });
+        logger.info("stopped", { reason: why });
         process.exit(0);
       },
       (err: unknown) => {
-        logger.error("stop failed", { reason, error: err instanceof Error ? err.message : String(err) });
+        logger.error("stop failed", { reason: why, error: err instanceof Error ? err.message : String(err) });
         process.exit(1);
       },
     );
   };
-  process.on("SIGTERM", () => drain("SIGTERM"));
-  process.on("SIGINT", () => drain("SIGINT"));
-  if (process.env.npm_lifecycle_event) watchNpm(() => drain("npm_gone"));
+  const trigger = (why: string, signum?: number): void => {
+    if (reason !== undefined) {
+      if (stop === undefined && signum !== undefined) process.exit(128 + signum);
+      return;
+    }
+    reason = why;
+    // An orphan's stdout and stderr may be pipes nobody reads any more: a write must not kill the drain.
+    for (const stream of [process.stdout, process.stderr]) stream.on("error", () => undefined);
+    logger.info("stopping", { reason: why, ...(stop === undefined ? { started: false } : {}) });
+    drain();
+  };
+  process.on("SIGTERM", () => trigger("SIGTERM", constants.signals.SIGTERM));
+  process.on("SIGINT", () => trigger("SIGINT", constants.signals.SIGINT));
+  if (process.env.npm_lifecycle_event) watchNpm(() => trigger("npm_gone"));
+  return {
+    serve(stopNode) {
+      stop = stopNode;
+      drain();
+    },
+  };
 }
 
 /** How often a process started by npm checks that npm is still there. */
@@ -277,16 +331,14 @@ function parentOf(pid: number): number | undefined {
   return Number.isInteger(ppid) ? ppid : undefined;
 }
 
-async function withClient<T>(
-  values: { servers?: string; user?: string; pass?: string; tenant?: string },
-  body: (client: RunwayClient, nc: NatsConnection) => Promise<T>,
-): Promise<T> {
+async function withClient<T>(values: ConnectionFlags & { tenant?: string }, body: (client: RunwayClient, nc: NatsConnection) => Promise<T>): Promise<T> {
   const tenant = tenantId(values.tenant ?? "demo", "--tenant");
   let nc: NatsConnection;
+  const { nkeySeed, ...plain } = connection(values);
   try {
-    nc = await connect(connection(values));
+    nc = await connect({ ...plain, ...(nkeySeed ? { authenticator: nkeyAuthenticator(new TextEncoder().encode(nkeySeed)) } : {}) });
   } catch (err) {
-    throw connectFailure(err, values.servers ?? "", values.user);
+    throw connectFailure(err, values.servers ?? "", values.user, values.nkey);
   }
   try {
     return await body(new RunwayClient(nc, tenant), nc);
@@ -296,10 +348,7 @@ async function withClient<T>(
 }
 
 /** Checks `runway tenant <sub> …` and answers what it does once connected. */
-function tenantCommand(
-  sub: string | undefined,
-  rest: string[],
-): { values: { servers?: string; user?: string; pass?: string; tenant?: string }; act: (c: RunwayClient) => Promise<Done> } {
+function tenantCommand(sub: string | undefined, rest: string[]): { values: ConnectionFlags & { tenant?: string }; act: (c: RunwayClient) => Promise<Done> } {
   const { values, positionals } = parseArgs({
     args: rest,
     allowPositionals: true,

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { connect } from "@nats-io/transport-node";
+import { connect, nkeyAuthenticator } from "@nats-io/transport-node";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -37,13 +37,19 @@ export interface EmbeddedNats {
 
 /**
  * A JetStream-enabled nats-server as a child process on a free loopback port, for `runway dev`
- * and the demo: a newcomer needs nothing else running.
+ * and the demo: a newcomer needs nothing else running. `auth`: a config line that turns
+ * credentials on (`include "…"` of a `runway creds` auth config), and a seed allowed in, to
+ * see that the server is up.
  */
-export async function startEmbeddedNats(storeDir: string): Promise<EmbeddedNats> {
+export async function startEmbeddedNats(storeDir: string, auth?: { include: string; seed: string }): Promise<EmbeddedNats> {
   mkdirSync(storeDir, { recursive: true });
   const port = await freePort();
   const config = join(storeDir, "nats.conf");
-  writeFileSync(config, `listen: 127.0.0.1:${port}\nserver_name: runway-dev\njetstream { store_dir: "${join(storeDir, "js")}" }\n`);
+  writeFileSync(
+    config,
+    `listen: 127.0.0.1:${port}\nserver_name: runway-dev\njetstream { store_dir: "${join(storeDir, "js")}" }\n${auth ? `${auth.include}\n` : ""}`,
+  );
+  const authenticator = auth ? { authenticator: nkeyAuthenticator(new TextEncoder().encode(auth.seed)) } : {};
   const child = spawn(natsServerBinary(), ["-c", config], { stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";
   child.stderr?.on("data", (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4_000)));
@@ -52,7 +58,7 @@ export async function startEmbeddedNats(storeDir: string): Promise<EmbeddedNats>
   for (;;) {
     if (child.exitCode !== null) throw new Error(`nats-server exited: ${stderr}`);
     try {
-      const nc = await connect({ servers: url, reconnect: false, timeout: 1_000 });
+      const nc = await connect({ servers: url, reconnect: false, timeout: 1_000, ...authenticator });
       await nc.close();
       break;
     } catch (err) {

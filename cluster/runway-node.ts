@@ -239,7 +239,7 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
             logger: deps.logger,
             now: () => clock.now(),
           },
-          config.http,
+          { ...config.http, push: { ...config.http.push, node: config.name } },
         );
         parts.http = http;
       },

@@ -11,9 +11,18 @@ export {
   validateAgainstSchema,
   a2aAuthOf,
   PlanSchema,
+  type ChildStartCode,
   type Plan,
   type PlanAgent,
   type CompileError,
+  ModelResponseSchema,
+  type ModelMessage,
+  type ModelRequest,
+  type ModelResponse,
+  type ModelStopReason,
+  type ModelTool,
+  type ModelToolCall,
+  type ModelUsage,
 } from "./workflow/index.js";
 export {
   executionMachine,
@@ -98,7 +107,7 @@ export {
   type Ticket,
   type TokenBucket,
 } from "./scheduler/index.js";
-export { effectiveClass, type ClassSource, type ToolClass } from "./tools/index.js";
+export { effectiveClass, refsIn, type ClassSource, type ResourceRef, type ToolClass } from "./tools/index.js";
 export {
   ScheduleNameSchema,
   ScheduleSpecSchema,

@@ -1,7 +1,19 @@
-import { canonicalJson, validateAgainstSchema, type ExecuteRequest, type PlanAgent, type Receipt } from "../../machines/index.js";
+import {
+  canonicalJson,
+  gatedBy,
+  ModelResponseSchema,
+  validateAgainstSchema,
+  type ExecuteRequest,
+  type ModelMessage,
+  type ModelResponse,
+  type ModelTool,
+  type PlanAgent,
+  type Receipt,
+  type ToolClass,
+} from "../../machines/index.js";
 import { sha256Hex } from "../records/index.js";
 import type { ToolAnswer, ToolCall, ToolPort } from "../run/index.js";
-import { TurnResponseSchema, type AgentMessage, type AgentTool, type ModelPort, type TurnResponse } from "./port.js";
+import type { ModelPort } from "./port.js";
 
 /** Output tokens one turn asks for when the node's token ceiling leaves more (or sets none). */
 export const TURN_MAX_TOKENS = 4_096;
@@ -14,18 +26,33 @@ export type AgentResult = { outcome: "succeeded"; output: unknown } | { outcome:
 
 /** The run's answer to an intent (`EffectAnswer`), as far as the loop reads it. */
 type IntentAnswer = { outcome: string; value?: unknown } | undefined;
+/** The run's answer to a gated proposal (`EffectAnswer`), as far as the loop reads it. */
+type GateAnswer = { outcome: string; arguments?: unknown; by?: string | null; reason?: string } | undefined;
+
+/** The tool result a turn's second (and later) gated proposal gets: one person's decision is asked per turn. */
+export const SUPERSEDED = "superseded: ask again after the pending decision";
 
 export interface AgentStepDeps {
   models: ModelPort;
   tools: ToolPort;
   /** Records a model turn's intent in the run (fenced by the attempt): `observed` with the stored response, `recorded`/`reconcile` to ask the model. */
   intent(event: Record<string, unknown> & { type: "effect.intent" }, id: string): Promise<IntentAnswer>;
+  /**
+   * Asks the run about a gated proposal (`effect.gate` naming its turn): `approved` with the
+   * decision's arguments, `rejected` with who and why, or `awaiting_approval` (the run filed the
+   * request, or it is pending, and parked the step: this attempt ends).
+   */
+  gate(call: { server: string; tool: string; class: ToolClass; arguments: unknown; turn: number }): Promise<GateAnswer>;
   /** One tool call through the journal (intent, call, receipt): the tool step's own path. */
   callTool(call: ToolCall): Promise<{ answer: ToolAnswer; receipt?: Receipt }>;
   /** Stores a receipt in the run under the attempt's fence: false when the run refused it (the attempt is no longer current). */
   receipt(receipt: Receipt): Promise<boolean>;
   /** Keeps the attempt's lease alive between turns. */
   beat(): void;
+  /** Each piece of text the model streams while turn `turn` is asked (live only, never journaled; absent: not sent). */
+  delta?(turn: number, text: string): void;
+  /** The model answered turn `turn` (or failed): what it streamed is all sent before its response is stored. */
+  streamed?(turn: number): void;
   now(): number;
 }
 
@@ -41,6 +68,12 @@ const fail = (code: string, message: string, retryable = false): AgentResult => 
  * attempt after a crash walks the same turns again and the run answers each recorded turn and each
  * settled call from its journal: no recorded turn is asked of the model again, no call happens
  * twice; the one turn in flight at the crash is asked again (its intent has no receipt).
+ *
+ * A proposal of a gated tool asks the run first (`gate`, naming the turn): the first of a turn
+ * parks the step on a person's decision (this attempt ends; the next one walks the turns again and
+ * meets the decision, journaled); approved, the call is made with the decision's arguments;
+ * rejected, the model reads the refusal as the call's result. The turn's later gated proposals are
+ * superseded (the model is told to ask again).
  */
 export async function runAgent(deps: AgentStepDeps, request: ExecuteRequest, signal: AbortSignal): Promise<AgentResult> {
   const spec = request.agent!;
@@ -52,7 +85,7 @@ export async function runAgent(deps: AgentStepDeps, request: ExecuteRequest, sig
   };
   const listed = await toolsOf(deps.tools, request.tenant, spec.tools);
   if ("error" in listed) return { outcome: "failed", error: listed.error };
-  const messages: AgentMessage[] = [
+  const messages: ModelMessage[] = [
     { role: "system", content: spec.instructions },
     { role: "user", content: taskText(request.input) },
   ];
@@ -81,6 +114,8 @@ export async function runAgent(deps: AgentStepDeps, request: ExecuteRequest, sig
       });
       continue;
     }
+    // The first gated proposal of the turn asks a person; the turn's later ones are superseded.
+    let asked = false;
     for (const proposed of response.tool_calls) {
       const target = listed.byName.get(proposed.name);
       if (!target || proposed.invalid_arguments !== undefined) {
@@ -88,10 +123,30 @@ export async function runAgent(deps: AgentStepDeps, request: ExecuteRequest, sig
         messages.push({ role: "tool", tool_call_id: proposed.id, content: why, is_error: true });
         continue;
       }
+      const { server, tool } = target;
+      const gated = gatedBy(request.gate, server, tool, target.class);
+      if (gated && asked) {
+        messages.push({ role: "tool", tool_call_id: proposed.id, content: SUPERSEDED, is_error: true });
+        continue;
+      }
       if (calls >= spec.max_tool_calls) return fail("limit_reached", `max_tool_calls (${spec.max_tool_calls}) reached`);
+      let args: unknown = proposed.arguments;
+      if (gated) {
+        asked = true;
+        const decided = await deps.gate({ server, tool, class: target.class, arguments: proposed.arguments, turn });
+        if (decided?.outcome === "rejected") {
+          const why = `rejected by ${decided.by ?? "a reviewer"}${decided.reason ? `: ${decided.reason}` : ""}`;
+          messages.push({ role: "tool", tool_call_id: proposed.id, content: `approval_rejected: ${why}`, is_error: true });
+          continue;
+        }
+        if (decided?.outcome === "needs_approval") return fail("tool_needs_approval", `${server}/${tool} is gated and its run cannot ask a person for it`);
+        // Parked on the person (the run ended this attempt), or the run refused the attempt.
+        if (decided?.outcome !== "approved") return { outcome: "stopped", reason: decided?.outcome ?? "not_decided_here" };
+        args = decided.arguments ?? null;
+      }
       calls++;
-      const key = `${request.run}:${request.node}:turn${turn}:${sha256Hex(canonicalJson({ ...target, arguments: proposed.arguments }))}`;
-      const { answer, receipt } = await deps.callTool({ ...target, arguments: proposed.arguments, key });
+      const key = `${request.run}:${request.node}:turn${turn}:${sha256Hex(canonicalJson({ server, tool, arguments: args }))}`;
+      const { answer, receipt } = await deps.callTool({ server, tool, arguments: args, key, ...(gated ? { approved_turn: turn } : {}) });
       if (receipt && !(await deps.receipt(receipt))) return { outcome: "stopped", reason: "receipt_refused" };
       deps.beat();
       if (answer.outcome === "stopped") return answer;
@@ -112,18 +167,18 @@ async function takeTurn(
   spec: PlanAgent,
   fence: Record<string, unknown>,
   turn: number,
-  messages: AgentMessage[],
-  tools: AgentTool[],
+  messages: ModelMessage[],
+  tools: ModelTool[],
   left: number | undefined,
   signal: AbortSignal,
-): Promise<{ response: TurnResponse } | AgentResult> {
+): Promise<{ response: ModelResponse } | AgentResult> {
   const key = `${request.run}:${request.node}:turn${turn}`;
   const asked = await deps.intent(
     { type: "effect.intent", ...fence, key, server: "model", tool: spec.model, class: "idempotent", arguments: { turn }, turn: true },
     `intent/${key}/${request.attempt}/${request.lease_epoch}`,
   );
   if (asked?.outcome === "observed") {
-    const stored = TurnResponseSchema.safeParse(asked.value);
+    const stored = ModelResponseSchema.safeParse(asked.value);
     if (!stored.success) return fail("corrupt_record", `turn ${turn}'s stored response is not a model response`);
     return { response: stored.data };
   }
@@ -133,8 +188,9 @@ async function takeTurn(
     request.tenant,
     spec.model,
     { model: spec.model, messages, ...(tools.length ? { tools } : {}), max_tokens: maxTokens },
-    { signal },
+    { signal, ...(deps.delta ? { onDelta: (text: string) => deps.delta!(turn, text) } : {}) },
   );
+  deps.streamed?.(turn);
   if (answered.outcome === "failed") {
     const f = answered.failure;
     if (f.code === "cancelled") return { outcome: "stopped", reason: "cancelled" };
@@ -152,9 +208,9 @@ async function toolsOf(
   port: ToolPort,
   tenant: string,
   names: readonly string[],
-): Promise<{ tools: AgentTool[]; byName: Map<string, { server: string; tool: string }> } | { error: StepError }> {
-  const tools: AgentTool[] = [];
-  const byName = new Map<string, { server: string; tool: string }>();
+): Promise<{ tools: ModelTool[]; byName: Map<string, { server: string; tool: string; class: ToolClass }> } | { error: StepError }> {
+  const tools: ModelTool[] = [];
+  const byName = new Map<string, { server: string; tool: string; class: ToolClass }>();
   for (const name of names) {
     const slash = name.indexOf("/");
     const server = name.slice(0, slash);
@@ -165,7 +221,7 @@ async function toolsOf(
       return { error: { code: found.outcome === "tool_not_found" ? "tool_not_found" : "tool_server_not_found", message: found.message, retryable: false } };
     let exposed = `${server}__${tool}`.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 60);
     while (byName.has(exposed)) exposed = `${exposed.slice(0, 58)}_${byName.size}`;
-    byName.set(exposed, { server, tool });
+    byName.set(exposed, { server, tool, class: found.class });
     const schema = found.input_schema;
     tools.push({
       name: exposed,

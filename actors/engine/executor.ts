@@ -10,6 +10,7 @@ import {
   callThroughJournal,
   dispatchToRun,
   fenceOf,
+  refsWritten,
   settleCall,
   type BoundedRef,
   type ToolAnswer,
@@ -20,7 +21,7 @@ import {
   type SpanSink,
 } from "../run/index.js";
 import type { UsageMeter } from "../tenant/index.js";
-import { runAgent, type ModelPort } from "../agent/index.js";
+import { runAgent, TextDeltaCoalescer, type ModelPort } from "../agent/index.js";
 import { answerOf, jsonBytes, type ActorHost, type Dispatched, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../../runtime/index.js";
 
 /** The object store of step results over the inline bound, kept by reference. */
@@ -307,6 +308,7 @@ export class StepExecutor {
     const ref = { runId: request.run, stepId: stepIdOf(request), attempt: request.attempt, leaseEpoch: request.lease_epoch };
     const beats = setInterval(() => this.heartbeat(ref), Math.max(250, request.lease_after_ms));
     beats.unref();
+    const deltas = new TextDeltaCoalescer(this.textDeltas(request));
     const spans = this.deps.spans;
     try {
       const result = await runAgent(
@@ -315,6 +317,15 @@ export class StepExecutor {
           tools,
           intent: async (event, id) => {
             const local = await dispatchToRun(this.deps.host, request.run, event, id);
+            return local.outcome === "applied" ? local.value : undefined;
+          },
+          gate: async (call) => {
+            const local = await dispatchToRun(
+              this.deps.host,
+              request.run,
+              { type: "effect.gate", ...fenceOf(request), ...call },
+              `gate/${request.run}/${request.node}/turn${call.turn}/${request.attempt}/${request.lease_epoch}`,
+            );
             return local.outcome === "applied" ? local.value : undefined;
           },
           callTool: (call) => this.callTool(request, key, call),
@@ -328,6 +339,8 @@ export class StepExecutor {
             return local.outcome === "applied" && local.value?.outcome === "recorded";
           },
           beat: () => this.heartbeat(ref),
+          delta: (turn, text) => deltas.push(turn, text),
+          streamed: () => deltas.flush(),
           now: () => this.deps.now?.() ?? Date.now(),
         },
         request,
@@ -340,9 +353,33 @@ export class StepExecutor {
       if (result.outcome === "failed") return { ...fence, ...result };
       return { ...fence, outcome: "succeeded", output: await this.bounded(request, result.output) };
     } finally {
+      deltas.flush();
       clearTimeout(timer);
       clearInterval(beats);
     }
+  }
+
+  /**
+   * `text_delta`: the text a model streams during an agent's turn, coalesced (`TextDeltaCoalescer`)
+   * and published live (like `step_started`, never journaled: the turn's stored response holds the
+   * whole text). `seq` counts the attempt's deltas, so a follower sees a gap; a retried request
+   * streams its turn again.
+   */
+  private textDeltas(r: ExecuteRequest): (turn: number, text: string) => void {
+    const subject = `rw.evt.${r.tenant}.${r.root}.${r.run}.text_delta`;
+    let seq = 0;
+    return (turn, text) =>
+      this.deps.host.events.publish(subject, {
+        type: "text_delta",
+        run: r.run,
+        tenant: r.tenant,
+        at: this.deps.now?.() ?? Date.now(),
+        node: r.node,
+        attempt: r.attempt,
+        turn,
+        seq: seq++,
+        text,
+      });
   }
 
   /**
@@ -362,6 +399,7 @@ export class StepExecutor {
       ref,
       { server: p.task.server, tool: p.task.tool, key: p.task.key },
       polled,
+      refsWritten(p.task.writes),
     );
     if (answer.outcome === "stopped") return;
     const event: Record<string, unknown> = {

@@ -27,6 +27,7 @@ export type EffectAnswer = Answer<
   | "waiting"
   | "let_finish"
   | "approved"
+  | "rejected"
   | "awaiting_approval"
 >;
 

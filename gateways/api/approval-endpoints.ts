@@ -9,8 +9,11 @@ import { decisionRefusal } from "./callers.js";
 import { requests } from "./schemas.js";
 import type { TenantEndpoint } from "./serve.js";
 
-/** A gated tool call's approval id, `<run>:<node>:approval.<server>/<tool>` (machines/execution/gates.ts): its server and tool. */
-const GATED_CALL = /^[^:]+:[^:]+:approval\.([A-Za-z0-9_-]{1,64})\/(.+)$/;
+/**
+ * A gated tool call's approval id, `<run>:<node>:approval.<server>/<tool>`, or an agent's gated
+ * proposal's, `<run>:<node>:turn<i>:approval.<server>/<tool>` (machines/execution/gates.ts): its server and tool.
+ */
+const GATED_CALL = /^[^:]+:[^:]+:(?:turn\d+:)?approval\.([A-Za-z0-9_-]{1,64})\/(.+)$/;
 /** A tool server's request for a person's input: `<run>:<node>:input.<server>/<tool>.<round>`. */
 const INPUT_REQUEST = /^[^:]+:[^:]+:input\./;
 /** The MCP SDK's JSON Schema validator (Ajv), made on the first form checked: the SDK is imported only when used (tools/sdk.ts). */

@@ -4,15 +4,8 @@ export {
   type ModelCallOptions,
   type ModelFailure,
   type ModelFailureCode,
-  type ModelMessage,
   type ModelOutcome,
   type ModelProvider,
-  type ModelRequest,
-  type ModelResponse,
-  type ModelStopReason,
-  type ModelTool,
-  type ModelToolCall,
-  type ModelUsage,
 } from "./types.js";
 export {
   ModelProviderRecord,

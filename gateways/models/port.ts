@@ -1,9 +1,9 @@
-import type { ModelPort, TurnOutcome, TurnRequest } from "../../actors/index.js";
+import type { ModelPort, TurnOutcome } from "../../actors/index.js";
 import type { ModelProviderRecord } from "./config.js";
 import { createModelProvider } from "./provider.js";
 import { completeWithRetry, type RetryDeps } from "./retry.js";
 import type { ModelStore } from "./store.js";
-import type { ModelProvider } from "./types.js";
+import type { ModelProvider, ModelRequest } from "./types.js";
 
 /**
  * The model gateway agent steps call: `<provider>/<model>` is found in the tenant's providers
@@ -14,7 +14,12 @@ export function modelPortOf(store: Pick<ModelStore, "provider">, retry: RetryDep
   // One adapter per stored record: a changed record is a new object, so its adapter is made again.
   const adapters = new WeakMap<ModelProviderRecord, ModelProvider>();
   return {
-    async complete(tenant: string, model: string, request: TurnRequest, options: { signal: AbortSignal }): Promise<TurnOutcome> {
+    async complete(
+      tenant: string,
+      model: string,
+      request: ModelRequest,
+      options: { signal: AbortSignal; onDelta?: (text: string) => void },
+    ): Promise<TurnOutcome> {
       const slash = model.indexOf("/");
       const name = slash > 0 ? model.slice(0, slash) : model;
       const record = await store.provider(tenant, name).catch(() => undefined);

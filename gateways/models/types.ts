@@ -1,65 +1,11 @@
 /**
- * The one request and response shape the agent loop speaks, whatever the provider. Adapters
- * translate it to and from their wire format; nothing provider-specific crosses this line.
+ * The provider port and its failures. The request and response shapes are the conversation's
+ * (`machines/workflow/conversation.ts`): adapters translate them to and from their wire format;
+ * nothing provider-specific crosses this line.
  */
+import type { ModelRequest, ModelResponse } from "../../machines/index.js";
 
-/** A tool call the model proposed. `arguments` is the parsed JSON object the model wrote. */
-export interface ModelToolCall {
-  /** The provider's id for the call (or a deterministic one for the scripted provider): only to
-   *  pair a tool result with its call inside one conversation, never an effect key. */
-  id: string;
-  name: string;
-  arguments: Record<string, unknown>;
-  /** Set when the model's argument text was not a JSON object: the raw text, so the loop can
-   *  tell the model instead of calling the tool with `{}`. `arguments` is then `{}`. */
-  invalid_arguments?: string;
-}
-
-export type ModelMessage =
-  | { role: "system"; content: string }
-  | { role: "user"; content: string }
-  | { role: "assistant"; content: string; tool_calls?: ModelToolCall[] }
-  /** The answer to one tool call of the previous assistant message. */
-  | { role: "tool"; tool_call_id: string; content: string; is_error?: boolean };
-
-export interface ModelTool {
-  name: string;
-  description?: string;
-  /** JSON Schema of the arguments object. */
-  input_schema: Record<string, unknown>;
-}
-
-export interface ModelRequest {
-  /** The provider's own model name (the part after `provider/`). */
-  model: string;
-  messages: ModelMessage[];
-  tools?: ModelTool[];
-  /** Output tokens this turn may produce (Anthropic requires one: {@link DEFAULT_MAX_TOKENS}). */
-  max_tokens?: number;
-  temperature?: number;
-}
-
-export interface ModelUsage {
-  input_tokens: number;
-  output_tokens: number;
-  /** True when the provider reported no usage and the figures are estimated (about four
-   *  characters a token), so ceilings still count the turn. */
-  estimated?: boolean;
-}
-
-/** Why the model stopped, the same words for every provider. */
-export type ModelStopReason = "end_turn" | "tool_use" | "max_tokens" | "refusal" | "other";
-
-export interface ModelResponse {
-  text: string;
-  tool_calls: ModelToolCall[];
-  usage: ModelUsage;
-  stop_reason: ModelStopReason;
-  /** The model that answered, as the provider names it (the requested name if it says none). */
-  model: string;
-  /** From the call's start to the end of the stream, on the node's monotonic clock. */
-  latency_ms: number;
-}
+export type { ModelMessage, ModelRequest, ModelResponse, ModelStopReason, ModelTool, ModelToolCall, ModelUsage } from "../../machines/index.js";
 
 /**
  * Why a call failed: a closed set the loop switches on, never an exception. `rate_limited` and

@@ -2,7 +2,7 @@ import { applyStepOp } from "../step/index.js";
 import { DEFAULT_WAIT_TIMEOUT_MS, resolveTemplate, type PlanNode } from "../workflow/index.js";
 import { offer, parkAttempt } from "./attempts.js";
 import { fail, publish, scopeOf, succeed, type Draft } from "./draft.js";
-import { approvalAt, gatePolicyOf, gateToken } from "./gates.js";
+import { approvalAt, gatePolicyOf, gateToken, isAgentNode } from "./gates.js";
 import type { ApprovalState, ExecutionEvent, RunContext, RunError } from "./types.js";
 
 /**
@@ -101,6 +101,17 @@ export function onDecide(d: Draft, e: On<"approval.decide">): void {
     n.approval = { ...n.approval, input: { responses, ...(state !== undefined ? { state } : {}), round } };
     return offer(d, d.byId.get(node)!, n, undefined);
   }
+  if (pending.tool && isAgentNode(d.byId.get(node))) {
+    // An agent's gated proposal: the decision is journaled as the receipt of the gate (keyed by the
+    // approval's id) in this same write, and the loop runs again from its journal: approved, the
+    // call is made with these arguments; rejected, the model reads the refusal and goes on.
+    const args = e.decision === "edit" ? payload : ((pending.payload as { arguments?: unknown } | null)?.arguments ?? null);
+    const value = decision === "rejected" ? { decision, by: e.by, ...(e.reason ? { reason: e.reason } : {}) } : { decision, by: e.by, arguments: args };
+    d.effects.push({ type: "runway.journal", data: { t: "receipt", key: pending.id, state: "observed", value, at: d.now } });
+    d.run.receipts = (d.run.receipts ?? 0) + 1;
+    if (decision !== "rejected") n.approval = { ...n.approval, arguments: args };
+    return offer(d, d.byId.get(node)!, n, undefined);
+  }
   if (pending.tool) {
     // A gated call: its step runs again (a new attempt), with the approved arguments (an edit's are the reviewer's payload).
     if (decision === "rejected") return closeGated(d, node, rejected);
@@ -139,13 +150,15 @@ export function expireApproval(d: Draft, node: string): boolean {
 export function onGate(d: Draft, e: On<"effect.gate">): void {
   const node = d.byId.get(e.node)!;
   const n = d.run.nodes[e.node]!;
-  if (!n.approval) {
+  const id = `${d.run.id}:${gateToken(e.node, e.server, e.tool, e.turn)}`;
+  // An agent asks once per turn: an earlier turn's decided record gives way to this turn's request.
+  if (!n.approval || (e.turn !== undefined && n.approval.id !== id)) {
     const policy = gatePolicyOf(d.plan, node)!;
     fileToolRequest(d, e.node, "approval_requested", {
-      id: `${d.run.id}:${gateToken(e.node, e.server, e.tool)}`,
+      id,
       state: "pending",
       prompt: policy.prompt ?? `Call ${e.server}/${e.tool}?`,
-      payload: { server: e.server, tool: e.tool, arguments: e.arguments ?? null },
+      payload: { server: e.server, tool: e.tool, arguments: e.arguments ?? null, ...(e.turn !== undefined ? { turn: e.turn } : {}) },
       group: policy.group ?? null,
       escalation_group: policy.escalation_group ?? null,
       requested_at: d.now,
@@ -206,6 +219,7 @@ function fileToolRequest(d: Draft, node: string, event: string, request: Extract
 /** The asking attempt ends: its step goes back to ready, held until a decision (the parked attempt does not count against the node's retries). */
 function parkStep(d: Draft, node: PlanNode, message: string): void {
   const n = d.run.nodes[node.id]!;
+  if (isAgentNode(node)) n.parks = (n.parks ?? 0) + 1;
   parkAttempt(d, n, node, { code: "awaiting_approval", message, retryable: true });
   d.effects.push({ type: "runway.answer", value: { outcome: "awaiting_approval", approval: n.approval!.id } });
 }

@@ -31,10 +31,14 @@ export function ready(step: StepState, now: number): StepState {
   return r.outcome === "moved" ? r.state : step;
 }
 
-/** The node's retry policy; a step that parked an attempt on its gated call's approval gets that attempt back (it made no call). */
+/**
+ * The node's retry policy; a step that parked an attempt on its gated call's approval gets that
+ * attempt back (it made no call), an agent each attempt it parked (one per gated proposal asked).
+ */
 export function policyOf(node: PlanNode, holder?: Holder): RetryPolicy {
   const own = "retry" in node ? node.retry : { max_attempts: 1, backoff_ms: 0, max_backoff_ms: 0, multiplier: 2 };
-  return holder && "approval" in holder && holder.approval ? { ...own, max_attempts: own.max_attempts + 1 } : own;
+  if (!holder || !("approval" in holder) || !holder.approval) return own;
+  return { ...own, max_attempts: own.max_attempts + Math.max(1, holder.parks ?? 0) };
 }
 
 export function timerName(node: string, item: number | undefined): string {

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { RunLaneSchema, TokenSchema } from "../tenant/index.js";
+import { MAX_CALL_REFS } from "../tools/index.js";
 
 /** The commands a run actor accepts (validated at its mailbox), with the schemas their parts share. */
 
@@ -80,6 +81,11 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     cancellation_epoch: z.number().int().nonnegative().optional(),
     /** Receipts of the attempt's calls still without one (a tool node's call: its result and receipt are one write). */
     receipts: z.array(ReceiptSchema).max(64).optional(),
+    /** A tool node's successful write: the resources it wrote (`writeRefs`, C074). */
+    refs: z
+      .array(z.object({ kind: z.string().min(1).max(64), id: z.string().min(1).max(256) }))
+      .max(MAX_CALL_REFS)
+      .optional(),
   }),
   /** Before a call that may change the world: its intent, under the attempt's lease and the run's cancellation epoch. */
   z.object({
@@ -98,10 +104,13 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     budget_exhausted: z.string().max(500).optional(),
     /** An agent's model turn (server: `model`, tool: `<provider>/<model>`): not a tool call, so no tool-call ceiling counts it and no gate holds it. */
     turn: z.literal(true).optional(),
+    /** An agent's gated call a person approved in turn `gate_turn`: the run lets it through only with exactly the decision's arguments. */
+    gate_turn: z.number().int().nonnegative().max(1_000_000).optional(),
   }),
   /**
    * A tool node's call of a gated tool, before its key, charge and intent: the run answers from
-   * the call's approval record (filing it, and parking the step, when there is none yet).
+   * the call's approval record (filing it, and parking the step, when there is none yet). `turn`:
+   * an agent's gated proposal, made in that model turn (its record is the turn's, see `gates.ts`).
    */
   z.object({
     type: z.literal("effect.gate"),
@@ -110,6 +119,7 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     tool: z.string().min(1).max(200),
     class: z.enum(["read_only", "idempotent", "non_idempotent"]),
     arguments: z.unknown(),
+    turn: z.number().int().nonnegative().max(1_000_000).optional(),
   }),
   /**
    * The server answered the call `input_required` (MCP 2026-07-28 MRTR): nothing happened. The
@@ -138,6 +148,8 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     tool: z.string().min(1).max(200),
     wire: z.string().min(1).max(40),
     poll_ms: z.number().int().min(10).max(3_600_000),
+    /** A tool node's write: its `item_kind`, so the task's result adds its refs (C074). */
+    writes: z.string().min(1).max(64).optional(),
   }),
   /** The call's outcome, from the attempt that recorded its intent. */
   z.object({ type: z.literal("effect.receipt"), ...AttemptFence, receipt: ReceiptSchema }),
@@ -197,8 +209,8 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
   }),
   /**
    * A person decides an approval: approve (its payload goes on), edit (theirs does), reject.
-   * `node`: the approval's id after `<run>:` (an approval node's id, `(admission)`, or a gated
-   * call's `<node>:approval.<server>/<tool>`).
+   * `node`: the approval's id after `<run>:` (an approval node's id, `(admission)`, a gated
+   * call's `<node>:approval.<server>/<tool>`, or an agent's gated proposal's `<node>:turn<i>:approval.<server>/<tool>`).
    */
   z.object({
     type: z.literal("approval.decide"),

@@ -78,7 +78,8 @@ export type RunAnswer =
   /** A report or effect from an attempt the run no longer takes: a newer lease, or a cancel since it began. */
   | { outcome: "stale_lease" }
   | { outcome: "stale_cancel_epoch" }
-  | { outcome: "started"; run: ReturnType<typeof runSummary> }
+  /** `error_code`: a child its start gate refused was created already failed, under this code (C048). */
+  | { outcome: "started"; run: ReturnType<typeof runSummary>; error_code?: string }
   | CreateRefusal
   | { outcome: "cancelled" | "cancel_requested"; run: ReturnType<typeof runSummary> & { cancel: RunContext["cancel"] } }
   | { outcome: "delivered"; nodes: string[] }
@@ -96,6 +97,8 @@ export type RunAnswer =
   | { outcome: "reconcile" }
   | { outcome: "in_flight" | "needs_approval" | "limit_reached" | "budget_exhausted" | "parked" | "waiting" | "let_finish" }
   | { outcome: "approved"; arguments: unknown }
+  /** An agent's gated proposal a person rejected: the model is told so (as the call's result) and goes on. */
+  | { outcome: "rejected"; by: string | null; reason?: string }
   | { outcome: "awaiting_approval"; approval: string };
 
 /** A counter the machine alone can see, counted by the node (its metrics channel). */

@@ -1,6 +1,7 @@
+import { z } from "zod";
 import { jsonEqual, type Plan, type PlanNode, type PlanToolGate } from "../workflow/index.js";
 import type { ToolClass } from "../tools/index.js";
-import type { ExecutionEvent, GateRule, RunContext } from "./types.js";
+import type { ExecutionEvent, GateRule, RunContext, RunMemory } from "./types.js";
 
 /**
  * Gated tools: which calls ask a person before their intent is recorded. Only the tool gateway knows
@@ -27,9 +28,43 @@ export function gatedBy(rule: GateRule | undefined, server: string, tool: string
   return rule.tools?.some((t) => t === `${server}/${tool}` || t === `${server}/*`) ?? false;
 }
 
-/** A gated call's approval id after `<run>:` (what `approvals.decide` names after the run). */
-export function gateToken(node: string, server: string, tool: string): string {
-  return `${node}:approval.${server}/${tool}`;
+/**
+ * A gated call's approval id after `<run>:` (what `approvals.decide` names after the run). An
+ * agent's gated proposal names its turn too (`<node>:turn<i>:approval.<server>/<tool>`): one node
+ * may ask about the same tool in many turns, and each turn's decision is its own journal fact.
+ */
+export function gateToken(node: string, server: string, tool: string, turn?: number): string {
+  return turn === undefined ? `${node}:approval.${server}/${tool}` : `${node}:turn${turn}:approval.${server}/${tool}`;
+}
+
+/** The node is an agent's (a code plan node carrying `agent`): its gated proposals ask per turn. */
+export function isAgentNode(node: PlanNode | undefined): node is Extract<PlanNode, { kind: "code" }> {
+  return node?.kind === "code" && node.agent !== undefined;
+}
+
+/**
+ * A person's decision on an agent's gated proposal, as the run's journal keeps it: a receipt keyed
+ * by the approval's id, stored in the decision's own write (so any later attempt, on any node,
+ * reads it back from the journal even after the node's record has moved on to a later turn's request).
+ */
+export type AgentGateDecision = { decision: "approved" | "edited"; by: string; arguments: unknown } | { decision: "rejected"; by: string; reason?: string };
+
+/** The receipt value of an agent's gate decision (see `onDecide`). */
+const AgentGateDecisionSchema = z.union([
+  z.object({ decision: z.enum(["approved", "edited"]), by: z.string(), arguments: z.unknown() }),
+  z.object({ decision: z.literal("rejected"), by: z.string(), reason: z.string().optional() }),
+]);
+
+/** The decision stored for an agent's gate `id`, if any. */
+export function agentDecision(memory: RunMemory | undefined, id: string): AgentGateDecision | undefined {
+  const r = memory?.receipt(id);
+  if (r?.state !== "observed") return undefined;
+  const read = AgentGateDecisionSchema.safeParse(r.value);
+  if (!read.success) return undefined;
+  const v = read.data;
+  return v.decision === "rejected"
+    ? { decision: "rejected", by: v.by, ...(v.reason !== undefined ? { reason: v.reason } : {}) }
+    : { decision: v.decision, by: v.by, arguments: v.arguments ?? null };
 }
 
 /** The call is the tool node's own (a handler's call never is). */
@@ -42,20 +77,42 @@ export function gatePolicyOf(plan: Plan, node: PlanNode): PlanToolGate | undefin
   return (node.kind === "code" ? node.approval : undefined) ?? plan.approvals;
 }
 
-/** The arguments an approved (or edited) gate lets this call be made with; undefined when it lets nothing. */
-export function openGate(run: RunContext | null | undefined, e: ExecutionEvent): { arguments: unknown } | undefined {
+/**
+ * A gate a person decided: the arguments an approved (or edited) gate lets this call be made with;
+ * for an agent's proposal, a rejection too (the model reads it). Undefined when nothing is decided.
+ */
+export function openGate(
+  run: RunContext | null | undefined,
+  e: ExecutionEvent,
+): { outcome: "approved"; arguments: unknown } | { outcome: "rejected"; by: string; reason?: string } | undefined {
   if (e.type !== "effect.gate" || !run) return undefined;
+  if (e.turn !== undefined) {
+    if (!isAgentNode(e.plan.nodes.find((n) => n.id === e.node))) return undefined;
+    const decided = agentDecision(e.memory, `${run.id}:${gateToken(e.node, e.server, e.tool, e.turn)}`);
+    if (!decided) return undefined;
+    return decided.decision === "rejected"
+      ? { outcome: "rejected", by: decided.by, ...(decided.reason !== undefined ? { reason: decided.reason } : {}) }
+      : { outcome: "approved", arguments: decided.arguments };
+  }
   const a = run.nodes[e.node]?.approval;
   if ((a?.state !== "approved" && a?.state !== "edited") || a.id !== `${run.id}:${gateToken(e.node, e.server, e.tool)}`) return undefined;
-  return { arguments: a.arguments ?? null };
+  return { outcome: "approved", arguments: a.arguments ?? null };
 }
 
-/** The gated call may ask now: it is the node's own, under a policy, and its record is not there yet or pending. */
+/**
+ * The gated call may ask now: it is the node's own (or an agent's proposal), under a policy, and its
+ * record is not there yet or pending. An agent's earlier turn's decided record is replaced by the
+ * new turn's request (that decision stays in the journal); a pending record of another turn never is.
+ */
 export function gateWaits(run: RunContext | null | undefined, e: ExecutionEvent): boolean {
   if (e.type !== "effect.gate" || !run) return false;
   const node = e.plan.nodes.find((n) => n.id === e.node);
-  if (!isOwnCall(node, e.server, e.tool) || !gatePolicyOf(e.plan, node)) return false;
   const a = run.nodes[e.node]?.approval;
+  if (e.turn !== undefined) {
+    if (!isAgentNode(node) || !gatePolicyOf(e.plan, node)) return false;
+    return !a || a.state !== "pending" || a.id === `${run.id}:${gateToken(e.node, e.server, e.tool, e.turn)}`;
+  }
+  if (!isOwnCall(node, e.server, e.tool) || !gatePolicyOf(e.plan, node)) return false;
   return !a || (a.state === "pending" && a.id === `${run.id}:${gateToken(e.node, e.server, e.tool)}`);
 }
 
@@ -67,6 +124,11 @@ export function intentNeedsApproval(run: RunContext | null | undefined, e: Execu
   if (e.type !== "effect.intent" || e.turn || !run || run.replay_of) return false;
   const node = e.plan.nodes.find((n) => n.id === e.node);
   if (!node || !gatedBy(gateRuleOf(e.plan, node, run), e.server, e.tool, e.class)) return false;
+  if (isAgentNode(node)) {
+    // An agent's call: a person approved (or edited) exactly these arguments in the turn it names.
+    const decided = e.gate_turn !== undefined ? agentDecision(e.memory, `${run.id}:${gateToken(e.node, e.server, e.tool, e.gate_turn)}`) : undefined;
+    return decided?.decision !== "approved" && decided?.decision !== "edited" ? true : !jsonEqual(decided.arguments ?? null, e.arguments ?? null);
+  }
   if (!isOwnCall(node, e.server, e.tool)) return true;
   const a = run.nodes[e.node]?.approval;
   const open = (a?.state === "approved" || a?.state === "edited") && a.id === `${run.id}:${gateToken(e.node, e.server, e.tool)}`;

@@ -128,7 +128,7 @@ const REPORTS = {
     { actions: "answerNotCurrent" },
   ],
   "effect.task": [{ guard: "reportApplies", actions: "recordTask" }, { actions: "answerNotCurrent" }],
-  // A tool node's gated call asks before its charge and intent: its approval's arguments, or it parks.
+  // A tool node's gated call (or an agent's gated proposal) asks before its charge and intent: its approval's decision, or it parks.
   "effect.gate": [
     { guard: "cancelEpochStale", actions: "answerStaleCancel" },
     { guard: "gateOpen", actions: "answerGateOpen" },
@@ -215,7 +215,7 @@ export const executionMachine = setup({
         event.type === "effect.gate" ||
         event.type === "effect.input") &&
       isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch),
-    /** The current attempt's gated call is approved (or edited): it goes on with the record's arguments. */
+    /** The current attempt's gated call is decided: approved (or edited), it goes on with the record's arguments; an agent's rejected proposal is answered too. */
     gateOpen: ({ context, event }) =>
       event.type === "effect.gate" &&
       isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch) &&
@@ -292,7 +292,7 @@ export const executionMachine = setup({
     answerNeedsApproval: emit({ type: "runway.answer", value: { outcome: "needs_approval" } }),
     answerGateOpen: enqueueActions(({ context, event, enqueue }) => {
       const open = isCommand(event) ? openGate(context.run, event) : undefined;
-      if (open) enqueue.emit({ type: "runway.answer", value: { outcome: "approved", arguments: open.arguments } });
+      if (open) enqueue.emit({ type: "runway.answer", value: open });
     }),
     answerLetFinish: emit({ type: "runway.answer", value: { outcome: "let_finish" } }),
     answerNotWaiting: emit({ type: "runway.answer", value: { outcome: "run_not_waiting" } }),

@@ -35,6 +35,17 @@ export {
   type TestOp,
 } from "./definition.js";
 export { DEFAULT_AGENT_TIMEOUT_MS, DEFAULT_AGENT_TOOL_CALLS, DEFAULT_AGENT_TURNS, type PlanAgent } from "./agent-node.js";
+export {
+  MODEL_STOP_REASONS,
+  ModelResponseSchema,
+  type ModelMessage,
+  type ModelRequest,
+  type ModelResponse,
+  type ModelStopReason,
+  type ModelTool,
+  type ModelToolCall,
+  type ModelUsage,
+} from "./conversation.js";
 export { A2A_SERVER_PREFIX, MAX_AGENT_URL, a2aAuthOf, type A2ANode } from "./a2a.js";
 export { checkSchemaSubset, validateAgainstSchema, type SchemaIssue, type SchemaValidation } from "./json-schema.js";
 export {
@@ -79,11 +90,15 @@ export { retryDelay } from "./retry.js";
 export { progress, type Fatal, type Progress, type Settled } from "./progress.js";
 export {
   CEILING_REASONS,
+  CHILD_CODE_AT_PARENT,
+  CHILD_START_CODES,
+  childCodeAtParent,
   isCeilingReason,
   isPlatformStop,
   PLATFORM_STOP_CODES,
   stopsRun,
   WIDE_APPROVAL_STOP,
   type CeilingReason,
+  type ChildStartCode,
   type PlatformStopCode,
 } from "./stops.js";

@@ -1,12 +1,11 @@
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { RunwayClient } from "../../cluster/client.js";
-import { RUNWAY_USER, spawnTsx, startServer, waitFor, type ChildHandle, type NatsServerHandle } from "../harness/index.js";
-import { finished } from "./node-process.js";
+import { startServer, waitFor, type ChildHandle, type NatsServerHandle } from "../harness/index.js";
+import { finished, spawnWorkflowNode } from "./node-process.js";
 import type { RunAnswer } from "../integration/workflow-support.js";
 
 /**
@@ -14,8 +13,6 @@ import type { RunAnswer } from "../integration/workflow-support.js";
  * public: an API key); deployment A's tenant `a` runs a workflow whose `a2a` step calls it, with
  * the key given to A's node as the credential `a/remote` (never in the definition).
  */
-const cli = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
-const handlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
 const children: ChildHandle[] = [];
 let serverA: NatsServerHandle;
 let serverB: NatsServerHandle;
@@ -29,28 +26,7 @@ let credentials = "";
 let callerNode: ChildHandle;
 
 function spawnNode(server: NatsServerHandle, name: string, extra: string[]): ChildHandle {
-  const child = spawnTsx(
-    cli,
-    [
-      "node",
-      "--servers",
-      server.url,
-      "--user",
-      RUNWAY_USER.user,
-      "--pass",
-      RUNWAY_USER.pass,
-      "--name",
-      name,
-      "--handlers",
-      handlers,
-      "--lease-ttl-ms",
-      "2000",
-      ...extra,
-    ],
-    { name, env: { RUNWAY_LOG: "warn" } },
-  );
-  children.push(child);
-  return child;
+  return spawnWorkflowNode(server.url, children, name, { leaseTtlMs: 2_000, extra });
 }
 
 async function caller(): Promise<ChildHandle> {

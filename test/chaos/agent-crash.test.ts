@@ -77,3 +77,113 @@ it("SIGKILL of the node after turn 2's tool intent and before its receipt: after
     await openai.stop();
   }
 }, 120_000);
+
+it("C077 38.3 SIGKILL of the node while its agent is parked on a gated proposal: after the restart the run still waits on the one inbox item, the model is not asked for the turn again, and the edited call is made once", async () => {
+  const fx = await startEffectsServer({ http: true });
+  const openai = await startModelFake("openai", [
+    {
+      reply: {
+        tool_calls: [
+          { name: "fx__set_value", arguments: { key: "parked", value: "before" } },
+          { name: "fx__charge", arguments: { account: "acme", amount: 70 } },
+        ],
+        usage: { input_tokens: 10, output_tokens: 5 },
+      },
+    },
+    { reply: { text: "Charged acme 7.", usage: { input_tokens: 20, output_tokens: 5 } } },
+  ]);
+  try {
+    let node = await startWorkflowNode(world, "agent-node");
+    const client = new RunwayClient(world.nc, "a2");
+    await client.createTenant("a2");
+    expect((await client.putToolServer({ name: "fx", transport: { type: "http", url: fx.url } })).outcome).toBe("saved");
+    expect((await client.putModelProvider({ name: "oa", kind: "openai", base_url: openai.baseUrl })).outcome).toBe("created");
+    const gated = { ...definition, name: "agent-gated-crash", approvals: { tools: ["fx/charge"], group: "finance" } };
+    expect((await client.putDefinition(gated)).outcome).toBe("published");
+    const id = ((await client.startRun({ definition: "agent-gated-crash" })).run as RunAnswer).id;
+    const approval = `${id}:ask:turn0:approval.fx/charge`;
+    const listed = async () => ((await client.approvals()).approvals as { id: string; kind: string }[]).map((a) => [a.id, a.kind]);
+    await waitFor(async () => ((await listed()).length > 0 ? true : undefined), { timeoutMs: 30_000, describe: "the gated proposal to be listed" });
+    expect(await listed()).toEqual([[approval, "tool"]]);
+    expect((await openai.requests()).count).toBe(1);
+    expect(fx.counts().effects.set_value).toBe(1);
+
+    // C077: the conversation (turn 0's response, its receipt) was stored before the park: the kill loses none of it.
+    await node.kill("SIGKILL");
+    node = await startWorkflowNode(world, "agent-node");
+    const waiting = await waitFor(async () => ((await client.getRun(id).catch(() => undefined))?.run as RunAnswer | undefined) ?? undefined, {
+      timeoutMs: 30_000,
+      describe: "the run to be readable again",
+    });
+    expect(waiting.status).toBe("waiting");
+    expect(await listed()).toEqual([[approval, "tool"]]);
+    expect((await openai.requests()).count).toBe(1);
+    expect(fx.counts().calls.charge ?? 0).toBe(0);
+
+    const decided = await waitFor(
+      async () => {
+        const a = await client.decide(approval, "edit", { by: "alice", payload: { account: "acme", amount: 7 } }).catch(() => undefined);
+        return a?.outcome === "decided" ? a : undefined;
+      },
+      { timeoutMs: 30_000, describe: "the decision to be taken" },
+    );
+    expect(decided).toMatchObject({ decision: "edited" });
+    const done = await finished(client, id);
+    expect(done.status, JSON.stringify(done)).toBe("succeeded");
+    expect(done.result).toEqual({ ask: "Charged acme 7." });
+    // Turn 0 was read from the journal: only turn 1 was asked. Each effect happened once; the charge with the edit.
+    expect((await openai.requests()).count).toBe(2);
+    expect(fx.counts().effects.set_value).toBe(1);
+    expect(fx.counts().calls.charge).toBe(1);
+    const charged = Object.entries(fx.counts().values).filter(([k]) => k.startsWith(`charge:${id}:`));
+    expect(charged.map(([, v]) => JSON.parse(v) as unknown)).toEqual([{ account: "acme", amount: 7, charge_no: 1 }]);
+    expect(await listed()).toEqual([]);
+    await node.kill("SIGTERM");
+  } finally {
+    await fx.stop();
+    await openai.stop();
+  }
+}, 120_000);
+
+it("38.3 SIGKILL of the node after an approved gated call was made, while the next turn is in flight: the restarted node reads the decision and the call's receipt from the journal (no second inbox item, no second call) and asks the model only for the turn in flight", async () => {
+  const fx = await startEffectsServer({ http: true });
+  const openai = await startModelFake("openai", [
+    { reply: { tool_calls: [{ name: "fx__charge", arguments: { account: "acme", amount: 50 } }], usage: { input_tokens: 10, output_tokens: 5 } } },
+    // Turn 1 takes 20 s to answer: the node dies meanwhile, and the turn is asked again after the restart.
+    { reply: { text: "too late", usage: { input_tokens: 20, output_tokens: 5 } }, delay_ms: 20_000 },
+    { reply: { text: "Charged acme 5.", usage: { input_tokens: 20, output_tokens: 5 } } },
+  ]);
+  try {
+    let node = await startWorkflowNode(world, "agent-node");
+    const client = new RunwayClient(world.nc, "a3");
+    await client.createTenant("a3");
+    expect((await client.putToolServer({ name: "fx", transport: { type: "http", url: fx.url } })).outcome).toBe("saved");
+    expect((await client.putModelProvider({ name: "oa", kind: "openai", base_url: openai.baseUrl })).outcome).toBe("created");
+    const gated = { ...definition, name: "agent-gated-crash2", approvals: { tools: ["fx/charge"] } };
+    expect((await client.putDefinition(gated)).outcome).toBe("published");
+    const id = ((await client.startRun({ definition: "agent-gated-crash2" })).run as RunAnswer).id;
+    const approval = `${id}:ask:turn0:approval.fx/charge`;
+    const listed = async () => ((await client.approvals()).approvals as { id: string }[]).map((a) => a.id);
+    await waitFor(async () => ((await listed()).length > 0 ? true : undefined), { timeoutMs: 30_000, describe: "the gated proposal to be listed" });
+    expect((await client.decide(approval, "edit", { by: "alice", payload: { account: "acme", amount: 5 } })).outcome).toBe("decided");
+    await waitFor(async () => ((await openai.requests()).count >= 2 ? true : undefined), { timeoutMs: 30_000, describe: "turn 1 to be asked" });
+    expect(fx.counts().calls.charge).toBe(1);
+
+    await node.kill("SIGKILL");
+    node = await startWorkflowNode(world, "agent-node");
+    const done = await finished(client, id);
+    expect(done.status, JSON.stringify(done)).toBe("succeeded");
+    expect(done.result).toEqual({ ask: "Charged acme 5." });
+    // Turn 0 and its decided call came from the journal; only turn 1 (in flight at the kill) was asked again.
+    expect((await openai.requests()).count).toBe(3);
+    expect(fx.counts().calls.charge).toBe(1);
+    expect(fx.counts().effects.charge).toBe(1);
+    expect(await listed()).toEqual([]);
+    const lines = (await client.trajectory(id)).lines as { kind: string; tool?: string; arguments?: unknown }[];
+    expect(lines.filter((l) => l.kind === "tool_call").map((l) => [l.tool, l.arguments])).toEqual([["charge", { account: "acme", amount: 5 }]]);
+    await node.kill("SIGTERM");
+  } finally {
+    await fx.stop();
+    await openai.stop();
+  }
+}, 120_000);

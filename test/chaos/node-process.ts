@@ -57,14 +57,48 @@ export function singleServerWorld(): { readonly server: NatsServerHandle; readon
 const cliPath = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
 const fixtureHandlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
 
-/** A workflow node (`runway node`, the fixture handlers) in its own process on `world`'s server; killed with the world. */
-export async function startWorkflowNode(world: { readonly server: NatsServerHandle; readonly children: ChildHandle[] }, name: string): Promise<ChildHandle> {
+/**
+ * `runway node` with the fixture handlers in its own process on the server at `serverUrl`, pushed
+ * onto `children` (killed at the end of the file); `leaseTtlMs` shortens its partition leases so
+ * another node takes over soon after a SIGKILL; `extra` flags follow. Not waited for.
+ */
+export function spawnWorkflowNode(
+  serverUrl: string,
+  children: ChildHandle[],
+  name: string,
+  options: { leaseTtlMs?: number; extra?: readonly string[] } = {},
+): ChildHandle {
+  const lease = options.leaseTtlMs === undefined ? [] : ["--lease-ttl-ms", String(options.leaseTtlMs)];
   const child = spawnTsx(
     cliPath,
-    ["node", "--servers", world.server.url, "--user", RUNWAY_USER.user, "--pass", RUNWAY_USER.pass, "--name", name, "--handlers", fixtureHandlers],
+    [
+      "node",
+      "--servers",
+      serverUrl,
+      "--user",
+      RUNWAY_USER.user,
+      "--pass",
+      RUNWAY_USER.pass,
+      "--name",
+      name,
+      "--handlers",
+      fixtureHandlers,
+      ...lease,
+      ...(options.extra ?? []),
+    ],
     { name, env: { RUNWAY_LOG: "warn" } },
   );
-  world.children.push(child);
+  children.push(child);
+  return child;
+}
+
+/** A workflow node (`spawnWorkflowNode`) on `world`'s server, once it is serving; killed with the world. */
+export async function startWorkflowNode(
+  world: { readonly server: NatsServerHandle; readonly children: ChildHandle[] },
+  name: string,
+  options: { leaseTtlMs?: number } = {},
+): Promise<ChildHandle> {
+  const child = spawnWorkflowNode(world.server.url, world.children, name, options);
   await child.waitForLine(/^READY /, { timeoutMs: 30_000 });
   return child;
 }

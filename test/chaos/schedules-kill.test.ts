@@ -4,12 +4,11 @@
 // anything else. A firing is one run because its start key is (schedule, due time): the run id
 // is derived from it, so "none twice" is "no run outside the due times", and "none lost" is
 // "every due time has its run".
-import { fileURLToPath } from "node:url";
 import { expect, it } from "vitest";
 import { RunwayClient } from "../../cluster/client.js";
 import { runIdFor, startKey } from "../../actors/index.js";
 import { partitionOf } from "../../runtime/index.js";
-import { RUNWAY_USER, spawnTsx, waitFor, type ChildHandle } from "../harness/index.js";
+import { waitFor, type ChildHandle } from "../harness/index.js";
 import { fenceOwners, singleServerWorld, startWorkflowNode } from "./node-process.js";
 import type { RunAnswer } from "../integration/workflow-support.js";
 
@@ -30,33 +29,9 @@ async function allRuns(client: RunwayClient): Promise<RunAnswer[]> {
   return out;
 }
 
-const cli = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
-const handlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
-
 /** A `runway node` process whose partition leases live 3 s, so another node takes over soon after a SIGKILL. */
-async function shortLeaseNode(name: string): Promise<ChildHandle> {
-  const child = spawnTsx(
-    cli,
-    [
-      "node",
-      "--servers",
-      world.server.url,
-      "--user",
-      RUNWAY_USER.user,
-      "--pass",
-      RUNWAY_USER.pass,
-      "--name",
-      name,
-      "--handlers",
-      handlers,
-      "--lease-ttl-ms",
-      "3000",
-    ],
-    { name, env: { RUNWAY_LOG: "warn" } },
-  );
-  world.children.push(child);
-  await child.waitForLine(/^READY /, { timeoutMs: 30_000 });
-  return child;
+function shortLeaseNode(name: string): Promise<ChildHandle> {
+  return startWorkflowNode(world, name, { leaseTtlMs: 3_000 });
 }
 
 /**

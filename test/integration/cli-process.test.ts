@@ -178,6 +178,16 @@ it("./bin/runway.mjs node under the standard profile keeps V8's own inlining bud
   await drained(child, "standard-node", pid, "SIGTERM");
 });
 
+it("SIGTERM while the node is still starting is not lost to the signal's default action: the node drains once it is up and exits 0", async () => {
+  const child = spawnProcess(BIN, nodeArgs("early-term-node"), { cwd: repoRoot, env: ENV, name: "runway early-term-node" });
+  // Its liveness record is written during the start, before READY: the signal lands mid-start or just after.
+  const record = await waitFor(() => liveness("early-term-node"), { timeoutMs: 60_000, describe: "the liveness record of early-term-node" });
+  nodePids.add(record.pid);
+  const exit = await child.kill("SIGTERM");
+  expect(exit, child.lines.join("\n")).toEqual({ code: 0, signal: null });
+  await drained(child, "early-term-node", record.pid, "SIGTERM");
+});
+
 it("SIGTERM to npm run runway -- node reaches the node: it drains, and npm exits 0 after it", async () => {
   const { child, pid } = await startNode("npm", ["run", "runway", "--"], "npm-term-node");
   expect(pid).not.toBe(child.pid);

@@ -4,14 +4,8 @@
 // how many requests a call made.
 import { inspect } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  completeWithRetry,
-  createModelProvider,
-  ModelProviderRecord,
-  type ModelOutcome,
-  type ModelProvider,
-  type ModelRequest,
-} from "../../gateways/models/index.js";
+import { completeWithRetry, createModelProvider, ModelProviderRecord, type ModelOutcome, type ModelProvider } from "../../gateways/models/index.js";
+import type { ModelRequest } from "../../machines/index.js";
 import { freePort, killAll, waitFor } from "../harness/index.js";
 import { startModelFake, type FakeStep, type ModelFakeHandle } from "../fixtures/models/start.js";
 

@@ -147,6 +147,8 @@ const INTERNAL = new Set<string>([
   "illegal_transition",
   "not_before",
   "approved",
+  // an agent's gated proposal a person rejected: the loop tells the model, never sent on
+  "rejected",
   "observed",
   "in_flight",
   "let_finish",
@@ -187,6 +189,8 @@ const INTERNAL = new Set<string>([
   "live",
   "not_stored",
   "charged",
+  // a child's start gate as its tenant's record reads (actors/run/actor.ts): its refusals are codes of their own
+  "open",
   // the tool gateway and the tool step, between the executor and the run
   "failed",
   "succeeded",

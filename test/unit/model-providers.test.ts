@@ -13,8 +13,8 @@ import {
   scriptedTurnIndex,
   turnCostCents,
   type ModelOutcome,
-  type ModelRequest,
 } from "../../gateways/models/index.js";
+import type { ModelRequest } from "../../machines/index.js";
 
 const KEY = "sk-unit-0123456789abcdef";
 
