@@ -110,7 +110,11 @@ export function attemptSpan(request: ExecuteRequest, start: number, end: number,
     ...(error !== undefined ? { error } : {}),
     attributes: {
       ...attemptAttributes(request.run, request.tenant, request.node, request.item, request.attempt),
-      ...(request.tool ? { "runway.tool.server": request.tool.server, "gen_ai.tool.name": request.tool.tool } : { "runway.handler": request.handler }),
+      ...(request.tool
+        ? { "runway.tool.server": request.tool.server, "gen_ai.tool.name": request.tool.tool }
+        : request.agent
+          ? { "runway.agent.model": request.agent.model }
+          : { "runway.handler": request.handler }),
       ...(error !== undefined ? { "error.type": codeOf(result?.error) ?? "stopped" } : {}),
     },
   };

@@ -272,6 +272,7 @@ describe("traces over OTLP/HTTP to a receiver process", () => {
       expect((await finished(client, id)).status).toBe("succeeded");
       const all = await traceOf(id, (a) => byName(a, "chat fake-gpt").length === 2);
       const attempt = one(all, "step ask");
+      expect(attempt.attributes["runway.agent.model"]).toBe("oa/fake-gpt");
       const chats = byName(all, "chat fake-gpt").sort((a, b) => a.start - b.start);
       expect(chats.map((c) => c.parentSpanId)).toEqual([attempt.spanId, attempt.spanId]);
       expect(chats[0]!.attributes).toMatchObject({
