@@ -17,6 +17,7 @@ import {
   type ToolCall,
   attemptSpan,
   chatSpan,
+  SPAN_CLOSED_BY_RUN,
   toolSpan,
   type SpanSink,
 } from "../run/index.js";
@@ -270,8 +271,8 @@ export class StepExecutor {
     const spans = this.deps.spans;
     const began = spans ? Date.now() : 0;
     const event = request.agent ? await this.runAgentStep(request, key) : request.tool ? await this.runTool(request, key) : await this.runHandler(request, key);
-    // An attempt whose lease lapsed was failed `worker_lost` by its run, which closed its span then (spans.ts).
-    if (spans && this.stops.get(key)?.why !== "lease_expired") spans.emit(attemptSpan(request, began, Date.now(), event));
+    // An attempt whose lease lapsed (or whose run the sweep ended) was stopped by a transition that closed its span then (spans.ts).
+    if (spans && !SPAN_CLOSED_BY_RUN.has(this.stops.get(key)?.why ?? "")) spans.emit(attemptSpan(request, began, Date.now(), event));
     this.deps.onReturned?.(request);
     if (!event) return;
     if (request.item !== undefined) event.item = request.item;

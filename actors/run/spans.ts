@@ -44,6 +44,11 @@ export interface SpanSink {
 
 /** Attempt failures whose attempt's own process never reports: recovery (or a sweep) closes their span. */
 const LOST = new Set(["worker_lost", "dispatch_lost"]);
+/**
+ * Why an executor's attempt may be stopped by a transition that also closes its span (a lapsed
+ * lease fails it `worker_lost`; a child the sweep ends `parent_gone`): its executor emits nothing.
+ */
+export const SPAN_CLOSED_BY_RUN: ReadonlySet<string> = new Set(["lease_expired", "parent_gone"]);
 /** The commands that can fail an attempt as lost (recovery, a lease's timer, the sweep): only their transitions are searched for one. */
 const LOSING = new Set(["run.recover", "timer.fired", "run.sweep"]);
 
@@ -212,7 +217,9 @@ export function runSpanObserver(sink: SpanSink) {
     const was = (before.context as ExecutionContext).run;
     const now = (event as { now?: number }).now ?? Date.now();
     if (was && LOSING.has(event.type)) lostAttempts(sink, was, run, now);
-    if (!isTerminal(before.value) && isTerminal(after.value)) sink.emit(runSpan(run, now));
+    const ended = !isTerminal(before.value) && isTerminal(after.value);
+    if (was && ended && event.type === "run.parent_gone") stoppedAttempts(sink, was, run, now);
+    if (ended) sink.emit(runSpan(run, now));
   };
 }
 
@@ -228,6 +235,34 @@ function lostAttempts(sink: SpanSink, was: RunContext, run: RunContext, now: num
       const error = next?.step?.last_error;
       if (!next || !error || !LOST.has(error.code) || inFlight(next) === attempt || next.step!.attempt !== attempt) continue;
       if (error === holder.step?.last_error) continue;
+      sink.emit({
+        name: `step ${id}`,
+        trace_id: traceIdOf(run.root_run_id, run.trace?.trace_id),
+        span_id: attemptSpanId(run.id, id, item, attempt),
+        parent_span_id: runSpanId(run.id),
+        kind: "internal",
+        start: holder.offered_at ?? (attempt === 1 ? (holder.step?.started_at ?? now) : now),
+        end: now,
+        error: `${error.code}: ${error.message}`,
+        attributes: { ...attemptAttributes(run.id, run.tenant, id, item, attempt), "error.type": error.code },
+      });
+    }
+  }
+}
+
+/**
+ * The sweep ended a child whose parent is gone (`run.parent_gone`): the attempts it had in flight
+ * are stopped, their nodes perhaps long dead, so their spans are closed here, with the run's error
+ * (their executors, if alive, emit nothing for an attempt stopped `parent_gone`).
+ */
+function stoppedAttempts(sink: SpanSink, was: RunContext, run: RunContext, now: number): void {
+  const error = run.error ?? { code: "parent_gone", message: "the parent run is gone" };
+  for (const id in was.nodes) {
+    const before = was.nodes[id]!;
+    if (before.s !== "active") continue;
+    for (const [item, holder] of holders(before)) {
+      const attempt = inFlight(holder);
+      if (attempt === undefined || holder.task) continue;
       sink.emit({
         name: `step ${id}`,
         trace_id: traceIdOf(run.root_run_id, run.trace?.trace_id),

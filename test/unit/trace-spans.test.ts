@@ -122,4 +122,19 @@ describe("trace spans", () => {
     expect(runActor(deps, {}).observe).toBeUndefined();
     expect(typeof runActor(deps, { spans: { emit: () => undefined } }).observe).toBe("function");
   });
+
+  it("C118 a child the sweep ends parent_gone has the spans of its attempts in flight closed with its error, with its own span", () => {
+    const spans: SpanRecord[] = [];
+    const observe = runSpanObserver({ emit: (s) => spans.push(s) });
+    const leased = { status: "leased", attempt: 1, lease_epoch: 1, not_before: null, last_error: null, started_at: 1_100, ended_at: null };
+    const before = { ...runOf("running", { s: "active", step: leased, lease_expires_at: 9_000 }), parent_run_id: "p1", parent_node: "sub", root_run_id: "p1" };
+    const error = { code: "parent_gone", message: "parent run p1 is failed (recovery sweep)" };
+    const after = { ...before, lifecycle: { status: "failed" }, error, nodes: { a: { s: "cancelled", step: leased } } };
+    observe(address, snap("running", before), snap("failed", after), { type: "run.parent_gone", now: 7_000 } as never);
+    expect(spans.map((s) => [s.name, s.end, s.error])).toEqual([
+      ["step a", 7_000, "parent_gone: parent run p1 is failed (recovery sweep)"],
+      ["invoke_agent wf", 7_000, "parent_gone: parent run p1 is failed (recovery sweep)"],
+    ]);
+    expect(spans[0]).toMatchObject({ span_id: attemptSpanId("r1", "a", undefined, 1), start: 1_100, parent_span_id: runSpanId("r1") });
+  });
 });
