@@ -9,3 +9,4 @@ export { ensureSchedulesBucket, ScheduleFirer, ScheduleService, ScheduleStore } 
 export { AgentStore, ensureA2aBuckets, startA2a, A2ACaller, withA2A, type A2aServer } from "./a2a/index.js";
 export { ensureModelsBucket, ModelStore, modelPortOf } from "./models/index.js";
 export { ApiKeyStore, ensureKeysBucket } from "./keys/index.js";
+export { startTraceExporter, tracesFromEnv, tracesUrlOf, isHttpUrl, type TraceExporter, type TracesConfig } from "./telemetry/index.js";

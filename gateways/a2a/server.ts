@@ -6,6 +6,7 @@ import { agentCardHandler, jsonRpcHandler, restHandler } from "@a2a-js/sdk/serve
 import { RequestMalformedError, toRestErrorBody } from "@a2a-js/sdk/errors";
 import { isTenantId, MAX_JSON_DEPTH, nestingDepth, WorkflowNameSchema } from "../../machines/index.js";
 import type { Logger } from "../../runtime/index.js";
+import { parseTraceparent } from "../../actors/index.js";
 import type { ApiKeyStore } from "../keys/index.js";
 import type { AgentStore, ExposedAgent } from "./agents.js";
 import { agentCardOf } from "./card.js";
@@ -128,6 +129,8 @@ export async function startA2aServer(deps: A2aServerDeps, options: A2aServerOpti
         if (key.tenant !== tenant) return refuse(res, rpc, 403, "PERMISSION_DENIED", "this key is not one of the agent's tenant", -32600, 403);
         caller = new Caller(ac.signal, key.identity, true, key.groups, key.interactive);
       }
+      const traceparent = req.headers.traceparent;
+      caller.trace = parseTraceparent(typeof traceparent === "string" ? traceparent : undefined);
       res.on("close", () => ac.abort());
       callers.set(req, caller);
       parse(req, res, (err?: unknown) => {

@@ -188,6 +188,8 @@ function startChild(d: Draft, node: Extract<PlanNode, { kind: "subworkflow" }>, 
         ...(r.deadline != null ? { deadline: r.deadline } : {}),
         // Money is one bill: the child spends its root's ceiling, whatever its own definition says.
         ...(r.cost_ceiling_cents !== undefined ? { cost_ceiling_cents: r.cost_ceiling_cents } : {}),
+        // One tree, one trace: the root's trace context goes down to every child.
+        ...(r.trace ? { trace: r.trace } : {}),
         input: input.value,
       },
     },

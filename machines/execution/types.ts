@@ -286,6 +286,8 @@ export interface RunContext {
   counted?: true;
   /** Who started it, when the caller was authenticated: the one who may not approve its actions (seed 003 §7.4). */
   initiator?: string;
+  /** The trace context its start (or its root's) came with: absent, its trace id is derived from its root's id. */
+  trace?: TraceContext;
   lifecycle: RunLifecycle;
   created_at: number;
   cancellation_epoch: number;
@@ -317,6 +319,13 @@ export interface RunContext {
   receipts?: number;
   /** The schema of this head ({@link RUN_CONTEXT_VERSION}); a head without one is version 1. */
   v: number;
+}
+
+/** A W3C trace context (a `traceparent`'s fields): lower-case hex ids and the flags byte. */
+export interface TraceContext {
+  trace_id: string;
+  span_id: string;
+  flags: number;
 }
 
 export interface ExecutionContext {
@@ -421,6 +430,8 @@ export interface ExecuteRequest {
   replay_of?: string;
   /** The tree's money ceiling: a priced call is charged against it before it is made. */
   cost_ceiling_cents?: number;
+  /** The trace id its run's start came with (absent: derived from `root`; see `RunContext.trace`). */
+  trace?: string;
   timeout_ms: number;
   cancellation_epoch: number;
   /** The ticket the attempt runs under (its scheduler slot). */
