@@ -13,7 +13,7 @@ import {
 } from "../../machines/index.js";
 import { sha256Hex } from "../records/index.js";
 import type { ToolAnswer, ToolCall, ToolPort } from "../run/index.js";
-import type { ModelPort } from "./port.js";
+import type { ModelPort, TurnPrice } from "./port.js";
 
 /** Output tokens one turn asks for when the node's token ceiling leaves more (or sets none). */
 export const TURN_MAX_TOKENS = 4_096;
@@ -45,13 +45,46 @@ export interface AgentStepDeps {
   gate(call: { server: string; tool: string; class: ToolClass; arguments: unknown; turn: number }): Promise<GateAnswer>;
   /** One tool call through the journal (intent, call, receipt): the tool step's own path. */
   callTool(call: ToolCall): Promise<{ answer: ToolAnswer; receipt?: Receipt }>;
-  /** Stores a receipt in the run under the attempt's fence: false when the run refused it (the attempt is no longer current). */
-  receipt(receipt: Receipt): Promise<boolean>;
+  /**
+   * Stores a receipt in the run under the attempt's fence: false when the run refused it (the
+   * attempt is no longer current). `cost_cents`: a priced turn's charge, added to the run's
+   * `usage.cost_cents` when the receipt is recorded (once: a receipt is recorded once).
+   */
+  receipt(receipt: Receipt, cost_cents?: number): Promise<boolean>;
+  /**
+   * Money for priced turns, on the run tree's ceiling, keyed by the turn's effect key (absent: a
+   * priced model's turn fails `metering_unavailable`). `reserve` holds a turn's most before it is
+   * asked (or refuses, `budget_exhausted`); `settle` brings it to the turn's cost after.
+   */
+  meter?: TurnMeter;
   /** Keeps the attempt's lease alive between turns. */
   beat(): void;
   /** Each piece of text the model streams while turn `turn` is asked (live only, never journaled; absent: not sent). */
   delta?(turn: number, text: string): void;
   now(): number;
+}
+
+/** What the agent loop needs of the usage meter (the executor binds the tenant, the tree and its ceiling). */
+export interface TurnMeter {
+  reserve(
+    key: string,
+    cents: number,
+  ): Promise<{ outcome: "charged" } | { outcome: "budget_exhausted"; spent_cents: number; ceiling_cents: number } | { outcome: "unavailable"; detail: string }>;
+  settle(key: string, reserved_cents: number, cents: number): Promise<{ outcome: "settled" } | { outcome: "unavailable"; detail: string }>;
+}
+
+/** A turn's cost in whole cents, rounded up (the meter counts whole cents): 0 for no tokens. */
+export function turnCents(price: TurnPrice, usage: { input_tokens: number; output_tokens: number }): number {
+  const cents = (usage.input_tokens * price.input_cents_per_mtok + usage.output_tokens * price.output_cents_per_mtok) / 1_000_000;
+  return cents <= 0 ? 0 : Math.ceil(cents - 1e-9);
+}
+
+/**
+ * The most input tokens a request can be: its messages and tools as UTF-8 JSON, a token being at
+ * least one byte, plus 16 a message for the provider's framing. An upper bound, not an estimate.
+ */
+export function inputTokenBound(request: { messages: readonly unknown[]; tools?: readonly unknown[] }): number {
+  return new TextEncoder().encode(JSON.stringify([request.messages, request.tools ?? []])).length + 16 * request.messages.length;
 }
 
 const fail = (code: string, message: string, retryable = false): AgentResult => ({ outcome: "failed", error: { code, message, retryable } });
@@ -182,22 +215,57 @@ async function takeTurn(
   }
   if (asked?.outcome !== "recorded" && asked?.outcome !== "reconcile") return { outcome: "stopped", reason: asked?.outcome ?? "not_decided_here" };
   const maxTokens = Math.min(TURN_MAX_TOKENS, left ?? TURN_MAX_TOKENS);
-  const answered = await deps.models.complete(
-    request.tenant,
-    spec.model,
-    { model: spec.model, messages, ...(tools.length ? { tools } : {}), max_tokens: maxTokens },
-    { signal, ...(deps.delta ? { onDelta: (text: string) => deps.delta!(turn, text) } : {}) },
-  );
+  const ask = { model: spec.model, messages, ...(tools.length ? { tools } : {}), max_tokens: maxTokens };
+  // Money: a priced turn holds its most (every input byte a token, max_tokens out) before it is asked.
+  const priced = await priceOf(deps, request.tenant, spec.model);
+  if ("outcome" in priced) return priced;
+  const price = priced.price;
+  const reserved = price ? turnCents(price, { input_tokens: inputTokenBound(ask), output_tokens: maxTokens }) : 0;
+  if (price) {
+    const held = deps.meter
+      ? await deps.meter.reserve(key, reserved).catch(unavailable)
+      : { outcome: "unavailable" as const, detail: "this node has no usage meter" };
+    if (held.outcome === "unavailable") return fail("metering_unavailable", `turn ${turn} of a priced model: ${held.detail}`, true);
+    if (held.outcome === "budget_exhausted")
+      return fail("budget_exhausted", `max_cost_cents: ${held.spent_cents} of ${held.ceiling_cents} cents spent; turn ${turn} may cost up to ${reserved}`);
+  }
+  const answered = await deps.models.complete(request.tenant, spec.model, ask, {
+    signal,
+    ...(deps.delta ? { onDelta: (text: string) => deps.delta!(turn, text) } : {}),
+  });
   if (answered.outcome === "failed") {
     const f = answered.failure;
     if (f.code === "cancelled") return { outcome: "stopped", reason: "cancelled" };
     const retryable = f.code === "rate_limited" || f.code === "transient";
+    // A request the provider refused cost nothing and will not be asked again: its reservation is let go.
+    // A retryable one keeps it for the next attempt of the same turn (the same key holds it once).
+    if (price && !retryable) await deps.meter!.settle(key, reserved, 0).catch(unavailable);
     return fail(f.code === "transient" ? "model_unavailable" : f.code, f.message, retryable);
   }
   const response = answered.response;
   if (JSON.stringify(response).length > MAX_TURN_BYTES) return fail("model_output_too_large", `turn ${turn}'s response is above ${MAX_TURN_BYTES} bytes`);
-  if (!(await deps.receipt({ key, state: "observed", value: response, at: deps.now() }))) return { outcome: "stopped", reason: "receipt_refused" };
+  let cost: number | undefined;
+  if (price) {
+    cost = turnCents(price, response.usage);
+    // Settled before the receipt: a crash between them asks the turn again, whose settlement (same key) counts once.
+    // A meter that does not answer leaves the reservation as the turn's charge (more spent, never less).
+    const settled = await deps.meter!.settle(key, reserved, cost).catch(unavailable);
+    if (settled.outcome === "unavailable") cost = reserved;
+  }
+  if (!(await deps.receipt({ key, state: "observed", value: response, at: deps.now() }, cost))) return { outcome: "stopped", reason: "receipt_refused" };
   return { response };
+}
+
+const unavailable = (err: unknown) => ({ outcome: "unavailable" as const, detail: err instanceof Error ? err.message : String(err) });
+
+/** The model's price (undefined: unpriced, its turns cost nothing); a store that cannot tell fails the attempt, retryable. */
+async function priceOf(deps: AgentStepDeps, tenant: string, model: string): Promise<{ price: TurnPrice | undefined } | AgentResult> {
+  if (!deps.models.price) return { price: undefined };
+  try {
+    return { price: await deps.models.price(tenant, model) };
+  } catch (err) {
+    return fail("metering_unavailable", `the price of ${model} could not be read: ${unavailable(err).detail}`, true);
+  }
 }
 
 /** The node's tools as the model sees them (`server__tool`), each resolved through the gateway. */

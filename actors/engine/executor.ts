@@ -16,7 +16,7 @@ import {
   type ToolCall,
 } from "../run/index.js";
 import type { UsageMeter } from "../tenant/index.js";
-import { runAgent, type ModelPort } from "../agent/index.js";
+import { runAgent, type ModelPort, type TurnMeter } from "../agent/index.js";
 import { answerOf, jsonBytes, type ActorHost, type Dispatched, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../../runtime/index.js";
 
 /** The object store of step results over the inline bound, kept by reference. */
@@ -93,7 +93,7 @@ export class StepExecutor {
       replay?: ReplayTools;
       /** The model gateway agent nodes call (absent: they fail `model_gateway_unavailable`). */
       models?: ModelPort;
-      /** Charges priced tool calls (absent: a priced call fails `metering_unavailable`). */
+      /** Charges priced tool calls and priced model turns (absent: they fail `metering_unavailable`). */
       meter?: UsageMeter;
       /** Wraps the report path (see {@link StepReport}); production passes none. */
       decorateReport?(report: StepReport): StepReport;
@@ -316,16 +316,17 @@ export class StepExecutor {
             return local.outcome === "applied" ? local.value : undefined;
           },
           callTool: (call) => this.callTool(request, key, call),
-          receipt: async (receipt) => {
+          receipt: async (receipt, cost_cents) => {
             const local = await dispatchToRun(
               this.deps.host,
               request.run,
-              { type: "effect.receipt", ...fenceOf(request), receipt },
+              { type: "effect.receipt", ...fenceOf(request), receipt, ...(cost_cents ? { cost_cents } : {}) },
               `receipt/${receipt.key}/${request.attempt}/${request.lease_epoch}`,
             );
             return local.outcome === "applied" && local.value?.outcome === "recorded";
           },
           beat: () => this.heartbeat(ref),
+          ...(this.deps.meter ? { meter: this.turnMeter(request, this.deps.meter) } : {}),
           delta: this.textDeltas(request),
           now: () => this.deps.now?.() ?? Date.now(),
         },
@@ -342,6 +343,16 @@ export class StepExecutor {
       clearTimeout(timer);
       clearInterval(beats);
     }
+  }
+
+  /** The usage meter as an agent's turns use it: its run tree, under the tree's ceiling, on this node's clock. */
+  private turnMeter(r: ExecuteRequest, meter: UsageMeter): TurnMeter {
+    const tree = { tenant: r.tenant, root: r.root, ...(r.cost_ceiling_cents !== undefined ? { ceiling_cents: r.cost_ceiling_cents } : {}) };
+    const now = () => this.deps.now?.() ?? Date.now();
+    return {
+      reserve: (key, cents) => meter.reserve({ ...tree, key, cents, now: now() }),
+      settle: (key, reserved_cents, cents) => meter.settle({ ...tree, key, reserved_cents, cents, now: now() }),
+    };
   }
 
   /**

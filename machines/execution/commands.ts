@@ -137,7 +137,13 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     poll_ms: z.number().int().min(10).max(3_600_000),
   }),
   /** The call's outcome, from the attempt that recorded its intent. */
-  z.object({ type: z.literal("effect.receipt"), ...AttemptFence, receipt: ReceiptSchema }),
+  z.object({
+    type: z.literal("effect.receipt"),
+    ...AttemptFence,
+    receipt: ReceiptSchema,
+    /** A priced model turn's charge (settled on the meter): added to the run's `usage.cost_cents` when the receipt is recorded. */
+    cost_cents: z.number().int().min(0).max(1e12).optional(),
+  }),
   /** A person settles an intent whose outcome is unknown: `done` with the call's result, `retry` (call again), `abandon` (the step fails). */
   z.object({
     type: z.literal("effect.settle"),

@@ -181,7 +181,8 @@ export type RunFact =
   | { t: "output"; node: string; value: unknown }
   | { t: "item"; node: string; i: number; value: unknown }
   | IntentFact
-  | ({ t: "receipt" } & Receipt)
+  /** `cost_cents`: a priced model turn's charge. */
+  | ({ t: "receipt"; cost_cents?: number } & Receipt)
   | { t: "task"; key: string; id: string; server: string; tool: string; wire: string; at: number }
   | { t: "approval"; id: string; node: string; prompt: string; payload: unknown; group: string | null; requested_at: number; expires_at: number }
   | {
