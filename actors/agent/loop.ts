@@ -11,6 +11,7 @@ import {
   type Receipt,
   type ToolClass,
 } from "../../machines/index.js";
+import { z } from "zod";
 import { sha256Hex } from "../records/index.js";
 import type { ToolAnswer, ToolCall, ToolPort } from "../run/index.js";
 import type { ModelPort, TurnPrice } from "./port.js";
@@ -57,6 +58,12 @@ export interface AgentStepDeps {
    * asked (or refuses, `budget_exhausted`); `settle` brings it to the turn's cost after.
    */
   meter?: TurnMeter;
+  /**
+   * Delegates to a subagent (`effect.child`, keyed like a tool call): `observed` with how its child
+   * run ended (the call's receipt), `awaiting_subagent` (the child runs and the run parked the
+   * step: this attempt ends), or `refused` with a code.
+   */
+  child?(call: { key: string; workflow: string; input: unknown; turn: number; cost_ceiling_cents?: number }): Promise<ChildAnswer>;
   /** Keeps the attempt's lease alive between turns. */
   beat(): void;
   /** Each piece of text the model streams while turn `turn` is asked (live only, never journaled; absent: not sent). */
@@ -66,11 +73,29 @@ export interface AgentStepDeps {
 
 /** What the agent loop needs of the usage meter (the executor binds the tenant, the tree and its ceiling). */
 export interface TurnMeter {
+  /** The tree's ceiling and what it spent (undefined: the tree has no ceiling). */
+  spent(): Promise<{ ceiling_cents: number; spent_cents: number } | undefined>;
   reserve(
     key: string,
     cents: number,
   ): Promise<{ outcome: "charged" } | { outcome: "budget_exhausted"; spent_cents: number; ceiling_cents: number } | { outcome: "unavailable"; detail: string }>;
   settle(key: string, reserved_cents: number, cents: number): Promise<{ outcome: "settled" } | { outcome: "unavailable"; detail: string }>;
+}
+
+/** The run's answer to a subagent call (`EffectAnswer`), as far as the loop reads it. */
+type ChildAnswer = { outcome: string; value?: unknown; code?: string; message?: string } | undefined;
+
+/** A subagent's exposed tool name prefix: `agent__<definition>`. */
+export const SUBAGENT_PREFIX = "agent__";
+
+/**
+ * The budget slicing policy: a subagent may spend up to half of what its tree has left when it
+ * starts (the cap it carries as its ceiling, `spent + floor(left / 2)`); what it does not spend
+ * was never taken, so it stays its parent's.
+ */
+export function subagentCeiling(tree: { ceiling_cents: number; spent_cents: number }): number {
+  const left = Math.max(0, tree.ceiling_cents - tree.spent_cents);
+  return Math.min(tree.ceiling_cents, tree.spent_cents + Math.floor(left / 2));
 }
 
 /** A turn's cost in whole cents, rounded up (the meter counts whole cents): 0 for no tokens. */
@@ -116,6 +141,16 @@ export async function runAgent(deps: AgentStepDeps, request: ExecuteRequest, sig
   };
   const listed = await toolsOf(deps.tools, request.tenant, spec.tools);
   if ("error" in listed) return { outcome: "failed", error: listed.error };
+  const subagents = new Map<string, string>();
+  for (const name of spec.agents ?? []) {
+    const exposed = `${SUBAGENT_PREFIX}${name}`.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 64);
+    subagents.set(exposed, name);
+    listed.tools.push({
+      name: exposed,
+      description: `Delegate a task to the agent '${name}': its arguments are its input; its final answer is the result.`,
+      input_schema: { type: "object" },
+    });
+  }
   const messages: ModelMessage[] = [
     { role: "system", content: spec.instructions },
     { role: "user", content: taskText(request.input) },
@@ -148,6 +183,15 @@ export async function runAgent(deps: AgentStepDeps, request: ExecuteRequest, sig
     // The first gated proposal of the turn asks a person; the turn's later ones are superseded.
     let asked = false;
     for (const proposed of response.tool_calls) {
+      const delegate = subagents.get(proposed.name);
+      if (delegate !== undefined && proposed.invalid_arguments === undefined) {
+        if (calls >= spec.max_tool_calls) return fail("limit_reached", `max_tool_calls (${spec.max_tool_calls}) reached`);
+        calls++;
+        const got = await delegateTo(deps, request, turn, delegate, proposed.arguments);
+        if ("outcome" in got) return got;
+        messages.push({ role: "tool", tool_call_id: proposed.id, content: got.content, ...(got.is_error ? { is_error: true } : {}) });
+        continue;
+      }
       const target = listed.byName.get(proposed.name);
       if (!target || proposed.invalid_arguments !== undefined) {
         const why = !target ? `no tool named '${proposed.name}' is offered` : "the arguments are not a JSON object";
@@ -255,6 +299,43 @@ async function takeTurn(
   if (!(await deps.receipt({ key, state: "observed", value: response, at: deps.now() }, cost))) return { outcome: "stopped", reason: "receipt_refused" };
   return { response };
 }
+
+/**
+ * A subagent call: keyed like a tool call (the turn and the hash of the definition and the
+ * arguments), so the child is started once; its end, stored by the run, is what the model reads.
+ */
+async function delegateTo(
+  deps: AgentStepDeps,
+  request: ExecuteRequest,
+  turn: number,
+  workflow: string,
+  input: unknown,
+): Promise<{ content: string; is_error: boolean } | AgentResult> {
+  if (!deps.child) return fail("subagent_unavailable", "this node cannot start subagents");
+  const key = `${request.run}:${request.node}:turn${turn}:${sha256Hex(canonicalJson({ agent: workflow, arguments: input ?? null }))}`;
+  let tree: { ceiling_cents: number; spent_cents: number } | undefined;
+  try {
+    tree = await deps.meter?.spent();
+  } catch (err) {
+    return fail("metering_unavailable", `the tree's spending could not be read: ${unavailable(err).detail}`, true);
+  }
+  const answered = await deps.child({ key, workflow, input: input ?? null, turn, ...(tree ? { cost_ceiling_cents: subagentCeiling(tree) } : {}) });
+  if (answered?.outcome === "refused") return fail(answered.code ?? "subagent_refused", answered.message ?? `${workflow} was refused`);
+  if (answered?.outcome !== "observed") return { outcome: "stopped", reason: answered?.outcome ?? "not_decided_here" };
+  const ended = SubagentEndSchema.safeParse(answered.value);
+  if (!ended.success) return fail("corrupt_record", `the stored end of subagent ${workflow} is not one`);
+  const v = ended.data;
+  return v.status === "succeeded"
+    ? { content: typeof v.result === "string" ? v.result : JSON.stringify(v.result ?? null), is_error: false }
+    : { content: `${v.error?.code ?? `subagent_${v.status}`}: ${v.error?.message ?? ""}`, is_error: true };
+}
+
+/** A subagent call's receipt value: how its child run ended. */
+const SubagentEndSchema = z.object({
+  status: z.enum(["succeeded", "failed", "cancelled"]),
+  result: z.unknown().optional(),
+  error: z.object({ code: z.string(), message: z.string() }).optional(),
+});
 
 const unavailable = (err: unknown) => ({ outcome: "unavailable" as const, detail: err instanceof Error ? err.message : String(err) });
 

@@ -316,6 +316,15 @@ export class StepExecutor {
             return local.outcome === "applied" ? local.value : undefined;
           },
           callTool: (call) => this.callTool(request, key, call),
+          child: async (call) => {
+            const local = await dispatchToRun(
+              this.deps.host,
+              request.run,
+              { type: "effect.child", ...fenceOf(request), ...call },
+              `child/${call.key}/${request.attempt}/${request.lease_epoch}`,
+            );
+            return local.outcome === "applied" ? local.value : undefined;
+          },
           receipt: async (receipt, cost_cents) => {
             const local = await dispatchToRun(
               this.deps.host,
@@ -350,6 +359,8 @@ export class StepExecutor {
     const tree = { tenant: r.tenant, root: r.root, ...(r.cost_ceiling_cents !== undefined ? { ceiling_cents: r.cost_ceiling_cents } : {}) };
     const now = () => this.deps.now?.() ?? Date.now();
     return {
+      spent: async () =>
+        r.cost_ceiling_cents === undefined ? undefined : { ceiling_cents: r.cost_ceiling_cents, spent_cents: await meter.spentByTree(r.tenant, r.root) },
       reserve: (key, cents) => meter.reserve({ ...tree, key, cents, now: now() }),
       settle: (key, reserved_cents, cents) => meter.settle({ ...tree, key, reserved_cents, cents, now: now() }),
     };
