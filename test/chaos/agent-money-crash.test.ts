@@ -57,3 +57,47 @@ it("38.4 SIGKILL of the node while a priced turn is asked: after the restart the
     await openai.stop();
   }
 }, 120_000);
+
+it("38.5 SIGKILL of the node while an agent waits on its subagent: after the restart the child is the same one run, the parent's recorded turn is not asked again, and the child's end reaches the model", async () => {
+  // Parent turn 0 delegates; the child's first asking takes 20 s (the node dies), its second answers; parent turn 1 ends.
+  const openai = await startModelFake("openai", [
+    { reply: { tool_calls: [{ name: "agent__helper", arguments: { task: "sum" } }], usage: { input_tokens: 20, output_tokens: 10 } } },
+    { delay_ms: 20_000, reply: { text: "42", usage: { input_tokens: 20, output_tokens: 10 } } },
+    { reply: { text: "42", usage: { input_tokens: 20, output_tokens: 10 } } },
+    { reply: { text: "The helper says 42.", usage: { input_tokens: 40, output_tokens: 10 } } },
+  ]);
+  try {
+    let node = await startWorkflowNode(world, "agent-node");
+    const client = new RunwayClient(world.nc, "m2");
+    await client.createTenant("m2");
+    const put = await client.putModelProvider({ name: "oa", kind: "openai", base_url: openai.baseUrl, prices: { "fake-gpt": PRICE } });
+    expect(put.outcome).toBe("created");
+    const agent = { id: "ask", kind: "agent", model: "oa/fake-gpt", instructions: "Answer.", input: "${input.task}" };
+    expect((await client.putDefinition({ name: "helper", nodes: [agent] })).outcome).toBe("published");
+    expect((await client.putDefinition({ name: "boss", limits: { max_cost_cents: 5_000 }, nodes: [{ ...agent, agents: ["helper"] }] })).outcome).toBe(
+      "published",
+    );
+    const id = ((await client.startRun({ definition: "boss", input: { task: "sum" } })).run as RunAnswer).id;
+
+    await waitFor(async () => ((await openai.requests()).count >= 2 ? true : undefined), { timeoutMs: 30_000, describe: "the child's turn to be asked" });
+    await node.kill("SIGKILL");
+
+    node = await startWorkflowNode(world, "agent-node");
+    const done = await finished(client, id);
+    expect(done.status, JSON.stringify(done)).toBe("succeeded");
+    expect(done.result).toEqual({ ask: "The helper says 42." });
+    // Parent turn 0 once, the child's turn twice (in flight at the kill), parent turn 1 once.
+    expect((await openai.requests()).count).toBe(4);
+    const listed = await client.listRuns({ limit: 500 });
+    const children = new Set((listed.runs as (RunAnswer & { parent_run_id?: string })[]).filter((r) => r.parent_run_id === id).map((r) => r.id));
+    expect(children.size).toBe(1);
+    const lines = (await client.trajectory(id)).lines as { kind: string; server?: string; state?: string; turn?: number }[];
+    expect(lines.filter((l) => l.kind === "model_turn").map((l) => l.turn)).toEqual([0, 1]);
+    expect(lines.filter((l) => l.kind === "tool_call" && l.server === "agent").map((l) => l.state)).toEqual(["observed"]);
+    // The tree paid parent turns 3 + 5 and the child's one turn 3, once each.
+    expect(await new UsageMeter(world.nc).spentByTree("m2", id)).toBe(11);
+    await node.kill("SIGTERM");
+  } finally {
+    await openai.stop();
+  }
+}, 120_000);
