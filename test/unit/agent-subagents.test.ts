@@ -57,6 +57,8 @@ describe("an agent's subagent call", () => {
     // The parked attempt is gone: asked again by it, the call is stale; nothing is offered while the child runs.
     expect(answer(r.send(call(x)))).toEqual({ outcome: "stale_lease" });
     expect(executes(asked)).toEqual([]);
+    // However long the child runs, the sweep sees nothing lost: the parked step is not a lost offer.
+    expect(r.can({ type: "run.sweep", at: 1_000_000 + 3_600_000 })).toBe(false);
     const ended = r.send({ type: "child.settled", node: "ask", child: CHILD, status: "succeeded", result: { ask: "42" } });
     expect(ended.filter((e) => e.type === "runway.journal").map((e) => e.data)).toContainEqual(
       expect.objectContaining({ t: "receipt", key: KEY, state: "observed", value: { status: "succeeded", result: { ask: "42" } } }),
