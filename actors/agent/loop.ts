@@ -270,8 +270,26 @@ async function takeTurn(
       ? await deps.meter.reserve(key, reserved).catch(unavailable)
       : { outcome: "unavailable" as const, detail: "this node has no usage meter" };
     if (held.outcome === "unavailable") return fail("metering_unavailable", `turn ${turn} of a priced model: ${held.detail}`, true);
-    if (held.outcome === "budget_exhausted")
-      return fail("budget_exhausted", `max_cost_cents: ${held.spent_cents} of ${held.ceiling_cents} cents spent; turn ${turn} may cost up to ${reserved}`);
+    if (held.outcome === "budget_exhausted") {
+      // The run is told as a priced tool call's refusal is (an intent carrying the meter's verdict):
+      // the step stops, the run drains and ends under the one status rule. The model is not asked.
+      const why = `${held.spent_cents} of ${held.ceiling_cents} cents spent; turn ${turn} may cost up to ${reserved}`;
+      const told = await deps.intent(
+        {
+          type: "effect.intent",
+          ...fence,
+          key: `${key}:budget`,
+          server: "model",
+          tool: spec.model,
+          class: "idempotent",
+          arguments: { turn },
+          turn: true,
+          budget_exhausted: why,
+        },
+        `intent/${key}:budget/${request.attempt}/${request.lease_epoch}`,
+      );
+      return { outcome: "stopped", reason: told?.outcome ?? "not_decided_here" };
+    }
   }
   const answered = await deps.models.complete(request.tenant, spec.model, ask, {
     signal,

@@ -54,13 +54,32 @@ async function childrenOf(parent: string): Promise<Ended[]> {
   return [...byId.values()];
 }
 
-it("38.4 a money remainder of zero never calls the model: the agent fails budget_exhausted (the fake's counter)", async () => {
+it("38.4 a money remainder of zero never calls the model: the run ends budget_exhausted (the fake's counter)", async () => {
   await openai.reset();
   const r = await run({ name: "agent-broke", limits: { max_cost_cents: 0 }, nodes: [agent("ask")] });
+  // Before any work: the run fails with the ceiling's code (the one status rule); its step was stopped.
   expect(r.status).toBe("failed");
-  expect(r.nodes.ask!.error?.code).toBe("budget_exhausted");
+  expect(r.error?.code).toBe("budget_exhausted");
+  expect(r.nodes.ask!.status).toBe("cancelled");
   expect((await openai.requests()).count).toBe(0);
   expect(await new UsageMeter(world.nc).spentByTree(TENANT, r.id)).toBe(0);
+});
+
+it("38.4 a turn the money cannot cover after work: the run succeeds with partial_reason budget_exhausted and keeps its outputs (the one status rule)", async () => {
+  await openai.reset();
+  const r = await run({
+    name: "agent-after-work",
+    limits: { max_cost_cents: 0 },
+    nodes: [
+      { id: "a", kind: "code", handler: "echo", input: "A" },
+      { ...agent("ask"), needs: ["a"] },
+    ],
+  });
+  expect(r.status, JSON.stringify(r)).toBe("succeeded");
+  expect(r.partial_reason).toBe("budget_exhausted");
+  expect(r.result).toMatchObject({ a: "A" });
+  expect(r.nodes.ask!.status).toBe("cancelled");
+  expect((await openai.requests()).count).toBe(0);
 });
 
 it("38.4 a priced turn is charged its cost, not its reservation: usage, the trajectory and the tree's meter agree", async () => {
@@ -74,7 +93,7 @@ it("38.4 a priced turn is charged its cost, not its reservation: usage, the traj
   expect((t.lines as Line[]).filter((l) => l.kind === "model_turn").map((l) => [l.turn, l.cost_cents])).toEqual([[0, TURN_CENTS]]);
 });
 
-it("38.4 a ten-child tree shares one money budget: never passed; children that find it spent fail budget_exhausted without asking the model; spent = the turns' costs", async () => {
+it("38.4 a ten-child tree shares one money budget: never passed; children that find it spent end budget_exhausted without asking the model; spent = the turns' costs", async () => {
   // Each turn reserves its most (input bytes + 60 output tokens, about 20 cents) and settles to 3:
   // under 30 cents, two reservations never fit at once, and a child whose turn cannot reserve never asks.
   await openai.script([{ delay_ms: 150, reply: { text: "done", usage: { input_tokens: 20, output_tokens: 10 } } }]);
@@ -94,8 +113,11 @@ it("38.4 a ten-child tree shares one money budget: never passed; children that f
   expect(refused.length).toBeGreaterThanOrEqual(1);
   for (const k of refused) {
     expect(k.status).toBe("failed");
-    expect(k.nodes.ask!.error?.code).toBe("budget_exhausted");
+    expect(k.error?.code).toBe("budget_exhausted");
   }
+  // The parent drains on its children's ceiling and, after work, succeeds partially (the one status rule).
+  expect(r.status, JSON.stringify(r)).toBe("succeeded");
+  expect(r.partial_reason).toBe("budget_exhausted");
   // Only the children that paid asked the model, once each.
   expect((await openai.requests()).count).toBe(paid.length);
   // What the tree spent is the sum of its turns' costs (each reservation came back to its cost).
