@@ -17,6 +17,7 @@ export {
   LiveRunIndex,
   partsHolding,
   readParent,
+  readTenantGate,
   readRunEvents,
   readTrajectory,
   ReplayTools,

@@ -123,6 +123,7 @@ async function dev(argv: string[]): Promise<void> {
     [
       `runway dev: NATS ${nats.url} (store ${store}, credentials on); node "dev" serving; tenant "${tenant}"`,
       `  A2A agents at ${node.httpUrl}/a2a/${tenant}/<agent>`,
+      `  console at ${node.httpUrl}/console/ (this machine: every tenant; a tenant's API key: that tenant)`,
       `  operator key (nats micro, nats kv, ops commands): ${creds.operatorKey}`,
       `  in another shell, to speak as tenant "${tenant}" (runway and nats CLIs):`,
       `  export ${Object.entries(exports)
@@ -211,7 +212,7 @@ async function node(argv: string[]): Promise<void> {
     event_loop_spin: spin,
   });
   process.stdout.write(`READY ${values.name}\n`);
-  if (started.httpUrl) process.stdout.write(`A2A agents at ${started.httpUrl}/a2a/<tenant>/<agent>\n`);
+  if (started.httpUrl) process.stdout.write(`A2A agents at ${started.httpUrl}/a2a/<tenant>/<agent>\nconsole at ${started.httpUrl}/console/\n`);
   stopper.serve(() => started.stop());
 }
 

@@ -10,6 +10,7 @@ import {
   EndedRunCompaction,
   NodeMetrics,
   readParent,
+  readTenantGate,
   RunMemories,
   RUN_KIND,
   recoverPartitionPatiently,
@@ -174,6 +175,7 @@ export function domainActors(config: RunwayNodeConfig, parts: Parts, stores: Sto
       {
         planOf: (digest) => stores.definitions().planOf(digest),
         parentOf: (parent, child) => readParent(node().nc, node().topology.partitions, parent, child),
+        tenantGate: (tenant) => readTenantGate(node().nc, node().topology.partitions, tenant),
         memories: {
           of: (run, pending) => stores.memories().of(run, pending),
           stored: (id, facts) => stores.memories().stored(id, facts),

@@ -207,6 +207,7 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
           keys: parts.keys!,
           replays: new RunReplays({ nc: self().nc, partitions: self().topology.partitions, runs }),
           agents: new AgentStore(self().nc),
+          self: { owned: () => self().host.ownedPartitions(), httpUrl: () => parts.http?.url },
           ...(config.credentialsDir ? { callers: callerDirectory(config.credentialsDir, () => clock.now()) } : {}),
           now: () => clock.now(),
         });
@@ -218,6 +219,10 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
       start: async () => {
         if (!config.http) return;
         const { runs } = parts.services!;
+        const host = config.http.host ?? "127.0.0.1";
+        // The web console shares the server (docs/console.md); express is loaded only for a node that serves HTTP.
+        const { consoleRouter } = await import("./console/server.js");
+        const web = consoleRouter({ nc: self().nc, keys: parts.keys!, logger: deps.logger, host });
         http = await startA2a(
           {
             nc: self().nc,
@@ -228,7 +233,7 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
             logger: deps.logger,
             now: () => clock.now(),
           },
-          config.http,
+          { ...config.http, host, push: { ...config.http.push, node: config.name }, mounts: [{ path: "/console", handler: web }] },
         );
         parts.http = http;
       },

@@ -1,5 +1,5 @@
 export { startApi } from "./api/service.js";
-export { type CallerDirectory } from "./api/callers.js";
+export { decisionRefusal, type CallerDirectory } from "./api/callers.js";
 export { requests as apiRequests, type ApiAnswer, type ExposeAgentRequest, type ListApprovalsRequest, type StartRunRequest } from "./api/schemas.js";
 export { RunService } from "./api/run-service.js";
 export { TenantService } from "./api/tenant-service.js";

@@ -68,6 +68,8 @@ export interface AgentStepDeps {
   beat(): void;
   /** Each piece of text the model streams while turn `turn` is asked (live only, never journaled; absent: not sent). */
   delta?(turn: number, text: string): void;
+  /** The model answered turn `turn` (or failed): what it streamed is all sent before its response is stored. */
+  streamed?(turn: number): void;
   now(): number;
 }
 
@@ -295,6 +297,7 @@ async function takeTurn(
     signal,
     ...(deps.delta ? { onDelta: (text: string) => deps.delta!(turn, text) } : {}),
   });
+  deps.streamed?.(turn);
   if (answered.outcome === "failed") {
     const f = answered.failure;
     if (f.code === "cancelled") return { outcome: "stopped", reason: "cancelled" };

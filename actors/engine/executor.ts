@@ -10,13 +10,14 @@ import {
   callThroughJournal,
   dispatchToRun,
   fenceOf,
+  refsWritten,
   settleCall,
   type BoundedRef,
   type ToolAnswer,
   type ToolCall,
 } from "../run/index.js";
 import type { UsageMeter } from "../tenant/index.js";
-import { runAgent, type ModelPort, type TurnMeter } from "../agent/index.js";
+import { runAgent, TextDeltaCoalescer, type ModelPort, type TurnMeter } from "../agent/index.js";
 import { answerOf, jsonBytes, type ActorHost, type Dispatched, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../../runtime/index.js";
 
 /** The object store of step results over the inline bound, kept by reference. */
@@ -297,6 +298,7 @@ export class StepExecutor {
     const ref = { runId: request.run, stepId: stepIdOf(request), attempt: request.attempt, leaseEpoch: request.lease_epoch };
     const beats = setInterval(() => this.heartbeat(ref), Math.max(250, request.lease_after_ms));
     beats.unref();
+    const deltas = new TextDeltaCoalescer(this.textDeltas(request));
     try {
       const result = await runAgent(
         {
@@ -336,7 +338,8 @@ export class StepExecutor {
           },
           beat: () => this.heartbeat(ref),
           ...(this.deps.meter ? { meter: this.turnMeter(request, this.deps.meter) } : {}),
-          delta: this.textDeltas(request),
+          delta: (turn, text) => deltas.push(turn, text),
+          streamed: () => deltas.flush(),
           now: () => this.deps.now?.() ?? Date.now(),
         },
         request,
@@ -349,6 +352,7 @@ export class StepExecutor {
       if (result.outcome === "failed") return { ...fence, ...result };
       return { ...fence, outcome: "succeeded", output: await this.bounded(request, result.output) };
     } finally {
+      deltas.flush();
       clearTimeout(timer);
       clearInterval(beats);
     }
@@ -367,9 +371,10 @@ export class StepExecutor {
   }
 
   /**
-   * `text_delta`: each piece of text a model streams during an agent's turn, published live (like
-   * `step_started`, never journaled: the turn's stored response holds the whole text). `seq`
-   * counts the attempt's pieces, so a follower sees a gap; a retried request streams its turn again.
+   * `text_delta`: the text a model streams during an agent's turn, coalesced (`TextDeltaCoalescer`)
+   * and published live (like `step_started`, never journaled: the turn's stored response holds the
+   * whole text). `seq` counts the attempt's deltas, so a follower sees a gap; a retried request
+   * streams its turn again.
    */
   private textDeltas(r: ExecuteRequest): (turn: number, text: string) => void {
     const subject = `rw.evt.${r.tenant}.${r.root}.${r.run}.text_delta`;
@@ -405,6 +410,7 @@ export class StepExecutor {
       ref,
       { server: p.task.server, tool: p.task.tool, key: p.task.key },
       polled,
+      refsWritten(p.task.writes),
     );
     if (answer.outcome === "stopped") return;
     const event: Record<string, unknown> = {

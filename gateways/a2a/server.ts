@@ -30,6 +30,14 @@ export interface A2aServer {
   close(): Promise<void>;
 }
 
+export interface A2aServerOptions {
+  port: number;
+  host?: string;
+  publicUrl?: string;
+  /** Other handlers served by the same server under their own paths (the console at `/console`). */
+  mounts?: { path: string; handler: RequestHandler }[];
+}
+
 /** One agent's card and its three mounted SDK handlers, as built for one stored revision of its exposure. */
 interface Mounted {
   revision: number;
@@ -54,7 +62,7 @@ const callers = new WeakMap<Request, Caller>();
  * Long on purpose: its inner functions share the mounted agents and the express app they close
  * over; split apart they would pass both everywhere.
  */
-export async function startA2aServer(deps: A2aServerDeps, options: { port: number; host?: string; publicUrl?: string }): Promise<A2aServer> {
+export async function startA2aServer(deps: A2aServerDeps, options: A2aServerOptions): Promise<A2aServer> {
   const host = options.host ?? "127.0.0.1";
   const mounted = new Map<string, Mounted>();
   let base = options.publicUrl ?? "";
@@ -90,6 +98,7 @@ export async function startA2aServer(deps: A2aServerDeps, options: { port: numbe
   const app = express();
   app.disable("x-powered-by");
   app.set("env", "production");
+  for (const m of options.mounts ?? []) app.use(m.path, m.handler);
   app.use("/a2a/:tenant/:agent", (req: Request, res: Response, next: NextFunction) => {
     void (async () => {
       const tenant = String(req.params.tenant);

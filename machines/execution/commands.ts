@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { RunLaneSchema, TokenSchema } from "../tenant/index.js";
+import { MAX_CALL_REFS } from "../tools/index.js";
 
 /** The commands a run actor accepts (validated at its mailbox), with the schemas their parts share. */
 
@@ -73,6 +74,11 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     cancellation_epoch: z.number().int().nonnegative().optional(),
     /** Receipts of the attempt's calls still without one (a tool node's call: its result and receipt are one write). */
     receipts: z.array(ReceiptSchema).max(64).optional(),
+    /** A tool node's successful write: the resources it wrote (`writeRefs`, C074). */
+    refs: z
+      .array(z.object({ kind: z.string().min(1).max(64), id: z.string().min(1).max(256) }))
+      .max(MAX_CALL_REFS)
+      .optional(),
   }),
   /** Before a call that may change the world: its intent, under the attempt's lease and the run's cancellation epoch. */
   z.object({
@@ -150,6 +156,8 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     tool: z.string().min(1).max(200),
     wire: z.string().min(1).max(40),
     poll_ms: z.number().int().min(10).max(3_600_000),
+    /** A tool node's write: its `item_kind`, so the task's result adds its refs (C074). */
+    writes: z.string().min(1).max(64).optional(),
   }),
   /** The call's outcome, from the attempt that recorded its intent. */
   z.object({

@@ -78,7 +78,8 @@ export type RunAnswer =
   /** A report or effect from an attempt the run no longer takes: a newer lease, or a cancel since it began. */
   | { outcome: "stale_lease" }
   | { outcome: "stale_cancel_epoch" }
-  | { outcome: "started"; run: ReturnType<typeof runSummary> }
+  /** `error_code`: a child its start gate refused was created already failed, under this code (C048). */
+  | { outcome: "started"; run: ReturnType<typeof runSummary>; error_code?: string }
   | CreateRefusal
   | { outcome: "cancelled" | "cancel_requested"; run: ReturnType<typeof runSummary> & { cancel: RunContext["cancel"] } }
   | { outcome: "delivered"; nodes: string[] }

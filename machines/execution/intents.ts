@@ -181,7 +181,16 @@ export function recordReceipt(d: Draft, node: string, item: number | undefined, 
 export function onTask(d: Draft, e: On<"effect.task">): void {
   const holder = holderOf(d.run.nodes[e.node]!, e.item)!;
   if (holder.step!.status === "ready") onHeartbeat(d, e, { durable: false });
-  holder.task = { key: e.key, id: e.task_id, server: e.server, tool: e.tool, wire: e.wire, poll_ms: e.poll_ms, since: d.now };
+  holder.task = {
+    key: e.key,
+    id: e.task_id,
+    server: e.server,
+    tool: e.tool,
+    wire: e.wire,
+    poll_ms: e.poll_ms,
+    since: d.now,
+    ...(e.writes !== undefined ? { writes: e.writes } : {}),
+  };
   d.effects.push({ type: "runway.journal", data: { t: "task", key: e.key, id: e.task_id, server: e.server, tool: e.tool, wire: e.wire, at: d.now } });
   publish(d, "tool_task_started", {
     node: e.node,

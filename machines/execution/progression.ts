@@ -3,6 +3,7 @@ import { isTerminal, type RunOpEvent } from "../run/index.js";
 import { applyStepOp, pendingStep } from "../step/index.js";
 import { isCeilingReason, mapItems, progress, resolveTemplate, runOutcome, runResult, stopsRun, type CeilingReason, type PlanNode } from "../workflow/index.js";
 import { childPriority } from "../scheduler/index.js";
+import { mergeRefs } from "../tools/index.js";
 import { DEFAULT_PRIORITY, offer, pumpMap, ready } from "./attempts.js";
 import { newMap } from "./items.js";
 import { abortAttempts, fail, holdersOf, liveAttempts, MAX_DEPTH, move, publish, scopeOf, states, succeed, WAIT_GRACE_MS, type Draft } from "./draft.js";
@@ -97,7 +98,7 @@ function stopRun(d: Draft): void {
   if (isTerminal(d.lifecycle.status)) return;
   const { node, error } = d.stop!;
   stopNodes(d, "parent_failed");
-  finish(d, "failed", { code: error.code, message: `${node}: ${error.message}`, nodes: [node] });
+  finish(d, "failed", { code: error.code, message: `${node}: ${error.message}`, nodes: [node], ...(error.error_code ? { error_code: error.error_code } : {}) });
 }
 
 export function start(d: Draft, node: PlanNode): void {
@@ -321,6 +322,11 @@ export function finish(d: Draft, status: "succeeded" | "failed", error?: RunErro
   if (status === "succeeded" && !d.run.partial_reason) {
     const marked = d.plan.nodes.map((n) => d.run.nodes[n.id]!).find((n) => n.s === "succeeded" && n.partial_reason);
     if (marked) d.run.partial_reason = marked.partial_reason;
+  }
+  if (status === "succeeded") {
+    // What its tool nodes wrote, in declaration order, each resource once (C074).
+    const refs = mergeRefs(d.plan.nodes.map((n) => d.run.nodes[n.id]!.refs));
+    if (refs.length > 0) d.run.refs = refs;
   }
   const result = runResult(d.plan, states(d), scopeOf(d));
   if (result.ok) {

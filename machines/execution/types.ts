@@ -1,7 +1,7 @@
-import type { ToolClass } from "../tools/index.js";
+import type { ResourceRef, ToolClass } from "../tools/index.js";
 import type { RunLifecycle, RunOp, RunOpEvent } from "../run/index.js";
 import type { StepError, StepState } from "../step/index.js";
-import type { NodeStatus, Plan, PlanAgent } from "../workflow/index.js";
+import type { ChildStartCode, NodeStatus, Plan, PlanAgent } from "../workflow/index.js";
 import type { RunCommand } from "./commands.js";
 import type { RunLane } from "../tenant/index.js";
 
@@ -24,6 +24,12 @@ export interface RunError {
    * parent reads this field, never the code (a handler may answer the same words as a code).
    */
   partial_reason?: string;
+  /**
+   * A subworkflow node's failure: the code its child run ended under (the node's own `code` is
+   * how that reads here: `child_failed`, `start_refused`, or a platform stop; seed 004's
+   * `StartRunResult.error_code`), so a parent sees why, whatever its node tolerated.
+   */
+  error_code?: string;
 }
 
 /** One attempt holder: a code node, or one map item in flight. */
@@ -102,6 +108,8 @@ export interface TaskRef {
   wire: string;
   poll_ms: number;
   since: number;
+  /** A tool node's write: its `item_kind` (its result adds refs, C074). */
+  writes?: string;
 }
 
 /** An effect intent waiting for its receipt (in the head while it waits). */
@@ -160,6 +168,8 @@ export interface NodeRun extends Omit<ItemRun, "step"> {
   error?: RunError;
   /** A subworkflow node whose child succeeded partially: the child's mark, which its run carries on. */
   partial_reason?: string;
+  /** A tool node whose call wrote resources: its refs, kept with its result (a replay or recovery reads these, never the live tool). */
+  refs?: ResourceRef[];
   /** An approval node: its request while a person decides, then how it was decided. */
   approval?: ApprovalState;
   /** An agent node's attempts parked on its gated proposals' approvals (or its subagents): each is given back to its retries. */
@@ -293,6 +303,11 @@ export interface RunContext {
   ceiling?: { reason: string; which: string; at: number };
   /** Set when the run succeeded partially: a ceiling stopped it after work, or a child it ran succeeded partially. */
   partial_reason?: string;
+  /**
+   * A succeeded run's refs (C074): what its tool nodes wrote, in declaration order, each
+   * `(kind, id)` once (the first wins); absent when none.
+   */
+  refs?: ResourceRef[];
   /** Receipts in the run's journal (a memory holding fewer is behind the head). */
   receipts?: number;
   /** The schema of this head ({@link RUN_CONTEXT_VERSION}); a head without one is version 1. */
@@ -329,6 +344,12 @@ export interface Prepared {
   plan: Plan;
   /** A child's `run.create`: its parent, read once at create (null: no such run). */
   parent?: ParentView | null;
+  /**
+   * A child's `run.create` its start gate refused (`CHILD_START_CODES`: its pinned definition
+   * did not read, its tenant's policy did not read, or the tenant is killed): the child is
+   * created already `failed` under this code, runs nothing, and tells its parent (C047, C048).
+   */
+  refused?: { code: ChildStartCode; message: string };
   /** The run's input and outputs (its journal's facts); absent only for a create. */
   memory?: RunMemory;
   /** Child run id for each subworkflow node of this run. */
@@ -388,7 +409,7 @@ export interface ExecuteRequest {
   handler: string;
   input: unknown;
   /** A tool node: the call the gateway makes (with `input` as its arguments) instead of a handler. */
-  tool?: { server: string; tool: string };
+  tool?: { server: string; tool: string; item_kind?: string };
   /** An agent node: the model loop the node runs (with `input` as its task) instead of a handler. */
   agent?: PlanAgent;
   /** The calls that ask a person first (absent: none): a tool node's own call asks its run (`effect.gate`); a handler's fails `tool_needs_approval`. */

@@ -94,7 +94,7 @@ const LEAF: { [K in LeafKind]: (n: Extract<DefinitionNode, { kind: K }>, base: B
     retry: planRetry(n.retry),
     timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS,
     ...(n.cost !== undefined && { cost: n.cost }),
-    tool: { server: n.server, tool: n.tool },
+    tool: { server: n.server, tool: n.tool, ...(n.item_kind !== undefined && { item_kind: n.item_kind }) },
     ...(n.approval !== undefined && { approval: { ...n.approval, timeout_ms: n.approval.timeout_ms ?? DEFAULT_WAIT_TIMEOUT_MS } }),
   }),
   map: (n, base) => ({

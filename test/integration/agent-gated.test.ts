@@ -50,6 +50,8 @@ beforeAll(async () => {
   expect((await c.putToolServer({ name: "fx", transport: { type: "http", url: fx.url }, trusted: true })).outcome).toBe("saved");
   expect((await c.putModelProvider({ name: "oa", kind: "openai", base_url: openai.baseUrl, api_key: "sk-test" })).outcome).toBe("created");
   expect((await c.putDefinition(DEFINITION)).outcome).toMatch(/published|unchanged/);
+  const capped = { ...DEFINITION, name: "agent-gated-capped", nodes: [{ ...DEFINITION.nodes[0]!, max_turns: 3 }] };
+  expect((await c.putDefinition(capped)).outcome).toMatch(/published|unchanged/);
 }, 60_000);
 afterAll(async () => {
   await fx?.stop();
@@ -200,5 +202,29 @@ describe("agent node: gated proposals", () => {
     const done = await world.settled(id);
     expect(done.status, JSON.stringify(done)).toBe("succeeded");
     expect(chargesOf(id)).toEqual([{ account: "typed", amount: 4, charge_no: expect.any(Number) }]);
+  });
+  it("C131 C082 a run parked three times cannot spend max_turns three times: each attempt after a park gets the remainder, and its first model request carries exactly one system message", async () => {
+    await openai.script([
+      { reply: { tool_calls: [charge("a1", 1)], usage: { input_tokens: 10, output_tokens: 5 } } },
+      { reply: { tool_calls: [charge("a2", 1)], usage: { input_tokens: 10, output_tokens: 5 } } },
+      { reply: { tool_calls: [charge("a3", 1)], usage: { input_tokens: 10, output_tokens: 5 } } },
+      { reply: { text: "never asked", usage: { input_tokens: 10, output_tokens: 5 } } },
+    ]);
+    await openai.reset();
+    const id = ((await world.client.startRun({ definition: "agent-gated-capped", input: { question: "Charge three." } })).run as RunAnswer).id;
+    for (const turn of [0, 1, 2]) {
+      const ref = `${id}:ask:turn${turn}:approval.fx/charge`;
+      await waitFor(async () => ((await view(id)).waiting?.ref === ref ? true : undefined), { timeoutMs: 20_000, describe: `the run to wait on ${ref}` });
+      expect((await world.client.decide(ref, "approve", { by: "alice" })).outcome).toBe("decided");
+    }
+    const done = await world.settled(id);
+    expect(done.status, JSON.stringify(done)).toBe("failed");
+    expect(done.nodes.ask!.error?.code).toBe("limit_reached");
+    // Three turns in all across four attempts: none asked twice, the fourth never asked.
+    const asked = (await requests()).requests;
+    expect(asked).toHaveLength(3);
+    expect(chargesOf(id).map((c) => c.account)).toEqual(["a1", "a2", "a3"]);
+    // Every request (the first of each attempt after a park included) has one system message: the instructions.
+    for (const r of asked) expect(r.body.messages.filter((m) => m.role === "system").map((m) => m.content)).toEqual(["Use the tools."]);
   });
 });

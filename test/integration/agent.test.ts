@@ -1,3 +1,4 @@
+import { Kvm } from "@nats-io/kv";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEffectsServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
 import { startModelFake, type ModelFakeHandle } from "../fixtures/models/start.js";
@@ -132,5 +133,18 @@ describe("agent node", () => {
     const noTool = await runAgent("agent-notool", { model: "scripted/demo-1", tools: ["fx/nope"] });
     expect(noTool.status).toBe("failed");
     expect(noTool.nodes.ask!.error?.code).toBe("tool_not_found");
+  });
+  it("C076 a finished agent run leaves no session state outside its own record: the conversation is the run's journal of turns", async () => {
+    const run = await runAgent("agent-session", { model: "scripted/demo-1" });
+    expect(run.status, JSON.stringify(run)).toBe("succeeded");
+    const holding: string[] = [];
+    const kvm = new Kvm(world.nc);
+    for await (const status of kvm.list()) {
+      const kv = await kvm.open(status.bucket);
+      for await (const key of await kv.keys()) if (key.includes(run.id)) holding.push(`${status.bucket}/${key}`);
+    }
+    // The run's own record (its partition's bucket), and nothing else: no session, no conversation store.
+    expect(holding).toHaveLength(1);
+    expect(holding[0]).toMatch(new RegExp(`^rw_p\\d+/run\\.${run.id}$`));
   });
 });
