@@ -196,7 +196,7 @@ export async function runAgent(deps: AgentStepDeps, request: ExecuteRequest, sig
       }
       const target = listed.byName.get(proposed.name);
       if (!target || proposed.invalid_arguments !== undefined) {
-        const why = !target ? `no tool named '${proposed.name}' is offered` : "the arguments are not a JSON object";
+        const why = !target && delegate === undefined ? `no tool named '${proposed.name}' is offered` : "the arguments are not a JSON object";
         messages.push({ role: "tool", tool_call_id: proposed.id, content: why, is_error: true });
         continue;
       }
