@@ -276,6 +276,9 @@ async function takeTurn(
       // The run is told as a priced tool call's refusal is (an intent carrying the meter's verdict):
       // the step stops, the run drains and ends under the one status rule. The model is not asked.
       const why = `${held.spent_cents} of ${held.ceiling_cents} cents spent; turn ${turn} may cost up to ${reserved}`;
+      // The turn's intent is closed (a failed receipt: it was never asked), so its trajectory line says why.
+      if (!(await deps.receipt({ key, state: "failed", error: { code: "budget_exhausted", message: why }, at: deps.now() })))
+        return { outcome: "stopped", reason: "receipt_refused" };
       const told = await deps.intent(
         {
           type: "effect.intent",

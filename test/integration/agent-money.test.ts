@@ -63,6 +63,8 @@ it("38.4 a money remainder of zero never calls the model: the run ends budget_ex
   expect(r.nodes.ask!.status).toBe("cancelled");
   expect((await openai.requests()).count).toBe(0);
   expect(await new UsageMeter(world.nc).spentByTree(TENANT, r.id)).toBe(0);
+  const t = await client().trajectory(r.id);
+  expect((t.lines as (Line & { state?: string })[]).filter((l) => l.kind === "model_turn").map((l) => [l.turn, l.state])).toEqual([[0, "failed"]]);
 });
 
 it("38.4 a turn the money cannot cover after work: the run succeeds with partial_reason budget_exhausted and keeps its outputs (the one status rule)", async () => {
