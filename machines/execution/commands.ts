@@ -145,6 +145,8 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
       .min(1)
       .max(16),
     state: z.string().max(65_536).optional(),
+    /** A remote task asks (an `a2a` node's): kept with the request, cancelled if nobody answers. */
+    task: z.object({ id: z.string().min(1).max(500), wire: z.string().min(1).max(40) }).optional(),
   }),
   /** The call became an MCP task: its id is journaled before the step waits on it (no worker held). */
   z.object({

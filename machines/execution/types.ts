@@ -79,7 +79,15 @@ export type ApprovalState =
       expires_at: number;
       tool?: { server: string; tool: string };
       /** A tool's server asked for a person's input (MRTR): its forms, its state to echo, and which round of asking this is. */
-      input?: { requests: { key: string; message: string; schema: Record<string, unknown> }[]; state?: string; round: number };
+      input?: {
+        requests: { key: string; message: string; schema: Record<string, unknown> }[];
+        state?: string;
+        round: number;
+        /** The remote task that asks (an `a2a` node's, seen by its poll): cancelled if the run stops or nobody answers in time. */
+        task?: { server: string; tool: string; id: string; wire: string };
+      };
+      /** A remote task's question after a gated call: the arguments its gate let through, which the answer's call keeps. */
+      arguments?: unknown;
     }
   | {
       id: string;
