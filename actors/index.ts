@@ -56,4 +56,4 @@ export {
   type HeartbeatOutcome,
   type StepReport,
 } from "./engine/index.js";
-export { type ModelPort, type TurnOutcome } from "./agent/index.js";
+export { type ModelPort, type TurnOutcome, type TurnPrice } from "./agent/index.js";

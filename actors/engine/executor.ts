@@ -22,7 +22,7 @@ import {
   type SpanSink,
 } from "../run/index.js";
 import type { UsageMeter } from "../tenant/index.js";
-import { runAgent, TextDeltaCoalescer, type ModelPort } from "../agent/index.js";
+import { runAgent, TextDeltaCoalescer, type ModelPort, type TurnMeter } from "../agent/index.js";
 import { answerOf, jsonBytes, type ActorHost, type Dispatched, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../../runtime/index.js";
 
 /** The object store of step results over the inline bound, kept by reference. */
@@ -99,7 +99,7 @@ export class StepExecutor {
       replay?: ReplayTools;
       /** The model gateway agent nodes call (absent: they fail `model_gateway_unavailable`). */
       models?: ModelPort;
-      /** Charges priced tool calls (absent: a priced call fails `metering_unavailable`). */
+      /** Charges priced tool calls and priced model turns (absent: they fail `metering_unavailable`). */
       meter?: UsageMeter;
       /** Wraps the report path (see {@link StepReport}); production passes none. */
       decorateReport?(report: StepReport): StepReport;
@@ -330,16 +330,26 @@ export class StepExecutor {
             return local.outcome === "applied" ? local.value : undefined;
           },
           callTool: (call) => this.callTool(request, key, call),
-          receipt: async (receipt) => {
+          child: async (call) => {
             const local = await dispatchToRun(
               this.deps.host,
               request.run,
-              { type: "effect.receipt", ...fenceOf(request), receipt },
+              { type: "effect.child", ...fenceOf(request), ...call },
+              `child/${call.key}/${request.attempt}/${request.lease_epoch}`,
+            );
+            return local.outcome === "applied" ? local.value : undefined;
+          },
+          receipt: async (receipt, cost_cents) => {
+            const local = await dispatchToRun(
+              this.deps.host,
+              request.run,
+              { type: "effect.receipt", ...fenceOf(request), receipt, ...(cost_cents ? { cost_cents } : {}) },
               `receipt/${receipt.key}/${request.attempt}/${request.lease_epoch}`,
             );
             return local.outcome === "applied" && local.value?.outcome === "recorded";
           },
           beat: () => this.heartbeat(ref),
+          ...(this.deps.meter ? { meter: this.turnMeter(request, this.deps.meter) } : {}),
           delta: (turn, text) => deltas.push(turn, text),
           streamed: () => deltas.flush(),
           now: () => this.deps.now?.() ?? Date.now(),
@@ -358,6 +368,18 @@ export class StepExecutor {
       clearTimeout(timer);
       clearInterval(beats);
     }
+  }
+
+  /** The usage meter as an agent's turns use it: its run tree, under the tree's ceiling, on this node's clock. */
+  private turnMeter(r: ExecuteRequest, meter: UsageMeter): TurnMeter {
+    const tree = { tenant: r.tenant, root: r.root, ...(r.cost_ceiling_cents !== undefined ? { ceiling_cents: r.cost_ceiling_cents } : {}) };
+    const now = () => this.deps.now?.() ?? Date.now();
+    return {
+      spent: async () =>
+        r.cost_ceiling_cents === undefined ? undefined : { ceiling_cents: r.cost_ceiling_cents, spent_cents: await meter.spentByTree(r.tenant, r.root) },
+      reserve: (key, cents) => meter.reserve({ ...tree, key, cents, now: now() }),
+      settle: (key, reserved_cents, cents) => meter.settle({ ...tree, key, reserved_cents, cents, now: now() }),
+    };
   }
 
   /**

@@ -147,6 +147,8 @@ function preparer(deps: RunActorDeps, live: (() => LiveRunIndex) | undefined, tu
       ...(e.type === "run.recover" ? { alive: deps.alive?.(run.id) ?? [] } : {}),
       plan: compiled.plan,
       child_ids: childIdsOf(run, compiled),
+      // A subagent's child is named by the call's effect key: the same call starts the same child.
+      ...(e.type === "effect.child" ? { subagent_child_id: runIdFor(run.tenant, `${run.id}:${(e as { key?: string }).key ?? ""}`) } : {}),
       child_definitions: compiled.children,
       ...tuned,
       ...measuredOutput(event),

@@ -108,6 +108,8 @@ export function offer(d: Draft, node: PlanNode, holder: Holder, item: number | u
   // until a person settles its intent or decides. Under a cancel or a ceiling nothing new runs.
   if (step.status !== "ready" || holder.reconcile || d.run.cancel || d.run.ceiling || (node.kind !== "code" && node.kind !== "map")) return;
   if ("approval" in holder && holder.approval?.state === "pending") return;
+  // An agent waiting on its subagent's child run: the child's end offers it again.
+  if ("subagent" in holder && holder.subagent) return;
   if (step.not_before !== null && step.not_before > d.now) {
     d.effects.push({
       type: "runway.timer.set",

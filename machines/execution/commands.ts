@@ -122,6 +122,21 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     turn: z.number().int().nonnegative().max(1_000_000).optional(),
   }),
   /**
+   * An agent delegates to a subagent (its node's `agents`): the run answers the call's stored
+   * result (`observed`: the child ended), or starts the child run once (keyed by the call's effect
+   * key) and parks the step until it ends. `cost_ceiling_cents`: the child's slice of the tree's
+   * money (a cap on what it may spend; its root's ceiling bounds it too).
+   */
+  z.object({
+    type: z.literal("effect.child"),
+    ...AttemptFence,
+    key: EffectKey,
+    workflow: z.string().min(1).max(200),
+    input: z.unknown(),
+    turn: z.number().int().nonnegative().max(1_000_000),
+    cost_ceiling_cents: z.number().int().min(0).max(1e12).optional(),
+  }),
+  /**
    * The server answered the call `input_required` (MCP 2026-07-28 MRTR): nothing happened. The
    * run clears the intent, files the forms for a person and parks the step; the next attempt calls
    * again with the answers.
@@ -154,7 +169,13 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     writes: z.string().min(1).max(64).optional(),
   }),
   /** The call's outcome, from the attempt that recorded its intent. */
-  z.object({ type: z.literal("effect.receipt"), ...AttemptFence, receipt: ReceiptSchema }),
+  z.object({
+    type: z.literal("effect.receipt"),
+    ...AttemptFence,
+    receipt: ReceiptSchema,
+    /** A priced model turn's charge (settled on the meter): added to the run's `usage.cost_cents` when the receipt is recorded. */
+    cost_cents: z.number().int().min(0).max(1e12).optional(),
+  }),
   /** A person settles an intent whose outcome is unknown: `done` with the call's result, `retry` (call again), `abandon` (the step fails). */
   z.object({
     type: z.literal("effect.settle"),

@@ -100,7 +100,11 @@ export type RunAnswer =
   | { outcome: "approved"; arguments: unknown }
   /** An agent's gated proposal a person rejected: the model is told so (as the call's result) and goes on. */
   | { outcome: "rejected"; by: string | null; reason?: string }
-  | { outcome: "awaiting_approval"; approval: string };
+  | { outcome: "awaiting_approval"; approval: string }
+  /** An agent's subagent call the run cannot make (not a subagent of the node, too deep, another one pending). */
+  | { outcome: "refused"; code: string; message: string }
+  /** An agent's subagent call: its child run runs and the step is parked until it ends. */
+  | { outcome: "awaiting_subagent"; child: string };
 
 /** A counter the machine alone can see, counted by the node (its metrics channel). */
 export type MachineCounter = { counter: "lease_expiries"; tenant: string } | { counter: "sweep_actions"; tenant: string; action: string };

@@ -151,13 +151,13 @@ function park(d: Draft, e: On<"effect.intent">, holder: Holder, pending: Pending
 }
 
 /** Stores a receipt for one of the holder's waiting intents (a receipt for no waiting intent is dropped: it was settled). */
-export function recordReceipt(d: Draft, node: string, item: number | undefined, holder: Holder, receipt: Receipt): void {
+export function recordReceipt(d: Draft, node: string, item: number | undefined, holder: Holder, receipt: Receipt, cost_cents = 0): boolean {
   const pending = holder.intents?.[receipt.key];
-  if (!pending) return;
+  if (!pending) return false;
   const { [receipt.key]: _done, ...rest } = holder.intents!;
   if (Object.keys(rest).length > 0) holder.intents = rest;
   else delete holder.intents;
-  d.effects.push({ type: "runway.journal", data: { t: "receipt", ...receipt } });
+  d.effects.push({ type: "runway.journal", data: { t: "receipt", ...receipt, ...(cost_cents > 0 ? { cost_cents } : {}) } });
   d.run.receipts = (d.run.receipts ?? 0) + 1;
   publish(d, receipt.state === "observed" ? "effect_observed" : "effect_failed", {
     node,
@@ -168,6 +168,7 @@ export function recordReceipt(d: Draft, node: string, item: number | undefined, 
     ...(receipt.state === "failed" ? { error: receipt.error } : {}),
     ...(receipt.by !== undefined ? { by: receipt.by } : {}),
   });
+  return true;
 }
 
 /**
@@ -241,7 +242,12 @@ export function pollTask(d: Draft, node: string, item: number | undefined): void
 
 export function onReceipt(d: Draft, e: On<"effect.receipt">): void {
   const holder = holderOf(d.run.nodes[e.node]!, e.item)!;
-  recordReceipt(d, e.node, e.item, holder, e.receipt);
+  const cost = e.cost_cents ?? 0;
+  if (recordReceipt(d, e.node, e.item, holder, e.receipt, cost) && cost > 0) {
+    // A priced model turn: what the meter settled it to, counted once (a receipt is recorded once).
+    const usage = d.run.usage ?? { steps: 0, tool_calls: 0 };
+    d.run.usage = { ...usage, cost_cents: (usage.cost_cents ?? 0) + cost };
+  }
   d.effects.push({ type: "runway.answer", value: { outcome: "recorded" } });
 }
 

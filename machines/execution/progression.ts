@@ -165,6 +165,25 @@ function startChild(d: Draft, node: Extract<PlanNode, { kind: "subworkflow" }>, 
   if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` });
   n.s = "active";
   n.child = child;
+  sendChildCreate(d, node.id, child, definition, input.value);
+  publish(d, "step_started", { node: node.id, child });
+}
+
+/**
+ * The `run.create` of a child of node `nodeId` (a subworkflow node's, or an agent's subagent):
+ * batch lane, its parent's project and deadline, a priority below its parent's, and the tree's
+ * money ceiling (a subagent's `slice` lowers it for that child).
+ */
+export function sendChildCreate(
+  d: Draft,
+  nodeId: string,
+  child: string,
+  definition: NonNullable<Draft["event"]["child_definitions"]>[string],
+  input: unknown,
+  options: { start_key?: string; slice_cents?: number } = {},
+): void {
+  const startKey = options.start_key;
+  const ceiling = options.slice_cents === undefined ? d.run.cost_ceiling_cents : Math.min(options.slice_cents, d.run.cost_ceiling_cents ?? options.slice_cents);
   const r = d.run;
   d.effects.push({
     type: "runway.send",
@@ -176,25 +195,24 @@ function startChild(d: Draft, node: Extract<PlanNode, { kind: "subworkflow" }>, 
         tenant: r.tenant,
         root_run_id: r.root_run_id,
         parent_run_id: r.id,
-        parent_node: node.id,
+        parent_node: nodeId,
         depth: r.depth + 1,
         definition,
         source: "workflow_step",
-        start_key: `${r.id}:${node.id}`,
+        start_key: startKey ?? `${r.id}:${nodeId}`,
         // Every child is batch, counts under its parent's project, and never outranks its parent.
         lane: "batch",
         ...(r.project ? { project: r.project } : {}),
         priority: childPriority(r.priority ?? DEFAULT_PRIORITY),
         ...(r.deadline != null ? { deadline: r.deadline } : {}),
         // Money is one bill: the child spends its root's ceiling, whatever its own definition says.
-        ...(r.cost_ceiling_cents !== undefined ? { cost_ceiling_cents: r.cost_ceiling_cents } : {}),
+        ...(ceiling !== undefined ? { cost_ceiling_cents: ceiling } : {}),
         // One tree, one trace: the root's trace context goes down to every child.
         ...(r.trace ? { trace: r.trace } : {}),
-        input: input.value,
+        input,
       },
     },
   });
-  publish(d, "step_started", { node: node.id, child });
 }
 
 /**

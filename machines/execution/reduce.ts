@@ -1,6 +1,7 @@
 import { onIntent, onReceipt, onSettle, onTask, pollTask, recordReceipt } from "./intents.js";
 import { onSignal, onSignalTimeout } from "./signals.js";
 import { expireApproval, onDecide, onGate, onInput } from "./approvals.js";
+import { onChildCall, settleSubagent } from "./subagents.js";
 import {
   ADMISSION,
   closeAdmission,
@@ -121,6 +122,11 @@ export const decisions = {
   input: (c: ExecutionContext, e: On<"effect.input">) =>
     decide(c, e, (d) => {
       onInput(d, e);
+      advance(d);
+    }),
+  childCall: (c: ExecutionContext, e: On<"effect.child">) =>
+    decide(c, e, (d) => {
+      onChildCall(d, e);
       advance(d);
     }),
   signal: (c: ExecutionContext, e: On<"run.signal">) => decide(c, e, (d) => onSignal(d, e)),
@@ -315,6 +321,13 @@ function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>):
  * work stops its node and is a ceiling of the run (whatever `continue_on_error` says).
  */
 function onChild(d: Draft, e: Extract<ExecutionEvent, { type: "child.settled" }>): void {
+  const n = d.run.nodes[e.node]!;
+  if (n.subagent) {
+    // An agent's subagent ended: whatever its status, it is the call's result, which the model reads.
+    settleSubagent(d, e);
+    offer(d, d.byId.get(e.node)!, n, undefined);
+    return advance(d);
+  }
   const mark = e.status === "failed" ? e.error?.partial_reason : undefined;
   // How the child's failure reads here (stops.ts): a platform stop (or a start its gate could not
   // decide) stops this node whatever it declares; a refused start is `start_refused`; any other,

@@ -180,8 +180,10 @@ export interface NodeRun extends Omit<ItemRun, "step"> {
   refs?: ResourceRef[];
   /** An approval node: its request while a person decides, then how it was decided. */
   approval?: ApprovalState;
-  /** An agent node's attempts parked on its gated proposals' approvals: each is given back to its retries. */
+  /** An agent node's attempts parked on its gated proposals' approvals (or its subagents): each is given back to its retries. */
   parks?: number;
+  /** An agent node waiting on the subagent it delegated to (its child run is `child`): the call's effect key. */
+  subagent?: { key: string; workflow: string; turn: number };
   /**
    * Map nodes under expansion admission: asked of the tenant (`pending`), admitted (its items
    * count against the tenant's active descendants); given back (and forgotten) once the node settled.
@@ -199,7 +201,8 @@ export type RunFact =
   | { t: "output"; node: string; value: unknown }
   | { t: "item"; node: string; i: number; value: unknown }
   | IntentFact
-  | ({ t: "receipt" } & Receipt)
+  /** `cost_cents`: a priced model turn's charge. */
+  | ({ t: "receipt"; cost_cents?: number } & Receipt)
   | { t: "task"; key: string; id: string; server: string; tool: string; wire: string; at: number }
   | { t: "approval"; id: string; node: string; prompt: string; payload: unknown; group: string | null; requested_at: number; expires_at: number }
   | {
@@ -368,6 +371,8 @@ export interface Prepared {
   memory?: RunMemory;
   /** Child run id for each subworkflow node of this run. */
   child_ids?: Record<string, string>;
+  /** An agent's `effect.child`: the id of the child run its call starts (from the call's effect key). */
+  subagent_child_id?: string;
   /** Pinned definition of each workflow a subworkflow node names. */
   child_definitions?: Record<string, DefinitionRef>;
   /** Engine setting: an attempt's lease lasts this long past its last heartbeat (default: the node's timeout + 5 s). */
