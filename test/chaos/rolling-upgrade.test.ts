@@ -124,8 +124,12 @@ it.skipIf("skip" in n)(
     let starting = true;
     const starter = (async () => {
       for (let i = 0; starting; i++) {
-        const s = await client.startRun({ definition: "steps", start_key: { source: "upgrade", delivery_id: `r${i}` } });
-        if (s.outcome === "started") runs.push((s.run as RunAnswer).id);
+        // A start that throws (no answer in time) is a refusal too: the loop goes on, the test fails at the end.
+        const s = await client.startRun({ definition: "steps", start_key: { source: "upgrade", delivery_id: `r${i}` } }).catch((err: unknown) => ({
+          outcome: "threw",
+          reason: String(err),
+        }));
+        if (s.outcome === "started" && "run" in s) runs.push((s.run as RunAnswer).id);
         else refused.push(JSON.stringify(s).slice(0, 200));
         await new Promise((r) => setTimeout(r, 250));
       }
@@ -144,7 +148,8 @@ it.skipIf("skip" in n)(
     };
     const monitor = (async () => {
       while (watching) {
-        await observe();
+        // A read that gets no answer in time (a partition changing hands) only skips a sample.
+        await observe().catch(() => undefined);
         await new Promise((r) => setTimeout(r, 200));
       }
     })();
@@ -195,7 +200,7 @@ it.skipIf("skip" in n)(
         const t0 = Date.now();
         await leaving.kill("SIGTERM");
         const exit = await Promise.race([leaving.exited, new Promise<"hung">((r) => setTimeout(() => r("hung"), 30_000))]);
-        expect(exit, `old-${"ab"[i]} to drain and exit`).toMatchObject({ code: 0 });
+        expect(exit === "hung" ? "still running after 30 s" : exit.code, `old-${"ab"[i]} to drain and exit`).toBe(0);
         steps.push(`${name} joined, old-${"ab"[i]} drained in ${Date.now() - t0} ms with ${live.length} runs in flight`);
         const owners = await fenceOwners(world.nc, P);
         expect(owners.filter((o) => o.owner === `old-${"ab"[i]}`)).toEqual([]);
@@ -204,13 +209,20 @@ it.skipIf("skip" in n)(
       await starter;
 
       // Every run finishes on N+1 and succeeds: none failed for the upgrade.
+      let last: RunAnswer[] = [];
       const final = await waitFor(
         async () => {
-          const views = await Promise.all(runs.map(async (id) => (await client.getRun(id)).run as RunAnswer));
-          return views.every((v) => v.status === "succeeded" || v.status === "failed") ? views : undefined;
+          last = await Promise.all(runs.map(async (id) => (await client.getRun(id)).run as RunAnswer));
+          return last.every((v) => v.status === "succeeded" || v.status === "failed") ? last : undefined;
         },
         { timeoutMs: 45_000, describe: "every run to end on version N+1" },
-      );
+      ).catch(async (err: unknown) => {
+        const stuck = last.filter((v) => v?.status !== "succeeded" && v?.status !== "failed");
+        const records = await Promise.all(stuck.slice(0, 5).map(async (v) => ({ id: v?.id, status: v?.status, stored: await storedRun(v?.id ?? "") })));
+        console.log(`runs not ended: ${stuck.length}; the first, with their stored records' format and writer:`);
+        for (const r of records) console.log(`  ${r.id} ${r.status} version ${r.stored?.version} by ${r.stored?.writer.node}`);
+        throw err;
+      });
       expect(refused).toEqual([]);
       expect(final.filter((v) => v.status !== "succeeded").map((v) => `${v.id} ${v.status} ${v.error?.code ?? ""}`)).toEqual([]);
       for (const v of final) expect(v.result, v.id).toBe(STEPS - 1);
