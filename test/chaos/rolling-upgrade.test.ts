@@ -117,6 +117,27 @@ it.skipIf("skip" in n)(
       ...(i > 0 ? { needs: [`s${i - 1}`] } : {}),
     }));
     expect((await client.putDefinition({ name: "steps", nodes, result: `\${steps.s${STEPS - 1}.output}` })).outcome).toBe("published");
+    // Runs that wait for a signal across the whole upgrade: N stores them `waiting` (format 3, a top-level state), N+1 wakes them.
+    expect(
+      (
+        await client.putDefinition({
+          name: "held",
+          nodes: [
+            { id: "go", kind: "wait", signal: "go" },
+            { id: "after", kind: "code", handler: "count_slow", needs: ["go"], input: { file: ledger, value: "woke", ms: 0 } },
+          ],
+          result: "${steps.after.output}",
+        })
+      ).outcome,
+    ).toBe("published");
+    const held: string[] = [];
+    for (let i = 0; i < 3; i++) held.push(((await client.startRun({ definition: "held" })).run as RunAnswer).id);
+    for (const id of held)
+      await waitFor(async () => ((await client.getRun(id)).run as RunAnswer).status === "waiting" || undefined, {
+        timeoutMs: 20_000,
+        describe: `${id} to wait`,
+      });
+    for (const id of held) expect(await storedRun(id), id).toMatchObject({ version: 3, writer: { node: expect.stringMatching(/^old-/) } });
 
     // The workload: a run started every 250 ms until the last N node is gone; every start must be taken.
     const runs: string[] = [];
@@ -236,6 +257,19 @@ it.skipIf("skip" in n)(
       expect(carried.length, "runs N left in flight that N+1 ended").toBeGreaterThan(0);
       // A run N had ended is still read (its format 3 record, migrated on read) with only N+1 serving.
       for (const id of endedOnN) expect(((await client.getRun(id)).run as RunAnswer).status).toBe("succeeded");
+      // The runs N stored waiting are woken on N+1 alone and end, stored in N+1's format.
+      for (const id of held) expect((await client.signal(id, "go")).outcome, id).toBe("delivered");
+      for (const id of held) {
+        const ended = await waitFor(
+          async () => {
+            const v = (await client.getRun(id)).run as RunAnswer;
+            return v.status === "succeeded" || v.status === "failed" ? v : undefined;
+          },
+          { timeoutMs: 20_000, describe: `held run ${id} to end on N+1` },
+        );
+        expect(ended, id).toMatchObject({ status: "succeeded", result: "woke" });
+        expect(await storedRun(id), id).toMatchObject({ version: 4, writer: { node: expect.stringMatching(/^next-/) } });
+      }
 
       watching = false;
       await monitor;
@@ -256,7 +290,7 @@ it.skipIf("skip" in n)(
       }
       for (const [key, attempts] of perStep) expect(new Set(attempts).size, key).toBe(attempts.length);
       console.log(
-        `rolling upgrade N=${n.commit.slice(0, 10)} → N+1: ${steps.join("; ")}; ${runs.length} runs, ${lines.length} invocations for ${runs.length * STEPS} steps ` +
+        `rolling upgrade N=${n.commit.slice(0, 10)} → N+1: ${steps.join("; ")}; ${runs.length} runs and ${held.length} held, ${lines.length} invocations for ${runs.length * STEPS + held.length} steps ` +
           `(${[...perStep.values()].filter((a) => a.length > 1).length} released attempts run again), ${carried.length} of ${leftByN.size} runs left in flight by N (format 3) carried on by N+1; ${Date.now() - began} ms`,
       );
       for (const c of next) await c.kill("SIGTERM");
