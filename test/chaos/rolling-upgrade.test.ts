@@ -139,7 +139,7 @@ it.skipIf("skip" in n)(
       });
     for (const id of held) expect(await storedRun(id), id).toMatchObject({ version: 3, writer: { node: expect.stringMatching(/^old-/) } });
 
-    // The workload: a run started every 250 ms until the last N node is gone; every start must be taken.
+    // The workload: a run started every 150 ms until the last N node is gone; every start must be taken.
     const runs: string[] = [];
     const refused: string[] = [];
     let starting = true;
@@ -152,7 +152,7 @@ it.skipIf("skip" in n)(
         }));
         if (s.outcome === "started" && "run" in s) runs.push((s.run as RunAnswer).id);
         else refused.push(JSON.stringify(s).slice(0, 200));
-        await new Promise((r) => setTimeout(r, 250));
+        await new Promise((r) => setTimeout(r, 150));
       }
     })();
 

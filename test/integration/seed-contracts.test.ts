@@ -235,7 +235,7 @@ describe("trees, further (C071, C005, C121)", () => {
     expect((await capped.createTenant("sc9", { class_shares: { automation: 0.125 }, interactive_sources: ["api"] })).outcome).toBe("created");
     expect((await free.createTenant("sc10", { interactive_sources: ["api"] })).outcome).toBe("created");
     const fan = { name: "fan", nodes: Array.from({ length: 6 }, (_, i) => ({ id: `c${i}`, kind: "subworkflow", workflow: "leaf" })) };
-    const leaf = { name: "leaf", nodes: [{ id: "s", kind: "code", handler: "slow", input: { ms: 400 } }] };
+    const leaf = { name: "leaf", nodes: [{ id: "s", kind: "code", handler: "slow", input: { ms: 800 } }] };
     for (const client of [capped, free]) {
       await publish(client, leaf);
       await publish(client, fan);
