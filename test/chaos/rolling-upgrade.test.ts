@@ -6,14 +6,16 @@ import { afterAll, expect, it } from "vitest";
 import { RunwayClient } from "../../cluster/client.js";
 import { actorRecordCodec, kvSubject, partitionBucket, partitionOf, partitionStream, readLast, type ActorRecord } from "../../runtime/index.js";
 import { DEFAULT_TOPOLOGY } from "../../runtime/topology.js";
+import { RECORD_VERSIONS } from "../../actors/records/index.js";
 import { repoRoot, RUNWAY_USER, spawnTsx, waitFor, type ChildHandle } from "../harness/index.js";
 import { fenceOwners, singleServerWorld, spawnWorkflowNode } from "./node-process.js";
 import type { RunAnswer } from "../integration/workflow-support.js";
 
 /**
- * Issue 41 §2: a rolling upgrade. Version N is main as it was just before the run record's
- * format 4 (the commit before the migration table's step 3), checked out as a detached git
- * worktree beside this one and run from its own sources; N+1 is this tree. Two N nodes serve a
+ * Issue 41 §2: a rolling upgrade. Version N is this tree as it was just before the run record's
+ * current format (the parent of the commit that set `RECORD_VERSIONS.run` to today's value, so the
+ * migration table's last step is what carries N's records over: format 3 → 4 when written),
+ * checked out as a detached git worktree beside this one and run from its own sources; N+1 is this tree. Two N nodes serve a
  * stream of sequential runs; then, one at a time, an N+1 node joins and an N node is drained by
  * SIGTERM (its partitions handed over, its attempts finished or released) and exits.
  */
@@ -21,6 +23,9 @@ import type { RunAnswer } from "../integration/workflow-support.js";
 const P = DEFAULT_TOPOLOGY.partitions;
 const LEASE_TTL_MS = 3_000;
 const STEPS = 8;
+/** The run record's format N+1 writes, and the one N wrote. */
+const NEXT_FORMAT = RECORD_VERSIONS.run;
+const N_FORMAT = NEXT_FORMAT - 1;
 
 /** Why the test cannot run here (no git, no history), or the commit of version N and where its tree is. */
 function versionN(): { skip: string } | { commit: string; tree: string } {
@@ -28,9 +33,10 @@ function versionN(): { skip: string } | { commit: string; tree: string } {
   const version = git("--version");
   if (version.error || version.status !== 0) return { skip: `git is not available (${version.error?.message ?? version.stderr.trim()})` };
   if (git("rev-parse", "--git-dir").status !== 0) return { skip: `${repoRoot} is not a git checkout` };
-  // The commit that made run records format 4; N is its parent, which writes format 3.
-  const bump = git("log", "--reverse", "--format=%H", "-S", "RECORD_VERSIONS = { run: 4 }", "--", "actors/records/migrations.ts").stdout.trim().split("\n")[0];
-  if (!bump) return { skip: "the history holding the run record's format 4 migration is not in this clone (shallow?)" };
+  // The commit that made run records today's format; N is its parent, which writes the one before.
+  const marker = `RECORD_VERSIONS = { run: ${NEXT_FORMAT} }`;
+  const bump = git("log", "--reverse", "--format=%H", "-S", marker, "--", "actors/records/migrations.ts").stdout.trim().split("\n")[0];
+  if (!bump) return { skip: `no commit in this clone's history sets "${marker}" (a shallow clone?)` };
   const commit = git("rev-parse", `${bump}^`).stdout.trim();
   if (!commit) return { skip: `no parent of ${bump} in this clone (shallow?)` };
   return { commit, tree: join(tmpdir(), `runway-N-${commit.slice(0, 10)}`) };
@@ -98,7 +104,7 @@ async function storedRun(id: string): Promise<ActorRecord | undefined> {
 }
 
 it.skipIf("skip" in n)(
-  "41.2 rolling upgrade: N+1 nodes join a cluster of N while runs are in flight, the N nodes are drained one by one by SIGTERM; every run succeeds, no committed step runs again, and N's stored records (format 3) are read and carried on by N+1 (format 4)",
+  "41.2 rolling upgrade: N+1 nodes join a cluster of N while runs are in flight, the N nodes are drained one by one by SIGTERM; every run succeeds, no committed step runs again, and the run records N stored in the previous format are read and carried on by N+1 through the migration table",
   async () => {
     if ("skip" in n) return;
     const began = Date.now();
@@ -117,7 +123,7 @@ it.skipIf("skip" in n)(
       ...(i > 0 ? { needs: [`s${i - 1}`] } : {}),
     }));
     expect((await client.putDefinition({ name: "steps", nodes, result: `\${steps.s${STEPS - 1}.output}` })).outcome).toBe("published");
-    // Runs that wait for a signal across the whole upgrade: N stores them `waiting` (format 3, a top-level state), N+1 wakes them.
+    // Runs that wait for a signal across the whole upgrade: N stores them `waiting` in its format, N+1 wakes them.
     expect(
       (
         await client.putDefinition({
@@ -137,7 +143,7 @@ it.skipIf("skip" in n)(
         timeoutMs: 20_000,
         describe: `${id} to wait`,
       });
-    for (const id of held) expect(await storedRun(id), id).toMatchObject({ version: 3, writer: { node: expect.stringMatching(/^old-/) } });
+    for (const id of held) expect(await storedRun(id), id).toMatchObject({ version: N_FORMAT, writer: { node: expect.stringMatching(/^old-/) } });
 
     // The workload: a run started every 150 ms until the last N node is gone; every start must be taken.
     const runs: string[] = [];
@@ -176,7 +182,7 @@ it.skipIf("skip" in n)(
     })();
 
     try {
-      // N serves: some runs finished, some in flight. Their records are format 3, written by N.
+      // N serves: some runs finished, some in flight. Their records are in N's format, written by N.
       const { inFlightOnN, endedOnN } = await waitFor(
         async () => {
           const views = await Promise.all(runs.map(async (id) => (await client.getRun(id)).run as RunAnswer));
@@ -192,7 +198,7 @@ it.skipIf("skip" in n)(
         if (r) writtenByN.set(id, r);
       }
       for (const [id, r] of writtenByN) {
-        expect(r.version, id).toBe(3);
+        expect(r.version, id).toBe(N_FORMAT);
         expect(r.writer.node, id).toMatch(/^old-/);
       }
 
@@ -209,12 +215,12 @@ it.skipIf("skip" in n)(
           timeoutMs: 20_000,
           describe: `${name} to own a partition`,
         });
-        // The runs in flight when the N node leaves, whose records it wrote (format 3): N+1 must read and carry them on.
+        // The runs in flight when the N node leaves, whose records it wrote (N's format): N+1 must read and carry them on.
         const live = (await Promise.all(runs.map(async (id) => (await client.getRun(id)).run as RunAnswer))).filter((v) => v.status === "running");
         for (const { id } of live) {
           const r = await storedRun(id);
           if (r?.writer.node === `old-${"ab"[i]}`) {
-            expect(r.version, id).toBe(3);
+            expect(r.version, id).toBe(N_FORMAT);
             leftByN.set(id, r);
           }
         }
@@ -248,14 +254,14 @@ it.skipIf("skip" in n)(
       expect(final.filter((v) => v.status !== "succeeded").map((v) => `${v.id} ${v.status} ${v.error?.code ?? ""}`)).toEqual([]);
       for (const v of final) expect(v.result, v.id).toBe(STEPS - 1);
 
-      // N's records were read by N+1: a run N left in flight (format 3) was carried on and ended by N+1 (format 4).
+      // N's records were read by N+1: a run N left in flight (N's format) was carried on and ended by N+1 (its format).
       const carried: string[] = [];
       for (const id of leftByN.keys()) {
         const r = await storedRun(id);
-        if (r?.version === 4 && r.writer.node.startsWith("next-")) carried.push(id);
+        if (r?.version === NEXT_FORMAT && r.writer.node.startsWith("next-")) carried.push(id);
       }
       expect(carried.length, "runs N left in flight that N+1 ended").toBeGreaterThan(0);
-      // A run N had ended is still read (its format 3 record, migrated on read) with only N+1 serving.
+      // A run N had ended is still read (its record in N's format, migrated on read) with only N+1 serving.
       for (const id of endedOnN) expect(((await client.getRun(id)).run as RunAnswer).status).toBe("succeeded");
       // The runs N stored waiting are woken on N+1 alone and end, stored in N+1's format.
       for (const id of held) expect((await client.signal(id, "go")).outcome, id).toBe("delivered");
@@ -268,7 +274,7 @@ it.skipIf("skip" in n)(
           { timeoutMs: 20_000, describe: `held run ${id} to end on N+1` },
         );
         expect(ended, id).toMatchObject({ status: "succeeded", result: "woke" });
-        expect(await storedRun(id), id).toMatchObject({ version: 4, writer: { node: expect.stringMatching(/^next-/) } });
+        expect(await storedRun(id), id).toMatchObject({ version: NEXT_FORMAT, writer: { node: expect.stringMatching(/^next-/) } });
       }
 
       watching = false;
@@ -291,7 +297,7 @@ it.skipIf("skip" in n)(
       for (const [key, attempts] of perStep) expect(new Set(attempts).size, key).toBe(attempts.length);
       console.log(
         `rolling upgrade N=${n.commit.slice(0, 10)} → N+1: ${steps.join("; ")}; ${runs.length} runs and ${held.length} held, ${lines.length} invocations for ${runs.length * STEPS + held.length} steps ` +
-          `(${[...perStep.values()].filter((a) => a.length > 1).length} released attempts run again), ${carried.length} of ${leftByN.size} runs left in flight by N (format 3) carried on by N+1; ${Date.now() - began} ms`,
+          `(${[...perStep.values()].filter((a) => a.length > 1).length} released attempts run again), ${carried.length} of ${leftByN.size} runs left in flight by N (format ${N_FORMAT}) carried on by N+1 (format ${NEXT_FORMAT}); ${Date.now() - began} ms`,
       );
       for (const c of next) await c.kill("SIGTERM");
     } finally {
