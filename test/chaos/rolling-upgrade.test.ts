@@ -34,10 +34,12 @@ function versionN(): { skip: string } | { commit: string; tree: string } {
   if (version.error || version.status !== 0) return { skip: `git is not available (${version.error?.message ?? version.stderr.trim()})` };
   if (git("rev-parse", "--git-dir").status !== 0) return { skip: `${repoRoot} is not a git checkout` };
   // The commit that made run records today's format; N is its parent, which writes the one before.
-  const marker = `RECORD_VERSIONS = { run: ${NEXT_FORMAT} }`;
-  const bump = git("log", "--reverse", "--format=%H", "-S", marker, "--", "actors/records/migrations.ts").stdout.trim().split("\n")[0];
-  if (!bump) return { skip: `no commit in this clone's history sets "${marker}" (a shallow clone?)` };
-  const commit = git("rev-parse", `${bump}^`).stdout.trim();
+  // (A line of the table that sets `run` to today's format, whatever other kinds it lists.)
+  const marker = `RECORD_VERSIONS = .*run: ${NEXT_FORMAT}[^0-9]`;
+  const bump = git("log", "--reverse", "--format=%H", "-G", marker, "--", "actors/records/migrations.ts").stdout.trim().split("\n")[0];
+  if (!bump) return { skip: `no commit in this clone's history sets RECORD_VERSIONS.run to ${NEXT_FORMAT} (a shallow clone?)` };
+  const parent = git("rev-parse", "--verify", "--quiet", `${bump}^`);
+  const commit = parent.status === 0 ? parent.stdout.trim() : "";
   if (!commit) return { skip: `no parent of ${bump} in this clone (shallow?)` };
   return { commit, tree: join(tmpdir(), `runway-N-${commit.slice(0, 10)}`) };
 }
