@@ -1,5 +1,5 @@
 import type { DefinitionStore, Dispatcher, HeartbeatOutcome, NodeMetrics, StepExecutor, StepReport, Sweeper } from "../actors/index.js";
-import type { ModelStore, RunService, TenantService } from "../gateways/index.js";
+import type { ModelStore, RunService, TenantService, TracesConfig } from "../gateways/index.js";
 import type { SchedulerConfig, SweepSettings } from "../machines/index.js";
 import type { Clock, LocalReceiver, ConnectionConfig, HostDecorators, Logger, RunwayNode, StepPool } from "../runtime/index.js";
 
@@ -43,6 +43,11 @@ export interface RunwayNodeConfig {
   a2a?: { credentials?: Readonly<Record<string, string>> };
   /** Serve Prometheus text metrics on http://127.0.0.1:<port>/metrics. */
   metricsPort?: number;
+  /**
+   * Export OpenTelemetry trace spans over OTLP/HTTP (docs/traces.md). Absent (the default):
+   * tracing is off, the SDK is never loaded and a step does no tracing work.
+   */
+  traces?: TracesConfig;
   /** Fair scheduler settings (worker slots, interactive reserve, migration cap, aging); `false` leases at once. */
   scheduler?: Partial<SchedulerConfig> | false;
   /** Window of provider quotas (default one minute: `requests_per_minute` per window). */

@@ -50,6 +50,7 @@ export {
   type NodeRun,
   type ExecutionContext,
   type ExecuteRequest,
+  type TraceContext,
   type Receipt,
   type IntentFact,
   type ItemRun,

@@ -22,6 +22,7 @@ import type { CompiledPlan, DefinitionRef } from "../definitions/index.js";
 import { TENANT_RECORD } from "../tenant/index.js";
 import type { RunMemories } from "./memory.js";
 import type { RunTypes } from "./protocol.js";
+import { runSpanObserver, type SpanSink } from "./spans.js";
 
 export const RUN_KIND = "run";
 
@@ -62,6 +63,8 @@ export function runActor(deps: RunActorDeps, settings: RunActorSettings = {}) {
     // decided before it must have reached the scheduler, or it would count them lost and run them twice.
     readsHandOvers: (event) => event.type === "run.recover",
     effects: indexEffects(settings.live),
+    // Tracing on: the spans a stored transition ends (spans.ts). Off: no observer, nothing kept per transition.
+    ...(settings.spans ? { observe: runSpanObserver(settings.spans) } : {}),
     prepare: preparer(deps, settings.live, tuned),
   });
 }
@@ -90,6 +93,8 @@ interface RunActorSettings {
   sweep?: SweepSettings;
   /** The live-run index (made on first use: the actor is defined before the connection exists). */
   live?: () => LiveRunIndex;
+  /** Where the run's spans go when tracing is on (absent: off). */
+  spans?: SpanSink;
 }
 
 /** The live index, the runs index and the reconciliation items follow the run's own transitions (live-runs.ts, runs-index.ts, reconciliations.ts). */

@@ -22,3 +22,4 @@ export { ReplayTools } from "./replay-tools.js";
 export { compareTrajectories, readTrajectory, type TrajectoryLine } from "./trajectory.js";
 export { APPROVALS_BUCKET, getInboxItem, INBOX_PAGE_MAX, listInbox } from "./approvals.js";
 export { listReconciliations, RECONCILE_BUCKET } from "./reconciliations.js";
+export { attemptSpan, chatSpan, parseTraceparent, SPAN_CLOSED_BY_RUN, toolSpan, type SpanRecord, type SpanSink } from "./spans.js";

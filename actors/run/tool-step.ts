@@ -182,7 +182,8 @@ async function callFound(
     if (looked.outcome === "failed") return { answer: { outcome: "failed", error: looked.error } };
   } else if (asked?.outcome !== "recorded" && asked?.outcome !== "reconcile")
     return { answer: { outcome: "stopped", reason: asked?.outcome ?? "not_decided_here" } };
-  const answers = asked?.outcome === "recorded" ? asked.input : undefined;
+  // A person's answers to the tool's request for input (a lost attempt's call is made again with them too).
+  const answers = asked?.outcome === "recorded" || asked?.outcome === "reconcile" || asked?.outcome === "lookup" ? asked.input : undefined;
   const called = await deps.tools.call({
     tenant: request.tenant,
     server,
@@ -251,6 +252,7 @@ async function parkForInput(
       tool,
       requests: called.requests,
       ...(called.state !== undefined ? { state: called.state } : {}),
+      ...(called.task ? { task: called.task } : {}),
     },
     `input/${key}/${request.attempt}/${request.lease_epoch}`,
   );

@@ -28,6 +28,7 @@ import type { ExposedAgent } from "./agents.js";
 import { inputOf, statusTime, TERMINAL_STATES, taskOf, textPart, type TaskRecord, type TaskRecords } from "./tasks.js";
 import { runChanges } from "./watch.js";
 import { MAX_PUSH_CONFIGS, messageConfigId, PushConfigs, PushSettingsSchema, type Delivery, type PushConfig, type PushSettings } from "./push-configs.js";
+import type { TraceContext } from "../../machines/index.js";
 
 export interface A2aDeps {
   nc: NatsConnection;
@@ -58,6 +59,8 @@ export class Caller {
     readonly groups: readonly string[] = [],
     readonly interactive = false,
   ) {}
+  /** The request's W3C `traceparent` (HTTP header), when valid: a run this request starts has its root span as that span's child. */
+  trace: TraceContext | undefined;
   get isAuthenticated(): boolean {
     return this.authenticated;
   }
@@ -344,6 +347,7 @@ export class AgentHandler implements A2ARequestHandler {
       source: "a2a",
       // A keyed caller is the run's initiator, and its key (not a field it writes) says its lane (C037).
       ...(caller.authenticated ? { initiator: caller.name, granted_lane: caller.interactive ? ("interactive" as const) : ("batch" as const) } : {}),
+      ...(caller.trace ? { trace: caller.trace } : {}),
     });
     if (started.outcome === "started" || started.outcome === "duplicate") return this.read(id, record);
     if (REJECTING.has(started.outcome)) {

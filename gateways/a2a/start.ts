@@ -1,4 +1,4 @@
-import type { A2aServer, A2aServerDeps } from "./server.js";
+import type { A2aServer, A2aServerDeps, A2aServerOptions } from "./server.js";
 import type { PushDeliveryDeps } from "./push.js";
 
 /** How a node delivers push notifications (push.ts `PushDeliveryDeps`): its name, and the timings tests shorten. */
@@ -11,10 +11,7 @@ export type PushOptions = Partial<
  * with it). Express and the A2A SDK are loaded here, on first use: a node that serves no HTTP
  * never loads them.
  */
-export async function startA2a(
-  deps: Omit<A2aServerDeps, "tasks" | "push">,
-  options: { port: number; host?: string; publicUrl?: string; push?: PushOptions },
-): Promise<A2aServer> {
+export async function startA2a(deps: Omit<A2aServerDeps, "tasks" | "push">, options: A2aServerOptions & { push?: PushOptions }): Promise<A2aServer> {
   const [{ startA2aServer }, { TaskRecords }, { PushConfigs }, { PushDeliverer, anonymousNode }] = await Promise.all([
     import("./server.js"),
     import("./tasks.js"),

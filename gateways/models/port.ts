@@ -28,5 +28,10 @@ export function modelPortOf(store: Pick<ModelStore, "provider">, retry: RetryDep
       if (!provider) adapters.set(record, (provider = createModelProvider(record)));
       return completeWithRetry(provider, { ...request, model: model.slice(slash + 1) }, options, retry);
     },
+    async kindOf(tenant: string, model: string): Promise<string | undefined> {
+      const slash = model.indexOf("/");
+      const record = await store.provider(tenant, slash > 0 ? model.slice(0, slash) : model).catch(() => undefined);
+      return record?.kind;
+    },
   };
 }

@@ -177,6 +177,7 @@ function executeRequest(
     ...(gate ? { gate } : {}),
     ...(r.replay_of ? { replay_of: r.replay_of } : {}),
     ...(r.cost_ceiling_cents !== undefined ? { cost_ceiling_cents: r.cost_ceiling_cents } : {}),
+    ...(r.trace ? { trace: r.trace.trace_id } : {}),
     timeout_ms: node.timeout_ms,
     cancellation_epoch: r.cancellation_epoch,
     ticket,

@@ -29,6 +29,13 @@ export const RunSeedSchema = z.object({
   counted: z.literal(true).optional(),
   /** Who started it, when the caller was authenticated (an API key's `key:<tenant>/<name>`): the one who may not approve its actions. */
   initiator: z.string().min(1).max(200).optional(),
+  /**
+   * The W3C trace context its start came with (a `traceparent`): its trace is that trace and its
+   * root span that span's child. A child carries its root's, so a tree is one trace.
+   */
+  trace: z
+    .object({ trace_id: z.string().regex(/^[0-9a-f]{32}$/), span_id: z.string().regex(/^[0-9a-f]{16}$/), flags: z.number().int().min(0).max(255) })
+    .optional(),
   input: z.unknown(),
 });
 export type RunSeed = z.infer<typeof RunSeedSchema>;
@@ -130,6 +137,8 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
       .min(1)
       .max(16),
     state: z.string().max(65_536).optional(),
+    /** A remote task asks (an `a2a` node's): kept with the request, cancelled if nobody answers. */
+    task: z.object({ id: z.string().min(1).max(500), wire: z.string().min(1).max(40) }).optional(),
   }),
   /** The call became an MCP task: its id is journaled before the step waits on it (no worker held). */
   z.object({

@@ -93,8 +93,9 @@ export type RunAnswer =
   /** A completed claim: its stored response, no call. */
   | { outcome: "observed"; value: unknown }
   /** An earlier attempt's call, outcome unknown: ask the server's lookup tool, or reconcile. */
-  | { outcome: "lookup"; tool: string }
-  | { outcome: "reconcile" }
+  | { outcome: "lookup"; tool: string; input?: { responses: Record<string, unknown>; state?: string } }
+  /** Call again (the same key): with a person's answers when the lost attempt's call carried them. */
+  | { outcome: "reconcile"; input?: { responses: Record<string, unknown>; state?: string } }
   | { outcome: "in_flight" | "needs_approval" | "limit_reached" | "budget_exhausted" | "parked" | "waiting" | "let_finish" }
   | { outcome: "approved"; arguments: unknown }
   /** An agent's gated proposal a person rejected: the model is told so (as the call's result) and goes on. */

@@ -70,6 +70,10 @@ export function onIntent(d: Draft, e: On<"effect.intent">): void {
   const intent: PendingIntent = { server: e.server, tool: e.tool, class: e.class, ...(lookup ? { lookup } : {}), attempt: e.attempt, at: d.now };
   holder.intents = { ...holder.intents, [e.key]: intent };
   const where = { node: e.node, ...(e.item !== undefined ? { item: e.item } : {}) };
+  // A person answered this tool's request for input: the call is made (again, for a lost attempt's) with the answers.
+  const a = e.item === undefined ? d.run.nodes[e.node]!.approval : undefined;
+  const answered = a && a.state !== "pending" && a.input && a.id.includes(`:input.${e.server}/${e.tool}.`) ? a.input : undefined;
+  const input = answered ? { input: { responses: answered.responses, state: answered.state } } : {};
   if (pending) {
     // Safe to call again (the same key goes with the call, so a server that deduplicates sees one
     // effect), or the server can tell whether it happened: ask it first.
@@ -83,7 +87,7 @@ export function onIntent(d: Draft, e: On<"effect.intent">): void {
       class: e.class,
       ...(asks ? { lookup: asks } : {}),
     });
-    d.effects.push({ type: "runway.answer", value: asks ? { outcome: "lookup", tool: asks } : { outcome: "reconcile" } });
+    d.effects.push({ type: "runway.answer", value: asks ? { outcome: "lookup", tool: asks, ...input } : { outcome: "reconcile", ...input } });
     return;
   }
   d.effects.push({
@@ -102,13 +106,7 @@ export function onIntent(d: Draft, e: On<"effect.intent">): void {
     },
   });
   publish(d, "effect_intent", { ...where, attempt: e.attempt, key: e.key, server: e.server, tool: e.tool, class: e.class });
-  // A person answered this tool's request for input: the call is made again with the answers.
-  const a = e.item === undefined ? d.run.nodes[e.node]!.approval : undefined;
-  const answered = a && a.state !== "pending" && a.input && a.id.includes(`:input.${e.server}/${e.tool}.`) ? a.input : undefined;
-  d.effects.push({
-    type: "runway.answer",
-    value: { outcome: "recorded", ...(answered ? { input: { responses: answered.responses, state: answered.state } } : {}) },
-  });
+  d.effects.push({ type: "runway.answer", value: { outcome: "recorded", ...input } });
 }
 
 /**

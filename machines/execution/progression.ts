@@ -8,7 +8,7 @@ import { DEFAULT_PRIORITY, offer, pumpMap, ready } from "./attempts.js";
 import { newMap } from "./items.js";
 import { abortAttempts, fail, holdersOf, liveAttempts, MAX_DEPTH, move, publish, scopeOf, states, succeed, WAIT_GRACE_MS, type Draft } from "./draft.js";
 import { askExpansion } from "./expansion.js";
-import { startApproval } from "./approvals.js";
+import { cancelAskingTask, startApproval } from "./approvals.js";
 import { ceilingDrain, stepsHit, stopIdle, wallHit } from "./ceilings.js";
 import type { ItemRun, NodeRun, RunError } from "./types.js";
 
@@ -188,6 +188,8 @@ function startChild(d: Draft, node: Extract<PlanNode, { kind: "subworkflow" }>, 
         ...(r.deadline != null ? { deadline: r.deadline } : {}),
         // Money is one bill: the child spends its root's ceiling, whatever its own definition says.
         ...(r.cost_ceiling_cents !== undefined ? { cost_ceiling_cents: r.cost_ceiling_cents } : {}),
+        // One tree, one trace: the root's trace context goes down to every child.
+        ...(r.trace ? { trace: r.trace } : {}),
         input: input.value,
       },
     },
@@ -212,12 +214,16 @@ export function stopNodes(d: Draft, childReason: string, spare: (h: ItemRun | No
       : [],
   );
   abortAttempts(d, live, childReason);
-  for (const n of Object.values(d.run.nodes)) {
+  for (const [id, n] of Object.entries(d.run.nodes)) {
     if (n.s !== "pending" && n.s !== "active") continue;
     const spared = holdersOf(n).some(([, h]) => spare(h));
     if (!spared) n.s = "cancelled";
     // A pending approval leaves the reviewers' inbox: nobody can decide a stopped node.
-    if (n.approval?.state === "pending") n.approval = { id: n.approval.id, state: "cancelled", by: null, at: d.now };
+    if (n.approval?.state === "pending") {
+      // A remote task that asked for the input is cancelled with it.
+      cancelAskingTask(d, id, n.approval, childReason);
+      n.approval = { id: n.approval.id, state: "cancelled", by: null, at: d.now };
+    }
     for (const [, holder] of holdersOf(n)) {
       if (spare(holder)) continue;
       const r = applyStepOp(holder.step!, { op: "cancel", now: d.now });

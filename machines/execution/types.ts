@@ -79,7 +79,15 @@ export type ApprovalState =
       expires_at: number;
       tool?: { server: string; tool: string };
       /** A tool's server asked for a person's input (MRTR): its forms, its state to echo, and which round of asking this is. */
-      input?: { requests: { key: string; message: string; schema: Record<string, unknown> }[]; state?: string; round: number };
+      input?: {
+        requests: { key: string; message: string; schema: Record<string, unknown> }[];
+        state?: string;
+        round: number;
+        /** The remote task that asks (an `a2a` node's, seen by its poll): cancelled if the run stops or nobody answers in time. */
+        task?: { server: string; tool: string; id: string; wire: string };
+      };
+      /** A remote task's question after a gated call: the arguments its gate let through, which the answer's call keeps. */
+      arguments?: unknown;
     }
   | {
       id: string;
@@ -278,6 +286,8 @@ export interface RunContext {
   counted?: true;
   /** Who started it, when the caller was authenticated: the one who may not approve its actions (seed 003 §7.4). */
   initiator?: string;
+  /** The trace context its start (or its root's) came with: absent, its trace id is derived from its root's id. */
+  trace?: TraceContext;
   lifecycle: RunLifecycle;
   created_at: number;
   cancellation_epoch: number;
@@ -309,6 +319,13 @@ export interface RunContext {
   receipts?: number;
   /** The schema of this head ({@link RUN_CONTEXT_VERSION}); a head without one is version 1. */
   v: number;
+}
+
+/** A W3C trace context (a `traceparent`'s fields): lower-case hex ids and the flags byte. */
+export interface TraceContext {
+  trace_id: string;
+  span_id: string;
+  flags: number;
 }
 
 export interface ExecutionContext {
@@ -413,6 +430,8 @@ export interface ExecuteRequest {
   replay_of?: string;
   /** The tree's money ceiling: a priced call is charged against it before it is made. */
   cost_ceiling_cents?: number;
+  /** The trace id its run's start came with (absent: derived from `root`; see `RunContext.trace`). */
+  trace?: string;
   timeout_ms: number;
   cancellation_epoch: number;
   /** The ticket the attempt runs under (its scheduler slot). */
