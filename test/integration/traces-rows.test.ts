@@ -199,3 +199,47 @@ it("C085 a run cancelled while its attempt runs on a live worker has that attemp
   expect(step[0]!.attributes["error.type"]).toBe("cancelled");
   expect(step[0]!.parentSpanId).toBe(root[0]!.spanId);
 }, 60_000);
+
+it("C070 an agent node's subagent opens no span beyond the node's attempts': the child run's invoke_agent span names the node and is a child of the run's span", async () => {
+  const boss = {
+    turns: [
+      { tool_calls: [{ name: "agent__c070-helper", arguments: { task: "add 40 and 2" } }], usage: { input_tokens: 20, output_tokens: 10 } },
+      { text: "The helper says 42.", usage: { input_tokens: 40, output_tokens: 10 } },
+    ],
+  };
+  const helper = { turns: [{ text: "42", usage: { input_tokens: 20, output_tokens: 10 } }] };
+  expect((await client.putModelProvider({ name: "boss", kind: "scripted", script: boss })).outcome).toBe("created");
+  expect((await client.putModelProvider({ name: "helper", kind: "scripted", script: helper })).outcome).toBe("created");
+  const agent = (model: string, extra: Record<string, unknown> = {}) => ({
+    id: "ask",
+    kind: "agent",
+    model,
+    instructions: "Answer.",
+    input: "${input.task}",
+    ...extra,
+  });
+  await publish({ name: "c070-helper", nodes: [agent("helper/m1")] });
+  await publish({ name: "c070-boss", nodes: [agent("boss/m1", { agents: ["c070-helper"] })] });
+  const id = await start("c070-boss", { task: "add 40 and 2" });
+  const done = await settled(client, id);
+  expect(done.status, JSON.stringify(done)).toBe("succeeded");
+  const all = await receiver.traceOf(id, (a) => a.some((s) => s.name === "invoke_agent c070-helper") && a.filter((s) => s.name === "step ask").length >= 2);
+  const root = named(all, "run c070-boss");
+  expect(root).toHaveLength(1);
+  const child = named(all, "invoke_agent c070-helper");
+  expect(child).toHaveLength(1);
+  expect(child[0]!.parentSpanId).toBe(root[0]!.spanId);
+  expect(child[0]!.attributes).toMatchObject({ "runway.parent.run.id": id, "runway.parent.node": "ask", "gen_ai.agent.name": "c070-helper" });
+  // The boss run's spans: its own, and the agent node's attempts (the one that delegated, parked, and the one that answered) with their model calls; nothing else names the node.
+  const bossRun = all.filter((s) => s.attributes["runway.run.id"] === id);
+  expect(bossRun.map((s) => s.name).sort()).toEqual(["chat m1", "chat m1", "run c070-boss", "step ask", "step ask"]);
+  const attempts = named(bossRun, "step ask").sort((x, y) => Number(x.attributes["runway.attempt"]) - Number(y.attributes["runway.attempt"]));
+  expect(attempts.map((s) => [s.attributes["runway.attempt"], s.parentSpanId])).toEqual([
+    [1, root[0]!.spanId],
+    [2, root[0]!.spanId],
+  ]);
+  // The attempt that answered began once the child had ended; the child's own attempt is under the child's span.
+  expect(attempts[1]!.start).toBeGreaterThanOrEqual(child[0]!.end);
+  const childStep = all.filter((s) => s.name === "step ask" && s.attributes["runway.run.id"] !== id);
+  expect(childStep.map((s) => s.parentSpanId)).toEqual([child[0]!.spanId]);
+}, 60_000);
