@@ -355,13 +355,15 @@ export class StepExecutor {
     const spans = this.deps.spans;
     if (!spans) return this.callToolUntraced(request, key, call);
     const began = Date.now();
-    return this.callToolUntraced(request, key, call).then((r) => {
-      spans.emit(toolSpan(request, call, began, Date.now(), r.answer));
+    let started = false;
+    // Only a call that reached the tool server has a span (C069): one refused before it (a ceiling, a gate, the journal's answer) has none.
+    return this.callToolUntraced(request, key, call, () => (started = true)).then((r) => {
+      if (started) spans.emit(toolSpan(request, call, began, Date.now(), r.answer));
       return r;
     });
   }
 
-  private callToolUntraced(request: ExecuteRequest, key: string, call: ToolCall): Promise<{ answer: ToolAnswer; receipt?: Receipt }> {
+  private callToolUntraced(request: ExecuteRequest, key: string, call: ToolCall, started?: () => void): Promise<{ answer: ToolAnswer; receipt?: Receipt }> {
     const replay = request.replay_of ? this.deps.replay?.of(request.replay_of, request.run) : undefined;
     const tools = request.replay_of ? replay : this.deps.tools;
     if (!tools)
@@ -379,6 +381,7 @@ export class StepExecutor {
         bounded: (r, value) => this.bounded(r, value),
         ...(this.deps.meter ? { meter: this.deps.meter } : {}),
         now: () => this.deps.now?.() ?? Date.now(),
+        ...(started ? { started } : {}),
       },
       request,
       call,

@@ -46,9 +46,9 @@ export interface SpanSink {
 const LOST = new Set(["worker_lost", "dispatch_lost"]);
 /**
  * Why an executor's attempt may be stopped by a transition that also closes its span (a lapsed
- * lease fails it `worker_lost`; a child the sweep ends `parent_gone`): its executor emits nothing.
+ * lease fails it `worker_lost`; a child the sweep ends `parent_gone`; a cancel): its executor emits nothing.
  */
-export const SPAN_CLOSED_BY_RUN: ReadonlySet<string> = new Set(["lease_expired", "parent_gone"]);
+export const SPAN_CLOSED_BY_RUN: ReadonlySet<string> = new Set(["lease_expired", "parent_gone", "parent_cancelled"]);
 /** The commands that can fail an attempt as lost (recovery, a lease's timer, the sweep): only their transitions are searched for one. */
 const LOSING = new Set(["run.recover", "timer.fired", "run.sweep"]);
 
@@ -218,7 +218,13 @@ export function runSpanObserver(sink: SpanSink) {
     const now = (event as { now?: number }).now ?? Date.now();
     if (was && LOSING.has(event.type)) lostAttempts(sink, was, run, now);
     const ended = !isTerminal(before.value) && isTerminal(after.value);
-    if (was && ended && event.type === "run.parent_gone") stoppedAttempts(sink, was, run, now);
+    if (was && ended && event.type === "run.parent_gone")
+      stoppedAttempts(sink, was, run, now, run.error ?? { code: "parent_gone", message: "the parent run is gone" });
+    // A cancel stops the attempts in flight (C085), their nodes perhaps dead: their spans close here
+    // (once: a cancel repeated while the first waits on calls it let finish aborts the same attempts).
+    const repeated = was?.cancel != null && was.cancel.enforced_at === null;
+    if (was && event.type === "run.cancel" && !repeated && run.cancellation_epoch > was.cancellation_epoch)
+      stoppedAttempts(sink, was, run, now, { code: "cancelled", message: `the run was cancelled${run.cancel ? ` by ${run.cancel.by}` : ""}` }, lets);
     if (ended) sink.emit(runSpan(run, now));
   };
 }
@@ -251,18 +257,27 @@ function lostAttempts(sink: SpanSink, was: RunContext, run: RunContext, now: num
 }
 
 /**
- * The sweep ended a child whose parent is gone (`run.parent_gone`): the attempts it had in flight
- * are stopped, their nodes perhaps long dead, so their spans are closed here, with the run's error
- * (their executors, if alive, emit nothing for an attempt stopped `parent_gone`).
+ * A transition stopped the attempts a run had in flight: the sweep ended a child whose parent is
+ * gone (`run.parent_gone`), or a cancel (`run.cancel`, which aborts them `parent_cancelled`). Their
+ * nodes may be long dead, so their spans are closed here, with `error` (their executors, if alive,
+ * emit nothing for an attempt stopped `parent_gone` or `parent_cancelled`). `spared`: an attempt
+ * the transition lets finish (a cancel's call in flight to a non-idempotent tool), whose executor
+ * emits its span when it ends.
  */
-function stoppedAttempts(sink: SpanSink, was: RunContext, run: RunContext, now: number): void {
-  const error = run.error ?? { code: "parent_gone", message: "the parent run is gone" };
+function stoppedAttempts(
+  sink: SpanSink,
+  was: RunContext,
+  run: RunContext,
+  now: number,
+  error: { code: string; message: string },
+  spared: (h: ItemRun | NodeRun) => boolean = () => false,
+): void {
   for (const id in was.nodes) {
     const before = was.nodes[id]!;
     if (before.s !== "active") continue;
     for (const [item, holder] of holders(before)) {
       const attempt = inFlight(holder);
-      if (attempt === undefined || holder.task) continue;
+      if (attempt === undefined || holder.task || spared(holder)) continue;
       sink.emit({
         name: `step ${id}`,
         trace_id: traceIdOf(run.root_run_id, run.trace?.trace_id),
@@ -305,6 +320,11 @@ export function runSpan(run: RunContext, end: number): SpanRecord {
       ...(run.error ? { "error.type": run.error.code } : {}),
     },
   };
+}
+
+/** An attempt a cancel lets finish: a call it made to a non-idempotent tool is in flight (machines/execution/cancel.ts `letsFinish`). */
+function lets(h: ItemRun | NodeRun): boolean {
+  return Object.values(h.intents ?? {}).some((i) => i.class === "non_idempotent");
 }
 
 function attemptAttributes(run: string, tenant: string, node: string, item: number | undefined, attempt: number): Record<string, string | number> {

@@ -70,6 +70,8 @@ export interface ToolStepDeps {
   /** Charges a priced call to its tree and tenant before it is made (absent: priced calls cannot be made). */
   meter?: { charge(c: ChargeRequest): Promise<Charge> };
   now(): number;
+  /** Told when the call reaches the tool server (its call or its lookup): a call refused before it (a ceiling, a gate, the journal's answer) never does. */
+  started?(): void;
 }
 
 /** The fence an attempt's effect commands carry. */
@@ -176,6 +178,7 @@ async function callFound(
   if (asked?.outcome === "needs_approval") return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
   if (asked?.outcome === "lookup") {
     // An earlier attempt's call of a non-idempotent tool, outcome unknown: the server's lookup says whether it happened.
+    deps.started?.();
     const looked = await lookUp(deps, request, { server, tool, key, lookup: asked.tool }, args, signal);
     if (looked.outcome === "found")
       return settleCall(deps, request, { server, tool, key }, { outcome: "ok", result: { structuredContent: looked.result }, bytes: 0 }, refsOf);
@@ -184,6 +187,7 @@ async function callFound(
     return { answer: { outcome: "stopped", reason: asked?.outcome ?? "not_decided_here" } };
   // A person's answers to the tool's request for input (a lost attempt's call is made again with them too).
   const answers = asked?.outcome === "recorded" || asked?.outcome === "reconcile" || asked?.outcome === "lookup" ? asked.input : undefined;
+  deps.started?.();
   const called = await deps.tools.call({
     tenant: request.tenant,
     server,

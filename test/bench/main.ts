@@ -16,6 +16,7 @@ import { cpuBench } from "./cpu.js";
 import { floor } from "./floor.js";
 import { heartbeats } from "./heartbeats.js";
 import { tools } from "./tools.js";
+import { traces } from "./traces.js";
 import { fairness, w1, w2, w3 } from "./workflow.js";
 import { w4, w5 } from "./resilience.js";
 import { w1cluster } from "./cluster.js";
@@ -40,6 +41,7 @@ const benches: Record<string, () => Promise<Record<string, unknown>>> = {
   fairness,
   heartbeats,
   tools,
+  traces,
 };
 
 const name = process.argv[2];

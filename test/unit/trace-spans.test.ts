@@ -137,4 +137,25 @@ describe("trace spans", () => {
     ]);
     expect(spans[0]).toMatchObject({ span_id: attemptSpanId("r1", "a", undefined, 1), start: 1_100, parent_span_id: runSpanId("r1") });
   });
+
+  it("C085 a cancel closes the spans of the attempts it stops, not one it lets finish (a non-idempotent call in flight), and a repeated cancel closes none again", () => {
+    const spans: SpanRecord[] = [];
+    const observe = runSpanObserver({ emit: (s) => spans.push(s) });
+    const leased = { status: "leased", attempt: 1, lease_epoch: 1, not_before: null, last_error: null, started_at: 1_100, ended_at: null };
+    const intent = { class: "non_idempotent", server: "fx", tool: "charge" };
+    // Node a: one attempt in flight. Map m: item 0's call of a non-idempotent tool is in flight (spared), item 1 is not.
+    const m = { s: "active", map: { live: { 0: { step: leased, intents: { k: intent } }, 1: { step: leased } } } };
+    const before = { ...runOf("running", { s: "active", step: leased }), nodes: { a: { s: "active", step: leased }, m }, cancellation_epoch: 0, cancel: null };
+    const cancel = { reason: "enough", by: "ann", at: 5_000, enforced_at: null };
+    const after = { ...before, nodes: { a: { s: "cancelled", step: leased }, m }, cancellation_epoch: 1, cancel };
+    observe(address, snap("running", before), snap("running", after), { type: "run.cancel", now: 5_000 } as never);
+    expect(spans.map((s) => [s.name, s.attributes["runway.item"], s.end, s.error, s.attributes["error.type"]])).toEqual([
+      ["step a", undefined, 5_000, "cancelled: the run was cancelled by ann", "cancelled"],
+      ["step m", 1, 5_000, "cancelled: the run was cancelled by ann", "cancelled"],
+    ]);
+    expect(spans[0]).toMatchObject({ span_id: attemptSpanId("r1", "a", undefined, 1), start: 1_100, parent_span_id: runSpanId("r1") });
+    // The same cancel again while the first waits on item 0's call: nothing is closed twice.
+    observe(address, snap("running", after), snap("running", { ...after, cancellation_epoch: 2 }), { type: "run.cancel", now: 6_000 } as never);
+    expect(spans).toHaveLength(2);
+  });
 });
