@@ -62,7 +62,7 @@ interface RunInfo {
   endedAt?: number;
   signalled?: boolean;
   cancelAt?: number;
-  cancelledAt?: number;
+  cancelOutcome?: string;
 }
 
 export interface SoakReport {
@@ -72,7 +72,7 @@ export interface SoakReport {
   lost: { count: number; runs: { id: string; kind: string; status: string }[] };
   committedStepsAgain: { count: number; examples: string[] };
   blindDuplicateEffects: { count: number; keys: string[]; duplicatesWithItem: number; reconciliationItems: number };
-  cancels: { requested: number; cancelledRuns: number; resurrected: number; examples: string[] };
+  cancels: { requested: number; cancelledRuns: number; resurrected: number; inFlightAtCancel: number; examples: string[] };
   approvals: { decided: number; executedTwice: number; alreadyDecidedAnswers: number };
   latency: Record<"start" | "step", Record<"before" | "during" | "after", { n: number; p50: number | null; p99: number | null }>>;
   faults: FaultDone[];
@@ -102,6 +102,17 @@ function quantile(values: number[], q: number): number | null {
 }
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+/** Journaled events that show a run moving (besides its ledger lines and its end). */
+const PROGRESS = new Set([
+  "run_started",
+  "step_started",
+  "step_succeeded",
+  "step_failed",
+  "step_retrying",
+  "effect_intent",
+  "effect_observed",
+  "effect_failed",
+]);
 const cliPath = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
 const handlersPath = fileURLToPath(new URL("./handlers.ts", import.meta.url));
 
@@ -310,7 +321,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
           await guard(`cancel ${r.id}`, async () => {
             const at = Date.now();
             const a = await clientOf(r.tenant).cancelRun(r.id, "soak");
-            if (a.outcome === "cancelled" || a.outcome === "cancel_requested" || a.outcome === "not_cancellable") r.cancelAt = at;
+            if (a.outcome === "cancelled" || a.outcome === "cancel_requested" || a.outcome === "not_cancellable") {
+              r.cancelAt = at;
+              r.cancelOutcome = a.outcome;
+            }
           });
         }
         await sleep(400);
@@ -452,23 +466,32 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const dupKeys = Object.entries(counts.charged ?? {}).filter(([, n]) => n > 1);
     const blind = dupKeys.filter(([k]) => !heldKeys.has(k)).map(([k, n]) => `${k} ×${n}`);
 
-    // cancels resurrected: a cancelled run (or a run of its tree) that later ran a step or ended otherwise
+    // Cancels resurrected: a cancelled run (or a run of its tree) that afterwards committed a step,
+    // ended otherwise, or started a step it could not have been offered before the cancel: a retry
+    // of a step already tried, or any step more than 1 s after the cancel. An attempt offered with
+    // the run's last transition before the cancel may still start on its worker just after it (the
+    // cancel then stops it): counted apart, as `inFlightAtCancel`.
     const resurrected: string[] = [];
     let cancelledRuns = 0;
+    let inFlightAtCancel = 0;
     for (const [id, evs] of events) {
       const cancel = evs.find((e) => e.type === "run_cancelled");
       if (!cancel) continue;
       cancelledRuns++;
-      const later = (byRun.get(id) ?? []).filter((l) => l.at > cancel.at);
-      const otherEnd = evs.find((e) => (e.type === "run_succeeded" || e.type === "run_failed") && e.at > cancel.at);
+      const ledgerOf = byRun.get(id) ?? [];
+      const after = ledgerOf.filter((l) => l.at > cancel.at);
+      const late = after.filter((l) => l.at > cancel.at + 1_000 || ledgerOf.some((b) => b.step === l.step && b.at <= cancel.at));
+      inFlightAtCancel += after.length - late.length;
+      const otherEnd = evs.find((e) => (e.type === "run_succeeded" || e.type === "run_failed" || e.type === "step_succeeded") && e.at > cancel.at);
       const r = runs.get(id);
-      if (later.length || otherEnd || (r && r.status !== "cancelled"))
+      if (late.length || otherEnd || (r && r.status !== "cancelled"))
         resurrected.push(
-          `${id}: ${later.length} step invocation(s) after the cancel${otherEnd ? `, ${otherEnd.type} after it` : ""}${r && r.status !== "cancelled" ? `, status ${r.status}` : ""}`,
+          `${id}: ${late.length} step invocation(s) after the cancel${otherEnd ? `, ${otherEnd.type} after it` : ""}${r && r.status !== "cancelled" ? `, status ${r.status}` : ""}`,
         );
     }
 
-    // approvals executed twice: decided twice, or the step after it committed twice
+    // approvals executed twice: answered `decided` twice, or two `approval_decided` in one run (the
+    // step after it running again after its commit is counted with the committed steps)
     let approvalsTwice = [...decided.values()].filter((n) => n > 1).length;
     for (const r of runs.values()) {
       if (r.kind !== "approver") continue;
@@ -500,14 +523,15 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     };
 
     // Time from each fault to the runs it held up moving again. A run's progress points are its
-    // step invocations (the ledger), its step commits and its end. For each run open in the fault's
+    // start, its step invocations (the ledger), its journaled step and tool-call events and its end. For each run open in the fault's
     // window (from the fault until the next one, at most down time + 15 s), its wait is the time
-    // from the fault (or its start, if later) to its next progress point; a run that waited over
+    // from the fault (or its start request, if later) to its next progress point; a run that waited over
     // 1 s was held up, and the fault's figure is when the last held-up run moved again. Runs that
     // sleep, wait for a signal or a person, or are being cancelled are left out, with their
-    // children: their next move is not theirs to make.
+    // children, once started: their next move is not theirs to make.
     const endAt = (id: string) => (events.get(id) ?? []).find((e) => e.type === "run_succeeded" || e.type === "run_failed" || e.type === "run_cancelled")?.at;
-    const startOf = (id: string) => (events.get(id) ?? []).find((e) => e.type === "run_started")?.at ?? runs.get(id)?.startedAt;
+    // A run the soak started waits from its start request (a start held up by the fault counts); a child from its run_started.
+    const startOf = (id: string) => runs.get(id)?.startedAt ?? (events.get(id) ?? []).find((e) => e.type === "run_started")?.at;
     const parentOf = new Map<string, string>();
     for (const [id, evs] of events) {
       const p = (evs.find((e) => e.type === "run_started") as { parent?: string | null } | undefined)?.parent;
@@ -522,10 +546,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     };
     const progress = new Map<string, number[]>();
     for (const id of allRunIds) {
-      const pts = [
-        ...(byRun.get(id) ?? []).map((l) => l.at),
-        ...(events.get(id) ?? []).filter((e) => e.type === "step_succeeded" || e.type === "step_failed").map((e) => e.at),
-      ];
+      const pts = [...(byRun.get(id) ?? []).map((l) => l.at), ...(events.get(id) ?? []).filter((e) => PROGRESS.has(e.type)).map((e) => e.at)];
       const end = endAt(id);
       if (end !== undefined) pts.push(end);
       progress.set(
@@ -542,12 +563,15 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       let last = 0;
       for (const id of allRunIds) {
         const kind = kindOf(id);
-        if (!kind || !measured.has(kind)) continue;
+        if (!kind) continue;
         const start = startOf(id);
         const end = endAt(id);
         if (start === undefined || start > windowEnd || (end !== undefined && end <= F)) continue;
         const from = Math.max(F, start);
-        const next = progress.get(id)!.find((t) => t > from);
+        // A run of the other kinds counts only while its start is pending: its start is its own move.
+        const started = (events.get(id) ?? []).find((e) => e.type === "run_started")?.at;
+        if (!measured.has(kind) && !(runs.has(id) && start >= F && started !== undefined && started > from)) continue;
+        const next = measured.has(kind) ? progress.get(id)!.find((t) => t > from) : started;
         if (next === undefined) {
           stuck++;
           continue;
@@ -563,6 +587,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       f.targetMs = f.kind === "node_kill" ? 5_000 : f.kind === "server_kill" ? 10_000 : undefined;
     });
     writeFileSync(join(dir, "events.json"), JSON.stringify(Object.fromEntries(events)));
+    writeFileSync(join(dir, "runs.json"), JSON.stringify([...runs.values()]));
 
     const ended: Record<string, number> = {};
     for (const r of runs.values()) ended[r.status] = (ended[r.status] ?? 0) + 1;
@@ -583,9 +608,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         reconciliationItems: reconItems,
       },
       cancels: {
-        requested: [...runs.values()].filter((r) => r.cancelAt !== undefined).length,
+        requested: [...runs.values()].filter((r) => r.cancelOutcome === "cancelled" || r.cancelOutcome === "cancel_requested").length,
         cancelledRuns,
         resurrected: resurrected.length,
+        inFlightAtCancel,
         examples: resurrected.slice(0, 20),
       },
       approvals: { decided: decided.size, executedTwice: approvalsTwice, alreadyDecidedAnswers: alreadyDecided },
@@ -639,7 +665,10 @@ export function reportTable(r: SoakReport): string {
     ["runs lost", String(r.lost.count)],
     ["committed steps run again", String(r.committedStepsAgain.count)],
     ["blind duplicate effects", `${r.blindDuplicateEffects.count} (reconciliation items ${r.blindDuplicateEffects.reconciliationItems})`],
-    ["cancels resurrected", `${r.cancels.resurrected} of ${r.cancels.cancelledRuns} cancelled runs (${r.cancels.requested} trees cancelled)`],
+    [
+      "cancels resurrected",
+      `${r.cancels.resurrected} of ${r.cancels.cancelledRuns} cancelled runs (${r.cancels.requested} trees cancelled; ${r.cancels.inFlightAtCancel} attempts in flight at a cancel)`,
+    ],
     ["approvals executed twice", `${r.approvals.executedTwice} of ${r.approvals.decided} decided`],
   ];
   for (const m of ["start", "step"] as const)

@@ -12,7 +12,7 @@ export const WEIGHTS: Record<Kind, number> = { seq: 4, wide: 2, parent: 2, sleep
 
 export const definitions: Record<string, unknown>[] = [
   { name: "soak-child", nodes: [work("c1"), work("c2", ["c1"])] },
-  { name: "soak-slow-child", nodes: [work("s1", [], 400), work("s2", ["s1"], 400), work("s3", ["s2"], 400), work("s4", ["s3"], 400)] },
+  { name: "soak-slow-child", nodes: [work("s1", [], 800), work("s2", ["s1"], 800), work("s3", ["s2"], 800), work("s4", ["s3"], 800)] },
   // sequential: five steps one after the other
   { name: "soak-seq", nodes: [work("a"), work("b", ["a"]), work("c", ["b"]), work("d", ["c"]), work("e", ["d"])] },
   // wide: a map of twelve items, four at a time
@@ -62,7 +62,7 @@ export const definitions: Record<string, unknown>[] = [
         branches: [
           [{ id: "kid", kind: "subworkflow", workflow: "soak-slow-child" }],
           [{ id: "kid_b", kind: "subworkflow", workflow: "soak-slow-child" }],
-          [{ id: "slow_map", kind: "map", items: "${input.items}", handler: "soak_work", input: { ms: 500 }, max_fanout: 10, concurrency: 2 }],
+          [{ id: "slow_map", kind: "map", items: "${input.items}", handler: "soak_work", input: { ms: 800 }, max_fanout: 10, concurrency: 2 }],
         ],
       },
       work("never", ["both"]),
