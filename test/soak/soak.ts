@@ -13,16 +13,27 @@ function positive(name: string, raw: string | undefined, fallback: number, integ
   return n;
 }
 
-const { values } = parseArgs({
-  options: {
-    minutes: { type: "string" },
-    nodes: { type: "string" },
-    servers: { type: "string" },
-    seed: { type: "string" },
-    out: { type: "string" },
-    "grace-ms": { type: "string" },
-  },
-});
+function flags(): Record<string, string | undefined> {
+  try {
+    return parseArgs({
+      options: {
+        minutes: { type: "string" },
+        nodes: { type: "string" },
+        servers: { type: "string" },
+        seed: { type: "string" },
+        out: { type: "string" },
+        "grace-ms": { type: "string" },
+      },
+    }).values;
+  } catch (err) {
+    process.stderr.write(
+      `soak: ${err instanceof Error ? err.message : String(err)}\nusage: npm run soak -- [--minutes N] [--nodes N] [--servers N] [--seed S] [--grace-ms MS] [--out FILE]\n`,
+    );
+    process.exit(2);
+  }
+}
+
+const values = flags();
 const servers = positive("servers", values.servers, 3);
 if (servers < 3) {
   process.stderr.write("soak: --servers must be at least 3 (R3 streams, and a server kill must leave a quorum)\n");
