@@ -21,6 +21,8 @@ export interface SoakOptions {
   seed: number;
   /** After the workload: how long runs get to end before those still open count as lost. */
   graceMs?: number;
+  /** Cycles of faults (one of each kind per cycle); default: one per 45 s of the fault window, at least one. */
+  cycles?: number;
   /** Lease TTL of the nodes (a killed node's partitions are taken over after it). */
   leaseTtlMs?: number;
   /** Where the JSON report goes (default: soak-report.json in the soak's temp dir). */
@@ -66,7 +68,7 @@ interface RunInfo {
 }
 
 export interface SoakReport {
-  options: { minutes: number; nodes: number; servers: number; seed: number; graceMs: number; leaseTtlMs: number };
+  options: { minutes: number; nodes: number; servers: number; seed: number; cycles: number; graceMs: number; leaseTtlMs: number };
   durationMs: number;
   runs: { started: number; byKind: Record<string, number>; ended: Record<string, number>; startRefused: Record<string, number> };
   lost: { count: number; runs: { id: string; kind: string; status: string }[] };
@@ -120,12 +122,12 @@ const handlersPath = fileURLToPath(new URL("./handlers.ts", import.meta.url));
  * The fault schedule: one kill of each kind for a short soak, more cycles for a longer one, all
  * inside [20 %, 75 %] of the workload, one fault at a time, victims and gaps drawn from the seed.
  */
-export function faultSchedule(seed: number, workloadMs: number, nodes: number, servers: number): Fault[] {
+export function faultSchedule(seed: number, workloadMs: number, nodes: number, servers: number, cycleCount?: number): Fault[] {
   const rnd = prng(seed ^ 0x5eed);
   const from = workloadMs * 0.2;
   const to = workloadMs * 0.75;
   const cycleMs = 45_000;
-  const cycles = Math.max(1, Math.floor((to - from) / cycleMs));
+  const cycles = cycleCount ?? Math.max(1, Math.floor((to - from) / cycleMs));
   const kinds: FaultKind[] = [];
   for (let c = 0; c < cycles; c++) {
     const order: FaultKind[] = ["node_kill", "node_stop", "server_kill"];
@@ -230,7 +232,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const wStart = Date.now();
     const wEnd = wStart + workloadMs;
     let stopHelpers = false;
-    const faultsPlanned = faultSchedule(options.seed, workloadMs, options.nodes, options.servers);
+    const faultsPlanned = faultSchedule(options.seed, workloadMs, options.nodes, options.servers, options.cycles);
     const faults: FaultDone[] = [];
     const weightTotal = KINDS.reduce((s, k) => s + WEIGHTS[k], 0);
     const pick = (): Kind => {
@@ -596,7 +598,15 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const lost = open().map((r) => ({ id: r.id, kind: r.kind, status: r.status }));
 
     const report: SoakReport = {
-      options: { minutes: options.minutes, nodes: options.nodes, servers: options.servers, seed: options.seed, graceMs, leaseTtlMs },
+      options: {
+        minutes: options.minutes,
+        nodes: options.nodes,
+        servers: options.servers,
+        seed: options.seed,
+        cycles: faultsPlanned.length / 3,
+        graceMs,
+        leaseTtlMs,
+      },
       durationMs: Date.now() - t0,
       runs: { started: runs.size, byKind, ended, startRefused },
       lost: { count: lost.length, runs: lost.slice(0, 20) },

@@ -1,4 +1,4 @@
-// `npm run soak -- [--minutes N] [--nodes 5] [--servers 3] [--seed S] [--out report.json]`: the
+// `npm run soak -- [--minutes N] [--nodes 5] [--servers 3] [--seed S] [--cycles N] [--out report.json]`: the
 // soak of issue 41 §1 (docs/soak.md). Prints the report's table; exits 1 when a target is missed.
 import { parseArgs } from "node:util";
 import { reportTable, runSoak } from "./run-soak.js";
@@ -21,13 +21,14 @@ function flags(): Record<string, string | undefined> {
         nodes: { type: "string" },
         servers: { type: "string" },
         seed: { type: "string" },
+        cycles: { type: "string" },
         out: { type: "string" },
         "grace-ms": { type: "string" },
       },
     }).values;
   } catch (err) {
     process.stderr.write(
-      `soak: ${err instanceof Error ? err.message : String(err)}\nusage: npm run soak -- [--minutes N] [--nodes N] [--servers N] [--seed S] [--grace-ms MS] [--out FILE]\n`,
+      `soak: ${err instanceof Error ? err.message : String(err)}\nusage: npm run soak -- [--minutes N] [--nodes N] [--servers N] [--seed S] [--cycles N] [--grace-ms MS] [--out FILE]\n`,
     );
     process.exit(2);
   }
@@ -44,6 +45,7 @@ const report = await runSoak({
   nodes: positive("nodes", values.nodes, 5),
   servers,
   seed: positive("seed", values.seed, 1),
+  ...(values.cycles !== undefined ? { cycles: positive("cycles", values.cycles, 1) } : {}),
   graceMs: positive("grace-ms", values["grace-ms"], 90_000),
   ...(values.out ? { out: values.out } : {}),
 });
