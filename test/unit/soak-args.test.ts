@@ -10,7 +10,7 @@ it.each([
   [["--nodes", "0"], /--nodes must be a positive integer/],
   [["--servers", "2"], /--servers must be at least 3/],
   [["--seed", "1.5"], /--seed must be a positive integer/],
-  [["--cycles", "-1"], /--cycles must be a positive integer/],
+  [["--cycles", "two"], /--cycles must be a positive integer/],
   [["--partitions", "4"], /Unknown option '--partitions'[\s\S]*usage: npm run soak/],
 ])("npm run soak refuses bad flags %j with exit 2 and a sentence, before starting anything", (args, message) => {
   const r = soak(...args);
