@@ -165,6 +165,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   let nc: NatsConnection | undefined;
   let tools: EffectsServerHandle | undefined;
   const nodes = new Map<string, ChildHandle>();
+  /** Every node process started, restarts included: their output goes to nodes.log. */
+  const incarnations: ChildHandle[] = [];
   try {
     cluster = await startCluster(options.servers);
     const urls = cluster.urls.join(",");
@@ -192,6 +194,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         { name, env: { RUNWAY_LOG: "warn", SOAK_LEDGER: ledger, SOAK_NODE: name } },
       );
       nodes.set(name, child);
+      incarnations.push(child);
       return child;
     };
     const nodeNames = Array.from({ length: options.nodes }, (_, i) => `soak-node-${i + 1}`);
@@ -637,6 +640,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   } finally {
     await nc?.close().catch(() => undefined);
     for (const n of nodes.values()) await n.kill("SIGKILL").catch(() => undefined);
+    writeFileSync(join(dir, "nodes.log"), incarnations.map((n) => `--- ${n.name} (pid ${n.pid})\n${n.lines.join("\n")}\n`).join(""));
     await tools?.stop().catch(() => undefined);
     await cluster?.dispose().catch(() => undefined);
     await killAll();
