@@ -45,6 +45,10 @@ interface Fault {
 interface FaultDone extends Fault {
   firedAt: number;
   restoredAt?: number;
+  /** The victim did not come back (a server not healthy again, a node not serving), and why. */
+  restoreError?: string;
+  /** Not fired, and why (a server is killed only while every other member is healthy). */
+  skipped?: string;
   /** ms from the fault until the last run it held up (over 1 s without progress) moved again; 0: none was held up. */
   movingAgainMs?: number;
   /** runs held up over 1 s by the fault */
@@ -70,7 +74,7 @@ interface RunInfo {
 export interface SoakReport {
   options: { minutes: number; nodes: number; servers: number; seed: number; cycles: number; graceMs: number; leaseTtlMs: number };
   durationMs: number;
-  runs: { started: number; byKind: Record<string, number>; ended: Record<string, number>; startRefused: Record<string, number> };
+  runs: { started: number; byKind: Record<string, number>; ended: Record<string, number>; startRefused: Record<string, number>; startErrors: number };
   lost: { count: number; runs: { id: string; kind: string; status: string }[] };
   committedStepsAgain: { count: number; examples: string[] };
   blindDuplicateEffects: { count: number; keys: string[]; duplicatesWithItem: number; reconciliationItems: number };
@@ -228,6 +232,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const runs = new Map<string, RunInfo>();
     const startSamples: { at: number; ms: number }[] = [];
     const startRefused: Record<string, number> = {};
+    let startErrors = 0;
     const decided = new Map<string, number>();
     let alreadyDecided = 0;
     const reconKeys = new Set<string>();
@@ -271,17 +276,29 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
                 ? { items: [1, 2, 3, 4, 5, 6] }
                 : {};
         const at = Date.now();
-        await guard(`start ${kind}`, async () => {
-          const answer = await clientOf(tenant).startRun({ definition: definitionOf[kind], input });
+        // A start that got no answer is sent again under its start key until one comes: a
+        // duplicate answers the run the first one made, so no accepted run goes unseen.
+        const startKey = { source: "soak", delivery_id: `seed-${options.seed}-${n}` };
+        for (let tries = 0; tries < 8; tries++) {
+          let answer: Awaited<ReturnType<RunwayClient["startRun"]>>;
+          try {
+            answer = await clientOf(tenant).startRun({ definition: definitionOf[kind], input, start_key: startKey });
+          } catch (err) {
+            startErrors++;
+            log(`soak: start ${kind} (try ${tries + 1}): ${err instanceof Error ? err.message : String(err)}`);
+            await sleep(500);
+            continue;
+          }
           const ms = Date.now() - at;
-          if (answer.outcome !== "started") {
+          if (answer.outcome !== "started" && answer.outcome !== "duplicate") {
             startRefused[answer.outcome] = (startRefused[answer.outcome] ?? 0) + 1;
-            return;
+            break;
           }
           startSamples.push({ at, ms });
           const run = answer.run as { id: string; status: string };
           runs.set(run.id, { id: run.id, tenant, kind, startedAt: at, startMs: ms, status: run.status });
-        });
+          break;
+        }
         await sleep(250 + rnd() * 250);
       }
     };
@@ -371,30 +388,48 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       }
     };
 
+    // A member that did not rejoin healthy: no further server is killed (a second one down could
+    // take a quorum), and the report says so.
+    let unhealthyServer: string | undefined;
     const injector = async () => {
       for (const f of faultsPlanned) {
         const wait = wStart + f.at - Date.now();
         if (wait > 0) await sleep(wait);
+        if (f.kind === "server_kill" && unhealthyServer) {
+          faults.push({ ...f, firedAt: Date.now(), skipped: `${unhealthyServer} has not rejoined healthy` });
+          log(`soak: fault ${f.kind} ${f.victim} skipped: ${unhealthyServer} has not rejoined healthy`);
+          continue;
+        }
         const done: FaultDone = { ...f, firedAt: Date.now() };
         faults.push(done);
         log(`soak: fault ${f.kind} ${f.victim} at +${Math.round((done.firedAt - wStart) / 1000)} s for ${f.downMs} ms`);
-        if (f.kind === "server_kill") {
-          const server = cluster!.serverByName(f.victim);
-          await server.kill();
-          await sleep(f.downMs);
-          await server.restart();
-          await cluster!.waitHealthy(60_000).catch((err: unknown) => log(`soak: cluster not healthy after restart: ${String(err)}`));
-        } else if (f.kind === "node_kill") {
-          await nodes.get(f.victim)!.kill("SIGKILL");
-          await sleep(f.downMs);
-          await spawnNode(f.victim).waitForLine(/^READY /, { timeoutMs: 60_000 });
-        } else {
-          const node = nodes.get(f.victim)!;
-          await node.pause();
-          await sleep(f.downMs);
-          node.resume();
+        try {
+          if (f.kind === "server_kill") {
+            const server = cluster!.serverByName(f.victim);
+            await server.kill();
+            await sleep(f.downMs);
+            try {
+              await server.restart();
+              await cluster!.waitHealthy(60_000);
+            } catch (err) {
+              unhealthyServer = f.victim;
+              throw err;
+            }
+          } else if (f.kind === "node_kill") {
+            await nodes.get(f.victim)!.kill("SIGKILL");
+            await sleep(f.downMs);
+            await spawnNode(f.victim).waitForLine(/^READY /, { timeoutMs: 60_000 });
+          } else {
+            const node = nodes.get(f.victim)!;
+            await node.pause();
+            await sleep(f.downMs);
+            node.resume();
+          }
+          done.restoredAt = Date.now();
+        } catch (err) {
+          done.restoreError = (err instanceof Error ? err.message : String(err)).split("\n")[0]!.slice(0, 400);
+          log(`soak: ${f.kind} ${f.victim}: not restored: ${done.restoreError}`);
         }
-        done.restoredAt = Date.now();
       }
     };
 
@@ -561,6 +596,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     }
     const measured = new Set<Kind>(["seq", "wide", "parent", "tools"]);
     faults.forEach((f, i) => {
+      if (f.skipped) return;
       const F = f.firedAt;
       const windowEnd = Math.min(F + f.downMs + 15_000, faults[i + 1]?.firedAt ?? Infinity);
       let held = 0;
@@ -611,7 +647,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         leaseTtlMs,
       },
       durationMs: Date.now() - t0,
-      runs: { started: runs.size, byKind, ended, startRefused },
+      runs: { started: runs.size, byKind, ended, startRefused, startErrors },
       lost: { count: lost.length, runs: lost.slice(0, 20) },
       committedStepsAgain: { count: again.length, examples: again.slice(0, 20) },
       blindDuplicateEffects: {
@@ -657,7 +693,8 @@ export function missedTargets(r: SoakReport): string[] {
   if (r.cancels.resurrected > 0) missed.push(`${r.cancels.resurrected} cancelled run(s) resurrected`);
   if (r.approvals.executedTwice > 0) missed.push(`${r.approvals.executedTwice} approval(s) executed twice`);
   for (const f of r.faults) {
-    if (f.targetMs === undefined) continue;
+    if (f.restoreError) missed.push(`${f.kind} ${f.victim}: not restored: ${f.restoreError}`);
+    if (f.targetMs === undefined || f.skipped) continue;
     if ((f.stuck ?? 0) > 0) missed.push(`${f.kind} ${f.victim}: ${f.stuck} active run(s) never moved again`);
     if (f.movingAgainMs !== undefined && f.movingAgainMs > f.targetMs)
       missed.push(`${f.kind} ${f.victim}: runs moved again after ${f.movingAgainMs} ms (target ${f.targetMs} ms)`);
@@ -691,10 +728,12 @@ export function reportTable(r: SoakReport): string {
       rows.push([`${m} latency ${p} (p50/p99 ms, n)`, `${fmt(s.p50)} / ${fmt(s.p99)}, ${s.n}`]);
     }
   for (const f of r.faults)
-    rows.push([
-      `${f.kind} ${f.victim} (down ${f.downMs} ms)`,
-      `moving again after ${fmt(f.movingAgainMs)} ms, ${f.activeRuns ?? 0} runs held up, ${f.stuck ?? 0} stuck${f.targetMs ? ` (target ${f.targetMs})` : ""}`,
-    ]);
+    if (f.skipped) rows.push([`${f.kind} ${f.victim}`, `skipped: ${f.skipped}`]);
+    else
+      rows.push([
+        `${f.kind} ${f.victim} (down ${f.downMs} ms)`,
+        `moving again after ${fmt(f.movingAgainMs)} ms, ${f.activeRuns ?? 0} runs held up, ${f.stuck ?? 0} stuck${f.targetMs ? ` (target ${f.targetMs})` : ""}${f.restoreError ? "; NOT RESTORED" : ""}`,
+      ]);
   rows.push(["targets", r.missed.length === 0 ? "all met" : `MISSED: ${r.missed.join("; ")}`]);
   const w = Math.max(...rows.map(([k]) => k.length));
   return rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join("\n");
