@@ -73,6 +73,21 @@ module.exports = {
       to: { path: "node_modules/(openai|@anthropic-ai/sdk)/", dependencyTypesNot: ["type-only"] },
     },
     {
+      name: "otel-sdk-on-first-use",
+      comment:
+        "The OpenTelemetry SDK is loaded only by a node with tracing on: only gateways/telemetry/sdk.ts imports it, when the exporter starts (type imports are free, and only in gateways/telemetry/).",
+      severity: "error",
+      from: { pathNot: "^gateways/telemetry/sdk\\.ts$" },
+      to: { path: "node_modules/@opentelemetry/", dependencyTypesNot: ["type-only"] },
+    },
+    {
+      name: "otel-sdk-types-in-telemetry",
+      comment: "OpenTelemetry's types stay in gateways/telemetry/: the rest speaks SpanRecord (actors/run/spans.ts).",
+      severity: "error",
+      from: { path: "^(machines|runtime|actors|cluster)/" },
+      to: { path: "node_modules/@opentelemetry/" },
+    },
+    {
       name: "model-sdk-types-in-the-gateway",
       comment: "Provider wire types stay in gateways/models/: everything else speaks its normalized shapes.",
       severity: "error",

@@ -15,8 +15,10 @@ export {
   listReconciliations,
   LIVE_BUCKET,
   LiveRunIndex,
+  parseTraceparent,
   partsHolding,
   readParent,
+  readTenantGate,
   readRunEvents,
   readTrajectory,
   ReplayTools,
@@ -32,6 +34,8 @@ export {
   type RunEvent,
   type RunSummary,
   type RunView,
+  type SpanRecord,
+  type SpanSink,
   type TaskPollOutcome,
   type ToolCallOutcome,
   type ToolCallRequest,
@@ -52,4 +56,4 @@ export {
   type HeartbeatOutcome,
   type StepReport,
 } from "./engine/index.js";
-export { type ModelPort, type TurnOutcome } from "./agent/index.js";
+export { type ModelPort, type TurnOutcome, type TurnPrice } from "./agent/index.js";

@@ -26,12 +26,12 @@ export const COMMANDS: readonly CommandHelp[] = [
   {
     name: "dev",
     summary: "Runs NATS (an embedded nats-server, credentials on), one node and a tenant on this machine: a place to try Runway.",
-    forms: [["dev [--handlers a.ts,b.ts] [--tenant demo] [--store DIR] [--http-port 8080]", "embedded nats-server + one node"]],
+    forms: [["dev [--handlers a.ts,b.ts] [--tenant demo] [--store DIR] [--http-port 8080] [--otlp-endpoint URL]", "embedded nats-server + one node"]],
     options: [
       ["--handlers FILES", "comma-separated modules of code handlers (default: the demo handlers)"],
       ["--tenant ID", "the tenant it creates (default demo)"],
       ["--store DIR", "where NATS keeps its data and the credentials (default: a new temporary directory)"],
-      ["--http-port P", "the A2A agents' HTTP port on 127.0.0.1 (default 8080; 0: any free port)"],
+      ["--http-port P", "the HTTP port on 127.0.0.1 of the A2A agents and the web console (default 8080; 0: any free port)"],
     ],
     example: ["runway dev", "export RUNWAY_SERVERS=nats://127.0.0.1:4222 NATS_URL=… NATS_NKEY=… RUNWAY_NKEY=…   # as it prints, in another shell"],
     connects: "none",
@@ -41,7 +41,7 @@ export const COMMANDS: readonly CommandHelp[] = [
     summary: "Runs one node of a cluster against a NATS server; it drains and exits 0 on SIGTERM or SIGINT.",
     forms: [
       [
-        "node --name N [--servers URL,…] [--handlers a.ts,…] [--threads 2] [--replicas 1] [--lease-ttl-ms 10000] [--metrics-port P] [--http-port P] [--http-host H] [--ended-run-retention-ms 604800000] [--a2a-credentials FILE] [--credentials-dir DIR]",
+        "node --name N [--servers URL,…] [--handlers a.ts,…] [--threads 2] [--replicas 1] [--lease-ttl-ms 10000] [--metrics-port P] [--http-port P] [--http-host H] [--ended-run-retention-ms 604800000] [--a2a-credentials FILE] [--credentials-dir DIR] [--otlp-endpoint URL]",
       ],
     ],
     options: [
@@ -51,10 +51,14 @@ export const COMMANDS: readonly CommandHelp[] = [
       ["--replicas N", "JetStream replicas of the streams and buckets it creates (default 1)"],
       ["--lease-ttl-ms MS", "how long a partition's lease lives without renewal (default 10000)"],
       ["--metrics-port P", "serve Prometheus metrics on this port"],
-      ["--http-port P / --http-host H", "serve the A2A agents over HTTP on this port (host default 127.0.0.1)"],
+      ["--http-port P / --http-host H", "serve the A2A agents and the web console over HTTP on this port (host default 127.0.0.1)"],
       ["--ended-run-retention-ms MS", "how long an ended run's record is kept whole (at least 1000; default 604800000)"],
       ["--a2a-credentials FILE", 'bearer tokens of the remote A2A agents `a2a` nodes call: {"<tenant>/<auth>": "<token>"} (env RUNWAY_A2A_CREDENTIALS)'],
       ["--credentials-dir DIR", "the `runway creds` directory: requests are answered as the tenant key that sent them (env RUNWAY_CREDENTIALS_DIR)"],
+      [
+        "--otlp-endpoint URL",
+        "export trace spans over OTLP/HTTP to URL/v1/traces (env OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; off by default; docs/traces.md)",
+      ],
     ],
     example: ["runway node --name n1 --servers nats://10.0.0.5:4222 --handlers ./handlers.ts"],
     connects: "nats",

@@ -182,6 +182,8 @@ async function watch(client: RunwayClient, nc: NatsConnection, tenant: string, r
       e.item !== undefined ? `[${String(e.item)}]` : "",
       e.attempt ? ` attempt ${String(e.attempt)}` : "",
       e.error ? ` ${(e.error as { code: string }).code}: ${(e.error as { message: string }).message}` : "",
+      // A live token: its text, quoted so that one delta stays one line.
+      e.type === "text_delta" ? ` turn ${String(e.turn)} ${JSON.stringify(e.text)}` : "",
     ].join("");
     process.stdout.write(`${new Date(e.at).toISOString()}  ${(e.id ?? "live").padEnd(10)}  ${e.type.padEnd(15)} ${what}\n`);
   }

@@ -23,6 +23,7 @@ import { agentsCommand, AGENTS_OPTIONS } from "./cli-agents.js";
 import { keysCommand, KEYS_OPTIONS } from "./cli-keys.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { startRunwayNode } from "./runway-node.js";
+import { isHttpUrl, tracesFromEnv, tracesUrlOf, type TracesConfig } from "../gateways/index.js";
 import { devCredentials, runCredsCommand } from "./creds/index.js";
 import type { EnvSetting } from "./env-setting.js";
 import { applyHelperThreads, describeHelpers, HELPER_THREADS } from "./helper-threads.js";
@@ -93,8 +94,15 @@ function settingOf<T extends string>(setting: EnvSetting<T>): T {
 async function dev(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
-    options: { handlers: { type: "string" }, tenant: common.tenant, store: { type: "string" }, "http-port": { type: "string", default: "8080" } },
+    options: {
+      handlers: { type: "string" },
+      tenant: common.tenant,
+      store: { type: "string" },
+      "http-port": { type: "string", default: "8080" },
+      "otlp-endpoint": { type: "string" },
+    },
   });
+  const traces = tracesOf("dev", values["otlp-endpoint"]);
   const tenant = tenantId(values.tenant!, "--tenant", "dev");
   const httpPort = port("dev", "--http-port", values["http-port"]!);
   const store = values.store ?? mkdtempSync(join(tmpdir(), "runway-dev-"));
@@ -113,6 +121,7 @@ async function dev(argv: string[]): Promise<void> {
     name: "dev",
     handlers: values.handlers ? values.handlers.split(",") : defaultHandlers(),
     http: { port: httpPort },
+    ...(traces ? { traces } : {}),
     credentialsDir: creds.dir,
     logger,
   });
@@ -123,6 +132,7 @@ async function dev(argv: string[]): Promise<void> {
     [
       `runway dev: NATS ${nats.url} (store ${store}, credentials on); node "dev" serving; tenant "${tenant}"`,
       `  A2A agents at ${node.httpUrl}/a2a/${tenant}/<agent>`,
+      `  console at ${node.httpUrl}/console/ (this machine: every tenant; a tenant's API key: that tenant)`,
       `  operator key (nats micro, nats kv, ops commands): ${creds.operatorKey}`,
       `  in another shell, to speak as tenant "${tenant}" (runway and nats CLIs):`,
       `  export ${Object.entries(exports)
@@ -138,6 +148,21 @@ async function dev(argv: string[]): Promise<void> {
       await nats.stop();
     }
   });
+}
+
+/**
+ * Tracing (docs/traces.md): `--otlp-endpoint URL` (an OTLP/HTTP base URL: spans go to
+ * `URL/v1/traces`), else the OpenTelemetry variables; off when neither is set.
+ */
+function tracesOf(command: string, flag: string | undefined): TracesConfig | undefined {
+  if (flag !== undefined) {
+    if (!isHttpUrl(flag)) throw new UsageError(`--otlp-endpoint: an http(s) URL, not ${JSON.stringify(flag)}`, command);
+    const env = tracesFromEnv(process.env).config;
+    return { ...(env ?? {}), url: tracesUrlOf(flag, true) };
+  }
+  const read = tracesFromEnv(process.env);
+  if (read.refusal) throw new UsageError(read.refusal, command);
+  return read.config;
 }
 
 /** `--a2a-credentials FILE`: a JSON object of bearer tokens by `<tenant>/<auth name>` (docs/a2a.md#calling-remote-agents). */
@@ -168,9 +193,11 @@ async function node(argv: string[]): Promise<void> {
       "http-host": { type: "string" },
       "ended-run-retention-ms": { type: "string" },
       "a2a-credentials": { type: "string", default: process.env.RUNWAY_A2A_CREDENTIALS },
+      "otlp-endpoint": { type: "string" },
       "credentials-dir": { type: "string", default: process.env.RUNWAY_CREDENTIALS_DIR },
     },
   });
+  const traces = tracesOf("node", values["otlp-endpoint"]);
   const httpPort = values["http-port"] === undefined ? undefined : port("node", "--http-port", values["http-port"]);
   const a2aCredentials = values["a2a-credentials"] ? credentialsFile(values["a2a-credentials"]) : undefined;
   if (!values.name) throw new UsageError("node needs --name", "node");
@@ -196,6 +223,7 @@ async function node(argv: string[]): Promise<void> {
     ...(httpPort !== undefined ? { http: { port: httpPort, ...(values["http-host"] ? { host: values["http-host"] } : {}) } } : {}),
     ...(retention !== undefined ? { endedRunRetentionMs: retention } : {}),
     ...(a2aCredentials ? { a2a: { credentials: a2aCredentials } } : {}),
+    ...(traces ? { traces } : {}),
     ...(values["credentials-dir"] ? { credentialsDir: values["credentials-dir"] } : {}),
     logger,
   });
@@ -209,9 +237,10 @@ async function node(argv: string[]): Promise<void> {
     v8_inlining: inlining,
     helper_threads: describeHelpers(helpers),
     event_loop_spin: spin,
+    traces: traces?.url ?? "off",
   });
   process.stdout.write(`READY ${values.name}\n`);
-  if (started.httpUrl) process.stdout.write(`A2A agents at ${started.httpUrl}/a2a/<tenant>/<agent>\n`);
+  if (started.httpUrl) process.stdout.write(`A2A agents at ${started.httpUrl}/a2a/<tenant>/<agent>\nconsole at ${started.httpUrl}/console/\n`);
   stopper.serve(() => started.stop());
 }
 

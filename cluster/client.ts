@@ -39,8 +39,13 @@ export class RunwayClient {
    * per call as the client's own `request()` does); a request that gets no answer throws:
    * `timeout`, `no responders` (no node serves the API), or the connection `closed`.
    */
-  async call(subject: string, body: unknown): Promise<ApiAnswer> {
-    const answer = await rawRequest(this.nc, subject, JSON.stringify(body ?? {}), { timeoutMs: this.timeoutMs });
+  call(subject: string, body: unknown): Promise<ApiAnswer> {
+    return this.callText(subject, JSON.stringify(body ?? {}));
+  }
+
+  /** {@link call} with the body as sent (the console passes a page's body on unparsed: the API judges it). */
+  async callText(subject: string, body: string): Promise<ApiAnswer> {
+    const answer = await rawRequest(this.nc, subject, body, { timeoutMs: this.timeoutMs });
     if (!answer.ok) throw new ApiNoAnswer(subject, answer.reason, this.timeoutMs);
     const reply = answer.msg;
     const error = reply.headers?.get(SERVICE_ERROR_HEADER);

@@ -1,5 +1,5 @@
 import type { DefinitionStore, Dispatcher, HeartbeatOutcome, NodeMetrics, StepExecutor, StepReport, Sweeper } from "../actors/index.js";
-import type { ModelStore, RunService, TenantService } from "../gateways/index.js";
+import type { ModelStore, RunService, TenantService, TracesConfig } from "../gateways/index.js";
 import type { SchedulerConfig, SweepSettings } from "../machines/index.js";
 import type { Clock, LocalReceiver, ConnectionConfig, HostDecorators, Logger, RunwayNode, StepPool } from "../runtime/index.js";
 
@@ -22,9 +22,15 @@ export interface RunwayNodeConfig {
   /**
    * Serve HTTP: the tenants' exposed A2A agents at `/a2a/<tenant>/<agent>` (docs/a2a.md). `port`
    * 0 takes a free one; `host` defaults to 127.0.0.1; `publicUrl` is the base the agents' cards
-   * name (default `http://<host>:<port>`).
+   * name (default `http://<host>:<port>`). `push`: the timings of push-notification delivery
+   * (gateways/a2a/push.ts; defaults: 15 s lease, 1 s journal poll, 5 s scan, retries from 250 ms to 30 s, 20 tries).
    */
-  http?: { port: number; host?: string; publicUrl?: string };
+  http?: {
+    port: number;
+    host?: string;
+    publicUrl?: string;
+    push?: { leaseMs?: number; pollMs?: number; scanMs?: number; retryBaseMs?: number; retryMaxMs?: number; maxAttempts?: number; timeoutMs?: number };
+  };
   /**
    * A `runway creds` directory, when the deployment runs with credentials on: a request a tenant's
    * key sends is answered as that key (initiator, decider, lane; docs/security.md).
@@ -37,6 +43,11 @@ export interface RunwayNodeConfig {
   a2a?: { credentials?: Readonly<Record<string, string>> };
   /** Serve Prometheus text metrics on http://127.0.0.1:<port>/metrics. */
   metricsPort?: number;
+  /**
+   * Export OpenTelemetry trace spans over OTLP/HTTP (docs/traces.md). Absent (the default):
+   * tracing is off, the SDK is never loaded and a step does no tracing work.
+   */
+  traces?: TracesConfig;
   /** Fair scheduler settings (worker slots, interactive reserve, migration cap, aging); `false` leases at once. */
   scheduler?: Partial<SchedulerConfig> | false;
   /** Window of provider quotas (default one minute: `requests_per_minute` per window). */

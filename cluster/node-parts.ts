@@ -10,6 +10,7 @@ import {
   EndedRunCompaction,
   NodeMetrics,
   readParent,
+  readTenantGate,
   RunMemories,
   RUN_KIND,
   recoverPartitionPatiently,
@@ -34,6 +35,7 @@ import {
   type ToolConnections,
   type ToolGateway,
   type ToolRegistry,
+  type TraceExporter,
 } from "../gateways/index.js";
 import { METRICS_CHANNEL, STEP_ABORT, TASK_POLL, STEP_LAPSED, STEP_READY, type MachineCounter, type RunLocalChannels } from "../machines/index.js";
 import {
@@ -77,6 +79,8 @@ export interface Parts {
   /** The A2A HTTP server (`http` set). */
   http?: A2aServer;
   schedules?: SchedulesPart;
+  /** The span exporter (tracing on), made before the actors. */
+  traces?: TraceExporter;
 }
 
 export interface SchedulesPart {
@@ -174,6 +178,7 @@ export function domainActors(config: RunwayNodeConfig, parts: Parts, stores: Sto
       {
         planOf: (digest) => stores.definitions().planOf(digest),
         parentOf: (parent, child) => readParent(node().nc, node().topology.partitions, parent, child),
+        tenantGate: (tenant) => readTenantGate(node().nc, node().topology.partitions, tenant),
         memories: {
           of: (run, pending) => stores.memories().of(run, pending),
           stored: (id, facts) => stores.memories().stored(id, facts),
@@ -187,6 +192,7 @@ export function domainActors(config: RunwayNodeConfig, parts: Parts, stores: Sto
         ...(config.sweep ? { sweep: config.sweep } : {}),
         ...(config.waitGraceMs !== undefined ? { waitGraceMs: config.waitGraceMs } : {}),
         live: stores.live,
+        ...(parts.traces ? { spans: parts.traces } : {}),
       },
     ),
     tenantActor({ nc: () => node().nc, partitions: () => node().topology.partitions, host: () => node().host, ...retention }),
@@ -298,6 +304,7 @@ export function enginePart(config: RunwayNodeConfig, deps: StageDeps, tools: Too
     meter: new UsageMeter(self().nc),
     ...(config.decorate?.report ? { decorateReport: config.decorate.report } : {}),
     ...(config.onHeartbeatSettled ? { onHeartbeatSettled: config.onHeartbeatSettled } : {}),
+    ...(deps.parts.traces ? { spans: deps.parts.traces } : {}),
   });
   if (config.scheduler !== false) {
     const settings = { ...DEFAULT_SCHEDULER, slots: (config.threads ?? 2) * pool.tasksPerThread, ...(config.scheduler ?? {}) };

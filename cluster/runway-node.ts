@@ -12,6 +12,7 @@ import {
   ModelStore,
   startA2a,
   startApi,
+  startTraceExporter,
   ToolConnections,
   ToolGateway,
   ToolRegistry,
@@ -48,6 +49,8 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
   const clock = config.clock ?? systemClock;
   const metrics = new NodeMetrics(config.name);
   const parts: Parts = { toolConnections: new ToolConnections() };
+  // Before the actors are defined: the run actor's span observer and the executor write to it.
+  if (config.traces) parts.traces = await startTraceExporter(config.traces, config.name);
   const pool = stepPoolPart(config, parts);
   const stores = storesPart(() => parts.node!(), pool.pool);
   let started: RunwayNode;
@@ -76,6 +79,7 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
     // A node that failed to start leaves no threads behind: its step-pool stage may not have run.
     await pool.ready;
     await pool.pool.destroy();
+    await parts.traces?.shutdown().catch(() => undefined);
     throw err;
   }
   const services = parts.services!;
@@ -91,7 +95,14 @@ export async function startRunwayNode(config: RunwayNodeConfig): Promise<RunwayW
     dispatcher: services.engine.dispatcher,
     sweeper: services.sweeper,
     models: parts.models!,
-    stop: () => started.stop(),
+    // The spans the node's last transitions ended are sent before it is gone.
+    stop: async () => {
+      try {
+        await started.stop();
+      } finally {
+        await parts.traces?.shutdown().catch((err: unknown) => logger.warn("trace export at stop failed", { error: String(err) }));
+      }
+    },
   };
 }
 
@@ -207,6 +218,7 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
           keys: parts.keys!,
           replays: new RunReplays({ nc: self().nc, partitions: self().topology.partitions, runs }),
           agents: new AgentStore(self().nc),
+          self: { owned: () => self().host.ownedPartitions(), httpUrl: () => parts.http?.url },
           ...(config.credentialsDir ? { callers: callerDirectory(config.credentialsDir, () => clock.now()) } : {}),
           now: () => clock.now(),
         });
@@ -218,6 +230,10 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
       start: async () => {
         if (!config.http) return;
         const { runs } = parts.services!;
+        const host = config.http.host ?? "127.0.0.1";
+        // The web console shares the server (docs/console.md); express is loaded only for a node that serves HTTP.
+        const { consoleRouter } = await import("./console/server.js");
+        const web = consoleRouter({ nc: self().nc, keys: parts.keys!, logger: deps.logger, host });
         http = await startA2a(
           {
             nc: self().nc,
@@ -228,7 +244,7 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
             logger: deps.logger,
             now: () => clock.now(),
           },
-          config.http,
+          { ...config.http, host, push: { ...config.http.push, node: config.name }, mounts: [{ path: "/console", handler: web }] },
         );
         parts.http = http;
       },

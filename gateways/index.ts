@@ -1,5 +1,5 @@
 export { startApi } from "./api/service.js";
-export { type CallerDirectory } from "./api/callers.js";
+export { decisionRefusal, type CallerDirectory } from "./api/callers.js";
 export { requests as apiRequests, type ApiAnswer, type ExposeAgentRequest, type ListApprovalsRequest, type StartRunRequest } from "./api/schemas.js";
 export { RunService } from "./api/run-service.js";
 export { TenantService } from "./api/tenant-service.js";
@@ -9,3 +9,4 @@ export { ensureSchedulesBucket, ScheduleFirer, ScheduleService, ScheduleStore } 
 export { AgentStore, ensureA2aBuckets, startA2a, A2ACaller, withA2A, type A2aServer } from "./a2a/index.js";
 export { ensureModelsBucket, ModelStore, modelPortOf } from "./models/index.js";
 export { ApiKeyStore, ensureKeysBucket } from "./keys/index.js";
+export { startTraceExporter, tracesFromEnv, tracesUrlOf, isHttpUrl, type TraceExporter, type TracesConfig } from "./telemetry/index.js";

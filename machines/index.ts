@@ -11,6 +11,7 @@ export {
   validateAgainstSchema,
   a2aAuthOf,
   PlanSchema,
+  type ChildStartCode,
   type Plan,
   type PlanAgent,
   type CompileError,
@@ -49,6 +50,7 @@ export {
   type NodeRun,
   type ExecutionContext,
   type ExecuteRequest,
+  type TraceContext,
   type Receipt,
   type IntentFact,
   type ItemRun,
@@ -105,7 +107,7 @@ export {
   type Ticket,
   type TokenBucket,
 } from "./scheduler/index.js";
-export { effectiveClass, type ClassSource, type ToolClass } from "./tools/index.js";
+export { effectiveClass, refsIn, type ClassSource, type ResourceRef, type ToolClass } from "./tools/index.js";
 export {
   ScheduleNameSchema,
   ScheduleSpecSchema,

@@ -3,7 +3,7 @@ export { systemClock, type Clock } from "./clock.js";
 export { createLogger, type Logger } from "./log.js";
 export { jsonBytes } from "./json-size.js";
 export { type ConnectionConfig } from "./nats/connection.js";
-export { publish, readLast, isRemoval, isRemovalOperation, incrementCounter, payloadLimit } from "./nats/jetstream.js";
+export { publish, readLast, isRemoval, isRemovalOperation, incrementCounter, incrementCounterOnce, payloadLimit } from "./nats/jetstream.js";
 export { CMD_STREAM, partitionBucket, partitionStream, kvSubject, streamConfigs, ensureBucket, ensureFlags } from "./topology.js";
 export { partitionOf } from "./partitions/hash.js";
 export { PartitionLog } from "./store/partition-log.js";

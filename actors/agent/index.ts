@@ -1,2 +1,3 @@
-export { runAgent } from "./loop.js";
-export { type ModelPort, type TurnOutcome } from "./port.js";
+export { runAgent, type TurnMeter } from "./loop.js";
+export { type ModelPort, type TurnOutcome, type TurnPrice } from "./port.js";
+export { TextDeltaCoalescer } from "./deltas.js";

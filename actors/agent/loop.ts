@@ -11,9 +11,10 @@ import {
   type Receipt,
   type ToolClass,
 } from "../../machines/index.js";
+import { z } from "zod";
 import { sha256Hex } from "../records/index.js";
 import type { ToolAnswer, ToolCall, ToolPort } from "../run/index.js";
-import type { ModelPort } from "./port.js";
+import type { ModelPort, TurnPrice } from "./port.js";
 
 /** Output tokens one turn asks for when the node's token ceiling leaves more (or sets none). */
 export const TURN_MAX_TOKENS = 4_096;
@@ -45,13 +46,72 @@ export interface AgentStepDeps {
   gate(call: { server: string; tool: string; class: ToolClass; arguments: unknown; turn: number }): Promise<GateAnswer>;
   /** One tool call through the journal (intent, call, receipt): the tool step's own path. */
   callTool(call: ToolCall): Promise<{ answer: ToolAnswer; receipt?: Receipt }>;
-  /** Stores a receipt in the run under the attempt's fence: false when the run refused it (the attempt is no longer current). */
-  receipt(receipt: Receipt): Promise<boolean>;
+  /**
+   * Stores a receipt in the run under the attempt's fence: false when the run refused it (the
+   * attempt is no longer current). `cost_cents`: a priced turn's charge, added to the run's
+   * `usage.cost_cents` when the receipt is recorded (once: a receipt is recorded once).
+   */
+  receipt(receipt: Receipt, cost_cents?: number): Promise<boolean>;
+  /**
+   * Money for priced turns, on the run tree's ceiling, keyed by the turn's effect key (absent: a
+   * priced model's turn fails `metering_unavailable`). `reserve` holds a turn's most before it is
+   * asked (or refuses, `budget_exhausted`); `settle` brings it to the turn's cost after.
+   */
+  meter?: TurnMeter;
+  /**
+   * Delegates to a subagent (`effect.child`, keyed like a tool call): `observed` with how its child
+   * run ended (the call's receipt), `awaiting_subagent` (the child runs and the run parked the
+   * step: this attempt ends), or `refused` with a code.
+   */
+  child?(call: { key: string; workflow: string; input: unknown; turn: number; cost_ceiling_cents?: number }): Promise<ChildAnswer>;
   /** Keeps the attempt's lease alive between turns. */
   beat(): void;
   /** Each piece of text the model streams while turn `turn` is asked (live only, never journaled; absent: not sent). */
   delta?(turn: number, text: string): void;
+  /** The model answered turn `turn` (or failed): what it streamed is all sent before its response is stored. */
+  streamed?(turn: number): void;
   now(): number;
+}
+
+/** What the agent loop needs of the usage meter (the executor binds the tenant, the tree and its ceiling). */
+export interface TurnMeter {
+  /** The tree's ceiling and what it spent (undefined: the tree has no ceiling). */
+  spent(): Promise<{ ceiling_cents: number; spent_cents: number } | undefined>;
+  reserve(
+    key: string,
+    cents: number,
+  ): Promise<{ outcome: "charged" } | { outcome: "budget_exhausted"; spent_cents: number; ceiling_cents: number } | { outcome: "unavailable"; detail: string }>;
+  settle(key: string, reserved_cents: number, cents: number): Promise<{ outcome: "settled" } | { outcome: "unavailable"; detail: string }>;
+}
+
+/** The run's answer to a subagent call (`EffectAnswer`), as far as the loop reads it. */
+type ChildAnswer = { outcome: string; value?: unknown; code?: string; message?: string } | undefined;
+
+/** A subagent's exposed tool name prefix: `agent__<definition>`. */
+export const SUBAGENT_PREFIX = "agent__";
+
+/**
+ * The budget slicing policy: a subagent may spend up to half of what its tree has left when it
+ * starts (the cap it carries as its ceiling, `spent + floor(left / 2)`); what it does not spend
+ * was never taken, so it stays its parent's.
+ */
+export function subagentCeiling(tree: { ceiling_cents: number; spent_cents: number }): number {
+  const left = Math.max(0, tree.ceiling_cents - tree.spent_cents);
+  return Math.min(tree.ceiling_cents, tree.spent_cents + Math.floor(left / 2));
+}
+
+/** A turn's cost in whole cents, rounded up (the meter counts whole cents): 0 for no tokens. */
+export function turnCents(price: TurnPrice, usage: { input_tokens: number; output_tokens: number }): number {
+  const cents = (usage.input_tokens * price.input_cents_per_mtok + usage.output_tokens * price.output_cents_per_mtok) / 1_000_000;
+  return cents <= 0 ? 0 : Math.ceil(cents - 1e-9);
+}
+
+/**
+ * The most input tokens a request can be: its messages and tools as UTF-8 JSON, a token being at
+ * least one byte, plus 16 a message for the provider's framing. An upper bound, not an estimate.
+ */
+export function inputTokenBound(request: { messages: readonly unknown[]; tools?: readonly unknown[] }): number {
+  return new TextEncoder().encode(JSON.stringify([request.messages, request.tools ?? []])).length + 16 * request.messages.length;
 }
 
 const fail = (code: string, message: string, retryable = false): AgentResult => ({ outcome: "failed", error: { code, message, retryable } });
@@ -83,6 +143,16 @@ export async function runAgent(deps: AgentStepDeps, request: ExecuteRequest, sig
   };
   const listed = await toolsOf(deps.tools, request.tenant, spec.tools);
   if ("error" in listed) return { outcome: "failed", error: listed.error };
+  const subagents = new Map<string, string>();
+  for (const name of spec.agents ?? []) {
+    const exposed = `${SUBAGENT_PREFIX}${name}`.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 64);
+    subagents.set(exposed, name);
+    listed.tools.push({
+      name: exposed,
+      description: `Delegate a task to the agent '${name}': its arguments are its input; its final answer is the result.`,
+      input_schema: { type: "object" },
+    });
+  }
   const messages: ModelMessage[] = [
     { role: "system", content: spec.instructions },
     { role: "user", content: taskText(request.input) },
@@ -115,9 +185,18 @@ export async function runAgent(deps: AgentStepDeps, request: ExecuteRequest, sig
     // The first gated proposal of the turn asks a person; the turn's later ones are superseded.
     let asked = false;
     for (const proposed of response.tool_calls) {
+      const delegate = subagents.get(proposed.name);
+      if (delegate !== undefined && proposed.invalid_arguments === undefined) {
+        if (calls >= spec.max_tool_calls) return fail("limit_reached", `max_tool_calls (${spec.max_tool_calls}) reached`);
+        calls++;
+        const got = await delegateTo(deps, request, turn, delegate, proposed.arguments);
+        if ("outcome" in got) return got;
+        messages.push({ role: "tool", tool_call_id: proposed.id, content: got.content, ...(got.is_error ? { is_error: true } : {}) });
+        continue;
+      }
       const target = listed.byName.get(proposed.name);
       if (!target || proposed.invalid_arguments !== undefined) {
-        const why = !target ? `no tool named '${proposed.name}' is offered` : "the arguments are not a JSON object";
+        const why = !target && delegate === undefined ? `no tool named '${proposed.name}' is offered` : "the arguments are not a JSON object";
         messages.push({ role: "tool", tool_call_id: proposed.id, content: why, is_error: true });
         continue;
       }
@@ -182,22 +261,116 @@ async function takeTurn(
   }
   if (asked?.outcome !== "recorded" && asked?.outcome !== "reconcile") return { outcome: "stopped", reason: asked?.outcome ?? "not_decided_here" };
   const maxTokens = Math.min(TURN_MAX_TOKENS, left ?? TURN_MAX_TOKENS);
-  const answered = await deps.models.complete(
-    request.tenant,
-    spec.model,
-    { model: spec.model, messages, ...(tools.length ? { tools } : {}), max_tokens: maxTokens },
-    { signal, ...(deps.delta ? { onDelta: (text: string) => deps.delta!(turn, text) } : {}) },
-  );
+  const ask = { model: spec.model, messages, ...(tools.length ? { tools } : {}), max_tokens: maxTokens };
+  // Money: a priced turn holds its most (every input byte a token, max_tokens out) before it is asked.
+  const priced = await priceOf(deps, request.tenant, spec.model);
+  if ("outcome" in priced) return priced;
+  const price = priced.price;
+  const reserved = price ? turnCents(price, { input_tokens: inputTokenBound(ask), output_tokens: maxTokens }) : 0;
+  if (price) {
+    const held = deps.meter
+      ? await deps.meter.reserve(key, reserved).catch(unavailable)
+      : { outcome: "unavailable" as const, detail: "this node has no usage meter" };
+    if (held.outcome === "unavailable") return fail("metering_unavailable", `turn ${turn} of a priced model: ${held.detail}`, true);
+    if (held.outcome === "budget_exhausted") {
+      // The run is told as a priced tool call's refusal is (an intent carrying the meter's verdict):
+      // the step stops, the run drains and ends under the one status rule. The model is not asked.
+      const why = `${held.spent_cents} of ${held.ceiling_cents} cents spent; turn ${turn} may cost up to ${reserved}`;
+      // The turn's intent is closed (a failed receipt: it was never asked), so its trajectory line says why.
+      if (!(await deps.receipt({ key, state: "failed", error: { code: "budget_exhausted", message: why }, at: deps.now() })))
+        return { outcome: "stopped", reason: "receipt_refused" };
+      const told = await deps.intent(
+        {
+          type: "effect.intent",
+          ...fence,
+          key: `${key}:budget`,
+          server: "model",
+          tool: spec.model,
+          class: "idempotent",
+          arguments: { turn },
+          turn: true,
+          budget_exhausted: why,
+        },
+        `intent/${key}:budget/${request.attempt}/${request.lease_epoch}`,
+      );
+      return { outcome: "stopped", reason: told?.outcome ?? "not_decided_here" };
+    }
+  }
+  const answered = await deps.models.complete(request.tenant, spec.model, ask, {
+    signal,
+    ...(deps.delta ? { onDelta: (text: string) => deps.delta!(turn, text) } : {}),
+  });
+  deps.streamed?.(turn);
   if (answered.outcome === "failed") {
     const f = answered.failure;
     if (f.code === "cancelled") return { outcome: "stopped", reason: "cancelled" };
     const retryable = f.code === "rate_limited" || f.code === "transient";
+    // A request the provider refused cost nothing and will not be asked again: its reservation is let go.
+    // A retryable one keeps it for the next attempt of the same turn (the same key holds it once).
+    if (price && !retryable) await deps.meter!.settle(key, reserved, 0).catch(unavailable);
     return fail(f.code === "transient" ? "model_unavailable" : f.code, f.message, retryable);
   }
   const response = answered.response;
   if (JSON.stringify(response).length > MAX_TURN_BYTES) return fail("model_output_too_large", `turn ${turn}'s response is above ${MAX_TURN_BYTES} bytes`);
-  if (!(await deps.receipt({ key, state: "observed", value: response, at: deps.now() }))) return { outcome: "stopped", reason: "receipt_refused" };
+  let cost: number | undefined;
+  if (price) {
+    cost = turnCents(price, response.usage);
+    // Settled before the receipt: a crash between them asks the turn again, whose settlement (same key) counts once.
+    // A meter that does not answer leaves the reservation as the turn's charge (more spent, never less).
+    const settled = await deps.meter!.settle(key, reserved, cost).catch(unavailable);
+    if (settled.outcome === "unavailable") cost = reserved;
+  }
+  if (!(await deps.receipt({ key, state: "observed", value: response, at: deps.now() }, cost))) return { outcome: "stopped", reason: "receipt_refused" };
   return { response };
+}
+
+/**
+ * A subagent call: keyed like a tool call (the turn and the hash of the definition and the
+ * arguments), so the child is started once; its end, stored by the run, is what the model reads.
+ */
+async function delegateTo(
+  deps: AgentStepDeps,
+  request: ExecuteRequest,
+  turn: number,
+  workflow: string,
+  input: unknown,
+): Promise<{ content: string; is_error: boolean } | AgentResult> {
+  if (!deps.child) return fail("subagent_unavailable", "this node cannot start subagents");
+  const key = `${request.run}:${request.node}:turn${turn}:${sha256Hex(canonicalJson({ agent: workflow, arguments: input ?? null }))}`;
+  let tree: { ceiling_cents: number; spent_cents: number } | undefined;
+  try {
+    tree = await deps.meter?.spent();
+  } catch (err) {
+    return fail("metering_unavailable", `the tree's spending could not be read: ${unavailable(err).detail}`, true);
+  }
+  const answered = await deps.child({ key, workflow, input: input ?? null, turn, ...(tree ? { cost_ceiling_cents: subagentCeiling(tree) } : {}) });
+  if (answered?.outcome === "refused") return fail(answered.code ?? "subagent_refused", answered.message ?? `${workflow} was refused`);
+  if (answered?.outcome !== "observed") return { outcome: "stopped", reason: answered?.outcome ?? "not_decided_here" };
+  const ended = SubagentEndSchema.safeParse(answered.value);
+  if (!ended.success) return fail("corrupt_record", `the stored end of subagent ${workflow} is not one`);
+  const v = ended.data;
+  return v.status === "succeeded"
+    ? { content: typeof v.result === "string" ? v.result : JSON.stringify(v.result ?? null), is_error: false }
+    : { content: `${v.error?.code ?? `subagent_${v.status}`}: ${v.error?.message ?? ""}`, is_error: true };
+}
+
+/** A subagent call's receipt value: how its child run ended. */
+const SubagentEndSchema = z.object({
+  status: z.enum(["succeeded", "failed", "cancelled"]),
+  result: z.unknown().optional(),
+  error: z.object({ code: z.string(), message: z.string() }).optional(),
+});
+
+const unavailable = (err: unknown) => ({ outcome: "unavailable" as const, detail: err instanceof Error ? err.message : String(err) });
+
+/** The model's price (undefined: unpriced, its turns cost nothing); a store that cannot tell fails the attempt, retryable. */
+async function priceOf(deps: AgentStepDeps, tenant: string, model: string): Promise<{ price: TurnPrice | undefined } | AgentResult> {
+  if (!deps.models.price) return { price: undefined };
+  try {
+    return { price: await deps.models.price(tenant, model) };
+  } catch (err) {
+    return fail("metering_unavailable", `the price of ${model} could not be read: ${unavailable(err).detail}`, true);
+  }
 }
 
 /** The node's tools as the model sees them (`server__tool`), each resolved through the gateway. */

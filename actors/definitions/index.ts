@@ -1,1 +1,1 @@
-export { DefinitionStore, DEFINITIONS_BUCKET, type CompiledPlan, type ResolveResult } from "./store.js";
+export { DefinitionStore, DEFINITIONS_BUCKET, type CompiledPlan, type DefinitionRef, type ResolveResult } from "./store.js";

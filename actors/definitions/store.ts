@@ -96,6 +96,8 @@ export class DefinitionStore {
     const compiled = compileDefinition(raw, { handlers: this.handlers(), workflowExists: (child) => children[child] !== undefined });
     if (!compiled.ok) return { outcome: "invalid_definition", errors: compiled.errors };
     const plan = compiled.plan;
+    const delegation = await this.checkSubagents(plan, children);
+    if (delegation.length > 0) return { outcome: "invalid_definition", errors: delegation };
     if (!options.publish) {
       const draft = JSON.stringify({ name: plan.name, definition: raw, saved_at: options.now });
       const refused = this.tooLarge("draft", draft);
@@ -263,6 +265,49 @@ export class DefinitionStore {
   }
 
   /**
+   * An agent node's subagents: each is published (pinned like a subworkflow), and neither it nor
+   * any run below it uses a tool the agent does not list (`subagent_tool_not_allowed`): a
+   * delegate never holds more than its delegator.
+   */
+  private async checkSubagents(plan: Plan, children: Record<string, DefinitionRef>): Promise<CompileError[]> {
+    const errors: CompileError[] = [];
+    for (const [i, node] of plan.nodes.entries()) {
+      const agents = node.kind === "code" ? (node.agent?.agents ?? []) : [];
+      const allowed = new Set(node.kind === "code" ? (node.agent?.tools ?? []) : []);
+      for (const [j, name] of agents.entries()) {
+        const path = `nodes[${i}].agents[${j}]`;
+        const ref = children[name];
+        if (!ref) {
+          errors.push({ code: "unknown_workflow", path, message: `no published workflow named '${name}'` });
+          continue;
+        }
+        const extra = [...(await this.toolsBelow(ref, MAX_DEPTH + 1))].filter((t) => !allowed.has(t)).sort();
+        if (extra.length > 0)
+          errors.push({
+            code: "subagent_tool_not_allowed",
+            path,
+            message: `subagent '${name}' uses ${extra.slice(0, 10).join(", ")}, which agent '${node.id}' does not list in its tools`,
+          });
+      }
+    }
+    return errors;
+  }
+
+  /** Every MCP tool a pinned workflow and the runs below it may call (`server/tool`): its agents' and its tool nodes'. */
+  private async toolsBelow(ref: DefinitionRef, limit: number): Promise<Set<string>> {
+    const out = new Set<string>();
+    if (limit <= 0) return out;
+    const child = await this.planOf(ref.digest);
+    for (const n of child.plan.nodes) {
+      if (n.kind !== "code") continue;
+      for (const t of n.agent?.tools ?? []) out.add(t);
+      if (n.tool) out.add(`${n.tool.server}/${n.tool.tool}`);
+    }
+    for (const below of Object.values(child.children)) for (const t of await this.toolsBelow(below, limit - 1)) out.add(t);
+    return out;
+  }
+
+  /**
    * How many runs deep the pinned workflows `refs` nest (0 for none), looked at no further than
    * `limit` levels. Pins only name versions published earlier, so the chain always ends.
    */
@@ -364,6 +409,8 @@ function subworkflowNames(raw: unknown): string[] {
     if (!v || typeof v !== "object") continue;
     const o = v as Record<string, unknown>;
     if (!Array.isArray(v) && o.kind === "subworkflow" && WorkflowNameSchema.safeParse(o.workflow).success) out.add(o.workflow as string);
+    if (!Array.isArray(v) && o.kind === "agent" && Array.isArray(o.agents))
+      for (const a of o.agents) if (WorkflowNameSchema.safeParse(a).success) out.add(a as string);
     for (const child of Object.values(o)) todo.push(child);
   }
   return [...out];

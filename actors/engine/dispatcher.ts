@@ -43,6 +43,8 @@ interface Lease {
   offered: ReadyTicket;
   granted_at: number;
   freed: boolean;
+  /** An agent's attempt: it gave its slot back as it was granted (it never holds a worker) and counts nothing while it commits. */
+  io?: true;
 }
 
 /** The service attempts of one tenant and class got here. */
@@ -164,6 +166,7 @@ export class Dispatcher {
     const t = this.leased.get(ticketId);
     if (!t) return;
     this.leased.delete(ticketId);
+    if (t.io) return;
     if (t.freed) this.committing--;
     else this.freeSlot(t);
   }
@@ -272,6 +275,15 @@ export class Dispatcher {
    * on meanwhile runs for nothing: its report is refused, and a cancel aborts it.
    */
   private grant(t: ReadyTicket): void {
+    // An agent's attempt waits on its model and its tools, on the event loop, never on a worker:
+    // its slot goes back at once, so thousands wait on their models while code steps keep the pool.
+    // Its provider's quota (above) and its tenant's run caps are what bound how many run at once.
+    const lease = t.request.agent ? this.leased.get(t.id) : undefined;
+    if (lease && !lease.freed) {
+      lease.freed = true;
+      lease.io = true;
+      this.freeSlot(lease);
+    }
     this.deps.execute(t.request);
   }
 

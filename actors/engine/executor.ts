@@ -10,13 +10,19 @@ import {
   callThroughJournal,
   dispatchToRun,
   fenceOf,
+  refsWritten,
   settleCall,
   type BoundedRef,
   type ToolAnswer,
   type ToolCall,
+  attemptSpan,
+  chatSpan,
+  SPAN_CLOSED_BY_RUN,
+  toolSpan,
+  type SpanSink,
 } from "../run/index.js";
 import type { UsageMeter } from "../tenant/index.js";
-import { runAgent, type ModelPort } from "../agent/index.js";
+import { runAgent, TextDeltaCoalescer, type ModelPort, type TurnMeter } from "../agent/index.js";
 import { answerOf, jsonBytes, type ActorHost, type Dispatched, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../../runtime/index.js";
 
 /** The object store of step results over the inline bound, kept by reference. */
@@ -93,10 +99,12 @@ export class StepExecutor {
       replay?: ReplayTools;
       /** The model gateway agent nodes call (absent: they fail `model_gateway_unavailable`). */
       models?: ModelPort;
-      /** Charges priced tool calls (absent: a priced call fails `metering_unavailable`). */
+      /** Charges priced tool calls and priced model turns (absent: they fail `metering_unavailable`). */
       meter?: UsageMeter;
       /** Wraps the report path (see {@link StepReport}); production passes none. */
       decorateReport?(report: StepReport): StepReport;
+      /** Tracing on: each attempt's and tool call's span goes here when it ends (absent: nothing is timed). */
+      spans?: SpanSink;
     },
   ) {
     const report: StepReport = (address, event, id) => this.report(address, event, id);
@@ -260,7 +268,11 @@ export class StepExecutor {
   }
 
   private async run(request: ExecuteRequest, key: string): Promise<void> {
+    const spans = this.deps.spans;
+    const began = spans ? Date.now() : 0;
     const event = request.agent ? await this.runAgentStep(request, key) : request.tool ? await this.runTool(request, key) : await this.runHandler(request, key);
+    // An attempt whose lease lapsed (or whose run the sweep ended) was stopped by a transition that closed its span then (spans.ts).
+    if (spans && !SPAN_CLOSED_BY_RUN.has(this.stops.get(key)?.why ?? "")) spans.emit(attemptSpan(request, began, Date.now(), event));
     this.deps.onReturned?.(request);
     if (!event) return;
     if (request.item !== undefined) event.item = request.item;
@@ -297,10 +309,12 @@ export class StepExecutor {
     const ref = { runId: request.run, stepId: stepIdOf(request), attempt: request.attempt, leaseEpoch: request.lease_epoch };
     const beats = setInterval(() => this.heartbeat(ref), Math.max(250, request.lease_after_ms));
     beats.unref();
+    const deltas = new TextDeltaCoalescer(this.textDeltas(request));
+    const spans = this.deps.spans;
     try {
       const result = await runAgent(
         {
-          models,
+          models: spans ? tracedModels(models, request, spans) : models,
           tools,
           intent: async (event, id) => {
             const local = await dispatchToRun(this.deps.host, request.run, event, id);
@@ -316,17 +330,28 @@ export class StepExecutor {
             return local.outcome === "applied" ? local.value : undefined;
           },
           callTool: (call) => this.callTool(request, key, call),
-          receipt: async (receipt) => {
+          child: async (call) => {
             const local = await dispatchToRun(
               this.deps.host,
               request.run,
-              { type: "effect.receipt", ...fenceOf(request), receipt },
+              { type: "effect.child", ...fenceOf(request), ...call },
+              `child/${call.key}/${request.attempt}/${request.lease_epoch}`,
+            );
+            return local.outcome === "applied" ? local.value : undefined;
+          },
+          receipt: async (receipt, cost_cents) => {
+            const local = await dispatchToRun(
+              this.deps.host,
+              request.run,
+              { type: "effect.receipt", ...fenceOf(request), receipt, ...(cost_cents ? { cost_cents } : {}) },
               `receipt/${receipt.key}/${request.attempt}/${request.lease_epoch}`,
             );
             return local.outcome === "applied" && local.value?.outcome === "recorded";
           },
           beat: () => this.heartbeat(ref),
-          delta: this.textDeltas(request),
+          ...(this.deps.meter ? { meter: this.turnMeter(request, this.deps.meter) } : {}),
+          delta: (turn, text) => deltas.push(turn, text),
+          streamed: () => deltas.flush(),
           now: () => this.deps.now?.() ?? Date.now(),
         },
         request,
@@ -339,15 +364,29 @@ export class StepExecutor {
       if (result.outcome === "failed") return { ...fence, ...result };
       return { ...fence, outcome: "succeeded", output: await this.bounded(request, result.output) };
     } finally {
+      deltas.flush();
       clearTimeout(timer);
       clearInterval(beats);
     }
   }
 
+  /** The usage meter as an agent's turns use it: its run tree, under the tree's ceiling, on this node's clock. */
+  private turnMeter(r: ExecuteRequest, meter: UsageMeter): TurnMeter {
+    const tree = { tenant: r.tenant, root: r.root, ...(r.cost_ceiling_cents !== undefined ? { ceiling_cents: r.cost_ceiling_cents } : {}) };
+    const now = () => this.deps.now?.() ?? Date.now();
+    return {
+      spent: async () =>
+        r.cost_ceiling_cents === undefined ? undefined : { ceiling_cents: r.cost_ceiling_cents, spent_cents: await meter.spentByTree(r.tenant, r.root) },
+      reserve: (key, cents) => meter.reserve({ ...tree, key, cents, now: now() }),
+      settle: (key, reserved_cents, cents) => meter.settle({ ...tree, key, reserved_cents, cents, now: now() }),
+    };
+  }
+
   /**
-   * `text_delta`: each piece of text a model streams during an agent's turn, published live (like
-   * `step_started`, never journaled: the turn's stored response holds the whole text). `seq`
-   * counts the attempt's pieces, so a follower sees a gap; a retried request streams its turn again.
+   * `text_delta`: the text a model streams during an agent's turn, coalesced (`TextDeltaCoalescer`)
+   * and published live (like `step_started`, never journaled: the turn's stored response holds the
+   * whole text). `seq` counts the attempt's deltas, so a follower sees a gap; a retried request
+   * streams its turn again.
    */
   private textDeltas(r: ExecuteRequest): (turn: number, text: string) => void {
     const subject = `rw.evt.${r.tenant}.${r.root}.${r.run}.text_delta`;
@@ -368,21 +407,42 @@ export class StepExecutor {
 
   /**
    * A task poll is due (the run's durable timer fired): asks the server, and when the task ended
-   * reports its result as the attempt's (fenced by its attempt and lease epoch, with the receipt).
-   * A task still working, or a server that cannot be asked now, costs nothing: the next timer
-   * asks again.
+   * reports its result as the attempt's (fenced by its attempt and lease epoch, with the receipt);
+   * a task that asks a person (A2A `input-required`) goes to the run as the attempt's request for
+   * input. A task still working, or a server that cannot be asked now, costs nothing: the next
+   * timer asks again.
    */
   async pollTask(p: TaskPoll): Promise<void> {
     const tools = this.deps.tools;
     if (!tools) return;
     const polled = await tools.pollTask(p.tenant, p.task.server, p.task.id, p.task.wire, p.task.tool);
     if (polled.outcome === "working" || polled.outcome === "unknown") return;
+    if (polled.outcome === "input_required") {
+      // The remote task asks a person: the run files the question and parks the step (under the poll's fence).
+      const event = {
+        type: "effect.input",
+        node: p.node,
+        ...(p.item !== undefined ? { item: p.item } : {}),
+        attempt: p.attempt,
+        lease_epoch: p.lease_epoch,
+        cancellation_epoch: p.cancellation_epoch,
+        key: p.task.key,
+        server: p.task.server,
+        tool: p.task.tool,
+        requests: polled.requests,
+        ...(polled.state !== undefined ? { state: polled.state } : {}),
+        task: { id: p.task.id, wire: p.task.wire },
+      };
+      await this.send({ kind: RUN_KIND, id: p.run }, event, `input/${p.task.key}/${p.attempt}/${p.lease_epoch}`);
+      return;
+    }
     const ref = { run: p.run, node: p.node, ...(p.item !== undefined ? { item: p.item } : {}), attempt: p.attempt };
     const { answer, receipt } = await settleCall(
       { bounded: (r, v) => this.bounded(r, v), now: () => this.deps.now?.() ?? Date.now() },
       ref,
       { server: p.task.server, tool: p.task.tool, key: p.task.key },
       polled,
+      refsWritten(p.task.writes),
     );
     if (answer.outcome === "stopped") return;
     const event: Record<string, unknown> = {
@@ -429,6 +489,16 @@ export class StepExecutor {
   }
 
   private callTool(request: ExecuteRequest, key: string, call: ToolCall): Promise<{ answer: ToolAnswer; receipt?: Receipt }> {
+    const spans = this.deps.spans;
+    if (!spans) return this.callToolUntraced(request, key, call);
+    const began = Date.now();
+    return this.callToolUntraced(request, key, call).then((r) => {
+      spans.emit(toolSpan(request, call, began, Date.now(), r.answer));
+      return r;
+    });
+  }
+
+  private callToolUntraced(request: ExecuteRequest, key: string, call: ToolCall): Promise<{ answer: ToolAnswer; receipt?: Receipt }> {
     const replay = request.replay_of ? this.deps.replay?.of(request.replay_of, request.run) : undefined;
     const tools = request.replay_of ? replay : this.deps.tools;
     if (!tools)
@@ -522,6 +592,11 @@ class AttemptStop {
     return this.reason !== undefined;
   }
 
+  /** Why the attempt was stopped (undefined: it was not). */
+  get why(): string | undefined {
+    return this.reason;
+  }
+
   get signal(): AbortSignal {
     if (!this.controller) {
       this.controller = new AbortController();
@@ -542,4 +617,22 @@ class AttemptStop {
     this.controller?.abort(reason);
     this.cancelTask?.();
   }
+}
+
+/**
+ * Tracing on: the model port an agent attempt uses, each call a `chat` span (a child of the
+ * attempt's). Off, the port is used as is and nothing here runs.
+ */
+function tracedModels(models: ModelPort, request: ExecuteRequest, spans: SpanSink): ModelPort {
+  let seq = 0;
+  return {
+    async complete(tenant, model, turn, options) {
+      const call = seq++;
+      const began = Date.now();
+      const outcome = await models.complete(tenant, model, turn, options);
+      const provider = await models.kindOf?.(tenant, model).catch(() => undefined);
+      spans.emit(chatSpan(request, { model, provider, seq: call }, began, Date.now(), outcome));
+      return outcome;
+    },
+  };
 }

@@ -1,4 +1,4 @@
-export { readParent, runActor, RUN_KIND, RUN_RECORD } from "./actor.js";
+export { readParent, readTenantGate, runActor, RUN_KIND, RUN_RECORD } from "./actor.js";
 export { dispatchToRun } from "./dispatch.js";
 export type { RunTypes } from "./protocol.js";
 export { recordFacts, RunMemories } from "./memory.js";
@@ -17,8 +17,9 @@ export {
   type ToolLookup,
   type ToolPort,
 } from "./tool-calls.js";
-export { callThroughJournal, fenceOf, settleCall, type BoundedRef, type ToolAnswer, type ToolCall } from "./tool-step.js";
+export { callThroughJournal, fenceOf, refsWritten, settleCall, type BoundedRef, type ToolAnswer, type ToolCall } from "./tool-step.js";
 export { ReplayTools } from "./replay-tools.js";
 export { compareTrajectories, readTrajectory, type TrajectoryLine } from "./trajectory.js";
 export { APPROVALS_BUCKET, getInboxItem, INBOX_PAGE_MAX, listInbox } from "./approvals.js";
 export { listReconciliations, RECONCILE_BUCKET } from "./reconciliations.js";
+export { attemptSpan, chatSpan, parseTraceparent, SPAN_CLOSED_BY_RUN, toolSpan, type SpanRecord, type SpanSink } from "./spans.js";

@@ -50,6 +50,8 @@ export interface RunTypes extends ActorTypes {
     "effect.intent": EffectAnswer;
     "effect.input": EffectAnswer;
     "effect.task": EffectAnswer;
+    /** An agent's subagent call: the child's stored end, the child running (the step parked), or a refusal. */
+    "effect.child": Answer<"observed" | "awaiting_subagent" | "refused"> | StaleAnswer;
     "step.result": StaleAnswer;
     "step.heartbeat": StaleAnswer;
   }>;

@@ -44,7 +44,18 @@ export type ToolCallOutcome =
   /** The server runs the call as an MCP task: poll it (the call is not made again). */
   | { outcome: "task"; taskId: string; pollMs: number; wire: string }
   /** The server needs a person's input first (MCP 2026-07-28 MRTR): nothing happened; call again with the answers and `state`. */
-  | { outcome: "input_required"; requests: ToolInputRequest[]; state?: string };
+  | ToolInputRequired;
+
+/**
+ * A person's input is needed: the forms, the state to echo with the answers, and (a remote A2A
+ * task that asks) the task, which the run cancels if nobody answers.
+ */
+export interface ToolInputRequired {
+  outcome: "input_required";
+  requests: ToolInputRequest[];
+  state?: string;
+  task?: { id: string; wire: string };
+}
 
 /** A form a person fills for a tool: the server's key for it, its message, and the JSON schema the answer must fit. */
 export interface ToolInputRequest {
@@ -59,8 +70,13 @@ export type ToolResultOutcome =
   | { outcome: "refused"; code: string; message: string; retryable: boolean }
   | { outcome: "unknown"; code: string; message: string };
 
-/** How a task is doing: still working (ask again), ended (its result, or why not), or not known now (the server could not be asked). */
-export type TaskPollOutcome = { outcome: "working"; pollMs?: number } | ToolResultOutcome;
+/**
+ * How a task is doing: still working (ask again), ended (its result, or why not), not known now
+ * (the server could not be asked), or asking a person (an A2A task in `input-required`: the run
+ * files the question like a server's `input_required` and parks the step; the answer is the
+ * next attempt's call, with `state`).
+ */
+export type TaskPollOutcome = { outcome: "working"; pollMs?: number } | ToolResultOutcome | ToolInputRequired;
 
 export interface ToolCallRequest {
   tenant: string;

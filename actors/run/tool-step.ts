@@ -1,4 +1,4 @@
-import { gatedBy, type ExecuteRequest, type Receipt, type ToolClass } from "../../machines/index.js";
+import { gatedBy, refsIn, type ExecuteRequest, type Receipt, type ResourceRef, type ToolClass } from "../../machines/index.js";
 import { effectKey, type ToolPort, type ToolResultOutcome } from "./tool-calls.js";
 import type { Charge, ChargeRequest } from "../tenant/index.js";
 import type { EffectAnswer } from "./protocol.js";
@@ -31,7 +31,8 @@ const TOOL_ERROR = "$tool_error";
 
 /** What a call through the journal gives its step: the tool's output, a failure, or `stopped` (the run refused the attempt or held the step). */
 export type ToolAnswer =
-  | { outcome: "succeeded"; output: unknown }
+  /** `refs`: a tool node's own write, what it wrote (C074). */
+  | { outcome: "succeeded"; output: unknown; refs?: ResourceRef[] }
   | { outcome: "failed"; error: { code: string; message: string; retryable: boolean } }
   | { outcome: "stopped"; reason: string };
 
@@ -130,6 +131,38 @@ export async function callThroughJournal(
   const found = await deps.tools.lookup(request.tenant, server, tool);
   if (found.outcome === "unavailable") return { answer: { outcome: "failed", error: { code: found.code, message: found.message, retryable: true } } };
   if (found.outcome !== "found") return { answer: { outcome: "failed", error: { code: `tool_${found.outcome}`, message: found.message, retryable: false } } };
+  // A tool node's own call that writes: the resources its output names (C074), read from the
+  // output as the tool returned it (before it is bounded), reported with the step's result.
+  const kind = request.tool?.server === server && request.tool.tool === tool ? request.tool.item_kind : undefined;
+  return callFound(deps, request, call, found, signal, kind !== undefined && found.class !== "read_only" ? kind : undefined);
+}
+
+/** What a successful call wrote, beside its answer (`refsOf` absent: a read, or a node that declares no `item_kind`). */
+type RefsOf = (output: unknown) => ResourceRef[];
+
+/** The refs of a write of `writes` (its node's `item_kind`; undefined: the call adds none). */
+export function refsWritten(writes: string | undefined): RefsOf | undefined {
+  return writes === undefined ? undefined : (output) => refsIn(writes, output);
+}
+
+/** The answer with the refs `output` names, when it succeeded and names any. */
+function withRefs(answer: ToolAnswer, refsOf: RefsOf | undefined, output: unknown): ToolAnswer {
+  if (!refsOf || answer.outcome !== "succeeded") return answer;
+  const refs = refsOf(output);
+  return refs.length > 0 ? { ...answer, refs } : answer;
+}
+
+/** The call once its tool was found: its gate, its price, its intent, the call and its receipt. */
+async function callFound(
+  deps: ToolStepDeps,
+  request: ExecuteRequest,
+  call: ToolCall,
+  found: Found,
+  signal: AbortSignal,
+  writes: string | undefined,
+): Promise<{ answer: ToolAnswer; receipt?: Receipt }> {
+  const { server, tool } = call;
+  const refsOf = refsWritten(writes);
   const admitted = await gateCall(deps, request, call, found.class);
   if ("answer" in admitted) return admitted;
   const { arguments: args, gated } = admitted;
@@ -138,17 +171,19 @@ export async function callThroughJournal(
   if (charged.outcome === "unavailable")
     return { answer: { outcome: "failed", error: { code: "metering_unavailable", message: charged.detail, retryable: true } } };
   const asked = await recordIntent(deps, request, { server, tool, key }, found, args, charged, call.approved_turn);
-  if (asked?.outcome === "observed") return { answer: fromClaim(asked.value) };
+  // A claim an earlier attempt completed: its stored response (bounded as it was stored) names the refs.
+  if (asked?.outcome === "observed") return { answer: withRefs(fromClaim(asked.value), refsOf, asked.value) };
   if (asked?.outcome === "needs_approval") return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
   if (asked?.outcome === "lookup") {
     // An earlier attempt's call of a non-idempotent tool, outcome unknown: the server's lookup says whether it happened.
     const looked = await lookUp(deps, request, { server, tool, key, lookup: asked.tool }, args, signal);
     if (looked.outcome === "found")
-      return settleCall(deps, request, { server, tool, key }, { outcome: "ok", result: { structuredContent: looked.result }, bytes: 0 });
+      return settleCall(deps, request, { server, tool, key }, { outcome: "ok", result: { structuredContent: looked.result }, bytes: 0 }, refsOf);
     if (looked.outcome === "failed") return { answer: { outcome: "failed", error: looked.error } };
   } else if (asked?.outcome !== "recorded" && asked?.outcome !== "reconcile")
     return { answer: { outcome: "stopped", reason: asked?.outcome ?? "not_decided_here" } };
-  const answers = asked?.outcome === "recorded" ? asked.input : undefined;
+  // A person's answers to the tool's request for input (a lost attempt's call is made again with them too).
+  const answers = asked?.outcome === "recorded" || asked?.outcome === "reconcile" || asked?.outcome === "lookup" ? asked.input : undefined;
   const called = await deps.tools.call({
     tenant: request.tenant,
     server,
@@ -163,8 +198,8 @@ export async function callThroughJournal(
     ...(answers ? { input: { responses: answers.responses, ...(answers.state !== undefined ? { state: answers.state } : {}) } } : {}),
   });
   if (called.outcome === "input_required") return parkForInput(deps, request, { server, tool, key }, called);
-  if (called.outcome === "task") return waitOnTask(deps, request, { server, tool, key }, called);
-  return settleCall(deps, request, { server, tool, key }, called);
+  if (called.outcome === "task") return waitOnTask(deps, request, { server, tool, key }, called, writes);
+  return settleCall(deps, request, { server, tool, key }, called, refsOf);
 }
 
 type Found = Extract<Awaited<ReturnType<ToolStepDeps["tools"]["lookup"]>>, { outcome: "found" }>;
@@ -217,6 +252,7 @@ async function parkForInput(
       tool,
       requests: called.requests,
       ...(called.state !== undefined ? { state: called.state } : {}),
+      ...(called.task ? { task: called.task } : {}),
     },
     `input/${key}/${request.attempt}/${request.lease_epoch}`,
   );
@@ -229,10 +265,22 @@ async function waitOnTask(
   request: ExecuteRequest,
   { server, tool, key }: Target,
   called: Extract<Called, { outcome: "task" }>,
+  writes: string | undefined,
 ): Promise<{ answer: ToolAnswer }> {
   const waiting = await deps.ask(
     request,
-    { type: "effect.task", ...fenceOf(request), key, task_id: called.taskId, server, tool, wire: called.wire, poll_ms: called.pollMs },
+    {
+      type: "effect.task",
+      ...fenceOf(request),
+      key,
+      task_id: called.taskId,
+      server,
+      tool,
+      wire: called.wire,
+      poll_ms: called.pollMs,
+      // Its result is polled later, by whoever holds the run then: what it writes goes with it.
+      ...(writes !== undefined ? { writes } : {}),
+    },
     `task/${key}/${request.attempt}/${request.lease_epoch}`,
   );
   // Refused (the attempt became a zombie meanwhile): nobody will wait on this task.
@@ -300,12 +348,16 @@ async function lookUp(
   };
 }
 
-/** The answer and receipt of a call (or a task) that ended: what the world saw, bounded. */
+/**
+ * The answer and receipt of a call (or a task) that ended: what the world saw, bounded. `refsOf`:
+ * a write's refs, read from the output as returned (a large one is stored by reference after).
+ */
 export async function settleCall(
   deps: Pick<ToolStepDeps, "bounded" | "now">,
   request: BoundedRef,
   { server, tool, key }: { server: string; tool: string; key: string },
   called: ToolResultOutcome,
+  refsOf?: RefsOf,
 ): Promise<{ answer: ToolAnswer; receipt?: Receipt }> {
   const at = deps.now();
   if (called.outcome === "unknown") return { answer: { outcome: "failed", error: { code: called.code, message: called.message, retryable: true } } };
@@ -313,13 +365,14 @@ export async function settleCall(
     const error = { code: called.code, message: called.message };
     return { answer: { outcome: "failed", error: { ...error, retryable: called.retryable } }, receipt: { key, state: "failed", error, at } };
   }
+  const returned = called.result.structuredContent ?? { content: called.result.content ?? [] };
   const value =
     called.bytes > MAX_TOOL_OUTPUT
       ? { [TOOL_ERROR]: { code: "tool_output_too_large", message: `${server}/${tool} answered ${called.bytes} bytes (at most ${MAX_TOOL_OUTPUT})` } }
       : called.result.isError
         ? { [TOOL_ERROR]: { code: "tool_error", message: textOf(called.result.content).slice(0, 4_096) || `${server}/${tool} reported an error` } }
-        : await deps.bounded(request, called.result.structuredContent ?? { content: called.result.content ?? [] });
-  return { answer: fromClaim(value), receipt: { key, state: "observed", value, at } };
+        : await deps.bounded(request, returned);
+  return { answer: withRefs(fromClaim(value), refsOf, returned), receipt: { key, state: "observed", value, at } };
 }
 
 /** The step's outcome from a stored response: the tool's own failure fails the step (calling again would meet the same claim). */

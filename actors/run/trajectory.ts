@@ -43,6 +43,8 @@ export type TrajectoryLine =
       output_tokens?: number;
       latency_ms?: number;
       stop_reason?: string;
+      /** A priced turn's charge, in cents. */
+      cost_cents?: number;
       started_at: number;
     }
   | { kind: "run"; status: string; result?: unknown; error?: unknown; at: number };
@@ -157,8 +159,9 @@ const StoredTurn = z.object({
   model: z.string().optional(),
 });
 
-function settleTurn(line: Extract<TrajectoryLine, { kind: "model_turn" }>, r: { t: "receipt" } & Receipt): void {
+function settleTurn(line: Extract<TrajectoryLine, { kind: "model_turn" }>, r: { t: "receipt"; cost_cents?: number } & Receipt): void {
   line.state = r.state;
+  if (r.cost_cents !== undefined) line.cost_cents = r.cost_cents;
   const read = r.state === "observed" ? StoredTurn.safeParse(r.value) : undefined;
   if (!read?.success) return;
   const v = read.data;
@@ -176,7 +179,7 @@ function settleTurn(line: Extract<TrajectoryLine, { kind: "model_turn" }>, r: { 
 function settle(
   lines: TrajectoryLine[],
   intents: Map<string, { line: Extract<TrajectoryLine, { kind: "tool_call" | "model_turn" }> }>,
-  r: { t: "receipt" } & Receipt,
+  r: { t: "receipt"; cost_cents?: number } & Receipt,
 ): void {
   const open = intents.get(r.key);
   if (!open) return;

@@ -45,6 +45,7 @@ export function view(run: RunContext, input: unknown): RunView {
     result: run.result,
     result_truncated: run.result_truncated,
     ...(run.partial_reason ? { partial_reason: run.partial_reason } : {}),
+    ...(run.refs ? { refs: run.refs } : {}),
     ...(run.usage ? { usage: run.usage } : {}),
     error: run.error,
     nodes,

@@ -1,5 +1,5 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { incrementCounter, readLast } from "../../runtime/index.js";
+import { incrementCounter, incrementCounterOnce, readLast } from "../../runtime/index.js";
 import { utcDay } from "../../machines/index.js";
 
 export const METER_STREAM = "RUNWAY_METER";
@@ -45,6 +45,43 @@ export class UsageMeter {
     }
     const day = await incrementCounter(this.nc, daySubject(c.tenant, utcDay(c.now)), c.cents);
     return typeof day === "string" ? { outcome: "unavailable", detail: day } : { outcome: "charged" };
+  }
+
+  /**
+   * Reserves `cents` of the tree's ceiling for the effect `key` (an agent's model turn) before it is
+   * asked: refused `budget_exhausted` (and taken back) when the tree's total would pass the ceiling.
+   * Keyed: a second reservation for the same key (an attempt after a crash) adds nothing and is
+   * `charged`, the first one still holding. The day is charged at `settle`, with what was spent.
+   */
+  async reserve(c: ChargeRequest & { key: string }): Promise<Charge> {
+    if (c.cents <= 0 || c.ceiling_cents === undefined) return { outcome: "charged" };
+    const tree = treeSubject(c.tenant, c.root);
+    const added = await incrementCounterOnce(this.nc, tree, c.cents, `${c.key}:reserve`);
+    if (added.outcome === "unavailable") return { outcome: "unavailable", detail: added.detail };
+    if (added.outcome === "duplicate" || added.total <= c.ceiling_cents) return { outcome: "charged" };
+    const back = await incrementCounterOnce(this.nc, tree, -c.cents, `${c.key}:reserve-back`);
+    if (back.outcome === "unavailable") return { outcome: "unavailable", detail: back.detail };
+    return { outcome: "budget_exhausted", spent_cents: added.total - c.cents, ceiling_cents: c.ceiling_cents };
+  }
+
+  /**
+   * Settles the reservation of `key` to what the effect cost (`cents`): the tree gets the difference
+   * (usually back), the tenant's day the cost. Keyed like `reserve`, so a settlement done twice
+   * (inside the meter's duplicate window) counts once.
+   */
+  async settle(
+    c: Omit<ChargeRequest, "cents"> & { key: string; reserved_cents: number; cents: number },
+  ): Promise<{ outcome: "settled" } | { outcome: "unavailable"; detail: string }> {
+    const delta = c.cents - (c.ceiling_cents === undefined ? 0 : c.reserved_cents);
+    if (delta !== 0 && c.ceiling_cents !== undefined) {
+      const tree = await incrementCounterOnce(this.nc, treeSubject(c.tenant, c.root), delta, `${c.key}:settle`);
+      if (tree.outcome === "unavailable") return tree;
+    }
+    if (c.cents > 0) {
+      const day = await incrementCounterOnce(this.nc, daySubject(c.tenant, utcDay(c.now)), c.cents, `${c.key}:day`);
+      if (day.outcome === "unavailable") return day;
+    }
+    return { outcome: "settled" };
   }
 
   /** Cents a tenant's runs spent on UTC day `day`. */

@@ -1,6 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV } from "@nats-io/kv";
 import { lastValues } from "../../actors/index.js";
+import { PUSH_BUCKET } from "./push-configs.js";
 
 /** Bucket of the tenants' exposed agents: one key per agent, `<tenant>.<agent>`. */
 export const AGENTS_BUCKET = "rw_agents";
@@ -31,12 +32,13 @@ export interface ExposedAgent {
 /** Bucket of the A2A tasks: one key per task, `<tenant>.<agent>.<task id>` (the task id is its run's id). */
 export const TASKS_BUCKET = "rw_a2a_tasks";
 
-/** The agents' and their tasks' buckets. */
+/** The agents', their tasks' and the tasks' push configs' buckets. */
 export async function ensureA2aBuckets(nc: NatsConnection, replicas: number): Promise<void> {
   const kvm = new Kvm(nc);
   for (const [bucket, description] of [
     [AGENTS_BUCKET, "Runway A2A agents per tenant: <tenant>.<agent>"],
     [TASKS_BUCKET, "Runway A2A tasks: <tenant>.<agent>.<run id>"],
+    [PUSH_BUCKET, "Runway A2A push notification configs c.<tenant>.<agent>.<run id>.<config id>, their deliveries d.<same>"],
   ] as const) {
     try {
       await kvm.create(bucket, { history: 1, replicas, storage: "file", description });

@@ -6,7 +6,7 @@ const MODES = ["application/json", "text/plain"];
 
 /**
  * An exposed agent's card: both bindings at one URL (JSON-RPC first), A2A 1.0, streaming,
- * no push notifications yet. A non-public agent names one security scheme, `bearer` (a
+ * push notifications. A non-public agent names one security scheme, `bearer` (a
  * tenant API key sent as a bearer token), required by every call.
  */
 export function agentCardOf(url: string, agent: ExposedAgent, definition: { version: number; description?: string }): AgentCard {
@@ -24,7 +24,7 @@ export function agentCardOf(url: string, agent: ExposedAgent, definition: { vers
     ],
     provider: undefined,
     version: String(definition.version),
-    capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: true },
+    capabilities: { streaming: true, pushNotifications: true, extensions: [], extendedAgentCard: true },
     securitySchemes: agent.public
       ? {}
       : { bearer: { scheme: { $case: "httpAuthSecurityScheme", value: { description: "a tenant API key", scheme: "Bearer", bearerFormat: "" } } } },

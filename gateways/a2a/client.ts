@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { CancelTaskRequest, GetTaskRequest, SendMessageRequest, TaskState, type Message, type Part, type Task } from "@a2a-js/sdk";
 import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory, RestTransportFactory, type Client } from "@a2a-js/sdk/client";
 import { a2aAuthOf } from "../../machines/index.js";
-import type { TaskPollOutcome, ToolCallOutcome, ToolCallRequest, ToolLookup, ToolPort } from "../../actors/index.js";
+import type { TaskPollOutcome, ToolCallOutcome, ToolCallRequest, ToolInputRequest, ToolLookup, ToolPort } from "../../actors/index.js";
 
 type ToolResultOutcome = Exclude<ToolCallOutcome, { outcome: "task" | "input_required" }>;
 
@@ -29,6 +29,17 @@ export interface A2ACallerOptions {
 }
 
 type Failure = { outcome: "refused"; code: string; message: string; retryable: boolean };
+type Question = Extract<TaskPollOutcome, { outcome: "input_required" }>;
+
+/** The one form a remote task's question is filed as (its answer is `responses.reply`). */
+const REPLY = "reply";
+/** What an `input_required` poll hands the run to echo with the answer: which task asked which question, and the how-manieth try of answering it. */
+interface Asked {
+  task: string;
+  context: string;
+  ask: string;
+  n: number;
+}
 
 /**
  * The A2A client of `a2a` nodes, as a tool port: a call sends the node's message to the remote
@@ -94,6 +105,7 @@ export class A2ACaller {
     const auth = a2aAuthOf(request.server)?.auth;
     const got = await this.clientFor(request.tenant, auth, request.tool);
     if (!("client" in got)) return got;
+    if (request.input) return this.answer(request, got.client, request.input);
     const message = request.arguments;
     const messageId = request.key.length <= MAX_MESSAGE_ID ? request.key : createHash("sha256").update(request.key).digest("hex");
     const send = SendMessageRequest.fromJSON({
@@ -124,7 +136,56 @@ export class A2ACaller {
       // The task is gone: it will not end. Anything else (unreachable, a fault): asked again at the next poll.
       return failed.outcome === "refused" && failed.code === "a2a_task_not_found" ? failed : { outcome: "unknown", code: failed.code, message: failed.message };
     }
+    if (task.status?.state === TaskState.TASK_STATE_INPUT_REQUIRED) return questionOf(task, agent, 0);
     return endOf(task) ?? { outcome: "working" };
+  }
+
+  /**
+   * A person answered the remote task's question (the attempt after the run filed it): a decline
+   * cancels the task; an answer is a follow-up message on the task (its `taskId` and `contextId`),
+   * its messageId derived from the effect key and the question, so a resend after a crash is the
+   * same message. An agent that refuses the answer while its task still asks has the person asked
+   * again, told why; a task that ended meanwhile ends the step as it ended; otherwise the task is
+   * waited on again.
+   */
+  private async answer(request: ToolCallRequest, client: Client, input: NonNullable<ToolCallRequest["input"]>): Promise<ToolCallOutcome> {
+    const asked = askedOf(input.state);
+    if (!asked) return { outcome: "refused", code: "a2a_input_state_invalid", message: "the answer carries no remote task to follow up", retryable: false };
+    const reply = input.responses[REPLY];
+    const action = isRecord(reply) ? reply.action : undefined;
+    if (action !== "accept") {
+      await client.cancelTask(CancelTaskRequest.fromJSON({ id: asked.task }), { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) }).catch(() => undefined);
+      return {
+        outcome: "refused",
+        code: "a2a_input_rejected",
+        message: `a person declined the question of remote task ${asked.task}; the task was cancelled`,
+        retryable: false,
+      };
+    }
+    const content = isRecord(reply) ? reply.content : undefined;
+    const messageId = createHash("sha256").update(`${request.key}\ninput\n${asked.ask}\n${asked.n}`).digest("hex");
+    const send = SendMessageRequest.fromJSON({
+      message: { messageId, taskId: asked.task, contextId: asked.context, role: "ROLE_USER", parts: [replyPart(content)] },
+      configuration: { returnImmediately: true },
+    });
+    let answer: Task | Message;
+    try {
+      answer = await client.sendMessage(send, { signal: AbortSignal.any([request.signal, AbortSignal.timeout(request.timeoutMs)]) });
+    } catch (err) {
+      const failed = sendFailure(request.tool, err);
+      if (failed.outcome !== "refused" || failed.retryable) return failed;
+      // Refused: the answer did nothing. A task that still asks is asked of the person again, with the agent's reason.
+      const task = await client
+        .getTask(GetTaskRequest.fromJSON({ id: asked.task, historyLength: 0 }), { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) })
+        .catch(() => undefined);
+      // The task moved on meanwhile (answered at the agent, ended there): the step takes its end.
+      if (task?.status?.state !== TaskState.TASK_STATE_INPUT_REQUIRED) return (task && endOf(task)) ?? failed;
+      const again = questionOf(task, request.tool, asked.n + 1);
+      const why = `${request.tool} refused the answer (${failed.code}: ${failed.message.slice(0, 1_000)})`;
+      return { ...again, requests: again.requests.map((r) => ({ ...r, message: `${why}\n${r.message}`.slice(0, MAX_QUESTION) })) };
+    }
+    if (!("status" in answer)) return settled({ message: partsOf(answer.parts), context: answer.contextId || null });
+    return endOf(answer) ?? { outcome: "task", taskId: answer.id, pollMs: this.options.pollMs ?? DEFAULT_POLL_MS, wire: A2A_WIRE };
   }
 
   async cancelTask(tenant: string, server: string, taskId: string, _wire: string, agent?: string): Promise<void> {
@@ -185,9 +246,69 @@ function endOf(task: Task): ToolResultOutcome | undefined {
     case TaskState.TASK_STATE_AUTH_REQUIRED:
       return { outcome: "refused", code: "a2a_auth_required", message: `remote task ${task.id} asks for authentication${because}`, retryable: false };
     default:
-      // Submitted, working, input-required (a person answers it at the remote agent): still going.
+      // Submitted, working (input-required is a question: see questionOf): still going.
       return undefined;
   }
+}
+
+/** A question's text is at most this long (the run's request for input keeps 4 KiB). */
+const MAX_QUESTION = 4_096;
+/** A question's answer schema is kept up to this many characters of JSON. */
+const MAX_SCHEMA = 16_384;
+
+/**
+ * A remote task in `input-required` as a request for a person: its status message's text parts
+ * (or, with none, its data), and the JSON schema of the answer when the message carries one (a
+ * data part's `schema`, or a Runway agent's request for input with one form); no schema: any
+ * answer. `n`: how many answers to this question the agent refused so far.
+ */
+function questionOf(task: Task, agent: string, n: number): Question {
+  const message = task.status?.message;
+  const values = partsOf(message?.parts ?? []);
+  const text = values.filter((v): v is string => typeof v === "string").join("\n");
+  const data = values.filter(isRecord);
+  const prompt = text || (data.length > 0 ? JSON.stringify(data.length === 1 ? data[0] : data) : `${agent} asks for input`);
+  const found = data.map(schemaIn).find((x) => x !== undefined);
+  // A schema past its bound is not kept (any answer then; the agent still checks its own).
+  const schema = found && JSON.stringify(found).length <= MAX_SCHEMA ? found : {};
+  // The question's identity: its message's id, or (none) its content.
+  const ask = message?.messageId || createHash("sha256").update(JSON.stringify(values)).digest("hex").slice(0, 32);
+  const asked: Asked = { task: task.id, context: task.contextId, ask, n };
+  const requests: ToolInputRequest[] = [{ key: REPLY, message: prompt.slice(0, MAX_QUESTION), schema }];
+  return { outcome: "input_required", requests, state: JSON.stringify(asked), task: { id: task.id, wire: A2A_WIRE } };
+}
+
+/** The answer's schema a data part carries: its `schema`, or a Runway agent's one form's (`request.payload.requests[0].schema`). */
+function schemaIn(data: Record<string, unknown>): Record<string, unknown> | undefined {
+  if (isRecord(data.schema)) return data.schema;
+  const request = data.request;
+  if (!isRecord(request) || request.kind !== "input" || !isRecord(request.payload)) return undefined;
+  const forms = request.payload.requests;
+  return Array.isArray(forms) && forms.length === 1 && isRecord(forms[0]) && isRecord(forms[0].schema) ? forms[0].schema : undefined;
+}
+
+/** The state an `input_required` poll gave the run, decoded (undefined: not one). */
+function askedOf(state: string | undefined): Asked | undefined {
+  let v: unknown;
+  try {
+    v = JSON.parse(state ?? "");
+  } catch {
+    return undefined;
+  }
+  if (!isRecord(v) || typeof v.task !== "string" || !v.task || typeof v.context !== "string" || typeof v.ask !== "string" || typeof v.n !== "number")
+    return undefined;
+  return { task: v.task, context: v.context, ask: v.ask, n: v.n };
+}
+
+/** The answer's part: text for a string, "approved" for no content (a yes), one data part otherwise. */
+function replyPart(content: unknown): { text: string } | { data: unknown } {
+  if (typeof content === "string") return { text: content };
+  if (content === undefined || content === null || (isRecord(content) && Object.keys(content).length === 0)) return { text: "approved" };
+  return { data: content };
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 function settled(value: unknown): ToolResultOutcome {

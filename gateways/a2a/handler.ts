@@ -20,26 +20,25 @@ import {
   type TaskPushNotificationConfig,
 } from "@a2a-js/sdk";
 import type { A2ARequestHandler, ServerCallContext } from "@a2a-js/sdk/server";
-import {
-  ContentTypeNotSupportedError,
-  PushNotificationNotSupportedError,
-  RequestMalformedError,
-  TaskNotCancelableError,
-  TaskNotFoundError,
-  UnsupportedOperationError,
-} from "@a2a-js/sdk/errors";
+import { ContentTypeNotSupportedError, RequestMalformedError, TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError } from "@a2a-js/sdk/errors";
 import { getInboxItem, runIdFor, startKey, tenantOfRun, type DefinitionStore, type RunView } from "../../actors/index.js";
 import type { RunService } from "../api/run-service.js";
 import { decisionRefusal } from "../api/callers.js";
 import type { ExposedAgent } from "./agents.js";
 import { inputOf, statusTime, TERMINAL_STATES, taskOf, textPart, type TaskRecord, type TaskRecords } from "./tasks.js";
 import { runChanges } from "./watch.js";
+import { MAX_PUSH_CONFIGS, messageConfigId, PushConfigs, PushSettingsSchema, type Delivery, type PushConfig, type PushSettings } from "./push-configs.js";
+import type { TraceContext } from "../../machines/index.js";
 
 export interface A2aDeps {
   nc: NatsConnection;
   runs: RunService;
   definitions: DefinitionStore;
   tasks: TaskRecords;
+  /** The tasks' push-notification configs. */
+  push: PushConfigs;
+  /** Called once a config was stored: its delivery starts without waiting for the deliverer's next scan. */
+  pushed?: () => void;
   now(): number;
   /** How often a waiting call reads the run's journal without a live event (default 1 s). */
   pollMs?: number;
@@ -60,6 +59,8 @@ export class Caller {
     readonly groups: readonly string[] = [],
     readonly interactive = false,
   ) {}
+  /** The request's W3C `traceparent` (HTTP header), when valid: a run this request starts has its root span as that span's child. */
+  trace: TraceContext | undefined;
   get isAuthenticated(): boolean {
     return this.authenticated;
   }
@@ -84,6 +85,35 @@ const INTERRUPTED = TaskState.TASK_STATE_INPUT_REQUIRED;
 /** Answers to a task's questions whose ids are kept, for resends. */
 const ANSWERS_KEPT = 16;
 const REJECTING = new Set(["tenant_killed", "tenant_draining", "day_cap_reached", "budget_exhausted", "queue_full", "lane_not_allowed"]);
+
+/** A client's push config, checked: InvalidParams (the SDK's RequestMalformedError, -32602 / 400) when it is not one this server POSTs to. */
+function pushSettingsOf(config: TaskPushNotificationConfig): PushSettings {
+  const parsed = PushSettingsSchema.safeParse({
+    ...(config.id ? { id: config.id } : {}),
+    url: config.url ?? "",
+    ...(config.token ? { token: config.token } : {}),
+    ...(config.authentication ? { authentication: config.authentication } : {}),
+  });
+  if (!parsed.success) throw new RequestMalformedError(`push notification config: ${parsed.error.issues.map((i) => i.message).join("; ")}`);
+  return parsed.data;
+}
+
+/** A stored config as the client sees it: the authentication's scheme, never its credentials. */
+function configOf(tenant: string, r: PushConfig): TaskPushNotificationConfig {
+  return {
+    tenant,
+    id: r.id,
+    taskId: r.task_id,
+    url: r.url,
+    token: r.token ?? "",
+    authentication: r.authentication ? { scheme: r.authentication.scheme, credentials: "" } : undefined,
+  };
+}
+
+/** A config's delivery before its first update: from the journal event after `cursor` (null: the first), the task as it is first when `snapshot`. */
+function freshDelivery(cursor: string | null, snapshot: boolean): Delivery {
+  return { cursor, sent: null, artifacts: [], snapshot };
+}
 
 function callerOf(context: ServerCallContext): Caller {
   const user = context.user;
@@ -200,20 +230,76 @@ export class AgentHandler implements A2ARequestHandler {
     yield* this.updates(read, callerOf(context).signal);
   }
 
-  async createTaskPushNotificationConfig(_params: TaskPushNotificationConfig, _context: ServerCallContext): Promise<TaskPushNotificationConfig> {
-    throw new PushNotificationNotSupportedError();
+  async createTaskPushNotificationConfig(params: TaskPushNotificationConfig, _context: ServerCallContext): Promise<TaskPushNotificationConfig> {
+    const read = await this.read(params.taskId);
+    const settings = pushSettingsOf(params);
+    return configOf(this.tenant, await this.attachPush(read, { ...settings, id: settings.id ?? randomUUID() }));
   }
-  async getTaskPushNotificationConfig(_params: GetTaskPushNotificationConfigRequest, _context: ServerCallContext): Promise<TaskPushNotificationConfig> {
-    throw new PushNotificationNotSupportedError();
+
+  /** Stores a config on a task under way: delivered from now on, the task as it is now first, then each change its run's journal holds after this point. */
+  private async attachPush(read: Read, settings: PushSettings & { id: string }): Promise<PushConfig> {
+    const key = PushConfigs.key(this.tenant, this.agent.name, read.task.id, settings.id);
+    const known = await this.deps.push.list(PushConfigs.key(this.tenant, this.agent.name, read.task.id, "*"));
+    if (known.length >= MAX_PUSH_CONFIGS && !known.some((k) => k.key === key))
+      throw new RequestMalformedError(`a task has at most ${MAX_PUSH_CONFIGS} push notification configs`);
+    const cursor = read.view ? await this.journalEnd(read.task.id) : null;
+    const stored = await this.deps.push.put(key, this.pushConfig(read.task.id, settings), freshDelivery(cursor, true));
+    this.deps.pushed?.();
+    return stored;
   }
+
+  async getTaskPushNotificationConfig(params: GetTaskPushNotificationConfigRequest, _context: ServerCallContext): Promise<TaskPushNotificationConfig> {
+    const read = await this.read(params.taskId);
+    const entry = /^[A-Za-z0-9_-]{1,64}$/.test(params.id)
+      ? await this.deps.push.get(PushConfigs.key(this.tenant, this.agent.name, read.task.id, params.id))
+      : undefined;
+    if (!entry) throw new TaskNotFoundError(`task ${read.task.id} has no push notification config ${params.id}`);
+    return configOf(this.tenant, entry.record);
+  }
+
   async listTaskPushNotificationConfigs(
-    _params: ListTaskPushNotificationConfigsRequest,
+    params: ListTaskPushNotificationConfigsRequest,
     _context: ServerCallContext,
   ): Promise<ListTaskPushNotificationConfigsResponse> {
-    throw new PushNotificationNotSupportedError();
+    const read = await this.read(params.taskId);
+    const pageSize = params.pageSize || MAX_PUSH_CONFIGS;
+    if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > 100) throw new RequestMalformedError("pageSize is 1 to 100");
+    const offset = params.pageToken ? offsetOf(params.pageToken) : 0;
+    if (offset === undefined) throw new RequestMalformedError("pageToken is a nextPageToken of an earlier page");
+    const all = (await this.deps.push.list(PushConfigs.key(this.tenant, this.agent.name, read.task.id, "*")))
+      .map((e) => e.record)
+      .sort((a, b) => a.created_at - b.created_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    const next = offset + pageSize < all.length ? Buffer.from(String(offset + pageSize)).toString("base64url") : "";
+    return { configs: all.slice(offset, offset + pageSize).map((r) => configOf(this.tenant, r)), nextPageToken: next };
   }
-  async deleteTaskPushNotificationConfig(_params: DeleteTaskPushNotificationConfigRequest, _context: ServerCallContext): Promise<void> {
-    throw new PushNotificationNotSupportedError();
+
+  async deleteTaskPushNotificationConfig(params: DeleteTaskPushNotificationConfigRequest, _context: ServerCallContext): Promise<void> {
+    const read = await this.read(params.taskId);
+    const deleted =
+      /^[A-Za-z0-9_-]{1,64}$/.test(params.id) && (await this.deps.push.delete(PushConfigs.key(this.tenant, this.agent.name, read.task.id, params.id)));
+    if (!deleted) throw new TaskNotFoundError(`task ${read.task.id} has no push notification config ${params.id}`);
+  }
+
+  /** The id of the last event the run's journal holds now (null: none yet). */
+  private async journalEnd(id: string): Promise<string | null> {
+    let cursor: string | null = null;
+    for (;;) {
+      const page = await this.deps.runs.events(this.tenant, id, { ...(cursor ? { after: cursor } : {}), limit: 1_000 });
+      if (page.outcome !== "events") return cursor;
+      cursor = page.last ?? cursor;
+      if (!page.more) return cursor;
+    }
+  }
+
+  private pushConfig(taskId: string, settings: PushSettings & { id: string }): PushConfig {
+    return {
+      id: settings.id,
+      task_id: taskId,
+      url: settings.url,
+      ...(settings.token ? { token: settings.token } : {}),
+      ...(settings.authentication ? { authentication: settings.authentication } : {}),
+      created_at: this.deps.now(),
+    };
   }
 
   /** A message: a new task (a run started under its id; a resend answers the same task), or an answer to a task that asks for input. */
@@ -227,7 +313,13 @@ export class AgentHandler implements A2ARequestHandler {
     const accepted = params.configuration?.acceptedOutputModes ?? [];
     if (accepted.length > 0 && !accepted.some(producible))
       throw new ContentTypeNotSupportedError(`this agent answers in application/json and text/plain, not ${accepted.join(", ")}`);
-    if (message.taskId) return this.answer(message, parsed.input, caller);
+    const given = params.configuration?.taskPushNotificationConfig;
+    const push = given ? pushSettingsOf(given) : undefined;
+    if (message.taskId) {
+      const answered = await this.answer(message, parsed.input, caller);
+      if (push) await this.attachPush(answered, { ...push, id: push.id ?? messageConfigId(message.messageId) });
+      return answered;
+    }
     const deliveryId = `${this.agent.name}/${message.messageId}`;
     const id = runIdFor(this.tenant, startKey("a2a", deliveryId));
     // The record first (one write; a resend finds the first message's): the task is then known whatever the start answers.
@@ -238,6 +330,16 @@ export class AgentHandler implements A2ARequestHandler {
       // A resend: the task is its run's, unless the first message made none (refused as invalid, or cut short): then it starts now.
       if (await this.deps.runs.get(this.tenant, id)) return this.read(id, record);
     }
+    if (push) {
+      // Stored before the run starts: its delivery begins at the journal's first event.
+      const pushId = push.id ?? messageConfigId(message.messageId);
+      await this.deps.push.createIfAbsent(
+        PushConfigs.key(this.tenant, this.agent.name, id, pushId),
+        this.pushConfig(id, { ...push, id: pushId }),
+        freshDelivery(null, false),
+      );
+      this.deps.pushed?.();
+    }
     const started = await this.deps.runs.start(this.tenant, {
       definition: this.agent.definition,
       input: parsed.input,
@@ -245,6 +347,7 @@ export class AgentHandler implements A2ARequestHandler {
       source: "a2a",
       // A keyed caller is the run's initiator, and its key (not a field it writes) says its lane (C037).
       ...(caller.authenticated ? { initiator: caller.name, granted_lane: caller.interactive ? ("interactive" as const) : ("batch" as const) } : {}),
+      ...(caller.trace ? { trace: caller.trace } : {}),
     });
     if (started.outcome === "started" || started.outcome === "duplicate") return this.read(id, record);
     if (REJECTING.has(started.outcome)) {
@@ -252,8 +355,9 @@ export class AgentHandler implements A2ARequestHandler {
       await this.deps.tasks.put(this.tenant, this.agent.name, id, rejected);
       return this.read(id, rejected);
     }
-    // Refused as a request: no task either.
+    // Refused as a request: no task either (nor its push config).
     await this.deps.tasks.delete(this.tenant, this.agent.name, id);
+    if (push) await this.deps.push.delete(PushConfigs.key(this.tenant, this.agent.name, id, push.id ?? messageConfigId(message.messageId)));
     if (started.outcome === "invalid_input") throw new RequestMalformedError(`the message's input: ${started.reason}`);
     if (started.outcome === "input_too_large") throw new RequestMalformedError(`the message's input is ${started.bytes} bytes, over ${started.limit}`);
     throw new UnsupportedOperationError(`agent ${this.agent.name} cannot start now: ${started.outcome}`);

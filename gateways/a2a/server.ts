@@ -6,6 +6,7 @@ import { agentCardHandler, jsonRpcHandler, restHandler } from "@a2a-js/sdk/serve
 import { RequestMalformedError, toRestErrorBody } from "@a2a-js/sdk/errors";
 import { isTenantId, MAX_JSON_DEPTH, nestingDepth, WorkflowNameSchema } from "../../machines/index.js";
 import type { Logger } from "../../runtime/index.js";
+import { parseTraceparent } from "../../actors/index.js";
 import type { ApiKeyStore } from "../keys/index.js";
 import type { AgentStore, ExposedAgent } from "./agents.js";
 import { agentCardOf } from "./card.js";
@@ -28,6 +29,14 @@ export interface A2aServer {
   /** The server's base URL; an agent is at `<url>/a2a/<tenant>/<agent>`. */
   url: string;
   close(): Promise<void>;
+}
+
+export interface A2aServerOptions {
+  port: number;
+  host?: string;
+  publicUrl?: string;
+  /** Other handlers served by the same server under their own paths (the console at `/console`). */
+  mounts?: { path: string; handler: RequestHandler }[];
 }
 
 /** One agent's card and its three mounted SDK handlers, as built for one stored revision of its exposure. */
@@ -54,7 +63,7 @@ const callers = new WeakMap<Request, Caller>();
  * Long on purpose: its inner functions share the mounted agents and the express app they close
  * over; split apart they would pass both everywhere.
  */
-export async function startA2aServer(deps: A2aServerDeps, options: { port: number; host?: string; publicUrl?: string }): Promise<A2aServer> {
+export async function startA2aServer(deps: A2aServerDeps, options: A2aServerOptions): Promise<A2aServer> {
   const host = options.host ?? "127.0.0.1";
   const mounted = new Map<string, Mounted>();
   let base = options.publicUrl ?? "";
@@ -90,6 +99,7 @@ export async function startA2aServer(deps: A2aServerDeps, options: { port: numbe
   const app = express();
   app.disable("x-powered-by");
   app.set("env", "production");
+  for (const m of options.mounts ?? []) app.use(m.path, m.handler);
   app.use("/a2a/:tenant/:agent", (req: Request, res: Response, next: NextFunction) => {
     void (async () => {
       const tenant = String(req.params.tenant);
@@ -119,6 +129,8 @@ export async function startA2aServer(deps: A2aServerDeps, options: { port: numbe
         if (key.tenant !== tenant) return refuse(res, rpc, 403, "PERMISSION_DENIED", "this key is not one of the agent's tenant", -32600, 403);
         caller = new Caller(ac.signal, key.identity, true, key.groups, key.interactive);
       }
+      const traceparent = req.headers.traceparent;
+      caller.trace = parseTraceparent(typeof traceparent === "string" ? traceparent : undefined);
       res.on("close", () => ac.abort());
       callers.set(req, caller);
       parse(req, res, (err?: unknown) => {

@@ -21,8 +21,9 @@ const CHANGED: RunChange = { kind: "changed" };
  * before), then on each live event; without one for `pollMs`, it reads the run's journal
  * (`runs.events` after the last event it saw) and yields when it holds new events. The journal is
  * what it trusts: an event whose live copy was lost (a node killed between its write and its
- * publish) is still seen, and a watcher on any node sees the same run. Live tokens are no change
- * of the run: with `text`, each is yielded as it is, else they are not listened to.
+ * publish) is still seen, and a watcher on any node sees the same run. Only the run's own events
+ * (`run_*`) are a change: a step's do not move its task. Live tokens are no change either: with
+ * `text`, each is yielded as it is, else they are not listened to.
  */
 export async function* runChanges(
   deps: { nc: NatsConnection; runs: RunService },
@@ -44,6 +45,8 @@ export async function* runChanges(
         wake?.("text");
         return;
       }
+      // Only a run's own events change its task (state, status message, result): a step's never do.
+      if (!msg.subject.slice(msg.subject.lastIndexOf(".") + 1).startsWith("run_")) return;
       heard = true;
       wake?.("event");
     },

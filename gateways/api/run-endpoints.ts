@@ -1,5 +1,5 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { listReconciliations } from "../../actors/index.js";
+import { listReconciliations, parseTraceparent } from "../../actors/index.js";
 import type { RunReplays } from "./replays.js";
 import type { RunService } from "./run-service.js";
 import { requests } from "./schemas.js";
@@ -8,9 +8,12 @@ import type { TenantEndpoint } from "./serve.js";
 /** `runs.start|get|list|events|cancel|signal|reconcile|reconciliations`, and `runs.trajectory|replay` where this node replays. */
 export function addRunEndpoints(endpoint: TenantEndpoint, nc: NatsConnection, runs: RunService, replays: RunReplays | undefined): void {
   // A tenant key is the run's initiator, and a batch caller whatever source it writes (C037).
-  endpoint("runs_start", "runs.start", requests.runsStart, (t, b, caller) =>
-    runs.start(t, caller ? { ...b, initiator: caller.identity, granted_lane: caller.interactive ? "interactive" : "batch" } : b),
-  );
+  // A W3C `traceparent` header makes the run's root span that span's child (docs/traces.md); a malformed one is ignored.
+  endpoint("runs_start", "runs.start", requests.runsStart, (t, b, caller, headers) => {
+    const trace = parseTraceparent(headers?.get("traceparent"));
+    const traced = trace ? { ...b, trace } : b;
+    return runs.start(t, caller ? { ...traced, initiator: caller.identity, granted_lane: caller.interactive ? "interactive" : "batch" } : traced);
+  });
   endpoint("runs_get", "runs.get", requests.runsGet, async (t, b) => {
     const run = await runs.get(t, b.run_id);
     return run ? { outcome: "found", run } : { outcome: "run_not_found" };

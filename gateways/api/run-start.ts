@@ -1,5 +1,5 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { heldForAdmission, laneFor, validateAgainstSchema, type LaneDecision, type RunLane } from "../../machines/index.js";
+import { heldForAdmission, laneFor, validateAgainstSchema, type LaneDecision, type RunLane, type TraceContext } from "../../machines/index.js";
 import { jsonBytes, publish, RunwayFault, type ActorHost, type MailboxClient } from "../../runtime/index.js";
 import {
   randomDeliveryId,
@@ -24,6 +24,8 @@ export type StartRun = StartRunRequest & {
   replay_of?: string;
   /** The authenticated caller who starts it (an API key's identity): recorded as the run's initiator. */
   initiator?: string;
+  /** The W3C trace context its start came with (a `traceparent` header): the run's root span is its child. */
+  trace?: TraceContext;
   /** The lane its caller's identity grants (an API key's), in place of the one the request names or its source implies (C037). */
   granted_lane?: RunLane;
 };
@@ -224,6 +226,7 @@ export class RunStarts {
       ...(ceiling !== undefined ? { cost_ceiling_cents: ceiling } : {}),
       ...(admitted.counted ? { counted: true as const } : {}),
       ...(request.initiator ? { initiator: request.initiator } : {}),
+      ...(request.trace ? { trace: request.trace } : {}),
       input: plan.input,
     };
     // The seed is built here from the validated request: applied without parsing it again; a run

@@ -1,3 +1,4 @@
+import type { MsgHdrs } from "@nats-io/transport-node";
 import type { z, ZodType } from "zod";
 import { isTenantId, MAX_JSON_DEPTH, nestingDepth } from "../../machines/index.js";
 import { isFault, type MicroRequest, type MicroService } from "../../runtime/index.js";
@@ -22,7 +23,7 @@ export type TenantEndpoint = <S extends ZodType>(
   name: string,
   path: string,
   schema: S,
-  handle: (tenant: string, body: z.infer<S>, caller: ApiCaller | undefined) => Promise<ApiAnswer>,
+  handle: (tenant: string, body: z.infer<S>, caller: ApiCaller | undefined, headers: MsgHdrs | undefined) => Promise<ApiAnswer>,
   tooDeep?: ApiAnswer,
 ) => void;
 
@@ -44,7 +45,7 @@ export function tenantEndpoints(service: MicroService, tenants: TenantService, d
             if (!isTenantId(tenant) || !(await tenants.exists(tenant))) return { outcome: "tenant_not_found" };
             const who = callerOf(directory, tenant, req.headers);
             if (who.from === "foreign") return { outcome: "not_authorized", reason: `a key of ${who.account} cannot call tenant ${tenant}` };
-            return handle(tenant, body, who.from === "tenant" ? who.caller : undefined);
+            return handle(tenant, body, who.from === "tenant" ? who.caller : undefined, req.headers);
           },
           tooDeep,
         ),

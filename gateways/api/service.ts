@@ -10,7 +10,7 @@ import { addAgentEndpoints } from "./agent-endpoints.js";
 import { addApprovalEndpoints } from "./approval-endpoints.js";
 import { addDefinitionEndpoints } from "./definition-endpoints.js";
 import { addModelEndpoints } from "./model-endpoints.js";
-import { addOpsEndpoints } from "./ops-endpoints.js";
+import { addOpsEndpoints, type NodeSelf } from "./ops-endpoints.js";
 import type { RunReplays } from "./replays.js";
 import { addRunEndpoints } from "./run-endpoints.js";
 import type { RunService } from "./run-service.js";
@@ -43,6 +43,8 @@ export interface ApiServices {
   models?: ModelStore;
   /** The tenants' API keys (bearer tokens of HTTP callers). */
   keys?: ApiKeyStore;
+  /** This node itself: the partitions it owns (`ops.nodes`). */
+  self?: NodeSelf;
   /** Who the deployment's NATS keys are (credentials on): a tenant key's requests are answered as that key. */
   callers?: CallerDirectory;
   now(): number;
@@ -66,7 +68,7 @@ export async function startApi(nc: NatsConnection, services: ApiServices): Promi
   if (services.models) addModelEndpoints(endpoint, services.models, () => services.now());
   if (services.keys) addKeyEndpoints(endpoint, services.keys, () => services.now());
   addTenantEndpoints(service, endpoint, services.tenants);
-  addOpsEndpoints(service, nc, services.metrics, services.sweeper);
+  addOpsEndpoints(service, nc, services.metrics, services.sweeper, services.self);
   await service.start();
   return service;
 }

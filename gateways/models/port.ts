@@ -1,4 +1,4 @@
-import type { ModelPort, TurnOutcome } from "../../actors/index.js";
+import type { ModelPort, TurnOutcome, TurnPrice } from "../../actors/index.js";
 import type { ModelProviderRecord } from "./config.js";
 import { createModelProvider } from "./provider.js";
 import { completeWithRetry, type RetryDeps } from "./retry.js";
@@ -27,6 +27,17 @@ export function modelPortOf(store: Pick<ModelStore, "provider">, retry: RetryDep
       let provider = adapters.get(record);
       if (!provider) adapters.set(record, (provider = createModelProvider(record)));
       return completeWithRetry(provider, { ...request, model: model.slice(slash + 1) }, options, retry);
+    },
+    async kindOf(tenant: string, model: string): Promise<string | undefined> {
+      const slash = model.indexOf("/");
+      const record = await store.provider(tenant, slash > 0 ? model.slice(0, slash) : model).catch(() => undefined);
+      return record?.kind;
+    },
+    async price(tenant: string, model: string): Promise<TurnPrice | undefined> {
+      const slash = model.indexOf("/");
+      // A store that cannot be read throws: the turn is not asked unmetered (`metering_unavailable`).
+      const record = await store.provider(tenant, slash > 0 ? model.slice(0, slash) : model);
+      return record?.price(model.slice(slash + 1));
     },
   };
 }

@@ -135,8 +135,8 @@ export function closeAdmission(d: Draft): void {
   if (a?.state === "pending" && isTerminal(d.lifecycle.status)) d.run.admission_approval = { id: a.id, state: "cancelled", by: null, at: d.now };
 }
 
-/** Ends a run that never started (no `started_at`: it was never claimed). */
-function endUnstarted(d: Draft, error: RunError): void {
+/** Ends a run that never started (no `started_at`: it was never claimed); its parent, if any, is told. */
+export function endUnstarted(d: Draft, error: RunError): void {
   if (!move(d, "fail")) return;
   d.run.error = error;
   publish(d, "run_failed", { error });

@@ -1,8 +1,8 @@
 import { applyStepOp } from "../step/index.js";
 import { DEFAULT_WAIT_TIMEOUT_MS, resolveTemplate, type PlanNode } from "../workflow/index.js";
-import { offer, parkAttempt } from "./attempts.js";
-import { fail, publish, scopeOf, succeed, type Draft } from "./draft.js";
-import { approvalAt, gatePolicyOf, gateToken, isAgentNode } from "./gates.js";
+import { holderOf, offer, parkAttempt } from "./attempts.js";
+import { abortAttempts, fail, publish, scopeOf, succeed, type Draft } from "./draft.js";
+import { approvalAt, gateArguments, gatePolicyOf, gateToken, isAgentNode } from "./gates.js";
 import type { ApprovalState, ExecutionEvent, RunContext, RunError } from "./types.js";
 
 /**
@@ -91,6 +91,14 @@ export function onDecide(d: Draft, e: On<"approval.decide">): void {
   publish(d, "approval_decided", { node, approval: pending.id, decision, by: e.by });
   d.effects.push({ type: "runway.answer", value: { outcome: "decided", approval: pending.id, decision } });
   const rejected = { code: "approval_rejected", message: `${e.by} rejected it${e.reason ? `: ${e.reason}` : ""}` };
+  if (pending.input?.task && decision === "rejected") {
+    // A remote task's question declined: the task is cancelled and the step fails (nothing is sent to it).
+    cancelAskingTask(d, node, pending, "input_rejected");
+    return closeGated(d, node, {
+      code: "a2a_input_rejected",
+      message: `${e.by} declined the question of remote task ${pending.input.task.id}${e.reason ? `: ${e.reason}` : ""}; the task was cancelled`,
+    });
+  }
   if (pending.input) {
     // The server's forms: accepted with the reviewer's payload (one form: the payload; several: by key), or declined.
     const { requests, state, round } = pending.input;
@@ -98,7 +106,11 @@ export function onDecide(d: Draft, e: On<"approval.decide">): void {
     const responses = Object.fromEntries(
       requests.map((r) => [r.key, decision === "rejected" ? { action: "decline" } : { action: "accept", content: content(r.key) ?? {} }]),
     );
-    n.approval = { ...n.approval, input: { responses, ...(state !== undefined ? { state } : {}), round } };
+    n.approval = {
+      ...n.approval,
+      input: { responses, ...(state !== undefined ? { state } : {}), round },
+      ...(pending.arguments !== undefined ? { arguments: pending.arguments } : {}),
+    };
     return offer(d, d.byId.get(node)!, n, undefined);
   }
   if (pending.tool && isAgentNode(d.byId.get(node))) {
@@ -130,6 +142,7 @@ export function expireApproval(d: Draft, node: string): boolean {
   const n = d.run.nodes[node]!;
   const a = n.approval;
   if (a?.state !== "pending" || d.now <= a.expires_at) return false;
+  cancelAskingTask(d, node, a, "approval_expired");
   n.approval = { id: a.id, state: "expired", by: null, at: d.now };
   delete n.wake_at;
   d.effects.push({ type: "runway.journal", data: { t: "decision", id: a.id, node, decision: "expired", by: null, at: d.now } });
@@ -175,6 +188,9 @@ export function onGate(d: Draft, e: On<"effect.gate">): void {
  * forms are filed as a request on the node — kind input, its schema the server's, under the node's
  * own `approval` or the definition's policy for reviewers and clock (7 days by default) — and the
  * asking attempt ends, its step held until a person answers. A later round of asking files anew.
+ * An `a2a` node's remote task in `input-required` (its poll sends this) is filed the same way:
+ * the request keeps the task, which the answering attempt follows up and the run cancels if it
+ * stops first (no poll runs while a person decides).
  */
 export function onInput(d: Draft, e: On<"effect.input">): void {
   const node = d.byId.get(e.node)!;
@@ -184,6 +200,11 @@ export function onInput(d: Draft, e: On<"effect.input">): void {
     if (Object.keys(rest).length > 0) n.intents = rest;
     else delete n.intents;
   }
+  const holder = holderOf(n, e.item);
+  if (holder?.task?.key === e.key) delete holder.task;
+  const task = e.task ? { server: e.server, tool: e.tool, id: e.task.id, wire: e.task.wire } : undefined;
+  // A gated call's remote task asks: its gate's arguments stay the call's (the answer's attempt passes the gate with them).
+  const passed = task ? gateArguments(d.run, e.node, e.server, e.tool) : undefined;
   const policy = gatePolicyOf(d.plan, node);
   const prior = n.approval;
   const round = (prior && "input" in prior && prior.input ? prior.input.round : 0) + 1;
@@ -199,9 +220,20 @@ export function onInput(d: Draft, e: On<"effect.input">): void {
     requested_at: d.now,
     expires_at: d.now + (policy?.timeout_ms ?? DEFAULT_WAIT_TIMEOUT_MS),
     tool: { server: e.server, tool: e.tool },
-    input: { requests, ...(e.state !== undefined ? { state: e.state } : {}), round },
+    input: { requests, ...(e.state !== undefined ? { state: e.state } : {}), round, ...(task ? { task } : {}) },
+    ...(passed ? { arguments: passed.arguments } : {}),
   });
   parkStep(d, node, `${e.server}/${e.tool} waits for a person's input (${id})`);
+}
+
+/**
+ * A request for input that no answer will follow up (the run stops, nobody answered in time):
+ * the remote task that asked is cancelled (best effort, by this node's executor; no attempt runs).
+ */
+export function cancelAskingTask(d: Draft, node: string, approval: ApprovalState | undefined, reason: string): void {
+  const task = approval?.state === "pending" ? approval.input?.task : undefined;
+  const s = d.run.nodes[node]?.step;
+  if (task && s) abortAttempts(d, [{ node, attempt: s.attempt, lease_epoch: s.lease_epoch, task }], reason);
 }
 
 /** A tool call's request for a person, filed on its node: kept in the head, journaled, one expiry clock. */

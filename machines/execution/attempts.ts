@@ -108,6 +108,8 @@ export function offer(d: Draft, node: PlanNode, holder: Holder, item: number | u
   // until a person settles its intent or decides. Under a cancel or a ceiling nothing new runs.
   if (step.status !== "ready" || holder.reconcile || d.run.cancel || d.run.ceiling || (node.kind !== "code" && node.kind !== "map")) return;
   if ("approval" in holder && holder.approval?.state === "pending") return;
+  // An agent waiting on its subagent's child run: the child's end offers it again.
+  if ("subagent" in holder && holder.subagent) return;
   if (step.not_before !== null && step.not_before > d.now) {
     d.effects.push({
       type: "runway.timer.set",
@@ -177,6 +179,7 @@ function executeRequest(
     ...(gate ? { gate } : {}),
     ...(r.replay_of ? { replay_of: r.replay_of } : {}),
     ...(r.cost_ceiling_cents !== undefined ? { cost_ceiling_cents: r.cost_ceiling_cents } : {}),
+    ...(r.trace ? { trace: r.trace.trace_id } : {}),
     timeout_ms: node.timeout_ms,
     cancellation_epoch: r.cancellation_epoch,
     ticket,

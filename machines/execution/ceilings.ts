@@ -40,7 +40,8 @@ export function stopIdle(d: Draft): void {
     if (n.s === "pending") n.s = "cancelled";
     if (n.s !== "active") continue;
     if (node.kind === "map" && n.map) stopMapIdle(d, node);
-    else if (node.kind !== "subworkflow" && !(n.step && inFlight(n))) {
+    // A subagent's child in flight finishes too (as a subworkflow's): its end lets its agent's node settle.
+    else if (node.kind !== "subworkflow" && !n.subagent && !(n.step && inFlight(n))) {
       n.s = "cancelled";
       if (n.step) stopHolder(n, d.now);
       if (n.approval?.state === "pending") n.approval = { id: n.approval.id, state: "cancelled", by: null, at: d.now };

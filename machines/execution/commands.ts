@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { RunLaneSchema, TokenSchema } from "../tenant/index.js";
+import { MAX_CALL_REFS } from "../tools/index.js";
 
 /** The commands a run actor accepts (validated at its mailbox), with the schemas their parts share. */
 
@@ -28,6 +29,13 @@ export const RunSeedSchema = z.object({
   counted: z.literal(true).optional(),
   /** Who started it, when the caller was authenticated (an API key's `key:<tenant>/<name>`): the one who may not approve its actions. */
   initiator: z.string().min(1).max(200).optional(),
+  /**
+   * The W3C trace context its start came with (a `traceparent`): its trace is that trace and its
+   * root span that span's child. A child carries its root's, so a tree is one trace.
+   */
+  trace: z
+    .object({ trace_id: z.string().regex(/^[0-9a-f]{32}$/), span_id: z.string().regex(/^[0-9a-f]{16}$/), flags: z.number().int().min(0).max(255) })
+    .optional(),
   input: z.unknown(),
 });
 export type RunSeed = z.infer<typeof RunSeedSchema>;
@@ -73,6 +81,11 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     cancellation_epoch: z.number().int().nonnegative().optional(),
     /** Receipts of the attempt's calls still without one (a tool node's call: its result and receipt are one write). */
     receipts: z.array(ReceiptSchema).max(64).optional(),
+    /** A tool node's successful write: the resources it wrote (`writeRefs`, C074). */
+    refs: z
+      .array(z.object({ kind: z.string().min(1).max(64), id: z.string().min(1).max(256) }))
+      .max(MAX_CALL_REFS)
+      .optional(),
   }),
   /** Before a call that may change the world: its intent, under the attempt's lease and the run's cancellation epoch. */
   z.object({
@@ -109,6 +122,21 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     turn: z.number().int().nonnegative().max(1_000_000).optional(),
   }),
   /**
+   * An agent delegates to a subagent (its node's `agents`): the run answers the call's stored
+   * result (`observed`: the child ended), or starts the child run once (keyed by the call's effect
+   * key) and parks the step until it ends. `cost_ceiling_cents`: the child's slice of the tree's
+   * money (a cap on what it may spend; its root's ceiling bounds it too).
+   */
+  z.object({
+    type: z.literal("effect.child"),
+    ...AttemptFence,
+    key: EffectKey,
+    workflow: z.string().min(1).max(200),
+    input: z.unknown(),
+    turn: z.number().int().nonnegative().max(1_000_000),
+    cost_ceiling_cents: z.number().int().min(0).max(1e12).optional(),
+  }),
+  /**
    * The server answered the call `input_required` (MCP 2026-07-28 MRTR): nothing happened. The
    * run clears the intent, files the forms for a person and parks the step; the next attempt calls
    * again with the answers.
@@ -124,6 +152,8 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
       .min(1)
       .max(16),
     state: z.string().max(65_536).optional(),
+    /** A remote task asks (an `a2a` node's): kept with the request, cancelled if nobody answers. */
+    task: z.object({ id: z.string().min(1).max(500), wire: z.string().min(1).max(40) }).optional(),
   }),
   /** The call became an MCP task: its id is journaled before the step waits on it (no worker held). */
   z.object({
@@ -135,9 +165,17 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     tool: z.string().min(1).max(200),
     wire: z.string().min(1).max(40),
     poll_ms: z.number().int().min(10).max(3_600_000),
+    /** A tool node's write: its `item_kind`, so the task's result adds its refs (C074). */
+    writes: z.string().min(1).max(64).optional(),
   }),
   /** The call's outcome, from the attempt that recorded its intent. */
-  z.object({ type: z.literal("effect.receipt"), ...AttemptFence, receipt: ReceiptSchema }),
+  z.object({
+    type: z.literal("effect.receipt"),
+    ...AttemptFence,
+    receipt: ReceiptSchema,
+    /** A priced model turn's charge (settled on the meter): added to the run's `usage.cost_cents` when the receipt is recorded. */
+    cost_cents: z.number().int().min(0).max(1e12).optional(),
+  }),
   /** A person settles an intent whose outcome is unknown: `done` with the call's result, `retry` (call again), `abandon` (the step fails). */
   z.object({
     type: z.literal("effect.settle"),

@@ -78,7 +78,8 @@ export type RunAnswer =
   /** A report or effect from an attempt the run no longer takes: a newer lease, or a cancel since it began. */
   | { outcome: "stale_lease" }
   | { outcome: "stale_cancel_epoch" }
-  | { outcome: "started"; run: ReturnType<typeof runSummary> }
+  /** `error_code`: a child its start gate refused was created already failed, under this code (C048). */
+  | { outcome: "started"; run: ReturnType<typeof runSummary>; error_code?: string }
   | CreateRefusal
   | { outcome: "cancelled" | "cancel_requested"; run: ReturnType<typeof runSummary> & { cancel: RunContext["cancel"] } }
   | { outcome: "delivered"; nodes: string[] }
@@ -92,13 +93,18 @@ export type RunAnswer =
   /** A completed claim: its stored response, no call. */
   | { outcome: "observed"; value: unknown }
   /** An earlier attempt's call, outcome unknown: ask the server's lookup tool, or reconcile. */
-  | { outcome: "lookup"; tool: string }
-  | { outcome: "reconcile" }
+  | { outcome: "lookup"; tool: string; input?: { responses: Record<string, unknown>; state?: string } }
+  /** Call again (the same key): with a person's answers when the lost attempt's call carried them. */
+  | { outcome: "reconcile"; input?: { responses: Record<string, unknown>; state?: string } }
   | { outcome: "in_flight" | "needs_approval" | "limit_reached" | "budget_exhausted" | "parked" | "waiting" | "let_finish" }
   | { outcome: "approved"; arguments: unknown }
   /** An agent's gated proposal a person rejected: the model is told so (as the call's result) and goes on. */
   | { outcome: "rejected"; by: string | null; reason?: string }
-  | { outcome: "awaiting_approval"; approval: string };
+  | { outcome: "awaiting_approval"; approval: string }
+  /** An agent's subagent call the run cannot make (not a subagent of the node, too deep, another one pending). */
+  | { outcome: "refused"; code: string; message: string }
+  /** An agent's subagent call: its child run runs and the step is parked until it ends. */
+  | { outcome: "awaiting_subagent"; child: string };
 
 /** A counter the machine alone can see, counted by the node (its metrics channel). */
 export type MachineCounter = { counter: "lease_expiries"; tenant: string } | { counter: "sweep_actions"; tenant: string; action: string };

@@ -94,9 +94,21 @@ export function openGate(
       ? { outcome: "rejected", by: decided.by, ...(decided.reason !== undefined ? { reason: decided.reason } : {}) }
       : { outcome: "approved", arguments: decided.arguments };
   }
-  const a = run.nodes[e.node]?.approval;
-  if ((a?.state !== "approved" && a?.state !== "edited") || a.id !== `${run.id}:${gateToken(e.node, e.server, e.tool)}`) return undefined;
-  return { outcome: "approved", arguments: a.arguments ?? null };
+  const open = gateArguments(run, e.node, e.server, e.tool);
+  return open ? { outcome: "approved", arguments: open.arguments } : undefined;
+}
+
+/**
+ * The arguments the node's record lets its gated call of `server/tool` be made with: its gate's,
+ * approved or edited, or (the gate then gave them to it) an answered question of the call's
+ * remote task (an `a2a` node's `input-required`: the answer's call is the gated call going on).
+ */
+export function gateArguments(run: RunContext, node: string, server: string, tool: string): { arguments: unknown } | undefined {
+  const a = run.nodes[node]?.approval;
+  if (a?.state !== "approved" && a?.state !== "edited") return undefined;
+  if (a.id === `${run.id}:${gateToken(node, server, tool)}`) return { arguments: a.arguments ?? null };
+  const asked = a.input !== undefined && a.arguments !== undefined && a.id.startsWith(`${run.id}:${node}:input.${server}/${tool}.`);
+  return asked ? { arguments: a.arguments } : undefined;
 }
 
 /**
@@ -130,9 +142,8 @@ export function intentNeedsApproval(run: RunContext | null | undefined, e: Execu
     return decided?.decision !== "approved" && decided?.decision !== "edited" ? true : !jsonEqual(decided.arguments ?? null, e.arguments ?? null);
   }
   if (!isOwnCall(node, e.server, e.tool)) return true;
-  const a = run.nodes[e.node]?.approval;
-  const open = (a?.state === "approved" || a?.state === "edited") && a.id === `${run.id}:${gateToken(e.node, e.server, e.tool)}`;
-  return !open || !jsonEqual(a.arguments ?? null, e.arguments ?? null);
+  const open = gateArguments(run, e.node, e.server, e.tool);
+  return !open || !jsonEqual(open.arguments ?? null, e.arguments ?? null);
 }
 
 /**

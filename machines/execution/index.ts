@@ -40,6 +40,7 @@ export {
   type ExecutionContext,
   type ExecutionEvent,
   type ExecuteRequest,
+  type TraceContext,
   type ReadyTicket,
   type Receipt,
   type PendingIntent,

@@ -70,6 +70,10 @@ export function onIntent(d: Draft, e: On<"effect.intent">): void {
   const intent: PendingIntent = { server: e.server, tool: e.tool, class: e.class, ...(lookup ? { lookup } : {}), attempt: e.attempt, at: d.now };
   holder.intents = { ...holder.intents, [e.key]: intent };
   const where = { node: e.node, ...(e.item !== undefined ? { item: e.item } : {}) };
+  // A person answered this tool's request for input: the call is made (again, for a lost attempt's) with the answers.
+  const a = e.item === undefined ? d.run.nodes[e.node]!.approval : undefined;
+  const answered = a && a.state !== "pending" && a.input && a.id.includes(`:input.${e.server}/${e.tool}.`) ? a.input : undefined;
+  const input = answered ? { input: { responses: answered.responses, state: answered.state } } : {};
   if (pending) {
     // Safe to call again (the same key goes with the call, so a server that deduplicates sees one
     // effect), or the server can tell whether it happened: ask it first.
@@ -83,7 +87,7 @@ export function onIntent(d: Draft, e: On<"effect.intent">): void {
       class: e.class,
       ...(asks ? { lookup: asks } : {}),
     });
-    d.effects.push({ type: "runway.answer", value: asks ? { outcome: "lookup", tool: asks } : { outcome: "reconcile" } });
+    d.effects.push({ type: "runway.answer", value: asks ? { outcome: "lookup", tool: asks, ...input } : { outcome: "reconcile", ...input } });
     return;
   }
   d.effects.push({
@@ -102,13 +106,7 @@ export function onIntent(d: Draft, e: On<"effect.intent">): void {
     },
   });
   publish(d, "effect_intent", { ...where, attempt: e.attempt, key: e.key, server: e.server, tool: e.tool, class: e.class });
-  // A person answered this tool's request for input: the call is made again with the answers.
-  const a = e.item === undefined ? d.run.nodes[e.node]!.approval : undefined;
-  const answered = a && a.state !== "pending" && a.input && a.id.includes(`:input.${e.server}/${e.tool}.`) ? a.input : undefined;
-  d.effects.push({
-    type: "runway.answer",
-    value: { outcome: "recorded", ...(answered ? { input: { responses: answered.responses, state: answered.state } } : {}) },
-  });
+  d.effects.push({ type: "runway.answer", value: { outcome: "recorded", ...input } });
 }
 
 /**
@@ -153,13 +151,13 @@ function park(d: Draft, e: On<"effect.intent">, holder: Holder, pending: Pending
 }
 
 /** Stores a receipt for one of the holder's waiting intents (a receipt for no waiting intent is dropped: it was settled). */
-export function recordReceipt(d: Draft, node: string, item: number | undefined, holder: Holder, receipt: Receipt): void {
+export function recordReceipt(d: Draft, node: string, item: number | undefined, holder: Holder, receipt: Receipt, cost_cents = 0): boolean {
   const pending = holder.intents?.[receipt.key];
-  if (!pending) return;
+  if (!pending) return false;
   const { [receipt.key]: _done, ...rest } = holder.intents!;
   if (Object.keys(rest).length > 0) holder.intents = rest;
   else delete holder.intents;
-  d.effects.push({ type: "runway.journal", data: { t: "receipt", ...receipt } });
+  d.effects.push({ type: "runway.journal", data: { t: "receipt", ...receipt, ...(cost_cents > 0 ? { cost_cents } : {}) } });
   d.run.receipts = (d.run.receipts ?? 0) + 1;
   publish(d, receipt.state === "observed" ? "effect_observed" : "effect_failed", {
     node,
@@ -170,6 +168,7 @@ export function recordReceipt(d: Draft, node: string, item: number | undefined, 
     ...(receipt.state === "failed" ? { error: receipt.error } : {}),
     ...(receipt.by !== undefined ? { by: receipt.by } : {}),
   });
+  return true;
 }
 
 /**
@@ -180,7 +179,16 @@ export function recordReceipt(d: Draft, node: string, item: number | undefined, 
 export function onTask(d: Draft, e: On<"effect.task">): void {
   const holder = holderOf(d.run.nodes[e.node]!, e.item)!;
   if (holder.step!.status === "ready") onHeartbeat(d, e, { durable: false });
-  holder.task = { key: e.key, id: e.task_id, server: e.server, tool: e.tool, wire: e.wire, poll_ms: e.poll_ms, since: d.now };
+  holder.task = {
+    key: e.key,
+    id: e.task_id,
+    server: e.server,
+    tool: e.tool,
+    wire: e.wire,
+    poll_ms: e.poll_ms,
+    since: d.now,
+    ...(e.writes !== undefined ? { writes: e.writes } : {}),
+  };
   d.effects.push({ type: "runway.journal", data: { t: "task", key: e.key, id: e.task_id, server: e.server, tool: e.tool, wire: e.wire, at: d.now } });
   publish(d, "tool_task_started", {
     node: e.node,
@@ -234,7 +242,12 @@ export function pollTask(d: Draft, node: string, item: number | undefined): void
 
 export function onReceipt(d: Draft, e: On<"effect.receipt">): void {
   const holder = holderOf(d.run.nodes[e.node]!, e.item)!;
-  recordReceipt(d, e.node, e.item, holder, e.receipt);
+  const cost = e.cost_cents ?? 0;
+  if (recordReceipt(d, e.node, e.item, holder, e.receipt, cost) && cost > 0) {
+    // A priced model turn: what the meter settled it to, counted once (a receipt is recorded once).
+    const usage = d.run.usage ?? { steps: 0, tool_calls: 0 };
+    d.run.usage = { ...usage, cost_cents: (usage.cost_cents ?? 0) + cost };
+  }
   d.effects.push({ type: "runway.answer", value: { outcome: "recorded" } });
 }
 

@@ -31,7 +31,7 @@ function isCommand(event: RunMachineEvent): event is ExecutionEvent {
 /** A report from an attempt: a result, a heartbeat, or one of its effects' questions. */
 type Report = Extract<
   ExecutionEvent,
-  { type: "step.result" | "step.heartbeat" | "effect.intent" | "effect.receipt" | "effect.task" | "effect.gate" | "effect.input" }
+  { type: "step.result" | "step.heartbeat" | "effect.intent" | "effect.receipt" | "effect.task" | "effect.gate" | "effect.input" | "effect.child" }
 >;
 
 function isReport(event: RunMachineEvent): event is Report {
@@ -42,7 +42,8 @@ function isReport(event: RunMachineEvent): event is Report {
     event.type === "effect.receipt" ||
     event.type === "effect.task" ||
     event.type === "effect.gate" ||
-    event.type === "effect.input"
+    event.type === "effect.input" ||
+    event.type === "effect.child"
   );
 }
 
@@ -138,6 +139,8 @@ const REPORTS = {
   ],
   // The server asked for a person's input: the forms are filed and the step parks (no worker held).
   "effect.input": [{ guard: "reportApplies", actions: "parkOnInput" }, { actions: "answerNotCurrent" }],
+  // An agent delegates to a subagent: the child's stored end, or the child started once and the step parked.
+  "effect.child": [{ guard: "reportApplies", actions: "callSubagent" }, { actions: "answerNotCurrent" }],
 } as const;
 
 /**
@@ -174,6 +177,7 @@ const endedState = {
     "effect.task": { actions: "answerNotCurrent" },
     "effect.gate": { actions: "answerNotCurrent" },
     "effect.input": { actions: "answerNotCurrent" },
+    "effect.child": { actions: "answerNotCurrent" },
     "effect.settle": { actions: "answerNotReconciling" },
     "run.signal": { actions: "answerNotWaiting" },
     "approval.decide": { actions: "answerDecisionRefused" },
@@ -323,6 +327,7 @@ export const executionMachine = setup({
     recordTask: decision("effect.task", decisions.task),
     parkOnGate: decision("effect.gate", decisions.gate),
     parkOnInput: decision("effect.input", decisions.input),
+    callSubagent: decision("effect.child", decisions.childCall),
     deliverSignal: decision("run.signal", decisions.signal),
     decideApproval: decision("approval.decide", decisions.approve),
     applyLateResult: decision("step.result", decisions.lateResult),

@@ -3,11 +3,12 @@ import { isTerminal, type RunOpEvent } from "../run/index.js";
 import { applyStepOp, pendingStep } from "../step/index.js";
 import { isCeilingReason, mapItems, progress, resolveTemplate, runOutcome, runResult, stopsRun, type CeilingReason, type PlanNode } from "../workflow/index.js";
 import { childPriority } from "../scheduler/index.js";
+import { mergeRefs } from "../tools/index.js";
 import { DEFAULT_PRIORITY, offer, pumpMap, ready } from "./attempts.js";
 import { newMap } from "./items.js";
 import { abortAttempts, fail, holdersOf, liveAttempts, MAX_DEPTH, move, publish, scopeOf, states, succeed, WAIT_GRACE_MS, type Draft } from "./draft.js";
 import { askExpansion } from "./expansion.js";
-import { startApproval } from "./approvals.js";
+import { cancelAskingTask, startApproval } from "./approvals.js";
 import { ceilingDrain, stepsHit, stopIdle, wallHit } from "./ceilings.js";
 import type { ItemRun, NodeRun, RunError } from "./types.js";
 
@@ -97,7 +98,7 @@ function stopRun(d: Draft): void {
   if (isTerminal(d.lifecycle.status)) return;
   const { node, error } = d.stop!;
   stopNodes(d, "parent_failed");
-  finish(d, "failed", { code: error.code, message: `${node}: ${error.message}`, nodes: [node] });
+  finish(d, "failed", { code: error.code, message: `${node}: ${error.message}`, nodes: [node], ...(error.error_code ? { error_code: error.error_code } : {}) });
 }
 
 export function start(d: Draft, node: PlanNode): void {
@@ -164,6 +165,25 @@ function startChild(d: Draft, node: Extract<PlanNode, { kind: "subworkflow" }>, 
   if (!input.ok) return fail(d, node.id, { code: "reference_unreadable", message: `unreadable reference ${input.path}` });
   n.s = "active";
   n.child = child;
+  sendChildCreate(d, node.id, child, definition, input.value);
+  publish(d, "step_started", { node: node.id, child });
+}
+
+/**
+ * The `run.create` of a child of node `nodeId` (a subworkflow node's, or an agent's subagent):
+ * batch lane, its parent's project and deadline, a priority below its parent's, and the tree's
+ * money ceiling (a subagent's `slice` lowers it for that child).
+ */
+export function sendChildCreate(
+  d: Draft,
+  nodeId: string,
+  child: string,
+  definition: NonNullable<Draft["event"]["child_definitions"]>[string],
+  input: unknown,
+  options: { start_key?: string; slice_cents?: number } = {},
+): void {
+  const startKey = options.start_key;
+  const ceiling = options.slice_cents === undefined ? d.run.cost_ceiling_cents : Math.min(options.slice_cents, d.run.cost_ceiling_cents ?? options.slice_cents);
   const r = d.run;
   d.effects.push({
     type: "runway.send",
@@ -175,23 +195,24 @@ function startChild(d: Draft, node: Extract<PlanNode, { kind: "subworkflow" }>, 
         tenant: r.tenant,
         root_run_id: r.root_run_id,
         parent_run_id: r.id,
-        parent_node: node.id,
+        parent_node: nodeId,
         depth: r.depth + 1,
         definition,
         source: "workflow_step",
-        start_key: `${r.id}:${node.id}`,
+        start_key: startKey ?? `${r.id}:${nodeId}`,
         // Every child is batch, counts under its parent's project, and never outranks its parent.
         lane: "batch",
         ...(r.project ? { project: r.project } : {}),
         priority: childPriority(r.priority ?? DEFAULT_PRIORITY),
         ...(r.deadline != null ? { deadline: r.deadline } : {}),
         // Money is one bill: the child spends its root's ceiling, whatever its own definition says.
-        ...(r.cost_ceiling_cents !== undefined ? { cost_ceiling_cents: r.cost_ceiling_cents } : {}),
-        input: input.value,
+        ...(ceiling !== undefined ? { cost_ceiling_cents: ceiling } : {}),
+        // One tree, one trace: the root's trace context goes down to every child.
+        ...(r.trace ? { trace: r.trace } : {}),
+        input,
       },
     },
   });
-  publish(d, "step_started", { node: node.id, child });
 }
 
 /**
@@ -211,12 +232,16 @@ export function stopNodes(d: Draft, childReason: string, spare: (h: ItemRun | No
       : [],
   );
   abortAttempts(d, live, childReason);
-  for (const n of Object.values(d.run.nodes)) {
+  for (const [id, n] of Object.entries(d.run.nodes)) {
     if (n.s !== "pending" && n.s !== "active") continue;
     const spared = holdersOf(n).some(([, h]) => spare(h));
     if (!spared) n.s = "cancelled";
     // A pending approval leaves the reviewers' inbox: nobody can decide a stopped node.
-    if (n.approval?.state === "pending") n.approval = { id: n.approval.id, state: "cancelled", by: null, at: d.now };
+    if (n.approval?.state === "pending") {
+      // A remote task that asked for the input is cancelled with it.
+      cancelAskingTask(d, id, n.approval, childReason);
+      n.approval = { id: n.approval.id, state: "cancelled", by: null, at: d.now };
+    }
     for (const [, holder] of holdersOf(n)) {
       if (spare(holder)) continue;
       const r = applyStepOp(holder.step!, { op: "cancel", now: d.now });
@@ -303,6 +328,11 @@ export function finish(d: Draft, status: "succeeded" | "failed", error?: RunErro
   if (status === "succeeded" && !d.run.partial_reason) {
     const marked = d.plan.nodes.map((n) => d.run.nodes[n.id]!).find((n) => n.s === "succeeded" && n.partial_reason);
     if (marked) d.run.partial_reason = marked.partial_reason;
+  }
+  if (status === "succeeded") {
+    // What its tool nodes wrote, in declaration order, each resource once (C074).
+    const refs = mergeRefs(d.plan.nodes.map((n) => d.run.nodes[n.id]!.refs));
+    if (refs.length > 0) d.run.refs = refs;
   }
   const result = runResult(d.plan, states(d), scopeOf(d));
   if (result.ok) {

@@ -1,11 +1,21 @@
 import { onIntent, onReceipt, onSettle, onTask, pollTask, recordReceipt } from "./intents.js";
 import { onSignal, onSignalTimeout } from "./signals.js";
 import { expireApproval, onDecide, onGate, onInput } from "./approvals.js";
-import { ADMISSION, closeAdmission, expireAdmission, heldForAdmission, holdForAdmission, onAdmissionDecide, onAdmissionRefused } from "./admission.js";
+import { onChildCall, settleSubagent } from "./subagents.js";
+import {
+  ADMISSION,
+  closeAdmission,
+  endUnstarted,
+  expireAdmission,
+  heldForAdmission,
+  holdForAdmission,
+  onAdmissionDecide,
+  onAdmissionRefused,
+} from "./admission.js";
 import { cancelRequested, holdUnknown, onCancel, onLateReceipt, onLateResult, settleUnderCancel } from "./cancel.js";
 import { queuedLifecycle, type RunOpEvent } from "../run/index.js";
 import { applyStepOp, type StepError } from "../step/index.js";
-import { isCeilingReason, isPlatformStop, planIndex, validateAgainstSchema } from "../workflow/index.js";
+import { childCodeAtParent, isCeilingReason, isPlatformStop, planIndex, validateAgainstSchema } from "../workflow/index.js";
 import {
   expireLease,
   holderOf,
@@ -114,6 +124,11 @@ export const decisions = {
       onInput(d, e);
       advance(d);
     }),
+  childCall: (c: ExecutionContext, e: On<"effect.child">) =>
+    decide(c, e, (d) => {
+      onChildCall(d, e);
+      advance(d);
+    }),
   signal: (c: ExecutionContext, e: On<"run.signal">) => decide(c, e, (d) => onSignal(d, e)),
   approve: (c: ExecutionContext, e: On<"approval.decide">) =>
     decide(c, e, (d) => {
@@ -183,6 +198,14 @@ function create(event: Extract<ExecutionEvent, { type: "run.create" }>): RunCont
 function onCreate(d: Draft): void {
   // The input is stored once, as the first fact of the run's journal.
   d.effects.push({ type: "runway.journal", data: { t: "input", value: d.memory.input } });
+  const refused = d.run.parent_run_id !== null ? d.event.refused : undefined;
+  if (refused) {
+    // A child its start gate refused exists, already failed under the gate's code: it runs
+    // nothing, and its parent reads that code from the `child.settled` it is sent (C047, C048).
+    endUnstarted(d, { code: refused.code, message: refused.message });
+    d.effects.push({ type: "runway.answer", value: { outcome: "started", run: runSummary(d.run, d.lifecycle), error_code: refused.code } });
+    return;
+  }
   if (heldForAdmission(d.plan, d.run)) {
     // A person admits it first: held in this very write, it asks its tenant only once approved.
     holdForAdmission(d);
@@ -244,6 +267,8 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
     settleItem(d, node, e.item!, output, e.output_bytes);
     if (n.s === "active") pumpMap(d, node);
   } else if (r.state.status === "succeeded") {
+    // A tool node's write keeps the refs it reported with its result (C074).
+    if (e.refs?.length && node.kind === "code" && node.tool) n.refs = e.refs;
     succeed(d, e.node, output, e.attempt);
   } else {
     retryOrFail(d, node, undefined, error);
@@ -296,19 +321,32 @@ function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>):
  * work stops its node and is a ceiling of the run (whatever `continue_on_error` says).
  */
 function onChild(d: Draft, e: Extract<ExecutionEvent, { type: "child.settled" }>): void {
+  const n = d.run.nodes[e.node]!;
+  if (n.subagent) {
+    // An agent's subagent ended: whatever its status, it is the call's result, which the model reads.
+    settleSubagent(d, e);
+    offer(d, d.byId.get(e.node)!, n, undefined);
+    return advance(d);
+  }
   const mark = e.status === "failed" ? e.error?.partial_reason : undefined;
+  // How the child's failure reads here (stops.ts): a platform stop (or a start its gate could not
+  // decide) stops this node whatever it declares; a refused start is `start_refused`; any other,
+  // `child_failed`. The child's own code rides beside it, as the node error's `error_code` (C048).
+  const code = e.status === "failed" ? childCodeAtParent(e.error?.code) : undefined;
+  const own = e.error?.code !== undefined ? { error_code: e.error.code } : {};
+  const message = `child run ${e.child}: ${e.error?.message ?? e.status}`;
   if (e.status === "succeeded") {
     succeed(d, e.node, e.result ?? null);
     if (isCeilingReason(e.partial_reason)) d.run.nodes[e.node]!.partial_reason = e.partial_reason;
-  } else if (e.status === "failed" && isPlatformStop(e.error?.code))
-    fail(d, e.node, { code: e.error!.code, message: `child run ${e.child}: ${e.error!.message}` });
+  } else if (isPlatformStop(code)) fail(d, e.node, { code, message, ...own });
   else if (isCeilingReason(mark)) {
-    fail(d, e.node, { code: mark, message: `child run ${e.child}: ${e.error!.message}`, partial_reason: mark });
+    fail(d, e.node, { code: mark, message, partial_reason: mark, ...own });
     ceilingDrain(d, `child run ${e.child}'s ${mark} (node ${e.node})`, mark);
   } else
     fail(d, e.node, {
-      code: e.status === "cancelled" ? "child_cancelled" : "child_failed",
+      code: code ?? "child_cancelled",
       message: e.error?.message ?? `child run ${e.child} ${e.status}`,
+      ...own,
     });
   advance(d);
 }

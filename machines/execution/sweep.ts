@@ -46,6 +46,8 @@ function holderActions(
   // A step held for a person (an unknown outcome to settle, a gated call to approve) is offered to nobody: nothing was lost.
   if (step.status !== "ready" || h.reconcile || (step.not_before !== null && step.not_before > at)) return [];
   if ("approval" in h && h.approval?.state === "pending") return [];
+  // An agent waiting on its subagent's child run: the child's end offers it.
+  if ("subagent" in h && h.subagent) return [];
   // A map item never offered is the map's own pacing (its concurrency), not a lost hand-over.
   if (item !== undefined && h.offered === undefined) return [];
   const since = h.offered_at ?? step.not_before ?? 0;

@@ -1,7 +1,7 @@
-import type { ToolClass } from "../tools/index.js";
+import type { ResourceRef, ToolClass } from "../tools/index.js";
 import type { RunLifecycle, RunOp, RunOpEvent } from "../run/index.js";
 import type { StepError, StepState } from "../step/index.js";
-import type { NodeStatus, Plan, PlanAgent } from "../workflow/index.js";
+import type { ChildStartCode, NodeStatus, Plan, PlanAgent } from "../workflow/index.js";
 import type { RunCommand } from "./commands.js";
 import type { RunLane } from "../tenant/index.js";
 
@@ -24,6 +24,12 @@ export interface RunError {
    * parent reads this field, never the code (a handler may answer the same words as a code).
    */
   partial_reason?: string;
+  /**
+   * A subworkflow node's failure: the code its child run ended under (the node's own `code` is
+   * how that reads here: `child_failed`, `start_refused`, or a platform stop; seed 004's
+   * `StartRunResult.error_code`), so a parent sees why, whatever its node tolerated.
+   */
+  error_code?: string;
 }
 
 /** One attempt holder: a code node, or one map item in flight. */
@@ -73,7 +79,15 @@ export type ApprovalState =
       expires_at: number;
       tool?: { server: string; tool: string };
       /** A tool's server asked for a person's input (MRTR): its forms, its state to echo, and which round of asking this is. */
-      input?: { requests: { key: string; message: string; schema: Record<string, unknown> }[]; state?: string; round: number };
+      input?: {
+        requests: { key: string; message: string; schema: Record<string, unknown> }[];
+        state?: string;
+        round: number;
+        /** The remote task that asks (an `a2a` node's, seen by its poll): cancelled if the run stops or nobody answers in time. */
+        task?: { server: string; tool: string; id: string; wire: string };
+      };
+      /** A remote task's question after a gated call: the arguments its gate let through, which the answer's call keeps. */
+      arguments?: unknown;
     }
   | {
       id: string;
@@ -102,6 +116,8 @@ export interface TaskRef {
   wire: string;
   poll_ms: number;
   since: number;
+  /** A tool node's write: its `item_kind` (its result adds refs, C074). */
+  writes?: string;
 }
 
 /** An effect intent waiting for its receipt (in the head while it waits). */
@@ -160,10 +176,14 @@ export interface NodeRun extends Omit<ItemRun, "step"> {
   error?: RunError;
   /** A subworkflow node whose child succeeded partially: the child's mark, which its run carries on. */
   partial_reason?: string;
+  /** A tool node whose call wrote resources: its refs, kept with its result (a replay or recovery reads these, never the live tool). */
+  refs?: ResourceRef[];
   /** An approval node: its request while a person decides, then how it was decided. */
   approval?: ApprovalState;
-  /** An agent node's attempts parked on its gated proposals' approvals: each is given back to its retries. */
+  /** An agent node's attempts parked on its gated proposals' approvals (or its subagents): each is given back to its retries. */
   parks?: number;
+  /** An agent node waiting on the subagent it delegated to (its child run is `child`): the call's effect key. */
+  subagent?: { key: string; workflow: string; turn: number };
   /**
    * Map nodes under expansion admission: asked of the tenant (`pending`), admitted (its items
    * count against the tenant's active descendants); given back (and forgotten) once the node settled.
@@ -181,7 +201,8 @@ export type RunFact =
   | { t: "output"; node: string; value: unknown }
   | { t: "item"; node: string; i: number; value: unknown }
   | IntentFact
-  | ({ t: "receipt" } & Receipt)
+  /** `cost_cents`: a priced model turn's charge. */
+  | ({ t: "receipt"; cost_cents?: number } & Receipt)
   | { t: "task"; key: string; id: string; server: string; tool: string; wire: string; at: number }
   | { t: "approval"; id: string; node: string; prompt: string; payload: unknown; group: string | null; requested_at: number; expires_at: number }
   | {
@@ -268,6 +289,8 @@ export interface RunContext {
   counted?: true;
   /** Who started it, when the caller was authenticated: the one who may not approve its actions (seed 003 §7.4). */
   initiator?: string;
+  /** The trace context its start (or its root's) came with: absent, its trace id is derived from its root's id. */
+  trace?: TraceContext;
   lifecycle: RunLifecycle;
   created_at: number;
   cancellation_epoch: number;
@@ -290,10 +313,22 @@ export interface RunContext {
   ceiling?: { reason: string; which: string; at: number };
   /** Set when the run succeeded partially: a ceiling stopped it after work, or a child it ran succeeded partially. */
   partial_reason?: string;
+  /**
+   * A succeeded run's refs (C074): what its tool nodes wrote, in declaration order, each
+   * `(kind, id)` once (the first wins); absent when none.
+   */
+  refs?: ResourceRef[];
   /** Receipts in the run's journal (a memory holding fewer is behind the head). */
   receipts?: number;
   /** The schema of this head ({@link RUN_CONTEXT_VERSION}); a head without one is version 1. */
   v: number;
+}
+
+/** A W3C trace context (a `traceparent`'s fields): lower-case hex ids and the flags byte. */
+export interface TraceContext {
+  trace_id: string;
+  span_id: string;
+  flags: number;
 }
 
 export interface ExecutionContext {
@@ -326,10 +361,18 @@ export interface Prepared {
   plan: Plan;
   /** A child's `run.create`: its parent, read once at create (null: no such run). */
   parent?: ParentView | null;
+  /**
+   * A child's `run.create` its start gate refused (`CHILD_START_CODES`: its pinned definition
+   * did not read, its tenant's policy did not read, or the tenant is killed): the child is
+   * created already `failed` under this code, runs nothing, and tells its parent (C047, C048).
+   */
+  refused?: { code: ChildStartCode; message: string };
   /** The run's input and outputs (its journal's facts); absent only for a create. */
   memory?: RunMemory;
   /** Child run id for each subworkflow node of this run. */
   child_ids?: Record<string, string>;
+  /** An agent's `effect.child`: the id of the child run its call starts (from the call's effect key). */
+  subagent_child_id?: string;
   /** Pinned definition of each workflow a subworkflow node names. */
   child_definitions?: Record<string, DefinitionRef>;
   /** Engine setting: an attempt's lease lasts this long past its last heartbeat (default: the node's timeout + 5 s). */
@@ -383,7 +426,7 @@ export interface ExecuteRequest {
   handler: string;
   input: unknown;
   /** A tool node: the call the gateway makes (with `input` as its arguments) instead of a handler. */
-  tool?: { server: string; tool: string };
+  tool?: { server: string; tool: string; item_kind?: string };
   /** An agent node: the model loop the node runs (with `input` as its task) instead of a handler. */
   agent?: PlanAgent;
   /** The calls that ask a person first (absent: none): a tool node's own call asks its run (`effect.gate`); a handler's fails `tool_needs_approval`. */
@@ -392,6 +435,8 @@ export interface ExecuteRequest {
   replay_of?: string;
   /** The tree's money ceiling: a priced call is charged against it before it is made. */
   cost_ceiling_cents?: number;
+  /** The trace id its run's start came with (absent: derived from `root`; see `RunContext.trace`). */
+  trace?: string;
   timeout_ms: number;
   cancellation_epoch: number;
   /** The ticket the attempt runs under (its scheduler slot). */

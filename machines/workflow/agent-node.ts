@@ -20,10 +20,12 @@ export const DEFAULT_AGENT_TOOL_CALLS = 50;
 export const DEFAULT_AGENT_TIMEOUT_MS = 5 * 60_000;
 
 /**
- * `{kind: "agent", model: "<provider>/<model>", instructions, input?, tools?, max_turns?,
+ * `{kind: "agent", model: "<provider>/<model>", instructions, input?, tools?, agents?, max_turns?,
  * max_tool_calls?, max_tokens?, output_schema?}`. `input` (a template, resolved when the node
  * starts) is the task: the first user message (a string as is, anything else as JSON). `tools`
- * names the tenant's MCP tools the model may call (`server/tool`). The ceilings are the node's:
+ * names the tenant's MCP tools the model may call (`server/tool`); `agents` the published
+ * definitions it may delegate to, each a child run (pinned at publish like a subworkflow, its
+ * tools a subset of this node's). The ceilings are the node's:
  * `max_turns` model turns, `max_tool_calls` calls, `max_tokens` input plus output tokens over all
  * turns (a remainder of zero never calls the model). `output_schema` (the workflow schema subset)
  * checks the final answer, parsed as JSON: one repair turn, then `invalid_output`.
@@ -34,6 +36,7 @@ export type AgentFields = {
   instructions: string;
   input?: Json;
   tools?: string[];
+  agents?: string[];
   max_turns?: number;
   max_tool_calls?: number;
   max_tokens?: number;
@@ -45,6 +48,8 @@ export type PlanAgent = {
   model: string;
   instructions: string;
   tools: string[];
+  /** Published definitions the model may delegate to (each offered as the tool `agent__<name>`); absent: none. */
+  agents?: string[];
   max_turns: number;
   max_tool_calls: number;
   max_tokens?: number;
@@ -67,6 +72,11 @@ export function agentNodeObject<C extends z.ZodRawShape, R>(common: C, retry: z.
       .max(128)
       .refine((t) => new Set(t).size === t.length, "an agent's tools are listed once each")
       .optional(),
+    agents: z
+      .array(z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, "a subagent is a published definition's name"))
+      .max(32)
+      .refine((a) => new Set(a).size === a.length, "an agent's subagents are listed once each")
+      .optional(),
     max_turns: z.number().int().min(1).max(1_000).optional(),
     max_tool_calls: z.number().int().min(0).max(10_000).optional(),
     max_tokens: z.number().int().min(1).max(1e9).optional(),
@@ -82,6 +92,7 @@ export function planAgentOf(n: AgentFields): PlanAgent {
     model: n.model,
     instructions: n.instructions,
     tools: n.tools ?? [],
+    ...(n.agents?.length ? { agents: n.agents } : {}),
     max_turns: n.max_turns ?? DEFAULT_AGENT_TURNS,
     max_tool_calls: n.max_tool_calls ?? DEFAULT_AGENT_TOOL_CALLS,
     ...(n.max_tokens !== undefined && { max_tokens: n.max_tokens }),
@@ -99,6 +110,7 @@ export const PlanAgentSchema = z.strictObject({
   model: z.string(),
   instructions: z.string(),
   tools: z.array(z.string()),
+  agents: z.array(z.string()).optional(),
   max_turns: z.number().int().positive(),
   max_tool_calls: z.number().int().nonnegative(),
   max_tokens: z.number().int().positive().optional(),

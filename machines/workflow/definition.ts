@@ -97,6 +97,12 @@ export type ToolNode = Common & {
   timeout_ms?: number;
   cost?: number;
   approval?: ToolGate;
+  /**
+   * The kind of resource a successful call of this tool writes (C074): when the call is not a read
+   * (its live class is not `read_only`), each row of its output with an `id` adds `{kind, id}` to
+   * the run's `refs`.
+   */
+  item_kind?: string;
 };
 /** A tool's effective class (`machines/tools`), as a gating policy names it. */
 export type GatedClass = "read_only" | "idempotent" | "non_idempotent";
@@ -263,6 +269,10 @@ export const NodeSchema: z.ZodType<DefinitionNode> = z.lazy(() =>
       timeout_ms: Timeout.optional(),
       cost: Cost.optional(),
       approval: z.strictObject(ToolGateShape).optional(),
+      item_kind: z
+        .string()
+        .regex(/^[a-z][a-z0-9_]{0,63}$/, "an item_kind is lower case: a letter, then letters, digits or _ (at most 64)")
+        .optional(),
     }),
     agentNodeObject(common, RetrySchema, JsonSchema, Timeout),
     z.strictObject({ ...common, ...a2aNodeShape, retry: RetrySchema.optional(), timeout_ms: Timeout.optional() }),

@@ -28,7 +28,9 @@ export type CompileErrorCode =
   /** Arrays and objects nested deeper than MAX_JSON_DEPTH (canonical.ts). */
   | "too_deep"
   /** Valid, but its stored records would exceed the server's max_payload (decided by the definitions store, not the compiler). */
-  | "definition_too_large";
+  | "definition_too_large"
+  /** An agent's subagent (or a run it starts) uses a tool the agent does not list (decided by the definitions store, which reads the pinned plans). */
+  | "subagent_tool_not_allowed";
 export type CompileError = { code: CompileErrorCode; path: string; message: string };
 
 export type Limits = { max_nodes: number; max_fanout: number; max_nesting: number; max_plan_bytes: number; max_workflow_depth: number };
@@ -92,7 +94,7 @@ const LEAF: { [K in LeafKind]: (n: Extract<DefinitionNode, { kind: K }>, base: B
     retry: planRetry(n.retry),
     timeout_ms: n.timeout_ms ?? DEFAULT_TIMEOUT_MS,
     ...(n.cost !== undefined && { cost: n.cost }),
-    tool: { server: n.server, tool: n.tool },
+    tool: { server: n.server, tool: n.tool, ...(n.item_kind !== undefined && { item_kind: n.item_kind }) },
     ...(n.approval !== undefined && { approval: { ...n.approval, timeout_ms: n.approval.timeout_ms ?? DEFAULT_WAIT_TIMEOUT_MS } }),
   }),
   map: (n, base) => ({

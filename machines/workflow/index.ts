@@ -90,11 +90,15 @@ export { retryDelay } from "./retry.js";
 export { progress, type Fatal, type Progress, type Settled } from "./progress.js";
 export {
   CEILING_REASONS,
+  CHILD_CODE_AT_PARENT,
+  CHILD_START_CODES,
+  childCodeAtParent,
   isCeilingReason,
   isPlatformStop,
   PLATFORM_STOP_CODES,
   stopsRun,
   WIDE_APPROVAL_STOP,
   type CeilingReason,
+  type ChildStartCode,
   type PlatformStopCode,
 } from "./stops.js";

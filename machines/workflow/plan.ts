@@ -35,7 +35,8 @@ export type PlanCode = Base & {
   timeout_ms: number;
   provider?: string;
   cost?: number;
-  tool?: { server: string; tool: string };
+  /** `item_kind`: what a successful write of the tool adds to the run's `refs` (C074). */
+  tool?: { server: string; tool: string; item_kind?: string };
   /** A tool node whose call is always gated: its request (the timeout resolved). */
   approval?: PlanToolGate;
   /** An agent node: its attempt runs the model loop (see agent-node.ts), with `input` as the task. */
@@ -128,7 +129,7 @@ export const PlanNodeSchema = z.discriminatedUnion("kind", [
     timeout_ms: z.number().int().positive(),
     provider: z.string().optional(),
     cost: z.number().positive().optional(),
-    tool: z.strictObject({ server: z.string(), tool: z.string() }).optional(),
+    tool: z.strictObject({ server: z.string(), tool: z.string(), item_kind: z.string().optional() }).optional(),
     approval: z.strictObject(PlanToolGateShape).optional(),
     agent: PlanAgentSchema.optional(),
   }),

@@ -9,20 +9,14 @@ export const PLATFORM_STOP_CODES = [
   "reference_unreadable",
   /** A branch condition could not be read. */
   "condition_unreadable",
-  /** The run's trace context was missing where a span was required. */
-  "no_parent_span",
-  /** A pinned definition or snapshot could not be assembled or parsed by this deployment. */
+  /** A child's pinned definition could not be read or parsed by this deployment: the child ends under it at its create. */
   "snapshot_unbuildable",
+  /** How `snapshot_unbuildable` reads at the parent's node, and at every run above it. */
   "invalid_snapshot",
-  /** A gate (day cap, policy, meter) could not decide: the rule set or the meter did not answer. */
+  /** A child's start gate could not decide: its tenant's record (kill switch, settings) did not decode. */
   "policy_unavailable",
+  /** The usage meter did not answer a priced tool call (after the attempt's retries). */
   "metering_unavailable",
-  /** A rule asked for a person and the approval could not be stored. */
-  "approval_unwritable",
-  /** A frozen tool contract this deployment cannot serve. */
-  "invalid_tool_contract",
-  /** The run's state would exceed what the store accepts. */
-  "state_too_large",
 ] as const;
 
 export type PlatformStopCode = (typeof PLATFORM_STOP_CODES)[number];
@@ -33,6 +27,47 @@ const STOPS: ReadonlySet<string> = new Set(PLATFORM_STOP_CODES);
 export function isPlatformStop(code: string | undefined): code is PlatformStopCode {
   return code !== undefined && STOPS.has(code);
 }
+
+/**
+ * The refusals a child's start gate answers with (seed 004, "Child Run rules"): each ends the
+ * child `failed` at its create, under that code, before any of it runs. Two are platform stops
+ * (the gate could not read what it decides on); the rest are a rule the author can read.
+ */
+export const CHILD_START_CODES = [
+  /** The child's pinned definition could not be read or parsed by this deployment. */
+  "snapshot_unbuildable",
+  /** The gate could not decide: the tenant's record (its kill switch and settings) did not read. */
+  "policy_unavailable",
+  /** The tenant's kill switch is on: no new run of it starts, a child neither. */
+  "tenant_killed",
+] as const;
+
+export type ChildStartCode = (typeof CHILD_START_CODES)[number];
+
+/**
+ * How a child's own failure code reads at the node of its parent that started it (seed 004:
+ * "snapshot_unbuildable answers invalid_snapshot, and policy_unavailable answers itself";
+ * every other refused start answers `start_refused`). A code not listed here is the child's
+ * own: a platform stop crosses as itself, any other failure as `child_failed`.
+ */
+export const CHILD_CODE_AT_PARENT: Readonly<Record<ChildStartCode, string>> = {
+  snapshot_unbuildable: "invalid_snapshot",
+  policy_unavailable: "policy_unavailable",
+  tenant_killed: "start_refused",
+};
+
+/**
+ * The code a parent's node fails with when its child failed under `code`: mapped by
+ * {@link CHILD_CODE_AT_PARENT}, else the platform stop itself, else `child_failed`. The child's
+ * own code travels beside it, as the node error's `error_code`.
+ */
+export function childCodeAtParent(code: string | undefined): string {
+  const mapped = code === undefined ? undefined : AT_PARENT.get(code);
+  if (mapped !== undefined) return mapped;
+  return isPlatformStop(code) ? code : "child_failed";
+}
+
+const AT_PARENT: ReadonlyMap<string, string> = new Map(Object.entries(CHILD_CODE_AT_PARENT));
 
 /**
  * A wide node's stop (seed 004, "An approval is not one failed item"): a map item's call that a

@@ -34,6 +34,8 @@ export interface Pass {
   decisions: Decision[];
   /** Commands that moved the state (0: nothing to write). */
   changed: number;
+  /** Each moving transition's before, after and event, for the kind's `observe` (kept only when it has one). */
+  observed?: [AnyMachineSnapshot, AnyMachineSnapshot, EventObject][];
 }
 
 /** What the cell decided for one command of a batch, settled after the write. */
@@ -200,6 +202,7 @@ function transition(
       return false;
     }
     effects.push(...produced, ...(lane.env.definition.effects?.(lane.address, snapshot, next) ?? []));
+    if (lane.env.definition.observe) (pass.observed ??= []).push([snapshot, next, event]);
     pass.snapshot = next;
     return true;
   } catch (err) {

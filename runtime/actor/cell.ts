@@ -225,6 +225,7 @@ export class ActorCell implements Lane {
         this.env.stats.transitions += pass.changed;
         this.cached = { applied: record.applied, transitions: record.transitions, revision: written.revision, generation, snapshot: pass.snapshot! };
         if (pass.journal.length > 0) definition.onJournal?.(this.address, pass.journal);
+        if (pass.observed) this.observe(pass.observed);
         // The outbox's events go out at once (before anything a hand-over publishes), its
         // commands are published meanwhile; local hand-overs (a step to this node's executor)
         // need nothing from it and go now.
@@ -275,6 +276,17 @@ export class ActorCell implements Lane {
    * The keys beside its record this transition sets (`runway.store` without a bucket), when they
    * can go out with the record: the host keeps the partition's own keys and every one is the actor's.
    */
+  /** Hands each stored transition to the kind's `observe`; an observer that throws is logged, never the write's fault. */
+  private observe(observed: NonNullable<Pass["observed"]>): void {
+    for (const [before, after, event] of observed) {
+      try {
+        this.env.definition.observe!(this.address, before, after, event);
+      } catch (err) {
+        this.env.logger.warn("observe failed", { actor: this.key, error: String(err) });
+      }
+    }
+  }
+
   private ownKeysOf(outbox: Pass["outbox"]): StoreEffect[] | undefined {
     if (!this.env.keys) return undefined;
     const own: StoreEffect[] = [];

@@ -54,6 +54,14 @@ export interface ActorDefinition<TMachine extends AnyStateMachine = AnyStateMach
    */
   onJournal?(address: ActorAddress, facts: readonly unknown[]): void;
   /**
+   * Called in this process for each transition of a stored write, right after the write (before
+   * its outbox is published): the state before and after and the event that moved it (with its
+   * `now`). What it sees is durable; a crash between the write and the call loses the call, never
+   * the state. Read-only: it must not throw or change either snapshot. Absent (the default), the
+   * host keeps nothing per transition for it (e.g. trace spans derived from a run's head).
+   */
+  observe?(address: ActorAddress, before: AnyMachineSnapshot, after: AnyMachineSnapshot, event: EventObject): void;
+  /**
    * The format version of this kind's stored snapshot (its machine's states and context), a
    * positive integer, default 1. It is versioned apart from the record envelope (`rw.actor@1`),
    * so a kind's context can change shape without touching the envelope or any other kind.

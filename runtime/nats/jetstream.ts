@@ -290,3 +290,24 @@ export async function incrementCounter(nc: NatsConnection, subject: string, by: 
   if (ack.error || ack.val === undefined) return ack.error?.description ?? "no counter value";
   return Number(ack.val);
 }
+
+/** What an increment keyed by a message id did: added (the new total), already added under that id, or why it is unavailable. */
+export type KeyedIncrement = { outcome: "added"; total: number } | { outcome: "duplicate" } | { outcome: "unavailable"; detail: string };
+
+/**
+ * Adds `by` to a counter subject once per `id` (`Nats-Msg-Id`): a repeat with the same id inside
+ * the stream's duplicate window adds nothing and answers `duplicate`. So a step that crashed after
+ * an increment and does it again (same id) is counted once.
+ */
+export async function incrementCounterOnce(nc: NatsConnection, subject: string, by: number, id: string, timeoutMs = 2_000): Promise<KeyedIncrement> {
+  const h = sentHeaders();
+  h.set("Nats-Incr", String(by));
+  h.set("Nats-Msg-Id", id);
+  const reply = await rawRequest(nc, subject, "", { headers: h, timeoutMs });
+  if (!reply.ok) return { outcome: "unavailable", detail: reply.reason };
+  const ack = JSON.parse(reply.msg.string()) as { val?: string; duplicate?: boolean; error?: { description?: string } };
+  if (ack.error) return { outcome: "unavailable", detail: ack.error.description ?? "counter refused" };
+  if (ack.duplicate) return { outcome: "duplicate" };
+  if (ack.val === undefined) return { outcome: "unavailable", detail: "no counter value" };
+  return { outcome: "added", total: Number(ack.val) };
+}

@@ -10,17 +10,27 @@
  * - `get_task_ms` beside `runs_get_ms`: one read of an ended task by A2A `GetTask`, and of its run
  *   by `runs.get` over NATS: what HTTP, the SDK's client and server, and the task's record cost.
  *
+ * - `streams`: A2A_STREAMS (default 1,000; 0 skips it) `SendStreamingMessage` streams opened at once
+ *   on the node, each the run of a one-step workflow that sleeps (a durable timer: the task stays
+ *   `working` and holds no worker, so every stream stays open): the first event's latency
+ *   (p50/p95), the time until all had theirs, the process's heap (after a full GC) and RSS with all
+ *   of them open minus before, the process's CPU over 3 s with all open and idle (each stream reads
+ *   its run's journal every second); then every run is cancelled and each stream ends with `canceled`.
+ *   The clients are plain HTTP requests in the same process (a socket and an SSE parser each), so
+ *   the memory figures are the node's with a small client share.
+ *
  * Target: A2A adds at most 1 ms at p50 (`added_p50_ms`). Env: A2A_N samples (default 200, after 20 warm-up).
  */
 import { GetTaskRequest, SendMessageRequest } from "@a2a-js/sdk";
 import { ClientFactory, ClientFactoryOptions } from "@a2a-js/sdk/client";
 import { connect } from "@nats-io/transport-node";
+import { Agent, request } from "node:http";
 import { fileURLToPath } from "node:url";
 import { RunwayClient } from "../../cluster/client.js";
 import { startRunwayNode } from "../../cluster/runway-node.js";
 import { createLogger } from "../../runtime/index.js";
 import { startServer, waitFor } from "../harness/index.js";
-import { percentiles, progress } from "./stats.js";
+import { forceGc, percentiles, progress } from "./stats.js";
 import { runEnds } from "./workflow.js";
 
 const WARM_UP = 20;
@@ -94,6 +104,8 @@ export async function a2a(): Promise<Record<string, unknown>> {
       getTask.push(r.a2a);
       runsGet.push(r.nats);
     }
+    const streamsN = Number(process.env.A2A_STREAMS ?? 1_000);
+    const streamsFigures = streamsN > 0 ? await streams(client, `${node.httpUrl}/a2a/bench/doze`, streamsN) : undefined;
     const natsP = percentiles(nats);
     const blockingP = percentiles(blocked);
     const added = blockingP.p50 - natsP.p50;
@@ -107,6 +119,7 @@ export async function a2a(): Promise<Record<string, unknown>> {
       get_task_ms: percentiles(getTask),
       runs_get_ms: percentiles(runsGet),
       added_p50_ms: added,
+      ...(streamsFigures ? { streams: streamsFigures } : {}),
       target: { added_p50_ms_max: TARGET_ADDED_P50_MS },
       target_met: added <= TARGET_ADDED_P50_MS,
     };
@@ -115,4 +128,118 @@ export async function a2a(): Promise<Record<string, unknown>> {
     await node.stop();
     await server.dispose();
   }
+}
+
+/** One open SSE stream of a JSON-RPC `SendStreamingMessage`: when its first event came, and when it ended (with its last state). */
+interface OpenStream {
+  first: Promise<number>;
+  ended: Promise<string>;
+}
+
+/** Opens a JSON-RPC `SendStreamingMessage` as a plain HTTP request, reading its SSE lines. */
+function openStream(url: string, agent: Agent, i: number, t0: number): OpenStream {
+  const body = JSON.stringify({
+    jsonrpc: "2.0",
+    id: i,
+    method: "SendStreamingMessage",
+    params: { message: { messageId: `s-${process.pid}-${i}`, role: "ROLE_USER", parts: [{ data: { i } }] } },
+  });
+  let gotFirst!: (ms: number) => void;
+  let failed!: (err: Error) => void;
+  const first = new Promise<number>((resolve, reject) => {
+    gotFirst = resolve;
+    failed = reject;
+  });
+  const ended = new Promise<string>((resolve, reject) => {
+    const req = request(
+      url,
+      {
+        method: "POST",
+        agent,
+        headers: { "content-type": "application/json", "a2a-version": "1.0", accept: "text/event-stream", "content-length": Buffer.byteLength(body) },
+      },
+      (res) => {
+        let buffer = "";
+        let last = "";
+        let seen = false;
+        res.setEncoding("utf8");
+        res.on("data", (chunk: string) => {
+          buffer += chunk;
+          for (let nl = buffer.indexOf("\n"); nl >= 0; nl = buffer.indexOf("\n")) {
+            const line = buffer.slice(0, nl);
+            buffer = buffer.slice(nl + 1);
+            if (!line.startsWith("data:")) continue;
+            if (!seen) {
+              seen = true;
+              gotFirst(performance.now() - t0);
+            }
+            last = /"state":"(TASK_STATE_[A-Z_]+)"/.exec(line)?.[1] ?? last;
+          }
+        });
+        res.on("end", () => (seen ? resolve(last) : reject(new Error(`stream ${i} ended with no event (HTTP ${res.statusCode})`))));
+        res.on("error", reject);
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
+  ended.catch((err: Error) => failed(err));
+  return { first, ended };
+}
+
+/**
+ * `n` streaming clients at once on one node: each starts a run that sleeps (its stream stays open
+ * while the task is `working`); first-event latency, memory with all open, then all are ended.
+ */
+async function streams(client: RunwayClient, url: string, n: number): Promise<Record<string, unknown>> {
+  await client.putDefinition({ name: "doze", nodes: [{ id: "z", kind: "sleep", duration_ms: 3_600_000 }] });
+  await client.exposeAgent({ definition: "doze", public: true });
+  const agent = new Agent({ keepAlive: true, maxSockets: Infinity });
+  const mb = (bytes: number) => Math.round((bytes / 1024 / 1024) * 10) / 10;
+  forceGc();
+  const before = process.memoryUsage();
+  progress(`a2a: ${n} streams at once`);
+  const t0 = performance.now();
+  const open = Array.from({ length: n }, (_, i) => openStream(url, agent, i, t0));
+  const firsts = await Promise.all(open.map((s) => s.first));
+  const allFirst = performance.now() - t0;
+  // Every run started and asleep: the streams are open and idle.
+  const ids = await waitFor(
+    async () => {
+      const waiting: string[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await client.listRuns({ status: "waiting", limit: 500, ...(cursor ? { cursor } : {}) });
+        waiting.push(...(page.runs as { id: string }[]).map((r) => r.id));
+        cursor = typeof page.next_cursor === "string" ? page.next_cursor : undefined;
+      } while (cursor);
+      return waiting.length >= n ? waiting : undefined;
+    },
+    { timeoutMs: 120_000, describe: `${n} runs asleep` },
+  );
+  forceGc();
+  const during = process.memoryUsage();
+  // What 1,000 open, idle streams cost the process: each reads its run's journal every second without a live event.
+  const cpu0 = process.cpuUsage();
+  const idle0 = performance.now();
+  await new Promise((r) => setTimeout(r, 3_000));
+  const cpu = process.cpuUsage(cpu0);
+  const idleCpu = Math.round(((cpu.user + cpu.system) / 1000 / (performance.now() - idle0)) * 1000) / 10;
+  progress(`a2a: ${n} streams open; ending them`);
+  const t1 = performance.now();
+  for (let i = 0; i < ids.length; i += 100) await Promise.all(ids.slice(i, i + 100).map((id) => client.cancelRun(id, "bench over")));
+  const states = await Promise.all(open.map((s) => s.ended));
+  const endedMs = performance.now() - t1;
+  agent.destroy();
+  return {
+    streams: n,
+    first_event_ms: percentiles(firsts),
+    all_first_events_ms: Math.round(allFirst),
+    heap_delta_mb: mb(during.heapUsed - before.heapUsed),
+    rss_delta_mb: mb(during.rss - before.rss),
+    heap_per_stream_kb: Math.round(((during.heapUsed - before.heapUsed) / n / 1024) * 10) / 10,
+    idle_open_cpu_percent: idleCpu,
+    all_ended_ms: Math.round(endedMs),
+    ended_canceled: states.filter((s) => s === "TASK_STATE_CANCELED").length,
+  };
 }

@@ -5,6 +5,7 @@ import { applyHelperThreads, describeHelpers, HELPER_THREADS } from "../../clust
 import { applyV8Inlining, applyV8Tiering, V8_INLINING, V8_TIERING } from "../../cluster/v8-flags.js";
 import { applyEventLoopSpin, EVENT_LOOP_SPIN } from "../../cluster/event-loop-spin.js";
 import { a2a } from "./a2a.js";
+import { agent } from "./agent.js";
 import { ab } from "./ab.js";
 import { abFresh } from "./ab-fresh.js";
 import { actorBench } from "./actor.js";
@@ -25,6 +26,7 @@ const benches: Record<string, () => Promise<Record<string, unknown>>> = {
   actor: actorBench,
   a2a,
   admission,
+  agent,
   approvals,
   cancel,
   cpu: cpuBench,

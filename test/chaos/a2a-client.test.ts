@@ -51,6 +51,15 @@ beforeAll(async () => {
   expect(key.outcome).toBe("created");
   credentials = join(mkdtempSync(join(tmpdir(), "rw-a2a-creds-")), "credentials.json");
   writeFileSync(credentials, JSON.stringify({ "a/remote": key.token }), { mode: 0o600 });
+  await apiB.putDefinition({
+    name: "hold",
+    nodes: [
+      { id: "gate", kind: "wait", signal: "go", timeout_ms: 3_600_000 },
+      { id: "after", kind: "code", needs: ["gate"], handler: "echo", input: "${steps.gate.output}" },
+    ],
+    result: "${steps.after.output}",
+  });
+  expect((await apiB.exposeAgent({ definition: "hold" })).outcome).toBe("exposed");
   card = `${base}/a2a/b/nap/.well-known/agent-card.json`;
   callerNode = await caller();
   apiA = new RunwayClient(ncA, "a");
@@ -72,6 +81,7 @@ beforeAll(async () => {
   expect((await apiA.putDefinition(calls("ask-b", card, "remote"))).outcome).toBe("published");
   expect((await apiA.putDefinition(calls("ask-nobody", card.replace("/nap/", "/nobody/"), "remote"))).outcome).toBe("published");
   expect((await apiA.putDefinition(calls("ask-unkeyed", card, "missing"))).outcome).toBe("published");
+  expect((await apiA.putDefinition(calls("ask-hold", card.replace("/nap/", "/hold/"), "remote"))).outcome).toBe("published");
 }, 90_000);
 
 afterAll(async () => {
@@ -128,3 +138,49 @@ it("39.5 bad input: an agent that does not exist, or a credential the node does 
   expect(JSON.stringify(unkeyed)).toContain("a2a_credential_not_found");
   expect((await runsOfB()).length).toBe(before);
 }, 90_000);
+
+it("39.2 a2a step: the calling node SIGKILLed while the remote task's question waits in the run's inbox loses nothing; answered after the restart, the same remote task completes", async () => {
+  const before = (await runsOfB()).length;
+  const run = ((await apiA.startRun({ definition: "ask-hold", input: { ms: 1 } })).run as RunAnswer).id;
+  const task = await taskStarted(run);
+  const pending = () =>
+    waitFor(async () => ((await apiA.approvals({ run_id: run })).approvals as { id: string; kind: string }[])[0], {
+      timeoutMs: 30_000,
+      describe: "the remote question in the calling run's inbox",
+    });
+  const item = await pending();
+  expect(item.kind).toBe("input");
+  await callerNode.kill("SIGKILL");
+  callerNode = await caller();
+  expect((await pending()).id).toBe(item.id);
+  expect((await apiA.decide(item.id, "approve", { payload: { value: 42 } })).outcome).toBe("decided");
+  const done = await finished(apiA, run);
+  expect(done.status).toBe("succeeded");
+  expect(done.result).toMatchObject({ task, result: { value: 42 } });
+  // One remote task, answered once.
+  const remote = await runsOfB();
+  expect(remote.length).toBe(before + 1);
+  expect(remote.find((r) => r.id === task)?.status).toBe("succeeded");
+}, 180_000);
+
+it("39.2 a2a step: the calling node SIGKILLed right after the remote question is answered (its follow-up sent or not): the answer's attempt is made again with the answer, the person is not asked again, the remote task takes it once (a resend has the same messageId) and the step completes", async () => {
+  const before = (await runsOfB()).length;
+  const run = ((await apiA.startRun({ definition: "ask-hold", input: { ms: 1 } })).run as RunAnswer).id;
+  const task = await taskStarted(run);
+  const item = await waitFor(async () => ((await apiA.approvals({ run_id: run })).approvals as { id: string }[])[0], {
+    timeoutMs: 30_000,
+    describe: "the remote question in the calling run's inbox",
+  });
+  expect((await apiA.decide(item.id, "approve", { payload: { value: 7 } })).outcome).toBe("decided");
+  await callerNode.kill("SIGKILL");
+  callerNode = await caller();
+  const done = await finished(apiA, run);
+  expect(done.status).toBe("succeeded");
+  expect(done.result).toMatchObject({ task, result: { value: 7 } });
+  const remote = await runsOfB();
+  expect(remote.length).toBe(before + 1);
+  // The remote run was signalled once.
+  expect(((await apiB.runEvents(task)).events as { type: string }[]).filter((e) => e.type === "signal_received").length).toBe(1);
+  // The person was asked once: an answering attempt lost with its node is made again with the answer.
+  expect(((await apiA.runEvents(run)).events as { type: string }[]).filter((e) => e.type === "input_requested").length).toBe(1);
+}, 180_000);

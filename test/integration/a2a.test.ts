@@ -140,7 +140,7 @@ describe.each(["JSONRPC", "HTTP+JSON"] as const)("A2A over %s", (transport) => {
     expect(card).toMatchObject({
       name: "greet",
       description: "Echoes what it is sent",
-      capabilities: { streaming: true, pushNotifications: false },
+      capabilities: { streaming: true, pushNotifications: true },
       skills: [{ id: "greet", name: "greet", description: "Echoes what it is sent" }],
     });
     expect((card.supportedInterfaces as { protocolBinding: string; protocolVersion: string }[]).map((i) => [i.protocolBinding, i.protocolVersion])).toEqual([

@@ -2,6 +2,7 @@ import { expect, it } from "vitest";
 import { headers } from "@nats-io/transport-node";
 import { buildLiveIndex, LIVE_BUCKET, LiveRunIndex, recoverPartitionPatiently, RUN_KIND, RUNS_STREAM, runIdFor, startKey } from "../../actors/index.js";
 import { RUN_RECORD } from "../../actors/run/actor.js";
+import { RunIndex } from "../../actors/run/runs-index.js";
 import { readActor } from "../../runtime/index.js";
 import { RunwayClient } from "../../cluster/client.js";
 import { createLogger, kvSubject, partitionBucket, partitionOf, partitionStream, publish, readJournal } from "../../runtime/index.js";
@@ -396,5 +397,44 @@ it("recovery at a claim reads again a run whose record the store did not answer 
     const journal = await readJournal(world.nc, 32, RUN_KIND, id);
     expect(journal.outcome === "read" && JSON.stringify(journal.entries.at(-1)?.record.outbox)).toContain("step_retrying");
     expect((await client.cancelRun(id)).outcome).toBe("cancelled");
+  }
+});
+
+it("a page of a tenant's live runs costs a few reads however many of its runs just ended: the removal markers of 2,000 runs ended within the minute are read in batches of 1,000, not a page's worth at a time", async () => {
+  const tenant = "ghostpage";
+  const bucket = partitionBucket(partitionOf(tenant, 32));
+  // A member key is removed as the tenant removes it: a purge rolling up its history (its marker then lives a minute).
+  const removal = () => {
+    const h = headers();
+    h.set("KV-Operation", "PURGE");
+    h.set("Nats-Rollup", "sub");
+    return h;
+  };
+  // 2,000 runs that were counted and ended within the minute (each member key's one message is its removal), then 3 live ones.
+  for (let i = 0; i < 2_000; i++) {
+    const key = kvSubject(bucket, `tenant.${tenant}.m.${tenant}_ended${i}`);
+    await publish(world.nc, key, new TextEncoder().encode(JSON.stringify({ s: "r", p: "default" })));
+    await publish(world.nc, key, new Uint8Array(), { headers: removal() });
+  }
+  const live = ["a", "b", "c"].map((x) => `${tenant}_live_${x}`);
+  for (const run of live)
+    await publish(world.nc, kvSubject(bucket, `tenant.${tenant}.m.${run}`), new TextEncoder().encode(JSON.stringify({ s: "r", p: "default" })));
+  try {
+    const index = new RunIndex(world.nc, 32);
+    const page = await index.page(tenant, undefined, 50, ["m"]);
+    expect(page.entries.map((e) => e.run)).toEqual(live);
+    expect(page.next).toBeNull();
+    // 2,003 messages: three reads of at most 1,000 (a page's worth of 50 at a time would be 41).
+    expect(index.requests).toBeLessThanOrEqual(3);
+    // Paging still takes each run once when a page is smaller than what one read returns.
+    const small = new RunIndex(world.nc, 32);
+    const first = await small.page(tenant, undefined, 2, ["m"]);
+    expect(first.entries.map((e) => e.run)).toEqual(live.slice(0, 2));
+    const second = await small.page(tenant, first.next!, 2, ["m"]);
+    expect(second.entries.map((e) => e.run)).toEqual(live.slice(2));
+    expect(second.next).toBeNull();
+  } finally {
+    const jsm = await (await import("@nats-io/jetstream")).jetstreamManager(world.nc);
+    await jsm.streams.purge(partitionStream(partitionOf(tenant, 32)), { filter: kvSubject(bucket, `tenant.${tenant}.>`) });
   }
 });

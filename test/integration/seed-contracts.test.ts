@@ -155,3 +155,111 @@ describe("bounds", () => {
     expect((await settled(client, run)).status).toBe("succeeded");
   });
 });
+
+/** Issue 41 §3, "tests only": the rows above proven further down a tree and on a node's scheduler. */
+describe("trees, further (C071, C005, C121)", () => {
+  const big = (name: string, bytes: number, extra: object[] = []) => ({
+    name,
+    nodes: [{ id: "a", kind: "code", handler: "echo", input: "x".repeat(bytes) }, ...extra],
+  });
+
+  it("C071 the pin holds down the tree and over a republish while the parent runs: the child runs the version the parent pinned and the grandchild the one the child pinned; a top-level start takes the latest", async () => {
+    const client = await tenant("sc7");
+    const g1 = await publish(client, { name: "g", nodes: [{ id: "a", kind: "code", handler: "echo", input: "g1" }], result: "${steps.a.output}" });
+    const c1 = await publish(client, { name: "c", nodes: [{ id: "sub", kind: "subworkflow", workflow: "g" }], result: "${steps.sub.output}" });
+    await publish(client, {
+      name: "top",
+      nodes: [
+        { id: "go", kind: "wait", signal: "go" },
+        { id: "sub", kind: "subworkflow", workflow: "c", needs: ["go"] },
+      ],
+      result: "${steps.sub.output}",
+    });
+    const top = ((await client.startRun({ definition: "top" })).run as View).id;
+    await until(client, top, "waiting");
+    // Both levels move on while the parent waits: it still runs what it pinned at its publish.
+    const g2 = await publish(client, { name: "g", nodes: [{ id: "a", kind: "code", handler: "echo", input: "g2" }], result: "${steps.a.output}" });
+    const c2 = await publish(client, { name: "c", nodes: [{ id: "sub", kind: "subworkflow", workflow: "g" }], result: "c2:${steps.sub.output}" });
+    expect([g2.version, c2.version]).toEqual([2, 2]);
+    expect((await client.signal(top, "go")).outcome).toBe("delivered");
+    expect(await settled(client, top)).toMatchObject({ status: "succeeded", result: "g1" });
+    const child = runIdFor("sc7", childStartKey(top, "sub"));
+    expect((await view(client, child)).definition).toEqual({ name: "c", version: 1, digest: c1.digest });
+    expect((await view(client, runIdFor("sc7", childStartKey(child, "sub")))).definition).toEqual({ name: "g", version: 1, digest: g1.digest });
+    const direct = ((await client.startRun({ definition: "c" })).run as View).id;
+    expect(await settled(client, direct)).toMatchObject({ status: "succeeded", result: "c2:g2" });
+    expect((await view(client, runIdFor("sc7", childStartKey(direct, "sub")))).definition).toEqual({ name: "g", version: 2, digest: g2.digest });
+  });
+
+  it("C005 across a pinned tree: each level's snapshot is bounded alone and stored whole, so three levels of 200 KiB publish and run; a republish of the pinned child above 256 KiB is refused snapshot_too_large, stores nothing, and the parent's pin and runs stay as they were", async () => {
+    const client = await tenant("sc8");
+    const g = await publish(client, big("g", 200 * 1024));
+    const c = await publish(client, big("c", 200 * 1024, [{ id: "sub", kind: "subworkflow", workflow: "g" }]));
+    const top = await publish(client, big("top", 200 * 1024, [{ id: "sub", kind: "subworkflow", workflow: "c" }]));
+    const kv = await new Kvm(world.nc).open(DEFINITIONS_BUCKET);
+    const stored = async (digest: string) => {
+      const entry = await kv.get(`plan.${digest}`);
+      const body = entry!.json<{ plan: { nodes: { input?: unknown }[]; definition_digest_input: string }; children?: object }>();
+      // The bound is on the compiled plan's canonical text, which the plan also keeps as its digest's input.
+      return { bytes: Buffer.byteLength(body.plan.definition_digest_input), ...body };
+    };
+    for (const [level, pin] of [
+      [top, { c: { name: "c", version: 1, digest: c.digest } }],
+      [c, { g: { name: "g", version: 1, digest: g.digest } }],
+    ] as const) {
+      const plan = await stored(level.digest);
+      expect(plan.bytes).toBeGreaterThan(200 * 1024);
+      expect(plan.bytes).toBeLessThan(256 * 1024);
+      expect(plan.plan.nodes.find((n) => typeof n.input === "string")!.input).toBe("x".repeat(200 * 1024));
+      expect(plan.children).toEqual(pin);
+    }
+    const first = ((await client.startRun({ definition: "top" })).run as View).id;
+    expect((await settled(client, first)).status).toBe("succeeded");
+
+    const before = await definitionKeys("sc8");
+    const refused = await client.putDefinition(big("c", 300 * 1024, [{ id: "sub", kind: "subworkflow", workflow: "g" }]));
+    expect(refused).toMatchObject({ outcome: "invalid_definition", errors: [{ code: "snapshot_too_large" }] });
+    expect(await definitionKeys("sc8")).toEqual(before);
+    expect(await client.getDefinition("c")).toMatchObject({ outcome: "found", ref: { version: 1, digest: c.digest } });
+    expect((await stored(top.digest)).children).toEqual({ c: { name: "c", version: 1, digest: c.digest } });
+    const again = ((await client.startRun({ definition: "top" })).run as View).id;
+    expect((await settled(client, again)).status).toBe("succeeded");
+    expect((await view(client, runIdFor("sc8", childStartKey(again, "sub")))).definition).toEqual({ name: "c", version: 1, digest: c.digest });
+  });
+
+  it("C121 on a node: the children an interactive parent starts run as their own tenant's batch work, held to that tenant's batch share, while another tenant's children are not held by it", async () => {
+    // 16 slots on this node: sc9's batch (automation) work may hold ceil(0.125 × 16) = 2 of them; sc10 has no share set.
+    const capped = world.clientFor("sc9");
+    const free = world.clientFor("sc10");
+    // Both tenants let the API start interactive runs: the parents are interactive, the children are not.
+    expect((await capped.createTenant("sc9", { class_shares: { automation: 0.125 }, interactive_sources: ["api"] })).outcome).toBe("created");
+    expect((await free.createTenant("sc10", { interactive_sources: ["api"] })).outcome).toBe("created");
+    const fan = { name: "fan", nodes: Array.from({ length: 6 }, (_, i) => ({ id: `c${i}`, kind: "subworkflow", workflow: "leaf" })) };
+    const leaf = { name: "leaf", nodes: [{ id: "s", kind: "code", handler: "slow", input: { ms: 800 } }] };
+    for (const client of [capped, free]) {
+      await publish(client, leaf);
+      await publish(client, fan);
+    }
+    await world.node.tenants.get("sc9");
+    const most = { sc9: 0, sc10: 0 };
+    const sampler = setInterval(() => {
+      const running = world.node.dispatcher!.metrics(Date.now()).running_by_tenant;
+      most.sc9 = Math.max(most.sc9, running.sc9 ?? 0);
+      most.sc10 = Math.max(most.sc10, running.sc10 ?? 0);
+    }, 2);
+    try {
+      const parents = [
+        ((await capped.startRun({ definition: "fan", lane: "interactive" })).run as View).id,
+        ((await free.startRun({ definition: "fan", lane: "interactive" })).run as View).id,
+      ];
+      expect((await settled(capped, parents[0]!)).status).toBe("succeeded");
+      expect((await settled(free, parents[1]!)).status).toBe("succeeded");
+    } finally {
+      clearInterval(sampler);
+    }
+    // The parent's steps are its children's: every attempt counted was a child's, charged to its tenant.
+    expect(most.sc9).toBeGreaterThanOrEqual(1);
+    expect(most.sc9).toBeLessThanOrEqual(2);
+    expect(most.sc10).toBeGreaterThan(2);
+  });
+});

@@ -142,7 +142,7 @@ describe("a child's ceiling travels in a field (C046 C051)", () => {
       status: "failed",
       error: { code: "limit_reached", message: "a handler's words" },
     });
-    expect(tolerated.run.nodes.s!.error).toEqual({ code: "child_failed", message: "a handler's words" });
+    expect(tolerated.run.nodes.s!.error).toEqual({ code: "child_failed", message: "a handler's words", error_code: "limit_reached" });
     expect(executes(next).map((e) => e.node)).toEqual(["after"]);
   });
 
@@ -304,7 +304,7 @@ describe("a call ceiling in a map drains the batch and keeps an ordered prefix (
       const [i0, i1, i2] = executes(r.send({ type: "run.create", run: seed(list(3)) }));
       intent(r, i0!);
       r.result(i0!, "succeeded", "r0");
-      const stop = () => r.result(i2!, "failed", undefined, { code: "invalid_tool_contract", message: "cannot serve it", retryable: false });
+      const stop = () => r.result(i2!, "failed", undefined, { code: "metering_unavailable", message: "cannot serve it", retryable: false });
       if (first === "ceiling") {
         expect(answer(intent(r, i1!))).toEqual({ outcome: "limit_reached" });
         expect(r.run.lifecycle.status).toBe("running");
@@ -315,9 +315,9 @@ describe("a call ceiling in a map drains the batch and keeps an ordered prefix (
         expect(r.run.lifecycle.status).toBe("running");
         expect(answer(intent(r, i1!))).toEqual({ outcome: "limit_reached" });
       }
-      expect(r.run.nodes.m!.error).toMatchObject({ code: "invalid_tool_contract" });
+      expect(r.run.nodes.m!.error).toMatchObject({ code: "metering_unavailable" });
       expect(r.run.lifecycle.status).toBe("failed");
-      expect(r.run.error).toMatchObject({ code: "invalid_tool_contract", nodes: ["m"] });
+      expect(r.run.error).toMatchObject({ code: "metering_unavailable", nodes: ["m"] });
       expect(r.run.partial_reason).toBeUndefined();
     });
 });

@@ -183,3 +183,22 @@ it("an attempt this scheduler holds is alive to a recovery in this process while
     vi.useRealTimers();
   }
 });
+
+it("an agent's attempt gives its worker slot back as it is granted: three running agents leave all four slots to code steps, and their end frees nothing twice", async () => {
+  const { d, grants } = world(() => ({ weight: 1, max_concurrency: 100 }));
+  const agentTicket = (node: string): ReadyTicket => {
+    const t = ticket("t", node);
+    return { ...t, request: { ...t.request, agent: { model: "p/m", instructions: "", tools: [] } as never } };
+  };
+  for (const n of ["a1", "a2", "a3"]) d.offer(agentTicket(n));
+  for (const n of ["c1", "c2", "c3", "c4", "c5"]) d.offer(ticket("t", n));
+  await Promise.resolve();
+  // The agents run and hold no slot: the four slots hold c1–c4; c5 waits for one.
+  expect(grants.sort()).toEqual(["a1", "a2", "a3", "c1", "c2", "c3", "c4"]);
+  for (const n of ["a1", "a2", "a3"]) d.done(`t_r/${n}/1`);
+  await Promise.resolve();
+  expect(grants).not.toContain("c5");
+  d.done("t_r/c1/1");
+  await Promise.resolve();
+  expect(grants).toContain("c5");
+});

@@ -189,6 +189,8 @@ const INTERNAL = new Set<string>([
   "live",
   "not_stored",
   "charged",
+  // a child's start gate as its tenant's record reads (actors/run/actor.ts): its refusals are codes of their own
+  "open",
   // the tool gateway and the tool step, between the executor and the run
   "failed",
   "succeeded",

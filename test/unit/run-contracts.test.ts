@@ -2,7 +2,8 @@ import { describe, expect, it } from "vitest";
 import { sweepPlan, type Plan } from "../../machines/index.js";
 import type { ExecuteRequest } from "../../machines/index.js";
 import { DEFAULT_SWEEP, MAP_OUTPUT_LIMIT } from "../../machines/execution/index.js";
-import { isPlatformStop, PLATFORM_STOP_CODES } from "../../machines/workflow/index.js";
+import { CHILD_START_CODES, isPlatformStop, PLATFORM_STOP_CODES } from "../../machines/workflow/index.js";
+import { writeRefs } from "../../machines/tools/index.js";
 import { executes, plan, runDriver, type Emitted, rootSeed } from "./run-driver.js";
 
 /** Seed 004 contract rows on the pure run machine: platform stops, tree shape at create, map output bound, lost dispatch. */
@@ -19,19 +20,18 @@ const parentView = (over: Record<string, unknown> = {}) => ({ status: "running",
 const answer = (effects: Emitted[]) => effects.find((e) => e.type === "runway.answer")?.value;
 
 describe("platform stops (seed 004: a platform stop is never tolerated)", () => {
-  // Written out here from seed 004 ("A platform stop is never tolerated"), not read from the list under test.
+  // Written out here from seed 004 ("A platform stop is never tolerated"), not read from the list
+  // under test: the seed's codes a Runway path produces (issue 41 §3 removed the rest).
   const neverTolerated = [
     "reference_unreadable",
     "condition_unreadable",
-    "no_parent_span",
     "snapshot_unbuildable",
     "invalid_snapshot",
     "policy_unavailable",
     "metering_unavailable",
-    "approval_unwritable",
-    "invalid_tool_contract",
-    "state_too_large",
   ];
+  // How a child's code reads at its parent's node (seed 004, "Child Run rules").
+  const atParent = (code: string) => (code === "snapshot_unbuildable" ? "invalid_snapshot" : code);
   // Codes the runtime read and answered: continue_on_error decides them.
   const tolerated = [
     "child_failed",
@@ -42,9 +42,11 @@ describe("platform stops (seed 004: a platform stop is never tolerated)", () => 
     "budget_exhausted",
     "node_failed",
     "start_refused",
+    "tenant_killed",
+    "read_tool_needs_approval",
   ];
 
-  it("the never-tolerated set is the seed's list, and a child ending under each of its codes (and no other) stops a continue_on_error parent", () => {
+  it("the never-tolerated set is the seed's list, and a child ending under each of its codes (and no other) stops a continue_on_error parent; the node's error carries the child's own code", () => {
     expect([...PLATFORM_STOP_CODES].sort()).toEqual([...neverTolerated].sort());
     expect(isPlatformStop(undefined)).toBe(false);
     const p = plan({
@@ -64,12 +66,14 @@ describe("platform stops (seed 004: a platform stop is never tolerated)", () => 
     for (const code of neverTolerated) {
       const { r, started } = settle(code);
       expect(started, code).toEqual([]);
+      expect(r.run.nodes.sub!.error, code).toMatchObject({ code: atParent(code), error_code: code });
       expect(r.run.lifecycle.status, code).toBe("failed");
-      expect(r.run.error, code).toMatchObject({ code, nodes: ["sub"] });
+      expect(r.run.error, code).toMatchObject({ code: atParent(code), nodes: ["sub"], error_code: code });
     }
     for (const code of tolerated) {
       const { r, started } = settle(code);
       expect(started, code).toEqual(["after"]);
+      expect(r.run.nodes.sub!.error, code).toMatchObject({ code: code === "tenant_killed" ? "start_refused" : "child_failed", error_code: code });
       expect(r.run.lifecycle.status, code).toBe("running");
     }
   });
@@ -233,6 +237,160 @@ describe("run.create judges the tree shape and the parent before the run exists"
   });
 });
 
+describe("a child's start gate (C047, C048)", () => {
+  const leaf = plan({ name: "leaf", nodes: [{ id: "work", kind: "code", handler: "h" }] });
+  // What the run actor's prepare hands the machine when the pinned plan does not read (actors/run/actor.ts).
+  const unreadable: Plan = { plan_version: 1, name: "leaf", nodes: [], definition_digest_input: "" };
+  const parentPlan = plan({
+    name: "w",
+    nodes: [
+      { id: "sub", kind: "subworkflow", workflow: "leaf", continue_on_error: true },
+      { id: "after", kind: "code", handler: "h", needs: [{ node: "sub", when: "always" }] },
+    ],
+  });
+  const prepared = { child_ids: { sub: "t_c" }, child_definitions: { leaf: { name: "leaf", version: 1, digest: "d2" } } };
+  const child = () => childSeed({ root_run_id: "t_1", parent_run_id: "t_1", depth: 1 });
+  const parent = () => parentView({ root_run_id: "t_1", depth: 0 });
+
+  /** The child created with its gate's refusal, and the parent told what the child sent it (as JSON, as it crosses). */
+  function refusedChild(code: string) {
+    const c = runner(code === "snapshot_unbuildable" ? unreadable : leaf);
+    const created = c.send({ type: "run.create", run: child(), parent: parent(), refused: { code, message: `gate: ${code}` } });
+    const told = created.find((e) => e.type === "runway.send" && e.to?.kind === "run");
+    const p = runner(parentPlan, prepared);
+    p.send({ type: "run.create", run: seed() });
+    const after = told ? p.send(JSON.parse(JSON.stringify(told.event))) : [];
+    return { c, created, told, p, started: executes(after).map((e) => e.node) };
+  }
+
+  it("C047 a child whose start answers snapshot_unbuildable or policy_unavailable stops its continue_on_error parent (invalid_snapshot, policy_unavailable); a killed tenant's refusal answers start_refused, which the parent tolerates", () => {
+    expect([...CHILD_START_CODES].sort()).toEqual(["policy_unavailable", "snapshot_unbuildable", "tenant_killed"]);
+    for (const [code, atNode, stops] of [
+      ["snapshot_unbuildable", "invalid_snapshot", true],
+      ["policy_unavailable", "policy_unavailable", true],
+      ["tenant_killed", "start_refused", false],
+    ] as const) {
+      const { c, created, told, p, started } = refusedChild(code);
+      // The child exists, already failed under its gate's code, and ran nothing.
+      expect(c.run.lifecycle.status, code).toBe("failed");
+      expect(c.run.error, code).toMatchObject({ code });
+      expect(executes(created), code).toEqual([]);
+      expect(told?.event, code).toMatchObject({ type: "child.settled", node: "sub", child: "t_c", status: "failed", error: { code } });
+      expect(p.run.nodes.sub!.error, code).toMatchObject({ code: atNode, error_code: code });
+      if (stops) {
+        expect(started, code).toEqual([]);
+        expect(p.run.lifecycle.status, code).toBe("failed");
+        expect(p.run.error, code).toMatchObject({ code: atNode, nodes: ["sub"], error_code: code });
+        expect(p.run.nodes.after!.s, code).toBe("cancelled");
+      } else {
+        expect(started, code).toEqual(["after"]);
+        expect(p.run.lifecycle.status, code).toBe("running");
+      }
+    }
+  });
+
+  it("C047 a refused start of a child whose parent was cancelled meanwhile is the parent's refusal: nothing is created", () => {
+    const c = runner(leaf);
+    const effects = c.send({
+      type: "run.create",
+      run: child(),
+      parent: parentView({ root_run_id: "t_1", depth: 0, status: "cancelled" }),
+      refused: { code: "policy_unavailable", message: "gate" },
+    });
+    expect(effects).toEqual([{ type: "runway.answer", value: { outcome: "parent_cancelled" } }]);
+    expect(c.run).toBeNull();
+  });
+
+  it("C048 a child ended at its create answers started with its code as error_code, and its parent's node carries the child's own code whatever it reads as; a top-level run has no child gate", () => {
+    const { c, created, p } = refusedChild("policy_unavailable");
+    expect(answer(created)).toEqual({
+      outcome: "started",
+      run: expect.objectContaining({ id: "t_c", status: "failed", started_at: null }),
+      error_code: "policy_unavailable",
+    });
+    expect(c.run.nodes.work).toEqual({ s: "pending" });
+    expect(p.run.nodes.sub!.error).toMatchObject({ code: "policy_unavailable", error_code: "policy_unavailable" });
+    // A child that ran and failed: the node reads child_failed, and the child's own code rides beside it.
+    const q = runner(parentPlan, prepared);
+    q.send({ type: "run.create", run: seed() });
+    q.send({ type: "child.settled", node: "sub", child: "t_c", status: "failed", error: { code: "node_failed", message: "work: boom", nodes: ["work"] } });
+    expect(q.run.nodes.sub!.error).toMatchObject({ code: "child_failed", error_code: "node_failed" });
+    expect(q.run.lifecycle.status).toBe("running");
+    // Only a child's create reads a gate: a top-level run given one starts as usual.
+    const top = runner(leaf);
+    const started = top.send({ type: "run.create", run: seed(), refused: { code: "policy_unavailable", message: "gate" } });
+    expect(answer(started)).toMatchObject({ outcome: "started", run: { status: "running" } });
+    expect(answer(started)).not.toHaveProperty("error_code");
+    expect(executes(started).map((e) => e.node)).toEqual(["work"]);
+  });
+});
+
+describe("a workflow's refs (C074)", () => {
+  it("C074 writeRefs: a write with an item_kind adds one ref per returned row with an id, in returned order; a read, a node with no item_kind and a row without an id add none", () => {
+    expect(writeRefs("lead", "non_idempotent", { id: "L1", name: "x" })).toEqual([{ kind: "lead", id: "L1" }]);
+    expect(writeRefs("lead", "idempotent", [{ id: "L2" }, { name: "no id" }, { id: 7 }, "text", { id: "" }])).toEqual([
+      { kind: "lead", id: "L2" },
+      { kind: "lead", id: "7" },
+    ]);
+    expect(writeRefs("lead", "non_idempotent", { items: [{ id: "b" }, { id: "a" }], total: 2 })).toEqual([
+      { kind: "lead", id: "b" },
+      { kind: "lead", id: "a" },
+    ]);
+    expect(writeRefs("lead", "read_only", { id: "L1" })).toEqual([]);
+    expect(writeRefs(undefined, "non_idempotent", { id: "L1" })).toEqual([]);
+    expect(writeRefs("lead", "non_idempotent", { name: "no id" })).toEqual([]);
+    expect(writeRefs("lead", "non_idempotent", null)).toEqual([]);
+  });
+
+  it("C074 a run's refs are its tool nodes' in declaration order (not finish order), each (kind, id) once with the first kept; a failed call adds none, even if its report names some", () => {
+    const p = plan({
+      name: "w",
+      nodes: [
+        { id: "a", kind: "tool", server: "crm", tool: "create", item_kind: "lead" },
+        { id: "b", kind: "tool", server: "crm", tool: "create", item_kind: "lead" },
+        { id: "c", kind: "tool", server: "crm", tool: "create", item_kind: "lead", continue_on_error: true },
+        { id: "d", kind: "tool", server: "crm", tool: "create", item_kind: "deal" },
+        { id: "e", kind: "code", handler: "h" },
+      ],
+    });
+    const r = runner(p);
+    const started = executes(r.send({ type: "run.create", run: seed() }));
+    const by = (id: string) => started.find((e) => e.node === id)!;
+    expect(by("a").tool).toEqual({ server: "crm", tool: "create", item_kind: "lead" });
+    const report = (id: string, outcome: "succeeded" | "failed", refs: string[], kind = "lead") =>
+      r.send({
+        type: "step.result",
+        node: id,
+        attempt: by(id).attempt,
+        lease_epoch: by(id).lease_epoch,
+        outcome,
+        ...(outcome === "succeeded" ? { output: { ok: true } } : { error: { code: "tool_error", message: "boom", retryable: false } }),
+        refs: refs.map((ref) => ({ kind, id: ref })),
+      });
+    report("d", "succeeded", ["L1"], "deal");
+    report("b", "succeeded", ["L2", "L1", "L3"]);
+    report("c", "failed", ["L9"]);
+    report("a", "succeeded", ["L1"]);
+    r.result(by("e"), "succeeded", { id: "not a tool" });
+    expect(r.run.lifecycle.status).toBe("succeeded");
+    expect(r.run.nodes.c!.refs).toBeUndefined();
+    expect(r.run.refs).toEqual([
+      { kind: "lead", id: "L1" },
+      { kind: "lead", id: "L2" },
+      { kind: "lead", id: "L3" },
+      { kind: "deal", id: "L1" },
+    ]);
+  });
+
+  it("C074 a run whose tool nodes wrote nothing has no refs", () => {
+    const r = runner(plan({ name: "w", nodes: [{ id: "a", kind: "tool", server: "crm", tool: "find", item_kind: "lead" }] }));
+    const [a] = executes(r.send({ type: "run.create", run: seed() }));
+    r.result(a!, "succeeded", { id: "L1" });
+    expect(r.run.lifecycle.status).toBe("succeeded");
+    expect(r.run).not.toHaveProperty("refs");
+  });
+});
+
 describe("a map's combined output is bounded", () => {
   it("C068 a map whose items' outputs would pass the bound together fails fanout_output_too_large; its other items stop; the head holds none of them", () => {
     const width = 40;
@@ -282,7 +440,7 @@ describe("among a map's returned platform stops, the lowest input position's win
       const r = runner(map(3, 3));
       const batch = executes(r.send({ type: "run.create", run: list(3) }));
       expect(batch.map((e) => e.item)).toEqual([0, 1, 2]);
-      const codes: Record<number, string> = { 0: "policy_unavailable", 2: "invalid_tool_contract" };
+      const codes: Record<number, string> = { 0: "policy_unavailable", 2: "metering_unavailable" };
       const started = order.flatMap((i) =>
         executes(codes[i] ? r.result(batch[i]!, "failed", undefined, stop(codes[i], i)) : r.result(batch[i]!, "succeeded", i)),
       );
@@ -296,19 +454,19 @@ describe("among a map's returned platform stops, the lowest input position's win
     const r = runner(map(5, 4));
     const batch = executes(r.send({ type: "run.create", run: list(5) }));
     expect(batch.map((e) => e.item)).toEqual([0, 1, 2, 3]);
-    const first = r.result(batch[2]!, "failed", undefined, stop("invalid_tool_contract", 2));
+    const first = r.result(batch[2]!, "failed", undefined, stop("metering_unavailable", 2));
     expect(executes(first)).toEqual([]);
     expect(
       first.filter((e) => e.channel === "step.abort").flatMap((e) => (e.payload as { attempts: { item?: number }[] }).attempts.map((a) => a.item)),
     ).toEqual([3]);
     expect(r.run.lifecycle.status).toBe("running");
     expect(answer(r.result(batch[3]!, "failed", undefined, stop("policy_unavailable", 3)))).toMatchObject({ outcome: expect.stringMatching(/^stale/) });
-    expect(executes(r.result(batch[1]!, "failed", undefined, stop("state_too_large", 1)))).toEqual([]);
+    expect(executes(r.result(batch[1]!, "failed", undefined, stop("condition_unreadable", 1)))).toEqual([]);
     expect(r.run.lifecycle.status).toBe("running");
     r.result(batch[0]!, "succeeded", 0);
-    expect(r.run.nodes.m!.error).toMatchObject({ code: "state_too_large", message: expect.stringContaining("item #1") });
+    expect(r.run.nodes.m!.error).toMatchObject({ code: "condition_unreadable", message: expect.stringContaining("item #1") });
     expect(r.run.lifecycle.status).toBe("failed");
-    expect(r.run.error).toMatchObject({ code: "state_too_large", nodes: ["m"] });
+    expect(r.run.error).toMatchObject({ code: "condition_unreadable", nodes: ["m"] });
   });
 
   it("C064 a stop held for the items before it, released as a call ceiling drains the run, stops the run at once: a node still running is aborted", () => {
@@ -339,12 +497,12 @@ describe("among a map's returned platform stops, the lowest input position's win
         arguments: {},
       });
     expect(answer(call(other))).toMatchObject({ outcome: "recorded" });
-    r.result(i1!, "failed", undefined, stop("invalid_tool_contract", 1));
+    r.result(i1!, "failed", undefined, stop("metering_unavailable", 1));
     expect(r.run.lifecycle.status).toBe("running");
     const refused = call(i0!);
     expect(answer(refused)).toEqual({ outcome: "limit_reached" });
     expect(r.run.lifecycle.status).toBe("failed");
-    expect(r.run.error).toMatchObject({ code: "invalid_tool_contract", nodes: ["m"] });
+    expect(r.run.error).toMatchObject({ code: "metering_unavailable", nodes: ["m"] });
     expect(
       refused.filter((e) => e.channel === "step.abort").flatMap((e) => (e.payload as { attempts: { node: string }[] }).attempts.map((a) => a.node)),
     ).toContain("other");
@@ -358,11 +516,11 @@ describe("among a map's returned platform stops, the lowest input position's win
     });
     const r = runner(p);
     const [i0, i1] = executes(r.send({ type: "run.create", run: list(2) }, T0));
-    r.result(i1!, "failed", undefined, stop("invalid_tool_contract", 1));
+    r.result(i1!, "failed", undefined, stop("metering_unavailable", 1));
     expect(r.run.lifecycle.status).toBe("running");
     r.send({ type: "timer.fired", kind: "ceiling", node: "(run)" }, T0 + 1_000);
     expect(r.run.lifecycle.status).toBe("failed");
-    expect(r.run.error).toMatchObject({ code: "invalid_tool_contract", nodes: ["m"] });
+    expect(r.run.error).toMatchObject({ code: "metering_unavailable", nodes: ["m"] });
     expect(r.run.partial_reason).toBeUndefined();
     expect(answer(r.result(i0!, "failed", undefined, stop("policy_unavailable", 0)))).toMatchObject({ outcome: expect.stringMatching(/^stale/) });
   });

@@ -1,0 +1,25 @@
+/**
+ * The OpenTelemetry SDK, imported on first use: a node with tracing off (the default) never loads
+ * it, nor does any CLI command. Only this file imports its packages for their values (the lint's
+ * `otel-sdk-on-first-use` rule): a static import would be hoisted into the `runway` bundle's start.
+ */
+export interface OtelSdk {
+  api: typeof import("@opentelemetry/api");
+  trace: typeof import("@opentelemetry/sdk-trace-base");
+  otlp: typeof import("@opentelemetry/exporter-trace-otlp-http");
+  resources: typeof import("@opentelemetry/resources");
+  semconv: typeof import("@opentelemetry/semantic-conventions");
+}
+
+let loaded: Promise<OtelSdk> | undefined;
+
+export function otelSdk(): Promise<OtelSdk> {
+  loaded ??= Promise.all([
+    import("@opentelemetry/api"),
+    import("@opentelemetry/sdk-trace-base"),
+    import("@opentelemetry/exporter-trace-otlp-http"),
+    import("@opentelemetry/resources"),
+    import("@opentelemetry/semantic-conventions"),
+  ]).then(([api, trace, otlp, resources, semconv]) => ({ api, trace, otlp, resources, semconv }));
+  return loaded;
+}
