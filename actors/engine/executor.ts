@@ -10,19 +10,18 @@ import {
   callThroughJournal,
   dispatchToRun,
   fenceOf,
-  refsWritten,
-  settleCall,
   type BoundedRef,
   type ToolAnswer,
   type ToolCall,
   attemptSpan,
-  chatSpan,
   SPAN_CLOSED_BY_RUN,
   toolSpan,
   type SpanSink,
 } from "../run/index.js";
 import type { UsageMeter } from "../tenant/index.js";
-import { runAgent, TextDeltaCoalescer, type ModelPort, type TurnMeter } from "../agent/index.js";
+import { runAgentAttempt, type ModelPort } from "../agent/index.js";
+import { AttemptStop } from "./attempt-stop.js";
+import { pollTask } from "./task-polls.js";
 import { answerOf, jsonBytes, type ActorHost, type Dispatched, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../../runtime/index.js";
 
 /** The object store of step results over the inline bound, kept by reference. */
@@ -290,172 +289,36 @@ export class StepExecutor {
     return { ...fence, ...answer, ...(receipt ? { receipts: [receipt] } : {}) };
   }
 
-  /**
-   * An agent node's attempt: its model loop runs here, on the node (I/O, no worker thread), each
-   * turn and each tool call journaled through the run (see `runAgent`). Its lease is kept alive
-   * while it runs. Its result, or none when the run refused or held it.
-   */
-  private async runAgentStep(request: ExecuteRequest, key: string): Promise<Record<string, unknown> | undefined> {
-    const fence = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch };
-    const models = this.deps.models;
-    const tools = this.deps.tools;
-    if (!models || !tools || request.replay_of) {
-      const message = request.replay_of ? "a replay of an agent node is not supported yet" : "this node has no model or tool gateway";
-      return { ...fence, outcome: "failed", error: { code: "model_gateway_unavailable", message, retryable: !request.replay_of } };
-    }
-    const stop = this.stops.get(key)!;
-    const timer = setTimeout(() => this.abortKey(key, "timeout"), request.timeout_ms);
-    timer.unref();
+  /** An agent node's attempt (`runAgentAttempt`): the model loop on this node, its tool calls through this executor. */
+  private runAgentStep(request: ExecuteRequest, key: string): Promise<Record<string, unknown> | undefined> {
     const ref = { runId: request.run, stepId: stepIdOf(request), attempt: request.attempt, leaseEpoch: request.lease_epoch };
-    const beats = setInterval(() => this.heartbeat(ref), Math.max(250, request.lease_after_ms));
-    beats.unref();
-    const deltas = new TextDeltaCoalescer(this.textDeltas(request));
-    const spans = this.deps.spans;
-    try {
-      const result = await runAgent(
-        {
-          models: spans ? tracedModels(models, request, spans) : models,
-          tools,
-          intent: async (event, id) => {
-            const local = await dispatchToRun(this.deps.host, request.run, event, id);
-            return local.outcome === "applied" ? local.value : undefined;
-          },
-          gate: async (call) => {
-            const local = await dispatchToRun(
-              this.deps.host,
-              request.run,
-              { type: "effect.gate", ...fenceOf(request), ...call },
-              `gate/${request.run}/${request.node}/turn${call.turn}/${request.attempt}/${request.lease_epoch}`,
-            );
-            return local.outcome === "applied" ? local.value : undefined;
-          },
-          callTool: (call) => this.callTool(request, key, call),
-          child: async (call) => {
-            const local = await dispatchToRun(
-              this.deps.host,
-              request.run,
-              { type: "effect.child", ...fenceOf(request), ...call },
-              `child/${call.key}/${request.attempt}/${request.lease_epoch}`,
-            );
-            return local.outcome === "applied" ? local.value : undefined;
-          },
-          receipt: async (receipt, cost_cents) => {
-            const local = await dispatchToRun(
-              this.deps.host,
-              request.run,
-              { type: "effect.receipt", ...fenceOf(request), receipt, ...(cost_cents ? { cost_cents } : {}) },
-              `receipt/${receipt.key}/${request.attempt}/${request.lease_epoch}`,
-            );
-            return local.outcome === "applied" && local.value?.outcome === "recorded";
-          },
-          beat: () => this.heartbeat(ref),
-          ...(this.deps.meter ? { meter: this.turnMeter(request, this.deps.meter) } : {}),
-          delta: (turn, text) => deltas.push(turn, text),
-          streamed: () => deltas.flush(),
-          now: () => this.deps.now?.() ?? Date.now(),
-        },
-        request,
-        stop.signal,
-      );
-      if (result.outcome === "stopped") {
-        if (stop.signal.reason !== "timeout") return undefined;
-        return { ...fence, outcome: "failed", error: { code: "timeout", message: `the agent ran past timeout_ms (${request.timeout_ms})`, retryable: true } };
-      }
-      if (result.outcome === "failed") return { ...fence, ...result };
-      return { ...fence, outcome: "succeeded", output: await this.bounded(request, result.output) };
-    } finally {
-      deltas.flush();
-      clearTimeout(timer);
-      clearInterval(beats);
-    }
-  }
-
-  /** The usage meter as an agent's turns use it: its run tree, under the tree's ceiling, on this node's clock. */
-  private turnMeter(r: ExecuteRequest, meter: UsageMeter): TurnMeter {
-    const tree = { tenant: r.tenant, root: r.root, ...(r.cost_ceiling_cents !== undefined ? { ceiling_cents: r.cost_ceiling_cents } : {}) };
-    const now = () => this.deps.now?.() ?? Date.now();
-    return {
-      spent: async () =>
-        r.cost_ceiling_cents === undefined ? undefined : { ceiling_cents: r.cost_ceiling_cents, spent_cents: await meter.spentByTree(r.tenant, r.root) },
-      reserve: (key, cents) => meter.reserve({ ...tree, key, cents, now: now() }),
-      settle: (key, reserved_cents, cents) => meter.settle({ ...tree, key, reserved_cents, cents, now: now() }),
-    };
-  }
-
-  /**
-   * `text_delta`: the text a model streams during an agent's turn, coalesced (`TextDeltaCoalescer`)
-   * and published live (like `step_started`, never journaled: the turn's stored response holds the
-   * whole text). `seq` counts the attempt's deltas, so a follower sees a gap; a retried request
-   * streams its turn again.
-   */
-  private textDeltas(r: ExecuteRequest): (turn: number, text: string) => void {
-    const subject = `rw.evt.${r.tenant}.${r.root}.${r.run}.text_delta`;
-    let seq = 0;
-    return (turn, text) =>
-      this.deps.host.events.publish(subject, {
-        type: "text_delta",
-        run: r.run,
-        tenant: r.tenant,
-        at: this.deps.now?.() ?? Date.now(),
-        node: r.node,
-        attempt: r.attempt,
-        turn,
-        seq: seq++,
-        text,
-      });
-  }
-
-  /**
-   * A task poll is due (the run's durable timer fired): asks the server, and when the task ended
-   * reports its result as the attempt's (fenced by its attempt and lease epoch, with the receipt);
-   * a task that asks a person (A2A `input-required`) goes to the run as the attempt's request for
-   * input. A task still working, or a server that cannot be asked now, costs nothing: the next
-   * timer asks again.
-   */
-  async pollTask(p: TaskPoll): Promise<void> {
-    const tools = this.deps.tools;
-    if (!tools) return;
-    const polled = await tools.pollTask(p.tenant, p.task.server, p.task.id, p.task.wire, p.task.tool);
-    if (polled.outcome === "working" || polled.outcome === "unknown") return;
-    if (polled.outcome === "input_required") {
-      // The remote task asks a person: the run files the question and parks the step (under the poll's fence).
-      const event = {
-        type: "effect.input",
-        node: p.node,
-        ...(p.item !== undefined ? { item: p.item } : {}),
-        attempt: p.attempt,
-        lease_epoch: p.lease_epoch,
-        cancellation_epoch: p.cancellation_epoch,
-        key: p.task.key,
-        server: p.task.server,
-        tool: p.task.tool,
-        requests: polled.requests,
-        ...(polled.state !== undefined ? { state: polled.state } : {}),
-        task: { id: p.task.id, wire: p.task.wire },
-      };
-      await this.send({ kind: RUN_KIND, id: p.run }, event, `input/${p.task.key}/${p.attempt}/${p.lease_epoch}`);
-      return;
-    }
-    const ref = { run: p.run, node: p.node, ...(p.item !== undefined ? { item: p.item } : {}), attempt: p.attempt };
-    const { answer, receipt } = await settleCall(
-      { bounded: (r, v) => this.bounded(r, v), now: () => this.deps.now?.() ?? Date.now() },
-      ref,
-      { server: p.task.server, tool: p.task.tool, key: p.task.key },
-      polled,
-      refsWritten(p.task.writes),
+    const { host, models, tools, meter, spans } = this.deps;
+    return runAgentAttempt(
+      {
+        host,
+        ...(models ? { models } : {}),
+        ...(tools ? { tools } : {}),
+        ...(meter ? { meter } : {}),
+        ...(spans ? { spans } : {}),
+        callTool: (call) => this.callTool(request, key, call),
+        bounded: (output) => this.bounded(request, output),
+        heartbeat: () => this.heartbeat(ref),
+        abort: (reason) => this.abortKey(key, reason),
+        now: () => this.deps.now?.() ?? Date.now(),
+      },
+      request,
+      this.stops.get(key)!.signal,
     );
-    if (answer.outcome === "stopped") return;
-    const event: Record<string, unknown> = {
-      type: "step.result",
-      node: p.node,
-      ...(p.item !== undefined ? { item: p.item } : {}),
-      attempt: p.attempt,
-      lease_epoch: p.lease_epoch,
-      cancellation_epoch: p.cancellation_epoch,
-      ...answer,
-      ...(receipt ? { receipts: [receipt] } : {}),
-    };
-    await this.send({ kind: RUN_KIND, id: p.run }, event, `task/${p.task.id}/${p.attempt}/${p.lease_epoch}`);
+  }
+
+  /** A task poll is due (the run's durable timer fired): see `pollTask`. */
+  pollTask(p: TaskPoll): Promise<void> {
+    const tools = this.deps.tools;
+    if (!tools) return Promise.resolve();
+    return pollTask(
+      { tools, bounded: (r, v) => this.bounded(r, v), now: () => this.deps.now?.() ?? Date.now(), send: (address, event, id) => this.send(address, event, id) },
+      p,
+    );
   }
 
   /**
@@ -576,63 +439,4 @@ export class StepExecutor {
 
 function stepIdOf(request: Pick<ExecuteRequest, "node" | "item">): string {
   return request.item === undefined ? request.node : `${request.node}[${request.item}]`;
-}
-
-/**
- * An attempt's kill switch, cheap until used: most attempts end without being stopped, so the
- * AbortSignal (a tool call's) is made only when asked for, and the pool is stopped through the
- * function it handed over rather than by a listener on a signal.
- */
-class AttemptStop {
-  private controller: AbortController | undefined;
-  private cancelTask: (() => void) | undefined;
-  private reason: string | undefined;
-
-  get stopped(): boolean {
-    return this.reason !== undefined;
-  }
-
-  /** Why the attempt was stopped (undefined: it was not). */
-  get why(): string | undefined {
-    return this.reason;
-  }
-
-  get signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController();
-      if (this.reason !== undefined) this.controller.abort(this.reason);
-    }
-    return this.controller.signal;
-  }
-
-  /** The pool's way to stop the attempt's task (called at once if the attempt was stopped already). */
-  onCancel(cancel: () => void): void {
-    this.cancelTask = cancel;
-    if (this.reason !== undefined) cancel();
-  }
-
-  abort(reason: string): void {
-    if (this.reason !== undefined) return;
-    this.reason = reason;
-    this.controller?.abort(reason);
-    this.cancelTask?.();
-  }
-}
-
-/**
- * Tracing on: the model port an agent attempt uses, each call a `chat` span (a child of the
- * attempt's). Off, the port is used as is and nothing here runs.
- */
-function tracedModels(models: ModelPort, request: ExecuteRequest, spans: SpanSink): ModelPort {
-  let seq = 0;
-  return {
-    async complete(tenant, model, turn, options) {
-      const call = seq++;
-      const began = Date.now();
-      const outcome = await models.complete(tenant, model, turn, options);
-      const provider = await models.kindOf?.(tenant, model).catch(() => undefined);
-      spans.emit(chatSpan(request, { model, provider, seq: call }, began, Date.now(), outcome));
-      return outcome;
-    },
-  };
 }

@@ -1,0 +1,143 @@
+import type { ExecuteRequest, Receipt } from "../../machines/index.js";
+import type { ActorHost } from "../../runtime/index.js";
+import { chatSpan, dispatchToRun, fenceOf, type RunTypes, type SpanSink, type ToolAnswer, type ToolCall, type ToolPort } from "../run/index.js";
+import type { UsageMeter } from "../tenant/index.js";
+import { TextDeltaCoalescer } from "./deltas.js";
+import { runAgent, type TurnMeter } from "./loop.js";
+import type { ModelPort } from "./port.js";
+
+/** What an agent attempt needs of the node that runs it (the step executor). */
+export interface AgentAttemptDeps {
+  host: ActorHost;
+  /** The model gateway (absent: the attempt fails `model_gateway_unavailable`). */
+  models?: ModelPort;
+  tools?: ToolPort;
+  /** Charges priced turns (absent: a priced turn fails `metering_unavailable`). */
+  meter?: UsageMeter;
+  /** Tracing on: each model call is a `chat` span. */
+  spans?: SpanSink;
+  /** One tool call of the attempt through the journal (intent, call, receipt), as the executor makes a tool node's. */
+  callTool(call: ToolCall): Promise<{ answer: ToolAnswer; receipt?: Receipt }>;
+  /** Keeps a result within the inline bound (larger ones go to the object store by reference). */
+  bounded(output: unknown): Promise<unknown>;
+  /** Renews the attempt's lease. */
+  heartbeat(): void;
+  /** Stops the attempt (its signal aborts with `reason`). */
+  abort(reason: string): void;
+  now(): number;
+}
+
+/**
+ * An agent node's attempt: its model loop runs on the node (I/O, no worker thread), each turn and
+ * each tool call journaled through the run (see `runAgent`), its lease kept alive while it runs,
+ * its text streamed live. Its result event, or none when the run refused or held it.
+ */
+export async function runAgentAttempt(deps: AgentAttemptDeps, request: ExecuteRequest, signal: AbortSignal): Promise<Record<string, unknown> | undefined> {
+  const fence = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch };
+  const { models, tools } = deps;
+  if (!models || !tools || request.replay_of) {
+    const message = request.replay_of ? "a replay of an agent node is not supported yet" : "this node has no model or tool gateway";
+    return { ...fence, outcome: "failed", error: { code: "model_gateway_unavailable", message, retryable: !request.replay_of } };
+  }
+  const timer = setTimeout(() => deps.abort("timeout"), request.timeout_ms);
+  timer.unref();
+  const beats = setInterval(() => deps.heartbeat(), Math.max(250, request.lease_after_ms));
+  beats.unref();
+  const deltas = new TextDeltaCoalescer(textDeltas(deps, request));
+  const ask = async <K extends keyof RunTypes["answers"]>(event: { type: K } & Record<string, unknown>, id: string) => {
+    const local = await dispatchToRun(deps.host, request.run, event, id);
+    return local.outcome === "applied" ? local.value : undefined;
+  };
+  try {
+    const result = await runAgent(
+      {
+        models: deps.spans ? tracedModels(models, request, deps.spans) : models,
+        tools,
+        intent: (event, id) => ask(event, id),
+        gate: (call) =>
+          ask(
+            { type: "effect.gate" as const, ...fenceOf(request), ...call },
+            `gate/${request.run}/${request.node}/turn${call.turn}/${request.attempt}/${request.lease_epoch}`,
+          ),
+        callTool: (call) => deps.callTool(call),
+        child: (call) => ask({ type: "effect.child" as const, ...fenceOf(request), ...call }, `child/${call.key}/${request.attempt}/${request.lease_epoch}`),
+        receipt: async (receipt, cost_cents) => {
+          const answer = await ask(
+            { type: "effect.receipt" as const, ...fenceOf(request), receipt, ...(cost_cents ? { cost_cents } : {}) },
+            `receipt/${receipt.key}/${request.attempt}/${request.lease_epoch}`,
+          );
+          return answer?.outcome === "recorded";
+        },
+        beat: () => deps.heartbeat(),
+        ...(deps.meter ? { meter: turnMeter(deps, request, deps.meter) } : {}),
+        delta: (turn, text) => deltas.push(turn, text),
+        streamed: () => deltas.flush(),
+        now: () => deps.now(),
+      },
+      request,
+      signal,
+    );
+    if (result.outcome === "stopped") {
+      if (signal.reason !== "timeout") return undefined;
+      return { ...fence, outcome: "failed", error: { code: "timeout", message: `the agent ran past timeout_ms (${request.timeout_ms})`, retryable: true } };
+    }
+    if (result.outcome === "failed") return { ...fence, ...result };
+    return { ...fence, outcome: "succeeded", output: await deps.bounded(result.output) };
+  } finally {
+    deltas.flush();
+    clearTimeout(timer);
+    clearInterval(beats);
+  }
+}
+
+/** The usage meter as an agent's turns use it: its run tree, under the tree's ceiling, on this node's clock. */
+function turnMeter(deps: AgentAttemptDeps, r: ExecuteRequest, meter: UsageMeter): TurnMeter {
+  const tree = { tenant: r.tenant, root: r.root, ...(r.cost_ceiling_cents !== undefined ? { ceiling_cents: r.cost_ceiling_cents } : {}) };
+  return {
+    spent: async () =>
+      r.cost_ceiling_cents === undefined ? undefined : { ceiling_cents: r.cost_ceiling_cents, spent_cents: await meter.spentByTree(r.tenant, r.root) },
+    reserve: (key, cents) => meter.reserve({ ...tree, key, cents, now: deps.now() }),
+    settle: (key, reserved_cents, cents) => meter.settle({ ...tree, key, reserved_cents, cents, now: deps.now() }),
+  };
+}
+
+/**
+ * `text_delta`: the text a model streams during an agent's turn, coalesced (`TextDeltaCoalescer`)
+ * and published live (like `step_started`, never journaled: the turn's stored response holds the
+ * whole text). `seq` counts the attempt's deltas, so a follower sees a gap; a retried request
+ * streams its turn again.
+ */
+function textDeltas(deps: AgentAttemptDeps, r: ExecuteRequest): (turn: number, text: string) => void {
+  const subject = `rw.evt.${r.tenant}.${r.root}.${r.run}.text_delta`;
+  let seq = 0;
+  return (turn, text) =>
+    deps.host.events.publish(subject, {
+      type: "text_delta",
+      run: r.run,
+      tenant: r.tenant,
+      at: deps.now(),
+      node: r.node,
+      attempt: r.attempt,
+      turn,
+      seq: seq++,
+      text,
+    });
+}
+
+/**
+ * Tracing on: the model port an agent attempt uses, each call a `chat` span (a child of the
+ * attempt's). Off, the port is used as is and nothing here runs.
+ */
+function tracedModels(models: ModelPort, request: ExecuteRequest, spans: SpanSink): ModelPort {
+  let seq = 0;
+  return {
+    async complete(tenant, model, turn, options) {
+      const call = seq++;
+      const began = Date.now();
+      const outcome = await models.complete(tenant, model, turn, options);
+      const provider = await models.kindOf?.(tenant, model).catch(() => undefined);
+      spans.emit(chatSpan(request, { model, provider, seq: call }, began, Date.now(), outcome));
+      return outcome;
+    },
+  };
+}
