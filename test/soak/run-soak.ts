@@ -110,6 +110,7 @@ function quantile(values: number[], q: number): number | null {
 }
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+const START_TIMEOUT_MS = 3_000;
 /** Journaled events that show a run moving (besides its ledger lines and its end). */
 const PROGRESS = new Set([
   "run_started",
@@ -212,6 +213,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     nc = await connect({ ...cluster.connectOptions(), reconnectTimeWait: 250, maxReconnectAttempts: -1 });
     const clients = new Map(tenants.map((t) => [t, new RunwayClient(nc!, t, 10_000)]));
     const clientOf = (t: string) => clients.get(t)!;
+    // Starts wait 3 s for an answer, then are sent again under their start key: a request a killed
+    // node had taken is lost with it, and a client that waited 10 s would hold the run up that long.
+    const starters = new Map(tenants.map((t) => [t, new RunwayClient(nc!, t, START_TIMEOUT_MS)]));
     for (const t of tenants) {
       const c = clientOf(t);
       await c.createTenant(t);
@@ -281,10 +285,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         // A start that got no answer is sent again under its start key until one comes: a
         // duplicate answers the run the first one made, so no accepted run goes unseen.
         const startKey = { source: "soak", delivery_id: `seed-${options.seed}-${n}` };
-        for (let tries = 0; tries < 8; tries++) {
+        for (let tries = 0; tries < 20; tries++) {
           let answer: Awaited<ReturnType<RunwayClient["startRun"]>>;
           try {
-            answer = await clientOf(tenant).startRun({ definition: definitionOf[kind], input, start_key: startKey });
+            answer = await starters.get(tenant)!.startRun({ definition: definitionOf[kind], input, start_key: startKey });
           } catch (err) {
             startErrors++;
             log(`soak: start ${kind} (try ${tries + 1}): ${err instanceof Error ? err.message : String(err)}`);
