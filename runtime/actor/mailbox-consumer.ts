@@ -93,6 +93,15 @@ export async function consumeMailbox(routing: MailboxRouting, served: ServedPart
   return { messages, done };
 }
 
+/**
+ * The longest a kept command waits before it is delivered again. Kept commands are mostly ones a
+ * store outage held back (a server restarting, a leader moving): a short cap makes them go through
+ * within a few seconds of the store's return, where a 30 s cap left runs idle for ~15 s after a
+ * server kill (the soak's finding); a command that faults its actor is still dead-lettered after
+ * `maxDeliveries`.
+ */
+const MAX_REDELIVERY_MS = 4_000;
+
 function route(routing: MailboxRouting, served: ServedPartition, msg: JsMsg): void {
   const partition = served.partition;
   const reply = msg.headers?.get(HEADER_REPLY) || undefined;
@@ -109,7 +118,7 @@ function route(routing: MailboxRouting, served: ServedPartition, msg: JsMsg): vo
     settle(answer, how, reason, detail) {
       if (how === "keep") {
         // Fenced: the partition's next owner takes it. Otherwise it comes back after a backoff.
-        if (reason !== "fenced") msg.nak(Math.min((routing.redeliveryBaseMs ?? 500) * 2 ** (deliveries - 1), 30_000));
+        if (reason !== "fenced") msg.nak(Math.min((routing.redeliveryBaseMs ?? 500) * 2 ** (deliveries - 1), MAX_REDELIVERY_MS));
         return;
       }
       sendAnswer(routing, reply, answer);
