@@ -56,7 +56,9 @@ export async function agent(): Promise<Record<string, unknown>> {
   try {
     await waitFor(() => node.node.host.ownedPartitions().length === 32, { timeoutMs: 30_000, describe: "partitions" });
     const client = new RunwayClient(nc, TENANT, 60_000);
-    await client.createTenant(TENANT, { max_concurrency: waitingRuns + 100 });
+    // The loop's runs have ended when the waiting ones start: the waiting ones alone count (at most the settings' 10,000).
+    const created = await client.createTenant(TENANT, { max_concurrency: Math.min(waitingRuns, 10_000) });
+    if (created.outcome !== "created") throw new Error(`tenants.create: ${JSON.stringify(created)}`);
     const cmd = fx.command!;
     const saved = await client.putToolServer({ name: "fx", transport: { type: "stdio", command: cmd.command, args: cmd.args, env: cmd.env }, trusted: true });
     if (saved.outcome !== "saved") throw new Error(`tools.servers.put: ${JSON.stringify(saved)}`);
