@@ -10,6 +10,7 @@ export {
   EFFECT_KEY_META,
   EndedRunCompaction,
   getInboxItem,
+  awaitedInboxItem,
   INBOX_PAGE_MAX,
   listInbox,
   listReconciliations,

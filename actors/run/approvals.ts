@@ -117,3 +117,17 @@ export async function getInboxItem(nc: NatsConnection, tenant: string, id: strin
   const e = await (await new Kvm(nc).open(APPROVALS_BUCKET)).get(keyOf(tenant, id));
   return e && e.operation === "PUT" && e.length > 0 ? e.json<InboxItem>() : undefined;
 }
+
+/**
+ * The inbox item a run waits on, as its `waiting.ref` names it. The item is stored just after the
+ * run's record (a store effect of the same transition), so a reader woken by the run's
+ * `run_waiting` event can come first: it is asked again, up to 5 times 20 ms apart, before it is
+ * taken as gone.
+ */
+export async function awaitedInboxItem(nc: NatsConnection, tenant: string, id: string): Promise<InboxItem | undefined> {
+  for (let tries = 1; ; tries++) {
+    const item = await getInboxItem(nc, tenant, id);
+    if (item || tries === 5) return item;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

@@ -20,6 +20,6 @@ export {
 export { callThroughJournal, fenceOf, refsWritten, settleCall, type BoundedRef, type ToolAnswer, type ToolCall } from "./tool-step.js";
 export { ReplayTools } from "./replay-tools.js";
 export { compareTrajectories, readTrajectory, type TrajectoryLine } from "./trajectory.js";
-export { APPROVALS_BUCKET, getInboxItem, INBOX_PAGE_MAX, listInbox } from "./approvals.js";
+export { APPROVALS_BUCKET, awaitedInboxItem, getInboxItem, INBOX_PAGE_MAX, listInbox } from "./approvals.js";
 export { listReconciliations, RECONCILE_BUCKET } from "./reconciliations.js";
 export { attemptSpan, chatSpan, parseTraceparent, SPAN_CLOSED_BY_RUN, toolSpan, type SpanRecord, type SpanSink } from "./spans.js";

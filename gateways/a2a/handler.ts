@@ -21,7 +21,7 @@ import {
 } from "@a2a-js/sdk";
 import type { A2ARequestHandler, ServerCallContext } from "@a2a-js/sdk/server";
 import { ContentTypeNotSupportedError, RequestMalformedError, TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError } from "@a2a-js/sdk/errors";
-import { getInboxItem, runIdFor, startKey, tenantOfRun, type DefinitionStore, type RunView } from "../../actors/index.js";
+import { awaitedInboxItem, getInboxItem, runIdFor, startKey, tenantOfRun, type DefinitionStore, type RunView } from "../../actors/index.js";
 import type { RunService } from "../api/run-service.js";
 import { decisionRefusal } from "../api/callers.js";
 import type { ExposedAgent } from "./agents.js";
@@ -437,7 +437,7 @@ export class AgentHandler implements A2ARequestHandler {
     if (!view && !record.rejected) throw new TaskNotFoundError(`no task ${id}`);
     let ask: unknown;
     if (view && view.waiting?.on === "approval" && view.waiting.ref) {
-      const item = await getInboxItem(this.deps.nc, this.tenant, view.waiting.ref);
+      const item = await awaitedInboxItem(this.deps.nc, this.tenant, view.waiting.ref);
       if (item) ask = { id: item.id, kind: item.kind, prompt: item.prompt, payload: item.payload, expires_at: item.expires_at };
     }
     return { task: taskOf(id, record, view, ask), record, view };

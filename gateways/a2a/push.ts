@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { StreamResponse, TaskState, type Task, type TaskStatus } from "@a2a-js/sdk";
-import { getInboxItem, type RunEvent } from "../../actors/index.js";
+import { awaitedInboxItem, type RunEvent } from "../../actors/index.js";
 import type { Logger } from "../../runtime/index.js";
 import type { RunService } from "../api/run-service.js";
 import { keyParts, PushConfigs, type Delivery, type PushConfig, type Versioned } from "./push-configs.js";
@@ -230,7 +230,7 @@ class Deliver {
     const view = record.rejected ? undefined : await this.deps.runs.get(this.at.tenant, this.at.task);
     let ask: unknown;
     if (view?.waiting?.on === "approval" && view.waiting.ref) {
-      const item = await getInboxItem(this.deps.nc, this.at.tenant, view.waiting.ref);
+      const item = await awaitedInboxItem(this.deps.nc, this.at.tenant, view.waiting.ref);
       if (item) ask = { id: item.id, kind: item.kind, prompt: item.prompt, payload: item.payload, expires_at: item.expires_at };
     }
     if (!view && !record.rejected) return undefined;
