@@ -27,7 +27,6 @@ import { isHttpUrl, tracesFromEnv, tracesUrlOf, type TracesConfig } from "../gat
 import { devCredentials, runCredsCommand } from "./creds/index.js";
 import type { EnvSetting } from "./env-setting.js";
 import { applyHelperThreads, describeHelpers, HELPER_THREADS } from "./helper-threads.js";
-import { applyV8Inlining, applyV8Tiering, V8_INLINING, V8_TIERING } from "./v8-flags.js";
 import { applyEventLoopSpin, EVENT_LOOP_SPIN } from "./event-loop-spin.js";
 
 const common = {
@@ -106,9 +105,6 @@ async function dev(argv: string[]): Promise<void> {
   const tenant = tenantId(values.tenant!, "--tenant", "dev");
   const httpPort = port("dev", "--http-port", values["http-port"]!);
   const store = values.store ?? mkdtempSync(join(tmpdir(), "runway-dev-"));
-  const tiering = settingOf(V8_TIERING);
-  // Before any code runs hot: every compile after it is within the budget.
-  applyV8Inlining(settingOf(V8_INLINING));
   applyEventLoopSpin(settingOf(EVENT_LOOP_SPIN));
   // Before the node starts its pool: the pool's threads keep the event loop's priority.
   applyHelperThreads(settingOf(HELPER_THREADS));
@@ -126,7 +122,6 @@ async function dev(argv: string[]): Promise<void> {
     logger,
   });
   await node.tenants.create(tenant);
-  applyV8Tiering(tiering);
   const exports = { RUNWAY_SERVERS: nats.url, NATS_URL: nats.url, ...creds.env };
   process.stdout.write(
     [
@@ -204,9 +199,6 @@ async function node(argv: string[]): Promise<void> {
   const retention = values["ended-run-retention-ms"] === undefined ? undefined : Number(values["ended-run-retention-ms"]);
   if (retention !== undefined && !(Number.isInteger(retention) && retention >= 1_000))
     throw new UsageError("--ended-run-retention-ms: an integer of at least 1000", "node");
-  const tiering = settingOf(V8_TIERING);
-  // Before any code runs hot: every compile after it is within the budget.
-  const inlining = applyV8Inlining(settingOf(V8_INLINING));
   const spin = applyEventLoopSpin(settingOf(EVENT_LOOP_SPIN));
   // Before the node starts its pool: the pool's threads keep the event loop's priority.
   const helpers = applyHelperThreads(settingOf(HELPER_THREADS));
@@ -227,14 +219,12 @@ async function node(argv: string[]): Promise<void> {
     ...(values["credentials-dir"] ? { credentialsDir: values["credentials-dir"] } : {}),
     logger,
   });
-  // Once it serves: a start runs much code once, and compiling it sooner only slows the start.
-  const v8 = applyV8Tiering(tiering);
   logger.info("node ready", {
     name: values.name,
     incarnation: started.node.incarnation,
     pid: process.pid,
-    v8_tiering: v8,
-    v8_inlining: inlining,
+    // V8's flags are node's, given on its command line (docs/tuning.md): a node never sets them itself.
+    node_flags: process.execArgv.join(" ") || "none",
     helper_threads: describeHelpers(helpers),
     event_loop_spin: spin,
     traces: traces?.url ?? "off",

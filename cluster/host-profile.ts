@@ -2,11 +2,10 @@ import { availableParallelism } from "node:os";
 import { envSetting, type EnvSetting } from "./env-setting.js";
 
 /**
- * Which machine a node's tunings are for. Two of them (V8's lower inlining budgets, V8's helper
- * threads at a lower priority) gain only where the event loop, nats-server and V8's helpers
- * compete for the cores: on a machine of {@link SMALL_HOST_CORES} cores or fewer. On a larger one
- * the helpers have cores of their own and the tunings only cost. docs/tuning.md says what each costs
- * and gains.
+ * Which machine a node's tunings are for. One of them (V8's helper threads at a lower priority)
+ * gains only where the event loop, nats-server and V8's helpers compete for the cores: on a
+ * machine of {@link SMALL_HOST_CORES} cores or fewer. On a larger one the helpers have cores of
+ * their own and the tuning only costs. docs/tuning.md says what each tuning costs and gains.
  */
 export type HostProfile = "small-host" | "standard";
 

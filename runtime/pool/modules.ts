@@ -95,8 +95,39 @@ export function threadExecArgv(base: readonly string[]): string[] {
   return [...base, flag];
 }
 
-/** This process's Node flags for the threads, less a tsx loader: they load no TypeScript (it costs each a loader thread). */
-export function withoutTsx(argv: readonly string[]): string[] {
+/**
+ * V8's flags Node also takes in NODE_OPTIONS (Node's docs list them). The rest of V8's flags are not
+ * in `process.allowedNodeEnvironmentFlags` at all.
+ */
+const V8_FLAGS_NODE_ALLOWS = new Set([
+  "--abort-on-uncaught-exception",
+  "--disallow-code-generation-from-strings",
+  "--enable-etw-stack-walking",
+  "--expose-gc",
+  "--huge-max-old-generation-size",
+  "--interpreted-frames-native-stack",
+  "--jitless",
+  "--max-old-space-size",
+  "--max-semi-space-size",
+  "--perf-basic-prof-only-functions",
+  "--perf-basic-prof",
+  "--perf-prof-unwinding-info",
+  "--perf-prof",
+  "--stack-trace-limit",
+]);
+
+/** Whether `arg` is a flag of V8's (`--max-old-space-size=4096`, `--max-inlined-bytecode-size=300`) rather than of Node's. */
+function isV8Flag(arg: string): boolean {
+  const name = arg.split("=")[0]!.replace(/_/g, "-");
+  return V8_FLAGS_NODE_ALLOWS.has(name) || !process.allowedNodeEnvironmentFlags.has(name);
+}
+
+/**
+ * This process's Node flags for the threads, less a tsx loader (they load no TypeScript: it costs
+ * each a loader thread) and less V8's flags: those are the process's, so the threads have them
+ * already, and a thread given one does not start (`ERR_WORKER_INVALID_EXEC_ARGV`).
+ */
+export function threadFlagsOf(argv: readonly string[]): string[] {
   const out: string[] = [];
   const isTsx = (value: string | undefined) => value !== undefined && (/(^|[/\\@=])tsx([/\\]|$)/.test(value) || value === "tsx");
   for (let i = 0; i < argv.length; i++) {
@@ -106,6 +137,7 @@ export function withoutTsx(argv: readonly string[]): string[] {
       continue;
     }
     if (/^--(import|require|loader)=/.test(arg) && isTsx(arg.slice(arg.indexOf("=") + 1))) continue;
+    if (arg.startsWith("--") && isV8Flag(arg)) continue;
     out.push(arg);
   }
   return out;

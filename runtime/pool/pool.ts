@@ -13,7 +13,7 @@ import { failure, refOf, threadFailure, type StepPoolOptions, type StepPoolStats
 import { answerToolCall } from "./tool-calls.js";
 import { Fifo } from "./fifo.js";
 import { probeThreads } from "./probe.js";
-import { loadableModule, threadExecArgv, withoutTsx, workerFile } from "./modules.js";
+import { loadableModule, threadExecArgv, threadFlagsOf, workerFile } from "./modules.js";
 import {
   WIRE_VERSION,
   isWire,
@@ -103,7 +103,7 @@ export class StepPool {
     if (this.#started) throw new Error("StepPool already started");
     if (this.#destroyed) throw new Error("StepPool is destroyed");
     this.#started = true;
-    const execArgv = threadExecArgv(this.#options.execArgv ?? withoutTsx(process.execArgv));
+    const execArgv = threadExecArgv(this.#options.execArgv ?? threadFlagsOf(process.execArgv));
     const booting = this.#boot(execArgv);
     // Tasks run meanwhile wait on it too, and go on after this (it awaited first): they find
     // the names set, or the pool destroyed.

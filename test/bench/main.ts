@@ -2,7 +2,6 @@
 import { killAll } from "../harness/index.js";
 import type { EnvSetting } from "../../cluster/env-setting.js";
 import { applyHelperThreads, describeHelpers, HELPER_THREADS } from "../../cluster/helper-threads.js";
-import { applyV8Inlining, applyV8Tiering, V8_INLINING, V8_TIERING } from "../../cluster/v8-flags.js";
 import { applyEventLoopSpin, EVENT_LOOP_SPIN } from "../../cluster/event-loop-spin.js";
 import { a2a } from "./a2a.js";
 import { agent } from "./agent.js";
@@ -50,7 +49,7 @@ if (!bench) {
   process.stderr.write(`usage: npm run bench -- <${Object.keys(benches).join("|")}>\n`);
   process.exit(2);
 }
-// The benchmarks run their nodes in this process, tuned as `runway node` would be (RUNWAY_V8_INLINING, RUNWAY_V8_TIERING, RUNWAY_HELPER_THREADS, RUNWAY_EVENT_LOOP_SPIN).
+// The benchmarks run their nodes in this process, tuned as `runway node` would be (RUNWAY_HELPER_THREADS, RUNWAY_EVENT_LOOP_SPIN).
 // Under the small-host profile unless told otherwise, whatever the machine: the one their figures
 // were measured with (docs/tuning.md). Set here, the nodes a benchmark spawns inherit it.
 if (!process.env.RUNWAY_PROFILE) process.env.RUNWAY_PROFILE = "small-host";
@@ -60,15 +59,13 @@ function settingOrExit<T extends string>(setting: EnvSetting<T>): T {
   process.stderr.write(`${setting.refusal(process.env)}\n`);
   process.exit(2);
 }
-const inlining = applyV8Inlining(settingOrExit(V8_INLINING));
-const tiering = applyV8Tiering(settingOrExit(V8_TIERING));
 const spin = applyEventLoopSpin(settingOrExit(EVENT_LOOP_SPIN));
 // Before any node starts its pool, as `runway node` does (a node a benchmark spawns applies its own).
 const helpers = describeHelpers(applyHelperThreads(settingOrExit(HELPER_THREADS)));
 try {
   const result = await bench();
   process.stdout.write(
-    `${JSON.stringify({ ...result, profile: process.env.RUNWAY_PROFILE, v8_inlining: inlining, v8_tiering: tiering, helper_threads: helpers, event_loop_spin: spin, at: new Date().toISOString() })}\n`,
+    `${JSON.stringify({ ...result, profile: process.env.RUNWAY_PROFILE, node_flags: process.execArgv.join(" ") || "none", helper_threads: helpers, event_loop_spin: spin, at: new Date().toISOString() })}\n`,
   );
 } finally {
   await killAll();

@@ -99,8 +99,6 @@ it("./bin/runway.mjs --help and npm run runway -- help print the usage and exit 
 });
 
 it.each([
-  ["RUNWAY_V8_TIERING", "neither default nor sooner", "soon", /RUNWAY_V8_TIERING: "default" or "sooner", not "soon"/],
-  ["RUNWAY_V8_INLINING", "neither lean nor full", "half", /RUNWAY_V8_INLINING: "lean" or "full", not "half"/],
   ["RUNWAY_HELPER_THREADS", "neither low nor normal", "lowest", /RUNWAY_HELPER_THREADS: "low" or "normal", not "lowest"/],
   ["RUNWAY_EVENT_LOOP_SPIN", "neither on nor off", "1ms", /RUNWAY_EVENT_LOOP_SPIN: "on" or "off", not "1ms"/],
   ["RUNWAY_PROFILE", "no profile", "tiny", /RUNWAY_PROFILE: "auto" or "small-host" or "standard", not "tiny"/],
@@ -146,8 +144,8 @@ it("./bin/runway.mjs node is the node itself: SIGTERM to it drains the node, del
   expect(pid).toBe(child.pid);
   // Its event loop polls for answers it expects soon (RUNWAY_EVENT_LOOP_SPIN unset), and its ready line says so.
   expect(child.lines.join("\n")).toMatch(/"msg":"node ready".*"event_loop_spin":"on \(answers expected within 0.25 ms/);
-  // V8 inlines within its lowered budgets (RUNWAY_V8_INLINING unset), and its ready line says so.
-  expect(child.lines.join("\n")).toMatch(/"msg":"node ready".*"v8_inlining":"--max-inlined-bytecode-size-cumulative=690 --max-inlined-bytecode-size=300"/);
+  // V8 keeps the flags node was given (none here): a node sets none itself, and its ready line says so.
+  expect(child.lines.join("\n")).toMatch(/"msg":"node ready".*"node_flags":"none"/);
   const exit = await child.kill("SIGTERM");
   expect(exit, child.lines.join("\n")).toEqual({ code: 0, signal: null });
   await drained(child, "bin-node", pid, "SIGTERM");
@@ -170,9 +168,10 @@ it.skipIf(!existsSync("/proc/self/task"))(
   },
 );
 
-it("./bin/runway.mjs node under the standard profile keeps V8's own inlining budgets and its helper threads' priority; its ready line says so", async () => {
-  const { child, pid } = await startNode(BIN, [], "standard-node", { RUNWAY_PROFILE: "standard" });
-  expect(child.lines.join("\n")).toMatch(/"msg":"node ready".*"v8_inlining":"full".*"helper_threads":"normal"/);
+it("./bin/runway.mjs node under the standard profile keeps its helper threads' priority, and V8 the flags node was started with; its ready line says so", async () => {
+  const flag = "--max-inlined-bytecode-size=300";
+  const { child, pid } = await startNode(process.execPath, [flag, BIN], "standard-node", { RUNWAY_PROFILE: "standard" });
+  expect(child.lines.join("\n")).toMatch(new RegExp(`"msg":"node ready".*"node_flags":"${flag}".*"helper_threads":"normal"`));
   const exit = await child.kill("SIGTERM");
   expect(exit, child.lines.join("\n")).toEqual({ code: 0, signal: null });
   await drained(child, "standard-node", pid, "SIGTERM");

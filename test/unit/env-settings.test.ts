@@ -3,15 +3,12 @@ import type { EnvSetting } from "../../cluster/env-setting.js";
 import { EVENT_LOOP_SPIN } from "../../cluster/event-loop-spin.js";
 import { HELPER_THREADS } from "../../cluster/helper-threads.js";
 import { hostProfile, RUNWAY_PROFILE, SMALL_HOST_CORES } from "../../cluster/host-profile.js";
-import { V8_INLINING, V8_TIERING } from "../../cluster/v8-flags.js";
 
 // Every setting a node reads from its environment: unset or empty is its first word (for one that
 // follows the host profile, under the small-host profile), its other word is taken as written,
 // anything else (another case, a raw flag) is no setting and the refusal says which words it takes.
 const SMALL = { RUNWAY_PROFILE: "small-host" };
 it.each<[string, EnvSetting<string>, string, string, string]>([
-  ["RUNWAY_V8_INLINING", V8_INLINING, "lean", "full", "--max-inlined-bytecode-size-cumulative=1"],
-  ["RUNWAY_V8_TIERING", V8_TIERING, "default", "sooner", "--interrupt-budget=1"],
   ["RUNWAY_HELPER_THREADS", HELPER_THREADS, "low", "normal", "10"],
   ["RUNWAY_EVENT_LOOP_SPIN", EVENT_LOOP_SPIN, "on", "off", "1ms"],
 ])("%s: unset or empty is the first word, the other is taken, anything else is refused", (variable, setting, first, other, foreign) => {
@@ -46,26 +43,23 @@ it("the host profile: `auto` (or unset) is small-host on a machine of at most tw
   expect(RUNWAY_PROFILE.refusal({ RUNWAY_PROFILE: "tiny" })).toBe('RUNWAY_PROFILE: "auto" or "small-host" or "standard", not "tiny"');
 });
 
-it("V8's inlining and the helper threads follow the host profile when unset: lowered on a small host only; their own word wins over the profile", () => {
-  expect(V8_INLINING.of({}, 2)).toBe("lean");
-  expect(V8_INLINING.of({}, 8)).toBe("full");
+it("the helper threads follow the host profile when unset: lowered on a small host only; their own word wins over the profile", () => {
   expect(HELPER_THREADS.of({}, 2)).toBe("low");
   expect(HELPER_THREADS.of({}, 8)).toBe("normal");
-  expect(V8_INLINING.of({ RUNWAY_PROFILE: "small-host" }, 64)).toBe("lean");
+  expect(HELPER_THREADS.of({ RUNWAY_PROFILE: "small-host" }, 64)).toBe("low");
   expect(HELPER_THREADS.of({ RUNWAY_PROFILE: "standard" }, 1)).toBe("normal");
-  expect(V8_INLINING.of({ RUNWAY_V8_INLINING: "lean" }, 64)).toBe("lean");
+  expect(HELPER_THREADS.of({ RUNWAY_HELPER_THREADS: "low" }, 64)).toBe("low");
   expect(HELPER_THREADS.of({ RUNWAY_HELPER_THREADS: "normal", RUNWAY_PROFILE: "small-host" }, 2)).toBe("normal");
   // A profile that is no setting is refused, whether the setting's own word is given or not.
-  for (const env of [{ RUNWAY_PROFILE: "tiny" }, { RUNWAY_PROFILE: "tiny", RUNWAY_V8_INLINING: "full" }]) {
-    expect(V8_INLINING.of(env, 2)).toBeUndefined();
-    expect(V8_INLINING.refusal(env)).toBe('RUNWAY_PROFILE: "auto" or "small-host" or "standard", not "tiny"');
+  for (const env of [{ RUNWAY_PROFILE: "tiny" }, { RUNWAY_PROFILE: "tiny", RUNWAY_HELPER_THREADS: "normal" }]) {
+    expect(HELPER_THREADS.of(env, 2)).toBeUndefined();
+    expect(HELPER_THREADS.refusal(env)).toBe('RUNWAY_PROFILE: "auto" or "small-host" or "standard", not "tiny"');
   }
 });
 
-it("V8's tiering and the event-loop spin assume no machine: the same default under every profile and core count", () => {
+it("the event-loop spin assumes no machine: the same default under every profile and core count", () => {
   for (const cores of [1, 2, 64])
     for (const env of [{}, { RUNWAY_PROFILE: "small-host" }, { RUNWAY_PROFILE: "standard" }]) {
-      expect(V8_TIERING.of(env, cores)).toBe("default");
       expect(EVENT_LOOP_SPIN.of(env, cores)).toBe("on");
     }
 });

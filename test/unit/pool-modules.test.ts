@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, expect, it } from "vitest";
-import { loadableModule, threadExecArgv, withoutTsx } from "../../runtime/pool/modules.js";
+import { loadableModule, threadExecArgv, threadFlagsOf } from "../../runtime/pool/modules.js";
 
 const root = mkdtempSync(join(tmpdir(), "runway-modules-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -56,13 +56,16 @@ it("says where it could not keep a bundle, and what to do instead", async () => 
   );
 });
 
-it("gives the threads this process's Node flags less a tsx loader, in every spelling", () => {
+it("gives the threads this process's Node flags less a tsx loader, in every spelling, and less V8's flags (the process's: a thread given one does not start)", () => {
   const tsxUrl = "file:///app/node_modules/tsx/dist/esm/index.mjs";
   expect(
-    withoutTsx([
+    threadFlagsOf([
       "--import",
       "tsx",
       "--max-old-space-size=100",
+      "--max-inlined-bytecode-size=300",
+      "--stack_trace_limit=20",
+      "--enable-source-maps",
       `--import=${tsxUrl}`,
       "--require",
       "./other.cjs",
@@ -73,7 +76,7 @@ it("gives the threads this process's Node flags less a tsx loader, in every spel
       "--import",
       "./mine.mjs",
     ]),
-  ).toEqual(["--max-old-space-size=100", "--require", "./other.cjs", "--import", "./mine.mjs"]);
+  ).toEqual(["--enable-source-maps", "--require", "./other.cjs", "--import", "./mine.mjs"]);
 });
 
 it("turns require() of ES modules off in the threads where Node has it, once, after the given flags", () => {
