@@ -29,6 +29,8 @@ export interface RunwayNodeConfig {
     port: number;
     host?: string;
     publicUrl?: string;
+    /** How often a task's waiting call reads its run's journal when no live event came (default 1 s; tests lengthen it to show the live events suffice). */
+    taskPollMs?: number;
     push?: { leaseMs?: number; pollMs?: number; scanMs?: number; retryBaseMs?: number; retryMaxMs?: number; maxAttempts?: number; timeoutMs?: number };
   };
   /**

@@ -26,9 +26,9 @@ import type { RunService } from "../api/run-service.js";
 import { decisionRefusal } from "../api/callers.js";
 import type { ExposedAgent } from "./agents.js";
 import { inputOf, statusTime, TERMINAL_STATES, taskOf, textPart, type TaskRecord, type TaskRecords } from "./tasks.js";
-import { runChanges } from "./watch.js";
-import { MAX_PUSH_CONFIGS, messageConfigId, PushConfigs, PushSettingsSchema, type Delivery, type PushConfig, type PushSettings } from "./push-configs.js";
-import type { TraceContext } from "../../machines/index.js";
+import { runChanges, RunWatch } from "./watch.js";
+import { callerOf, notAuthorized, type Caller } from "./caller.js";
+import { configOf, freshDelivery, MAX_PUSH_CONFIGS, messageConfigId, PushConfigs, pushSettingsOf, type PushConfig, type PushSettings } from "./push-configs.js";
 
 export interface A2aDeps {
   nc: NatsConnection;
@@ -46,79 +46,12 @@ export interface A2aDeps {
   blockingMs?: number;
 }
 
-/**
- * Who calls, for one request: the A2A SDK's `User`, with the request's lifetime (its connection
- * closing aborts what waits for it). An authenticated caller is an API key: `name` is its identity
- * (`key:<tenant>/<name>`), with the reviewer groups and the lane the key grants.
- */
-export class Caller {
-  constructor(
-    readonly signal: AbortSignal,
-    readonly name: string = "anonymous",
-    readonly authenticated = false,
-    readonly groups: readonly string[] = [],
-    readonly interactive = false,
-  ) {}
-  /** The request's W3C `traceparent` (HTTP header), when valid: a run this request starts has its root span as that span's child. */
-  trace: TraceContext | undefined;
-  get isAuthenticated(): boolean {
-    return this.authenticated;
-  }
-  get userName(): string {
-    return this.name;
-  }
-  /** What the run journals as the decider or canceller: the key's identity, or `a2a:anonymous` for a public agent's caller. */
-  get by(): string {
-    return this.authenticated ? this.name : `a2a:${this.name}`;
-  }
-}
-
-/** A decision the caller may not make: answered as `UnsupportedOperation` whose message and metadata say `not_authorized`. */
-function notAuthorized(why: string): Error {
-  return new UnsupportedOperationError({ message: `not_authorized: ${why}`, metadata: { outcome: "not_authorized" } });
-}
-
-const NEVER = new AbortController().signal;
 /** Bounds on what a client names: they become KV keys and start keys. */
 const MAX_ID = 200;
 const INTERRUPTED = TaskState.TASK_STATE_INPUT_REQUIRED;
 /** Answers to a task's questions whose ids are kept, for resends. */
 const ANSWERS_KEPT = 16;
 const REJECTING = new Set(["tenant_killed", "tenant_draining", "day_cap_reached", "budget_exhausted", "queue_full", "lane_not_allowed"]);
-
-/** A client's push config, checked: InvalidParams (the SDK's RequestMalformedError, -32602 / 400) when it is not one this server POSTs to. */
-function pushSettingsOf(config: TaskPushNotificationConfig): PushSettings {
-  const parsed = PushSettingsSchema.safeParse({
-    ...(config.id ? { id: config.id } : {}),
-    url: config.url ?? "",
-    ...(config.token ? { token: config.token } : {}),
-    ...(config.authentication ? { authentication: config.authentication } : {}),
-  });
-  if (!parsed.success) throw new RequestMalformedError(`push notification config: ${parsed.error.issues.map((i) => i.message).join("; ")}`);
-  return parsed.data;
-}
-
-/** A stored config as the client sees it: the authentication's scheme, never its credentials. */
-function configOf(tenant: string, r: PushConfig): TaskPushNotificationConfig {
-  return {
-    tenant,
-    id: r.id,
-    taskId: r.task_id,
-    url: r.url,
-    token: r.token ?? "",
-    authentication: r.authentication ? { scheme: r.authentication.scheme, credentials: "" } : undefined,
-  };
-}
-
-/** A config's delivery before its first update: from the journal event after `cursor` (null: the first), the task as it is first when `snapshot`. */
-function freshDelivery(cursor: string | null, snapshot: boolean): Delivery {
-  return { cursor, sent: null, artifacts: [], snapshot };
-}
-
-function callerOf(context: ServerCallContext): Caller {
-  const user = context.user;
-  return user instanceof Caller ? user : new Caller(NEVER);
-}
 
 /** Ends an interrupted or terminal wait: the task is done, or waits for its client. */
 function settled(state: TaskState): boolean {
@@ -135,6 +68,11 @@ function producible(mode: string): boolean {
 function offsetOf(token: string): number | undefined {
   const text = Buffer.from(token, "base64url").toString();
   return /^[1-9][0-9]{0,8}$/.test(text) && Buffer.from(text).toString("base64url") === token ? Number(text) : undefined;
+}
+
+/** A new task whose run was just started and not read: a watch made before hears its every event. */
+interface Started {
+  record: TaskRecord;
 }
 
 /** A task as read now, with its run. */
@@ -168,9 +106,27 @@ export class AgentHandler implements A2ARequestHandler {
 
   async sendMessage(params: SendMessageRequest, context: ServerCallContext): Promise<Message | Task> {
     const caller = callerOf(context);
-    const read = await this.deliver(params, caller);
-    if (params.configuration?.returnImmediately || settled(read.task.status!.state)) return read.task;
-    return this.waitSettled(read, caller.signal);
+    const id = params.configuration?.returnImmediately ? undefined : this.taskIdOf(params.message);
+    if (id === undefined) return (await this.deliver(params, caller)).task;
+    // Listening before the message is delivered (on the connection its writes take, so the server
+    // has the subscription first): the run's every event from then on is heard, and the task is read
+    // again only when one may settle it.
+    const bound = AbortSignal.any([caller.signal, AbortSignal.timeout(this.deps.blockingMs ?? 300_000)]);
+    const watch = new RunWatch(this.deps, this.tenant, id, { pollMs: this.deps.pollMs ?? 1_000, signal: bound, settling: true });
+    try {
+      const delivered = await this.deliver(params, caller, watch);
+      if ("task" in delivered && (delivered.task.id !== id || settled(delivered.task.status!.state))) return delivered.task;
+      return await this.waitSettled(id, delivered, watch);
+    } finally {
+      watch.close();
+    }
+  }
+
+  /** The task a message is for: the one it answers, or the one its id starts (undefined: the message is no message, which delivering it says). */
+  private taskIdOf(message: Message | undefined): string | undefined {
+    if (message?.taskId) return message.taskId;
+    if (!message?.messageId || message.messageId.length > MAX_ID) return undefined;
+    return runIdFor(this.tenant, startKey("a2a", `${this.agent.name}/${message.messageId}`));
   }
 
   async *sendMessageStream(params: SendMessageRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
@@ -303,7 +259,10 @@ export class AgentHandler implements A2ARequestHandler {
   }
 
   /** A message: a new task (a run started under its id; a resend answers the same task), or an answer to a task that asks for input. */
-  private async deliver(params: SendMessageRequest, caller: Caller): Promise<Read> {
+  private async deliver(params: SendMessageRequest, caller: Caller): Promise<Read>;
+  /** With a watch of the task made before: a run it started is not read (its every event is the watch's), the rest is. */
+  private async deliver(params: SendMessageRequest, caller: Caller, watched: RunWatch): Promise<Read | Started>;
+  private async deliver(params: SendMessageRequest, caller: Caller, watched?: RunWatch): Promise<Read | Started> {
     const message = params.message;
     if (!message?.messageId) throw new RequestMalformedError("a message with a messageId is required");
     if (message.messageId.length > MAX_ID) throw new RequestMalformedError(`messageId is at most ${MAX_ID} characters`);
@@ -349,6 +308,7 @@ export class AgentHandler implements A2ARequestHandler {
       ...(caller.authenticated ? { initiator: caller.name, granted_lane: caller.interactive ? ("interactive" as const) : ("batch" as const) } : {}),
       ...(caller.trace ? { trace: caller.trace } : {}),
     });
+    if (started.outcome === "started" && watched) return { record };
     if (started.outcome === "started" || started.outcome === "duplicate") return this.read(id, record);
     if (REJECTING.has(started.outcome)) {
       const rejected = { ...record, rejected: { code: started.outcome, at: this.deps.now() } };
@@ -443,15 +403,18 @@ export class AgentHandler implements A2ARequestHandler {
     return { task: taskOf(id, record, view, ask), record, view };
   }
 
-  /** Waits until the task ends or asks for input (or the blocking bound passes, or the caller goes): the task then. */
-  private async waitSettled(from: Read, signal: AbortSignal): Promise<Task> {
-    let last = from.task;
-    const bound = AbortSignal.any([signal, AbortSignal.timeout(this.deps.blockingMs ?? 300_000)]);
-    for await (const _ of runChanges(this.deps, this.tenant, from.task.id, { pollMs: this.deps.pollMs ?? 1_000, signal: bound })) {
-      last = (await this.read(from.task.id, from.record)).task;
+  /**
+   * Waits until the task ends or asks for input (or the watch's bound passes, or the caller goes):
+   * the task then. `from` was read, or its run started, after `watch` was made.
+   */
+  private async waitSettled(id: string, from: Read | Started, watch: RunWatch): Promise<Task> {
+    let last = "task" in from ? from.task : undefined;
+    for await (const _ of watch.changes("heard")) {
+      last = (await this.read(id, from.record)).task;
       if (settled(last.status!.state)) break;
     }
-    return last;
+    // Cut short before its first event: the task as it is now.
+    return last ?? (await this.read(id, from.record)).task;
   }
 
   /**

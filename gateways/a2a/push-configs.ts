@@ -2,6 +2,8 @@ import { createHash } from "node:crypto";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV } from "@nats-io/kv";
 import { z } from "zod";
+import type { TaskPushNotificationConfig } from "@a2a-js/sdk";
+import { RequestMalformedError } from "@a2a-js/sdk/errors";
 import { lastValues } from "../../actors/index.js";
 
 /** Bucket of the tasks' push-notification configs: one key per config, `<tenant>.<agent>.<task id>.<config id>`. */
@@ -200,4 +202,33 @@ export class PushConfigs {
     }
     return out;
   }
+}
+
+/** A client's push config, checked: InvalidParams (the SDK's RequestMalformedError, -32602 / 400) when it is not one this server POSTs to. */
+export function pushSettingsOf(config: TaskPushNotificationConfig): PushSettings {
+  const parsed = PushSettingsSchema.safeParse({
+    ...(config.id ? { id: config.id } : {}),
+    url: config.url ?? "",
+    ...(config.token ? { token: config.token } : {}),
+    ...(config.authentication ? { authentication: config.authentication } : {}),
+  });
+  if (!parsed.success) throw new RequestMalformedError(`push notification config: ${parsed.error.issues.map((i) => i.message).join("; ")}`);
+  return parsed.data;
+}
+
+/** A stored config as the client sees it: the authentication's scheme, never its credentials. */
+export function configOf(tenant: string, r: PushConfig): TaskPushNotificationConfig {
+  return {
+    tenant,
+    id: r.id,
+    taskId: r.task_id,
+    url: r.url,
+    token: r.token ?? "",
+    authentication: r.authentication ? { scheme: r.authentication.scheme, credentials: "" } : undefined,
+  };
+}
+
+/** A config's delivery before its first update: from the journal event after `cursor` (null: the first), the task as it is first when `snapshot`. */
+export function freshDelivery(cursor: string | null, snapshot: boolean): Delivery {
+  return { cursor, sent: null, artifacts: [], snapshot };
 }

@@ -10,7 +10,8 @@ import { parseTraceparent } from "../../actors/index.js";
 import type { ApiKeyStore } from "../keys/index.js";
 import type { AgentStore, ExposedAgent } from "./agents.js";
 import { agentCardOf } from "./card.js";
-import { AgentHandler, Caller, type A2aDeps } from "./handler.js";
+import { AgentHandler, type A2aDeps } from "./handler.js";
+import { Caller } from "./caller.js";
 
 /** Larger request bodies are refused before parsing. */
 export const MAX_A2A_BODY_BYTES = 256 * 1024;
@@ -35,6 +36,8 @@ export interface A2aServerOptions {
   port: number;
   host?: string;
   publicUrl?: string;
+  /** How often a task's waiting call reads its run's journal when no live event came (`A2aDeps.pollMs`). */
+  taskPollMs?: number;
   /** Other handlers served by the same server under their own paths (the console at `/console`). */
   mounts?: { path: string; handler: RequestHandler }[];
 }
@@ -80,7 +83,7 @@ export async function startA2aServer(deps: A2aServerDeps, options: A2aServerOpti
       version: def.ref.version,
       ...(typeof description === "string" ? { description } : {}),
     });
-    const handler = new AgentHandler(deps, tenant, agent, card);
+    const handler = new AgentHandler(options.taskPollMs ? { ...deps, pollMs: options.taskPollMs } : deps, tenant, agent, card);
     const userBuilder = async (req: Request) => callers.get(req) ?? new Caller(new AbortController().signal);
     const wire = AgentCard.toJSON(card) as AgentCard;
     const m: Mounted = {

@@ -3,8 +3,10 @@
  * workflow (`echo`), per sample and alternately:
  *
  * - `nats_ms`: `runs.start` over NATS → the run's `run_succeeded` event → `runs.get` (its result);
- * - `blocking_ms`: a blocking JSON-RPC `SendMessage` by the SDK's client → the completed task with
- *   the result as its artifact;
+ * - `blocking_ms`: a blocking JSON-RPC `SendMessage` as one HTTP request on a kept-alive connection
+ *   (`node:http`, as a service calling the agent would) → the completed task with the result as
+ *   its artifact; `blocking_sdk_ms` the same by the A2A SDK's client (`fetch`: undici's own cost
+ *   is in it, in this process, beside the node);
  * - `stream_first_event_ms`: `SendStreamingMessage` → its first event (the task), the stream then
  *   read to its end;
  * - `get_task_ms` beside `runs_get_ms`: one read of an ended task by A2A `GetTask`, and of its run
@@ -19,7 +21,7 @@
  *   The clients are plain HTTP requests in the same process (a socket and an SSE parser each), so
  *   the memory figures are the node's with a small client share.
  *
- * Target: A2A adds at most 1 ms at p50 (`added_p50_ms`). Env: A2A_N samples (default 200, after 20 warm-up).
+ * Target: A2A adds at most 1 ms at p50 (`added_p50_ms`: `blocking_ms` less `nats_ms`). Env: A2A_N samples (default 200, after 20 warm-up).
  */
 import { GetTaskRequest, SendMessageRequest } from "@a2a-js/sdk";
 import { ClientFactory, ClientFactoryOptions } from "@a2a-js/sdk/client";
@@ -69,11 +71,24 @@ export async function a2a(): Promise<Record<string, unknown>> {
       return performance.now() - t0;
     };
     let ended = "";
-    const blocking = async () => {
+    const blockingSdk = async () => {
       const t0 = performance.now();
       const task = (await a2aClient.sendMessage(message())) as { id: string; status?: { state: number } };
       if (task.status?.state !== 3) throw new Error(`task not completed: ${JSON.stringify(task.status)}`);
       ended = task.id;
+      return performance.now() - t0;
+    };
+    const keptAlive = new Agent({ keepAlive: true, maxSockets: 1 });
+    const blocking = async () => {
+      const t0 = performance.now();
+      const i = n++;
+      const answer = await postJson(`${node.httpUrl}/a2a/bench/echo/`, keptAlive, {
+        jsonrpc: "2.0",
+        id: i,
+        method: "SendMessage",
+        params: { message: { messageId: `h-${i}`, role: "ROLE_USER", parts: [{ data: { n: i } }] } },
+      });
+      if (!/"state":"TASK_STATE_COMPLETED"/.test(answer)) throw new Error(`task not completed: ${answer.slice(0, 300)}`);
       return performance.now() - t0;
     };
     const reads = async () => {
@@ -90,20 +105,23 @@ export async function a2a(): Promise<Record<string, unknown>> {
       return first!;
     };
     progress(`a2a: ${WARM_UP} warm-up + ${samples} samples of each, one at a time`);
-    for (let i = 0; i < WARM_UP; i++) await Promise.resolve().then(viaNats).then(blocking).then(streaming);
+    for (let i = 0; i < WARM_UP; i++) await Promise.resolve().then(viaNats).then(blocking).then(blockingSdk).then(streaming);
     const nats: number[] = [];
     const blocked: number[] = [];
+    const blockedSdk: number[] = [];
     const firsts: number[] = [];
     const getTask: number[] = [];
     const runsGet: number[] = [];
     for (let i = 0; i < samples; i++) {
       nats.push(await viaNats());
       blocked.push(await blocking());
+      blockedSdk.push(await blockingSdk());
       firsts.push(await streaming());
       const r = await reads();
       getTask.push(r.a2a);
       runsGet.push(r.nats);
     }
+    keptAlive.destroy();
     const streamsN = Number(process.env.A2A_STREAMS ?? 1_000);
     const streamsFigures = streamsN > 0 ? await streams(client, `${node.httpUrl}/a2a/bench/doze`, streamsN) : undefined;
     const natsP = percentiles(nats);
@@ -115,6 +133,7 @@ export async function a2a(): Promise<Record<string, unknown>> {
       warm_up: WARM_UP,
       nats_ms: natsP,
       blocking_ms: blockingP,
+      blocking_sdk_ms: percentiles(blockedSdk),
       stream_first_event_ms: percentiles(firsts),
       get_task_ms: percentiles(getTask),
       runs_get_ms: percentiles(runsGet),
@@ -128,6 +147,26 @@ export async function a2a(): Promise<Record<string, unknown>> {
     await node.stop();
     await server.dispose();
   }
+}
+
+/** POSTs `body` as JSON on `agent`'s connection: the answer's body. */
+function postJson(url: string, agent: Agent, body: unknown): Promise<string> {
+  const text = JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      url,
+      { method: "POST", agent, headers: { "content-type": "application/json", "a2a-version": "1.0", "content-length": Buffer.byteLength(text) } },
+      (res) => {
+        let answer = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk: string) => (answer += chunk));
+        res.on("end", () => resolve(answer));
+        res.on("error", reject);
+      },
+    );
+    req.on("error", reject);
+    req.end(text);
+  });
 }
 
 /** One open SSE stream of a JSON-RPC `SendStreamingMessage`: when its first event came, and when it ended (with its last state). */

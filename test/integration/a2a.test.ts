@@ -15,7 +15,9 @@ import { fileURLToPath } from "node:url";
 import { RUNWAY_USER, spawnTsx, waitFor } from "../harness/index.js";
 import { workflowWorld } from "./workflow-support.js";
 
-const world = workflowWorld({ name: "a2a-node", http: { port: 0 } });
+// A task's waiting call reads its run's journal only every 10 minutes here: each test's task moves on
+// the run's live events alone, so one missed (a watch subscribed after the events it waits for) hangs it.
+const world = workflowWorld({ name: "a2a-node", http: { port: 0, taskPollMs: 600_000 } });
 let base = "";
 
 const DEFINITIONS = [
