@@ -153,6 +153,7 @@ export async function runAgent(deps: AgentStepDeps, request: ExecuteRequest, sig
       input_schema: { type: "object" },
     });
   }
+  const manifest = manifestOf(spec, listed);
   const messages: ModelMessage[] = [
     { role: "system", content: spec.instructions },
     { role: "user", content: taskText(request.input) },
@@ -164,7 +165,7 @@ export async function runAgent(deps: AgentStepDeps, request: ExecuteRequest, sig
     if (turn >= spec.max_turns) return fail("limit_reached", `max_turns (${spec.max_turns}) reached before a final answer`);
     const left = spec.max_tokens !== undefined ? spec.max_tokens - tokens : undefined;
     if (left !== undefined && left <= 0) return fail("limit_reached", `max_tokens (${spec.max_tokens}) spent before a final answer`);
-    const got = await takeTurn(deps, request, spec, fence, turn, messages, listed.tools, left, signal);
+    const got = await takeTurn(deps, request, spec, fence, { turn, manifest }, messages, listed.tools, left, signal);
     if ("outcome" in got) return got;
     const response = got.response;
     deps.beat();
@@ -243,7 +244,7 @@ async function takeTurn(
   request: ExecuteRequest,
   spec: PlanAgent,
   fence: Record<string, unknown>,
-  turn: number,
+  { turn, manifest }: { turn: number; manifest: string },
   messages: ModelMessage[],
   tools: ModelTool[],
   left: number | undefined,
@@ -257,6 +258,13 @@ async function takeTurn(
   if (asked?.outcome === "observed") {
     const stored = ModelResponseSchema.safeParse(asked.value);
     if (!stored.success) return fail("corrupt_record", `turn ${turn}'s stored response is not a model response`);
+    // A turn answered with other tools or another model is no checkpoint to go on from (G4). A turn stored before manifests were kept names none.
+    const made = StoredManifest.safeParse(asked.value);
+    if (made.success && made.data.manifest !== undefined && made.data.manifest !== manifest)
+      return fail(
+        "checkpoint_mismatch",
+        `turn ${turn} was answered with other tools or another model (manifest ${made.data.manifest.slice(0, 12)}, now ${manifest.slice(0, 12)}): the agent does not go on from it`,
+      );
     return { response: stored.data };
   }
   if (asked?.outcome !== "recorded" && asked?.outcome !== "reconcile") return { outcome: "stopped", reason: asked?.outcome ?? "not_decided_here" };
@@ -320,7 +328,8 @@ async function takeTurn(
     const settled = await deps.meter!.settle(key, reserved, cost).catch(unavailable);
     if (settled.outcome === "unavailable") cost = reserved;
   }
-  if (!(await deps.receipt({ key, state: "observed", value: response, at: deps.now() }, cost))) return { outcome: "stopped", reason: "receipt_refused" };
+  if (!(await deps.receipt({ key, state: "observed", value: { ...response, manifest }, at: deps.now() }, cost)))
+    return { outcome: "stopped", reason: "receipt_refused" };
   return { response };
 }
 
@@ -400,6 +409,19 @@ async function toolsOf(
     });
   }
   return { tools, byName };
+}
+
+/** The manifest a turn's stored response carries (absent in one stored before manifests were kept). */
+const StoredManifest = z.object({ manifest: z.string().optional() });
+
+/**
+ * What the agent's turns are answered with beyond the run's pinned plan (G4): the model, and every
+ * tool as the model sees it (name, description, input schema) with the class the gateway gives it.
+ * A stored turn carries it; a new attempt that finds another refuses to go on from that turn.
+ */
+function manifestOf(spec: PlanAgent, listed: { tools: ModelTool[]; byName: Map<string, { server: string; tool: string; class: ToolClass }> }): string {
+  const classes = [...listed.byName].map(([name, t]) => [name, t.class]);
+  return sha256Hex(canonicalJson({ model: spec.model, tools: listed.tools, classes }));
 }
 
 /** The task the model is given: a string as is, anything else as JSON. */
