@@ -187,3 +187,40 @@ it("38.3 SIGKILL of the node after an approved gated call was made, while the ne
     await openai.stop();
   }
 }, 120_000);
+
+it("C086 a crash gives an agent no fresh allowance: after a SIGKILL during turn 1, the recorded turn counts, the re-asked one counts once, and max_turns (3) stops it after turn 2", async () => {
+  const fx = await startEffectsServer({ http: true });
+  const set = (value: string) => ({
+    reply: { tool_calls: [{ name: "fx__set_value", arguments: { key: "c086", value } }], usage: { input_tokens: 10, output_tokens: 5 } },
+  });
+  // The fake answers requests in order: #2 (turn 1) takes 20 s and the node dies in it; #3 is turn 1 asked again.
+  const openai = await startModelFake("openai", [set("0"), { ...set("1"), delay_ms: 20_000 }, set("1"), set("2"), { reply: { text: "never asked" } }]);
+  try {
+    let node = await startWorkflowNode(world, "agent-c086");
+    const client = new RunwayClient(world.nc, "c086");
+    await client.createTenant("c086");
+    expect((await client.putToolServer({ name: "fx", transport: { type: "http", url: fx.url }, trusted: true })).outcome).toBe("saved");
+    expect((await client.putModelProvider({ name: "oa", kind: "openai", base_url: openai.baseUrl })).outcome).toBe("created");
+    const capped = { ...definition, name: "agent-c086", nodes: [{ ...definition.nodes[0]!, max_turns: 3 }] };
+    expect((await client.putDefinition(capped)).outcome).toBe("published");
+    const id = ((await client.startRun({ definition: "agent-c086" })).run as RunAnswer).id;
+
+    await waitFor(async () => ((await openai.requests()).count >= 2 ? true : undefined), { timeoutMs: 30_000, describe: "turn 1 to be asked" });
+    await node.kill("SIGKILL");
+    node = await startWorkflowNode(world, "agent-c086");
+    const done = await finished(client, id);
+    expect(done.status, JSON.stringify(done)).toBe("failed");
+    const events = (await client.runEvents(id)).events as { type: string; error?: { code: string; message: string } }[];
+    const failed = events.find((e) => e.type === "step_failed");
+    expect(failed?.error?.code).toBe("limit_reached");
+    expect(failed?.error?.message).toMatch(/max_turns \(3\)/);
+    // Turn 0 once, turn 1 twice (the one in flight at the kill is asked again: what a crash can cost), turn 2 once; no fourth turn.
+    expect((await openai.requests()).count).toBe(4);
+    const lines = (await client.trajectory(id)).lines as { kind: string; turn?: number }[];
+    expect(lines.filter((l) => l.kind === "model_turn").map((l) => l.turn)).toEqual([0, 1, 2]);
+    await node.kill("SIGTERM");
+  } finally {
+    await fx.stop();
+    await openai.stop();
+  }
+}, 120_000);
