@@ -42,7 +42,7 @@ function startNodeProcess(url: string): Promise<ChildProcess> {
     ],
     {
       stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, RUNWAY_LOG: "warn", RUNWAY_DEMO_LEDGER: ledger },
+      env: { ...process.env, RUNWAY_LOG: "warn", RUNWAY_LEDGER: ledger },
     },
   );
   child.stderr?.on("data", (d: Buffer) => process.stderr.write(`  [node] ${d}`));
