@@ -2,7 +2,7 @@ import { expect, it } from "vitest";
 import { RunwayClient } from "../../cluster/client.js";
 import { waitFor } from "../harness/index.js";
 import { startEffectsServer } from "../fixtures/mcp/start.js";
-import { startModelFake } from "../fixtures/models/start.js";
+import { startModelFake, type ModelFakeHandle } from "../fixtures/models/start.js";
 import { finished, singleServerWorld, startWorkflowNode } from "./node-process.js";
 import type { RunAnswer } from "../integration/workflow-support.js";
 
@@ -24,7 +24,17 @@ const definition = {
   ],
 };
 
-it("SIGKILL of the node after turn 2's tool intent and before its receipt: after the restart no recorded turn is requested again (the fake server's counter) and the tool's effect happened once", async () => {
+/**
+ * The system block of each model request the fake received. C029, C079, C132 (adapt): Runway has no
+ * context builder; the system block is the node's pinned instructions, the same in every request,
+ * so a resume, a crash or an approval rebuilds nothing and no segment's block can differ.
+ */
+async function systemBlocks(fake: ModelFakeHandle): Promise<unknown[]> {
+  const { requests } = (await fake.requests()) as { requests: { body: { messages: { role: string; content?: unknown }[] } }[] };
+  return requests.map((r) => r.body.messages.find((m) => m.role === "system")?.content);
+}
+
+it("C079 SIGKILL of the node after turn 2's tool intent and before its receipt: after the restart no recorded turn is requested again (the fake server's counter), the tool's effect happened once, and the system block is the one it was (nothing rebuilt)", async () => {
   const fx = await startEffectsServer({ http: true });
   // Turn 2 proposes a charge that applies its effect at once, then takes 20 s to answer: the node dies in between.
   const openai = await startModelFake("openai", [
@@ -58,6 +68,7 @@ it("SIGKILL of the node after turn 2's tool intent and before its receipt: after
     expect(done.result).toEqual({ ask: "Charged acme 7." });
     // The new attempt read turns 0–2 from the journal: only turn 3 was asked.
     expect((await openai.requests()).count).toBe(4);
+    expect(await systemBlocks(openai)).toEqual(Array(4).fill(definition.nodes[0]!.instructions));
     // The charge's outcome was looked up by its effect key (found), never made again.
     expect(fx.counts().effects.charge).toBe(1);
     expect(fx.counts().calls.charge).toBe(1);
@@ -78,7 +89,7 @@ it("SIGKILL of the node after turn 2's tool intent and before its receipt: after
   }
 }, 120_000);
 
-it("C077 38.3 SIGKILL of the node while its agent is parked on a gated proposal: after the restart the run still waits on the one inbox item, the model is not asked for the turn again, and the edited call is made once", async () => {
+it("C077 C029 C132 38.3 SIGKILL of the node while its agent is parked on a gated proposal: after the restart the run still waits on the one inbox item, the model is not asked for the turn again, the edited call is made once, and the turn after the approval has the same system block (nothing rebuilt)", async () => {
   const fx = await startEffectsServer({ http: true });
   const openai = await startModelFake("openai", [
     {
@@ -133,6 +144,7 @@ it("C077 38.3 SIGKILL of the node while its agent is parked on a gated proposal:
     expect(done.result).toEqual({ ask: "Charged acme 7." });
     // Turn 0 was read from the journal: only turn 1 was asked. Each effect happened once; the charge with the edit.
     expect((await openai.requests()).count).toBe(2);
+    expect(await systemBlocks(openai)).toEqual(Array(2).fill(definition.nodes[0]!.instructions));
     expect(fx.counts().effects.set_value).toBe(1);
     expect(fx.counts().calls.charge).toBe(1);
     const charged = Object.entries(fx.counts().values).filter(([k]) => k.startsWith(`charge:${id}:`));
