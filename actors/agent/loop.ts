@@ -64,6 +64,8 @@ export interface AgentStepDeps {
    * step: this attempt ends), or `refused` with a code.
    */
   child?(call: { key: string; workflow: string; input: unknown; turn: number; cost_ceiling_cents?: number }): Promise<ChildAnswer>;
+  /** Whether a proposal of turn `turn` asks a person first (absent: as the definition's `approvals` say; a replay: as its original's journal does). */
+  gated?(turn: number, server: string, tool: string, cls: ToolClass): Promise<boolean>;
   /** Keeps the attempt's lease alive between turns. */
   beat(): void;
   /** Each piece of text the model streams while turn `turn` is asked (live only, never journaled; absent: not sent). */
@@ -202,7 +204,7 @@ export async function runAgent(deps: AgentStepDeps, request: ExecuteRequest, sig
         continue;
       }
       const { server, tool } = target;
-      const gated = gatedBy(request.gate, server, tool, target.class);
+      const gated = deps.gated ? await deps.gated(turn, server, tool, target.class) : gatedBy(request.gate, server, tool, target.class);
       if (gated && asked) {
         messages.push({ role: "tool", tool_call_id: proposed.id, content: SUPERSEDED, is_error: true });
         continue;
