@@ -30,6 +30,7 @@ import {
   ScheduleStore,
   TenantService,
   type A2aServer,
+  type AgentStore,
   type ApiKeyStore,
   type ModelStore,
   type ToolConnections,
@@ -73,6 +74,8 @@ export interface Parts {
   tools?: ToolsPart;
   /** The tenants' model providers, watched. */
   models?: ModelStore;
+  /** The tenants' exposed A2A agents, watched from the node's start (a request reads its agent from memory). */
+  agents?: AgentStore;
   /** The tenants' API keys, watched from the node's start (a revocation holds here as soon as it is written). */
   keys?: ApiKeyStore;
   services?: ServicesPart;

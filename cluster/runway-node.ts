@@ -140,6 +140,15 @@ function domainStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
       stop: () => parts.models?.close(),
     },
     {
+      // Watched from the start, so an A2A request finds its agent in memory.
+      name: "agent-store",
+      start: async () => {
+        parts.agents = new AgentStore(self().nc);
+        await parts.agents.start();
+      },
+      stop: () => parts.agents?.close(),
+    },
+    {
       name: "tool-gateway",
       start: () => {
         const registry = new ToolRegistry(self().nc);
@@ -217,7 +226,7 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
           models: parts.models!,
           keys: parts.keys!,
           replays: new RunReplays({ nc: self().nc, partitions: self().topology.partitions, runs }),
-          agents: new AgentStore(self().nc),
+          agents: parts.agents!,
           self: { owned: () => self().host.ownedPartitions(), httpUrl: () => parts.http?.url },
           ...(config.credentialsDir ? { callers: callerDirectory(config.credentialsDir, () => clock.now()) } : {}),
           now: () => clock.now(),
@@ -239,7 +248,7 @@ function servingStages(config: RunwayNodeConfig, deps: StageDeps): Stage[] {
             nc: self().nc,
             runs,
             definitions: stores.definitions(),
-            agents: new AgentStore(self().nc),
+            agents: parts.agents!,
             keys: parts.keys!,
             logger: deps.logger,
             now: () => clock.now(),

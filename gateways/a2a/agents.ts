@@ -1,6 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV } from "@nats-io/kv";
 import { lastValues } from "../../actors/index.js";
+import { WatchedBucket } from "../../runtime/index.js";
 import { PUSH_BUCKET } from "./push-configs.js";
 
 /** Bucket of the tenants' exposed agents: one key per agent, `<tenant>.<agent>`. */
@@ -48,9 +49,18 @@ export async function ensureA2aBuckets(nc: NatsConnection, replicas: number): Pr
   }
 }
 
-/** The tenants' exposed agents in `rw_agents`, read where asked (an agent's card and requests read it each time). */
+/**
+ * The tenants' exposed agents in `rw_agents`. Every A2A request reads its agent's exposure, so
+ * every node keeps a copy in memory kept current by a watch of the bucket ({@link WatchedBucket}):
+ * a request costs no store read, and a hide on any node holds on this one as soon as its watch
+ * hears it (this node's own writes at once).
+ */
 export class AgentStore {
   private kv: Promise<KV> | undefined;
+  private readonly watched = new WatchedBucket<ExposedAgent & { revision: number }>(
+    () => this.bucket(),
+    (e) => (e.length > 0 ? { ...e.json<ExposedAgent>(), revision: e.revision } : null),
+  );
 
   constructor(private readonly nc: NatsConnection) {}
 
@@ -58,13 +68,24 @@ export class AgentStore {
     return (this.kv ??= new Kvm(this.nc).open(AGENTS_BUCKET));
   }
 
+  /** Starts the watch now (the node's start), rather than on the first request. */
+  async start(): Promise<void> {
+    await this.watched.start();
+  }
+
+  /** Stops the watch (the node is stopping). */
+  async close(): Promise<void> {
+    await this.watched.close();
+  }
+
   async put(tenant: string, agent: ExposedAgent): Promise<void> {
-    await (await this.bucket()).put(`${tenant}.${agent.name}`, JSON.stringify(agent));
+    const key = `${tenant}.${agent.name}`;
+    const revision = await (await this.bucket()).put(key, JSON.stringify(agent));
+    this.watched.remember(key, revision, { ...agent, revision });
   }
 
   async get(tenant: string, name: string): Promise<(ExposedAgent & { revision: number }) | undefined> {
-    const e = await (await this.bucket()).get(`${tenant}.${name}`);
-    return e && e.operation === "PUT" && e.length > 0 ? { ...e.json<ExposedAgent>(), revision: e.revision } : undefined;
+    return (await this.watched.get(`${tenant}.${name}`)) ?? undefined;
   }
 
   async list(tenant: string): Promise<ExposedAgent[]> {
@@ -77,8 +98,11 @@ export class AgentStore {
 
   /** True when the agent was exposed (and is now hidden). */
   async hide(tenant: string, name: string): Promise<boolean> {
-    if (!(await this.get(tenant, name))) return false;
+    const exposed = await this.get(tenant, name);
+    if (!exposed) return false;
     await (await this.bucket()).delete(`${tenant}.${name}`);
+    // The tombstone's revision is newer than the value's: a late watched put cannot bring it back.
+    this.watched.remember(`${tenant}.${name}`, exposed.revision + 1, null);
     return true;
   }
 }

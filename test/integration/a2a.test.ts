@@ -14,6 +14,7 @@ import { ClientFactory, ClientFactoryOptions, type Client } from "@a2a-js/sdk/cl
 import { fileURLToPath } from "node:url";
 import { RUNWAY_USER, spawnTsx, waitFor } from "../harness/index.js";
 import { workflowWorld } from "./workflow-support.js";
+import { AgentStore } from "../../gateways/index.js";
 
 // A task's waiting call reads its run's journal only every 10 minutes here: each test's task moves on
 // the run's live events alone, so one missed (a watch subscribed after the events it waits for) hangs it.
@@ -89,6 +90,26 @@ async function collect(stream: AsyncGenerator<StreamResponse>): Promise<StreamRe
   for await (const e of stream) out.push(e);
   return out;
 }
+
+it("an agent's exposure as every node reads it (from memory): another node's expose and hide hold once its watch hears them, its own at once", async () => {
+  const mine = new AgentStore(world.nc);
+  const other = new AgentStore(world.nc);
+  await Promise.all([mine.start(), other.start()]);
+  try {
+    expect(await mine.get("t1", "watched")).toBeUndefined();
+    await other.put("t1", { name: "watched", definition: "greet", public: true, exposed_at: 1 });
+    expect(await other.get("t1", "watched")).toMatchObject({ definition: "greet" });
+    await waitFor(async () => (await mine.get("t1", "watched")) ?? undefined, { timeoutMs: 5_000, describe: "the expose to reach the other store" });
+    expect(await other.hide("t1", "watched")).toBe(true);
+    expect(await other.get("t1", "watched")).toBeUndefined();
+    await waitFor(async () => ((await mine.get("t1", "watched")) === undefined ? true : undefined), {
+      timeoutMs: 5_000,
+      describe: "the hide to reach the other store",
+    });
+  } finally {
+    await Promise.all([mine.close(), other.close()]);
+  }
+});
 
 it("runway agents expose, ls and hide: an agent's card is served while it is exposed", async () => {
   const cli = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
