@@ -1,5 +1,5 @@
 export { ensureDomainTopology } from "./topology.js";
-export { actorIdsIn, childStartKey, lastValues, randomDeliveryId, runIdFor, startKey, tenantOfRun } from "./records/index.js";
+export { actorIdsIn, childStartKey, lastValues, listedValues, randomDeliveryId, runIdFor, startKey, tenantOfRun } from "./records/index.js";
 export { listMembers, QuotaGate, tenantActor, TENANT_KIND, TENANT_RECORD, UsageMeter, type TenantTypes } from "./tenant/index.js";
 export { DefinitionStore, DEFINITIONS_BUCKET, type ResolveResult } from "./definitions/index.js";
 export {

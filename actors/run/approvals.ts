@@ -2,7 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
 import { ADMISSION, type ApprovalState, type RunContext } from "../../machines/index.js";
 import type { Effect } from "../../runtime/index.js";
-import { sha256Hex, lastValues } from "../records/index.js";
+import { sha256Hex, listedValues } from "../records/index.js";
 
 /** Bucket of the reviewers' inbox: one key per pending approval, `<tenant>.<hash of its id>`. */
 export const APPROVALS_BUCKET = "rw_approvals";
@@ -88,7 +88,7 @@ export async function listInbox(
   page: { limit?: number; cursor?: string } = {},
 ): Promise<InboxPage> {
   const all: InboxItem[] = [];
-  for (const v of await lastValues(nc, APPROVALS_BUCKET, `${tenant}.*`)) {
+  for (const v of await listedValues(nc, APPROVALS_BUCKET, `${tenant}.*`)) {
     if (v.data.length === 0) continue;
     const item = JSON.parse(new TextDecoder().decode(v.data)) as InboxItem;
     if (filter.group && item.group !== filter.group && item.escalation_group !== filter.group) continue;
