@@ -1,8 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { Kvm } from "@nats-io/kv";
 import { changedKeys, type ItemRun, type NodeRun, type RunContext } from "../../machines/index.js";
 import type { Effect } from "../../runtime/index.js";
-import { sha256Hex } from "../records/index.js";
+import { listedValues, sha256Hex } from "../records/index.js";
 
 /** Bucket of the open reconciliation items: `<tenant>.<run>.<hash of the effect key>`. */
 export const RECONCILE_BUCKET = "rw_reconcile";
@@ -67,11 +66,9 @@ function compareHold(out: Effect[], after: RunContext, node: string, item: numbe
 
 /** A tenant's open reconciliation items (optionally of one run), oldest first. */
 export async function listReconciliations(nc: NatsConnection, tenant: string, run?: string): Promise<ReconcileItem[]> {
-  const kv = await new Kvm(nc).open(RECONCILE_BUCKET);
   const out: ReconcileItem[] = [];
-  for await (const key of await kv.keys(run ? `${tenant}.${run}.*` : `${tenant}.>`)) {
-    const e = await kv.get(key);
-    if (e && e.operation === "PUT" && e.length > 0) out.push(e.json<ReconcileItem>());
+  for (const v of await listedValues(nc, RECONCILE_BUCKET, run ? `${tenant}.${run}.*` : `${tenant}.>`)) {
+    if (v.data.length > 0) out.push(JSON.parse(new TextDecoder().decode(v.data)) as ReconcileItem);
   }
   return out.sort((a, b) => a.since - b.since);
 }
