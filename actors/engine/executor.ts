@@ -13,13 +13,15 @@ import {
   type BoundedRef,
   type ToolAnswer,
   type ToolCall,
+  type SamplingAnswer,
+  type SamplingAsk,
   attemptSpan,
   SPAN_CLOSED_BY_RUN,
   toolSpan,
   type SpanSink,
 } from "../run/index.js";
 import type { UsageMeter } from "../tenant/index.js";
-import { runAgentAttempt, type ModelPort } from "../agent/index.js";
+import { runAgentAttempt, serveSampling, turnMeter, type ModelPort } from "../agent/index.js";
 import { AttemptStop } from "./attempt-stop.js";
 import { pollTask } from "./task-polls.js";
 import { answerOf, jsonBytes, type ActorHost, type Dispatched, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../../runtime/index.js";
@@ -382,10 +384,42 @@ export class StepExecutor {
         ...(this.deps.meter ? { meter: this.deps.meter } : {}),
         now: () => this.deps.now?.() ?? Date.now(),
         ...(started ? { started } : {}),
+        // A replay's calls are answered from its original's receipts: nothing is sampled.
+        ...(this.deps.models && !request.replay_of ? { sample: (r, c, ask, signal) => this.sample(r, c, ask, signal) } : {}),
       },
       request,
       call,
       this.stops.get(key)?.signal ?? AbortSignal.abort(),
+    );
+  }
+
+  /** A tool server's sampling request during a call of attempt `r`: served by the model gateway under the run's budget, through its journal (`serveSampling`). */
+  private sample(r: ExecuteRequest, call: { server: string; tool: string; key: string }, ask: SamplingAsk, signal: AbortSignal): Promise<SamplingAnswer> {
+    const now = () => this.deps.now?.() ?? Date.now();
+    return serveSampling(
+      {
+        models: this.deps.models!,
+        ...(this.deps.meter ? { meter: turnMeter({ now }, r, this.deps.meter) } : {}),
+        intent: async (event, id) => {
+          const local = await dispatchToRun(this.deps.host, r.run, event, id);
+          return local.outcome === "applied" ? local.value : undefined;
+        },
+        receipt: async (receipt, cost_cents) => {
+          const answer = await dispatchToRun(
+            this.deps.host,
+            r.run,
+            { type: "effect.receipt", ...fenceOf(r), receipt, ...(cost_cents ? { cost_cents } : {}) },
+            `receipt/${receipt.key}/${r.attempt}/${r.lease_epoch}`,
+          );
+          return answer.outcome === "applied" && answer.value?.outcome === "recorded";
+        },
+        now,
+      },
+      r,
+      call.key,
+      call,
+      ask,
+      signal,
     );
   }
 

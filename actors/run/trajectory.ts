@@ -33,6 +33,8 @@ export type TrajectoryLine =
       kind: "model_turn";
       node: string;
       turn: number;
+      /** A tool server's `sampling/createMessage` served during a call of this node (its `turn`: the agent's turn that made the call, else 0). */
+      sampling?: { server: string; tool: string };
       attempt: number;
       key: string;
       model: string;
@@ -144,9 +146,23 @@ function intentLine(f: IntentFact): Extract<TrajectoryLine, { kind: "tool_call" 
   };
 }
 
+/** A sampling's intent names the call it served (`arguments.sampling`). */
+const SamplingOf = z.object({ sampling: z.object({ server: z.string(), tool: z.string() }) });
+
 function turnLine(f: IntentFact): Extract<TrajectoryLine, { kind: "model_turn" }> {
-  const turn = Number(f.key.slice(f.key.lastIndexOf(":turn") + 5));
-  return { kind: "model_turn", node: f.node, turn, attempt: f.attempt, key: f.key, model: f.tool, state: "pending", started_at: f.at };
+  const turn = Number(/:turn(\d+)(?::|$)/.exec(f.key)?.[1] ?? 0);
+  const sampled = SamplingOf.safeParse(f.arguments);
+  return {
+    kind: "model_turn",
+    node: f.node,
+    turn,
+    ...(sampled.success ? { sampling: { server: sampled.data.sampling.server, tool: sampled.data.sampling.tool } } : {}),
+    attempt: f.attempt,
+    key: f.key,
+    model: f.tool,
+    state: "pending",
+    started_at: f.at,
+  };
 }
 
 /** What the trajectory reads of a model turn's stored response (a field it does not hold is left out). */

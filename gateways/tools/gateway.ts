@@ -15,6 +15,7 @@ import { effectiveClass, type ClassSource, type ToolClass } from "../../machines
 import { jsonBytes } from "../../runtime/index.js";
 import type { Connection, ToolConnections } from "./connections.js";
 import type { ToolRegistry, ToolServerRecord, ToolServerSpec } from "./registry.js";
+import { checkSampling, INVALID_REQUEST } from "./sampling.js";
 
 /**
  * The error codes a call's outcome turns on, the same numbers in both MCP revisions (JSON-RPC's
@@ -72,6 +73,48 @@ function inputRequired(req: ToolCallRequest, requests: Record<string, ModernInpu
   return { outcome: "input_required", requests: asked, ...(state !== undefined ? { state } : {}) };
 }
 
+/** Input rounds of sampling one call may ask for (a server that keeps asking is refused). */
+const MAX_SAMPLING_ROUNDS = 8;
+
+/** Every one of a round's input requests is a sampling request (a round that mixes kinds is refused as input Runway cannot answer). */
+function isSampling(requests: Record<string, ModernInputRequest>): boolean {
+  const all = Object.values(requests);
+  return all.length > 0 && all.every((r) => r.method === "sampling/createMessage");
+}
+
+/**
+ * Answers a round's sampling requests, in the order of their keys, each checked against the
+ * server's policy and then served by the caller's sampler. The first refusal refuses the call:
+ * MCP 2026-07-28 has no error answer for one input request, so the server is not called again,
+ * and the call fails `tool_sampling_refused` with the MCP error (code and why) in its message.
+ */
+async function sampleAll(
+  req: ToolCallRequest,
+  spec: ToolServerSpec,
+  requests: Record<string, ModernInputRequest>,
+  round: number,
+): Promise<{ responses: Record<string, unknown> } | ToolCallOutcome> {
+  const where = `${req.server}/${req.tool}`;
+  const refused = (mcp_code: number, code: string, message: string): ToolCallOutcome => ({
+    outcome: "refused",
+    code,
+    message: `${where}: sampling/createMessage refused (MCP error ${mcp_code}): ${message}`.slice(0, 4_096),
+    retryable: false,
+  });
+  if (!req.sample) return refused(INVALID_REQUEST, "tool_sampling_refused", "this caller has no model budget to sample with");
+  const responses: Record<string, unknown> = {};
+  const keys = Object.keys(requests).sort();
+  for (const [index, key] of keys.entries()) {
+    const checked = checkSampling(req.server, spec.sampling, requests[key]!.params, round, index);
+    if (!checked.ok) return refused(checked.mcp_code, checked.code, checked.message);
+    const answer = await req.sample(checked.ask);
+    if (answer.outcome === "stopped") return { outcome: "refused", code: "tool_sampling_stopped", message: `${where}: ${answer.reason}`, retryable: true };
+    if (answer.outcome === "refused") return refused(answer.mcp_code, answer.code, answer.message);
+    responses[key] = answer.result;
+  }
+  return { responses };
+}
+
 /**
  * The MCP tool gateway: tenant-registered servers reached through pooled sessions. Every call
  * carries its effect key in `_meta` (so a server can deduplicate) and is bounded by the server's
@@ -125,7 +168,21 @@ export class ToolGateway implements ToolPort {
         const answers = req.input
           ? { inputResponses: req.input.responses, ...(req.input.state !== undefined ? { requestState: req.input.state } : {}) }
           : undefined;
-        const answered = await connection.client.callTool(req.tool, args, meta, { timeoutMs: timeout, signal: req.signal }, answers);
+        let answered = await connection.client.callTool(req.tool, args, meta, { timeoutMs: timeout, signal: req.signal }, answers);
+        // A server's sampling requests are answered here (by the run's model budget) and the call made again with the answers.
+        for (let round = 0; answered.kind === "input_required" && isSampling(answered.inputRequests); round++) {
+          if (round >= MAX_SAMPLING_ROUNDS)
+            return {
+              outcome: "refused",
+              code: "tool_sampling_refused",
+              message: `${req.server}/${req.tool} asked to sample more than ${MAX_SAMPLING_ROUNDS} times in one call`,
+              retryable: false,
+            };
+          const sampled = await sampleAll(req, record.spec, answered.inputRequests, round);
+          if ("outcome" in sampled) return sampled;
+          const again = { inputResponses: sampled.responses, ...(answered.requestState !== undefined ? { requestState: answered.requestState } : {}) };
+          answered = await connection.client.callTool(req.tool, args, meta, { timeoutMs: timeout, signal: req.signal }, again);
+        }
         if (answered.kind === "result") return ok(answered.result);
         if (answered.kind === "input_required") return inputRequired(req, answered.inputRequests, answered.requestState);
         if (req.allowTask) return { outcome: "task", taskId: answered.taskId, pollMs: answered.pollIntervalMs ?? DEFAULT_POLL_MS, wire: connection.wire };
