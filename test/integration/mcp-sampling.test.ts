@@ -1,0 +1,164 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { UsageMeter } from "../../actors/index.js";
+import { startModernServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
+import { startModelFake, type ModelFakeHandle } from "../fixtures/models/start.js";
+import { workflowWorld, type RunAnswer } from "./workflow-support.js";
+
+/**
+ * A tool server's `sampling/createMessage` (issue 38 §2, acceptance 7): served by the tenant's
+ * model gateway under the calling run's budget and the server's sampling policy, journaled like a
+ * turn; refused with an MCP error otherwise (the model never asked: the fake's own counter).
+ */
+const world = workflowWorld({ name: "mcp-sampling" });
+const TENANT = "tsample";
+let modern: EffectsServerHandle;
+let openai: ModelFakeHandle;
+
+/** 0.1 cent a token, in and out: a sampling of 20 + 10 tokens costs 3 cents. */
+const PRICE = { input_cents_per_mtok: 100_000, output_cents_per_mtok: 100_000 };
+const ONE_RETRY = { max_attempts: 1, backoff_ms: 0, max_backoff_ms: 0 };
+
+type Ended = RunAnswer & { usage?: { steps: number; tool_calls: number; cost_cents?: number } };
+type Line = {
+  kind: string;
+  node?: string;
+  state?: string;
+  model?: string;
+  sampling?: { server: string; tool: string };
+  input_tokens?: number;
+  output_tokens?: number;
+  cost_cents?: number;
+  text?: string;
+  tool?: string;
+};
+
+const client = () => world.clientFor(TENANT);
+/** The message of node `sum`'s error. */
+const messageOf = (r: Ended): string => String((r.nodes.sum!.error as { message?: unknown } | undefined)?.message ?? "");
+
+beforeAll(async () => {
+  [modern, openai] = await Promise.all([
+    startModernServer({ env: { MCP_SAMPLING: "1" } }),
+    startModelFake("openai", [{ reply: { text: "A short summary.", usage: { input_tokens: 20, output_tokens: 10 } } }]),
+  ]);
+  expect((await world.client.createTenant(TENANT)).outcome).toBe("created");
+  const c = client();
+  const provider = await c.putModelProvider({ name: "oa", kind: "openai", base_url: openai.baseUrl, api_key: "sk-test", prices: { "fake-gpt": PRICE } });
+  expect(provider.outcome).toBe("created");
+  const sampling = { models: ["oa/fake-gpt"], max_tokens: 200 };
+  const transport = { type: "http", url: modern.url };
+  expect((await c.putToolServer({ name: "writer", protocol: "2026-07-28", transport, sampling })).outcome).toBe("saved");
+  expect((await c.putToolServer({ name: "plain", protocol: "2026-07-28", transport })).outcome).toBe("saved");
+}, 60_000);
+afterAll(async () => {
+  await Promise.all([modern?.stop(), openai?.stop()]);
+});
+
+async function summarize(name: string, server: string, args: Record<string, unknown>, extra: Record<string, unknown> = {}): Promise<Ended> {
+  const def = { name, nodes: [{ id: "sum", kind: "tool", server, tool: "summarize", arguments: args, ...extra }] };
+  const put = await client().putDefinition(def);
+  expect(put.outcome, JSON.stringify(put)).toMatch(/published|unchanged/);
+  const started = await client().startRun({ definition: name });
+  expect(started.outcome).toBe("started");
+  return (await world.settled((started.run as RunAnswer).id, client())) as Ended;
+}
+
+async function lines(runId: string): Promise<Line[]> {
+  const t = await client().trajectory(runId);
+  expect(t.outcome).toBe("trajectory");
+  return t.lines as Line[];
+}
+
+describe("38.7 sampling/createMessage from an MCP 2026-07-28 server", () => {
+  it("38.7 is answered by the model gateway within the run's budget and journaled: the trajectory has it with its tokens and cost, the run and tree are charged", async () => {
+    await openai.reset();
+    const def = {
+      name: "sample-ok",
+      limits: { max_cost_cents: 1_000 },
+      nodes: [{ id: "sum", kind: "tool", server: "writer", tool: "summarize", arguments: { text: "the long text" } }],
+    };
+    expect((await client().putDefinition(def)).outcome).toMatch(/published|unchanged/);
+    const started = await client().startRun({ definition: "sample-ok" });
+    const r = (await world.settled((started.run as RunAnswer).id, client())) as Ended;
+    expect(r.status, JSON.stringify(r)).toBe("succeeded");
+    expect(r.result).toEqual({ sum: { summary: "A short summary.", model: "fake-gpt", stopReason: "endTurn" } });
+    // The model was asked once, with the server's request as the model gateway takes it.
+    const asked = await openai.requests();
+    expect(asked.count).toBe(1);
+    const body = asked.requests[0]!.body as { model: string; messages: { role: string; content: string }[] };
+    expect(body.model).toBe("fake-gpt");
+    expect(body.messages).toEqual([
+      { role: "system", content: "You summarize." },
+      { role: "user", content: "Summarize: the long text" },
+    ]);
+    expect(JSON.stringify(body)).toMatch(/"max(_completion)?_tokens":50/);
+    // Metered like a turn: its cost on the run's usage and on the tree's meter.
+    expect(r.usage?.cost_cents).toBe(3);
+    expect(await new UsageMeter(world.nc).spentByTree(TENANT, r.id)).toBe(3);
+    // Journaled like a turn: the trajectory's model line names the call it served.
+    const t = await lines(r.id);
+    const sampled = t.filter((l) => l.kind === "model_turn");
+    expect(sampled).toHaveLength(1);
+    expect(sampled[0]).toMatchObject({
+      node: "sum",
+      state: "observed",
+      model: "fake-gpt",
+      sampling: { server: "writer", tool: "summarize" },
+      input_tokens: 20,
+      output_tokens: 10,
+      cost_cents: 3,
+      text: "A short summary.",
+    });
+    expect(t.filter((l) => l.kind === "tool_call").map((l) => [l.tool, l.state])).toEqual([["summarize", "observed"]]);
+    expect(modern.counts().effects.summarize).toBe(1);
+  });
+
+  it("38.7 a call made again after the sampling was journaled is answered from the journal: the model is not asked again", async () => {
+    await openai.reset();
+    const r = await summarize("sample-again", "writer", { text: "twice", fail_once: true });
+    expect(r.status, JSON.stringify(r)).toBe("succeeded");
+    expect(r.nodes.sum!.attempt).toBe(2);
+    expect(r.result).toMatchObject({ sum: { summary: "A short summary." } });
+    // The server asked for sampling on both attempts; the model answered once.
+    expect((await openai.requests()).count).toBe(1);
+    const sampled = (await lines(r.id)).filter((l) => l.kind === "model_turn");
+    expect(sampled.map((l) => l.state)).toEqual(["observed"]);
+  });
+
+  it("38.7 over the run's budget it is refused with an MCP error: the model is never called, the refusal is journaled", async () => {
+    await openai.reset();
+    const before = modern.counts().effects.summarize ?? 0;
+    const def = {
+      name: "sample-broke",
+      limits: { max_cost_cents: 1 },
+      nodes: [{ id: "sum", kind: "tool", server: "writer", tool: "summarize", arguments: { text: "too dear" }, retry: ONE_RETRY }],
+    };
+    expect((await client().putDefinition(def)).outcome).toMatch(/published|unchanged/);
+    const started = await client().startRun({ definition: "sample-broke" });
+    const r = (await world.settled((started.run as RunAnswer).id, client())) as Ended;
+    expect(r.status).toBe("failed");
+    expect(r.nodes.sum!.error).toMatchObject({ code: "tool_sampling_over_budget" });
+    expect(messageOf(r)).toContain("MCP error -32600");
+    expect(messageOf(r)).toContain("over the run's budget");
+    expect((await openai.requests()).count).toBe(0);
+    expect(await new UsageMeter(world.nc).spentByTree(TENANT, r.id)).toBe(0);
+    expect(modern.counts().effects.summarize ?? 0).toBe(before);
+    const sampled = (await lines(r.id)).filter((l) => l.kind === "model_turn");
+    expect(sampled.map((l) => [l.state, l.sampling?.server])).toEqual([["failed", "writer"]]);
+  });
+
+  it("38.7 the server's policy: no sampling policy, more tokens than it allows, and malformed params are refused with typed MCP errors; nothing crashes, the model is never called", async () => {
+    await openai.reset();
+    const none = await summarize("sample-none", "plain", { text: "x" }, { retry: ONE_RETRY });
+    expect(none.nodes.sum!.error).toMatchObject({ code: "tool_sampling_refused" });
+    expect(messageOf(none)).toMatch(/MCP error -32600.*no sampling policy/);
+    const greedy = await summarize("sample-greedy", "writer", { text: "x", max_tokens: 500 }, { retry: ONE_RETRY });
+    expect(greedy.nodes.sum!.error).toMatchObject({ code: "tool_sampling_refused" });
+    expect(messageOf(greedy)).toMatch(/MCP error -32600.*500 tokens.*at most 200/);
+    const bad = await summarize("sample-bad", "writer", { text: "x", malformed: true }, { retry: ONE_RETRY });
+    expect(bad.nodes.sum!.error).toMatchObject({ code: "tool_sampling_refused" });
+    expect(messageOf(bad)).toMatch(/MCP error -32602/);
+    for (const r of [none, greedy, bad]) expect(r.status).toBe("failed");
+    expect((await openai.requests()).count).toBe(0);
+  });
+});
