@@ -9,11 +9,11 @@ import {
 } from "../../actors/index.js";
 import type { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation";
-import { loadedMcpSdk, mcpSdk } from "./sdk.js";
+import { loadedMcpSdk, mcpSdk, type McpSdk } from "./sdk.js";
 import { ModernMcpError, type ModernInputRequest } from "./mcp-2026-types.js";
 import { effectiveClass, type ClassSource, type ToolClass } from "../../machines/index.js";
 import { jsonBytes } from "../../runtime/index.js";
-import type { Connection, ToolConnections } from "./connections.js";
+import type { Connection, LegacyConnection, Sampler, ToolConnections } from "./connections.js";
 import type { ToolRegistry, ToolServerRecord, ToolServerSpec } from "./registry.js";
 import { checkSampling, INVALID_REQUEST } from "./sampling.js";
 
@@ -116,6 +116,23 @@ async function sampleAll(
 }
 
 /**
+ * The sampler of one call's own 2025-11-25 session: each `sampling/createMessage` the server makes
+ * (the n-th of the call: its round) is checked against the server's policy and served by the
+ * call's sampler; a refusal is the MCP error the server receives.
+ */
+function legacySampler(req: ToolCallRequest, spec: ToolServerSpec, sdk: McpSdk): Sampler {
+  let round = 0;
+  return async (params) => {
+    const checked = checkSampling(req.server, spec.sampling, params, round++, 0);
+    if (!checked.ok) throw new sdk.McpError(checked.mcp_code, checked.message);
+    const answer = await req.sample!(checked.ask);
+    if (answer.outcome === "answered") return answer.result;
+    if (answer.outcome === "stopped") throw new sdk.McpError(INTERNAL_ERROR, `the run stopped the call (${answer.reason}): the request is refused`);
+    throw new sdk.McpError(answer.mcp_code, answer.message);
+  };
+}
+
+/**
  * The MCP tool gateway: tenant-registered servers reached through pooled sessions. Every call
  * carries its effect key in `_meta` (so a server can deduplicate) and is bounded by the server's
  * call timeout and the step's; how it failed is told apart by what the world may have seen
@@ -211,8 +228,21 @@ export class ToolGateway implements ToolPort {
           message: `${req.server}/${req.tool} runs only as a task: call it from a tool node`,
           retryable: false,
         };
-      const result = await connection.client.callTool({ name: req.tool, arguments: args, _meta: meta }, undefined, { timeout, signal: req.signal });
-      return ok(result as Extract<ToolCallOutcome, { outcome: "ok" }>["result"]);
+      // A server that may sample gets this call a session of its own: a request made on it can only be this call's.
+      let own: LegacyConnection | undefined;
+      if (record.spec.sampling && req.sample) {
+        try {
+          own = await this.connections.dedicated(record, legacySampler(req, record.spec, await mcpSdk()));
+        } catch (err) {
+          return { outcome: "refused", code: "tool_server_unavailable", message: `${req.server}: ${describe(err)}`, retryable: true };
+        }
+      }
+      try {
+        const result = await (own ?? connection).client.callTool({ name: req.tool, arguments: args, _meta: meta }, undefined, { timeout, signal: req.signal });
+        return ok(result as Extract<ToolCallOutcome, { outcome: "ok" }>["result"]);
+      } finally {
+        if (own) await this.connections.release(own).catch(() => undefined);
+      }
     } catch (err) {
       return this.failure(record, err, req, timeout);
     }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UsageMeter } from "../../actors/index.js";
-import { startModernServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
+import { startEffectsServer, startModernServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
 import { startModelFake, type ModelFakeHandle } from "../fixtures/models/start.js";
 import { workflowWorld, type RunAnswer } from "./workflow-support.js";
 
@@ -49,10 +49,24 @@ beforeAll(async () => {
   const transport = { type: "http", url: modern.url };
   expect((await c.putToolServer({ name: "writer", protocol: "2026-07-28", transport, sampling })).outcome).toBe("saved");
   expect((await c.putToolServer({ name: "plain", protocol: "2026-07-28", transport })).outcome).toBe("saved");
+  // The 2025-11-25 effects server over stdio, whose `sample` tool asks for a completion during its call.
+  const cmd = (await startEffectsServer({})).command!;
+  const stdio = { type: "stdio", command: cmd.command, args: cmd.args, env: cmd.env };
+  expect((await c.putToolServer({ name: "fx-sample", transport: stdio, sampling: { models: ["oa/fake-gpt"], max_tokens: 50 } })).outcome).toBe("saved");
+  expect((await c.putToolServer({ name: "fx-plain", transport: stdio })).outcome).toBe("saved");
 }, 60_000);
 afterAll(async () => {
   await Promise.all([modern?.stop(), openai?.stop()]);
 });
+
+async function runTool(name: string, server: string, tool: string, extra: Record<string, unknown> = {}): Promise<Ended> {
+  const def = { name, ...extra, nodes: [{ id: "sum", kind: "tool", server, tool, arguments: {}, retry: ONE_RETRY }] };
+  const put = await client().putDefinition(def);
+  expect(put.outcome, JSON.stringify(put)).toMatch(/published|unchanged/);
+  const started = await client().startRun({ definition: name });
+  expect(started.outcome).toBe("started");
+  return (await world.settled((started.run as RunAnswer).id, client())) as Ended;
+}
 
 async function summarize(name: string, server: string, args: Record<string, unknown>, extra: Record<string, unknown> = {}): Promise<Ended> {
   const def = { name, nodes: [{ id: "sum", kind: "tool", server, tool: "summarize", arguments: args, ...extra }] };
@@ -159,6 +173,46 @@ describe("38.7 sampling/createMessage from an MCP 2026-07-28 server", () => {
     expect(bad.nodes.sum!.error).toMatchObject({ code: "tool_sampling_refused" });
     expect(messageOf(bad)).toMatch(/MCP error -32602/);
     for (const r of [none, greedy, bad]) expect(r.status).toBe("failed");
+    expect((await openai.requests()).count).toBe(0);
+  });
+});
+
+describe("38.7 sampling/createMessage from an MCP 2025-11-25 server", () => {
+  it("38.7 a server with a sampling policy: its call gets a session of its own, so the request is the call's; answered within the run's budget and journaled", async () => {
+    await openai.reset();
+    const r = await runTool("legacy-sample-ok", "fx-sample", "sample", { limits: { max_cost_cents: 1_000 } });
+    expect(r.status, JSON.stringify(r)).toBe("succeeded");
+    expect(JSON.stringify(r.result)).toContain("sampling answered:");
+    expect(JSON.stringify(r.result)).toContain("A short summary.");
+    expect((await openai.requests()).count).toBe(1);
+    expect(r.usage?.cost_cents).toBe(3);
+    const sampled = (await lines(r.id)).filter((l) => l.kind === "model_turn");
+    expect(sampled).toHaveLength(1);
+    expect(sampled[0]).toMatchObject({
+      state: "observed",
+      sampling: { server: "fx-sample", tool: "sample" },
+      input_tokens: 20,
+      output_tokens: 10,
+      cost_cents: 3,
+    });
+  });
+
+  it("38.7 over the run's budget the server receives an MCP error (-32600) and the model is never called", async () => {
+    await openai.reset();
+    const r = await runTool("legacy-sample-broke", "fx-sample", "sample", { limits: { max_cost_cents: 1 } });
+    // The fixture's tool reports the client's refusal as its own error.
+    expect(r.status).toBe("failed");
+    expect(r.nodes.sum!.error).toMatchObject({ code: "tool_error" });
+    expect(messageOf(r)).toMatch(/sampling refused: MCP error -32600: .*over the run's budget/);
+    expect((await openai.requests()).count).toBe(0);
+    expect((await lines(r.id)).filter((l) => l.kind === "model_turn").map((l) => l.state)).toEqual(["failed"]);
+  });
+
+  it("38.7 a server without a sampling policy stays on the shared session: its request is refused with an MCP error saying why", async () => {
+    await openai.reset();
+    const r = await runTool("legacy-sample-none", "fx-plain", "sample");
+    expect(r.nodes.sum!.error).toMatchObject({ code: "tool_error" });
+    expect(messageOf(r)).toMatch(/MCP error -32600: .*does not route sampling.*sampling policy/);
     expect((await openai.requests()).count).toBe(0);
   });
 });
