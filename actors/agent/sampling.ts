@@ -112,7 +112,7 @@ export async function serveSampling(
 /** MCP's CreateMessageResult of a model's response. */
 function answered(r: { text: string; model: string; stop_reason: string }): SamplingAnswer {
   const stopReason = r.stop_reason === "max_tokens" ? "maxTokens" : r.stop_reason === "end_turn" ? "endTurn" : r.stop_reason;
-  return { outcome: "answered", result: { role: "assistant", content: { type: "text", text: r.text }, model: r.model, stopReason } };
+  return { outcome: "ok", result: { role: "assistant", content: { type: "text", text: r.text }, model: r.model, stopReason } };
 }
 
 function describe(err: unknown): string {

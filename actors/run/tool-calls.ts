@@ -121,7 +121,7 @@ export interface SamplingAsk {
  * `stopped` (the run no longer wants the attempt).
  */
 export type SamplingAnswer =
-  | { outcome: "answered"; result: { role: "assistant"; content: { type: "text"; text: string }; model: string; stopReason: string } }
+  | { outcome: "ok"; result: { role: "assistant"; content: { type: "text"; text: string }; model: string; stopReason: string } }
   | { outcome: "refused"; mcp_code: number; code: string; message: string }
   | { outcome: "stopped"; reason: string };
 

@@ -126,7 +126,7 @@ function legacySampler(req: ToolCallRequest, spec: ToolServerSpec, sdk: McpSdk):
     const checked = checkSampling(req.server, spec.sampling, params, round++, 0);
     if (!checked.ok) throw new sdk.McpError(checked.mcp_code, checked.message);
     const answer = await req.sample!(checked.ask);
-    if (answer.outcome === "answered") return answer.result;
+    if (answer.outcome === "ok") return answer.result;
     if (answer.outcome === "stopped") throw new sdk.McpError(INTERNAL_ERROR, `the run stopped the call (${answer.reason}): the request is refused`);
     throw new sdk.McpError(answer.mcp_code, answer.message);
   };
