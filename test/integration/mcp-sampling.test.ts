@@ -54,6 +54,12 @@ beforeAll(async () => {
   const stdio = { type: "stdio", command: cmd.command, args: cmd.args, env: cmd.env };
   expect((await c.putToolServer({ name: "fx-sample", transport: stdio, sampling: { models: ["oa/fake-gpt"], max_tokens: 50 } })).outcome).toBe("saved");
   expect((await c.putToolServer({ name: "fx-plain", transport: stdio })).outcome).toBe("saved");
+  // An agent's own model: turn 0 calls writer/summarize, turn 1 answers.
+  const turns = [
+    { tool_calls: [{ name: "writer__summarize", arguments: { text: "agent text" } }], usage: { input_tokens: 5, output_tokens: 5 } },
+    { text: "Done." },
+  ];
+  expect((await c.putModelProvider({ name: "scripted", kind: "scripted", script: { turns } })).outcome).toBe("created");
 }, 60_000);
 afterAll(async () => {
   await Promise.all([modern?.stop(), openai?.stop()]);
@@ -214,5 +220,29 @@ describe("38.7 sampling/createMessage from an MCP 2025-11-25 server", () => {
     expect(r.nodes.sum!.error).toMatchObject({ code: "tool_error" });
     expect(messageOf(r)).toMatch(/MCP error -32600: .*does not route sampling.*sampling policy/);
     expect((await openai.requests()).count).toBe(0);
+  });
+});
+
+describe("38.7 sampling during an agent's tool call", () => {
+  it("38.7 the agent's tool call is served like a tool node's: its sampling is journaled between the agent's turns, keyed under the turn that made the call", async () => {
+    await openai.reset();
+    const def = {
+      name: "agent-sampling",
+      limits: { max_cost_cents: 1_000 },
+      nodes: [{ id: "ask", kind: "agent", model: "scripted/demo", instructions: "Summarize.", input: "Go.", tools: ["writer/summarize"] }],
+    };
+    expect((await client().putDefinition(def)).outcome).toMatch(/published|unchanged/);
+    const started = await client().startRun({ definition: "agent-sampling" });
+    const r = (await world.settled((started.run as RunAnswer).id, client())) as Ended;
+    expect(r.status, JSON.stringify(r)).toBe("succeeded");
+    expect(r.result).toEqual({ ask: "Done." });
+    expect((await openai.requests()).count).toBe(1);
+    const t = (await lines(r.id)) as (Line & { turn?: number })[];
+    expect(t.filter((l) => l.kind === "model_turn").map((l) => [l.turn, l.model, l.sampling?.tool ?? null, l.state])).toEqual([
+      [0, "demo", null, "observed"],
+      [0, "fake-gpt", "summarize", "observed"],
+      [1, "demo", null, "observed"],
+    ]);
+    expect(r.usage?.cost_cents).toBe(3);
   });
 });
