@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UsageMeter } from "../../actors/index.js";
-import { startEffectsServer, startModernServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
+import { startEffectsServer, startEverythingHttp, startModernServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
 import { startModelFake, type ModelFakeHandle } from "../fixtures/models/start.js";
 import { workflowWorld, type RunAnswer } from "./workflow-support.js";
 
@@ -13,6 +13,7 @@ const world = workflowWorld({ name: "mcp-sampling" });
 const TENANT = "tsample";
 let modern: EffectsServerHandle;
 let openai: ModelFakeHandle;
+let everything: { url: string; stop(): Promise<void> };
 
 /** 0.1 cent a token, in and out: a sampling of 20 + 10 tokens costs 3 cents. */
 const PRICE = { input_cents_per_mtok: 100_000, output_cents_per_mtok: 100_000 };
@@ -54,6 +55,10 @@ beforeAll(async () => {
   const stdio = { type: "stdio", command: cmd.command, args: cmd.args, env: cmd.env };
   expect((await c.putToolServer({ name: "fx-sample", transport: stdio, sampling: { models: ["oa/fake-gpt"], max_tokens: 50 } })).outcome).toBe("saved");
   expect((await c.putToolServer({ name: "fx-plain", transport: stdio })).outcome).toBe("saved");
+  // Over Streamable HTTP: the reference server-everything (stateful sessions), whose trigger-sampling-request asks during its call.
+  everything = await startEverythingHttp();
+  const http = { type: "http", url: everything.url };
+  expect((await c.putToolServer({ name: "every", transport: http, sampling: { models: ["oa/fake-gpt"], max_tokens: 50 } })).outcome).toBe("saved");
   // An agent's own model: turn 0 calls writer/summarize, turn 1 answers.
   const turns = [
     { tool_calls: [{ name: "writer__summarize", arguments: { text: "agent text" } }], usage: { input_tokens: 5, output_tokens: 5 } },
@@ -62,7 +67,7 @@ beforeAll(async () => {
   expect((await c.putModelProvider({ name: "scripted", kind: "scripted", script: { turns } })).outcome).toBe("created");
 }, 60_000);
 afterAll(async () => {
-  await Promise.all([modern?.stop(), openai?.stop()]);
+  await Promise.all([modern?.stop(), openai?.stop(), everything?.stop()]);
 });
 
 async function runTool(name: string, server: string, tool: string, extra: Record<string, unknown> = {}): Promise<Ended> {
@@ -201,6 +206,25 @@ describe("38.7 sampling/createMessage from an MCP 2025-11-25 server", () => {
       output_tokens: 10,
       cost_cents: 3,
     });
+  });
+
+  it("38.7 over Streamable HTTP (server-everything): the call's own session is opened and ended around it, its sampling answered and journaled", async () => {
+    await openai.reset();
+    const def = {
+      name: "legacy-sample-http",
+      limits: { max_cost_cents: 1_000 },
+      nodes: [{ id: "sum", kind: "tool", server: "every", tool: "trigger-sampling-request", arguments: { prompt: "hello", maxTokens: 40 }, retry: ONE_RETRY }],
+    };
+    expect((await client().putDefinition(def)).outcome).toMatch(/published|unchanged/);
+    const started = await client().startRun({ definition: "legacy-sample-http" });
+    const r = (await world.settled((started.run as RunAnswer).id, client())) as Ended;
+    expect(r.status, JSON.stringify(r)).toBe("succeeded");
+    expect(JSON.stringify(r.result)).toContain("A short summary.");
+    const asked = await openai.requests();
+    expect(asked.count).toBe(1);
+    expect(JSON.stringify(asked.requests[0]!.body)).toContain("You are a helpful test server.");
+    const sampled = (await lines(r.id)).filter((l) => l.kind === "model_turn");
+    expect(sampled.map((l) => [l.sampling?.server, l.state, l.cost_cents])).toEqual([["every", "observed", 3]]);
   });
 
   it("38.7 over the run's budget the server receives an MCP error (-32600) and the model is never called", async () => {
