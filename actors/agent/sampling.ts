@@ -17,6 +17,11 @@ export interface SamplingDeps {
   meter?: TurnMeter;
   /** Records the sampling's intent in the run (fenced by the attempt): `observed` with the stored response, `recorded`/`reconcile` to ask the model. */
   intent(event: Record<string, unknown> & { type: "effect.intent" }, id: string): Promise<IntentAnswer>;
+  /**
+   * The tenant's provider quota for `model` (`provider_quotas["<provider>/<model>"]`: requests and
+   * tokens per window, cluster-wide), taken for one request of at most `tokens` (absent: none).
+   */
+  quota?(model: string, tokens: number): Promise<{ ok: true } | { ok: false; detail: string }>;
   /** Stores its receipt (false: the run refused it, the attempt is no longer current). */
   receipt(receipt: Receipt, cost_cents?: number): Promise<boolean>;
   now(): number;
@@ -71,6 +76,7 @@ export async function serveSampling(
   if (asked?.outcome !== "recorded" && asked?.outcome !== "reconcile") return { outcome: "stopped", reason: asked?.outcome ?? "not_decided_here" };
   const closed = async (code: string, message: string, mcp_code: number): Promise<SamplingAnswer> => {
     if (!(await deps.receipt({ key, state: "failed", error: { code, message }, at: deps.now() }))) return { outcome: "stopped", reason: "receipt_refused" };
+    if (code === "rate_limited") return { outcome: "refused", mcp_code, code: "tool_sampling_rate_limited", message, retryable: true };
     return { outcome: "refused", mcp_code, code: code === "budget_exhausted" ? "tool_sampling_over_budget" : "tool_sampling_refused", message };
   };
   let price: TurnPrice | undefined;
@@ -79,6 +85,7 @@ export async function serveSampling(
   } catch (err) {
     return closed("metering_unavailable", `the price of ${ask.model} could not be read: ${describe(err)}`, INTERNAL_ERROR);
   }
+  const most = inputTokenBound(ask.request) + ask.request.max_tokens;
   const reserved = price ? turnCents(price, { input_tokens: inputTokenBound(ask.request), output_tokens: ask.request.max_tokens }) : 0;
   if (price) {
     const held = deps.meter
@@ -91,6 +98,14 @@ export async function serveSampling(
         `over the run's budget: ${held.spent_cents} of ${held.ceiling_cents} cents spent; this sampling may cost up to ${reserved}`,
         INVALID_REQUEST,
       );
+  }
+  // Ceilings first, then the provider's quota, then the call.
+  if (deps.quota) {
+    const taken = await deps.quota(ask.model, most).catch((err: unknown) => ({ ok: false as const, detail: describe(err) }));
+    if (!taken.ok) {
+      if (price) await deps.meter!.settle(key, reserved, 0).catch(() => undefined);
+      return closed("rate_limited", `${ask.model}'s quota is spent for now (${taken.detail})`, INTERNAL_ERROR);
+    }
   }
   const outcome = await deps.models.complete(request.tenant, ask.model, { model: ask.model, ...ask.request }, { signal });
   if (outcome.outcome === "failed") {

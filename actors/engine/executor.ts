@@ -104,6 +104,11 @@ export class StepExecutor {
       meter?: UsageMeter;
       /** Wraps the report path (see {@link StepReport}); production passes none. */
       decorateReport?(report: StepReport): StepReport;
+      /**
+       * Takes the tenant's provider quota of `model` (`<provider>/<model>`) for one request of at
+       * most `tokens`, before a tool server's sampling is asked of it (absent: no quota is taken).
+       */
+      quota?(tenant: string, model: string, tokens: number, now: number): Promise<{ ok: true } | { ok: false; detail: string }>;
       /** Tracing on: each attempt's and tool call's span goes here when it ends (absent: nothing is timed). */
       spans?: SpanSink;
     },
@@ -400,6 +405,7 @@ export class StepExecutor {
       {
         models: this.deps.models!,
         ...(this.deps.meter ? { meter: turnMeter({ now }, r, this.deps.meter) } : {}),
+        ...(this.deps.quota ? { quota: (model: string, tokens: number) => this.deps.quota!(r.tenant, model, tokens, now()) } : {}),
         intent: async (event, id) => {
           const local = await dispatchToRun(this.deps.host, r.run, event, id);
           return local.outcome === "applied" ? local.value : undefined;

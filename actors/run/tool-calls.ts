@@ -122,7 +122,8 @@ export interface SamplingAsk {
  */
 export type SamplingAnswer =
   | { outcome: "ok"; result: { role: "assistant"; content: { type: "text"; text: string }; model: string; stopReason: string } }
-  | { outcome: "refused"; mcp_code: number; code: string; message: string }
+  /** `retryable`: the provider's quota was spent (a later attempt may be served). */
+  | { outcome: "refused"; mcp_code: number; code: string; message: string; retryable?: true }
   | { outcome: "stopped"; reason: string };
 
 /** The tool gateway as the executor sees it (the MCP gateway in `gateways/tools` implements it). */

@@ -95,11 +95,11 @@ async function sampleAll(
   round: number,
 ): Promise<{ responses: Record<string, unknown> } | ToolCallOutcome> {
   const where = `${req.server}/${req.tool}`;
-  const refused = (mcp_code: number, code: string, message: string): ToolCallOutcome => ({
+  const refused = (mcp_code: number, code: string, message: string, retryable = false): ToolCallOutcome => ({
     outcome: "refused",
     code,
     message: `${where}: sampling/createMessage refused (MCP error ${mcp_code}): ${message}`.slice(0, 4_096),
-    retryable: false,
+    retryable,
   });
   if (!req.sample) return refused(INVALID_REQUEST, "tool_sampling_refused", "this caller has no model budget to sample with");
   const responses: Record<string, unknown> = {};
@@ -109,7 +109,7 @@ async function sampleAll(
     if (!checked.ok) return refused(checked.mcp_code, checked.code, checked.message);
     const answer = await req.sample(checked.ask);
     if (answer.outcome === "stopped") return { outcome: "refused", code: "tool_sampling_stopped", message: `${where}: ${answer.reason}`, retryable: true };
-    if (answer.outcome === "refused") return refused(answer.mcp_code, answer.code, answer.message);
+    if (answer.outcome === "refused") return refused(answer.mcp_code, answer.code, answer.message, answer.retryable === true);
     responses[key] = answer.result;
   }
   return { responses };

@@ -9,7 +9,8 @@ import { workflowWorld, type RunAnswer } from "./workflow-support.js";
  * model gateway under the calling run's budget and the server's sampling policy, journaled like a
  * turn; refused with an MCP error otherwise (the model never asked: the fake's own counter).
  */
-const world = workflowWorld({ name: "mcp-sampling" });
+// A quota window of an hour: two runs of a test never straddle two windows.
+const world = workflowWorld({ name: "mcp-sampling", quotaWindowMs: 3_600_000 });
 const TENANT = "tsample";
 let modern: EffectsServerHandle;
 let openai: ModelFakeHandle;
@@ -185,6 +186,31 @@ describe("38.7 sampling/createMessage from an MCP 2026-07-28 server", () => {
     expect(messageOf(bad)).toMatch(/MCP error -32602/);
     for (const r of [none, greedy, bad]) expect(r.status).toBe("failed");
     expect((await openai.requests()).count).toBe(0);
+  });
+});
+
+describe("38.7 sampling under the tenant's provider quota", () => {
+  it("38.7 the quota is taken after the ceilings and before the call: a sampling over it is refused (retryable) and the model is not called", async () => {
+    await openai.reset();
+    const tenant = "tsquota";
+    const quotas = { "oa/fake-gpt": { requests_per_minute: 1, tokens_per_minute: 100_000 } };
+    expect((await world.client.createTenant(tenant, { provider_quotas: quotas })).outcome).toBe("created");
+    const c = world.clientFor(tenant);
+    expect((await c.putModelProvider({ name: "oa", kind: "openai", base_url: openai.baseUrl, api_key: "sk-test" })).outcome).toBe("created");
+    const writer = { name: "writer", protocol: "2026-07-28", transport: { type: "http", url: modern.url }, sampling: { models: ["oa/fake-gpt"] } };
+    expect((await c.putToolServer(writer)).outcome).toBe("saved");
+    const ended: Ended[] = [];
+    for (const text of ["first", "second"]) {
+      const def = { name: `quota-${text}`, nodes: [{ id: "sum", kind: "tool", server: "writer", tool: "summarize", arguments: { text }, retry: ONE_RETRY }] };
+      expect((await c.putDefinition(def)).outcome).toMatch(/published|unchanged/);
+      const started = await c.startRun({ definition: def.name });
+      ended.push((await world.settled((started.run as RunAnswer).id, c)) as Ended);
+    }
+    expect(ended[0]!.status, JSON.stringify(ended[0])).toBe("succeeded");
+    expect(ended[1]!.status).toBe("failed");
+    expect(ended[1]!.nodes.sum!.error).toMatchObject({ code: "tool_sampling_rate_limited" });
+    expect(messageOf(ended[1]!)).toMatch(/MCP error -32603.*quota/);
+    expect((await openai.requests()).count).toBe(1);
   });
 });
 
