@@ -52,8 +52,9 @@ export type ToolsListResult = { outcome: "tools"; tools: ToolListing[]; unavaila
 
 /**
  * A 2026-07-28 server asks for input before it answers (MRTR). A person answers form elicitations
- * (through the run's inbox: the caller must be able to wait, as a tool node can); anything else —
- * sampling, roots, a URL elicitation — is refused, as is input for a caller that cannot wait.
+ * (through the run's inbox: the caller must be able to wait, as a tool node can); a round of
+ * sampling requests alone is answered before this (`sampleAll`); anything else — roots, a URL
+ * elicitation, sampling mixed with other input — is refused, as is input for a caller that cannot wait.
  */
 function inputRequired(req: ToolCallRequest, requests: Record<string, ModernInputRequest>, state: string | undefined): ToolCallOutcome {
   const refused = (code: string, message: string): ToolCallOutcome => ({ outcome: "refused", code, message, retryable: false });
@@ -66,7 +67,9 @@ function inputRequired(req: ToolCallRequest, requests: Record<string, ModernInpu
     if (!form)
       return refused(
         "tool_input_unsupported",
-        `${req.server}/${req.tool} asks for ${r.method}${typeof p.mode === "string" ? ` (${p.mode})` : ""}: only form elicitation is answered`,
+        r.method === "sampling/createMessage"
+          ? `${req.server}/${req.tool} asks for sampling/createMessage beside other input in one round: sampling is answered only in a round of its own`
+          : `${req.server}/${req.tool} asks for ${r.method}${typeof p.mode === "string" ? ` (${p.mode})` : ""}: only form elicitation and sampling are answered`,
       );
     asked.push({ key, message: typeof p.message === "string" ? p.message.slice(0, 4_096) : "", schema: p.requestedSchema as Record<string, unknown> });
   }

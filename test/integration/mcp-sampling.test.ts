@@ -189,6 +189,33 @@ describe("38.7 sampling/createMessage from an MCP 2026-07-28 server", () => {
   });
 });
 
+describe("38.7 sampling rounds", () => {
+  it("38.7 a call that samples in two rounds: each round answered and journaled under its own key, the call made again with each answer", async () => {
+    await openai.reset();
+    const r = await summarize("sample-rounds", "writer", { text: "twice over", rounds: 2 }, { retry: ONE_RETRY });
+    expect(r.status, JSON.stringify(r)).toBe("succeeded");
+    const asked = await openai.requests();
+    expect(asked.count).toBe(2);
+    expect(JSON.stringify(asked.requests[1]!.body)).toContain("Summarize again (1): twice over");
+    const sampled = (await lines(r.id)).filter((l) => l.kind === "model_turn");
+    expect(sampled.map((l) => l.state)).toEqual(["observed", "observed"]);
+    expect(new Set(sampled.map((l) => (l as { key?: string }).key)).size).toBe(2);
+  });
+
+  it("38.7 a server that keeps asking is refused after 8 rounds; a round that mixes sampling with a form is refused tool_input_unsupported (the model not asked)", async () => {
+    await openai.reset();
+    const endless = await summarize("sample-endless", "writer", { text: "more", rounds: 20 }, { retry: ONE_RETRY });
+    expect(endless.nodes.sum!.error).toMatchObject({ code: "tool_sampling_refused" });
+    expect(messageOf(endless)).toContain("more than 8 times");
+    expect((await openai.requests()).count).toBe(8);
+    await openai.reset();
+    const mixed = await summarize("sample-mixed", "writer", { text: "both", mixed: true }, { retry: ONE_RETRY });
+    expect(mixed.nodes.sum!.error).toMatchObject({ code: "tool_input_unsupported" });
+    expect(messageOf(mixed)).toContain("sampling is answered only in a round of its own");
+    expect((await openai.requests()).count).toBe(0);
+  });
+});
+
 describe("38.7 sampling under the tenant's provider quota", () => {
   it("38.7 the quota is taken after the ceilings and before the call: a sampling over it is refused (retryable) and the model is not called", async () => {
     await openai.reset();
