@@ -249,7 +249,8 @@ function comparable(line: TrajectoryLine): string {
 /**
  * Compares a replay's trajectory with its original's. Concurrent branches may finish in another
  * order, so lines are compared grouped by node, the nodes in the order the original first
- * reached them (the outcome last); the first line that differs is the divergence.
+ * reached them (the outcome last); the first line that differs is the divergence. A tool
+ * server's samplings are left out (the replay's calls are answered from receipts: nothing samples).
  */
 export function compareTrajectories(
   original: TrajectoryLine[],
@@ -257,8 +258,12 @@ export function compareTrajectories(
 ): { identical: true } | { identical: false; at: number; original: TrajectoryLine | null; replay: TrajectoryLine | null } {
   const first = new Map<string, number>();
   for (const line of [...original, ...replay]) if (!first.has(nodeOf(line))) first.set(nodeOf(line), first.size);
+  // A tool server's sampling is part of its call: a replay answers the call from its receipt, so the server samples nothing.
   const order = (lines: TrajectoryLine[]) =>
-    lines.map((line) => ({ line, key: comparable(line) })).sort((a, b) => first.get(nodeOf(a.line))! - first.get(nodeOf(b.line))!);
+    lines
+      .filter((line) => line.kind !== "model_turn" || line.sampling === undefined)
+      .map((line) => ({ line, key: comparable(line) }))
+      .sort((a, b) => first.get(nodeOf(a.line))! - first.get(nodeOf(b.line))!);
   const a = order(original);
   const b = order(replay);
   for (let i = 0; i < Math.max(a.length, b.length); i++) {

@@ -137,6 +137,12 @@ describe("38.7 sampling/createMessage from an MCP 2026-07-28 server", () => {
     });
     expect(t.filter((l) => l.kind === "tool_call").map((l) => [l.tool, l.state])).toEqual([["summarize", "observed"]]);
     expect(modern.counts().effects.summarize).toBe(1);
+    // A replay answers the call from its receipt: the server is not called, nothing is sampled, and it is identical.
+    const calls = JSON.stringify(modern.counts().calls);
+    const replayed = await client().replay(r.id, 20_000);
+    expect(replayed).toMatchObject({ outcome: "replayed", status: "succeeded", identical: true });
+    expect(JSON.stringify(modern.counts().calls)).toBe(calls);
+    expect((await openai.requests()).count).toBe(1);
   });
 
   it("38.7 a call made again after the sampling was journaled is answered from the journal: the model is not asked again", async () => {
