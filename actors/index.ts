@@ -40,6 +40,7 @@ export {
   type TaskPollOutcome,
   type ToolCallOutcome,
   type ToolCallRequest,
+  type SamplingAsk,
   type ToolInputRequest,
   type ToolLookup,
   type ToolPort,

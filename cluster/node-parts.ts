@@ -290,6 +290,8 @@ export function servicesPart(config: RunwayNodeConfig, deps: StageDeps, tools: T
 export function enginePart(config: RunwayNodeConfig, deps: StageDeps, tools: ToolsPart, tenants: TenantService): EnginePart {
   const { self, pool, clock, logger } = deps;
   let dispatcher: Dispatcher | undefined;
+  // One cluster-wide quota gate: the scheduler's grants and a tool server's samplings count in the same windows.
+  const quota = new QuotaGate(self().nc, config.quotaWindowMs ?? 60_000);
   const executor = new StepExecutor({
     nc: self().nc,
     pool: pool.pool,
@@ -305,6 +307,13 @@ export function enginePart(config: RunwayNodeConfig, deps: StageDeps, tools: Too
     models: modelPortOf({ provider: (tenant, name) => deps.parts.models?.provider(tenant, name) ?? Promise.resolve(undefined) }),
     replay: new ReplayTools(self().nc, self().topology.partitions),
     meter: new UsageMeter(self().nc),
+    quota: async (tenant, model, tokens, now) => {
+      const q = tenants.policy(tenant)?.provider_quotas[model];
+      if (!q) return { ok: true };
+      const taken = await quota.take(tenant, model, { requests: q.requests_per_minute, tokens: q.tokens_per_minute }, tokens, now);
+      if (taken.ok) return { ok: true };
+      return { ok: false, detail: "unavailable" in taken ? taken.unavailable : `${taken.count} requests and ${taken.tokens} tokens in this window` };
+    },
     ...(config.decorate?.report ? { decorateReport: config.decorate.report } : {}),
     ...(config.onHeartbeatSettled ? { onHeartbeatSettled: config.onHeartbeatSettled } : {}),
     ...(deps.parts.traces ? { spans: deps.parts.traces } : {}),
@@ -324,7 +333,7 @@ export function enginePart(config: RunwayNodeConfig, deps: StageDeps, tools: Too
         // A step's declared cost is its estimated tokens.
         return q ? { requests: q.requests_per_minute, tokens: q.tokens_per_minute } : undefined;
       },
-      quota: new QuotaGate(self().nc, config.quotaWindowMs ?? 60_000),
+      quota,
     });
   }
   return { executor, dispatcher };

@@ -146,7 +146,7 @@ function replayedDecisions(replay: ReplayPort, r: ExecuteRequest): Pick<AgentSte
 }
 
 /** The usage meter as an agent's turns use it: its run tree, under the tree's ceiling, on this node's clock. */
-function turnMeter(deps: AgentAttemptDeps, r: ExecuteRequest, meter: UsageMeter): TurnMeter {
+export function turnMeter(deps: Pick<AgentAttemptDeps, "now">, r: ExecuteRequest, meter: UsageMeter): TurnMeter {
   const tree = { tenant: r.tenant, root: r.root, ...(r.cost_ceiling_cents !== undefined ? { ceiling_cents: r.cost_ceiling_cents } : {}) };
   return {
     spent: async () =>

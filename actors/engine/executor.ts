@@ -13,13 +13,15 @@ import {
   type BoundedRef,
   type ToolAnswer,
   type ToolCall,
+  type SamplingAnswer,
+  type SamplingAsk,
   attemptSpan,
   SPAN_CLOSED_BY_RUN,
   toolSpan,
   type SpanSink,
 } from "../run/index.js";
 import type { UsageMeter } from "../tenant/index.js";
-import { runAgentAttempt, type ModelPort } from "../agent/index.js";
+import { runAgentAttempt, serveSampling, turnMeter, type ModelPort } from "../agent/index.js";
 import { AttemptStop } from "./attempt-stop.js";
 import { pollTask } from "./task-polls.js";
 import { answerOf, jsonBytes, type ActorHost, type Dispatched, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../../runtime/index.js";
@@ -102,6 +104,11 @@ export class StepExecutor {
       meter?: UsageMeter;
       /** Wraps the report path (see {@link StepReport}); production passes none. */
       decorateReport?(report: StepReport): StepReport;
+      /**
+       * Takes the tenant's provider quota of `model` (`<provider>/<model>`) for one request of at
+       * most `tokens`, before a tool server's sampling is asked of it (absent: no quota is taken).
+       */
+      quota?(tenant: string, model: string, tokens: number, now: number): Promise<{ ok: true } | { ok: false; detail: string }>;
       /** Tracing on: each attempt's and tool call's span goes here when it ends (absent: nothing is timed). */
       spans?: SpanSink;
     },
@@ -383,10 +390,43 @@ export class StepExecutor {
         ...(this.deps.meter ? { meter: this.deps.meter } : {}),
         now: () => this.deps.now?.() ?? Date.now(),
         ...(started ? { started } : {}),
+        // A replay's calls are answered from its original's receipts: nothing is sampled.
+        ...(this.deps.models && !request.replay_of ? { sample: (r, c, ask, signal) => this.sample(r, c, ask, signal) } : {}),
       },
       request,
       call,
       this.stops.get(key)?.signal ?? AbortSignal.abort(),
+    );
+  }
+
+  /** A tool server's sampling request during a call of attempt `r`: served by the model gateway under the run's budget, through its journal (`serveSampling`). */
+  private sample(r: ExecuteRequest, call: { server: string; tool: string; key: string }, ask: SamplingAsk, signal: AbortSignal): Promise<SamplingAnswer> {
+    const now = () => this.deps.now?.() ?? Date.now();
+    return serveSampling(
+      {
+        models: this.deps.models!,
+        ...(this.deps.meter ? { meter: turnMeter({ now }, r, this.deps.meter) } : {}),
+        ...(this.deps.quota ? { quota: (model: string, tokens: number) => this.deps.quota!(r.tenant, model, tokens, now()) } : {}),
+        intent: async (event, id) => {
+          const local = await dispatchToRun(this.deps.host, r.run, event, id);
+          return local.outcome === "applied" ? local.value : undefined;
+        },
+        receipt: async (receipt, cost_cents) => {
+          const answer = await dispatchToRun(
+            this.deps.host,
+            r.run,
+            { type: "effect.receipt", ...fenceOf(r), receipt, ...(cost_cents ? { cost_cents } : {}) },
+            `receipt/${receipt.key}/${r.attempt}/${r.lease_epoch}`,
+          );
+          return answer.outcome === "applied" && answer.value?.outcome === "recorded";
+        },
+        now,
+      },
+      r,
+      call.key,
+      call,
+      ask,
+      signal,
     );
   }
 

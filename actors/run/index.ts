@@ -13,6 +13,8 @@ export {
   type TaskPollOutcome,
   type ToolCallOutcome,
   type ToolCallRequest,
+  type SamplingAsk,
+  type SamplingAnswer,
   type ToolInputRequest,
   type ToolLookup,
   type ToolPort,

@@ -92,7 +92,39 @@ export interface ToolCallRequest {
   allowInput?: boolean;
   /** A call again after `input_required`: a person's answers (`{action, content?}` by the server's keys) and the server's state. */
   input?: { responses: Record<string, unknown>; state?: string };
+  /**
+   * Serves a server's `sampling/createMessage` asked during this call (MCP 2026-07-28 MRTR: the
+   * request comes back with the call, so it is this call's) under the calling run's budget;
+   * absent: sampling is refused. The gateway checks the server's sampling policy first.
+   */
+  sample?: (ask: SamplingAsk) => Promise<SamplingAnswer>;
 }
+
+/**
+ * One `sampling/createMessage` a server asked during a call, checked against its server's policy:
+ * the model it may use (`<provider>/<model>`), the request as the model gateway takes it, and
+ * where it was asked (the call's `round` of input requests, and its place among them) — never
+ * anything the server makes up, so a call made again after a crash asks under the same key.
+ */
+export interface SamplingAsk {
+  model: string;
+  request: { messages: { role: "system" | "user" | "assistant"; content: string }[]; max_tokens: number; temperature?: number };
+  round: number;
+  index: number;
+  /** sha256 of the server's params (canonical JSON): part of the sampling's effect key. */
+  hash: string;
+}
+
+/**
+ * The answer to a sampling request: the model's (MCP's CreateMessageResult), or a refusal with
+ * the MCP error code that says why (`-32600` policy or budget, `-32603` the model failed), or
+ * `stopped` (the run no longer wants the attempt).
+ */
+export type SamplingAnswer =
+  | { outcome: "ok"; result: { role: "assistant"; content: { type: "text"; text: string }; model: string; stopReason: string } }
+  /** `retryable`: the provider's quota was spent (a later attempt may be served). */
+  | { outcome: "refused"; mcp_code: number; code: string; message: string; retryable?: true }
+  | { outcome: "stopped"; reason: string };
 
 /** The tool gateway as the executor sees it (the MCP gateway in `gateways/tools` implements it). */
 export interface ToolPort {

@@ -1,5 +1,5 @@
 import { gatedBy, refsIn, type ExecuteRequest, type Receipt, type ResourceRef, type ToolClass } from "../../machines/index.js";
-import { effectKey, type ToolPort, type ToolResultOutcome } from "./tool-calls.js";
+import { effectKey, type SamplingAnswer, type SamplingAsk, type ToolPort, type ToolResultOutcome } from "./tool-calls.js";
 import type { Charge, ChargeRequest } from "../tenant/index.js";
 import type { EffectAnswer } from "./protocol.js";
 
@@ -72,6 +72,8 @@ export interface ToolStepDeps {
   now(): number;
   /** Told when the call reaches the tool server (its call or its lookup): a call refused before it (a ceiling, a gate, the journal's answer) never does. */
   started?(): void;
+  /** Serves a server's sampling request during the call keyed `call.key` under the run's budget (absent: sampling is refused). */
+  sample?(request: ExecuteRequest, call: { server: string; tool: string; key: string }, ask: SamplingAsk, signal: AbortSignal): Promise<SamplingAnswer>;
 }
 
 /** The fence an attempt's effect commands carry. */
@@ -200,6 +202,7 @@ async function callFound(
     // A person can answer a tool node's own call (not a gated one: its record is the gate's).
     allowInput: request.tool !== undefined && !gated,
     ...(answers ? { input: { responses: answers.responses, ...(answers.state !== undefined ? { state: answers.state } : {}) } } : {}),
+    ...(deps.sample ? { sample: (ask: SamplingAsk) => deps.sample!(request, { server, tool, key }, ask, signal) } : {}),
   });
   if (called.outcome === "input_required") return parkForInput(deps, request, { server, tool, key }, called);
   if (called.outcome === "task") return waitOnTask(deps, request, { server, tool, key }, called, writes);

@@ -33,6 +33,8 @@ export type TrajectoryLine =
       kind: "model_turn";
       node: string;
       turn: number;
+      /** A tool server's `sampling/createMessage` served during a call of this node (its `turn`: the agent's turn that made the call, else 0). */
+      sampling?: { server: string; tool: string };
       attempt: number;
       key: string;
       model: string;
@@ -144,9 +146,23 @@ function intentLine(f: IntentFact): Extract<TrajectoryLine, { kind: "tool_call" 
   };
 }
 
+/** A sampling's intent names the call it served (`arguments.sampling`). */
+const SamplingOf = z.object({ sampling: z.object({ server: z.string(), tool: z.string() }) });
+
 function turnLine(f: IntentFact): Extract<TrajectoryLine, { kind: "model_turn" }> {
-  const turn = Number(f.key.slice(f.key.lastIndexOf(":turn") + 5));
-  return { kind: "model_turn", node: f.node, turn, attempt: f.attempt, key: f.key, model: f.tool, state: "pending", started_at: f.at };
+  const turn = Number(/:turn(\d+)(?::|$)/.exec(f.key)?.[1] ?? 0);
+  const sampled = SamplingOf.safeParse(f.arguments);
+  return {
+    kind: "model_turn",
+    node: f.node,
+    turn,
+    ...(sampled.success ? { sampling: { server: sampled.data.sampling.server, tool: sampled.data.sampling.tool } } : {}),
+    attempt: f.attempt,
+    key: f.key,
+    model: f.tool,
+    state: "pending",
+    started_at: f.at,
+  };
 }
 
 /** What the trajectory reads of a model turn's stored response (a field it does not hold is left out). */
@@ -233,7 +249,8 @@ function comparable(line: TrajectoryLine): string {
 /**
  * Compares a replay's trajectory with its original's. Concurrent branches may finish in another
  * order, so lines are compared grouped by node, the nodes in the order the original first
- * reached them (the outcome last); the first line that differs is the divergence.
+ * reached them (the outcome last); the first line that differs is the divergence. A tool
+ * server's samplings are left out (the replay's calls are answered from receipts: nothing samples).
  */
 export function compareTrajectories(
   original: TrajectoryLine[],
@@ -241,8 +258,12 @@ export function compareTrajectories(
 ): { identical: true } | { identical: false; at: number; original: TrajectoryLine | null; replay: TrajectoryLine | null } {
   const first = new Map<string, number>();
   for (const line of [...original, ...replay]) if (!first.has(nodeOf(line))) first.set(nodeOf(line), first.size);
+  // A tool server's sampling is part of its call: a replay answers the call from its receipt, so the server samples nothing.
   const order = (lines: TrajectoryLine[]) =>
-    lines.map((line) => ({ line, key: comparable(line) })).sort((a, b) => first.get(nodeOf(a.line))! - first.get(nodeOf(b.line))!);
+    lines
+      .filter((line) => line.kind !== "model_turn" || line.sampling === undefined)
+      .map((line) => ({ line, key: comparable(line) }))
+      .sort((a, b) => first.get(nodeOf(a.line))! - first.get(nodeOf(b.line))!);
   const a = order(original);
   const b = order(replay);
   for (let i = 0; i < Math.max(a.length, b.length); i++) {

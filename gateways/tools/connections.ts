@@ -1,5 +1,5 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { Tool } from "@modelcontextprotocol/sdk/types.js";
+import type { CreateMessageResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 import { toolServerKey, type ToolServerRecord } from "./registry.js";
 import { ModernMcpClient } from "./mcp-2026.js";
 import { ModernMcpVersionError } from "./mcp-2026-types.js";
@@ -21,6 +21,12 @@ export type Connection = {
   updatedAt: number;
   closed: boolean;
 } & ({ wire: "2025-11-25"; client: Client; tasks: boolean } | { wire: "2026-07-28"; client: ModernMcpClient; tasks: boolean });
+
+/** A 2025-11-25 session (the SDK's client). */
+export type LegacyConnection = Extract<Connection, { wire: "2025-11-25" }>;
+
+/** Answers a server's `sampling/createMessage` params on a call's own session (throws an `McpError` to refuse). */
+export type Sampler = (params: unknown) => Promise<CreateMessageResult>;
 
 /**
  * MCP client sessions, one per (tenant, server) per node, opened on first use; a session whose
@@ -122,7 +128,22 @@ export class ToolConnections {
     return { wire: "2026-07-28", client, tools, tasks: discovered.tasks, updatedAt: record.updated_at, closed: false };
   }
 
-  private async connectSdk(record: ToolServerRecord): Promise<Connection> {
+  /**
+   * A 2025-11-25 session for one call alone, never pooled: a server with a sampling policy. The SDK
+   * does not say which call a server's request belongs to, but on this session there is only one,
+   * so `onSample` answers its `sampling/createMessage` (a thrown `McpError` refuses it). The
+   * caller ends it with {@link release} when the call has answered.
+   */
+  dedicated(record: ToolServerRecord, onSample: Sampler): Promise<LegacyConnection> {
+    return this.connectSdk(record, onSample);
+  }
+
+  /** Ends a session of {@link dedicated} (its stdio server's process, or its HTTP session). */
+  release(c: LegacyConnection): Promise<void> {
+    return closeSession(c);
+  }
+
+  private async connectSdk(record: ToolServerRecord, onSample?: Sampler): Promise<LegacyConnection> {
     const { Client, CreateMessageRequestSchema, ElicitRequestSchema, ErrorCode, McpError, StdioClientTransport, StreamableHTTPClientTransport } =
       await mcpSdk();
     const client = new Client(this.clientInfo, { capabilities: { elicitation: {}, sampling: {} } });
@@ -132,8 +153,12 @@ export class ToolConnections {
         "Runway does not route elicitation/create on a shared MCP 2025-11-25 session to a person (a 2026-07-28 server asks with input_required, which is): the request is refused",
       );
     });
-    client.setRequestHandler(CreateMessageRequestSchema, () => {
-      throw new McpError(ErrorCode.InvalidRequest, "Runway does not route sampling to its model gateway yet: the request is refused");
+    client.setRequestHandler(CreateMessageRequestSchema, (request) => {
+      if (onSample) return onSample(request.params);
+      throw new McpError(
+        ErrorCode.InvalidRequest,
+        "Runway does not route sampling/createMessage on a shared MCP 2025-11-25 session to a model (it cannot tell which call asks): register the server with a sampling policy, whose calls each get a session of their own; the request is refused",
+      );
     });
     const t = record.spec.transport;
     const transport =

@@ -9,12 +9,13 @@ import {
 } from "../../actors/index.js";
 import type { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation";
-import { loadedMcpSdk, mcpSdk } from "./sdk.js";
+import { loadedMcpSdk, mcpSdk, type McpSdk } from "./sdk.js";
 import { ModernMcpError, type ModernInputRequest } from "./mcp-2026-types.js";
 import { effectiveClass, type ClassSource, type ToolClass } from "../../machines/index.js";
 import { jsonBytes } from "../../runtime/index.js";
-import type { Connection, ToolConnections } from "./connections.js";
+import type { Connection, LegacyConnection, Sampler, ToolConnections } from "./connections.js";
 import type { ToolRegistry, ToolServerRecord, ToolServerSpec } from "./registry.js";
+import { checkSampling, INVALID_REQUEST } from "./sampling.js";
 
 /**
  * The error codes a call's outcome turns on, the same numbers in both MCP revisions (JSON-RPC's
@@ -51,8 +52,9 @@ export type ToolsListResult = { outcome: "tools"; tools: ToolListing[]; unavaila
 
 /**
  * A 2026-07-28 server asks for input before it answers (MRTR). A person answers form elicitations
- * (through the run's inbox: the caller must be able to wait, as a tool node can); anything else —
- * sampling, roots, a URL elicitation — is refused, as is input for a caller that cannot wait.
+ * (through the run's inbox: the caller must be able to wait, as a tool node can); a round of
+ * sampling requests alone is answered before this (`sampleAll`); anything else — roots, a URL
+ * elicitation, sampling mixed with other input — is refused, as is input for a caller that cannot wait.
  */
 function inputRequired(req: ToolCallRequest, requests: Record<string, ModernInputRequest>, state: string | undefined): ToolCallOutcome {
   const refused = (code: string, message: string): ToolCallOutcome => ({ outcome: "refused", code, message, retryable: false });
@@ -65,11 +67,72 @@ function inputRequired(req: ToolCallRequest, requests: Record<string, ModernInpu
     if (!form)
       return refused(
         "tool_input_unsupported",
-        `${req.server}/${req.tool} asks for ${r.method}${typeof p.mode === "string" ? ` (${p.mode})` : ""}: only form elicitation is answered`,
+        r.method === "sampling/createMessage"
+          ? `${req.server}/${req.tool} asks for sampling/createMessage beside other input in one round: sampling is answered only in a round of its own`
+          : `${req.server}/${req.tool} asks for ${r.method}${typeof p.mode === "string" ? ` (${p.mode})` : ""}: only form elicitation and sampling are answered`,
       );
     asked.push({ key, message: typeof p.message === "string" ? p.message.slice(0, 4_096) : "", schema: p.requestedSchema as Record<string, unknown> });
   }
   return { outcome: "input_required", requests: asked, ...(state !== undefined ? { state } : {}) };
+}
+
+/** Input rounds of sampling one call may ask for (a server that keeps asking is refused). */
+const MAX_SAMPLING_ROUNDS = 8;
+
+/** Every one of a round's input requests is a sampling request (a round that mixes kinds is refused as input Runway cannot answer). */
+function isSampling(requests: Record<string, ModernInputRequest>): boolean {
+  const all = Object.values(requests);
+  return all.length > 0 && all.every((r) => r.method === "sampling/createMessage");
+}
+
+/**
+ * Answers a round's sampling requests, in the order of their keys, each checked against the
+ * server's policy and then served by the caller's sampler. The first refusal refuses the call:
+ * MCP 2026-07-28 has no error answer for one input request, so the server is not called again,
+ * and the call fails `tool_sampling_refused` with the MCP error (code and why) in its message.
+ */
+async function sampleAll(
+  req: ToolCallRequest,
+  spec: ToolServerSpec,
+  requests: Record<string, ModernInputRequest>,
+  round: number,
+): Promise<{ responses: Record<string, unknown> } | ToolCallOutcome> {
+  const where = `${req.server}/${req.tool}`;
+  const refused = (mcp_code: number, code: string, message: string, retryable = false): ToolCallOutcome => ({
+    outcome: "refused",
+    code,
+    message: `${where}: sampling/createMessage refused (MCP error ${mcp_code}): ${message}`.slice(0, 4_096),
+    retryable,
+  });
+  if (!req.sample) return refused(INVALID_REQUEST, "tool_sampling_refused", "this caller has no model budget to sample with");
+  const responses: Record<string, unknown> = {};
+  const keys = Object.keys(requests).sort();
+  for (const [index, key] of keys.entries()) {
+    const checked = checkSampling(req.server, spec.sampling, requests[key]!.params, round, index);
+    if (!checked.ok) return refused(checked.mcp_code, checked.code, checked.message);
+    const answer = await req.sample(checked.ask);
+    if (answer.outcome === "stopped") return { outcome: "refused", code: "tool_sampling_stopped", message: `${where}: ${answer.reason}`, retryable: true };
+    if (answer.outcome === "refused") return refused(answer.mcp_code, answer.code, answer.message, answer.retryable === true);
+    responses[key] = answer.result;
+  }
+  return { responses };
+}
+
+/**
+ * The sampler of one call's own 2025-11-25 session: each `sampling/createMessage` the server makes
+ * (the n-th of the call: its round) is checked against the server's policy and served by the
+ * call's sampler; a refusal is the MCP error the server receives.
+ */
+function legacySampler(req: ToolCallRequest, spec: ToolServerSpec, sdk: McpSdk): Sampler {
+  let round = 0;
+  return async (params) => {
+    const checked = checkSampling(req.server, spec.sampling, params, round++, 0);
+    if (!checked.ok) throw new sdk.McpError(checked.mcp_code, checked.message);
+    const answer = await req.sample!(checked.ask);
+    if (answer.outcome === "ok") return answer.result;
+    if (answer.outcome === "stopped") throw new sdk.McpError(INTERNAL_ERROR, `the run stopped the call (${answer.reason}): the request is refused`);
+    throw new sdk.McpError(answer.mcp_code, answer.message);
+  };
 }
 
 /**
@@ -125,7 +188,21 @@ export class ToolGateway implements ToolPort {
         const answers = req.input
           ? { inputResponses: req.input.responses, ...(req.input.state !== undefined ? { requestState: req.input.state } : {}) }
           : undefined;
-        const answered = await connection.client.callTool(req.tool, args, meta, { timeoutMs: timeout, signal: req.signal }, answers);
+        let answered = await connection.client.callTool(req.tool, args, meta, { timeoutMs: timeout, signal: req.signal }, answers);
+        // A server's sampling requests are answered here (by the run's model budget) and the call made again with the answers.
+        for (let round = 0; answered.kind === "input_required" && isSampling(answered.inputRequests); round++) {
+          if (round >= MAX_SAMPLING_ROUNDS)
+            return {
+              outcome: "refused",
+              code: "tool_sampling_refused",
+              message: `${req.server}/${req.tool} asked to sample more than ${MAX_SAMPLING_ROUNDS} times in one call`,
+              retryable: false,
+            };
+          const sampled = await sampleAll(req, record.spec, answered.inputRequests, round);
+          if ("outcome" in sampled) return sampled;
+          const again = { inputResponses: sampled.responses, ...(answered.requestState !== undefined ? { requestState: answered.requestState } : {}) };
+          answered = await connection.client.callTool(req.tool, args, meta, { timeoutMs: timeout, signal: req.signal }, again);
+        }
         if (answered.kind === "result") return ok(answered.result);
         if (answered.kind === "input_required") return inputRequired(req, answered.inputRequests, answered.requestState);
         if (req.allowTask) return { outcome: "task", taskId: answered.taskId, pollMs: answered.pollIntervalMs ?? DEFAULT_POLL_MS, wire: connection.wire };
@@ -154,8 +231,21 @@ export class ToolGateway implements ToolPort {
           message: `${req.server}/${req.tool} runs only as a task: call it from a tool node`,
           retryable: false,
         };
-      const result = await connection.client.callTool({ name: req.tool, arguments: args, _meta: meta }, undefined, { timeout, signal: req.signal });
-      return ok(result as Extract<ToolCallOutcome, { outcome: "ok" }>["result"]);
+      // A server that may sample gets this call a session of its own: a request made on it can only be this call's.
+      let own: LegacyConnection | undefined;
+      if (record.spec.sampling && req.sample) {
+        try {
+          own = await this.connections.dedicated(record, legacySampler(req, record.spec, await mcpSdk()));
+        } catch (err) {
+          return { outcome: "refused", code: "tool_server_unavailable", message: `${req.server}: ${describe(err)}`, retryable: true };
+        }
+      }
+      try {
+        const result = await (own ?? connection).client.callTool({ name: req.tool, arguments: args, _meta: meta }, undefined, { timeout, signal: req.signal });
+        return ok(result as Extract<ToolCallOutcome, { outcome: "ok" }>["result"]);
+      } finally {
+        if (own) await this.connections.release(own).catch(() => undefined);
+      }
     } catch (err) {
       return this.failure(record, err, req, timeout);
     }

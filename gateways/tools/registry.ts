@@ -53,6 +53,21 @@ export const ToolServerSpecSchema = z
      * `max_cost_cents` and its tenant's day budget before it is made. Unpriced tools cost nothing.
      */
     prices: z.record(z.string().min(1).max(128), z.number().int().min(0).max(1_000_000_000)).default({}),
+    /**
+     * The server may ask for `sampling/createMessage` during a call (MCP 2026-07-28: with the call's
+     * `input_required`), answered by the tenant's model gateway under the calling run's budget:
+     * with one of `models` (`<provider>/<model>`: the first one a request's `modelPreferences`
+     * hints name, else the first), for at most `max_tokens` output tokens. Absent: refused.
+     */
+    sampling: z
+      .strictObject({
+        models: z
+          .array(z.string().regex(/^[A-Za-z0-9_-]{1,64}\/\S{1,200}$/, "a sampling model is <provider>/<model>"))
+          .min(1)
+          .max(32),
+        max_tokens: z.number().int().min(1).max(1_000_000).default(1_024),
+      })
+      .optional(),
     /** A call that has not answered in this long fails `tool_timeout` (a step's own timeout may be shorter). */
     call_timeout_ms: z.number().int().min(100).max(3_600_000).default(60_000),
   })

@@ -130,7 +130,9 @@ export function trajectoryRow(l: unknown): HTMLElement {
     output = o.error ?? o.result;
     duration = num(o.duration_ms) !== undefined ? `${num(o.duration_ms)} ms` : "";
   } else if (kind === "model_turn") {
-    what = `${str(o.model)} turn ${str(o.turn)} ${str(o.state)}; tokens ${str(o.input_tokens)} in / ${str(o.output_tokens)} out`;
+    // A tool server's sampling served during a call: the call it served.
+    const sampled = o.sampling !== undefined ? ` (sampling for ${str(obj(o.sampling).server)}/${str(obj(o.sampling).tool)})` : "";
+    what = `${str(o.model)} turn ${str(o.turn)}${sampled} ${str(o.state)}; tokens ${str(o.input_tokens)} in / ${str(o.output_tokens)} out`;
     input = o.tool_calls;
     output = o.text;
     duration = num(o.latency_ms) !== undefined ? `${num(o.latency_ms)} ms` : "";
