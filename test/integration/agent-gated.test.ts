@@ -147,6 +147,38 @@ describe("agent node: gated proposals", () => {
     ]);
   });
 
+  it("C078 (adapt: a turn is the checkpoint) a turn that fails retryably stores nothing: the node's retry goes on from the turn before it, read from the journal, and asks the failed turn again", async () => {
+    const c078 = { ...DEFINITION, name: "agent-c078", nodes: [{ ...DEFINITION.nodes[0]!, retry: { max_attempts: 2, backoff_ms: 0, max_backoff_ms: 0 } }] };
+    expect((await world.client.putDefinition(c078)).outcome).toMatch(/published|unchanged/);
+    const limited = { status: 429, message: "slow down", headers: { "retry-after": "0" } };
+    await openai.script([
+      { reply: { tool_calls: [{ name: "fx__get_value", arguments: { key: "c078" } }], usage: { input_tokens: 10, output_tokens: 5 } } },
+      // Turn 1: rate limited on each of the gateway's four tries: the attempt fails rate_limited (retryable).
+      limited,
+      limited,
+      limited,
+      limited,
+      { reply: { text: "The value is unset.", usage: { input_tokens: 20, output_tokens: 5 } } },
+    ]);
+    await openai.reset();
+    const reads = fx.counts().calls.get_value ?? 0;
+    const id = ((await world.client.startRun({ definition: "agent-c078", input: { question: "Read c078." } })).run as RunAnswer).id;
+    const done = await world.settled(id);
+    expect(done.status, JSON.stringify(done)).toBe("succeeded");
+    expect(done.nodes.ask!.attempt).toBe(2);
+    // Turn 0 once (its response and its call read from the journal by the retry), turn 1 four times and once more.
+    expect((await requests()).count).toBe(6);
+    expect(fx.counts().calls.get_value).toBe(reads + 1);
+    const lines = (await world.client.trajectory(id)).lines as Line[];
+    expect(lines.filter((l) => l.kind === "model_turn").map((l) => [l.turn, l.state])).toEqual([
+      [0, "observed"],
+      [1, "observed"],
+    ]);
+    // The retry's conversation is the first attempt's up to turn 0: the same messages, the read's result included.
+    const sent = (await requests()).requests;
+    expect(sent[5]!.body.messages).toEqual(sent[1]!.body.messages);
+  });
+
   it("38.3 rejected: the next turn's request carries the refusal (the reviewer and the reason) as the tool's result, and the run goes on to success", async () => {
     await openai.script([
       { reply: { tool_calls: [charge("acme", 900)], usage: { input_tokens: 10, output_tokens: 5 } } },
