@@ -45,7 +45,7 @@ async function publish(def: object): Promise<Record<string, unknown>> {
   return client().putDefinition(def) as Promise<Record<string, unknown>>;
 }
 
-it("38.5 a subagent cannot use a tool its parent lacks: the parent is refused at publish subagent_tool_not_allowed (and an unpublished subagent unknown_workflow)", async () => {
+it("G7 38.5 a subagent cannot use a tool its parent lacks: the parent is refused at publish subagent_tool_not_allowed (and an unpublished subagent unknown_workflow)", async () => {
   expect((await publish({ name: "wide-helper", nodes: [agent("helper/m1", { tools: ["fx/set_value", "fx/get_value"] })] })).outcome).toBe("published");
   const refused = await publish({ name: "narrow-boss", nodes: [agent("boss/m1", { tools: ["fx/get_value"], agents: ["wide-helper"] })] });
   expect(refused.outcome).toBe("invalid_definition");
@@ -98,7 +98,7 @@ it("38.5 a subagent's result returns to the model as the tool's result, and its 
   expect(await new UsageMeter(world.nc).spentByTree(TENANT, run.id)).toBe(8 + 3);
 }, 60_000);
 
-it("38.5 a subagent spends only its slice (half of what its tree has left): over it, the child fails budget_exhausted without asking its model, and the parent's model reads the failure and goes on", async () => {
+it("G7 38.5 a subagent spends only its slice (half of what its tree has left): over it, the child fails budget_exhausted without asking its model, and the parent's model reads the failure and goes on", async () => {
   // A turn with no max_tokens reserves about 420 cents (4,096 output tokens at 0.1 cent, plus its
   // input): under 600 the boss's turns fit, but the helper's slice (3 + 597 / 2 = 301) does not.
   expect((await publish({ name: "helper", nodes: [agent("helper/m1")] })).outcome).toMatch(/published|unchanged/);

@@ -72,6 +72,16 @@ describe("an agent's subagent call", () => {
     expect(again.some((e) => e.type === "runway.send")).toBe(false);
   });
 
+  it("G7 no subagent past the depth limit: an agent of a run at depth 5 is refused depth_exceeded, and nothing is started (its capabilities and budget: the 38.5 tests)", () => {
+    const r = runDriver(p, { child_definitions: { helper: HELPER }, subagent_child_id: CHILD }, 1_000_000);
+    // A child at the depth limit (its parent one level up, waiting on it).
+    const seed = rootSeed({ root_run_id: "t_p", parent_run_id: "t_p", parent_node: "n", depth: 5 });
+    const x = executes(r.send({ type: "run.create", run: seed, parent: { status: "running", tenant: "t", root_run_id: "t_p", depth: 4, waits: true } }))[0]!;
+    const deep = r.send(call(x));
+    expect(answer(deep)).toMatchObject({ outcome: "refused", code: "depth_exceeded" });
+    expect(deep.some((e) => e.type === "runway.send")).toBe(false);
+  });
+
   it("38.5 a definition the node does not list is refused, never started", () => {
     const r = runDriver(p, { child_definitions: { helper: HELPER }, subagent_child_id: CHILD }, 1_000_000);
     const x = executes(r.send({ type: "run.create", run: rootSeed() }))[0]!;
