@@ -11,7 +11,9 @@
  * without it), its main thread's, the process's and nats-server's CPU a step, and the one-in-flight
  * run of 10 p50; and the medians of the pairs' ratios this / base.
  * `AB_PAIRS` (default 6). Other variables (e.g. `RW_SYNC`, `W1_WARMUP`) reach both sides; unset,
- * `W1_WARMUP` is this side's default on both.
+ * `W1_WARMUP` is this side's default on both. `AB_NODE_FLAGS`: node's flags for both sides'
+ * processes (V8's, e.g. the inlining budgets docs/tuning.md names: against a base that set them
+ * itself once started, both sides then run under the same).
  */
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -35,7 +37,8 @@ const FIELDS: (keyof Sample)[] = ["steps_per_s", "second_window_steps_per_s", "m
 /** One w1 run of the checkout at `root`, in a process of its own. */
 function w1Of(root: string): Promise<Sample> {
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, ["--import", "tsx", resolve(root, "test/bench/main.ts"), "w1"], {
+    const flags = (process.env.AB_NODE_FLAGS ?? "").split(/\s+/).filter(Boolean);
+    const child = spawn(process.execPath, [...flags, "--import", "tsx", resolve(root, "test/bench/main.ts"), "w1"], {
       cwd: root,
       // Both sides warm as this one does by default, whatever the base's own default is.
       env: { ...process.env, W1_SETTLE: "0", W1_WARMUP: process.env.W1_WARMUP ?? String(W1_WARMUP_RUNS) },
