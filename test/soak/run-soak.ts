@@ -11,7 +11,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { RunwayClient } from "../../cluster/client.js";
 import { RUNWAY_USER, killAll, spawnTsx, startCluster, waitFor, type ChildHandle, type ClusterHandle } from "../harness/index.js";
 import { startEffectsServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
-import { KINDS, WEIGHTS, definitionOf, definitions, type Kind } from "./workload.js";
+import { AGENT_MODEL, KINDS, WEIGHTS, definitionOf, definitions, type Kind } from "./workload.js";
 
 export interface SoakOptions {
   /** Length of the workload (runs are started during it; the faults fall inside it). */
@@ -228,6 +228,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       };
       const saved = await c.putToolServer(server);
       if (saved.outcome !== "saved") throw new Error(`tool server for ${t}: ${JSON.stringify(saved)}`);
+      const model = await c.putModelProvider(AGENT_MODEL);
+      if (model.outcome !== "created" && model.outcome !== "updated") throw new Error(`model provider for ${t}: ${JSON.stringify(model)}`);
       for (const d of definitions) {
         const put = await c.putDefinition(d);
         if (put.outcome !== "published") throw new Error(`definition ${String(d.name)} for ${t}: ${JSON.stringify(put)}`);
@@ -605,7 +607,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         pts.sort((x, y) => x - y),
       );
     }
-    const measured = new Set<Kind>(["seq", "wide", "parent", "tools"]);
+    const measured = new Set<Kind>(["seq", "wide", "parent", "tools", "agent"]);
     faults.forEach((f, i) => {
       if (f.skipped) return;
       const F = f.firedAt;

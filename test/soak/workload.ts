@@ -4,11 +4,29 @@
 const work = (id: string, needs: string[] = [], ms = 30) => ({ id, kind: "code", handler: "work", input: { ms }, ...(needs.length ? { needs } : {}) });
 
 /** The kinds the driver starts, and what it must do for each. */
-export const KINDS = ["seq", "wide", "parent", "sleeper", "waiter", "approver", "tools", "cancel_tree"] as const;
+export const KINDS = ["seq", "wide", "parent", "sleeper", "waiter", "approver", "tools", "cancel_tree", "agent"] as const;
 export type Kind = (typeof KINDS)[number];
 
 /** Relative weights of the kinds in the mix. */
-export const WEIGHTS: Record<Kind, number> = { seq: 4, wide: 2, parent: 2, sleeper: 1, waiter: 1, approver: 1, tools: 2, cancel_tree: 1 };
+export const WEIGHTS: Record<Kind, number> = { seq: 4, wide: 2, parent: 2, sleeper: 1, waiter: 1, approver: 1, tools: 2, cancel_tree: 1, agent: 2 };
+
+/**
+ * The model the soak's agents ask (each tenant registers it): a scripted one, each turn taking
+ * 200 ms as a model would, that sets a value, then charges (a non-idempotent call: a crash in it
+ * is reconciled like a tool node's), then answers.
+ */
+export const AGENT_MODEL = {
+  name: "soak",
+  kind: "scripted",
+  script: {
+    turns: [
+      { tool_calls: [{ name: "fx__set_value", arguments: { key: "agent", value: "v", delay_ms: 200 } }] },
+      { tool_calls: [{ name: "fx__charge", arguments: { account: "agent", amount: 1, delay_ms: 200 } }] },
+      { text: "Set and charged." },
+    ],
+    delay_ms: 200,
+  },
+};
 
 export const definitions: Record<string, unknown>[] = [
   { name: "soak-child", nodes: [work("c1"), work("c2", ["c1"])] },
@@ -50,6 +68,14 @@ export const definitions: Record<string, unknown>[] = [
       work("after", ["charge"]),
     ],
   },
+  // an agent: three model turns, a set and a charge through the tool gateway, then a step
+  {
+    name: "soak-agent",
+    nodes: [
+      { id: "ask", kind: "agent", model: "soak/m1", instructions: "Set, then charge.", input: "go", tools: ["fx/set_value", "fx/charge"], max_turns: 5 },
+      work("after", ["ask"]),
+    ],
+  },
   // a whole tree the driver cancels: slow children, a slow map
   {
     name: "soak-cancel-tree",
@@ -79,4 +105,5 @@ export const definitionOf: Record<Kind, string> = {
   approver: "soak-approver",
   tools: "soak-tools",
   cancel_tree: "soak-cancel-tree",
+  agent: "soak-agent",
 };
