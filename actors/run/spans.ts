@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import type { AnyMachineSnapshot, EventObject } from "xstate";
 import { TERMINAL, type ExecuteRequest, type ExecutionContext, type ItemRun, type NodeRun, type RunContext, type RunStatus } from "../../machines/index.js";
 import type { ActorAddress } from "../../runtime/index.js";
@@ -54,7 +54,8 @@ const LOSING = new Set(["run.recover", "timer.fired", "run.sweep"]);
 
 /** A 64-bit span id derived from its parts (never all zero). */
 export function spanIdOf(...parts: readonly (string | number)[]): string {
-  const id = createHash("sha256").update(parts.join("\u0000")).digest("hex").slice(0, 16);
+  // One-shot `hash` (Node ≥ 20.12): the same digest as a Hash object's, at half its cost.
+  const id = hash("sha256", parts.join("\u0000")).slice(0, 16);
   return id === "0000000000000000" ? "0000000000000001" : id;
 }
 
@@ -62,7 +63,7 @@ export function spanIdOf(...parts: readonly (string | number)[]): string {
 export function traceIdOf(root: string, given?: string): string {
   if (given) return given;
   return remembered(traceIds, root, () => {
-    const id = createHash("sha256").update(`trace\u0000${root}`).digest("hex").slice(0, 32);
+    const id = hash("sha256", `trace\u0000${root}`).slice(0, 32);
     return id === "0".repeat(32) ? `${"0".repeat(31)}1` : id;
   });
 }
