@@ -70,9 +70,11 @@ function spanExporter(sdk: OtelSdk, config: TracesConfig): SpanExporter {
  * make fewer requests.
  */
 function batching(env: NodeJS.ProcessEnv): { maxQueueSize?: number; maxExportBatchSize?: number } {
+  const queue = env.OTEL_BSP_MAX_QUEUE_SIZE?.trim();
   return {
-    ...(env.OTEL_BSP_MAX_QUEUE_SIZE?.trim() ? {} : { maxQueueSize: 16_384 }),
-    ...(env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE?.trim() ? {} : { maxExportBatchSize: 2_048 }),
+    ...(queue ? {} : { maxQueueSize: 16_384 }),
+    // A queue set smaller than this batch keeps the SDK's batch size (or OTEL_BSP_MAX_EXPORT_BATCH_SIZE's).
+    ...(queue || env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE?.trim() ? {} : { maxExportBatchSize: 2_048 }),
   };
 }
 
