@@ -3,6 +3,8 @@
  * step that fails twice then succeeds, a durable sleep and a child workflow is published and
  * started; the node is SIGKILLed in the middle of the run and started again; the run finishes
  * without repeating any completed step (a ledger file outside the node counts invocations).
+ * Then an agent (cluster/demo/agent-act.ts) calls a tool, waits for a person across another
+ * SIGKILL, and streams its answer.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -12,6 +14,7 @@ import { fileURLToPath } from "node:url";
 import { connect } from "@nats-io/transport-node";
 import { RunwayClient } from "./client.js";
 import { followRun } from "./follow.js";
+import { agentAct } from "./demo/agent-act.js";
 import { startEmbeddedNats } from "./embedded-nats.js";
 import { notifyWorkflow, orderWorkflow } from "./demo/workflows.js";
 
@@ -39,7 +42,7 @@ function startNodeProcess(url: string): Promise<ChildProcess> {
     ],
     {
       stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, RUNWAY_LOG: "warn", RUNWAY_DEMO_LEDGER: ledger },
+      env: { ...process.env, RUNWAY_LOG: "warn", RUNWAY_LEDGER: ledger },
     },
   );
   child.stderr?.on("data", (d: Buffer) => process.stderr.write(`  [node] ${d}`));
@@ -117,8 +120,20 @@ try {
   say(
     `  repeated work      ${repeated.length + mapRepeats.length === 0 ? "none — no completed step's handler ran again" : `REPEATED: ${[...repeated, ...mapRepeats.map(([k]) => k)].join(", ")}`}`,
   );
+  const agentShown = await agentAct({
+    nc,
+    client,
+    natsUrl: nats.url,
+    ledger: join(dir, "refunds.jsonl"),
+    say,
+    elapsed: () => `${((Date.now() - began) / 1000).toFixed(1).padStart(5)}s`,
+    killAndRestartNode: async () => {
+      node?.kill("SIGKILL");
+      node = await startNodeProcess(nats.url);
+    },
+  });
   await nc.close();
-  if (final.status !== "succeeded" || repeated.length + mapRepeats.length > 0) process.exitCode = 1;
+  if (final.status !== "succeeded" || repeated.length + mapRepeats.length > 0 || !agentShown) process.exitCode = 1;
 } finally {
   node?.kill("SIGTERM");
   if (node && node.exitCode === null) await new Promise((r) => node!.once("exit", r));

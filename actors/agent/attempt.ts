@@ -1,10 +1,20 @@
-import type { ExecuteRequest, Receipt } from "../../machines/index.js";
+import { ModelResponseSchema, type ExecuteRequest, type ModelRequest, type Receipt } from "../../machines/index.js";
 import type { ActorHost } from "../../runtime/index.js";
-import { chatSpan, dispatchToRun, fenceOf, type RunTypes, type SpanSink, type ToolAnswer, type ToolCall, type ToolPort } from "../run/index.js";
+import {
+  chatSpan,
+  dispatchToRun,
+  fenceOf,
+  type ReplayPort,
+  type RunTypes,
+  type SpanSink,
+  type ToolAnswer,
+  type ToolCall,
+  type ToolPort,
+} from "../run/index.js";
 import type { UsageMeter } from "../tenant/index.js";
 import { TextDeltaCoalescer } from "./deltas.js";
-import { runAgent, type TurnMeter } from "./loop.js";
-import type { ModelPort } from "./port.js";
+import { runAgent, type AgentStepDeps, type TurnMeter } from "./loop.js";
+import type { ModelPort, TurnOutcome } from "./port.js";
 
 /** What an agent attempt needs of the node that runs it (the step executor). */
 export interface AgentAttemptDeps {
@@ -12,6 +22,8 @@ export interface AgentAttemptDeps {
   /** The model gateway (absent: the attempt fails `model_gateway_unavailable`). */
   models?: ModelPort;
   tools?: ToolPort;
+  /** A replay's: the original run's journal, which answers its turns, calls, decisions and subagents. */
+  replay?: ReplayPort;
   /** Charges priced turns (absent: a priced turn fails `metering_unavailable`). */
   meter?: UsageMeter;
   /** Tracing on: each model call is a `chat` span. */
@@ -34,9 +46,11 @@ export interface AgentAttemptDeps {
  */
 export async function runAgentAttempt(deps: AgentAttemptDeps, request: ExecuteRequest, signal: AbortSignal): Promise<Record<string, unknown> | undefined> {
   const fence = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch };
-  const { models, tools } = deps;
-  if (!models || !tools || request.replay_of) {
-    const message = request.replay_of ? "a replay of an agent node is not supported yet" : "this node has no model or tool gateway";
+  const replay = request.replay_of ? deps.replay : undefined;
+  const models = replay ? replayedModels(replay, request) : deps.models;
+  const tools = replay ?? (request.replay_of ? undefined : deps.tools);
+  if (!models || !tools) {
+    const message = request.replay_of ? "this node cannot read the original run of a replay" : "this node has no model or tool gateway";
     return { ...fence, outcome: "failed", error: { code: "model_gateway_unavailable", message, retryable: !request.replay_of } };
   }
   const timer = setTimeout(() => deps.abort("timeout"), request.timeout_ms);
@@ -61,6 +75,7 @@ export async function runAgentAttempt(deps: AgentAttemptDeps, request: ExecuteRe
           ),
         callTool: (call) => deps.callTool(call),
         child: (call) => ask({ type: "effect.child" as const, ...fenceOf(request), ...call }, `child/${call.key}/${request.attempt}/${request.lease_epoch}`),
+        ...(replay ? replayedDecisions(replay, request) : {}),
         receipt: async (receipt, cost_cents) => {
           const answer = await ask(
             { type: "effect.receipt" as const, ...fenceOf(request), receipt, ...(cost_cents ? { cost_cents } : {}) },
@@ -69,7 +84,8 @@ export async function runAgentAttempt(deps: AgentAttemptDeps, request: ExecuteRe
           return answer?.outcome === "recorded";
         },
         beat: () => deps.heartbeat(),
-        ...(deps.meter ? { meter: turnMeter(deps, request, deps.meter) } : {}),
+        // A replay spends nothing: its turns are the original's.
+        ...(deps.meter && !replay ? { meter: turnMeter(deps, request, deps.meter) } : {}),
         delta: (turn, text) => deltas.push(turn, text),
         streamed: () => deltas.flush(),
         now: () => deps.now(),
@@ -88,6 +104,45 @@ export async function runAgentAttempt(deps: AgentAttemptDeps, request: ExecuteRe
     clearTimeout(timer);
     clearInterval(beats);
   }
+}
+
+/**
+ * A replay's model: turn _n_ (the conversation holds _n_ answers) is the response its original
+ * stored for the same node and turn; one it never stored is a divergence (`replay_diverged`).
+ */
+function replayedModels(replay: ReplayPort, r: ExecuteRequest): ModelPort {
+  return {
+    async complete(_tenant: string, _model: string, request: ModelRequest): Promise<TurnOutcome> {
+      const turn = request.messages.filter((m) => m.role === "assistant").length;
+      const stored = await replay.recorded(`${r.run}:${r.node}:turn${turn}`);
+      const response = stored?.state === "observed" ? ModelResponseSchema.safeParse(stored.value) : undefined;
+      if (response?.success) return { outcome: "ok", response: response.data };
+      return { outcome: "failed", failure: { code: "replay_diverged", message: `turn ${turn} of ${r.node} has no stored response in run ${r.replay_of}` } };
+    },
+  };
+}
+
+/**
+ * A replay's gated proposals and subagents, as its original's journal has them: a proposal is
+ * gated where the original asked a person at that turn, and decided as that person did; a
+ * subagent's end is the one the original stored (no child run is started).
+ */
+function replayedDecisions(replay: ReplayPort, r: ExecuteRequest): Pick<AgentStepDeps, "gated" | "gate" | "child"> {
+  return {
+    gated: async (turn, server, tool) => (await replay.turnDecided(r.node, turn, server, tool)) !== undefined,
+    gate: async ({ turn, server, tool }) => {
+      const decided = await replay.turnDecided(r.node, turn, server, tool);
+      if (decided?.decision === "approved" || decided?.decision === "edited") return { outcome: "approved", arguments: decided.arguments };
+      if (decided?.decision === "rejected") return { outcome: "rejected", by: decided.by ?? null, ...(decided.reason ? { reason: decided.reason } : {}) };
+      // Expired in the original: nobody may decide it now.
+      return { outcome: "needs_approval" };
+    },
+    child: async ({ key }) => {
+      const ended = await replay.recorded(key);
+      if (ended?.state === "observed") return { outcome: "observed", value: ended.value };
+      return { outcome: "refused", code: "replay_diverged", message: `${key} has no stored end in run ${r.replay_of}` };
+    },
+  };
 }
 
 /** The usage meter as an agent's turns use it: its run tree, under the tree's ceiling, on this node's clock. */

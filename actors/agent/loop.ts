@@ -64,6 +64,8 @@ export interface AgentStepDeps {
    * step: this attempt ends), or `refused` with a code.
    */
   child?(call: { key: string; workflow: string; input: unknown; turn: number; cost_ceiling_cents?: number }): Promise<ChildAnswer>;
+  /** Whether a proposal of turn `turn` asks a person first (absent: as the definition's `approvals` say; a replay: as its original's journal does). */
+  gated?(turn: number, server: string, tool: string, cls: ToolClass): Promise<boolean>;
   /** Keeps the attempt's lease alive between turns. */
   beat(): void;
   /** Each piece of text the model streams while turn `turn` is asked (live only, never journaled; absent: not sent). */
@@ -153,6 +155,7 @@ export async function runAgent(deps: AgentStepDeps, request: ExecuteRequest, sig
       input_schema: { type: "object" },
     });
   }
+  const manifest = manifestOf(spec, listed);
   const messages: ModelMessage[] = [
     { role: "system", content: spec.instructions },
     { role: "user", content: taskText(request.input) },
@@ -164,7 +167,7 @@ export async function runAgent(deps: AgentStepDeps, request: ExecuteRequest, sig
     if (turn >= spec.max_turns) return fail("limit_reached", `max_turns (${spec.max_turns}) reached before a final answer`);
     const left = spec.max_tokens !== undefined ? spec.max_tokens - tokens : undefined;
     if (left !== undefined && left <= 0) return fail("limit_reached", `max_tokens (${spec.max_tokens}) spent before a final answer`);
-    const got = await takeTurn(deps, request, spec, fence, turn, messages, listed.tools, left, signal);
+    const got = await takeTurn(deps, request, spec, fence, { turn, manifest }, messages, listed.tools, left, signal);
     if ("outcome" in got) return got;
     const response = got.response;
     deps.beat();
@@ -201,7 +204,7 @@ export async function runAgent(deps: AgentStepDeps, request: ExecuteRequest, sig
         continue;
       }
       const { server, tool } = target;
-      const gated = gatedBy(request.gate, server, tool, target.class);
+      const gated = deps.gated ? await deps.gated(turn, server, tool, target.class) : gatedBy(request.gate, server, tool, target.class);
       if (gated && asked) {
         messages.push({ role: "tool", tool_call_id: proposed.id, content: SUPERSEDED, is_error: true });
         continue;
@@ -243,7 +246,7 @@ async function takeTurn(
   request: ExecuteRequest,
   spec: PlanAgent,
   fence: Record<string, unknown>,
-  turn: number,
+  { turn, manifest }: { turn: number; manifest: string },
   messages: ModelMessage[],
   tools: ModelTool[],
   left: number | undefined,
@@ -257,6 +260,13 @@ async function takeTurn(
   if (asked?.outcome === "observed") {
     const stored = ModelResponseSchema.safeParse(asked.value);
     if (!stored.success) return fail("corrupt_record", `turn ${turn}'s stored response is not a model response`);
+    // A turn answered with other tools or another model is no checkpoint to go on from (G4). A turn stored before manifests were kept names none.
+    const made = StoredManifest.safeParse(asked.value);
+    if (made.success && made.data.manifest !== undefined && made.data.manifest !== manifest)
+      return fail(
+        "checkpoint_mismatch",
+        `turn ${turn} was answered with other tools or another model (manifest ${made.data.manifest.slice(0, 12)}, now ${manifest.slice(0, 12)}): the agent does not go on from it`,
+      );
     return { response: stored.data };
   }
   if (asked?.outcome !== "recorded" && asked?.outcome !== "reconcile") return { outcome: "stopped", reason: asked?.outcome ?? "not_decided_here" };
@@ -320,7 +330,8 @@ async function takeTurn(
     const settled = await deps.meter!.settle(key, reserved, cost).catch(unavailable);
     if (settled.outcome === "unavailable") cost = reserved;
   }
-  if (!(await deps.receipt({ key, state: "observed", value: response, at: deps.now() }, cost))) return { outcome: "stopped", reason: "receipt_refused" };
+  if (!(await deps.receipt({ key, state: "observed", value: { ...response, manifest }, at: deps.now() }, cost)))
+    return { outcome: "stopped", reason: "receipt_refused" };
   return { response };
 }
 
@@ -400,6 +411,19 @@ async function toolsOf(
     });
   }
   return { tools, byName };
+}
+
+/** The manifest a turn's stored response carries (absent in one stored before manifests were kept). */
+const StoredManifest = z.object({ manifest: z.string().optional() });
+
+/**
+ * What the agent's turns are answered with beyond the run's pinned plan (G4): the model, and every
+ * tool as the model sees it (name, description, input schema) with the class the gateway gives it.
+ * A stored turn carries it; a new attempt that finds another refuses to go on from that turn.
+ */
+function manifestOf(spec: PlanAgent, listed: { tools: ModelTool[]; byName: Map<string, { server: string; tool: string; class: ToolClass }> }): string {
+  const classes = [...listed.byName].map(([name, t]) => [name, t.class]);
+  return sha256Hex(canonicalJson({ model: spec.model, tools: listed.tools, classes }));
 }
 
 /** The task the model is given: a string as is, anything else as JSON. */

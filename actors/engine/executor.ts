@@ -300,6 +300,7 @@ export class StepExecutor {
         ...(tools ? { tools } : {}),
         ...(meter ? { meter } : {}),
         ...(spans ? { spans } : {}),
+        ...(request.replay_of && this.deps.replay ? { replay: this.deps.replay.of(request.replay_of, request.run) } : {}),
         callTool: (call) => this.callTool(request, key, call),
         bounded: (output) => this.bounded(request, output),
         heartbeat: () => this.heartbeat(ref),

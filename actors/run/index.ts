@@ -18,7 +18,7 @@ export {
   type ToolPort,
 } from "./tool-calls.js";
 export { callThroughJournal, fenceOf, refsWritten, settleCall, type BoundedRef, type ToolAnswer, type ToolCall } from "./tool-step.js";
-export { ReplayTools } from "./replay-tools.js";
+export { ReplayTools, type ReplayPort } from "./replay-tools.js";
 export { compareTrajectories, readTrajectory, type TrajectoryLine } from "./trajectory.js";
 export { APPROVALS_BUCKET, awaitedInboxItem, getInboxItem, INBOX_PAGE_MAX, listInbox } from "./approvals.js";
 export { listReconciliations, RECONCILE_BUCKET } from "./reconciliations.js";

@@ -16,6 +16,10 @@ interface Recorded {
 /** The tool port of a replay, and the decisions it follows on its gated calls. */
 export interface ReplayPort extends ToolPort {
   decided(node: string, server: string, tool: string): Promise<JournaledDecision | undefined>;
+  /** The receipt the original stored under the same key (the replay's own run id in `key`): an agent's turn, a subagent's end. */
+  recorded(key: string): Promise<Receipt | undefined>;
+  /** The decision on an agent's gated proposal of turn `turn`. */
+  turnDecided(node: string, turn: number, server: string, tool: string): Promise<JournaledDecision | undefined>;
 }
 
 /** A key without its run: `<step path>:<call hash>`. */
@@ -50,6 +54,8 @@ export class ReplayTools {
   of(original: string, replay: string): ReplayPort {
     return {
       decided: async (node, server, tool) => (await this.read(original)).decisions.get(gateToken(node, server, tool)),
+      recorded: async (key) => (await this.read(original)).receipts.get(callOf(key, replay)),
+      turnDecided: async (node, turn, server, tool) => (await this.read(original)).decisions.get(`${node}:turn${turn}:approval.${server}/${tool}`),
       lookup: async (_tenant, server, tool) => {
         const r = await this.read(original);
         for (const f of r.intents.values()) if (f.server === server && f.tool === tool) return { outcome: "found", class: f.class };

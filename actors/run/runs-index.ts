@@ -91,8 +91,6 @@ export interface IndexPage {
 /** Reads the index. Every read goes to a direct-get responder (any replica): a page may lag a write by a moment. */
 export class RunIndex {
   private jsm: JetStreamManager | undefined;
-  /** Direct-get batch requests made (for tests: what a page costs). */
-  requests = 0;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -142,7 +140,6 @@ export class RunIndex {
     let pending = 0;
     /** A run this page has no room for was read: the next page starts at it. */
     let leftAt: number | undefined;
-    this.requests++;
     try {
       const batch = await jsm.direct.getBatch(stream, { seq, next_by_subj: filter, batch: part === "m" ? Math.max(want, LIVE_BATCH) : want } as never);
       for await (const m of batch) {

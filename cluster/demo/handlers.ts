@@ -2,16 +2,19 @@ import { appendFileSync } from "node:fs";
 import { RetryableError, type Handler } from "../../runtime/pool/handler-api.js";
 
 /**
- * The demo's step handlers. Each appends one line per invocation to RUNWAY_DEMO_LEDGER (when
- * set), a file outside the node, so the demo can show that no completed step ran twice.
+ * The demo's step handlers, which the soak loads too (its steps are `work`). Each appends one line
+ * per invocation, `<run> <step> <attempt> <ms since the epoch> <node>`, to RUNWAY_LEDGER (when
+ * set; the node is RUNWAY_LEDGER_NODE, else `-`), a file outside the node, before it works: so
+ * the demo and the soak can tell a step that ran again after its result was committed, and where.
  */
 function record(ctx: { runId: string; stepId: string; attempt: number }): void {
-  const ledger = process.env.RUNWAY_DEMO_LEDGER;
-  if (ledger) appendFileSync(ledger, `${ctx.runId} ${ctx.stepId} ${ctx.attempt}\n`);
+  const ledger = process.env.RUNWAY_LEDGER;
+  if (ledger) appendFileSync(ledger, `${ctx.runId} ${ctx.stepId} ${ctx.attempt} ${Date.now()} ${process.env.RUNWAY_LEDGER_NODE ?? "-"}\n`);
 }
 
 const pause = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve, reject) => {
+    if (signal.aborted) return reject(new Error("aborted"));
     const t = setTimeout(resolve, ms);
     signal.addEventListener(
       "abort",
@@ -60,5 +63,12 @@ export const handlers: Record<string, Handler> = {
   },
   async noop() {
     return null;
+  },
+  /** Works `input.ms` (default 30) and answers which step and attempt it was: every step of the soak's workload. */
+  async work(ctx) {
+    record(ctx);
+    const input = ctx.input as { ms?: number } | null;
+    await pause(typeof input?.ms === "number" ? input.ms : 30, ctx.signal);
+    return { step: ctx.stepId, attempt: ctx.attempt };
   },
 };

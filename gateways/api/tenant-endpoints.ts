@@ -5,7 +5,7 @@ import type { TenantService } from "./tenant-service.js";
 
 /** `tenant.get|put` (a tenant's own) and the operators' `ops.tenants.put|list|kill|drain|resume`. */
 export function addTenantEndpoints(service: MicroService, endpoint: TenantEndpoint, tenants: TenantService): void {
-  endpoint("tenant_get", "tenant.get", requests.tenantGet, async (t) => ({ outcome: "found", tenant: await tenants.get(t) }));
+  endpoint("tenant_get", "tenant.get", requests.tenantGet, async (t) => ({ outcome: "found", tenant: await tenants.show(t) }));
   endpoint("tenant_put", "tenant.put", requests.tenantPut, (t, b) => tenants.put(t, b.settings));
   service.addEndpoint("tenants_put", {
     subject: "runway.v1.ops.tenants.put",

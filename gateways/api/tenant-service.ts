@@ -1,7 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { isTenantId, TenantIdSchema, tenantView, upgradeTenant, type TenantAnswer, type TenantView } from "../../machines/index.js";
+import { isTenantId, TenantIdSchema, tenantView, upgradeTenant, utcDay, type TenantAnswer, type TenantView } from "../../machines/index.js";
 import { answerOf, readActor, RunwayFault, type ActorHost, type AnswerTo, type MailboxClient } from "../../runtime/index.js";
-import { actorIdsIn, listMembers, randomDeliveryId, TENANT_KIND, TENANT_RECORD, type TenantTypes } from "../../actors/index.js";
+import { actorIdsIn, listMembers, randomDeliveryId, TENANT_KIND, TENANT_RECORD, UsageMeter, type TenantTypes } from "../../actors/index.js";
 import { askActor, type AskAnswer } from "./ask.js";
 
 /** What the scheduler needs of a tenant, refreshed at most once a second. */
@@ -59,7 +59,11 @@ export class TenantService {
     this.listeners.push(listener);
   }
 
-  constructor(private readonly deps: { nc: NatsConnection; partitions: number; mailbox: MailboxClient; host?: ActorHost; now(): number }) {}
+  private readonly meter: UsageMeter;
+
+  constructor(private readonly deps: { nc: NatsConnection; partitions: number; mailbox: MailboxClient; host?: ActorHost; now(): number }) {
+    this.meter = new UsageMeter(deps.nc);
+  }
 
   private async command<K extends keyof TenantTypes["answers"]>(
     id: string,
@@ -84,11 +88,25 @@ export class TenantService {
     if (read.outcome === "missing") return undefined;
     const snapshot = read.snapshot;
     if (!snapshot.context || snapshot.value === "new") return undefined;
-    const view = tenantView(snapshot.context);
+    const view = tenantView(snapshot.context, this.deps.now());
     const first = !this.known.has(id);
     this.known.set(id, { view, at: this.deps.now() });
     if (first) for (const l of this.listeners) l(id);
     return view;
+  }
+
+  /**
+   * The tenant as `tenant.get` answers it: its view at today's UTC day, with `spent_cents`, what
+   * its runs spent today on the meter (the figure admission checks against the day budget, beside
+   * `reserved_cents`). One meter read more than `get`, so only for callers who asked.
+   */
+  async show(id: string): Promise<(TenantView & { spent_cents: number }) | undefined> {
+    const view = await this.get(id);
+    if (!view) return undefined;
+    const spent = await this.meter.spentOn(id, utcDay(this.deps.now())).catch((err: unknown) => {
+      throw new RunwayFault("store_unavailable", `tenant ${id}: ${String(err)}`, { kind: "retryable" });
+    });
+    return { ...view, spent_cents: spent };
   }
 
   async exists(id: string): Promise<boolean> {

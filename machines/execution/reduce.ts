@@ -1,7 +1,7 @@
 import { onIntent, onReceipt, onSettle, onTask, pollTask, recordReceipt } from "./intents.js";
 import { onSignal, onSignalTimeout } from "./signals.js";
 import { expireApproval, onDecide, onGate, onInput } from "./approvals.js";
-import { onChildCall, settleSubagent } from "./subagents.js";
+import { onChildCall, onChildSettled } from "./subagents.js";
 import {
   ADMISSION,
   closeAdmission,
@@ -15,7 +15,7 @@ import {
 import { cancelRequested, holdUnknown, onCancel, onLateReceipt, onLateResult, settleUnderCancel } from "./cancel.js";
 import { queuedLifecycle, type RunOpEvent } from "../run/index.js";
 import { applyStepOp, type StepError } from "../step/index.js";
-import { childCodeAtParent, isCeilingReason, isPlatformStop, planIndex, validateAgainstSchema } from "../workflow/index.js";
+import { planIndex, validateAgainstSchema } from "../workflow/index.js";
 import {
   expireLease,
   holderOf,
@@ -33,7 +33,7 @@ import {
 import { fail, holdersOf, METRICS_CHANNEL, move, PLATFORM_RETRIES, publish, runSummary, succeed, type Draft, type Effect } from "./draft.js";
 import { admitItems, askExpansion, releaseExpansions } from "./expansion.js";
 import { advance, ceilingStop, finish, stopNodes } from "./progression.js";
-import { ceilingDrain, wallHit } from "./ceilings.js";
+import { wallHit } from "./ceilings.js";
 import { sweepPlan } from "./sweep.js";
 import { draftMap, sealDrafts } from "./items.js";
 import { RUN_CONTEXT_VERSION, type ExecutionContext, type ExecutionEvent, type MapRun, type NodeRun, type RunContext, type RunMemory } from "./types.js";
@@ -103,7 +103,7 @@ export const decisions = {
   result: (c: ExecutionContext, e: On<"step.result">) => decide(c, e, (d) => onResult(d, e)),
   heartbeat: (c: ExecutionContext, e: On<"step.heartbeat">) => decide(c, e, (d) => onHeartbeat(d, e)),
   timer: (c: ExecutionContext, e: On<"timer.fired">) => decide(c, e, (d) => onTimer(d, e)),
-  child: (c: ExecutionContext, e: On<"child.settled">) => decide(c, e, (d) => onChild(d, e)),
+  child: (c: ExecutionContext, e: On<"child.settled">) => decide(c, e, (d) => onChildSettled(d, e)),
   cancel: (c: ExecutionContext, e: On<"run.cancel">) => decide(c, e, (d) => onCancel(d, e.reason, e.by)),
   recover: (c: ExecutionContext, e: On<"run.recover">) => decide(c, e, (d) => onRecover(d, e.alive ?? [])),
   admitted: (c: ExecutionContext, e: On<"run.admitted">) => decide(c, e, begin),
@@ -311,43 +311,6 @@ function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>):
   } else {
     offer(d, node, n, undefined);
   }
-  advance(d);
-}
-
-/**
- * A child's end settles its node. A child that ended under a platform stop carries its code
- * across: its parent stops too. A child's ceiling travels in a field, never in its code: one that
- * succeeded partially leaves its node succeeded and marks the run; one that stopped before any
- * work stops its node and is a ceiling of the run (whatever `continue_on_error` says).
- */
-function onChild(d: Draft, e: Extract<ExecutionEvent, { type: "child.settled" }>): void {
-  const n = d.run.nodes[e.node]!;
-  if (n.subagent) {
-    // An agent's subagent ended: whatever its status, it is the call's result, which the model reads.
-    settleSubagent(d, e);
-    offer(d, d.byId.get(e.node)!, n, undefined);
-    return advance(d);
-  }
-  const mark = e.status === "failed" ? e.error?.partial_reason : undefined;
-  // How the child's failure reads here (stops.ts): a platform stop (or a start its gate could not
-  // decide) stops this node whatever it declares; a refused start is `start_refused`; any other,
-  // `child_failed`. The child's own code rides beside it, as the node error's `error_code` (C048).
-  const code = e.status === "failed" ? childCodeAtParent(e.error?.code) : undefined;
-  const own = e.error?.code !== undefined ? { error_code: e.error.code } : {};
-  const message = `child run ${e.child}: ${e.error?.message ?? e.status}`;
-  if (e.status === "succeeded") {
-    succeed(d, e.node, e.result ?? null);
-    if (isCeilingReason(e.partial_reason)) d.run.nodes[e.node]!.partial_reason = e.partial_reason;
-  } else if (isPlatformStop(code)) fail(d, e.node, { code, message, ...own });
-  else if (isCeilingReason(mark)) {
-    fail(d, e.node, { code: mark, message, partial_reason: mark, ...own });
-    ceilingDrain(d, `child run ${e.child}'s ${mark} (node ${e.node})`, mark);
-  } else
-    fail(d, e.node, {
-      code: code ?? "child_cancelled",
-      message: e.error?.message ?? `child run ${e.child} ${e.status}`,
-      ...own,
-    });
   advance(d);
 }
 

@@ -1,7 +1,9 @@
-import { parkAttempt } from "./attempts.js";
-import { MAX_DEPTH, publish, type Draft } from "./draft.js";
+import { childCodeAtParent, isCeilingReason, isPlatformStop } from "../workflow/index.js";
+import { offer, parkAttempt } from "./attempts.js";
+import { ceilingDrain } from "./ceilings.js";
+import { fail, MAX_DEPTH, publish, succeed, type Draft } from "./draft.js";
 import { isAgentNode } from "./gates.js";
-import { sendChildCreate } from "./progression.js";
+import { advance, sendChildCreate } from "./progression.js";
 import type { ExecutionEvent } from "./types.js";
 
 /**
@@ -10,6 +12,7 @@ import type { ExecutionEvent } from "./types.js";
  * cancel of a tree). The call is an effect keyed like a tool call (`<run>:<node>:turn<i>:<hash>`):
  * the child is started once, the agent's step parks while it runs (no worker held), and the
  * child's end is stored as the call's receipt, so every later attempt reads it from the journal.
+ * Here too the end of any child run (`child.settled`), a subagent's or a subworkflow node's.
  */
 
 type On<T extends ExecutionEvent["type"]> = Extract<ExecutionEvent, { type: T }>;
@@ -63,7 +66,7 @@ export function onChildCall(d: Draft, e: On<"effect.child">): void {
 }
 
 /** The subagent's child run ended: its outcome is the call's receipt, and the agent's step is offered again. */
-export function settleSubagent(d: Draft, e: On<"child.settled">): void {
+function settleSubagent(d: Draft, e: On<"child.settled">): void {
   const n = d.run.nodes[e.node]!;
   const call = n.subagent!;
   const value: SubagentOutcome =
@@ -75,4 +78,41 @@ export function settleSubagent(d: Draft, e: On<"child.settled">): void {
   publish(d, "effect_observed", { node: e.node, key: call.key, server: "agent", tool: call.workflow });
   delete n.subagent;
   delete n.child;
+}
+
+/**
+ * A child's end settles its node. A child that ended under a platform stop carries its code
+ * across: its parent stops too. A child's ceiling travels in a field, never in its code: one that
+ * succeeded partially leaves its node succeeded and marks the run; one that stopped before any
+ * work stops its node and is a ceiling of the run (whatever `continue_on_error` says).
+ */
+export function onChildSettled(d: Draft, e: On<"child.settled">): void {
+  const n = d.run.nodes[e.node]!;
+  if (n.subagent) {
+    // An agent's subagent ended: whatever its status, it is the call's result, which the model reads.
+    settleSubagent(d, e);
+    offer(d, d.byId.get(e.node)!, n, undefined);
+    return advance(d);
+  }
+  const mark = e.status === "failed" ? e.error?.partial_reason : undefined;
+  // How the child's failure reads here (stops.ts): a platform stop (or a start its gate could not
+  // decide) stops this node whatever it declares; a refused start is `start_refused`; any other,
+  // `child_failed`. The child's own code rides beside it, as the node error's `error_code` (C048).
+  const code = e.status === "failed" ? childCodeAtParent(e.error?.code) : undefined;
+  const own = e.error?.code !== undefined ? { error_code: e.error.code } : {};
+  const message = `child run ${e.child}: ${e.error?.message ?? e.status}`;
+  if (e.status === "succeeded") {
+    succeed(d, e.node, e.result ?? null);
+    if (isCeilingReason(e.partial_reason)) d.run.nodes[e.node]!.partial_reason = e.partial_reason;
+  } else if (isPlatformStop(code)) fail(d, e.node, { code, message, ...own });
+  else if (isCeilingReason(mark)) {
+    fail(d, e.node, { code: mark, message, partial_reason: mark, ...own });
+    ceilingDrain(d, `child run ${e.child}'s ${mark} (node ${e.node})`, mark);
+  } else
+    fail(d, e.node, {
+      code: code ?? "child_cancelled",
+      message: e.error?.message ?? `child run ${e.child} ${e.status}`,
+      ...own,
+    });
+  advance(d);
 }

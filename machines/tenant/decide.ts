@@ -51,9 +51,13 @@ export function newTenant(id: string): TenantContext {
   };
 }
 
-/** A tenant as answers show it, from its stored context (either form). */
-export function tenantView(stored: TenantContext | TenantContextV1): TenantView {
-  const c = upgrade(stored);
+/**
+ * A tenant as answers show it, from its stored context (either form). Given `now`, seen at that
+ * day as `atDay` rolls it: a record last written on an earlier UTC day shows today with no starts
+ * and no reservations, not the figures of the day it was written.
+ */
+export function tenantView(stored: TenantContext | TenantContextV1, now?: number): TenantView {
+  const c = now === undefined ? upgrade(stored) : atDay(upgrade(stored), now);
   return {
     id: c.id,
     state: c.state,

@@ -292,6 +292,9 @@ describe.skipIf(!CHROMIUM)("the web console in Chromium", () => {
     expect((await world.client.decide(pending.approval, "reject", { reason: "screenshot taken", by: "test" })).outcome).toBe("decided");
     await page.goto(`${base}#/tenants`);
     await page.locator('#tenants tr[data-tenant="t1"]').waitFor();
+    // The day's money from tenant.get: spent (the meter), reserved, the day budget.
+    expect(await page.locator('#tenants tr[data-tenant="t1"] td[data-money="spent"]').textContent()).toMatch(/^\d+$/);
+    expect(await page.locator('#tenants tr[data-tenant="t1"] td[data-money="reserved"]').textContent()).toMatch(/^\d+$/);
     await shot(page, "tenants");
     await page.goto(`${base}#/cluster`);
     // Every node answers ops.nodes: here one, owning all 32 partitions.

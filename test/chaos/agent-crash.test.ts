@@ -2,7 +2,7 @@ import { expect, it } from "vitest";
 import { RunwayClient } from "../../cluster/client.js";
 import { waitFor } from "../harness/index.js";
 import { startEffectsServer } from "../fixtures/mcp/start.js";
-import { startModelFake } from "../fixtures/models/start.js";
+import { startModelFake, type ModelFakeHandle } from "../fixtures/models/start.js";
 import { finished, singleServerWorld, startWorkflowNode } from "./node-process.js";
 import type { RunAnswer } from "../integration/workflow-support.js";
 
@@ -24,7 +24,17 @@ const definition = {
   ],
 };
 
-it("SIGKILL of the node after turn 2's tool intent and before its receipt: after the restart no recorded turn is requested again (the fake server's counter) and the tool's effect happened once", async () => {
+/**
+ * The system block of each model request the fake received. C029, C079, C132 (adapt): Runway has no
+ * context builder; the system block is the node's pinned instructions, the same in every request,
+ * so a resume, a crash or an approval rebuilds nothing and no segment's block can differ.
+ */
+async function systemBlocks(fake: ModelFakeHandle): Promise<unknown[]> {
+  const { requests } = (await fake.requests()) as { requests: { body: { messages: { role: string; content?: unknown }[] } }[] };
+  return requests.map((r) => r.body.messages.find((m) => m.role === "system")?.content);
+}
+
+it("C079 SIGKILL of the node after turn 2's tool intent and before its receipt: after the restart no recorded turn is requested again (the fake server's counter), the tool's effect happened once, and the system block is the one it was (nothing rebuilt)", async () => {
   const fx = await startEffectsServer({ http: true });
   // Turn 2 proposes a charge that applies its effect at once, then takes 20 s to answer: the node dies in between.
   const openai = await startModelFake("openai", [
@@ -58,6 +68,7 @@ it("SIGKILL of the node after turn 2's tool intent and before its receipt: after
     expect(done.result).toEqual({ ask: "Charged acme 7." });
     // The new attempt read turns 0–2 from the journal: only turn 3 was asked.
     expect((await openai.requests()).count).toBe(4);
+    expect(await systemBlocks(openai)).toEqual(Array(4).fill(definition.nodes[0]!.instructions));
     // The charge's outcome was looked up by its effect key (found), never made again.
     expect(fx.counts().effects.charge).toBe(1);
     expect(fx.counts().calls.charge).toBe(1);
@@ -78,7 +89,7 @@ it("SIGKILL of the node after turn 2's tool intent and before its receipt: after
   }
 }, 120_000);
 
-it("C077 38.3 SIGKILL of the node while its agent is parked on a gated proposal: after the restart the run still waits on the one inbox item, the model is not asked for the turn again, and the edited call is made once", async () => {
+it("C077 C029 C132 38.3 SIGKILL of the node while its agent is parked on a gated proposal: after the restart the run still waits on the one inbox item, the model is not asked for the turn again, the edited call is made once, and the turn after the approval has the same system block (nothing rebuilt)", async () => {
   const fx = await startEffectsServer({ http: true });
   const openai = await startModelFake("openai", [
     {
@@ -133,6 +144,7 @@ it("C077 38.3 SIGKILL of the node while its agent is parked on a gated proposal:
     expect(done.result).toEqual({ ask: "Charged acme 7." });
     // Turn 0 was read from the journal: only turn 1 was asked. Each effect happened once; the charge with the edit.
     expect((await openai.requests()).count).toBe(2);
+    expect(await systemBlocks(openai)).toEqual(Array(2).fill(definition.nodes[0]!.instructions));
     expect(fx.counts().effects.set_value).toBe(1);
     expect(fx.counts().calls.charge).toBe(1);
     const charged = Object.entries(fx.counts().values).filter(([k]) => k.startsWith(`charge:${id}:`));
@@ -181,6 +193,43 @@ it("38.3 SIGKILL of the node after an approved gated call was made, while the ne
     expect(await listed()).toEqual([]);
     const lines = (await client.trajectory(id)).lines as { kind: string; tool?: string; arguments?: unknown }[];
     expect(lines.filter((l) => l.kind === "tool_call").map((l) => [l.tool, l.arguments])).toEqual([["charge", { account: "acme", amount: 5 }]]);
+    await node.kill("SIGTERM");
+  } finally {
+    await fx.stop();
+    await openai.stop();
+  }
+}, 120_000);
+
+it("C086 a crash gives an agent no fresh allowance: after a SIGKILL during turn 1, the recorded turn counts, the re-asked one counts once, and max_turns (3) stops it after turn 2", async () => {
+  const fx = await startEffectsServer({ http: true });
+  const set = (value: string) => ({
+    reply: { tool_calls: [{ name: "fx__set_value", arguments: { key: "c086", value } }], usage: { input_tokens: 10, output_tokens: 5 } },
+  });
+  // The fake answers requests in order: #2 (turn 1) takes 20 s and the node dies in it; #3 is turn 1 asked again.
+  const openai = await startModelFake("openai", [set("0"), { ...set("1"), delay_ms: 20_000 }, set("1"), set("2"), { reply: { text: "never asked" } }]);
+  try {
+    let node = await startWorkflowNode(world, "agent-c086");
+    const client = new RunwayClient(world.nc, "c086");
+    await client.createTenant("c086");
+    expect((await client.putToolServer({ name: "fx", transport: { type: "http", url: fx.url }, trusted: true })).outcome).toBe("saved");
+    expect((await client.putModelProvider({ name: "oa", kind: "openai", base_url: openai.baseUrl })).outcome).toBe("created");
+    const capped = { ...definition, name: "agent-c086", nodes: [{ ...definition.nodes[0]!, max_turns: 3 }] };
+    expect((await client.putDefinition(capped)).outcome).toBe("published");
+    const id = ((await client.startRun({ definition: "agent-c086" })).run as RunAnswer).id;
+
+    await waitFor(async () => ((await openai.requests()).count >= 2 ? true : undefined), { timeoutMs: 30_000, describe: "turn 1 to be asked" });
+    await node.kill("SIGKILL");
+    node = await startWorkflowNode(world, "agent-c086");
+    const done = await finished(client, id);
+    expect(done.status, JSON.stringify(done)).toBe("failed");
+    const events = (await client.runEvents(id)).events as { type: string; error?: { code: string; message: string } }[];
+    const failed = events.find((e) => e.type === "step_failed");
+    expect(failed?.error?.code).toBe("limit_reached");
+    expect(failed?.error?.message).toMatch(/max_turns \(3\)/);
+    // Turn 0 once, turn 1 twice (the one in flight at the kill is asked again: what a crash can cost), turn 2 once; no fourth turn.
+    expect((await openai.requests()).count).toBe(4);
+    const lines = (await client.trajectory(id)).lines as { kind: string; turn?: number }[];
+    expect(lines.filter((l) => l.kind === "model_turn").map((l) => l.turn)).toEqual([0, 1, 2]);
     await node.kill("SIGTERM");
   } finally {
     await fx.stop();

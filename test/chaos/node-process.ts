@@ -1,8 +1,9 @@
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { readFence } from "../../runtime/store/partition-log.js";
-import { RUNWAY_USER, spawnTsx, startServer, waitFor, type ChildHandle, type NatsServerHandle } from "../harness/index.js";
+import { repoRoot, RUNWAY_USER, spawnTsx, startServer, waitFor, type ChildHandle, type NatsServerHandle } from "../harness/index.js";
 import type { RunwayClient } from "../../cluster/client.js";
 import type { RunAnswer } from "../integration/workflow-support.js";
 
@@ -54,23 +55,27 @@ export function singleServerWorld(): { readonly server: NatsServerHandle; readon
   return world;
 }
 
-const cliPath = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
-const fixtureHandlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
+/** How `spawnWorkflowNode` starts a node, beyond its name. */
+export interface WorkflowNodeOptions {
+  /** Shortens its partition leases so another node takes over soon after a SIGKILL. */
+  leaseTtlMs?: number;
+  /** Flags after the others (`--http-port 0`, …). */
+  extra?: readonly string[];
+  /** Added to its environment (RUNWAY_LOG is `warn` unless set here). */
+  env?: Record<string, string>;
+  /** Another checkout (an older version): its cli and fixture handlers, run with it as the working directory. */
+  tree?: string;
+}
 
 /**
  * `runway node` with the fixture handlers in its own process on the server at `serverUrl`, pushed
- * onto `children` (killed at the end of the file); `leaseTtlMs` shortens its partition leases so
- * another node takes over soon after a SIGKILL; `extra` flags follow. Not waited for.
+ * onto `children` (killed at the end of the file). Not waited for.
  */
-export function spawnWorkflowNode(
-  serverUrl: string,
-  children: ChildHandle[],
-  name: string,
-  options: { leaseTtlMs?: number; extra?: readonly string[] } = {},
-): ChildHandle {
+export function spawnWorkflowNode(serverUrl: string, children: ChildHandle[], name: string, options: WorkflowNodeOptions = {}): ChildHandle {
+  const tree = options.tree ?? repoRoot;
   const lease = options.leaseTtlMs === undefined ? [] : ["--lease-ttl-ms", String(options.leaseTtlMs)];
   const child = spawnTsx(
-    cliPath,
+    join(tree, "cluster/cli.ts"),
     [
       "node",
       "--servers",
@@ -82,11 +87,11 @@ export function spawnWorkflowNode(
       "--name",
       name,
       "--handlers",
-      fixtureHandlers,
+      join(tree, "test/fixtures/handlers.ts"),
       ...lease,
       ...(options.extra ?? []),
     ],
-    { name, env: { RUNWAY_LOG: "warn" } },
+    { name, env: { RUNWAY_LOG: "warn", ...options.env }, ...(options.tree !== undefined ? { cwd: options.tree } : {}) },
   );
   children.push(child);
   return child;

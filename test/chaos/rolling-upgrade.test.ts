@@ -7,7 +7,7 @@ import { RunwayClient } from "../../cluster/client.js";
 import { actorRecordCodec, kvSubject, partitionBucket, partitionOf, partitionStream, readLast, type ActorRecord } from "../../runtime/index.js";
 import { DEFAULT_TOPOLOGY } from "../../runtime/topology.js";
 import { RECORD_VERSIONS } from "../../actors/records/index.js";
-import { repoRoot, RUNWAY_USER, spawnTsx, waitFor, type ChildHandle } from "../harness/index.js";
+import { repoRoot, waitFor, type ChildHandle } from "../harness/index.js";
 import { fenceOwners, singleServerWorld, spawnWorkflowNode } from "./node-process.js";
 import type { RunAnswer } from "../integration/workflow-support.js";
 
@@ -73,27 +73,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** A node of version N: its own cli and fixture handlers, from its worktree. */
 function startNodeN(tree: string, name: string): ChildHandle {
-  const child = spawnTsx(
-    join(tree, "cluster/cli.ts"),
-    [
-      "node",
-      "--servers",
-      world.server.url,
-      "--user",
-      RUNWAY_USER.user,
-      "--pass",
-      RUNWAY_USER.pass,
-      "--name",
-      name,
-      "--handlers",
-      join(tree, "test/fixtures/handlers.ts"),
-      "--lease-ttl-ms",
-      String(LEASE_TTL_MS),
-    ],
-    { name, cwd: tree, env: { RUNWAY_LOG: "warn" } },
-  );
-  world.children.push(child);
-  return child;
+  return spawnWorkflowNode(world.server.url, world.children, name, { tree, leaseTtlMs: LEASE_TTL_MS });
 }
 
 /** A run's stored record as it lies in its partition (format version, writer), read raw. */

@@ -1,12 +1,11 @@
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { headers as natsHeaders } from "@nats-io/transport-node";
 import { RunwayClient } from "../../cluster/client.js";
-import { RUNWAY_USER, spawnTsx, waitFor, type ChildHandle } from "../harness/index.js";
+import { waitFor, type ChildHandle } from "../harness/index.js";
 import { startEffectsServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
 import { startModelFake } from "../fixtures/models/start.js";
 import { SPAN_KIND_SERVER, startOtlpReceiver, STATUS_ERROR, type OtlpReceiver, type ReceivedSpan } from "../fixtures/otlp.js";
-import { finished, singleServerWorld } from "./node-process.js";
+import { finished, singleServerWorld, spawnWorkflowNode } from "./node-process.js";
 import type { RunAnswer } from "../integration/workflow-support.js";
 
 /**
@@ -18,8 +17,6 @@ import type { RunAnswer } from "../integration/workflow-support.js";
 type Span = ReceivedSpan;
 
 const world = singleServerWorld();
-const cliPath = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
-const fixtureHandlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
 let receiver: OtlpReceiver;
 let endpoint: string;
 let fx: EffectsServerHandle;
@@ -31,26 +28,10 @@ const traceOf = (run: string, more?: (all: Span[]) => boolean) => receiver.trace
 
 /** `runway node` with tracing on (the OpenTelemetry variables only), in its own process. */
 async function startTracedNode(name: string): Promise<ChildHandle> {
-  const child = spawnTsx(
-    cliPath,
-    [
-      "node",
-      "--servers",
-      world.server.url,
-      "--user",
-      RUNWAY_USER.user,
-      "--pass",
-      RUNWAY_USER.pass,
-      "--name",
-      name,
-      "--handlers",
-      fixtureHandlers,
-      "--http-port",
-      "0",
-    ],
-    { name, env: { RUNWAY_LOG: "warn", OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_BSP_SCHEDULE_DELAY: "100", OTEL_SERVICE_NAME: "runway-test" } },
-  );
-  world.children.push(child);
+  const child = spawnWorkflowNode(world.server.url, world.children, name, {
+    extra: ["--http-port", "0"],
+    env: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_BSP_SCHEDULE_DELAY: "100", OTEL_SERVICE_NAME: "runway-test" },
+  });
   await child.waitForLine(/^READY /, { timeoutMs: 30_000 });
   httpBase = (await child.waitForLine(/^A2A agents at /, { timeoutMs: 30_000 })).replace(/^A2A agents at /, "").replace(/\/a2a\/.*$/, "");
   return child;

@@ -119,6 +119,34 @@ describe("agent node: gated proposals", () => {
     ]);
   });
 
+  it("38 runs.replay of an agent run: its turns, its edited gated call and its read call are answered from the original's journal; identical, with no model request and no tool call made", async () => {
+    await openai.script([
+      { reply: { tool_calls: [{ name: "fx__get_value", arguments: { key: "replayed" } }], usage: { input_tokens: 10, output_tokens: 5 } } },
+      { reply: { tool_calls: [charge("acme", 50)], usage: { input_tokens: 15, output_tokens: 5 } } },
+      { reply: { text: "Charged acme 5.", usage: { input_tokens: 20, output_tokens: 5 } } },
+    ]);
+    await openai.reset();
+    const { id, approval } = await parked("Read, then charge acme.", (r) => `${r}:ask:turn1:approval.fx/charge`);
+    expect((await world.client.decide(approval, "edit", { by: "alice", payload: { account: "acme", amount: 5 } })).outcome).toBe("decided");
+    const done = await world.settled(id);
+    expect(done.status, JSON.stringify(done)).toBe("succeeded");
+    const asked = (await requests()).count;
+    const calls = { ...fx.counts().calls };
+    expect(asked).toBe(3);
+
+    const replayed = await world.client.replay(id, 20_000);
+    expect(replayed, JSON.stringify(replayed)).toMatchObject({ outcome: "replayed", original: id, status: "succeeded", identical: true });
+    // Nothing left the node: the model was not asked and no tool was called.
+    expect((await requests()).count).toBe(asked);
+    expect(fx.counts().calls).toEqual(calls);
+    const lines = (await world.client.trajectory(String(replayed.replay))).lines as Line[];
+    expect(lines.filter((l) => l.kind === "model_turn").map((l) => l.turn)).toEqual([0, 1, 2]);
+    expect(lines.filter((l) => l.kind === "tool_call").map((l) => [l.tool, l.arguments, l.state])).toEqual([
+      ["get_value", { key: "replayed" }, "observed"],
+      ["charge", { account: "acme", amount: 5 }, "observed"],
+    ]);
+  });
+
   it("38.3 rejected: the next turn's request carries the refusal (the reviewer and the reason) as the tool's result, and the run goes on to success", async () => {
     await openai.script([
       { reply: { tool_calls: [charge("acme", 900)], usage: { input_tokens: 10, output_tokens: 5 } } },

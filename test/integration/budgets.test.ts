@@ -86,6 +86,13 @@ it("C032 C033 acceptance 8: 500 starts over the tenant's day budget are refused 
   const spender = await run({ name: "spend-the-day", nodes: [charge("one"), charge("two", ["one"])] }, "tday");
   expect(spender.status).toBe("succeeded");
   expect(await new UsageMeter(world.nc).spentOn("tday", new Date().toISOString().slice(0, 10))).toBe(2 * PRICE);
+  // tenant.get (the CLI's `tenant get`, the console's tenants page) carries the day's money: spent, reserved, the budget.
+  expect((await client.getTenant()).tenant).toMatchObject({
+    day: new Date().toISOString().slice(0, 10),
+    spent_cents: 2 * PRICE,
+    reserved_cents: 0,
+    settings: { day_budget_cents: 2 * PRICE },
+  });
   await publish({ name: "cheap", nodes: [{ id: "a", kind: "code", handler: "echo" }] }, "tday");
   const jsm = await jetstreamManager(world.nc);
   const decisions = async () =>

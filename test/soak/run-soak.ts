@@ -123,7 +123,7 @@ const PROGRESS = new Set([
   "effect_failed",
 ]);
 const cliPath = fileURLToPath(new URL("../../cluster/cli.ts", import.meta.url));
-const handlersPath = fileURLToPath(new URL("./handlers.ts", import.meta.url));
+const handlersPath = fileURLToPath(new URL("../../cluster/demo/handlers.ts", import.meta.url));
 
 /**
  * The fault schedule: one kill of each kind for a short soak, more cycles for a longer one, all
@@ -198,7 +198,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
           "--lease-ttl-ms",
           String(leaseTtlMs),
         ],
-        { name, env: { RUNWAY_LOG: "warn", SOAK_LEDGER: ledger, SOAK_NODE: name } },
+        { name, env: { RUNWAY_LOG: "warn", RUNWAY_LEDGER: ledger, RUNWAY_LEDGER_NODE: name } },
       );
       nodes.set(name, child);
       incarnations.push(child);

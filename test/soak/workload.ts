@@ -1,7 +1,7 @@
 // The soak's workflows: each kind of work the issue names, built from one recording handler
-// (`soak_work`, test/soak/handlers.ts), sleeps, waits, approvals, children and tool calls.
+// (`work`, cluster/demo/handlers.ts), sleeps, waits, approvals, children and tool calls.
 
-const work = (id: string, needs: string[] = [], ms = 30) => ({ id, kind: "code", handler: "soak_work", input: { ms }, ...(needs.length ? { needs } : {}) });
+const work = (id: string, needs: string[] = [], ms = 30) => ({ id, kind: "code", handler: "work", input: { ms }, ...(needs.length ? { needs } : {}) });
 
 /** The kinds the driver starts, and what it must do for each. */
 export const KINDS = ["seq", "wide", "parent", "sleeper", "waiter", "approver", "tools", "cancel_tree"] as const;
@@ -21,7 +21,7 @@ export const definitions: Record<string, unknown>[] = [
     input_schema: { type: "object", required: ["items"], properties: { items: { type: "array" } } },
     nodes: [
       work("head"),
-      { id: "fan", kind: "map", needs: ["head"], items: "${input.items}", handler: "soak_work", input: { ms: 40 }, max_fanout: 50, concurrency: 4 },
+      { id: "fan", kind: "map", needs: ["head"], items: "${input.items}", handler: "work", input: { ms: 40 }, max_fanout: 50, concurrency: 4 },
       work("tail", ["fan"]),
     ],
   },
@@ -62,7 +62,7 @@ export const definitions: Record<string, unknown>[] = [
         branches: [
           [{ id: "kid", kind: "subworkflow", workflow: "soak-slow-child" }],
           [{ id: "kid_b", kind: "subworkflow", workflow: "soak-slow-child" }],
-          [{ id: "slow_map", kind: "map", items: "${input.items}", handler: "soak_work", input: { ms: 800 }, max_fanout: 10, concurrency: 2 }],
+          [{ id: "slow_map", kind: "map", items: "${input.items}", handler: "work", input: { ms: 800 }, max_fanout: 10, concurrency: 2 }],
         ],
       },
       work("never", ["both"]),

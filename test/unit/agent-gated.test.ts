@@ -151,3 +151,35 @@ describe("an agent's gated proposal", () => {
     expect(answer(t.send({ ...gate(y, 0), turn: undefined, node: "pay" }))).toEqual({ outcome: "awaiting_approval", approval: "t_1:pay:approval.pay/charge" });
   });
 });
+
+describe("an agent's model turn on the run machine", () => {
+  const turnIntent = (x: ExecuteRequest, turn: number) => ({
+    type: "effect.intent",
+    ...fence(x),
+    key: `t_1:ask:turn${turn}`,
+    server: "model",
+    tool: "scripted/m",
+    class: "idempotent",
+    arguments: { turn },
+    turn: true,
+  });
+  const RESPONSE = { text: "hi", tool_calls: [], usage: { input_tokens: 1, output_tokens: 1 }, stop_reason: "end_turn", model: "m", latency_ms: 1 };
+
+  it("C030 (adapt: a turn is the segment) a turn's intent delivered twice is journaled once; once its response is stored, asked again it answers the stored response and journals nothing", () => {
+    const r = runDriver(p, {}, T0);
+    const x = executes(r.send({ type: "run.create", run: rootSeed() }))[0]!;
+    const first = r.send(turnIntent(x, 0));
+    expect(answer(first)).toEqual({ outcome: "recorded" });
+    expect(facts(first, "intent")).toHaveLength(1);
+    const again = r.send(turnIntent(x, 0));
+    expect(facts(again, "intent")).toHaveLength(0);
+    const stored = r.send({ type: "effect.receipt", ...fence(x), receipt: { key: "t_1:ask:turn0", state: "observed", value: RESPONSE, at: T0 + 5 } });
+    expect(answer(stored)).toEqual({ outcome: "recorded" });
+    expect(facts(stored, "receipt")).toHaveLength(1);
+    const after = r.send(turnIntent(x, 0));
+    expect(answer(after)).toEqual({ outcome: "observed", value: RESPONSE });
+    expect(facts(after, "intent")).toHaveLength(0);
+    // The next turn is a turn of its own.
+    expect(answer(r.send(turnIntent(x, 1)))).toEqual({ outcome: "recorded" });
+  });
+});

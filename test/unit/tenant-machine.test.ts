@@ -256,6 +256,16 @@ describe("the day budget (money) is checked at start, before any run exists", ()
     expect(d.store.keys.has("tenant.acme.b.a")).toBe(false);
   });
 
+  it("a view seen on a later UTC day shows that day with no starts and no reservations; seen the same day (or none given), what the record holds", () => {
+    const d = tenant({ day_budget_cents: 100 });
+    expect(admitWith(d, "a", 60)).toMatchObject({ outcome: "admitted" });
+    expect(tenantView(d.ctx)).toMatchObject({ day: "2025-01-15", starts_today: 1, reserved_cents: 60 });
+    expect(tenantView(d.ctx, T0 + 1_000)).toMatchObject({ day: "2025-01-15", starts_today: 1, reserved_cents: 60 });
+    expect(tenantView(d.ctx, T0 + DAY_MS)).toMatchObject({ day: "2025-01-16", starts_today: 0, reserved_cents: 0, active_runs: 1 });
+    // An earlier clock never moves the day back.
+    expect(tenantView(d.ctx, T0 - DAY_MS)).toMatchObject({ day: "2025-01-15", starts_today: 1 });
+  });
+
   it("a tenant without a day budget reads no meter and writes no reservation", () => {
     const d = tenant({});
     d.store.spent.set("2025-01-15", 1e9);

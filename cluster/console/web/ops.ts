@@ -4,8 +4,8 @@ import type { Page } from "./page.js";
 
 /**
  * The tenants page: each tenant the viewer may see (the operator: `tenants.list`; a key: its own)
- * with its state, active and queued runs, budget spent and reserved today, and its settings
- * (quotas and budgets) as `tenant.get` answers them. Read again every 3 s.
+ * with its state, active and queued runs, money spent today (the meter) and reserved against its
+ * day budget, and its settings (quotas and budgets), all as `tenant.get` answers them. Read again every 3 s.
  */
 export function tenantsPage(page: Page): void {
   const body = h("tbody");
@@ -28,7 +28,9 @@ export function tenantsPage(page: Page): void {
             "active runs / cap",
             "queued",
             "starts today / day cap",
-            "reserved / day budget (cents)",
+            "spent today (cents)",
+            "reserved (cents)",
+            "day budget (cents)",
             "active descendants",
             "settings",
           ].map((x) => h("th", {}, x)),
@@ -56,7 +58,7 @@ export function tenantsPage(page: Page): void {
       ...rows.map(({ id, a }) => {
         const t = obj(a.tenant);
         const settings = obj(t.settings);
-        if (a.outcome !== "found") return h("tr", {}, h("td", {}, id), h("td", { colspan: 7 }, `tenant.get → ${describe(a)}`));
+        if (a.outcome !== "found") return h("tr", {}, h("td", {}, id), h("td", { colspan: 9 }, `tenant.get → ${describe(a)}`));
         return h(
           "tr",
           { "data-tenant": id },
@@ -65,7 +67,9 @@ export function tenantsPage(page: Page): void {
           h("td", {}, `${str(t.active_runs)} / ${str(settings.max_concurrency) || "—"}`),
           h("td", {}, str(t.queued_runs)),
           h("td", {}, `${str(t.starts_today)} / ${str(settings.day_cap) || "—"}`),
-          h("td", {}, `${str(t.reserved_cents)} / ${str(settings.day_budget_cents) || "none"}`),
+          h("td", { "data-money": "spent" }, str(t.spent_cents)),
+          h("td", { "data-money": "reserved" }, str(t.reserved_cents)),
+          h("td", { "data-money": "budget" }, str(settings.day_budget_cents) || "none"),
           h("td", {}, str(t.active_descendants)),
           h("td", {}, h("details", {}, h("summary", {}, "quotas, caps, lanes"), h("pre", { class: "tall" }, json(t.settings)))),
         );
