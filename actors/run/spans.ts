@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import type { AnyMachineSnapshot, EventObject } from "xstate";
 import { TERMINAL, type ExecuteRequest, type ExecutionContext, type ItemRun, type NodeRun, type RunContext, type RunStatus } from "../../machines/index.js";
 import type { ActorAddress } from "../../runtime/index.js";
@@ -54,7 +54,8 @@ const LOSING = new Set(["run.recover", "timer.fired", "run.sweep"]);
 
 /** A 64-bit span id derived from its parts (never all zero). */
 export function spanIdOf(...parts: readonly (string | number)[]): string {
-  const id = createHash("sha256").update(parts.join("\u0000")).digest("hex").slice(0, 16);
+  // One-shot `hash` (Node ≥ 20.12): the same digest as a Hash object's, at half its cost.
+  const id = hash("sha256", parts.join("\u0000")).slice(0, 16);
   return id === "0000000000000000" ? "0000000000000001" : id;
 }
 
@@ -62,7 +63,7 @@ export function spanIdOf(...parts: readonly (string | number)[]): string {
 export function traceIdOf(root: string, given?: string): string {
   if (given) return given;
   return remembered(traceIds, root, () => {
-    const id = createHash("sha256").update(`trace\u0000${root}`).digest("hex").slice(0, 32);
+    const id = hash("sha256", `trace\u0000${root}`).slice(0, 32);
     return id === "0".repeat(32) ? `${"0".repeat(31)}1` : id;
   });
 }
@@ -113,16 +114,20 @@ export function attemptSpan(request: ExecuteRequest, start: number, end: number,
     start,
     end,
     ...(error !== undefined ? { error } : {}),
-    attributes: {
-      ...attemptAttributes(request.run, request.tenant, request.node, request.item, request.attempt),
-      ...(request.tool
-        ? { "runway.tool.server": request.tool.server, "gen_ai.tool.name": request.tool.tool }
-        : request.agent
-          ? { "runway.agent.model": request.agent.model }
-          : { "runway.handler": request.handler }),
-      ...(error !== undefined ? { "error.type": codeOf(result?.error) ?? "stopped" } : {}),
-    },
+    attributes: stepAttributes(request, error !== undefined ? (codeOf(result?.error) ?? "stopped") : undefined),
   };
+}
+
+/** A step span's attributes, built in one object (once per step: no spread copies). */
+function stepAttributes(request: ExecuteRequest, errorType: string | undefined): SpanRecord["attributes"] {
+  const a = attemptAttributes(request.run, request.tenant, request.node, request.item, request.attempt);
+  if (request.tool) {
+    a["runway.tool.server"] = request.tool.server;
+    a["gen_ai.tool.name"] = request.tool.tool;
+  } else if (request.agent) a["runway.agent.model"] = request.agent.model;
+  else a["runway.handler"] = request.handler;
+  if (errorType !== undefined) a["error.type"] = errorType;
+  return a;
 }
 
 /** The span of one tool call an attempt made (GenAI `execute_tool`), a child of the attempt's span. */
@@ -241,17 +246,7 @@ function lostAttempts(sink: SpanSink, was: RunContext, run: RunContext, now: num
       const error = next?.step?.last_error;
       if (!next || !error || !LOST.has(error.code) || inFlight(next) === attempt || next.step!.attempt !== attempt) continue;
       if (error === holder.step?.last_error) continue;
-      sink.emit({
-        name: `step ${id}`,
-        trace_id: traceIdOf(run.root_run_id, run.trace?.trace_id),
-        span_id: attemptSpanId(run.id, id, item, attempt),
-        parent_span_id: runSpanId(run.id),
-        kind: "internal",
-        start: holder.offered_at ?? (attempt === 1 ? (holder.step?.started_at ?? now) : now),
-        end: now,
-        error: `${error.code}: ${error.message}`,
-        attributes: { ...attemptAttributes(run.id, run.tenant, id, item, attempt), "error.type": error.code },
-      });
+      sink.emit(closedAttemptSpan(run, id, item, holder, attempt, now, error));
     }
   }
 }
@@ -278,19 +273,35 @@ function stoppedAttempts(
     for (const [item, holder] of holders(before)) {
       const attempt = inFlight(holder);
       if (attempt === undefined || holder.task || spared(holder)) continue;
-      sink.emit({
-        name: `step ${id}`,
-        trace_id: traceIdOf(run.root_run_id, run.trace?.trace_id),
-        span_id: attemptSpanId(run.id, id, item, attempt),
-        parent_span_id: runSpanId(run.id),
-        kind: "internal",
-        start: holder.offered_at ?? (attempt === 1 ? (holder.step?.started_at ?? now) : now),
-        end: now,
-        error: `${error.code}: ${error.message}`,
-        attributes: { ...attemptAttributes(run.id, run.tenant, id, item, attempt), "error.type": error.code },
-      });
+      sink.emit(closedAttemptSpan(run, id, item, holder, attempt, now, error));
     }
   }
+}
+
+/**
+ * The span of an attempt a run's transition closes at `now` with `error` (lost with its node, or
+ * stopped), its executor never reporting it: from when it was offered (or, a first attempt, started).
+ */
+function closedAttemptSpan(
+  run: RunContext,
+  id: string,
+  item: number | undefined,
+  holder: ItemRun | NodeRun,
+  attempt: number,
+  now: number,
+  error: { code: string; message: string },
+): SpanRecord {
+  return {
+    name: `step ${id}`,
+    trace_id: traceIdOf(run.root_run_id, run.trace?.trace_id),
+    span_id: attemptSpanId(run.id, id, item, attempt),
+    parent_span_id: runSpanId(run.id),
+    kind: "internal",
+    start: holder.offered_at ?? (attempt === 1 ? (holder.step?.started_at ?? now) : now),
+    end: now,
+    error: `${error.code}: ${error.message}`,
+    attributes: { ...attemptAttributes(run.id, run.tenant, id, item, attempt), "error.type": error.code },
+  };
 }
 
 /** The run's own span: the trace's root, a `traceparent`'s child, or (a child run) `invoke_agent` under its parent run's span. */
@@ -328,13 +339,10 @@ function lets(h: ItemRun | NodeRun): boolean {
 }
 
 function attemptAttributes(run: string, tenant: string, node: string, item: number | undefined, attempt: number): Record<string, string | number> {
-  return {
-    "runway.run.id": run,
-    "runway.tenant": tenant,
-    "runway.node": node,
-    ...(item !== undefined ? { "runway.item": item } : {}),
-    "runway.attempt": attempt,
-  };
+  const a: Record<string, string | number> = { "runway.run.id": run, "runway.tenant": tenant, "runway.node": node };
+  if (item !== undefined) a["runway.item"] = item;
+  a["runway.attempt"] = attempt;
+  return a;
 }
 
 /** The attempt a holder runs now: offered (granted in memory) or leased. */

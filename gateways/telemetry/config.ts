@@ -7,13 +7,21 @@ import type { SpanSink } from "../../actors/index.js";
  * (a base URL: `/v1/traces` is added), unless `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`.
  */
 export interface TracesConfig {
-  /** The OTLP/HTTP (JSON) traces URL, e.g. `http://127.0.0.1:4318/v1/traces`. */
+  /** The OTLP/HTTP traces URL, e.g. `http://127.0.0.1:4318/v1/traces`. */
   url: string;
+  /**
+   * The payload: `http/protobuf` (the default, OTLP's own, and the cheaper to build) or `http/json`
+   * (`OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` / `OTEL_EXPORTER_OTLP_PROTOCOL` when read from the environment).
+   */
+  protocol?: TracesProtocol;
   /** `service.name` of the spans' resource (default `runway`, or `OTEL_SERVICE_NAME`). */
   serviceName?: string;
   /** Extra request headers (e.g. a collector's API key), from `OTEL_EXPORTER_OTLP_HEADERS` when read from the environment. */
   headers?: Record<string, string>;
 }
+
+export type TracesProtocol = "http/protobuf" | "http/json";
+const PROTOCOLS: readonly string[] = ["http/protobuf", "http/json"] satisfies TracesProtocol[];
 
 /** The OTLP traces URL an OTLP endpoint setting names: a traces endpoint as is, a base endpoint with `/v1/traces`. */
 export function tracesUrlOf(endpoint: string, base: boolean): string {
@@ -33,11 +41,24 @@ export function tracesFromEnv(env: NodeJS.ProcessEnv = process.env): { config?: 
   if (!endpoint) return {};
   const variable = traces ? "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" : "OTEL_EXPORTER_OTLP_ENDPOINT";
   if (!isHttpUrl(endpoint)) return { refusal: `${variable}: an http(s) URL, not ${JSON.stringify(endpoint)}` };
+  const protocolVariable = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL?.trim() ? "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL" : "OTEL_EXPORTER_OTLP_PROTOCOL";
+  const asked = env[protocolVariable]?.trim().toLowerCase();
+  const protocol = asked && isProtocol(asked) ? asked : undefined;
+  if (asked && !protocol) return { refusal: `${protocolVariable}: http/protobuf or http/json, not ${JSON.stringify(asked)}` };
   const headers = headersOf(env.OTEL_EXPORTER_OTLP_TRACES_HEADERS ?? env.OTEL_EXPORTER_OTLP_HEADERS);
   const service = env.OTEL_SERVICE_NAME?.trim();
   return {
-    config: { url: tracesUrlOf(endpoint, !traces), ...(service ? { serviceName: service } : {}), ...(headers ? { headers } : {}) },
+    config: {
+      url: tracesUrlOf(endpoint, !traces),
+      ...(protocol ? { protocol } : {}),
+      ...(service ? { serviceName: service } : {}),
+      ...(headers ? { headers } : {}),
+    },
   };
+}
+
+function isProtocol(value: string): value is TracesProtocol {
+  return PROTOCOLS.includes(value);
 }
 
 export function isHttpUrl(value: string): boolean {

@@ -7,6 +7,10 @@ export interface OtelSdk {
   api: typeof import("@opentelemetry/api");
   trace: typeof import("@opentelemetry/sdk-trace-base");
   otlp: typeof import("@opentelemetry/exporter-trace-otlp-http");
+  /** The SDK's OTLP exporter parts, for the protobuf payload (what `@opentelemetry/exporter-trace-otlp-proto` assembles). */
+  otlpBase: typeof import("@opentelemetry/otlp-exporter-base");
+  otlpNodeHttp: typeof import("@opentelemetry/otlp-exporter-base/node-http");
+  transformer: typeof import("@opentelemetry/otlp-transformer");
   resources: typeof import("@opentelemetry/resources");
   semconv: typeof import("@opentelemetry/semantic-conventions");
 }
@@ -18,8 +22,20 @@ export function otelSdk(): Promise<OtelSdk> {
     import("@opentelemetry/api"),
     import("@opentelemetry/sdk-trace-base"),
     import("@opentelemetry/exporter-trace-otlp-http"),
+    import("@opentelemetry/otlp-exporter-base"),
+    import("@opentelemetry/otlp-exporter-base/node-http"),
+    import("@opentelemetry/otlp-transformer"),
     import("@opentelemetry/resources"),
     import("@opentelemetry/semantic-conventions"),
-  ]).then(([api, trace, otlp, resources, semconv]) => ({ api, trace, otlp, resources, semconv }));
+  ]).then(([api, trace, otlp, otlpBase, otlpNodeHttp, transformer, resources, semconv]) => ({
+    api,
+    trace,
+    otlp,
+    otlpBase,
+    otlpNodeHttp,
+    transformer,
+    resources,
+    semconv,
+  }));
   return loaded;
 }

@@ -5,7 +5,7 @@ import { startRunwayNode } from "../../cluster/runway-node.js";
 import { createLogger } from "../../runtime/index.js";
 import { startServer, waitFor } from "../harness/index.js";
 import { startOtlpReceiver } from "../fixtures/otlp.js";
-import { progress, windowed } from "./stats.js";
+import { cpuProfile, progress, windowed } from "./stats.js";
 import { runEnds, sequential, startAndFinish, type World } from "./workflow.js";
 
 const handlers = fileURLToPath(new URL("../fixtures/handlers.ts", import.meta.url));
@@ -23,7 +23,8 @@ interface Round {
  * tracing off and on (each round a fresh server and node, the on rounds exporting to a receiver
  * process the bench starts), each round warmed then timed. Reports steps/s and this process's CPU
  * per step each way, and the ratios. `TRACES_ROUNDS` (pairs, default 3), `TRACES_RUNS` (timed runs
- * a round, default 200), `TRACES_WARMUP` (default 80).
+ * a round, default 200), `TRACES_WARMUP` (default 80). BENCH_CPU_PROFILE (a file): a CPU profile of
+ * the timed window of the last round with tracing on (`BENCH_PROFILE_PHASE=off`: off).
  */
 export async function traces(): Promise<Record<string, unknown>> {
   const pairs = Number(process.env.TRACES_ROUNDS ?? 3);
@@ -86,11 +87,13 @@ async function round(tracing: boolean, endpoint: string, warmup: number, runs: n
     const w: World = { server, node, nc, client, finished: await runEnds(nc, "bench"), close: () => Promise.resolve() };
     await client.putDefinition(sequential("seq10", 10));
     await windowed(warmup, 32, async () => void (await startAndFinish(w, "seq10")));
+    const profile = tracing === (process.env.BENCH_PROFILE_PHASE !== "off") ? await cpuProfile() : undefined;
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     await windowed(runs, 32, async () => void (await startAndFinish(w, "seq10")));
     const seconds = (performance.now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0);
+    await profile?.();
     const steps = runs * 10;
     return { tracing, steps_per_s: Math.round(steps / seconds), cpu_us_per_step: Math.round(((cpu.user + cpu.system) / steps) * 10) / 10 };
   } finally {

@@ -26,6 +26,26 @@ describe("the traces setting of the environment (docs/traces.md)", () => {
     expect(tracesFromEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_TRACES_EXPORTER: "none" })).toEqual({});
   });
 
+  it("reads the payload's protocol (protobuf unless http/json is asked for) and refuses another, saying which variable", () => {
+    const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318" };
+    expect(tracesFromEnv({ ...endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf" }).config).toEqual({
+      url: "http://c:4318/v1/traces",
+      protocol: "http/protobuf",
+    });
+    expect(tracesFromEnv({ ...endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf", OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: " HTTP/JSON " }).config).toEqual({
+      url: "http://c:4318/v1/traces",
+      protocol: "http/json",
+    });
+    for (const [variable, bad] of [
+      ["OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"],
+      ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "<script>"],
+    ] as const) {
+      const read = tracesFromEnv({ ...endpoint, [variable]: bad });
+      expect(read.config).toBeUndefined();
+      expect(read.refusal).toBe(`${variable}: http/protobuf or http/json, not ${JSON.stringify(bad)}`);
+    }
+  });
+
   it("refuses an endpoint that is not an http(s) URL, saying which variable", () => {
     for (const bad of ["c:4318", "ftp://c/traces", "<script>", "not a url"]) {
       const read = tracesFromEnv({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: bad });
