@@ -3,7 +3,7 @@ import { connect } from "@nats-io/transport-node";
 import { RunwayClient } from "../../cluster/client.js";
 import { preferredOwner } from "../../runtime/partitions/placement.js";
 import { readFence } from "../../runtime/store/partition-log.js";
-import { RUNWAY_USER, spawnProcess, startServer, waitFor, type ChildHandle } from "../harness/index.js";
+import { RUNWAY_USER, spawnProcess, startCluster, startServer, waitFor, type ChildHandle } from "../harness/index.js";
 import { clockTicks, cpuMicrosEach, percentiles, procCpuSeconds, progress, windowed } from "./stats.js";
 import { runEnds, sequential } from "./workflow.js";
 
@@ -25,20 +25,47 @@ export async function startNodeProcess(server: string, name: string, options: { 
   return child;
 }
 
+/** One server, or a JetStream cluster of several, as the bench uses them. */
+interface BenchServers {
+  servers: string;
+  pids: number[];
+  connectOptions(): { servers: string | string[] };
+  dispose(): Promise<void>;
+}
+
+async function benchServers(count: number): Promise<BenchServers> {
+  if (count <= 1) {
+    const server = await startServer();
+    return { servers: server.url, pids: [server.pid], connectOptions: () => server.connectOptions(), dispose: () => server.dispose() };
+  }
+  const cluster = await startCluster(count);
+  return {
+    servers: cluster.urls.join(","),
+    pids: cluster.servers.map((s) => s.pid),
+    connectOptions: () => cluster.connectOptions(),
+    dispose: () => cluster.dispose(),
+  };
+}
+
 /**
  * w1's workload (after `W1_WARMUP` warm-up runs, `W1_RUNS` runs × 10 sequential no-op steps, 32
- * in flight) against a cluster of `W1_NODES` node processes (default 2) started with the `runway`
- * command on this machine and one server, once every node serves its share of the partitions.
- * The bench process is only the client. What a second core buys when one node's main thread is
- * the limit (`w1` runs one node in the bench's own process).
+ * in flight) against `W1_NODES` node processes (default 2) started with the `runway` command on
+ * this machine, on one server or (`W1_SERVERS` 3) a JetStream cluster with R3 streams and
+ * buckets, once every node serves its share of the partitions. The bench process is only the
+ * client. What a second core buys when one node's main thread is the limit (`w1` runs one node in
+ * the bench's own process), and what replication costs.
  */
 export async function w1cluster(): Promise<Record<string, unknown>> {
   const count = Number(process.env.W1_NODES ?? 2);
-  const server = await startServer();
+  const serverCount = Number(process.env.W1_SERVERS ?? 1);
+  const server = await benchServers(serverCount);
   const nodes: ChildHandle[] = [];
   const nc = await connect({ ...server.connectOptions(), noAsyncTraces: true });
+  const replicas = serverCount >= 3 ? ["--replicas", "3"] : [];
   try {
-    nodes.push(...(await Promise.all(Array.from({ length: count }, (_, i) => startNodeProcess(server.url, `w1c-${i}`)))));
+    // The first node makes the streams and buckets; the others join.
+    nodes.push(await startNodeProcess(server.servers, "w1c-0", { args: replicas }));
+    nodes.push(...(await Promise.all(Array.from({ length: count - 1 }, (_, i) => startNodeProcess(server.servers, `w1c-${i + 1}`, { args: replicas })))));
     progress(`w1cluster: ${count} nodes ready; waiting for every partition to be served where placement puts it`);
     const names = nodes.map((_, i) => `w1c-${i}`);
     await waitFor(
@@ -71,12 +98,12 @@ export async function w1cluster(): Promise<Record<string, unknown>> {
     const runs = Number(process.env.W1_RUNS ?? 200);
     progress(`w1cluster: ${runs} runs x 10 steps, 32 in flight, on ${count} nodes`);
     const ticks = clockTicks();
-    const server0 = procCpuSeconds(server.pid, ticks);
+    const servers0 = server.pids.map((pid) => procCpuSeconds(pid, ticks));
     const nodes0 = nodes.map((n) => procCpuSeconds(n.pid, ticks));
     const t0 = performance.now();
     await windowed(runs, 32, one);
     const seconds = (performance.now() - t0) / 1000;
-    const server1 = procCpuSeconds(server.pid, ticks);
+    const servers1 = server.pids.map((pid) => procCpuSeconds(pid, ticks));
     const nodes1 = nodes.map((n) => procCpuSeconds(n.pid, ticks));
     // What each node did: the partitions it serves, the attempts it ran, the transitions it stored.
     const work: Record<string, unknown> = {};
@@ -88,6 +115,8 @@ export async function w1cluster(): Promise<Record<string, unknown>> {
     return {
       bench: "w1cluster",
       nodes: count,
+      servers: serverCount,
+      replicas: serverCount >= 3 ? 3 : 1,
       runs,
       warmup_runs: warmup,
       in_flight: 32,
@@ -95,7 +124,7 @@ export async function w1cluster(): Promise<Record<string, unknown>> {
       run_latency_ms: percentiles(latencies),
       cpu_us_per_step: {
         nodes: nodes.map((_, i) => cpuMicrosEach(nodes0[i], nodes1[i], runs * 10)),
-        nats_server: cpuMicrosEach(server0, server1, runs * 10),
+        nats_servers: server.pids.map((_, i) => cpuMicrosEach(servers0[i], servers1[i], runs * 10)),
       },
       work_by_node: work,
     };
