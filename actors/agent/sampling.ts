@@ -1,6 +1,7 @@
 import { ModelResponseSchema, type ExecuteRequest, type Receipt } from "../../machines/index.js";
 import type { SamplingAnswer, SamplingAsk } from "../run/index.js";
-import { inputTokenBound, turnCents, type TurnMeter } from "./loop.js";
+import type { TurnMeter } from "./loop.js";
+import { inputTokenBound, turnCents } from "./money.js";
 import type { ModelPort, TurnPrice } from "./port.js";
 
 /** JSON-RPC's InvalidRequest: the policy or the budget does not allow the request. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { ExecuteRequest } from "../../machines/index.js";
-import { inputTokenBound, subagentCeiling, turnCents } from "../../actors/agent/loop.js";
+import { inputTokenBound, subagentCeiling, turnCents } from "../../actors/agent/money.js";
 import { executes, plan, runDriver, type Emitted, rootSeed } from "./run-driver.js";
 
 /**
