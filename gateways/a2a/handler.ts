@@ -21,13 +21,13 @@ import {
 } from "@a2a-js/sdk";
 import type { A2ARequestHandler, ServerCallContext } from "@a2a-js/sdk/server";
 import { ContentTypeNotSupportedError, RequestMalformedError, TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError } from "@a2a-js/sdk/errors";
-import { awaitedInboxItem, getInboxItem, runIdFor, startKey, tenantOfRun, type DefinitionStore, type RunView } from "../../actors/index.js";
+import { awaitedInboxItem, runIdFor, startKey, tenantOfRun, type DefinitionStore } from "../../actors/index.js";
 import type { RunService } from "../api/run-service.js";
-import { decisionRefusal } from "../api/callers.js";
 import type { ExposedAgent } from "./agents.js";
 import { inputOf, statusTime, TERMINAL_STATES, taskOf, textPart, type TaskRecord, type TaskRecords } from "./tasks.js";
 import { runChanges, RunWatch } from "./watch.js";
-import { callerOf, notAuthorized, type Caller } from "./caller.js";
+import { callerOf, type Caller } from "./caller.js";
+import { answerTask, type AnswerContext, type TaskRead } from "./answers.js";
 import { configOf, freshDelivery, MAX_PUSH_CONFIGS, messageConfigId, PushConfigs, pushSettingsOf, type PushConfig, type PushSettings } from "./push-configs.js";
 
 export interface A2aDeps {
@@ -49,8 +49,6 @@ export interface A2aDeps {
 /** Bounds on what a client names: they become KV keys and start keys. */
 const MAX_ID = 200;
 const INTERRUPTED = TaskState.TASK_STATE_INPUT_REQUIRED;
-/** Answers to a task's questions whose ids are kept, for resends. */
-const ANSWERS_KEPT = 16;
 const REJECTING = new Set(["tenant_killed", "tenant_draining", "day_cap_reached", "budget_exhausted", "queue_full", "lane_not_allowed"]);
 
 /** Ends an interrupted or terminal wait: the task is done, or waits for its client. */
@@ -76,11 +74,7 @@ interface Started {
 }
 
 /** A task as read now, with its run. */
-interface Read {
-  task: Task;
-  record: TaskRecord;
-  view: RunView | undefined;
-}
+type Read = TaskRead;
 
 /**
  * One exposed agent's A2A request handler over durable runs (the SDK's `A2ARequestHandler`,
@@ -89,12 +83,17 @@ interface Read {
  * node answers for any task, and a stream that broke is resumed elsewhere by `SubscribeToTask`.
  */
 export class AgentHandler implements A2ARequestHandler {
+  /** What answering a task's question (a follow-up message) needs of this handler. */
+  private readonly answers: AnswerContext;
+
   constructor(
     private readonly deps: A2aDeps,
     private readonly tenant: string,
     private readonly agent: ExposedAgent,
     private readonly card: AgentCard,
-  ) {}
+  ) {
+    this.answers = { ...deps, tenant, agent: agent.name, read: (id, known) => this.read(id, known) };
+  }
 
   async getAgentCard(): Promise<AgentCard> {
     return this.card;
@@ -275,7 +274,7 @@ export class AgentHandler implements A2ARequestHandler {
     const given = params.configuration?.taskPushNotificationConfig;
     const push = given ? pushSettingsOf(given) : undefined;
     if (message.taskId) {
-      const answered = await this.answer(message, parsed.input, caller);
+      const answered = await answerTask(this.answers, message, parsed.input, caller);
       if (push) await this.attachPush(answered, { ...push, id: push.id ?? messageConfigId(message.messageId) });
       return answered;
     }
@@ -321,70 +320,6 @@ export class AgentHandler implements A2ARequestHandler {
     if (started.outcome === "invalid_input") throw new RequestMalformedError(`the message's input: ${started.reason}`);
     if (started.outcome === "input_too_large") throw new RequestMalformedError(`the message's input is ${started.bytes} bytes, over ${started.limit}`);
     throw new UnsupportedOperationError(`agent ${this.agent.name} cannot start now: ${started.outcome}`);
-  }
-
-  /**
-   * A follow-up message on a task that asks for input: it decides the run's pending approval (a
-   * data part `{decision, payload?, reason?}`, or text: "no", "reject", "deny" or "decline"
-   * rejects, anything else approves; a request for input takes the message's input as the
-   * form's content), or it is the signal the run waits for (the message's input as its data).
-   */
-  private async answer(message: Message, input: Record<string, unknown>, caller: Caller): Promise<Read> {
-    const read = await this.read(message.taskId);
-    if (message.contextId && message.contextId !== read.record.context_id) throw new RequestMalformedError("contextId is not the task's");
-    // A resend of an answer already given answers the task, whatever it does now.
-    if (read.record.answers?.includes(message.messageId)) return read;
-    const state = read.task.status!.state;
-    if (state !== INTERRUPTED || !read.view?.waiting?.ref)
-      throw new UnsupportedOperationError(
-        TERMINAL_STATES.has(state) ? `task ${read.task.id} ended: send a new message` : `task ${read.task.id} takes no message now`,
-      );
-    const by = caller.by;
-    const { ref, on } = read.view.waiting;
-    if (on === "event") {
-      const name = await this.signalOf(read.view, ref);
-      if (!name) throw new UnsupportedOperationError(`task ${read.task.id} waits on nothing a message answers`);
-      const { text: _text, ...data } = input;
-      const signalled = await this.deps.runs.signal(this.tenant, read.task.id, { name, data: Object.keys(data).length > 0 ? data : input, by });
-      if (signalled.outcome === "invalid_input") throw new RequestMalformedError(`the signal's data: ${signalled.reason ?? "refused"}`);
-      return this.answered(read, message.messageId);
-    }
-    const item = await getInboxItem(this.deps.nc, this.tenant, ref);
-    const text = typeof input.text === "string" ? input.text.trim() : undefined;
-    const named = input.decision === "approve" || input.decision === "reject" || input.decision === "edit" ? input.decision : undefined;
-    const decision = named ?? (text && /^(no|reject(ed)?|deny|denied|decline(d)?)\b/i.test(text) ? "reject" : "approve");
-    // A keyed caller's decision is checked against the approval it reads: one not readable yet is not decided unchecked.
-    if (!item && caller.authenticated) throw new UnsupportedOperationError(`the question of task ${read.task.id} is not readable now; send again`);
-    // A public agent's anonymous callers are not checked: exposing it without keys is an explicit per-agent choice.
-    const refused =
-      item && caller.authenticated ? decisionRefusal({ identity: caller.name, groups: caller.groups }, item, read.view.initiator, decision) : undefined;
-    if (refused) throw notAuthorized(refused);
-    const { decision: _d, reason, payload, ...rest } = input;
-    const content = payload ?? (item?.kind === "input" && decision === "approve" ? rest : undefined);
-    const decided = await this.deps.runs.decide(this.tenant, ref, {
-      decision,
-      ...(content !== undefined ? { payload: content } : {}),
-      ...(typeof reason === "string" ? { reason } : text ? { reason: text } : {}),
-      by,
-    });
-    if (decided.outcome === "invalid_input") throw new RequestMalformedError(`the decision: ${decided.reason}`);
-    if (decided.outcome === "approval_expired") throw new UnsupportedOperationError(`the approval of task ${read.task.id} expired`);
-    return this.answered(read, message.messageId);
-  }
-
-  /** Notes the message that answered the task (the last few are kept: a resend of one answers the task), and reads the task. */
-  private async answered(read: Read, messageId: string): Promise<Read> {
-    const answers = [...(read.record.answers ?? []), messageId].slice(-ANSWERS_KEPT);
-    const record = { ...read.record, answers };
-    await this.deps.tasks.put(this.tenant, this.agent.name, read.task.id, record);
-    return this.read(read.task.id, record);
-  }
-
-  /** The signal a `wait` node waits for, from the run's plan. */
-  private async signalOf(view: RunView, node: string): Promise<string | undefined> {
-    const plan = (await this.deps.definitions.planOf(view.definition.digest)).plan;
-    const n = plan.nodes.find((x) => x.id === node) as { signal?: string } | undefined;
-    return n?.signal;
   }
 
   /** The task now: its record, its run, and what its run asks a person (the pending approval's request). */
