@@ -12,8 +12,9 @@
  * run of 10 p50; and the medians of the pairs' ratios this / base.
  * `AB_PAIRS` (default 6). Other variables (e.g. `RW_SYNC`, `W1_WARMUP`) reach both sides; unset,
  * `W1_WARMUP` is this side's default on both. `AB_NODE_FLAGS`: node's flags for both sides'
- * processes (V8's, e.g. the inlining budgets docs/tuning.md names: against a base that set them
- * itself once started, both sides then run under the same).
+ * processes (V8's, e.g. the inlining budgets docs/tuning.md names), `AB_BASE_NODE_FLAGS` the
+ * base's instead (empty: none; a base that sets V8's flags itself once started, or one whose step
+ * pool passes V8's flags on to its threads, which refuse them).
  */
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -35,9 +36,10 @@ interface Sample {
 const FIELDS: (keyof Sample)[] = ["steps_per_s", "second_window_steps_per_s", "main_thread", "process", "nats_server", "one_in_flight_p50"];
 
 /** One w1 run of the checkout at `root`, in a process of its own. */
-function w1Of(root: string): Promise<Sample> {
+function w1Of(root: string, side: "base" | "this"): Promise<Sample> {
   return new Promise((done, fail) => {
-    const flags = (process.env.AB_NODE_FLAGS ?? "").split(/\s+/).filter(Boolean);
+    const given = side === "base" ? (process.env.AB_BASE_NODE_FLAGS ?? process.env.AB_NODE_FLAGS) : process.env.AB_NODE_FLAGS;
+    const flags = (given ?? "").split(/\s+/).filter(Boolean);
     const child = spawn(process.execPath, [...flags, "--import", "tsx", resolve(root, "test/bench/main.ts"), "w1"], {
       cwd: root,
       // Both sides warm as this one does by default, whatever the base's own default is.
@@ -81,7 +83,7 @@ export async function abFresh(): Promise<Record<string, unknown>> {
     const order: ("base" | "this")[] = i % 2 === 0 ? ["base", "this"] : ["this", "base"];
     for (const side of order) {
       progress(`abfresh pair ${i + 1}/${pairs}: ${side}`);
-      sides[side].push(await w1Of(side === "base" ? base : here));
+      sides[side].push(await w1Of(side === "base" ? base : here, side));
     }
   }
   const report = (field: keyof Sample) => {
