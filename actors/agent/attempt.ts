@@ -1,8 +1,8 @@
 import { ModelResponseSchema, type ExecuteRequest, type ModelRequest, type Receipt } from "../../machines/index.js";
 import type { ActorHost } from "../../runtime/index.js";
 import {
+  attemptJournal,
   chatSpan,
-  dispatchToRun,
   fenceOf,
   type ReplayPort,
   type RunTypes,
@@ -58,10 +58,8 @@ export async function runAgentAttempt(deps: AgentAttemptDeps, request: ExecuteRe
   const beats = setInterval(() => deps.heartbeat(), Math.max(250, request.lease_after_ms));
   beats.unref();
   const deltas = new TextDeltaCoalescer(textDeltas(deps, request));
-  const ask = async <K extends keyof RunTypes["answers"]>(event: { type: K } & Record<string, unknown>, id: string) => {
-    const local = await dispatchToRun(deps.host, request.run, event, id);
-    return local.outcome === "applied" ? local.value : undefined;
-  };
+  const journal = attemptJournal(deps.host, request);
+  const ask = <K extends keyof RunTypes["answers"]>(event: { type: K } & Record<string, unknown>, id: string) => journal.ask(event, id);
   try {
     const result = await runAgent(
       {
@@ -76,13 +74,7 @@ export async function runAgentAttempt(deps: AgentAttemptDeps, request: ExecuteRe
         callTool: (call) => deps.callTool(call),
         child: (call) => ask({ type: "effect.child" as const, ...fenceOf(request), ...call }, `child/${call.key}/${request.attempt}/${request.lease_epoch}`),
         ...(replay ? replayedDecisions(replay, request) : {}),
-        receipt: async (receipt, cost_cents) => {
-          const answer = await ask(
-            { type: "effect.receipt" as const, ...fenceOf(request), receipt, ...(cost_cents ? { cost_cents } : {}) },
-            `receipt/${receipt.key}/${request.attempt}/${request.lease_epoch}`,
-          );
-          return answer?.outcome === "recorded";
-        },
+        receipt: (receipt, cost_cents) => journal.receipt(receipt, cost_cents),
         beat: () => deps.heartbeat(),
         // A replay spends nothing: its turns are the original's.
         ...(deps.meter && !replay ? { meter: turnMeter(deps, request, deps.meter) } : {}),

@@ -1,46 +1,30 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { Objm, type ObjectStore } from "@nats-io/obj";
-import { LEASE_LAPSED, nestingDepth, type AbortRequest, type ExecuteRequest, type Receipt, type TaskPoll } from "../../machines/index.js";
+import { LEASE_LAPSED, type AbortRequest, type ExecuteRequest, type Receipt, type TaskPoll } from "../../machines/index.js";
 import { tenantOfRun } from "../records/index.js";
 import {
   RUN_KIND,
-  type ToolPort,
-  type ReplayTools,
-  type RunTypes,
-  callThroughJournal,
-  dispatchToRun,
-  fenceOf,
-  type BoundedRef,
-  type ToolAnswer,
-  type ToolCall,
-  type SamplingAnswer,
-  type SamplingAsk,
+  attemptJournal,
   attemptSpan,
   SPAN_CLOSED_BY_RUN,
-  toolSpan,
+  type BoundedRef,
+  type ReplayTools,
+  type RunTypes,
   type SpanSink,
+  type ToolAnswer,
+  type ToolCall,
+  type ToolPort,
 } from "../run/index.js";
 import type { UsageMeter } from "../tenant/index.js";
-import { runAgentAttempt, serveSampling, turnMeter, type ModelPort } from "../agent/index.js";
+import { runAgentAttempt, type ModelPort } from "../agent/index.js";
 import { AttemptStop } from "./attempt-stop.js";
+import { AttemptCalls } from "./attempt-calls.js";
+import { failedResult, handlerResult, lapsedResult, ResultBounds } from "./attempt-results.js";
 import type { HoldToken, PartitionHold } from "./partition-hold.js";
 import { pollTask } from "./task-polls.js";
-import { answerOf, jsonBytes, type ActorHost, type Dispatched, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../../runtime/index.js";
-
-/** The object store of step results over the inline bound, kept by reference. */
-export const RESULTS_STORE = "rw-results";
+import { answerOf, type ActorHost, type Dispatched, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../../runtime/index.js";
 
 /** What became of a heartbeat renewal (see `StepExecutor`'s `onHeartbeatSettled`). */
 export type HeartbeatOutcome = "renewed" | "stale" | "mailbox";
-
-/** Outputs nesting deeper than this fail `bad_output`: a run record (with its own levels around it) must stay encodable. */
-export const MAX_OUTPUT_DEPTH = 256;
-
-/** Results above this are stored in the object store and recorded by reference. */
-export const RESULT_INLINE_LIMIT = 32 * 1024;
-
-/** A handler's error message is cut to this many characters: a run record keeps it, and must stay storable. */
-export const MAX_ERROR_MESSAGE = 4 * 1024;
 
 /** What became of a report (a result or a heartbeat) sent to its run. */
 export type ReportOutcome = "committed" | "stale" | "mailbox";
@@ -74,7 +58,7 @@ export class StepExecutor {
   private readonly leased = new Set<string>();
   private readonly lastBeat = new Map<string, number>();
   private beats = 0;
-  private objects: Promise<ObjectStore> | undefined;
+  private readonly results: ResultBounds;
   readonly stats = { started: 0, reported: 0, viaMailbox: 0, staleCommits: 0, staleCancelCommits: 0, partitionFenced: 0, heartbeats: 0, aborted: 0 };
 
   constructor(
@@ -123,7 +107,23 @@ export class StepExecutor {
   ) {
     const report: StepReport = (address, event, id) => this.report(address, event, id);
     this.send = deps.decorateReport ? deps.decorateReport(report) : report;
+    this.results = new ResultBounds(deps.nc);
+    const { host, tools, replay, models, meter, quota, spans } = deps;
+    this.calls = new AttemptCalls({
+      host,
+      ...(tools ? { tools } : {}),
+      ...(replay ? { replay } : {}),
+      ...(models ? { models } : {}),
+      ...(meter ? { meter } : {}),
+      ...(quota ? { quota } : {}),
+      ...(spans ? { spans } : {}),
+      bounded: (r, value) => this.bounded(r, value),
+      now: () => deps.now?.() ?? Date.now(),
+    });
   }
+
+  /** The attempts' tool calls (and a tool server's sampling during them). */
+  private readonly calls: AttemptCalls;
 
   /** Where results and heartbeats go: the report path, or its decorator. */
   private readonly send: StepReport;
@@ -383,91 +383,15 @@ export class StepExecutor {
       return answer;
     }
     let out = answer;
-    if (receipt) {
-      const local = await dispatchToRun(
-        this.deps.host,
-        request.run,
-        { type: "effect.receipt", ...fenceOf(request), receipt },
-        `receipt/${receipt.key}/${request.attempt}/${request.lease_epoch}`,
-      );
-      const stored = local.outcome === "applied" && local.value?.outcome === "recorded";
-      // The attempt became a zombie during the call: what it learnt is not its to record.
-      if (!stored) out = { outcome: "stopped", reason: "receipt_refused" };
-    }
+    // The attempt became a zombie during the call: what it learnt is not its to record.
+    if (receipt && !(await attemptJournal(this.deps.host, request).receipt(receipt))) out = { outcome: "stopped", reason: "receipt_refused" };
     if (out.outcome === "stopped") this.abortKey(key, out.reason);
     return out;
   }
 
+  /** One tool call of attempt `key` through its run's journal, sent only while its node holds the run's partition. */
   private callTool(request: ExecuteRequest, key: string, call: ToolCall): Promise<{ answer: ToolAnswer; receipt?: Receipt }> {
-    const spans = this.deps.spans;
-    if (!spans) return this.callToolUntraced(request, key, call);
-    const began = Date.now();
-    let started = false;
-    // Only a call that reached the tool server has a span (C069): one refused before it (a ceiling, a gate, the journal's answer) has none.
-    return this.callToolUntraced(request, key, call, () => (started = true)).then((r) => {
-      if (started) spans.emit(toolSpan(request, call, began, Date.now(), r.answer));
-      return r;
-    });
-  }
-
-  private callToolUntraced(request: ExecuteRequest, key: string, call: ToolCall, started?: () => void): Promise<{ answer: ToolAnswer; receipt?: Receipt }> {
-    const replay = request.replay_of ? this.deps.replay?.of(request.replay_of, request.run) : undefined;
-    const tools = request.replay_of ? replay : this.deps.tools;
-    if (!tools)
-      return Promise.resolve({
-        answer: { outcome: "failed", error: { code: "tool_gateway_unavailable", message: "this node has no tool gateway", retryable: true } },
-      });
-    return callThroughJournal(
-      {
-        tools,
-        ...(replay ? { decided: replay.decided } : {}),
-        ask: async (r, event, id) => {
-          const local = await dispatchToRun(this.deps.host, r.run, event, id);
-          return local.outcome === "applied" ? local.value : undefined;
-        },
-        bounded: (r, value) => this.bounded(r, value),
-        ...(this.deps.meter ? { meter: this.deps.meter } : {}),
-        now: () => this.deps.now?.() ?? Date.now(),
-        ...(started ? { started } : {}),
-        held: () => this.held(key),
-        // A replay's calls are answered from its original's receipts: nothing is sampled.
-        ...(this.deps.models && !request.replay_of ? { sample: (r, c, ask, signal) => this.sample(r, c, ask, signal) } : {}),
-      },
-      request,
-      call,
-      this.stops.get(key)?.signal ?? AbortSignal.abort(),
-    );
-  }
-
-  /** A tool server's sampling request during a call of attempt `r`: served by the model gateway under the run's budget, through its journal (`serveSampling`). */
-  private sample(r: ExecuteRequest, call: { server: string; tool: string; key: string }, ask: SamplingAsk, signal: AbortSignal): Promise<SamplingAnswer> {
-    const now = () => this.deps.now?.() ?? Date.now();
-    return serveSampling(
-      {
-        models: this.deps.models!,
-        ...(this.deps.meter ? { meter: turnMeter({ now }, r, this.deps.meter) } : {}),
-        ...(this.deps.quota ? { quota: (model: string, tokens: number) => this.deps.quota!(r.tenant, model, tokens, now()) } : {}),
-        intent: async (event, id) => {
-          const local = await dispatchToRun(this.deps.host, r.run, event, id);
-          return local.outcome === "applied" ? local.value : undefined;
-        },
-        receipt: async (receipt, cost_cents) => {
-          const answer = await dispatchToRun(
-            this.deps.host,
-            r.run,
-            { type: "effect.receipt", ...fenceOf(r), receipt, ...(cost_cents ? { cost_cents } : {}) },
-            `receipt/${receipt.key}/${r.attempt}/${r.lease_epoch}`,
-          );
-          return answer.outcome === "applied" && answer.value?.outcome === "recorded";
-        },
-        now,
-      },
-      r,
-      call.key,
-      call,
-      ask,
-      signal,
-    );
+    return this.calls.call(request, call, { signal: this.stops.get(key)?.signal ?? AbortSignal.abort(), held: () => this.held(key) });
   }
 
   private async runHandler(request: ExecuteRequest, key: string): Promise<Record<string, unknown>> {
@@ -485,54 +409,13 @@ export class StepExecutor {
       { cancellable: (cancel) => this.stops.get(key)!.onCancel(cancel) },
     );
     if (result.outcome === "failed" && result.error.code === "late_start") this.abortKey(key, LEASE_LAPSED);
-    let output: unknown;
-    let event: Record<string, unknown>;
-    if (result.outcome === "succeeded" && nestingDepth(result.output, MAX_OUTPUT_DEPTH) > MAX_OUTPUT_DEPTH) {
-      // A run could never store it (records refuse deep values): the handler's own bug, not worth a retry.
-      event = {
-        type: "step.result",
-        node: request.node,
-        attempt: request.attempt,
-        lease_epoch: request.lease_epoch,
-        outcome: "failed",
-        error: { code: "bad_output", message: `the output nests deeper than ${MAX_OUTPUT_DEPTH} levels`, retryable: false },
-      };
-    } else if (result.outcome === "succeeded") {
-      output = await this.bounded(request, result.output);
-      event = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, outcome: "succeeded", output };
-    } else {
-      const error =
-        result.error.message.length > MAX_ERROR_MESSAGE ? { ...result.error, message: `${result.error.message.slice(0, MAX_ERROR_MESSAGE)}…` } : result.error;
-      event = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, outcome: "failed", error };
-    }
     const approval = this.needsApproval.get(key);
-    if (approval)
-      event = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch, outcome: "failed", error: approval };
-    return event;
+    return approval ? failedResult(request, approval) : handlerResult(request, result, this.results);
   }
 
-  /** Keeps a result within the inline bound; a larger one goes to the object store by reference. */
-  private async bounded(request: BoundedRef, output: unknown): Promise<unknown> {
-    // Measured without building the JSON: only a result past the bound is serialised (for the object store).
-    if (jsonBytes(output ?? null) <= RESULT_INLINE_LIMIT) return output ?? null;
-    const text = JSON.stringify(output ?? null);
-    this.objects ??= new Objm(this.deps.nc).open(RESULTS_STORE);
-    const name = `${request.run}/${request.node}/${request.item ?? "-"}/${request.attempt}`;
-    const info = await (await this.objects).putBlob({ name }, new TextEncoder().encode(text));
-    return { $ref: `${RESULTS_STORE}/${name}`, bytes: info.size, digest: info.digest };
+  private bounded(request: BoundedRef, output: unknown): Promise<unknown> {
+    return this.results.bounded(request, output);
   }
-}
-
-/** The report of an attempt stopped for want of its run's partition: a platform failure, retried at once wherever the run still wants it. */
-function lapsedResult(request: ExecuteRequest): Record<string, unknown> {
-  return {
-    type: "step.result",
-    node: request.node,
-    attempt: request.attempt,
-    lease_epoch: request.lease_epoch,
-    outcome: "failed",
-    error: { code: LEASE_LAPSED, message: "this node no longer surely held the run's partition", retryable: true },
-  };
 }
 
 function stepIdOf(request: Pick<ExecuteRequest, "node" | "item">): string {

@@ -1,5 +1,5 @@
 export { readParent, readTenantGate, runActor, RUN_KIND, RUN_RECORD } from "./actor.js";
-export { dispatchToRun } from "./dispatch.js";
+export { attemptJournal } from "./dispatch.js";
 export type { RunTypes } from "./protocol.js";
 export { recordFacts, RunMemories } from "./memory.js";
 export { EndedRunCompaction } from "./compaction.js";

@@ -45,6 +45,11 @@ async function startPausingNode(name: string, pause: { pauseAtOffer?: string; pa
   return child;
 }
 
+/** A client for waiting on a run while a node is stopped: it still holds its share of the API's queue group, and a request handed to it goes unanswered, so each gives up soon. */
+function pollerOf(tenant: string): RunwayClient {
+  return new RunwayClient(world.nc, tenant, 2_000);
+}
+
 /** Until the process really is stopped (its PAUSING line is written just before it stops itself). */
 async function pausedAt(child: ChildHandle): Promise<string> {
   const line = await child.waitForLine(/^PAUSING /, { timeoutMs: 30_000 });
@@ -58,8 +63,7 @@ async function pausedAt(child: ChildHandle): Promise<string> {
 it("41 a node SIGSTOPped with an attempt's offer in hand, continued after another node ran the attempt, does not start the handler", async () => {
   const ledger = join(dir, "offer-ledger.txt");
   const paused = await startPausingNode("pause-offer-a", { pauseAtOffer: "second" });
-  // Short answers: the stopped node still holds its share of the API's queue group, and a request it was handed goes unanswered.
-  const client = new RunwayClient(world.nc, "po", 2_000);
+  const client = new RunwayClient(world.nc, "po");
   await client.createTenant("po");
   const def = {
     name: "two-steps",
@@ -75,7 +79,7 @@ it("41 a node SIGSTOPped with an attempt's offer in hand, continued after anothe
 
   // Another node takes the partitions once the stopped node's lease lapses, and runs `second` again.
   await startWorkflowNode(world, "pause-offer-b", { leaseTtlMs: LEASE_TTL_MS });
-  const done = await finished(client, run);
+  const done = await finished(pollerOf("po"), run);
   expect(done.status).toBe("succeeded");
 
   paused.resume();
@@ -89,7 +93,7 @@ it("41 a node SIGSTOPped with an attempt's offer in hand, continued after anothe
 
 it("41 a node SIGSTOPped between a charge's intent and its call, continued after another node made the charge, does not send it", async () => {
   const paused = await startPausingNode("pause-call-a", { pauseAfterWrite: "effect_intent" });
-  const client = new RunwayClient(world.nc, "pc", 2_000);
+  const client = new RunwayClient(world.nc, "pc");
   await client.createTenant("pc");
   const server = { name: "fx", transport: { type: "http", url: tools.url }, trusted: true, lookups: { charge: "find_charge" } };
   expect((await client.putToolServer(server)).outcome).toBe("saved");
@@ -102,7 +106,7 @@ it("41 a node SIGSTOPped between a charge's intent and its call, continued after
 
   // The other node meets the intent with no receipt, asks the lookup (not found: the call was never sent) and charges.
   await startWorkflowNode(world, "pause-call-b", { leaseTtlMs: LEASE_TTL_MS });
-  const done = await finished(client, run);
+  const done = await finished(pollerOf("pc"), run);
   expect(done.status).toBe("succeeded");
   expect(tools.counts().effects.charge).toBe(before + 1);
 
