@@ -64,6 +64,11 @@ export interface RecoveryReport {
   skipped: number;
   /** Runs not settled: their record was not read, or their command was not applied (a store fault). {@link recoverPartitionPatiently} tries them again. */
   unsettled: string[];
+  /** Live runs whose `run.recover` found the partition no longer served here (handed over meanwhile): its next owner's recovery is theirs. */
+  handedOver: string[];
+  /** ms the pass took to list the partition's runs (the live-run index and the tenants' member keys), and in all. */
+  listMs: number;
+  ms: number;
 }
 
 type RecoveryDeps = {
@@ -105,9 +110,18 @@ function settledBy(answer: Awaited<ReturnType<ActorHost["dispatch"]>>, applied: 
  * reported `unsettled`, never passed over; `only` limits a pass to those.
  */
 export async function recoverPartition(deps: RecoveryDeps, partition: number, log: RecoveryLog, only?: ReadonlySet<string>): Promise<RecoveryReport> {
+  const began = performance.now();
   if (!only) await buildLiveIndex(deps, partition, log);
-  const report: RecoveryReport = { recovered: 0, unchanged: 0, skipped: 0, unsettled: [] };
   const entries = await deps.live.entries(partition);
+  const report: RecoveryReport = {
+    recovered: 0,
+    unchanged: 0,
+    skipped: 0,
+    unsettled: [],
+    handedOver: [],
+    listMs: Math.round(performance.now() - began),
+    ms: 0,
+  };
   const keyed = new Set(entries.indexed);
   const commandId = (id: string) => `recover/${partition}/${log.epoch}/${id}`;
   const settle = async (id: string): Promise<Settled> => {
@@ -134,11 +148,23 @@ export async function recoverPartition(deps: RecoveryDeps, partition: number, lo
     runs.map(async (id) => {
       const settled = await settle(id);
       if (settled === "unsettled") report.unsettled.push(id);
-      else if (settled !== "not_served") report[settled]++;
+      else if (settled === "not_served") report.handedOver.push(id);
+      else report[settled]++;
     }),
   );
+  report.ms = Math.round(performance.now() - began);
   // Unsettled runs are the caller's to log (recoverPartitionPatiently warns as it tries them again).
-  if (report.recovered > 0) deps.logger.info("recovered in-flight attempts", { partition, runs: report.recovered });
+  if (report.recovered > 0) deps.logger.info("recovered in-flight attempts", { partition, runs: report.recovered, listMs: report.listMs, ms: report.ms });
+  // Cut short: a hand-over while the pass listed or read (a restarted node taking its partitions back).
+  // Nothing is lost (the next owner recovers them at its claim), but those runs wait for that claim.
+  if (report.handedOver.length > 0)
+    deps.logger.warn("recovery cut short: the partition was handed over before these runs were recovered", {
+      partition,
+      runs: report.handedOver.slice(0, 5),
+      count: report.handedOver.length,
+      listMs: report.listMs,
+      ms: report.ms,
+    });
   deps.logger.debug("partition recovery pass", {
     partition,
     listed: runs.length,
@@ -146,6 +172,9 @@ export async function recoverPartition(deps: RecoveryDeps, partition: number, lo
     unchanged: report.unchanged,
     skipped: report.skipped,
     unsettled: report.unsettled.length,
+    handedOver: report.handedOver.length,
+    listMs: report.listMs,
+    ms: report.ms,
   });
   return report;
 }
@@ -162,6 +191,27 @@ export async function recoverPartitionPatiently<L extends RecoveryLog>(
   log: L,
 ): Promise<number> {
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  // A recovery still under way after this long holds up the runs whose attempts died with the last
+  // owner (a short attempt has no lease timer: this recovery is what fails it): say so, once.
+  const began = performance.now();
+  const slow = setTimeout(() => deps.logger.warn("recovery not done yet", { partition, ms: Math.round(performance.now() - began) }), SLOW_RECOVERY_MS);
+  slow.unref?.();
+  try {
+    return await recoverUntilSettled(deps, partition, log, sleep);
+  } finally {
+    clearTimeout(slow);
+  }
+}
+
+/** A recovery taking longer than this is logged (`recovery not done yet`): the runs it has not reached yet wait for it. */
+const SLOW_RECOVERY_MS = 2_000;
+
+async function recoverUntilSettled<L extends RecoveryLog>(
+  deps: RecoveryDeps & { serving(partition: number, log: L): boolean },
+  partition: number,
+  log: L,
+  sleep: (ms: number) => Promise<void>,
+): Promise<number> {
   let recovered = 0;
   let only: ReadonlySet<string> | undefined;
   for (let attempt = 1, delay = 100; ; attempt++, delay = Math.min(delay * 2, 2_000)) {

@@ -201,7 +201,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
           "--lease-ttl-ms",
           String(leaseTtlMs),
         ],
-        { name, env: { RUNWAY_LOG: "warn", RUNWAY_LEDGER: ledger, RUNWAY_LEDGER_NODE: name } },
+        { name, env: { RUNWAY_LOG: "info", RUNWAY_LEDGER: ledger, RUNWAY_LEDGER_NODE: name } },
       );
       nodes.set(name, child);
       incarnations.push(child);
