@@ -54,6 +54,13 @@ async function recalledRun(log: RecoveryLog, id: string, memories: Pick<RunMemor
   return last ? storedRunOf(migratedSnapshot(RUN_RECORD, last).context?.run ?? null, last) : readRun(log, id);
 }
 
+/** Where a recovery pass is (for the log line of a slow one): building the index, listing the partition's runs, or settling them. */
+export interface RecoveryProgress {
+  stage: "index" | "listing" | "settling";
+  listed?: number;
+  settled?: number;
+}
+
 /** What recovering a partition did with the runs the live-run index listed. */
 export interface RecoveryReport {
   /** Runs whose lost attempts were failed and retried. */
@@ -109,9 +116,17 @@ function settledBy(answer: Awaited<ReturnType<ActorHost["dispatch"]>>, applied: 
  * loading them republishes an outbox a crash cut short. A run the store did not answer for is
  * reported `unsettled`, never passed over; `only` limits a pass to those.
  */
-export async function recoverPartition(deps: RecoveryDeps, partition: number, log: RecoveryLog, only?: ReadonlySet<string>): Promise<RecoveryReport> {
+export async function recoverPartition(
+  deps: RecoveryDeps,
+  partition: number,
+  log: RecoveryLog,
+  only?: ReadonlySet<string>,
+  progress: RecoveryProgress = { stage: "index" },
+): Promise<RecoveryReport> {
   const began = performance.now();
+  progress.stage = "index";
   if (!only) await buildLiveIndex(deps, partition, log);
+  progress.stage = "listing";
   const entries = await deps.live.entries(partition);
   const report: RecoveryReport = {
     recovered: 0,
@@ -144,9 +159,11 @@ export async function recoverPartition(deps: RecoveryDeps, partition: number, lo
     return settled;
   };
   const runs = everyRun(entries).filter((id) => !only || only.has(id));
+  Object.assign(progress, { stage: "settling", listed: runs.length, settled: 0 });
   await Promise.all(
     runs.map(async (id) => {
       const settled = await settle(id);
+      progress.settled = (progress.settled ?? 0) + 1;
       if (settled === "unsettled") report.unsettled.push(id);
       else if (settled === "not_served") report.handedOver.push(id);
       else report[settled]++;
@@ -194,12 +211,21 @@ export async function recoverPartitionPatiently<L extends RecoveryLog>(
   // A recovery still under way after this long holds up the runs whose attempts died with the last
   // owner (a short attempt has no lease timer: this recovery is what fails it): say so, once.
   const began = performance.now();
-  const slow = setTimeout(() => deps.logger.warn("recovery not done yet", { partition, ms: Math.round(performance.now() - began) }), SLOW_RECOVERY_MS);
+  const progress: RecoveryProgress = { stage: "index" };
+  let warned = false;
+  const slow = setTimeout(() => {
+    warned = true;
+    deps.logger.warn("recovery not done yet", { partition, ms: Math.round(performance.now() - began), ...progress });
+  }, SLOW_RECOVERY_MS);
   slow.unref?.();
+  let outcome = "failed";
   try {
-    return await recoverUntilSettled(deps, partition, log, sleep);
+    const recovered = await recoverUntilSettled(deps, partition, log, sleep, progress);
+    outcome = `${recovered} recovered`;
+    return recovered;
   } finally {
     clearTimeout(slow);
+    if (warned) deps.logger.info("slow recovery done", { partition, ms: Math.round(performance.now() - began), outcome, ...progress });
   }
 }
 
@@ -211,13 +237,14 @@ async function recoverUntilSettled<L extends RecoveryLog>(
   partition: number,
   log: L,
   sleep: (ms: number) => Promise<void>,
+  progress: RecoveryProgress,
 ): Promise<number> {
   let recovered = 0;
   let only: ReadonlySet<string> | undefined;
   for (let attempt = 1, delay = 100; ; attempt++, delay = Math.min(delay * 2, 2_000)) {
     let failure: unknown;
     try {
-      const report = await recoverPartition(deps, partition, log, only);
+      const report = await recoverPartition(deps, partition, log, only, progress);
       recovered += report.recovered;
       if (report.unsettled.length === 0) return recovered;
       only = new Set(report.unsettled);

@@ -420,12 +420,12 @@ it("a recovery still under way after 2 s says so, and one cut short by a hand-ov
   const host = world.node.node.host;
   const gone = Object.create(host) as typeof host;
   gone.dispatch = () => Promise.resolve({ outcome: "not_served" });
-  const lines: { msg: string; runs?: string[]; partition?: number }[] = [];
+  const lines: { msg: string; runs?: string[]; partition?: number; stage?: string; listed?: number; settled?: number }[] = [];
   const recovery = recoverPartitionPatiently(
     {
       nc: world.nc,
       host: gone,
-      logger: createLogger("test", "warn", (line) => lines.push(JSON.parse(line) as (typeof lines)[number])),
+      logger: createLogger("test", "info", (line) => lines.push(JSON.parse(line) as (typeof lines)[number])),
       live,
       now: () => Date.now(),
       serving: () => false,
@@ -442,9 +442,14 @@ it("a recovery still under way after 2 s says so, and one cut short by a hand-ov
     listed();
   }
   expect(await recovery).toBe(0);
+  // The slow one said where it was (listing the partition's runs), and when it was done.
+  expect(lines.find((l) => l.msg === "recovery not done yet")?.stage).toBe("listing");
   const cut = lines.find((l) => l.msg.startsWith("recovery cut short"));
   expect(cut?.partition).toBe(p);
   expect(cut?.runs).toContain(id);
+  const done = lines.find((l) => l.msg === "slow recovery done");
+  expect(done).toMatchObject({ partition: p, stage: "settling" });
+  expect(done?.settled).toBe(done?.listed);
   expect((await client.cancelRun(id)).outcome).toBe("cancelled");
 });
 
