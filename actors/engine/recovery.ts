@@ -54,6 +54,13 @@ async function recalledRun(log: RecoveryLog, id: string, memories: Pick<RunMemor
   return last ? storedRunOf(migratedSnapshot(RUN_RECORD, last).context?.run ?? null, last) : readRun(log, id);
 }
 
+/** Where a recovery pass is (for the log line of a slow one): building the index, listing the partition's runs, or settling them. */
+export interface RecoveryProgress {
+  stage: "index" | "listing" | "settling";
+  listed?: number;
+  settled?: number;
+}
+
 /** What recovering a partition did with the runs the live-run index listed. */
 export interface RecoveryReport {
   /** Runs whose lost attempts were failed and retried. */
@@ -64,6 +71,11 @@ export interface RecoveryReport {
   skipped: number;
   /** Runs not settled: their record was not read, or their command was not applied (a store fault). {@link recoverPartitionPatiently} tries them again. */
   unsettled: string[];
+  /** Live runs whose `run.recover` found the partition no longer served here (handed over meanwhile): its next owner's recovery is theirs. */
+  handedOver: string[];
+  /** ms the pass took to list the partition's runs (the live-run index and the tenants' member keys), and in all. */
+  listMs: number;
+  ms: number;
 }
 
 type RecoveryDeps = {
@@ -104,10 +116,27 @@ function settledBy(answer: Awaited<ReturnType<ActorHost["dispatch"]>>, applied: 
  * loading them republishes an outbox a crash cut short. A run the store did not answer for is
  * reported `unsettled`, never passed over; `only` limits a pass to those.
  */
-export async function recoverPartition(deps: RecoveryDeps, partition: number, log: RecoveryLog, only?: ReadonlySet<string>): Promise<RecoveryReport> {
+export async function recoverPartition(
+  deps: RecoveryDeps,
+  partition: number,
+  log: RecoveryLog,
+  only?: ReadonlySet<string>,
+  progress: RecoveryProgress = { stage: "index" },
+): Promise<RecoveryReport> {
+  const began = performance.now();
+  progress.stage = "index";
   if (!only) await buildLiveIndex(deps, partition, log);
-  const report: RecoveryReport = { recovered: 0, unchanged: 0, skipped: 0, unsettled: [] };
+  progress.stage = "listing";
   const entries = await deps.live.entries(partition);
+  const report: RecoveryReport = {
+    recovered: 0,
+    unchanged: 0,
+    skipped: 0,
+    unsettled: [],
+    handedOver: [],
+    listMs: Math.round(performance.now() - began),
+    ms: 0,
+  };
   const keyed = new Set(entries.indexed);
   const commandId = (id: string) => `recover/${partition}/${log.epoch}/${id}`;
   const settle = async (id: string): Promise<Settled> => {
@@ -130,15 +159,29 @@ export async function recoverPartition(deps: RecoveryDeps, partition: number, lo
     return settled;
   };
   const runs = everyRun(entries).filter((id) => !only || only.has(id));
+  Object.assign(progress, { stage: "settling", listed: runs.length, settled: 0 });
   await Promise.all(
     runs.map(async (id) => {
       const settled = await settle(id);
+      progress.settled = (progress.settled ?? 0) + 1;
       if (settled === "unsettled") report.unsettled.push(id);
-      else if (settled !== "not_served") report[settled]++;
+      else if (settled === "not_served") report.handedOver.push(id);
+      else report[settled]++;
     }),
   );
+  report.ms = Math.round(performance.now() - began);
   // Unsettled runs are the caller's to log (recoverPartitionPatiently warns as it tries them again).
-  if (report.recovered > 0) deps.logger.info("recovered in-flight attempts", { partition, runs: report.recovered });
+  if (report.recovered > 0) deps.logger.info("recovered in-flight attempts", { partition, runs: report.recovered, listMs: report.listMs, ms: report.ms });
+  // Cut short: a hand-over while the pass listed or read (a restarted node taking its partitions back).
+  // Nothing is lost (the next owner recovers them at its claim), but those runs wait for that claim.
+  if (report.handedOver.length > 0)
+    deps.logger.warn("recovery cut short: the partition was handed over before these runs were recovered", {
+      partition,
+      runs: report.handedOver.slice(0, 5),
+      count: report.handedOver.length,
+      listMs: report.listMs,
+      ms: report.ms,
+    });
   deps.logger.debug("partition recovery pass", {
     partition,
     listed: runs.length,
@@ -146,6 +189,9 @@ export async function recoverPartition(deps: RecoveryDeps, partition: number, lo
     unchanged: report.unchanged,
     skipped: report.skipped,
     unsettled: report.unsettled.length,
+    handedOver: report.handedOver.length,
+    listMs: report.listMs,
+    ms: report.ms,
   });
   return report;
 }
@@ -162,12 +208,43 @@ export async function recoverPartitionPatiently<L extends RecoveryLog>(
   log: L,
 ): Promise<number> {
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  // A recovery still under way after this long holds up the runs whose attempts died with the last
+  // owner (a short attempt has no lease timer: this recovery is what fails it): say so, once.
+  const began = performance.now();
+  const progress: RecoveryProgress = { stage: "index" };
+  let warned = false;
+  const slow = setTimeout(() => {
+    warned = true;
+    deps.logger.warn("recovery not done yet", { partition, ms: Math.round(performance.now() - began), ...progress });
+  }, SLOW_RECOVERY_MS);
+  slow.unref?.();
+  let outcome = "failed";
+  try {
+    const recovered = await recoverUntilSettled(deps, partition, log, sleep, progress);
+    outcome = `${recovered} recovered`;
+    return recovered;
+  } finally {
+    clearTimeout(slow);
+    if (warned) deps.logger.info("slow recovery done", { partition, ms: Math.round(performance.now() - began), outcome, ...progress });
+  }
+}
+
+/** A recovery taking longer than this is logged (`recovery not done yet`): the runs it has not reached yet wait for it. */
+const SLOW_RECOVERY_MS = 2_000;
+
+async function recoverUntilSettled<L extends RecoveryLog>(
+  deps: RecoveryDeps & { serving(partition: number, log: L): boolean },
+  partition: number,
+  log: L,
+  sleep: (ms: number) => Promise<void>,
+  progress: RecoveryProgress,
+): Promise<number> {
   let recovered = 0;
   let only: ReadonlySet<string> | undefined;
   for (let attempt = 1, delay = 100; ; attempt++, delay = Math.min(delay * 2, 2_000)) {
     let failure: unknown;
     try {
-      const report = await recoverPartition(deps, partition, log, only);
+      const report = await recoverPartition(deps, partition, log, only, progress);
       recovered += report.recovered;
       if (report.unsettled.length === 0) return recovered;
       only = new Set(report.unsettled);

@@ -110,7 +110,7 @@ export class PartitionOwnership {
     try {
       await host.serve(claimed.log);
       this.record(partition, "claimed", claimed.log.epoch);
-      logger.debug("partition claimed", { partition, epoch: claimed.log.epoch });
+      logger.info("partition claimed", { partition, epoch: claimed.log.epoch });
     } catch (err) {
       logger.error("could not serve claimed partition", { partition, error: String(err) });
       await host.release(partition);

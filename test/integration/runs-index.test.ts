@@ -400,6 +400,59 @@ it("recovery at a claim reads again a run whose record the store did not answer 
   }
 });
 
+it("a recovery still under way after 2 s says so, and one cut short by a hand-over names the live runs it left to the next owner (soak, 30 minutes: a run held up 8 s)", async () => {
+  const client = await tenantWith("handed");
+  expect((await client.putDefinition({ name: "long", nodes: [{ id: "w", kind: "code", handler: "slow", input: { ms: 60_000 } }] })).outcome).toMatch(
+    /published|unchanged/,
+  );
+  const id = await started(client, "long");
+  const p = partitionOf(id, 32);
+  await waitFor(async () => (((await client.getRun(id)).run as RunAnswer).status === "running" ? true : undefined), {
+    timeoutMs: 10_000,
+    describe: "the run running",
+  });
+  // The listing is held until the slow warning is out; then the partition has gone to another node.
+  let listed!: () => void;
+  const gate = new Promise<void>((r) => (listed = r));
+  const live = new LiveRunIndex(world.nc, 32);
+  const entries = live.entries.bind(live);
+  live.entries = (partition: number) => gate.then(() => entries(partition));
+  const host = world.node.node.host;
+  const gone = Object.create(host) as typeof host;
+  gone.dispatch = () => Promise.resolve({ outcome: "not_served" });
+  const lines: { msg: string; runs?: string[]; partition?: number; stage?: string; listed?: number; settled?: number }[] = [];
+  const recovery = recoverPartitionPatiently(
+    {
+      nc: world.nc,
+      host: gone,
+      logger: createLogger("test", "info", (line) => lines.push(JSON.parse(line) as (typeof lines)[number])),
+      live,
+      now: () => Date.now(),
+      serving: () => false,
+    },
+    p,
+    world.node.node.host.logOf(p)!,
+  );
+  try {
+    await waitFor(() => (lines.some((l) => l.msg === "recovery not done yet" && l.partition === p) ? true : undefined), {
+      timeoutMs: 10_000,
+      describe: "the slow recovery's warning",
+    });
+  } finally {
+    listed();
+  }
+  expect(await recovery).toBe(0);
+  // The slow one said where it was (listing the partition's runs), and when it was done.
+  expect(lines.find((l) => l.msg === "recovery not done yet")?.stage).toBe("listing");
+  const cut = lines.find((l) => l.msg.startsWith("recovery cut short"));
+  expect(cut?.partition).toBe(p);
+  expect(cut?.runs).toContain(id);
+  const done = lines.find((l) => l.msg === "slow recovery done");
+  expect(done).toMatchObject({ partition: p, stage: "settling" });
+  expect(done?.settled).toBe(done?.listed);
+  expect((await client.cancelRun(id)).outcome).toBe("cancelled");
+});
+
 it("a page of a tenant's live runs costs a few reads however many of its runs just ended: the removal markers of 2,000 runs ended within the minute are read in batches of 1,000, not a page's worth at a time", async () => {
   const tenant = "ghostpage";
   const bucket = partitionBucket(partitionOf(tenant, 32));

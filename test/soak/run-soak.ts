@@ -11,6 +11,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { RunwayClient } from "../../cluster/client.js";
 import { RUNWAY_USER, killAll, spawnTsx, startCluster, waitFor, type ChildHandle, type ClusterHandle } from "../harness/index.js";
 import { startEffectsServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
+import { holdUps, type HeldRun, type RunTrack } from "./held-up.js";
 import { AGENT_MODEL, KINDS, WEIGHTS, definitionOf, definitions, type Kind } from "./workload.js";
 
 export interface SoakOptions {
@@ -53,6 +54,8 @@ interface FaultDone extends Fault {
   movingAgainMs?: number;
   /** runs held up over 1 s by the fault */
   activeRuns?: number;
+  /** The runs it held up longest (at most 5): when each began to wait and moved again, in ms after the fault. */
+  heldUp?: HeldRun[];
   /** runs open at the fault that never moved again */
   stuck?: number;
   targetMs?: number;
@@ -198,7 +201,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
           "--lease-ttl-ms",
           String(leaseTtlMs),
         ],
-        { name, env: { RUNWAY_LOG: "warn", RUNWAY_LEDGER: ledger, RUNWAY_LEDGER_NODE: name } },
+        { name, env: { RUNWAY_LOG: "info", RUNWAY_LEDGER: ledger, RUNWAY_LEDGER_NODE: name } },
       );
       nodes.set(name, child);
       incarnations.push(child);
@@ -575,16 +578,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       return out;
     };
 
-    // Time from each fault to the runs it held up moving again. A run's progress points are its
-    // start, its step invocations (the ledger), its journaled step and tool-call events and its end. For each run open in the fault's
-    // window (from the fault until the next one, at most down time + 15 s), its wait is the time
-    // from the fault (or its start request, if later) to its next progress point; a run that waited over
-    // 1 s was held up, and the fault's figure is when the last held-up run moved again. Runs that
-    // sleep, wait for a signal or a person, or are being cancelled are left out, with their
-    // children, once started: their next move is not theirs to make.
+    // Time from each fault to the runs it held up moving again (held-up.ts says which runs count).
     const endAt = (id: string) => (events.get(id) ?? []).find((e) => e.type === "run_succeeded" || e.type === "run_failed" || e.type === "run_cancelled")?.at;
-    // A run the soak started waits from its start request (a start held up by the fault counts); a child from its run_started.
-    const startOf = (id: string) => runs.get(id)?.startedAt ?? (events.get(id) ?? []).find((e) => e.type === "run_started")?.at;
+    const startedAt = (id: string) => (events.get(id) ?? []).find((e) => e.type === "run_started")?.at;
     const parentOf = new Map<string, string>();
     for (const [id, evs] of events) {
       const p = (evs.find((e) => e.type === "run_started") as { parent?: string | null } | undefined)?.parent;
@@ -597,47 +593,36 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       }
       return undefined;
     };
-    const progress = new Map<string, number[]>();
-    for (const id of allRunIds) {
-      const pts = [...(byRun.get(id) ?? []).map((l) => l.at), ...(events.get(id) ?? []).filter((e) => PROGRESS.has(e.type)).map((e) => e.at)];
-      const end = endAt(id);
-      if (end !== undefined) pts.push(end);
-      progress.set(
-        id,
-        pts.sort((x, y) => x - y),
-      );
-    }
     const measured = new Set<Kind>(["seq", "wide", "parent", "tools", "agent"]);
+    const tracks: RunTrack[] = [];
+    for (const id of allRunIds) {
+      const kind = kindOf(id);
+      // A run the soak started waits from its start request (a start held up by the fault counts); a child from its run_started.
+      const start = runs.get(id)?.startedAt ?? startedAt(id);
+      if (!kind || start === undefined) continue;
+      const progress = [...(byRun.get(id) ?? []).map((l) => l.at), ...(events.get(id) ?? []).filter((e) => PROGRESS.has(e.type)).map((e) => e.at)];
+      const end = endAt(id);
+      if (end !== undefined) progress.push(end);
+      const started = startedAt(id);
+      tracks.push({
+        id,
+        measured: measured.has(kind),
+        start,
+        ...(started !== undefined ? { started } : {}),
+        ...(end !== undefined ? { end } : {}),
+        progress: progress.sort((x, y) => x - y),
+        soakStarted: runs.has(id),
+        read: events.has(id),
+      });
+    }
     faults.forEach((f, i) => {
       if (f.skipped) return;
-      const F = f.firedAt;
-      const windowEnd = Math.min(F + f.downMs + 15_000, faults[i + 1]?.firedAt ?? Infinity);
-      let held = 0;
-      let stuck = 0;
-      let last = 0;
-      for (const id of allRunIds) {
-        const kind = kindOf(id);
-        if (!kind) continue;
-        const start = startOf(id);
-        const end = endAt(id);
-        if (start === undefined || start > windowEnd || (end !== undefined && end <= F)) continue;
-        const from = Math.max(F, start);
-        // A run of the other kinds counts only while its start is pending: its start is its own move.
-        const started = (events.get(id) ?? []).find((e) => e.type === "run_started")?.at;
-        if (!measured.has(kind) && !(runs.has(id) && start >= F && started !== undefined && started > from)) continue;
-        const next = measured.has(kind) ? progress.get(id)!.find((t) => t > from) : started;
-        if (next === undefined) {
-          if (events.has(id)) stuck++;
-          continue;
-        }
-        if (next - from > 1_000) {
-          held++;
-          last = Math.max(last, next - F);
-        }
-      }
-      f.activeRuns = held;
-      f.stuck = stuck;
-      f.movingAgainMs = last;
+      const next = faults[i + 1]?.firedAt;
+      const found = holdUps({ firedAt: f.firedAt, downMs: f.downMs, ...(next !== undefined ? { nextFiredAt: next } : {}) }, tracks);
+      f.activeRuns = found.held.length;
+      f.stuck = found.stuck;
+      f.movingAgainMs = found.movingAgainMs;
+      if (found.held.length) f.heldUp = found.held.slice(0, 5);
       f.targetMs = f.kind === "node_kill" ? 5_000 : f.kind === "server_kill" ? 10_000 : undefined;
     });
     writeFileSync(join(dir, "events.json"), JSON.stringify(Object.fromEntries(events)));
@@ -748,7 +733,7 @@ export function reportTable(r: SoakReport): string {
     else
       rows.push([
         `${f.kind} ${f.victim} (down ${f.downMs} ms)`,
-        `moving again after ${fmt(f.movingAgainMs)} ms, ${f.activeRuns ?? 0} runs held up, ${f.stuck ?? 0} stuck${f.targetMs ? ` (target ${f.targetMs})` : ""}${f.restoreError ? "; NOT RESTORED" : ""}`,
+        `moving again after ${fmt(f.movingAgainMs)} ms, ${f.activeRuns ?? 0} runs held up, ${f.stuck ?? 0} stuck${f.heldUp?.[0] ? ` (longest: ${f.heldUp[0].run}, ${f.heldUp[0].waitedFromMs}–${f.heldUp[0].movedAtMs} ms)` : ""}${f.targetMs ? ` (target ${f.targetMs})` : ""}${f.restoreError ? "; NOT RESTORED" : ""}`,
       ]);
   rows.push(["targets", r.missed.length === 0 ? "all met" : `MISSED: ${r.missed.join("; ")}`]);
   const w = Math.max(...rows.map(([k]) => k.length));
