@@ -11,4 +11,6 @@ export type { CliTarget, NatsCliOptions, NatsCliResult } from "./nats-cli.js";
 export { spawnProcess, spawnTsx, killAll, livePids } from "./processes.js";
 export type { ChildHandle, SpawnOptions, ExitInfo, WaitForLineOptions } from "./processes.js";
 export { waitFor } from "./wait.js";
+export { startTcpProxy } from "./proxy.js";
+export type { TcpProxy } from "./proxy.js";
 export type { WaitForOptions } from "./wait.js";

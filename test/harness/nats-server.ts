@@ -124,7 +124,8 @@ export interface ServerSpec {
   dir: string;
   port: number;
   monitorPort: number;
-  cluster?: { port: number; routePorts: number[] };
+  /** `noAdvertise`: members do not tell clients each other's client URLs (a client stays on the URLs it was given, e.g. proxies). */
+  cluster?: { port: number; routePorts: number[]; noAdvertise?: boolean };
   extraConfig?: string;
   maxMemoryStore?: string;
   maxFileStore?: string;
@@ -167,6 +168,7 @@ function renderConfig(spec: ServerSpec, storeDir: string): string {
       `cluster {`,
       `  name: ${q(CLUSTER_NAME)}`,
       `  listen: ${q(`127.0.0.1:${spec.cluster.port}`)}`,
+      ...(spec.cluster.noAdvertise ? [`  no_advertise: true`] : []),
       `  routes: [`,
       ...spec.cluster.routePorts.map((p) => `    ${q(`nats-route://127.0.0.1:${p}`)}`),
       `  ]`,
