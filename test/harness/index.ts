@@ -2,7 +2,7 @@
 // processes and polling. Deliberately free of vitest so that benchmarks can use it too.
 export { toolPaths, repoRoot } from "./tools.js";
 export type { ToolPaths } from "./tools.js";
-export { startServer, freePort, CLUSTER_NAME, RUNWAY_USER, SYS_USER } from "./nats-server.js";
+export { startServer, freePort, setAccountFileQuota, CLUSTER_NAME, RUNWAY_USER, SYS_USER } from "./nats-server.js";
 export type { NatsServerHandle, StartServerOptions, RestartOptions, ConnectOptions, ServerAuth } from "./nats-server.js";
 export { startCluster } from "./cluster.js";
 export type { ClusterHandle, StartClusterOptions } from "./cluster.js";

@@ -3,15 +3,27 @@
 // driven over the client, and a fault schedule reproducible from a seed: SIGKILL of a node
 // (restarted), SIGSTOP/SIGCONT of a node, SIGKILL of a NATS server (restarted; never a quorum), a
 // network partition of a node (each node reaches the servers through its own loopback proxies,
-// which stop forwarding for the fault). At the end it scans every partition stream for
+// which stop forwarding for the fault), a server's storage quota filled (the RUNWAY account's file
+// quota on one server set below what it stores, by a config reload, then lifted). At the end it scans every partition stream for
 // dual-authority writes. Bounded in time; everything it starts is killed at the end. See docs/soak.md.
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { RunwayClient } from "../../cluster/client.js";
-import { RUNWAY_USER, killAll, spawnTsx, startCluster, startTcpProxy, waitFor, type ChildHandle, type ClusterHandle, type TcpProxy } from "../harness/index.js";
+import {
+  RUNWAY_USER,
+  killAll,
+  setAccountFileQuota,
+  spawnTsx,
+  startCluster,
+  startTcpProxy,
+  waitFor,
+  type ChildHandle,
+  type ClusterHandle,
+  type TcpProxy,
+} from "../harness/index.js";
 import { startEffectsServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
 import { WriteTap, scanDualAuthority, type DualAuthorityReport } from "./dual-authority.js";
 import { AGENT_MODEL, KINDS, WEIGHTS, definitionOf, definitions, type Kind } from "./workload.js";
@@ -24,7 +36,7 @@ export interface SoakOptions {
   seed: number;
   /** After the workload: how long runs get to end before those still open count as lost. */
   graceMs?: number;
-  /** Cycles of faults (one of each kind per cycle); default: one per 60 s of the fault window, at least one. */
+  /** Cycles of faults (one of each kind per cycle); default: one per 75 s of the fault window, at least one. */
   cycles?: number;
   /** Lease TTL of the nodes (a killed node's partitions are taken over after it). */
   leaseTtlMs?: number;
@@ -34,16 +46,17 @@ export interface SoakOptions {
   log?: (line: string) => void;
 }
 
-type FaultKind = "node_kill" | "node_stop" | "server_kill" | "node_partition";
+type FaultKind = "node_kill" | "node_stop" | "server_kill" | "node_partition" | "server_quota";
 /** One of each per cycle, in a seeded order. */
-const FAULT_KINDS: readonly FaultKind[] = ["node_kill", "node_stop", "server_kill", "node_partition"];
+const FAULT_KINDS: readonly FaultKind[] = ["node_kill", "node_stop", "server_kill", "node_partition", "server_quota"];
+const onServer = (kind: FaultKind) => kind === "server_kill" || kind === "server_quota";
 
 interface Fault {
   kind: FaultKind;
   /** ms after the workload's start. */
   at: number;
   victim: string;
-  /** ms the victim stays down (killed: until restarted; stopped: until SIGCONT; partitioned: until its proxies forward again). */
+  /** ms the victim stays down (killed: until restarted; stopped: until SIGCONT; partitioned: until its proxies forward again; quota: until lifted). */
   downMs: number;
 }
 
@@ -140,7 +153,7 @@ export function faultSchedule(seed: number, workloadMs: number, nodes: number, s
   const rnd = prng(seed ^ 0x5eed);
   const from = workloadMs * 0.2;
   const to = workloadMs * 0.75;
-  const cycleMs = 60_000;
+  const cycleMs = 75_000;
   const cycles = cycleCount ?? Math.max(1, Math.floor((to - from) / cycleMs));
   const kinds: FaultKind[] = [];
   for (let c = 0; c < cycles; c++) {
@@ -155,8 +168,8 @@ export function faultSchedule(seed: number, workloadMs: number, nodes: number, s
   return kinds.map((kind, i) => ({
     kind,
     at: Math.round(from + i * gap + rnd() * gap * 0.2),
-    victim: kind === "server_kill" ? `n${1 + Math.floor(rnd() * servers)}` : `soak-node-${1 + Math.floor(rnd() * nodes)}`,
-    downMs: kind === "server_kill" ? 4_000 + Math.round(rnd() * 2_000) : 2_500 + Math.round(rnd() * 2_000),
+    victim: onServer(kind) ? `n${1 + Math.floor(rnd() * servers)}` : `soak-node-${1 + Math.floor(rnd() * nodes)}`,
+    downMs: onServer(kind) ? 4_000 + Math.round(rnd() * 2_000) : 2_500 + Math.round(rnd() * 2_000),
   }));
 }
 
@@ -444,6 +457,16 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
             await nodes.get(f.victim)!.kill("SIGKILL");
             await sleep(f.downMs);
             await spawnNode(f.victim).waitForLine(/^READY /, { timeoutMs: 60_000 });
+          } else if (f.kind === "server_quota") {
+            // The account's file quota on the victim below what it stores: the streams it leads
+            // refuse writes until the quota is lifted.
+            const server = cluster!.serverByName(f.victim);
+            await setAccountFileQuota(server, "1K");
+            try {
+              await sleep(f.downMs);
+            } finally {
+              await setAccountFileQuota(server, undefined);
+            }
           } else if (f.kind === "node_partition") {
             const cut = proxies.get(f.victim)!;
             for (const p of cut) p.block();
@@ -663,7 +686,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       f.activeRuns = held;
       f.stuck = stuck;
       f.movingAgainMs = last;
-      f.targetMs = f.kind === "node_kill" || f.kind === "node_partition" ? 5_000 : f.kind === "server_kill" ? 10_000 : undefined;
+      f.targetMs = f.kind === "node_kill" || f.kind === "node_partition" ? 5_000 : onServer(f.kind) ? 10_000 : undefined;
     });
     writeFileSync(join(dir, "events.json"), JSON.stringify(Object.fromEntries(events)));
 
@@ -727,6 +750,14 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     writeFileSync(join(dir, "nodes.log"), incarnations.map((n) => `--- ${n.name} (pid ${n.pid})\n${n.lines.join("\n")}\n`).join(""));
     for (const list of proxies.values()) for (const p of list) await p.close().catch(() => undefined);
     await tools?.stop().catch(() => undefined);
+    // The servers' logs go with the report (their temp dirs are removed with them).
+    for (const server of cluster?.servers ?? []) {
+      try {
+        copyFileSync(server.logPath, join(dir, `server-${server.name}.log`));
+      } catch {
+        // a server that never wrote a log
+      }
+    }
     await cluster?.dispose().catch(() => undefined);
     await killAll();
   }
