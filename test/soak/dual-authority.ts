@@ -127,6 +127,8 @@ export function scanStream(stream: string, input: readonly PartitionRecord[]): S
 }
 
 const decoder = new TextDecoder();
+/** The `fence` key's subject in a partition stream (runtime/store/partition-log.ts FENCE_KEY). */
+const FENCE_SUBJECT = /^\$KV\.rw_p\d+\.fence$/;
 
 async function readStream(jsm: JetStreamManager, stream: string): Promise<{ records: PartitionRecord[]; read: number }> {
   const info = await jsm.streams.info(stream);
@@ -146,7 +148,7 @@ async function readStream(jsm: JetStreamManager, stream: string): Promise<{ reco
       got++;
       read++;
       seq = m.seq + 1;
-      const fence = m.subject.endsWith(".fence");
+      const fence = FENCE_SUBJECT.test(m.subject);
       const writer = m.header?.get("Rw-Writer") || undefined;
       let fenceOwner: string | null | undefined;
       if (fence && m.data.length > 0) {
@@ -171,7 +173,7 @@ async function partitionStreams(jsm: JetStreamManager): Promise<string[]> {
 }
 
 function recordOf(seq: number, subject: string, writer: string | undefined): PartitionRecord {
-  return { seq, fence: subject.endsWith(".fence"), ...(writer ? { writer } : {}) };
+  return { seq, fence: FENCE_SUBJECT.test(subject), ...(writer ? { writer } : {}) };
 }
 
 /** Receives every partition stream's messages (headers only) as they are stored, until stopped. */
