@@ -54,6 +54,7 @@ export {
   NodeMetrics,
   recoverPartitionPatiently,
   StepExecutor,
+  PartitionHold,
   Sweeper,
   type HeartbeatOutcome,
   type StepReport,

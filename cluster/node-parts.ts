@@ -17,6 +17,7 @@ import {
   runActor,
   ReplayTools,
   StepExecutor,
+  PartitionHold,
   Sweeper,
   tenantActor,
 } from "../actors/index.js";
@@ -40,6 +41,7 @@ import {
 } from "../gateways/index.js";
 import { METRICS_CHANNEL, STEP_ABORT, TASK_POLL, STEP_LAPSED, STEP_READY, type MachineCounter, type RunLocalChannels } from "../machines/index.js";
 import {
+  DEFAULT_LEASE_TTL_MS,
   partitionOf,
   StepPool,
   type ActorDefinition,
@@ -286,6 +288,26 @@ export function servicesPart(config: RunwayNodeConfig, deps: StageDeps, tools: T
   return { tenants, engine, sweeper, runs };
 }
 
+/**
+ * Whether this node still holds a run's partition, from its liveness lease (membership starts
+ * after the executor: read at each question). A hold is trusted up to a quarter of the lease
+ * (at most 1 s) before it ends; a stale one waits up to a lease for the renewals to tell.
+ */
+function partitionHold(config: RunwayNodeConfig, { self, clock }: StageDeps): PartitionHold {
+  const ttl = config.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS;
+  return new PartitionHold(
+    {
+      holdsUntil: () => self().membership.holdsUntil(),
+      lapses: () => self().membership.lapses,
+      onRenewal: (listener) => self().membership.onRenewal(listener),
+      epochOf: (partition) => self().host.logOf(partition)?.epoch,
+      partitionOfRun: (run) => self().host.partitionOf({ kind: RUN_KIND, id: run }),
+      monotonic: () => clock.monotonic(),
+    },
+    { marginMs: Math.min(1_000, Math.floor(ttl / 4)), maxWaitMs: ttl },
+  );
+}
+
 /** The step executor and, unless `scheduler: false`, the fair scheduler in front of it. */
 export function enginePart(config: RunwayNodeConfig, deps: StageDeps, tools: ToolsPart, tenants: TenantService): EnginePart {
   const { self, pool, clock, logger } = deps;
@@ -317,6 +339,7 @@ export function enginePart(config: RunwayNodeConfig, deps: StageDeps, tools: Too
     ...(config.decorate?.report ? { decorateReport: config.decorate.report } : {}),
     ...(config.onHeartbeatSettled ? { onHeartbeatSettled: config.onHeartbeatSettled } : {}),
     ...(deps.parts.traces ? { spans: deps.parts.traces } : {}),
+    hold: partitionHold(config, deps),
   });
   if (config.scheduler !== false) {
     const settings = { ...DEFAULT_SCHEDULER, slots: (config.threads ?? 2) * pool.tasksPerThread, ...(config.scheduler ?? {}) };

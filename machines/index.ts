@@ -36,6 +36,7 @@ export {
   STEP_READY,
   STEP_LAPSED,
   STEP_ABORT,
+  LEASE_LAPSED,
   TASK_POLL,
   type TaskPoll,
   type AbortRequest,

@@ -27,7 +27,7 @@ export {
 export { eventBody } from "./actor/outbox.js";
 export { MailboxClient } from "./actor/mailbox.js";
 export { actorRecordCodec, type ActorRecord } from "./actor/wire.js";
-export { startNode, type NodeConfig, type RunwayNode } from "./node.js";
+export { startNode, DEFAULT_LEASE_TTL_MS, type NodeConfig, type RunwayNode } from "./node.js";
 export { StepPool, type TaskRef } from "./pool/index.js";
 export { MicroService, SERVICE_ERROR_HEADER, SERVICE_ERROR_CODE_HEADER, type MicroRequest } from "./micro/index.js";
 export { rawRequest } from "./nats/requests.js";

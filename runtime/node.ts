@@ -11,6 +11,9 @@ import { Membership } from "./partitions/membership.js";
 import { PartitionOwnership } from "./partitions/ownership.js";
 import { ensureTopology, type TopologyConfig, DEFAULT_TOPOLOGY } from "./topology.js";
 
+/** A node's liveness lease when its config sets none: its partitions are another's this long after it stops renewing. */
+export const DEFAULT_LEASE_TTL_MS = 10_000;
+
 export interface NodeConfig {
   connection: ConnectionConfig;
   /** Unique among live nodes and stable across restarts (a restart reclaims its partitions at once). */
@@ -66,7 +69,7 @@ export async function startNode(config: NodeConfig): Promise<RunwayNode> {
     logger,
     topology: { ...DEFAULT_TOPOLOGY, ...config.topology },
     incarnation: randomUUID(),
-    leaseTtlMs: config.leaseTtlMs ?? 10_000,
+    leaseTtlMs: config.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS,
     parts: {},
   };
   const lifecycle = new Lifecycle(logger);

@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Objm, type ObjectStore } from "@nats-io/obj";
-import { nestingDepth, type AbortRequest, type ExecuteRequest, type Receipt, type TaskPoll } from "../../machines/index.js";
+import { LEASE_LAPSED, nestingDepth, type AbortRequest, type ExecuteRequest, type Receipt, type TaskPoll } from "../../machines/index.js";
 import { tenantOfRun } from "../records/index.js";
 import {
   RUN_KIND,
@@ -23,6 +23,7 @@ import {
 import type { UsageMeter } from "../tenant/index.js";
 import { runAgentAttempt, serveSampling, turnMeter, type ModelPort } from "../agent/index.js";
 import { AttemptStop } from "./attempt-stop.js";
+import type { HoldToken, PartitionHold } from "./partition-hold.js";
 import { pollTask } from "./task-polls.js";
 import { answerOf, jsonBytes, type ActorHost, type Dispatched, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../../runtime/index.js";
 
@@ -67,6 +68,8 @@ export class StepExecutor {
    * an approval is a control signal, never an item's result).
    */
   private readonly needsApproval = new Map<string, { code: string; message: string; retryable: boolean }>();
+  /** The partition hold each running attempt started under (with a `hold` port). */
+  private readonly holds = new Map<string, HoldToken | undefined>();
   /** Running attempts leased durably (they ran past `lease_after_ms`): their heartbeats are sent. */
   private readonly leased = new Set<string>();
   private readonly lastBeat = new Map<string, number>();
@@ -111,6 +114,11 @@ export class StepExecutor {
       quota?(tenant: string, model: string, tokens: number, now: number): Promise<{ ok: true } | { ok: false; detail: string }>;
       /** Tracing on: each attempt's and tool call's span goes here when it ends (absent: nothing is timed). */
       spans?: SpanSink;
+      /**
+       * Whether this node still holds a run's partition: an attempt starts, and sends each tool
+       * call, only while it does (absent: not checked; a node of one process, or a test).
+       */
+      hold?: PartitionHold;
     },
   ) {
     const report: StepReport = (address, event, id) => this.report(address, event, id);
@@ -130,6 +138,7 @@ export class StepExecutor {
     if (this.running.has(key)) return;
     this.running.set(key, request);
     this.stops.set(key, new AttemptStop());
+    if (this.deps.hold) this.holds.set(key, this.deps.hold.take(request.run));
     this.stats.started++;
     this.started(request);
     const lease = setTimeout(() => {
@@ -142,6 +151,7 @@ export class StepExecutor {
       this.leased.delete(key);
       this.running.delete(key);
       this.stops.delete(key);
+      this.holds.delete(key);
       this.needsApproval.delete(key);
       this.deps.onDone?.(request);
     });
@@ -273,10 +283,39 @@ export class StepExecutor {
     return "committed";
   }
 
+  /**
+   * Whether the attempt's node still holds its run's partition (true at once while its lease is
+   * fresh). When it does not, the attempt is stopped `lease_lapsed`: its run, wherever it is
+   * served, runs it again if it still wants it (see partition-hold.ts).
+   */
+  private held(key: string): boolean | Promise<boolean> {
+    const hold = this.deps.hold;
+    if (!hold) return true;
+    const held = hold.held(this.holds.get(key));
+    if (held === true) return true;
+    if (held === false) return this.lapsed(key);
+    return held.then((h) => h || this.lapsed(key));
+  }
+
+  private lapsed(key: string): false {
+    this.abortKey(key, LEASE_LAPSED);
+    return false;
+  }
+
   private async run(request: ExecuteRequest, key: string): Promise<void> {
     const spans = this.deps.spans;
     const began = spans ? Date.now() : 0;
-    const event = request.agent ? await this.runAgentStep(request, key) : request.tool ? await this.runTool(request, key) : await this.runHandler(request, key);
+    const held = this.held(key);
+    let event =
+      held !== true && !(await held)
+        ? undefined
+        : request.agent
+          ? await this.runAgentStep(request, key)
+          : request.tool
+            ? await this.runTool(request, key)
+            : await this.runHandler(request, key);
+    // Stopped, or refused a start or a call, for want of the partition: the run decides whether it still wants the attempt.
+    if (this.stops.get(key)?.why === LEASE_LAPSED) event = lapsedResult(request);
     // An attempt whose lease lapsed (or whose run the sweep ended) was stopped by a transition that closed its span then (spans.ts).
     if (spans && !SPAN_CLOSED_BY_RUN.has(this.stops.get(key)?.why ?? "")) spans.emit(attemptSpan(request, began, Date.now(), event));
     this.deps.onReturned?.(request);
@@ -390,6 +429,7 @@ export class StepExecutor {
         ...(this.deps.meter ? { meter: this.deps.meter } : {}),
         now: () => this.deps.now?.() ?? Date.now(),
         ...(started ? { started } : {}),
+        held: () => this.held(key),
         // A replay's calls are answered from its original's receipts: nothing is sampled.
         ...(this.deps.models && !request.replay_of ? { sample: (r, c, ask, signal) => this.sample(r, c, ask, signal) } : {}),
       },
@@ -440,9 +480,11 @@ export class StepExecutor {
         attempt: request.attempt,
         leaseEpoch: request.lease_epoch,
         timeoutMs: request.timeout_ms,
+        ...(this.deps.hold ? { startBy: this.deps.hold.startBy(this.holds.get(key)) } : {}),
       },
       { cancellable: (cancel) => this.stops.get(key)!.onCancel(cancel) },
     );
+    if (result.outcome === "failed" && result.error.code === "late_start") this.abortKey(key, LEASE_LAPSED);
     let output: unknown;
     let event: Record<string, unknown>;
     if (result.outcome === "succeeded" && nestingDepth(result.output, MAX_OUTPUT_DEPTH) > MAX_OUTPUT_DEPTH) {
@@ -479,6 +521,18 @@ export class StepExecutor {
     const info = await (await this.objects).putBlob({ name }, new TextEncoder().encode(text));
     return { $ref: `${RESULTS_STORE}/${name}`, bytes: info.size, digest: info.digest };
   }
+}
+
+/** The report of an attempt stopped for want of its run's partition: a platform failure, retried at once wherever the run still wants it. */
+function lapsedResult(request: ExecuteRequest): Record<string, unknown> {
+  return {
+    type: "step.result",
+    node: request.node,
+    attempt: request.attempt,
+    lease_epoch: request.lease_epoch,
+    outcome: "failed",
+    error: { code: LEASE_LAPSED, message: "this node no longer surely held the run's partition", retryable: true },
+  };
 }
 
 function stepIdOf(request: Pick<ExecuteRequest, "node" | "item">): string {

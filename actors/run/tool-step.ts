@@ -72,6 +72,12 @@ export interface ToolStepDeps {
   now(): number;
   /** Told when the call reaches the tool server (its call or its lookup): a call refused before it (a ceiling, a gate, the journal's answer) never does. */
   started?(): void;
+  /**
+   * Whether the attempt may still reach the tool server (its node still holds the run's partition),
+   * asked right before a call or a lookup is sent; false: the call is not sent and the step stops
+   * (absent: always).
+   */
+  held?(): boolean | Promise<boolean>;
   /** Serves a server's sampling request during the call keyed `call.key` under the run's budget (absent: sampling is refused). */
   sample?(request: ExecuteRequest, call: { server: string; tool: string; key: string }, ask: SamplingAsk, signal: AbortSignal): Promise<SamplingAnswer>;
 }
@@ -180,6 +186,7 @@ async function callFound(
   if (asked?.outcome === "needs_approval") return { answer: { outcome: "failed", error: NEEDS_APPROVAL(server, tool) } };
   if (asked?.outcome === "lookup") {
     // An earlier attempt's call of a non-idempotent tool, outcome unknown: the server's lookup says whether it happened.
+    if (!(await stillHeld(deps))) return { answer: { outcome: "stopped", reason: "lease_lapsed" } };
     deps.started?.();
     const looked = await lookUp(deps, request, { server, tool, key, lookup: asked.tool }, args, signal);
     if (looked.outcome === "found")
@@ -189,6 +196,9 @@ async function callFound(
     return { answer: { outcome: "stopped", reason: asked?.outcome ?? "not_decided_here" } };
   // A person's answers to the tool's request for input (a lost attempt's call is made again with them too).
   const answers = asked?.outcome === "recorded" || asked?.outcome === "reconcile" || asked?.outcome === "lookup" ? asked.input : undefined;
+  // The intent is fenced, the call after it is not: a node paused since (or cut off) must not send
+  // what its run, taken over elsewhere, may have sent again.
+  if (!(await stillHeld(deps))) return { answer: { outcome: "stopped", reason: "lease_lapsed" } };
   deps.started?.();
   const called = await deps.tools.call({
     tenant: request.tenant,
@@ -207,6 +217,11 @@ async function callFound(
   if (called.outcome === "input_required") return parkForInput(deps, request, { server, tool, key }, called);
   if (called.outcome === "task") return waitOnTask(deps, request, { server, tool, key }, called, writes);
   return settleCall(deps, request, { server, tool, key }, called, refsOf);
+}
+
+/** Whether the attempt may still send (see `ToolStepDeps.held`). */
+function stillHeld(deps: ToolStepDeps): boolean | Promise<boolean> {
+  return deps.held?.() ?? true;
 }
 
 type Found = Extract<Awaited<ReturnType<ToolStepDeps["tools"]["lookup"]>>, { outcome: "found" }>;

@@ -21,6 +21,7 @@ export {
   type MachineCounter,
   MAP_OUTPUT_LIMIT,
   PLATFORM_RETRIES,
+  LEASE_LAPSED,
   LEASE_GRACE_MS,
   LEASE_AFTER_MS,
   type Effect,

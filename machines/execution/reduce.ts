@@ -14,8 +14,8 @@ import {
 } from "./admission.js";
 import { cancelRequested, holdUnknown, onCancel, onLateReceipt, onLateResult, settleUnderCancel } from "./cancel.js";
 import { queuedLifecycle, type RunOpEvent } from "../run/index.js";
-import { applyStepOp, type StepError } from "../step/index.js";
-import { planIndex, validateAgainstSchema } from "../workflow/index.js";
+import { applyStepOp, type RetryPolicy, type StepError } from "../step/index.js";
+import { planIndex, validateAgainstSchema, type PlanNode } from "../workflow/index.js";
 import {
   expireLease,
   holderOf,
@@ -29,6 +29,7 @@ import {
   settleItem,
   takeOffer,
   type AliveAttempt,
+  type Holder,
 } from "./attempts.js";
 import { fail, holdersOf, METRICS_CHANNEL, move, PLATFORM_RETRIES, publish, runSummary, succeed, type Draft, type Effect } from "./draft.js";
 import { admitItems, askExpansion, releaseExpansions } from "./expansion.js";
@@ -249,7 +250,7 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
   const r =
     e.outcome === "succeeded"
       ? applyStepOp(step, { op: "succeed", now: d.now, attempt: e.attempt, lease_epoch: e.lease_epoch })
-      : applyStepOp(step, { op: "fail", now: d.now, attempt: e.attempt, lease_epoch: e.lease_epoch, error, policy: policyOf(node, holder) });
+      : applyStepOp(step, { op: "fail", now: d.now, attempt: e.attempt, lease_epoch: e.lease_epoch, error, policy: failurePolicy(node, holder, error) });
   if (r.outcome !== "moved") return;
   holder.step = r.state;
   delete holder.lease_expires_at;
@@ -275,6 +276,19 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
   }
   advance(d);
 }
+
+/**
+ * The retry policy a failure is judged under: the node's own, but an attempt that stopped because
+ * its node no longer surely held the run's partition (`lease_lapsed`, reported by that node) is
+ * the platform's failure, as a lost worker is (`onRecover`): retried at once, outside the node's retries.
+ */
+function failurePolicy(node: PlanNode, holder: Holder, error: StepError): RetryPolicy {
+  const own = policyOf(node, holder);
+  return error.code === LEASE_LAPSED ? { ...own, backoff_ms: 0, max_attempts: own.max_attempts + PLATFORM_RETRIES } : own;
+}
+
+/** See `failurePolicy`. */
+export const LEASE_LAPSED = "lease_lapsed";
 
 function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>): void {
   const node = d.byId.get(e.node);

@@ -47,6 +47,10 @@ export class Membership {
   private stopWatch: (() => void) | undefined;
   private readonly listeners = new Set<() => void>();
   private startedAt = 0;
+  /** Monotonic ms until which no other node can take this node's partitions (see `holdsUntil`). */
+  private heldUntil = 0;
+  private lapseCount = 0;
+  private readonly renewalListeners = new Set<() => void>();
 
   constructor(private readonly config: MembershipConfig) {}
 
@@ -67,6 +71,26 @@ export class Membership {
     let version: PlacementVersion = PLACEMENT_VERSION;
     for (const record of this.live.values()) if ((record.placement ?? 1) < version) version = 1;
     return version;
+  }
+
+  /**
+   * Monotonic ms (the clock's) until which this node's partitions cannot have been taken: its last
+   * stored renewal, counted from before it was sent, plus the record's TTL (the server removes the
+   * record no sooner, and no node claims a partition from a live owner). 0 before the first renewal.
+   */
+  holdsUntil(): number {
+    return this.heldUntil;
+  }
+
+  /** How many times this node's record lapsed (found gone or taken at a renewal): what was held before a lapse may be another's now. */
+  get lapses(): number {
+    return this.lapseCount;
+  }
+
+  /** Called after each renewal settles (stored, lapsed or failed). */
+  onRenewal(listener: () => void): () => void {
+    this.renewalListeners.add(listener);
+    return () => this.renewalListeners.delete(listener);
   }
 
   onChange(listener: () => void): () => void {
@@ -111,6 +135,14 @@ export class Membership {
   }
 
   private async renew(first: boolean): Promise<void> {
+    try {
+      await this.renewOnce(first);
+    } finally {
+      for (const l of this.renewalListeners) l();
+    }
+  }
+
+  private async renewOnce(first: boolean): Promise<void> {
     if (this.stopped) return;
     const { node, incarnation, clock, nc } = this.config;
     const record: NodeRecord = {
@@ -124,6 +156,7 @@ export class Membership {
     };
     const h = sentHeaders();
     const data = new TextEncoder().encode(JSON.stringify(record));
+    const sentAt = clock.monotonic();
     // The first write takes the name over unconditionally (a restart of the same node); later
     // renewals are revision-checked so a lapse is noticed and logged.
     const result = await publish(nc, kvSubject(NODES_BUCKET, `node.${node}`), data, {
@@ -133,12 +166,15 @@ export class Membership {
     });
     if (result.outcome === "stored") {
       this.revision = result.seq;
+      this.heldUntil = Math.max(this.heldUntil, sentAt + this.ttlSeconds * 1000);
       return;
     }
     if (result.outcome === "conflict") {
       this.config.logger.warn("node lease lapsed or was taken over; renewing", { node });
       this.revision = 0;
-      await this.renew(true);
+      this.lapseCount++;
+      this.heldUntil = 0;
+      await this.renewOnce(true);
       return;
     }
     this.config.logger.warn("node lease renewal failed", { node, outcome: result.outcome });

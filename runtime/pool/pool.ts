@@ -264,7 +264,17 @@ export class StepPool {
       p.state = "running";
       p.sentAt = now;
       const t = p.task;
-      steps.push({ seq: p.seq, handler: t.handler, input: t.input, runId: t.runId, stepId: t.stepId, attempt: t.attempt, leaseEpoch: t.leaseEpoch });
+      // One shape for every step (startBy undefined when the caller sets none).
+      steps.push({
+        seq: p.seq,
+        handler: t.handler,
+        input: t.input,
+        runId: t.runId,
+        stepId: t.stepId,
+        attempt: t.attempt,
+        leaseEpoch: t.leaseEpoch,
+        startBy: t.startBy,
+      });
       seqs.push(p.seq);
     }
     this.#stats.batches++;

@@ -13,6 +13,11 @@ export interface StepTask extends TaskRef {
   input: unknown;
   /** Execution budget in ms, counted from the moment a thread takes the task. */
   timeoutMs: number;
+  /**
+   * Wall-clock ms (`Date.now()`) past which the handler must not start: a thread that takes the
+   * task later fails it `late_start` without calling the handler (absent: no limit).
+   */
+  startBy?: number;
 }
 
 /** Which attempt a task is, without its input: what the pool's listeners are told. */

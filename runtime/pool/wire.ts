@@ -11,7 +11,16 @@ import type { Handler } from "./handler-api.js";
 export const WIRE_VERSION = 2 as const;
 
 export type FailureCode =
-  "handler_error" | "terminal" | "retryable" | "timeout" | "aborted" | "resource_exhausted" | "unknown_handler" | "bad_output" | "worker_crashed";
+  | "handler_error"
+  | "terminal"
+  | "retryable"
+  | "timeout"
+  | "aborted"
+  | "resource_exhausted"
+  | "unknown_handler"
+  | "bad_output"
+  | "worker_crashed"
+  | "late_start";
 
 /** Given to every worker as `workerData`. */
 export interface WorkerConfig {
@@ -31,6 +40,8 @@ export interface RunMessage {
   stepId: string;
   attempt: number;
   leaseEpoch: number;
+  /** See `StepTask.startBy`. */
+  startBy: number | undefined;
 }
 
 /**

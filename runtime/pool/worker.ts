@@ -95,6 +95,9 @@ async function runStep(msg: RunMessage): Promise<StepOutcome> {
   }
   const handler = handlers.get(msg.handler);
   if (!handler) return fail(msg.seq, "unknown_handler", `no handler named "${msg.handler}"`, false, 0);
+  // Checked as late as can be: a process paused between the hand-off and here must not start what its caller gave up.
+  if (msg.startBy !== undefined && Date.now() > msg.startBy)
+    return fail(msg.seq, "late_start", "the step's start deadline passed before a thread took it", true, 0);
 
   const state: Running = {};
   running.set(msg.seq, state);

@@ -61,6 +61,16 @@ describe("StepPool", () => {
     expect(failed(await pool.run(task("fail_retryable")))).toEqual({ code: "retryable", message: "dependency unavailable", retryable: true });
   });
 
+  it("41 fails late_start without calling the handler once its start deadline passed; starts it before", async () => {
+    const ledger = join(tmp, "late-start.txt");
+    const late = await pool.run(task("count_invocations", { file: ledger, value: 1 }, { startBy: Date.now() - 1 }));
+    expect(failed(late)).toMatchObject({ code: "late_start", retryable: true });
+    const timely = await pool.run(task("count_invocations", { file: ledger, value: 2 }, { startBy: Date.now() + 60_000 }));
+    expect(timely).toEqual({ outcome: "succeeded", output: 2 });
+    // Only the timely one ran.
+    expect(readFileSync(ledger, "utf8").trim().split("\n")).toHaveLength(1);
+  });
+
   it("answers unknown_handler without running anything", async () => {
     expect(failed(await pool.run(task("no_such_handler")))).toMatchObject({ code: "unknown_handler", retryable: false });
   });
