@@ -11,6 +11,8 @@ export interface StartClusterOptions {
   maxMemoryStore?: string;
   maxFileStore?: string;
   debug?: boolean;
+  /** Members do not advertise each other's client URLs: a client stays on the URLs it was given (the soak's proxies). */
+  noAdvertise?: boolean;
 }
 
 export interface ClusterHandle {
@@ -59,7 +61,7 @@ export async function startCluster(n = 3, opts: StartClusterOptions = {}): Promi
           dir: makeTempDir(name),
           port: await freePort(),
           monitorPort: await freePort(),
-          cluster: { port: clusterPorts[i] as number, routePorts: clusterPorts.filter((_, j) => j !== i) },
+          cluster: { port: clusterPorts[i] as number, routePorts: clusterPorts.filter((_, j) => j !== i), ...(opts.noAdvertise ? { noAdvertise: true } : {}) },
           extraConfig: opts.extraConfig,
           maxMemoryStore: opts.maxMemoryStore,
           maxFileStore: opts.maxFileStore,

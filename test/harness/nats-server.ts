@@ -124,7 +124,8 @@ export interface ServerSpec {
   dir: string;
   port: number;
   monitorPort: number;
-  cluster?: { port: number; routePorts: number[] };
+  /** `noAdvertise`: members do not tell clients each other's client URLs (a client stays on the URLs it was given, e.g. proxies). */
+  cluster?: { port: number; routePorts: number[]; noAdvertise?: boolean };
   extraConfig?: string;
   maxMemoryStore?: string;
   maxFileStore?: string;
@@ -167,6 +168,7 @@ function renderConfig(spec: ServerSpec, storeDir: string): string {
       `cluster {`,
       `  name: ${q(CLUSTER_NAME)}`,
       `  listen: ${q(`127.0.0.1:${spec.cluster.port}`)}`,
+      ...(spec.cluster.noAdvertise ? [`  no_advertise: true`] : []),
       `  routes: [`,
       ...spec.cluster.routePorts.map((p) => `    ${q(`nats-route://127.0.0.1:${p}`)}`),
       `  ]`,
@@ -448,4 +450,26 @@ export async function startServer(opts: StartServerOptions = {}): Promise<NatsSe
       throw err;
     }
   }
+}
+
+// ---- config reload -----------------------------------------------------------------------------
+
+/**
+ * Sets (or, with undefined, lifts) the RUNWAY account's JetStream file-storage quota on one
+ * running server by rewriting its config and reloading it (SIGHUP); resolves once the server
+ * has loaded the new config. A quota below what the server stores makes the streams it leads
+ * refuse writes ("resource limits exceeded for account", 10002) until it is lifted; unlike the
+ * server's own `max_file_store`, which nats-server does not let a reload decrease.
+ */
+export async function setAccountFileQuota(server: NatsServerHandle, quota: string | undefined, timeoutMs = 10_000): Promise<void> {
+  const limited = /jetstream: \{ max_file: [^ ]+ \}/;
+  const config = readFileSync(server.configPath, "utf8");
+  const unlimited = config.replace(limited, "jetstream: enabled");
+  if (!unlimited.includes("    jetstream: enabled")) throw new Error(`${server.name}: no RUNWAY account JetStream line in ${server.configPath}`);
+  const next = quota === undefined ? unlimited : unlimited.replace("    jetstream: enabled", `    jetstream: { max_file: ${quota} }`);
+  const loadTime = async () => ((await monitorJson(server.monitorUrl, "/varz", 1500)).body as { config_load_time?: string }).config_load_time;
+  const before = await loadTime();
+  writeFileSync(server.configPath, next);
+  process.kill(server.pid, "SIGHUP");
+  await waitFor(async () => (await loadTime()) !== before, { timeoutMs, intervalMs: 50, describe: `${server.name} to reload its config` });
 }

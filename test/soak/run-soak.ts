@@ -1,17 +1,32 @@
 // The soak (issue 41 §1): a JetStream cluster of real nats-server processes on loopback, N real
 // `runway node` processes on it (R3 streams and buckets), a mixed workload from several tenants
 // driven over the client, and a fault schedule reproducible from a seed: SIGKILL of a node
-// (restarted), SIGSTOP/SIGCONT of a node, SIGKILL of a NATS server (restarted; never a quorum).
-// Bounded in time; everything it starts is killed at the end. See docs/soak.md.
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+// (restarted), SIGSTOP/SIGCONT of a node, SIGKILL of a NATS server (restarted; never a quorum), a
+// network partition of a node (each node reaches the servers through its own loopback proxies,
+// which stop forwarding for the fault), a server's storage quota filled (the RUNWAY account's file
+// quota on one server set below what it stores, by a config reload, then lifted). At the end it scans every partition stream for
+// dual-authority writes. Bounded in time; everything it starts is killed at the end. See docs/soak.md.
+import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { RunwayClient } from "../../cluster/client.js";
-import { RUNWAY_USER, killAll, spawnTsx, startCluster, waitFor, type ChildHandle, type ClusterHandle } from "../harness/index.js";
+import {
+  RUNWAY_USER,
+  killAll,
+  setAccountFileQuota,
+  spawnTsx,
+  startCluster,
+  startTcpProxy,
+  waitFor,
+  type ChildHandle,
+  type ClusterHandle,
+  type TcpProxy,
+} from "../harness/index.js";
 import { startEffectsServer, type EffectsServerHandle } from "../fixtures/mcp/start.js";
 import { holdUps, type HeldRun, type RunTrack } from "./held-up.js";
+import { WriteTap, scanDualAuthority, type DualAuthorityReport } from "./dual-authority.js";
 import { AGENT_MODEL, KINDS, WEIGHTS, definitionOf, definitions, type Kind } from "./workload.js";
 
 export interface SoakOptions {
@@ -22,7 +37,7 @@ export interface SoakOptions {
   seed: number;
   /** After the workload: how long runs get to end before those still open count as lost. */
   graceMs?: number;
-  /** Cycles of faults (one of each kind per cycle); default: one per 45 s of the fault window, at least one. */
+  /** Cycles of faults (one of each kind per cycle); default: one per 75 s of the fault window, at least one. */
   cycles?: number;
   /** Lease TTL of the nodes (a killed node's partitions are taken over after it). */
   leaseTtlMs?: number;
@@ -32,14 +47,17 @@ export interface SoakOptions {
   log?: (line: string) => void;
 }
 
-type FaultKind = "node_kill" | "node_stop" | "server_kill";
+type FaultKind = "node_kill" | "node_stop" | "server_kill" | "node_partition" | "server_quota";
+/** One of each per cycle, in a seeded order. */
+const FAULT_KINDS: readonly FaultKind[] = ["node_kill", "node_stop", "server_kill", "node_partition", "server_quota"];
+const onServer = (kind: FaultKind) => kind === "server_kill" || kind === "server_quota";
 
 interface Fault {
   kind: FaultKind;
   /** ms after the workload's start. */
   at: number;
   victim: string;
-  /** ms the victim stays down (killed: until restarted; stopped: until SIGCONT). */
+  /** ms the victim stays down (killed: until restarted; stopped: until SIGCONT; partitioned: until its proxies forward again; quota: until lifted). */
   downMs: number;
 }
 
@@ -85,6 +103,8 @@ export interface SoakReport {
   blindDuplicateEffects: { count: number; keys: string[]; duplicatesWithItem: number; reconciliationItems: number };
   cancels: { requested: number; cancelledRuns: number; resurrected: number; inFlightAtCancel: number; examples: string[] };
   approvals: { decided: number; executedTwice: number; alreadyDecidedAnswers: number };
+  /** Writes in a partition stream by an owner that had been superseded, or by two owners under one epoch (./dual-authority.ts). */
+  dualAuthority: DualAuthorityReport;
   latency: Record<"start" | "step", Record<"before" | "during" | "after", { n: number; p50: number | null; p99: number | null }>>;
   faults: FaultDone[];
   missed: string[];
@@ -136,11 +156,11 @@ export function faultSchedule(seed: number, workloadMs: number, nodes: number, s
   const rnd = prng(seed ^ 0x5eed);
   const from = workloadMs * 0.2;
   const to = workloadMs * 0.75;
-  const cycleMs = 45_000;
+  const cycleMs = 75_000;
   const cycles = cycleCount ?? Math.max(1, Math.floor((to - from) / cycleMs));
   const kinds: FaultKind[] = [];
   for (let c = 0; c < cycles; c++) {
-    const order: FaultKind[] = ["node_kill", "node_stop", "server_kill"];
+    const order: FaultKind[] = [...FAULT_KINDS];
     for (let i = order.length - 1; i > 0; i--) {
       const j = Math.floor(rnd() * (i + 1));
       [order[i], order[j]] = [order[j]!, order[i]!];
@@ -151,8 +171,8 @@ export function faultSchedule(seed: number, workloadMs: number, nodes: number, s
   return kinds.map((kind, i) => ({
     kind,
     at: Math.round(from + i * gap + rnd() * gap * 0.2),
-    victim: kind === "server_kill" ? `n${1 + Math.floor(rnd() * servers)}` : `soak-node-${1 + Math.floor(rnd() * nodes)}`,
-    downMs: kind === "server_kill" ? 4_000 + Math.round(rnd() * 2_000) : 2_500 + Math.round(rnd() * 2_000),
+    victim: onServer(kind) ? `n${1 + Math.floor(rnd() * servers)}` : `soak-node-${1 + Math.floor(rnd() * nodes)}`,
+    downMs: onServer(kind) ? 4_000 + Math.round(rnd() * 2_000) : 2_500 + Math.round(rnd() * 2_000),
   }));
 }
 
@@ -177,17 +197,26 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const nodes = new Map<string, ChildHandle>();
   /** Every node process started, restarts included: their output goes to nodes.log. */
   const incarnations: ChildHandle[] = [];
+  const proxies = new Map<string, TcpProxy[]>();
+  let tap: WriteTap | undefined;
   try {
-    cluster = await startCluster(options.servers);
-    const urls = cluster.urls.join(",");
+    // Members do not advertise each other's client URLs, so a node stays on its proxies.
+    cluster = await startCluster(options.servers, { noAdvertise: true });
     tools = await startEffectsServer({ http: true, counterFile: join(dir, "effects.json") });
+    const nodeNames = Array.from({ length: options.nodes }, (_, i) => `soak-node-${i + 1}`);
+    // Each node reaches each server through a proxy of its own (kept across its restarts): a
+    // network partition of the node stops them forwarding.
+    for (const name of nodeNames) proxies.set(name, await Promise.all(cluster.servers.map((s) => startTcpProxy({ port: s.port }))));
     const spawnNode = (name: string): ChildHandle => {
       const child = spawnTsx(
         cliPath,
         [
           "node",
           "--servers",
-          urls,
+          proxies
+            .get(name)!
+            .map((p) => p.url)
+            .join(","),
           "--user",
           RUNWAY_USER.user,
           "--pass",
@@ -207,13 +236,14 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       incarnations.push(child);
       return child;
     };
-    const nodeNames = Array.from({ length: options.nodes }, (_, i) => `soak-node-${i + 1}`);
     // The first node creates the R3 streams and buckets; the others join.
     await spawnNode(nodeNames[0]!).waitForLine(/^READY /, { timeoutMs: 60_000 });
     await Promise.all(nodeNames.slice(1).map((n) => spawnNode(n).waitForLine(/^READY /, { timeoutMs: 60_000 })));
     log(`soak: cluster and ${options.nodes} nodes up after ${Date.now() - t0} ms`);
 
     nc = await connect({ ...cluster.connectOptions(), reconnectTimeWait: 250, maxReconnectAttempts: -1 });
+    // Every write to a partition stream, seen as it is stored (most do not stay stored to the end).
+    tap = await WriteTap.start(nc, log);
     const clients = new Map(tenants.map((t) => [t, new RunwayClient(nc!, t, 10_000)]));
     const clientOf = (t: string) => clients.get(t)!;
     // Starts wait 3 s for an answer, then are sent again under their start key: a request a killed
@@ -430,6 +460,24 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
             await nodes.get(f.victim)!.kill("SIGKILL");
             await sleep(f.downMs);
             await spawnNode(f.victim).waitForLine(/^READY /, { timeoutMs: 60_000 });
+          } else if (f.kind === "server_quota") {
+            // The account's file quota on the victim below what it stores: the streams it leads
+            // refuse writes until the quota is lifted.
+            const server = cluster!.serverByName(f.victim);
+            await setAccountFileQuota(server, "1K");
+            try {
+              await sleep(f.downMs);
+            } finally {
+              await setAccountFileQuota(server, undefined);
+            }
+          } else if (f.kind === "node_partition") {
+            const cut = proxies.get(f.victim)!;
+            for (const p of cut) p.block();
+            try {
+              await sleep(f.downMs);
+            } finally {
+              for (const p of cut) p.unblock();
+            }
           } else {
             const node = nodes.get(f.victim)!;
             await node.pause();
@@ -623,9 +671,17 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       f.stuck = found.stuck;
       f.movingAgainMs = found.movingAgainMs;
       if (found.held.length) f.heldUp = found.held.slice(0, 5);
-      f.targetMs = f.kind === "node_kill" ? 5_000 : f.kind === "server_kill" ? 10_000 : undefined;
+      f.targetMs = f.kind === "node_kill" || f.kind === "node_partition" ? 5_000 : onServer(f.kind) ? 10_000 : undefined;
     });
     writeFileSync(join(dir, "events.json"), JSON.stringify(Object.fromEntries(events)));
+
+    // Dual-authority writes: every partition stream, read to its end.
+    log(`soak: scanning the partition streams for dual-authority writes`);
+    await tap.stop();
+    const dualAuthority = await scanDualAuthority(nc, { tap });
+    log(
+      `soak: ${dualAuthority.tapped} messages tapped, ${dualAuthority.messagesRead} stored at the end (read in ${dualAuthority.ms} ms): ${dualAuthority.writesScanned} writes checked in ${dualAuthority.streams} partition streams, ${dualAuthority.violations} dual-authority write(s)`,
+    );
     writeFileSync(join(dir, "runs.json"), JSON.stringify([...runs.values()]));
 
     const ended: Record<string, number> = {};
@@ -640,7 +696,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         nodes: options.nodes,
         servers: options.servers,
         seed: options.seed,
-        cycles: faultsPlanned.length / 3,
+        cycles: faultsPlanned.length / FAULT_KINDS.length,
         graceMs,
         leaseTtlMs,
       },
@@ -663,6 +719,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         examples: resurrected.slice(0, 20),
       },
       approvals: { decided: decided.size, executedTwice: approvalsTwice, alreadyDecidedAnswers: alreadyDecided },
+      dualAuthority,
       latency: { start: summarise(startSamples), step: summarise(stepSamples) },
       faults,
       missed: [],
@@ -676,7 +733,16 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     await nc?.close().catch(() => undefined);
     for (const n of nodes.values()) await n.kill("SIGKILL").catch(() => undefined);
     writeFileSync(join(dir, "nodes.log"), incarnations.map((n) => `--- ${n.name} (pid ${n.pid})\n${n.lines.join("\n")}\n`).join(""));
+    for (const list of proxies.values()) for (const p of list) await p.close().catch(() => undefined);
     await tools?.stop().catch(() => undefined);
+    // The servers' logs go with the report (their temp dirs are removed with them).
+    for (const server of cluster?.servers ?? []) {
+      try {
+        copyFileSync(server.logPath, join(dir, `server-${server.name}.log`));
+      } catch {
+        // a server that never wrote a log
+      }
+    }
     await cluster?.dispose().catch(() => undefined);
     await killAll();
   }
@@ -692,6 +758,10 @@ export function missedTargets(r: SoakReport): string[] {
   if (r.blindDuplicateEffects.count > 0) missed.push(`${r.blindDuplicateEffects.count} non-idempotent effect(s) executed twice without a reconciliation item`);
   if (r.cancels.resurrected > 0) missed.push(`${r.cancels.resurrected} cancelled run(s) resurrected`);
   if (r.approvals.executedTwice > 0) missed.push(`${r.approvals.executedTwice} approval(s) executed twice`);
+  if (r.dualAuthority.violations > 0)
+    missed.push(`${r.dualAuthority.violations} dual-authority write(s) (a partition written by an owner superseded, or by two owners under one epoch)`);
+  if (r.dualAuthority.unreadStreams.length > 0)
+    missed.push(`${r.dualAuthority.unreadStreams.length} partition stream(s) not scanned for dual-authority writes`);
   for (const f of r.faults) {
     if (f.restoreError) missed.push(`${f.kind} ${f.victim}: not restored: ${f.restoreError}`);
     if (f.targetMs === undefined || f.skipped) continue;
@@ -722,6 +792,10 @@ export function reportTable(r: SoakReport): string {
       `${r.cancels.resurrected} of ${r.cancels.cancelledRuns} cancelled runs (${r.cancels.requested} trees cancelled; ${r.cancels.inFlightAtCancel} attempts in flight at a cancel)`,
     ],
     ["approvals executed twice", `${r.approvals.executedTwice} of ${r.approvals.decided} decided`],
+    [
+      "dual-authority writes",
+      `${r.dualAuthority.violations} of ${r.dualAuthority.writesScanned} writes in ${r.dualAuthority.streams} partition streams (${r.dualAuthority.tapped} messages tapped as stored, ${r.dualAuthority.messagesRead} stored at the end, read in ${r.dualAuthority.ms} ms${r.dualAuthority.unreadStreams.length ? `; ${r.dualAuthority.unreadStreams.length} NOT READ` : ""})`,
+    ],
   ];
   for (const m of ["start", "step"] as const)
     for (const p of ["before", "during", "after"] as const) {
