@@ -37,6 +37,7 @@ export {
   STEP_LAPSED,
   STEP_ABORT,
   LEASE_LAPSED,
+  HANDED_OVER,
   TASK_POLL,
   type TaskPoll,
   type AbortRequest,

@@ -297,6 +297,13 @@ export class StepExecutor {
     return held.then((h) => h || this.lapsed(key));
   }
 
+  /** Whether the attempt's node no longer holds its run's partition as it did when the attempt started. */
+  private holdLost(key: string): boolean {
+    const hold = this.deps.hold;
+    const token = this.holds.get(key);
+    return !!hold && (!token || hold.until(token) === 0);
+  }
+
   private lapsed(key: string): false {
     this.abortKey(key, LEASE_LAPSED);
     return false;
@@ -314,8 +321,10 @@ export class StepExecutor {
           : request.tool
             ? await this.runTool(request, key)
             : await this.runHandler(request, key);
-    // Stopped, or refused a start or a call, for want of the partition: the run decides whether it still wants the attempt.
-    if (this.stops.get(key)?.why === LEASE_LAPSED) event = lapsedResult(request);
+    // Stopped, or refused a start or a call, for want of the partition; or it failed, or ended with
+    // nothing to report, once this node gave the partition up (its failure may be the hand-over's:
+    // the pool destroyed, a journal no longer served here): its run, wherever it is served, decides.
+    if (this.stops.get(key)?.why === LEASE_LAPSED || ((!event || event.outcome === "failed") && this.holdLost(key))) event = lapsedResult(request);
     // An attempt whose lease lapsed (or whose run the sweep ended) was stopped by a transition that closed its span then (spans.ts).
     if (spans && !SPAN_CLOSED_BY_RUN.has(this.stops.get(key)?.why ?? "")) spans.emit(attemptSpan(request, began, Date.now(), event));
     this.deps.onReturned?.(request);

@@ -1,5 +1,5 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { isTerminal, type RunContext } from "../../machines/index.js";
+import { HANDED_OVER, isTerminal, type RunContext } from "../../machines/index.js";
 import {
   decodeActor,
   isRemoval,
@@ -28,7 +28,7 @@ type StoredRun =
   | { outcome: "missing" | "undecodable" };
 
 /** The store a partition's runs are read from: its fenced log, or a decorator of it (tests). */
-export type RecoveryLog = Pick<PartitionLog, "read" | "epoch">;
+export type RecoveryLog = Pick<PartitionLog, "read" | "epoch"> & Partial<Pick<PartitionLog, "fromRelease">>;
 
 async function readRun(log: RecoveryLog, id: string): Promise<StoredRun> {
   const read = decodeActor(RUN_RECORD, await log.read(`${RUN_KIND}.${id}`));
@@ -139,6 +139,8 @@ export async function recoverPartition(
   };
   const keyed = new Set(entries.indexed);
   const commandId = (id: string) => `recover/${partition}/${log.epoch}/${id}`;
+  // Taken from a live owner that let it go: what that owner still executes reports here (see `onRecover`).
+  const reason = log.fromRelease ? HANDED_OVER : "partition_claimed";
   const settle = async (id: string): Promise<Settled> => {
     const stored = await recalledRun(log, id, deps.memories);
     if (stored.outcome === "unavailable") return "unsettled";
@@ -147,13 +149,13 @@ export async function recoverPartition(
     if (stored.outcome === "ended") {
       const ended = stored.run?.lifecycle.ended_at;
       if (stored.outbox > 0 && ended != null && deps.now() - ended <= REPUBLISH_WINDOW_MS)
-        return settledBy(await deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.recover", reason: "partition_claimed" }, commandId(id)), "unchanged");
+        return settledBy(await deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.recover", reason }, commandId(id)), "unchanged");
       if (keyed.has(id)) await deps.live.remove(id);
       return "unchanged";
     }
     // Which attempts this process still holds (a run it served since the claim, or before a lease it
     // let lapse) is read by the run actor as it decides the command, not here: the run may move first.
-    const answer = await deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.recover", reason: "partition_claimed" }, commandId(id));
+    const answer = await deps.host.dispatch({ kind: RUN_KIND, id }, { type: "run.recover", reason }, commandId(id));
     const settled = settledBy(answer, "recovered");
     if (settled !== "recovered") deps.logger.debug("live run not recovered", { partition, run: id, settled, answer });
     return settled;

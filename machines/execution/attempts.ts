@@ -244,14 +244,36 @@ export function onHeartbeat(
     takeOffer(d, holder);
     publish(d, "step_started", { node: node.id, ...(e.item !== undefined ? { item: e.item } : {}), attempt: holder.step!.attempt });
   }
-  // Not durable (an intent's write): the attempt holds its lease as a short one does, fenced by the partition's epoch.
-  if (!durable) return;
+  // Not durable (an intent's write): the attempt holds its lease as a short one does, fenced by the
+  // partition's epoch; but an attempt that wrote, then went silent with its node still serving the
+  // run (a write it could not make), would hold it for ever: it gets a lease once, renewed only by heartbeats.
+  if (!durable) {
+    if (holder.lease_expires_at !== undefined) return;
+    holder.lease_expires_at = d.now + leaseTtl(d, node);
+    return leaseTimer(d, node, holder, e.item);
+  }
   holder.lease_expires_at = d.now + leaseTtl(d, node);
   if (holder.step!.status === "leased") {
     const r = applyStepOp(holder.step!, { op: "start", now: d.now, attempt: e.attempt, lease_epoch: e.lease_epoch });
     if (r.outcome === "moved") holder.step = r.state;
   }
   leaseTimer(d, node, holder, e.item);
+}
+
+/**
+ * An attempt of a previous owner that handed the partition over alive (it may be running there):
+ * a durable lease stands, kept by that owner's heartbeats through the mailbox. One offered there
+ * (running unwritten, as a short attempt does) or leased without a lease (by its tool call's
+ * intent) is leased here under its attempt and lease epoch until its first heartbeat is due
+ * (after `lease_after_ms`), plus the grace: running, it beats and reports here; never run there,
+ * it lapses then, `worker_lost`.
+ */
+export function leaseHandedOver(d: Draft, node: PlanNode, holder: Holder, item: number | undefined): void {
+  if (holder.step!.status === "ready") takeOffer(d, holder);
+  if (holder.lease_expires_at !== undefined) return;
+  const ttl = leaseTtl(d, node);
+  holder.lease_expires_at = d.now + Math.min(ttl, Math.min(LEASE_AFTER_MS, Math.floor(ttl / 3)) + LEASE_GRACE_MS);
+  leaseTimer(d, node, holder, item);
 }
 
 /**

@@ -189,6 +189,8 @@ export function onTask(d: Draft, e: On<"effect.task">): void {
     since: d.now,
     ...(e.writes !== undefined ? { writes: e.writes } : {}),
   };
+  // The task's poll timer follows it now: no worker holds the attempt, so no lease can lapse.
+  delete holder.lease_expires_at;
   d.effects.push({ type: "runway.journal", data: { t: "task", key: e.key, id: e.task_id, server: e.server, tool: e.tool, wire: e.wire, at: d.now } });
   publish(d, "tool_task_started", {
     node: e.node,

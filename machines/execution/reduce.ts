@@ -20,6 +20,7 @@ import {
   expireLease,
   holderOf,
   isAlive,
+  leaseHandedOver,
   loseDispatch,
   offer,
   onHeartbeat,
@@ -106,7 +107,7 @@ export const decisions = {
   timer: (c: ExecutionContext, e: On<"timer.fired">) => decide(c, e, (d) => onTimer(d, e)),
   child: (c: ExecutionContext, e: On<"child.settled">) => decide(c, e, (d) => onChildSettled(d, e)),
   cancel: (c: ExecutionContext, e: On<"run.cancel">) => decide(c, e, (d) => onCancel(d, e.reason, e.by)),
-  recover: (c: ExecutionContext, e: On<"run.recover">) => decide(c, e, (d) => onRecover(d, e.alive ?? [])),
+  recover: (c: ExecutionContext, e: On<"run.recover">) => decide(c, e, (d) => onRecover(d, e.alive ?? [], e.reason === HANDED_OVER)),
   admitted: (c: ExecutionContext, e: On<"run.admitted">) => decide(c, e, begin),
   admissionRefused: (c: ExecutionContext, e: On<"run.admission_refused">) => decide(c, e, (d) => onAdmissionRefused(d, e)),
   sweep: (c: ExecutionContext, e: On<"run.sweep">) => decide(c, e, (d) => onSweep(d, e.at, e.held ?? [])),
@@ -277,18 +278,21 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
   advance(d);
 }
 
+/** An attempt stopped because its node no longer surely held the run's partition (see `failurePolicy`). */
+export const LEASE_LAPSED = "lease_lapsed";
+
 /**
  * The retry policy a failure is judged under: the node's own, but an attempt that stopped because
- * its node no longer surely held the run's partition (`lease_lapsed`, reported by that node) is
- * the platform's failure, as a lost worker is (`onRecover`): retried at once, outside the node's retries.
+ * its node no longer surely held the run's partition (`lease_lapsed`, reported by that node) is the
+ * platform's failure, as a lost worker is (`onRecover`): retried at once, outside the node's
+ * retries. One whose worker thread died under it (`worker_crashed`: also a node stopping, which
+ * destroys its pool) is retried after the node's backoff, also outside its retries.
  */
 function failurePolicy(node: PlanNode, holder: Holder, error: StepError): RetryPolicy {
   const own = policyOf(node, holder);
-  return error.code === LEASE_LAPSED ? { ...own, backoff_ms: 0, max_attempts: own.max_attempts + PLATFORM_RETRIES } : own;
+  if (error.code === LEASE_LAPSED) return { ...own, backoff_ms: 0, max_attempts: own.max_attempts + PLATFORM_RETRIES };
+  return error.code === "worker_crashed" ? { ...own, max_attempts: own.max_attempts + PLATFORM_RETRIES } : own;
 }
-
-/** See `failurePolicy`. */
-export const LEASE_LAPSED = "lease_lapsed";
 
 function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>): void {
   const node = d.byId.get(e.node);
@@ -380,12 +384,18 @@ function onParentGone(d: Draft, parentStatus: string): void {
   finish(d, "failed", { code: "parent_gone", message: `parent run ${d.run.parent_run_id} is ${parentStatus} (recovery sweep)` });
 }
 
+/** `run.recover`'s reason when the partition was handed over by a live owner (it released it). */
+export const HANDED_OVER = "handed_over";
+
 /**
  * After a restart or takeover: what lived in the lost process is lost. An attempt offered there
  * (granted in memory, or still queued) or leased there fails `worker_lost` and retries at once,
- * as a new attempt. Attempts still executing in the claiming process are left alone.
+ * as a new attempt. Attempts still executing in the claiming process are left alone. After a
+ * hand-over (`handedOver`) the previous owner lives and reports what it still executes here: its
+ * attempts are leased instead (a running one's result is taken; one that never runs there lapses
+ * at once, reported `lease_lapsed`, or, lost with its node, at its lease's end).
  */
-function onRecover(d: Draft, alive: readonly AliveAttempt[]): void {
+function onRecover(d: Draft, alive: readonly AliveAttempt[], handedOver = false): void {
   if (cancelRequested(d.run)) {
     // Under a requested cancel nothing runs again: a call it let finish, lost with its node, is a person's to settle.
     for (const [id, n] of Object.entries(d.run.nodes))
@@ -403,6 +413,13 @@ function onRecover(d: Draft, alive: readonly AliveAttempt[]): void {
       const policy = { ...own, backoff_ms: 0, max_attempts: own.max_attempts + PLATFORM_RETRIES };
       // An attempt waiting on an MCP task runs nowhere: its durable timer goes on polling the same task.
       if (holder.task) continue;
+      if (handedOver) {
+        const s = holder.step!;
+        const offered = s.status === "ready" && holder.offered !== undefined;
+        const attempt = offered ? { attempt: holder.offered!, lease_epoch: s.lease_epoch + 1 } : s;
+        if ((offered || s.status === "leased" || s.status === "running") && !isAlive(alive, node.id, item, attempt)) leaseHandedOver(d, node, holder, item);
+        continue;
+      }
       if (holder.step!.status === "ready" && holder.offered !== undefined) {
         if (isAlive(alive, node.id, item, { attempt: holder.offered, lease_epoch: holder.step!.lease_epoch + 1 })) continue;
         // It may have run in the lost process (or still run there, cut off): it is that attempt's

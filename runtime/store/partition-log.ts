@@ -99,6 +99,11 @@ export class PartitionLog implements ActorLog {
   readonly authority: Authority;
   /** Revision of the fence record this writer acts under. */
   readonly epoch: number;
+  /**
+   * Whether the claim took the partition as its previous owner released it (a hand-over: that
+   * owner is alive, and what it still executes reports here), not from a dead or fenced owner.
+   */
+  readonly fromRelease: boolean;
   /** Increments whenever this writer's view of the partition is rebuilt; cached state from an older generation is stale. */
   generation = 0;
   private head: number;
@@ -114,7 +119,9 @@ export class PartitionLog implements ActorLog {
     authority: Authority,
     epoch: number,
     head: number,
+    fromRelease = false,
   ) {
+    this.fromRelease = fromRelease;
     this.partition = partition;
     this.bucket = partitionBucket(partition);
     this.stream = partitionStream(partition);
@@ -148,7 +155,7 @@ export class PartitionLog implements ActorLog {
     });
     switch (written.outcome) {
       case "stored":
-        return { outcome: "claimed", log: new PartitionLog(nc, partition, authority, written.seq, written.seq) };
+        return { outcome: "claimed", log: new PartitionLog(nc, partition, authority, written.seq, written.seq, fence?.owner === null) };
       case "conflict":
         return { outcome: "raced" };
       case "rejected":

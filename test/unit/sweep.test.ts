@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { rootSeed } from "./run-driver.js";
 import { initialTransition, transition, type AnyMachineSnapshot } from "xstate";
 import { compileDefinition, executionMachine, parentGone, RunFacts, sweepPlan, type Plan, type RunContext, type RunFact } from "../../machines/index.js";
-import { DEFAULT_SWEEP } from "../../machines/execution/index.js";
+import { DEFAULT_SWEEP, HANDED_OVER } from "../../machines/execution/index.js";
 
 /** The recovery sweep's decisions (seed 004's reaper and wait sweep contract tests that apply), on the pure run machine. */
 
@@ -232,5 +232,72 @@ describe("recovery on a partition claim", () => {
     expect(r.run.nodes.a!.step).toMatchObject({ attempt: 2, status: "running" });
     r.send({ type: "run.recover", reason: "partition_claimed", alive: [] });
     expect(r.run.nodes.a).toMatchObject({ offered: 3, step: { attempt: 2, status: "ready", last_error: { code: "worker_lost" } } });
+  });
+
+  it("41 after a hand-over by a live owner, its attempts are leased here, not failed: an offer until its first heartbeat is due, then lost if none came; a durable lease stands", () => {
+    const r = runner(oneStep, { lease_ttl_ms: 30_000 });
+    const exec = (r.send({ type: "run.create", run: seed() }).find((e) => e.channel === "step.ready")!.payload! as { request: Record<string, number> }).request;
+    const now = T0 + 5_000;
+    const effects = r.send({ type: "run.recover", reason: HANDED_OVER, alive: [] }, now);
+    // Attempt 1 may be running on the owner that let the partition go: leased here under its number and epoch, till 5 s (its first heartbeat) + 5 s grace.
+    expect(r.run.nodes.a!.step).toMatchObject({ attempt: exec.attempt, lease_epoch: exec.lease_epoch, status: "leased" });
+    expect(r.run.nodes.a!.lease_expires_at).toBe(now + 10_000);
+    expect(effects.filter((e) => e.channel === "step.ready")).toHaveLength(0);
+    expect(effects).toContainEqual(expect.objectContaining({ type: "runway.timer.set", at: now + 10_000 }));
+    // Its heartbeat, through the mailbox, renews it; its result is taken.
+    r.send({ type: "step.heartbeat", node: "a", attempt: 1, lease_epoch: 1 }, now + 1_000);
+    expect(r.run.nodes.a!.lease_expires_at).toBe(now + 1_000 + 30_000);
+    r.send({ type: "step.result", node: "a", attempt: 1, lease_epoch: 1, outcome: "succeeded", output: 7 }, now + 2_000);
+    expect(r.run.lifecycle.status).toBe("succeeded");
+
+    // Never run there (its ticket dropped with the owner's queue): no heartbeat, and the lease's timer fails it worker_lost.
+    const q = runner(oneStep, { lease_ttl_ms: 30_000 });
+    q.send({ type: "run.create", run: seed() });
+    q.send({ type: "run.recover", reason: HANDED_OVER, alive: [] }, now);
+    const retried = q.send({ type: "timer.fired", kind: "lease", node: "a", attempt: 1, lease_epoch: 1 }, now + 10_000);
+    expect(q.run.nodes.a!.step).toMatchObject({ attempt: 1, status: "ready", last_error: { code: "worker_lost" } });
+    // Retried under the node's policy (offered again, or after its backoff).
+    expect(retried.some((e) => e.channel === "step.ready" || (e.type === "runway.timer.set" && "name" in e && String(e.name).startsWith("retry-")))).toBe(true);
+  });
+
+  it("41 an attempt failed worker_crashed by its node (a node stopping destroys its pool) is retried outside the node's own retries", () => {
+    const r = runner(oneStep, { lease_ttl_ms: 30_000 });
+    r.send({ type: "run.create", run: seed() });
+    r.send({
+      type: "step.result",
+      node: "a",
+      attempt: 1,
+      lease_epoch: 1,
+      outcome: "failed",
+      error: { code: "worker_crashed", message: "pool destroyed", retryable: true },
+    });
+    expect(r.run.nodes.a!.step).toMatchObject({ status: "ready", attempt: 1, last_error: { code: "worker_crashed" } });
+    expect(r.run.lifecycle.status).toBe("running");
+  });
+
+  it("41 an attempt that journaled a call's intent, then went silent while its node still serves the run, lapses at its lease's end, worker_lost", () => {
+    const r = runner(oneStep, { lease_ttl_ms: 30_000 });
+    r.send({ type: "run.create", run: seed() });
+    const intent = {
+      type: "effect.intent",
+      node: "a",
+      attempt: 1,
+      lease_epoch: 1,
+      cancellation_epoch: 0,
+      key: "k1",
+      server: "s",
+      tool: "t",
+      class: "non_idempotent",
+      arguments: {},
+    };
+    const effects = r.send(intent, T0 + 100);
+    expect(r.run.nodes.a!.step).toMatchObject({ attempt: 1, status: "leased" });
+    expect(r.run.nodes.a!.lease_expires_at).toBe(T0 + 100 + 30_000);
+    expect(effects).toContainEqual(expect.objectContaining({ type: "runway.timer.set", at: T0 + 100 + 30_000 }));
+    // A second intent of the same attempt takes no new lease: only heartbeats renew it.
+    r.send({ ...intent, key: "k2" }, T0 + 200);
+    expect(r.run.nodes.a!.lease_expires_at).toBe(T0 + 100 + 30_000);
+    r.send({ type: "timer.fired", kind: "lease", node: "a", attempt: 1, lease_epoch: 1 }, T0 + 100 + 30_000);
+    expect(r.run.nodes.a!.step).toMatchObject({ attempt: 1, status: "ready", last_error: { code: "worker_lost" } });
   });
 });
