@@ -96,7 +96,7 @@ export class DefinitionStore {
     const compiled = compileDefinition(raw, { handlers: this.handlers(), workflowExists: (child) => children[child] !== undefined });
     if (!compiled.ok) return { outcome: "invalid_definition", errors: compiled.errors };
     const plan = compiled.plan;
-    const delegation = await this.checkSubagents(plan, children);
+    const delegation = this.checkSubagents(plan, children);
     if (delegation.length > 0) return { outcome: "invalid_definition", errors: delegation };
     if (!options.publish) {
       const draft = JSON.stringify({ name: plan.name, definition: raw, saved_at: options.now });
@@ -265,46 +265,17 @@ export class DefinitionStore {
   }
 
   /**
-   * An agent node's subagents: each is published (pinned like a subworkflow), and neither it nor
-   * any run below it uses a tool the agent does not list (`subagent_tool_not_allowed`): a
-   * delegate never holds more than its delegator.
+   * An agent node's subagents: each is published (pinned like a subworkflow). What tools a
+   * delegate may use is decided at run time: its own within its delegator's (the run's `tool_scope`).
    */
-  private async checkSubagents(plan: Plan, children: Record<string, DefinitionRef>): Promise<CompileError[]> {
+  private checkSubagents(plan: Plan, children: Record<string, DefinitionRef>): CompileError[] {
     const errors: CompileError[] = [];
     for (const [i, node] of plan.nodes.entries()) {
       const agents = node.kind === "code" ? (node.agent?.agents ?? []) : [];
-      const allowed = new Set(node.kind === "code" ? (node.agent?.tools ?? []) : []);
-      for (const [j, name] of agents.entries()) {
-        const path = `nodes[${i}].agents[${j}]`;
-        const ref = children[name];
-        if (!ref) {
-          errors.push({ code: "unknown_workflow", path, message: `no published workflow named '${name}'` });
-          continue;
-        }
-        const extra = [...(await this.toolsBelow(ref, MAX_DEPTH + 1))].filter((t) => !allowed.has(t)).sort();
-        if (extra.length > 0)
-          errors.push({
-            code: "subagent_tool_not_allowed",
-            path,
-            message: `subagent '${name}' uses ${extra.slice(0, 10).join(", ")}, which agent '${node.id}' does not list in its tools`,
-          });
-      }
+      for (const [j, name] of agents.entries())
+        if (!children[name]) errors.push({ code: "unknown_workflow", path: `nodes[${i}].agents[${j}]`, message: `no published workflow named '${name}'` });
     }
     return errors;
-  }
-
-  /** Every MCP tool a pinned workflow and the runs below it may call (`server/tool`): its agents' and its tool nodes'. */
-  private async toolsBelow(ref: DefinitionRef, limit: number): Promise<Set<string>> {
-    const out = new Set<string>();
-    if (limit <= 0) return out;
-    const child = await this.planOf(ref.digest);
-    for (const n of child.plan.nodes) {
-      if (n.kind !== "code") continue;
-      for (const t of n.agent?.tools ?? []) out.add(t);
-      if (n.tool) out.add(`${n.tool.server}/${n.tool.tool}`);
-    }
-    for (const below of Object.values(child.children)) for (const t of await this.toolsBelow(below, limit - 1)) out.add(t);
-    return out;
   }
 
   /**

@@ -138,6 +138,18 @@ export async function callThroughJournal(
   signal: AbortSignal,
 ): Promise<{ answer: ToolAnswer; receipt?: Receipt }> {
   const { server, tool } = call;
+  // A run below a subagent holds no more tools than its delegator (G7).
+  if (request.tool_scope && !request.tool_scope.includes(`${server}/${tool}`))
+    return {
+      answer: {
+        outcome: "failed",
+        error: {
+          code: "tool_not_allowed",
+          message: `${server}/${tool} is outside this run's tool scope (the tools of the agent that delegated to it)`,
+          retryable: false,
+        },
+      },
+    };
   const found = await deps.tools.lookup(request.tenant, server, tool);
   if (found.outcome === "unavailable") return { answer: { outcome: "failed", error: { code: found.code, message: found.message, retryable: true } } };
   if (found.outcome !== "found") return { answer: { outcome: "failed", error: { code: `tool_${found.outcome}`, message: found.message, retryable: false } } };

@@ -1,7 +1,7 @@
 import { applyStepOp, type RetryPolicy, type StepError, type StepState } from "../step/index.js";
 import { isPlatformStop, mapItemInput, mapItems, resolveTemplate, WIDE_APPROVAL_STOP, type PlanNode } from "../workflow/index.js";
 import { settleStop, stopMapIdle } from "./ceilings.js";
-import { gateRuleOf } from "./gates.js";
+import { gateRuleOf, withinScope } from "./gates.js";
 import { addItem, hasLive, itemLoad, liveItem, liveItems, removeItem } from "./items.js";
 import {
   abortAttempts,
@@ -175,10 +175,14 @@ function executeRequest(
     handler: node.handler,
     input,
     ...(node.kind === "code" && node.tool ? { tool: node.tool } : {}),
-    ...(node.kind === "code" && node.agent ? { agent: node.agent } : {}),
+    // Under a tool scope, the model sees only its tools within it.
+    ...(node.kind === "code" && node.agent
+      ? { agent: r.tool_scope ? { ...node.agent, tools: withinScope(node.agent.tools ?? [], r.tool_scope) } : node.agent }
+      : {}),
     ...(gate ? { gate } : {}),
     ...(r.replay_of ? { replay_of: r.replay_of } : {}),
     ...(r.cost_ceiling_cents !== undefined ? { cost_ceiling_cents: r.cost_ceiling_cents } : {}),
+    ...(r.tool_scope ? { tool_scope: r.tool_scope } : {}),
     ...(r.trace ? { trace: r.trace.trace_id } : {}),
     timeout_ms: node.timeout_ms,
     cancellation_epoch: r.cancellation_epoch,

@@ -25,6 +25,12 @@ export const RunSeedSchema = z.object({
   replay_of: z.string().min(1).max(200).optional(),
   /** The tree's money ceiling: its root's `limits.max_cost_cents`, which every child carries (and ignores its own). */
   cost_ceiling_cents: z.number().int().min(0).max(1e12).optional(),
+  /**
+   * The tools (`server/tool`) it and every run below it may call: a subagent's is its delegating
+   * agent node's tools within its parent's own scope; a subworkflow's is its parent's. Absent: no
+   * limit beyond each node's own list.
+   */
+  tool_scope: z.array(z.string().min(1).max(200)).max(1_000).optional(),
   /** Its tenant counts it from its start: the member key its admission stored is its live-run index entry (see `RunContext.counted`). */
   counted: z.literal(true).optional(),
   /** Who started it, when the caller was authenticated (an API key's `key:<tenant>/<name>`): the one who may not approve its actions. */

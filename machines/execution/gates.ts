@@ -158,3 +158,8 @@ export function approvalAt(
   const a = run?.nodes[node]?.approval;
   return run && a && a.id === `${run.id}:${token}` ? { node, approval: a } : undefined;
 }
+
+/** `tools` within `scope` (absent: no limit): what a run under `scope` may grant below it. */
+export function withinScope(tools: readonly string[], scope: readonly string[] | undefined): string[] {
+  return scope === undefined ? [...tools] : tools.filter((t) => scope.includes(t));
+}

@@ -180,8 +180,9 @@ export function sendChildCreate(
   child: string,
   definition: NonNullable<Draft["event"]["child_definitions"]>[string],
   input: unknown,
-  options: { start_key?: string; slice_cents?: number } = {},
+  options: { start_key?: string; slice_cents?: number; tool_scope?: string[] } = {},
 ): void {
+  const scope = options.tool_scope ?? d.run.tool_scope;
   const startKey = options.start_key;
   const ceiling = options.slice_cents === undefined ? d.run.cost_ceiling_cents : Math.min(options.slice_cents, d.run.cost_ceiling_cents ?? options.slice_cents);
   const r = d.run;
@@ -207,6 +208,8 @@ export function sendChildCreate(
         ...(r.deadline != null ? { deadline: r.deadline } : {}),
         // Money is one bill: the child spends its root's ceiling, whatever its own definition says.
         ...(ceiling !== undefined ? { cost_ceiling_cents: ceiling } : {}),
+        // No more tools than its delegator: a subagent's scope, or its parent's.
+        ...(scope !== undefined ? { tool_scope: scope } : {}),
         // One tree, one trace: the root's trace context goes down to every child.
         ...(r.trace ? { trace: r.trace } : {}),
         input,

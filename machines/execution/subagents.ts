@@ -2,7 +2,7 @@ import { childCodeAtParent, isCeilingReason, isPlatformStop } from "../workflow/
 import { offer, parkAttempt } from "./attempts.js";
 import { ceilingDrain } from "./ceilings.js";
 import { fail, MAX_DEPTH, publish, succeed, type Draft } from "./draft.js";
-import { isAgentNode } from "./gates.js";
+import { isAgentNode, withinScope } from "./gates.js";
 import { advance, sendChildCreate } from "./progression.js";
 import type { ExecutionEvent } from "./types.js";
 
@@ -42,6 +42,7 @@ export function onChildCall(d: Draft, e: On<"effect.child">): void {
     sendChildCreate(d, e.node, child, definition, e.input ?? null, {
       start_key: `${d.run.id}:${e.key}`,
       ...(e.cost_ceiling_cents !== undefined ? { slice_cents: e.cost_ceiling_cents } : {}),
+      tool_scope: withinScope(node.agent.tools ?? [], d.run.tool_scope),
     });
     d.effects.push({
       type: "runway.journal",

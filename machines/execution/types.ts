@@ -280,6 +280,8 @@ export interface RunContext {
   replay_of?: string;
   /** The tree's money ceiling (its root's `limits.max_cost_cents`), metered at every priced call. */
   cost_ceiling_cents?: number;
+  /** The tools it and the runs below it may call, when its delegator limits them (see `RunSeedSchema`). */
+  tool_scope?: string[];
   /**
    * Its tenant counted it (admitted or queued) in the decision its start asked for: the tenant's
    * member key for it is its entry in the live-run index until the tenant hears of its end, so it
@@ -435,6 +437,8 @@ export interface ExecuteRequest {
   replay_of?: string;
   /** The tree's money ceiling: a priced call is charged against it before it is made. */
   cost_ceiling_cents?: number;
+  /** The run's tool scope (see `RunContext.tool_scope`): a call outside it fails `tool_not_allowed`. */
+  tool_scope?: string[];
   /** The trace id its run's start came with (absent: derived from `root`; see `RunContext.trace`). */
   trace?: string;
   timeout_ms: number;

@@ -28,9 +28,7 @@ export type CompileErrorCode =
   /** Arrays and objects nested deeper than MAX_JSON_DEPTH (canonical.ts). */
   | "too_deep"
   /** Valid, but its stored records would exceed the server's max_payload (decided by the definitions store, not the compiler). */
-  | "definition_too_large"
-  /** An agent's subagent (or a run it starts) uses a tool the agent does not list (decided by the definitions store, which reads the pinned plans). */
-  | "subagent_tool_not_allowed";
+  | "definition_too_large";
 export type CompileError = { code: CompileErrorCode; path: string; message: string };
 
 export type Limits = { max_nodes: number; max_fanout: number; max_nesting: number; max_plan_bytes: number; max_workflow_depth: number };

@@ -39,6 +39,45 @@ function delegated() {
   return { r, x, asked: r.send(call(x)) };
 }
 
+describe("G7 a subagent's tools", () => {
+  const scoped = plan({
+    name: "boss",
+    nodes: [{ id: "ask", kind: "agent", model: "scripted/m", instructions: "go", tools: ["fx/get", "fx/set", "fx/del"], agents: ["helper"] }],
+  });
+
+  it("G7 38.5 are its own within its delegator's: the child carries the delegating node's tools, narrowed by its parent's own scope, and its agents see only their tools within it", () => {
+    // The parent itself runs under a scope (it is a subagent too): the child may hold only what both allow.
+    const r = runDriver(scoped, { child_definitions: { helper: HELPER }, subagent_child_id: CHILD }, 1_000_000);
+    const x = executes(r.send({ type: "run.create", run: { ...rootSeed(), tool_scope: ["fx/get", "fx/set", "other/x"] } }))[0]!;
+    // The parent's model sees its tools within its own scope, and its calls carry the scope.
+    expect(x.agent?.tools).toEqual(["fx/get", "fx/set"]);
+    expect(x.tool_scope).toEqual(["fx/get", "fx/set", "other/x"]);
+    const asked = r.send({ ...call(x), cost_ceiling_cents: undefined });
+    const create = asked.find((e) => e.type === "runway.send") as { event: { run: Record<string, unknown> } } | undefined;
+    expect(create?.event.run.tool_scope).toEqual(["fx/get", "fx/set"]);
+
+    // The child, an agent listing a wider set, sees only the intersection.
+    const helper = plan({
+      name: "helper",
+      nodes: [{ id: "work", kind: "agent", model: "scripted/m", instructions: "help", tools: ["fx/set", "fx/del", "fx/get"] }],
+    });
+    const child = runDriver(helper, {}, 1_000_000);
+    const y = executes(child.send({ type: "run.create", run: { ...rootSeed({ id: CHILD, root_run_id: CHILD }), tool_scope: ["fx/get", "fx/set"] } }))[0]!;
+    expect(y.agent?.tools).toEqual(["fx/set", "fx/get"]);
+    expect(y.tool_scope).toEqual(["fx/get", "fx/set"]);
+  });
+
+  it("G7 a run with no scope passes none down to a subworkflow, and a scoped one passes its own", () => {
+    const sub = plan({ name: "outer", nodes: [{ id: "inner", kind: "subworkflow", workflow: "helper" }] });
+    for (const scope of [undefined, ["fx/get"]]) {
+      const r = runDriver(sub, { child_definitions: { helper: HELPER }, child_ids: { inner: CHILD } }, 1_000_000);
+      const effects = r.send({ type: "run.create", run: { ...rootSeed(), ...(scope ? { tool_scope: scope } : {}) } });
+      const create = effects.find((e) => e.type === "runway.send") as { event: { run: Record<string, unknown> } } | undefined;
+      expect(create?.event.run.tool_scope).toEqual(scope);
+    }
+  });
+});
+
 describe("an agent's subagent call", () => {
   it("38.5 starts the child once (its input the arguments, its ceiling the slice), parks the step; the child's end is the call's receipt and the step is offered again", () => {
     const { r, x, asked } = delegated();
