@@ -4,7 +4,8 @@ import { enforceWhenSettled } from "./cancel.js";
 import { move, publish, WAIT_GRACE_MS, type Draft, type RunAnswer } from "./draft.js";
 import { notifyParent } from "./progression.js";
 import type { Plan } from "../workflow/index.js";
-import type { ApprovalState, ExecutionEvent, RunContext, RunError, RunSeed } from "./types.js";
+import type { ApprovalState, RunContext, RunError, RunSeed } from "./types.js";
+import type { ExecutionEvent } from "./requests.js";
 
 /**
  * Admission approvals: a policy may hold each top-level run it starts for a person before the run

@@ -3,7 +3,8 @@ import { DEFAULT_WAIT_TIMEOUT_MS, resolveTemplate, type PlanNode } from "../work
 import { holderOf, offer, parkAttempt } from "./attempts.js";
 import { abortAttempts, fail, publish, scopeOf, succeed, type Draft } from "./draft.js";
 import { approvalAt, gateArguments, gatePolicyOf, gateToken, isAgentNode } from "./gates.js";
-import type { ApprovalState, ExecutionEvent, RunContext, RunError } from "./types.js";
+import type { ApprovalState, RunContext, RunError } from "./types.js";
+import type { ExecutionEvent } from "./requests.js";
 
 /**
  * Approval nodes, gated tool calls (`gates.ts`) and a tool server's input requests share one record,

@@ -18,7 +18,8 @@ import {
   succeed,
   type Draft,
 } from "./draft.js";
-import type { ExecuteRequest, ItemRun, NodeRun, ReadyTicket, RunContext } from "./types.js";
+import type { ItemRun, NodeRun, RunContext } from "./types.js";
+import type { ExecuteRequest, ReadyTicket } from "./requests.js";
 
 /**
  * Attempts: leases, heartbeats, expiry, retries, map fan-out. The scheduler's grant is not written:

@@ -3,7 +3,8 @@ import { holderOf, type Holder } from "./attempts.js";
 import { holdersOf, move, publish, runSummary, type Draft } from "./draft.js";
 import { reconciling, recordReceipt } from "./intents.js";
 import { notifyParent, stopNodes } from "./progression.js";
-import type { ExecutionEvent, Receipt, RunContext } from "./types.js";
+import type { Receipt, RunContext } from "./types.js";
+import type { ExecutionEvent } from "./requests.js";
 
 /**
  * Cancellation with effects in flight. One write bumps the cancellation epoch (later intents,

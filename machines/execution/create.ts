@@ -1,5 +1,6 @@
 import { isTerminal, queuedLifecycle, runShapeViolations, type RunStatus } from "../run/index.js";
-import type { ParentView, RunSeed } from "./types.js";
+import type { RunSeed } from "./types.js";
+import type { ParentView } from "./requests.js";
 
 export type CreateRefusal =
   | { outcome: "invalid_input"; reason: string }

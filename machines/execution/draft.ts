@@ -1,6 +1,7 @@
 import { applyRunOp, type RunLifecycle, type RunOpEvent } from "../run/index.js";
 import { stopsRun, type NodeState, type Plan, type PlanNode, type Scope } from "../workflow/index.js";
-import type { ExecuteRequest, ExecutionEvent, ItemRun, NodeRun, ReadyTicket, RunContext, RunError, RunFact, RunMemory, TaskRef } from "./types.js";
+import type { ItemRun, NodeRun, RunContext, RunError, RunFact, RunMemory, TaskRef } from "./types.js";
+import type { ExecuteRequest, ExecutionEvent, ReadyTicket } from "./requests.js";
 import { liveItems } from "./items.js";
 import type { CreateRefusal } from "./create.js";
 

@@ -1,7 +1,8 @@
 import { z } from "zod";
 import { jsonEqual, type Plan, type PlanNode, type PlanToolGate } from "../workflow/index.js";
 import type { ToolClass } from "../tools/index.js";
-import type { ExecutionEvent, GateRule, RunContext, RunMemory } from "./types.js";
+import type { GateRule, RunContext, RunMemory } from "./types.js";
+import type { ExecutionEvent } from "./requests.js";
 
 /**
  * Gated tools: which calls ask a person before their intent is recorded. Only the tool gateway knows

@@ -40,20 +40,16 @@ export {
   type GateRule,
   type RunError,
   type ExecutionContext,
-  type ExecutionEvent,
-  type ExecuteRequest,
   type TraceContext,
-  type ReadyTicket,
   type Receipt,
   type PendingIntent,
   type IntentFact,
   type TaskRef,
   type DefinitionRef,
-  type Prepared,
-  type ParentView,
   type MapRun,
   type RunFact,
   type RunMemory,
   RUN_CONTEXT_VERSION,
 } from "./types.js";
+export { type ExecutionEvent, type ExecuteRequest, type ReadyTicket, type Prepared, type ParentView } from "./requests.js";
 export { RunCommandSchema, RunSeedSchema } from "./commands.js";

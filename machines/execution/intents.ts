@@ -4,7 +4,8 @@ import { publish, TASK_POLL, type Draft, type TaskPoll } from "./draft.js";
 import { advance } from "./progression.js";
 import { ceilingDrain, stopHolder } from "./ceilings.js";
 import { liveItem, removeItem } from "./items.js";
-import type { ExecutionEvent, PendingIntent, Receipt, RunContext } from "./types.js";
+import type { PendingIntent, Receipt, RunContext } from "./types.js";
+import type { ExecutionEvent } from "./requests.js";
 
 /**
  * Effect intents and receipts: the journal is the authority on every call that may change the world.

@@ -11,7 +11,8 @@ import { gateWaits, intentNeedsApproval, openGate } from "./gates.js";
 import { cancelRequested, isLateReceipt } from "./cancel.js";
 import { signalProblem, waitingFor } from "./signals.js";
 import { admissionAsked, admissionPending, decisionAnswer } from "./admission.js";
-import type { ExecutionContext, ExecutionEvent, LifecycleEvent, NodeRun, RunMachineEvent } from "./types.js";
+import type { ExecutionContext, NodeRun } from "./types.js";
+import type { ExecutionEvent, LifecycleEvent, RunMachineEvent } from "./requests.js";
 
 function activeHolder(n: NodeRun | undefined, item: number | undefined) {
   return n && n.s === "active" ? holderOf(n, item) : undefined;

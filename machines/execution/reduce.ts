@@ -38,7 +38,8 @@ import { advance, ceilingStop, finish, stopNodes } from "./progression.js";
 import { wallHit } from "./ceilings.js";
 import { sweepPlan } from "./sweep.js";
 import { draftMap, sealDrafts } from "./items.js";
-import { RUN_CONTEXT_VERSION, type ExecutionContext, type ExecutionEvent, type MapRun, type NodeRun, type RunContext, type RunMemory } from "./types.js";
+import { RUN_CONTEXT_VERSION, type ExecutionContext, type MapRun, type NodeRun, type RunContext, type RunMemory } from "./types.js";
+import { type ExecutionEvent } from "./requests.js";
 
 export {
   MAX_DEPTH,

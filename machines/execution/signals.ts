@@ -1,7 +1,8 @@
 import { validateAgainstSchema } from "../workflow/index.js";
 import { fail, publish, succeed, type Draft } from "./draft.js";
 import { advance } from "./progression.js";
-import type { ExecutionEvent, RunContext } from "./types.js";
+import type { RunContext } from "./types.js";
+import type { ExecutionEvent } from "./requests.js";
 
 /**
  * Signals: a `wait` node holds its run (waiting, no worker, no scheduler slot) until a signal of

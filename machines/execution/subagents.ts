@@ -4,7 +4,7 @@ import { ceilingDrain } from "./ceilings.js";
 import { fail, MAX_DEPTH, publish, succeed, type Draft } from "./draft.js";
 import { isAgentNode, withinScope } from "./gates.js";
 import { advance, sendChildCreate } from "./progression.js";
-import type { ExecutionEvent } from "./types.js";
+import type { ExecutionEvent } from "./requests.js";
 
 /**
  * Subagents: an agent delegates to a published definition its node lists in `agents`, and the
