@@ -68,7 +68,12 @@ export async function listedValues(nc: NatsConnection, bucket: string, filter: s
     return out;
   } catch (err) {
     // No matching key is an empty answer.
-    if ((err as { code?: unknown }).code === 404) return [];
-    return lastValues(nc, bucket, filter);
+    const code = (err as { code?: unknown }).code;
+    if (code === 404) return [];
+    // Too many keys for one batch (413), or a stream that allows no direct get (no responders,
+    // 503): the consumer lists them. Any other fault (a timeout) is the caller's: a second, slower
+    // listing behind it would only double the wait.
+    if (code === 413 || code === 503) return lastValues(nc, bucket, filter);
+    throw err;
   }
 }

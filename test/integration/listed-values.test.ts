@@ -46,3 +46,10 @@ it("past the server's 1,024 keys for one batch, lists through a consumer: every 
   expect(listed).toHaveLength(n);
   expect(new Set(listed).size).toBe(n);
 }, 60_000);
+
+it("a bucket whose stream allows no direct get lists through a consumer", async () => {
+  const closed = await new Kvm(nc).create("listed-nodirect", { history: 1, allow_direct: false });
+  await closed.put("k.1", "one");
+  await closed.put("k.2", "two");
+  expect((await listedValues(nc, "listed-nodirect", "k.*")).map((v) => v.key).sort()).toEqual(["k.1", "k.2"]);
+});
