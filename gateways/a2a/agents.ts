@@ -101,8 +101,7 @@ export class AgentStore {
     const exposed = await this.get(tenant, name);
     if (!exposed) return false;
     await (await this.bucket()).delete(`${tenant}.${name}`);
-    // The tombstone's revision is newer than the value's: a late watched put cannot bring it back.
-    this.watched.remember(`${tenant}.${name}`, exposed.revision + 1, null);
+    this.watched.removed(`${tenant}.${name}`, exposed.revision);
     return true;
   }
 }

@@ -135,8 +135,7 @@ export class ModelStore {
       if (!current || current.operation !== "PUT") return false;
       try {
         await kv.delete(key, { previousSeq: current.revision });
-        // The tombstone's revision is newer than the value's: a late watched put cannot bring it back.
-        this.watched.remember(key, current.revision + 1, null);
+        this.watched.removed(key, current.revision);
         return true;
       } catch (err) {
         if (!isConflict(err) || tries >= MAX_WRITE_TRIES) throw err;

@@ -65,6 +65,14 @@ export class WatchedBucket<T> {
     if (known?.revision !== revision) for (const listener of this.listeners) listener(key, value);
   }
 
+  /**
+   * A key this process deleted, whose value it read at `revision`: absent from now on. The
+   * tombstone's revision is newer than the value's, so a late watched put cannot bring it back.
+   */
+  removed(key: string, revision: number): void {
+    this.remember(key, revision + 1, null);
+  }
+
   /** A key purged by this process: no revision is left to compare, so it is forgotten and announced. */
   forget(key: string): void {
     this.known.delete(key);

@@ -61,6 +61,14 @@ describe("WatchedBucket", () => {
     expect(await watched.get("b")).toEqual({ n: 2 });
   });
 
+  it("a key this process deleted stays absent: its value's late watched put cannot bring it back", async () => {
+    const put = await writerKv.put("c", JSON.stringify({ n: 3 }));
+    await writerKv.delete("c");
+    watched.removed("c", put);
+    watched.remember("c", put, { n: 3 });
+    expect(await watched.get("c")).toBeNull();
+  });
+
   it("is current again after the server restarts: a value changed and a key deleted after the restart are seen", async () => {
     await writerKv.put("c", JSON.stringify({ n: 1 }));
     await waitFor(async () => (await watched.get("c"))?.n === 1, { timeoutMs: 5_000, describe: "c=1 known" });
