@@ -182,6 +182,7 @@ function ownershipStage({ config, parts, topology, incarnation, leaseTtlMs, cloc
         clock,
         logger,
         reconcileMs: config.reconcileMs ?? Math.max(250, Math.floor(leaseTtlMs / 4)),
+        replicated: topology.replicas > 1,
       });
       parts.ownership.start();
     },

@@ -26,6 +26,9 @@ import { answerOf, type ActorHost, type Dispatched, type Logger, type MailboxCli
 /** What became of a heartbeat renewal (see `StepExecutor`'s `onHeartbeatSettled`). */
 export type HeartbeatOutcome = "renewed" | "stale" | "mailbox";
 
+/** How long a result the store would not take is sent again (see `StepExecutor.report`). */
+const REPORT_RETRY_MS = 20_000;
+
 /** What became of a report (a result or a heartbeat) sent to its run. */
 export type ReportOutcome = "committed" | "stale" | "mailbox";
 
@@ -245,7 +248,25 @@ export class StepExecutor {
     }
   }
 
+  /**
+   * Hands a report to its run. A result neither the run's partition nor its mailbox would store (a
+   * store fault: a stream's leader being elected, a full disk) is sent again, backing off to 2 s,
+   * for up to about 20 s: it may carry a call's receipt, and lost, its step waits for its lease's
+   * end and a person may have to settle the call. A heartbeat is not: the next one follows.
+   */
   private async report(address: { kind: string; id: string }, event: Record<string, unknown>, id: string): Promise<ReportOutcome> {
+    for (let wait = 250, waited = 0; ; waited += wait, wait = Math.min(wait * 2, 2_000)) {
+      const outcome = await this.reportOnce(address, event, id);
+      if (outcome !== "undelivered") return outcome;
+      if (event.type !== "step.result" || waited >= REPORT_RETRY_MS) {
+        this.deps.logger.warn("report not delivered; the attempt will be recovered", { run: address.id, event: event.type });
+        return "mailbox";
+      }
+      await new Promise((r) => setTimeout(r, wait));
+    }
+  }
+
+  private async reportOnce(address: { kind: string; id: string }, event: Record<string, unknown>, id: string): Promise<ReportOutcome | "undelivered"> {
     // Built here from what the pool returned (its closed codes, plain JSON output): validated once, not again by the run.
     const local = answerOf<RunTypes, "step.result" | "step.heartbeat", Dispatched<unknown>>(
       await this.deps.host.dispatch(address, event, id, { trusted: true }),
@@ -276,9 +297,7 @@ export class StepExecutor {
     if (local.outcome === "not_served" || local.outcome === "kept") {
       this.stats.viaMailbox++;
       const sent = await this.deps.mailbox.send(address, event as { type: string }, id);
-      if (sent.outcome !== "stored")
-        this.deps.logger.warn("report not delivered; the attempt will be recovered", { run: address.id, event: event.type, outcome: sent.outcome });
-      return "mailbox";
+      return sent.outcome === "stored" ? "mailbox" : "undelivered";
     }
     return "committed";
   }

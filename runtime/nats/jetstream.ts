@@ -120,38 +120,54 @@ export type ChainOutcome =
   | { outcome: "failed"; landed: number; first: Exclude<PublishOutcome, { outcome: "stored" }> };
 
 /**
- * Publishes `messages` to one stream all in flight, each stored only right after its predecessor
- * (`expectLastSequence` for the first, `Nats-Expected-Last-Msg-Id` for the rest). So a chain lands
- * as a prefix and one foreign message stops the rest: the fence of one write for one round trip.
- * Ids are fresh, so the duplicate window never drops one; sizes are checked before sending.
+ * Publishes `messages` to one stream, each stored only right behind its predecessor, the first
+ * behind `expectLastSequence`. So a chain lands as a prefix and one foreign message stops the
+ * rest: the fence of one write. Two ways to link them:
+ * - `msgid` (a stream of one replica): all in flight at once, one round trip, each later message
+ *   naming its predecessor's fresh `Nats-Msg-Id` (`Nats-Expected-Last-Msg-Id`). Ids are fresh,
+ *   so the duplicate window never drops one.
+ * - `sequence` (a replicated stream): one after another, each naming the sequence the one before
+ *   got, a round trip a message. A replica checks message-id links again as it applies them, and
+ *   one that caught up after a restart does not know its last message's id: it refuses the link
+ *   and stays behind (the soak found it; nats-server's `processJetStreamMsg`).
+ * Sizes are checked before anything is sent.
  */
 export async function publishChain(
   nc: NatsConnection,
   messages: readonly ChainMessage[],
-  options: { expectLastSequence: number; timeoutMs?: number },
+  options: { expectLastSequence: number; timeoutMs?: number; links?: "msgid" | "sequence" },
 ): Promise<ChainOutcome> {
   if (messages.length === 0) return { outcome: "failed", landed: 0, first: { outcome: "rejected", code: 0, detail: "a chain of no messages" } };
   const limit = payloadLimit(nc);
+  const bySequence = options.links === "sequence";
   let previous = "";
   const sized = messages.map((m, i) => {
     const h = m.headers ?? sentHeaders();
-    if (i === 0) h.set("Nats-Expected-Last-Sequence", String(options.expectLastSequence));
+    // Linked by sequence, each is sized with the longest it can name; the real one is set as it is sent.
+    if (i === 0 || bySequence) h.set("Nats-Expected-Last-Sequence", String(i === 0 ? options.expectLastSequence : Number.MAX_SAFE_INTEGER));
     else h.set("Nats-Expected-Last-Msg-Id", previous);
     // The last one's id would be named by nothing: none, so the duplicate window keeps fewer.
-    if (i < messages.length - 1) h.set("Nats-Msg-Id", (previous = nuid.next()));
+    if (!bySequence && i < messages.length - 1) h.set("Nats-Msg-Id", (previous = nuid.next()));
     return { ...m, headers: h, bytes: m.data.length + headerBytes(h) };
   });
   const over = sized.find((m) => m.bytes > limit);
   if (over) return { outcome: "failed", landed: 0, first: tooLarge(over.subject, over.bytes, limit) };
-  const answers = await Promise.all(
-    sized.map(async (m): Promise<PublishOutcome> => {
-      const reply = await rawRequest(nc, m.subject, m.data, { headers: m.headers, timeoutMs: options.timeoutMs ?? 2_000 });
-      if (!reply.ok) return reply.reason === "too_large" ? tooLarge(m.subject, m.bytes, limit) : failedReply(reply);
-      return parsePubAck(reply.msg.data);
-    }),
-  );
+  const send = async (m: (typeof sized)[number]): Promise<PublishOutcome> => {
+    const reply = await rawRequest(nc, m.subject, m.data, { headers: m.headers, timeoutMs: options.timeoutMs ?? 2_000 });
+    if (!reply.ok) return reply.reason === "too_large" ? tooLarge(m.subject, m.bytes, limit) : failedReply(reply);
+    return parsePubAck(reply.msg.data);
+  };
   const seqs: number[] = [];
-  for (const answer of answers) {
+  if (bySequence) {
+    for (const [i, m] of sized.entries()) {
+      if (i > 0) m.headers.set("Nats-Expected-Last-Sequence", String(seqs[i - 1]));
+      const answer = await send(m);
+      if (answer.outcome !== "stored") return { outcome: "failed", landed: seqs.length, first: answer };
+      seqs.push(answer.seq);
+    }
+    return { outcome: "stored", seqs };
+  }
+  for (const answer of await Promise.all(sized.map(send))) {
     if (answer.outcome !== "stored") return { outcome: "failed", landed: seqs.length, first: answer };
     seqs.push(answer.seq);
   }

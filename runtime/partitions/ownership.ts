@@ -16,6 +16,8 @@ export interface OwnershipConfig {
   logger: Logger;
   /** How often ownership is reconciled even when membership does not change. */
   reconcileMs: number;
+  /** The partitions' streams have several replicas (their chains of writes are linked by sequence: `publishChain`). */
+  replicated?: boolean;
 }
 
 /**
@@ -105,7 +107,7 @@ export class PartitionOwnership {
   private async tryClaim(partition: number): Promise<void> {
     const { nc, host, authority, membership, clock, logger } = this.config;
     const mayTake = (fence: FenceRecord | undefined) => !fence || fence.owner === null || fence.owner === authority.node || !membership.isLive(fence.owner);
-    const claimed = await PartitionLog.claim(nc, partition, authority, mayTake, clock.now());
+    const claimed = await PartitionLog.claim(nc, partition, authority, mayTake, clock.now(), { replicated: this.config.replicated ?? false });
     if (claimed.outcome !== "claimed") return;
     try {
       await host.serve(claimed.log);

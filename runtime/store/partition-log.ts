@@ -104,6 +104,8 @@ export class PartitionLog implements ActorLog {
    * owner is alive, and what it still executes reports here), not from a dead or fenced owner.
    */
   readonly fromRelease: boolean;
+  /** How a chain of writes is linked: by sequence on a replicated stream (see `publishChain`). */
+  private readonly links: "msgid" | "sequence";
   /** Increments whenever this writer's view of the partition is rebuilt; cached state from an older generation is stale. */
   generation = 0;
   private head: number;
@@ -120,8 +122,10 @@ export class PartitionLog implements ActorLog {
     epoch: number,
     head: number,
     fromRelease = false,
+    replicated = false,
   ) {
     this.fromRelease = fromRelease;
+    this.links = replicated ? "sequence" : "msgid";
     this.partition = partition;
     this.bucket = partitionBucket(partition);
     this.stream = partitionStream(partition);
@@ -141,6 +145,7 @@ export class PartitionLog implements ActorLog {
     authority: Authority,
     mayTake: (current: FenceRecord | undefined) => boolean,
     now: number,
+    options: { replicated?: boolean } = {},
   ): Promise<ClaimOutcome> {
     const current = await readFence(nc, partition);
     if (current.outcome === "unavailable") return current;
@@ -155,7 +160,7 @@ export class PartitionLog implements ActorLog {
     });
     switch (written.outcome) {
       case "stored":
-        return { outcome: "claimed", log: new PartitionLog(nc, partition, authority, written.seq, written.seq, fence?.owner === null) };
+        return { outcome: "claimed", log: new PartitionLog(nc, partition, authority, written.seq, written.seq, fence?.owner === null, options.replicated) };
       case "conflict":
         return { outcome: "raced" };
       case "rejected":
@@ -208,7 +213,7 @@ export class PartitionLog implements ActorLog {
       let seqs: number[] = [];
       const messages = entries.map((e) => ({ subject: kvSubject(this.bucket, e.key), data: e.value, headers: this.headersOf(e.headers) }));
       const result = await this.writeNow(`${entries.length} keys from ${entries[0]?.key}`, async (expect) => {
-        const chain = await publishChain(this.nc, messages, { expectLastSequence: expect });
+        const chain = await publishChain(this.nc, messages, { expectLastSequence: expect, links: this.links });
         if (chain.outcome === "stored") {
           seqs = chain.seqs;
           return { outcome: "stored", seq: chain.seqs[chain.seqs.length - 1]!, duplicate: false };

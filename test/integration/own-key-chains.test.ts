@@ -109,6 +109,52 @@ describe("publishChain: every message in flight at once, each stored only right 
   });
 });
 
+describe("publishChain linked by sequence (a replicated stream): one after another, each behind the sequence the one before got", () => {
+  it("stores them in order, no message naming another's id; one refused stops the rest; a foreign message ahead stops all", async () => {
+    const before = await lastSequence("CHAIN");
+    const chain = await publishChain(
+      nc,
+      ["sa", "sb", "sc"].map((k) => ({ subject: `chain.${k}`, data: encoder.encode(k) })),
+      { expectLastSequence: before, links: "sequence" },
+    );
+    expect(chain).toEqual({ outcome: "stored", seqs: [before + 1, before + 2, before + 3] });
+    const stored = await readLast(nc, "CHAIN", "chain.sb");
+    if (stored.outcome !== "found") throw new Error("chain.sb missing");
+    expect(stored.message.headers["Nats-Expected-Last-Sequence"]).toBe(String(before + 1));
+    expect(stored.message.headers["Nats-Msg-Id"]).toBeUndefined();
+    expect(stored.message.headers["Nats-Expected-Last-Msg-Id"]).toBeUndefined();
+
+    const refused = headers();
+    refused.set("Nats-Expected-Last-Subject-Sequence", "999999");
+    const prefix = await publishChain(
+      nc,
+      [
+        { subject: "chain.sd", data: encoder.encode("d") },
+        { subject: "chain.se", data: encoder.encode("e"), headers: refused },
+        { subject: "chain.sf", data: encoder.encode("f") },
+      ],
+      { expectLastSequence: before + 3, links: "sequence" },
+    );
+    expect(prefix).toMatchObject({ outcome: "failed", landed: 1, first: { outcome: "conflict" } });
+    expect(await lastSequence("CHAIN")).toBe(before + 4);
+
+    await nc.request("chain.foreign", encoder.encode("x"));
+    const behind = await publishChain(
+      nc,
+      [
+        { subject: "chain.sg", data: encoder.encode("g") },
+        { subject: "chain.sh", data: encoder.encode("h") },
+      ],
+      {
+        expectLastSequence: before + 4,
+        links: "sequence",
+      },
+    );
+    expect(behind).toMatchObject({ outcome: "failed", landed: 0, first: { outcome: "conflict" } });
+    expect(await lastSequence("CHAIN")).toBe(before + 5);
+  });
+});
+
 describe("PartitionLog.writeAll: several keys, one round trip, fenced like one write", () => {
   it("lands every key in order and answers each one's revision; the next write follows on", async () => {
     const log = await claim(1);
@@ -118,6 +164,17 @@ describe("PartitionLog.writeAll: several keys, one round trip, fenced like one w
     expect(revisions).toEqual([revisions[0], revisions[0]! + 1, revisions[0]! + 2]);
     expect(await value(1, "k2")).toBe("k2");
     expect(await log.write("k4", encoder.encode("k4"))).toEqual({ outcome: "written", revision: revisions[2]! + 1 });
+  });
+
+  it("a log of a replicated partition links its keys by sequence, no message ids", async () => {
+    const claimed = await PartitionLog.claim(nc, 6, { node: "r3-owner", incarnation: "r3-owner" }, () => true, Date.now(), { replicated: true });
+    if (claimed.outcome !== "claimed") throw new Error(`claim of 6: ${claimed.outcome}`);
+    const written = await claimed.log.writeAll(["q1", "q2"].map((key) => ({ key, value: encoder.encode(key) })));
+    expect(written.outcome).toBe("written");
+    const second = await readLast(nc, partitionStream(6), kvSubject(partitionBucket(6), "q2"));
+    if (second.outcome !== "found") throw new Error("q2 missing");
+    expect(second.message.headers["Nats-Expected-Last-Sequence"]).toBe(String((written as { revisions: number[] }).revisions[0]));
+    expect(second.message.headers["Nats-Expected-Last-Msg-Id"]).toBeUndefined();
   });
 
   it("no entries: nothing is sent and the next write still names the right sequence", async () => {

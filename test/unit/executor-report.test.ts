@@ -1,0 +1,50 @@
+import { expect, it } from "vitest";
+import { StepExecutor } from "../../actors/engine/executor.js";
+import type { ExecuteRequest } from "../../machines/index.js";
+import { silentLogger } from "../../runtime/log.js";
+import type { ActorHost, MailboxClient, StepPool } from "../../runtime/index.js";
+
+const request: ExecuteRequest = {
+  run: "t_1",
+  root: "t_1",
+  tenant: "t",
+  node: "a",
+  attempt: 1,
+  lease_epoch: 1,
+  handler: "h",
+  input: null,
+  timeout_ms: 10_000,
+  cancellation_epoch: 0,
+  ticket: "t_1/a/1",
+  lease_after_ms: 5_000,
+};
+
+/** A node that no longer serves the run (its report goes to the mailbox), and a mailbox that refuses `refusals` sends first. */
+function world(refusals: number) {
+  const sent: { type: string }[] = [];
+  let left = refusals;
+  const done = new Promise<void>((resolve) => {
+    const executor = new StepExecutor({
+      nc: undefined as never,
+      pool: { run: async () => ({ outcome: "succeeded", output: 7 }) } as unknown as StepPool,
+      host: { dispatch: async () => ({ outcome: "not_served" }), events: { publish: () => undefined } } as unknown as ActorHost,
+      mailbox: {
+        send: async (_address: unknown, event: { type: string }) => {
+          if (left-- > 0) return { outcome: "unavailable", detail: "10002 resource limits exceeded for account" };
+          sent.push(event);
+          return { outcome: "stored" };
+        },
+      } as unknown as MailboxClient,
+      logger: silentLogger,
+      onDone: () => resolve(),
+    });
+    executor.execute(request);
+  });
+  return { sent, done };
+}
+
+it("41 a result the store refuses (a full disk, an election) is sent again until it is stored: its step does not wait for its lease's end", async () => {
+  const { sent, done } = world(3);
+  await done;
+  expect(sent).toEqual([expect.objectContaining({ type: "step.result", outcome: "succeeded", output: 7, attempt: 1 })]);
+});
