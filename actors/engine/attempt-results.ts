@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Objm, type ObjectStore } from "@nats-io/obj";
-import { LEASE_LAPSED, nestingDepth, type ExecuteRequest } from "../../machines/index.js";
+import { ATTEMPT_INTERRUPTED, LEASE_LAPSED, nestingDepth, type ExecuteRequest } from "../../machines/index.js";
 import { jsonBytes, type StepResult } from "../../runtime/index.js";
 import type { BoundedRef } from "../run/index.js";
 
@@ -31,6 +31,14 @@ export function lapsedResult(request: ExecuteRequest): Record<string, unknown> {
   return resultOf(request, {
     outcome: "failed",
     error: { code: LEASE_LAPSED, message: "this node no longer surely held the run's partition", retryable: true },
+  });
+}
+
+/** The report of an attempt that ended with nothing its run took (a write of its journal refused): a platform failure, retried at once if its run still wants it. */
+export function interruptedResult(request: ExecuteRequest): Record<string, unknown> {
+  return resultOf(request, {
+    outcome: "failed",
+    error: { code: ATTEMPT_INTERRUPTED, message: "the attempt ended without its run taking what it did (a write of its journal was refused)", retryable: true },
   });
 }
 

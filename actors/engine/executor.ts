@@ -3,6 +3,7 @@ import { LEASE_LAPSED, type AbortRequest, type ExecuteRequest, type Receipt, typ
 import { tenantOfRun } from "../records/index.js";
 import {
   RUN_KIND,
+  INTERRUPTED_BY,
   attemptJournal,
   attemptSpan,
   SPAN_CLOSED_BY_RUN,
@@ -18,7 +19,7 @@ import type { UsageMeter } from "../tenant/index.js";
 import { runAgentAttempt, type ModelPort } from "../agent/index.js";
 import { AttemptStop } from "./attempt-stop.js";
 import { AttemptCalls } from "./attempt-calls.js";
-import { failedResult, handlerResult, lapsedResult, ResultBounds } from "./attempt-results.js";
+import { failedResult, handlerResult, interruptedResult, lapsedResult, ResultBounds } from "./attempt-results.js";
 import type { HoldToken, PartitionHold } from "./partition-hold.js";
 import { pollTask } from "./task-polls.js";
 import { answerOf, type ActorHost, type Dispatched, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../../runtime/index.js";
@@ -343,7 +344,10 @@ export class StepExecutor {
     // Stopped, or refused a start or a call, for want of the partition; or it failed, or ended with
     // nothing to report, once this node gave the partition up (its failure may be the hand-over's:
     // the pool destroyed, a journal no longer served here): its run, wherever it is served, decides.
-    if (this.stops.get(key)?.why === LEASE_LAPSED || ((!event || event.outcome === "failed") && this.holdLost(key))) event = lapsedResult(request);
+    const why = this.stops.get(key)?.why;
+    if (why === LEASE_LAPSED || ((!event || event.outcome === "failed") && this.holdLost(key))) event = lapsedResult(request);
+    // A handler stopped because its run did not take what its call did (a write of its journal refused).
+    else if (why !== undefined && INTERRUPTED_BY.has(why)) event = interruptedResult(request);
     // An attempt whose lease lapsed (or whose run the sweep ended) was stopped by a transition that closed its span then (spans.ts).
     if (spans && !SPAN_CLOSED_BY_RUN.has(this.stops.get(key)?.why ?? "")) spans.emit(attemptSpan(request, began, Date.now(), event));
     this.deps.onReturned?.(request);
@@ -359,7 +363,8 @@ export class StepExecutor {
   private async runTool(request: ExecuteRequest, key: string): Promise<Record<string, unknown> | undefined> {
     const fence = { type: "step.result", node: request.node, attempt: request.attempt, lease_epoch: request.lease_epoch };
     const { answer, receipt } = await this.callTool(request, key, { ...request.tool!, arguments: request.input });
-    if (answer.outcome === "stopped") return undefined;
+    // Stopped: parked by its run (a person, a task), refused, or interrupted (its journal not written).
+    if (answer.outcome === "stopped") return INTERRUPTED_BY.has(answer.reason) ? interruptedResult(request) : undefined;
     return { ...fence, ...answer, ...(receipt ? { receipts: [receipt] } : {}) };
   }
 

@@ -9,6 +9,13 @@ type EffectCommand = "effect.gate" | "effect.intent" | "effect.input" | "effect.
 /** Names a stored large value: whose attempt produced it. */
 export type BoundedRef = Pick<ExecuteRequest, "run" | "node" | "item" | "attempt">;
 
+/**
+ * Why a call (or a turn) stopped when its run took nothing of it: no answer to a command of its
+ * journal (a store fault kept it, or the node does not serve the run), or its receipt refused.
+ * The attempt reports `attempt_interrupted` then; a run that parked or moved on refuses the report.
+ */
+export const INTERRUPTED_BY: ReadonlySet<string> = new Set(["not_decided_here", "receipt_refused"]);
+
 /** A tool's answer larger than this (JSON) fails `tool_output_too_large`; up to it, one over the inline bound is stored by reference. */
 export const MAX_TOOL_OUTPUT = 4 * 1024 * 1024;
 

@@ -281,6 +281,8 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
 
 /** An attempt stopped because its node no longer surely held the run's partition (see `failurePolicy`). */
 export const LEASE_LAPSED = "lease_lapsed";
+/** An attempt that ended with nothing its run took: a write of its journal was refused (see `failurePolicy`). */
+export const ATTEMPT_INTERRUPTED = "attempt_interrupted";
 
 /**
  * The retry policy a failure is judged under: the node's own, but an attempt that stopped because
@@ -291,7 +293,7 @@ export const LEASE_LAPSED = "lease_lapsed";
  */
 function failurePolicy(node: PlanNode, holder: Holder, error: StepError): RetryPolicy {
   const own = policyOf(node, holder);
-  if (error.code === LEASE_LAPSED) return { ...own, backoff_ms: 0, max_attempts: own.max_attempts + PLATFORM_RETRIES };
+  if (error.code === LEASE_LAPSED || error.code === ATTEMPT_INTERRUPTED) return { ...own, backoff_ms: 0, max_attempts: own.max_attempts + PLATFORM_RETRIES };
   return error.code === "worker_crashed" ? { ...own, max_attempts: own.max_attempts + PLATFORM_RETRIES } : own;
 }
 

@@ -48,3 +48,32 @@ it("41 a result the store refuses (a full disk, an election) is sent again until
   await done;
   expect(sent).toEqual([expect.objectContaining({ type: "step.result", outcome: "succeeded", output: 7, attempt: 1 })]);
 });
+
+it("41 an attempt whose journal write the store refused (its intent kept, not decided) reports attempt_interrupted: its run retries it at once instead of waiting for its lease", async () => {
+  const sent: Record<string, unknown>[] = [];
+  await new Promise<void>((resolve) => {
+    const executor = new StepExecutor({
+      nc: undefined as never,
+      pool: {} as StepPool,
+      // The intent's write is kept for a store fault; the result goes to the mailbox (the node does not serve the run).
+      host: {
+        dispatch: async (_address: unknown, event: { type: string }) =>
+          event.type === "effect.intent" ? { outcome: "kept", reason: "unavailable" } : { outcome: "not_served" },
+        events: { publish: () => undefined },
+      } as unknown as ActorHost,
+      mailbox: { send: async (_a: unknown, event: Record<string, unknown>) => (sent.push(event), { outcome: "stored" }) } as unknown as MailboxClient,
+      tools: {
+        lookup: async () => ({ outcome: "found", class: "non_idempotent", input_schema: {} }),
+        call: async () => {
+          throw new Error("no call may be sent without its intent");
+        },
+      } as never,
+      logger: silentLogger,
+      onDone: () => resolve(),
+    });
+    executor.execute({ ...request, tool: { server: "fx", tool: "charge" }, input: { amount: 1 } });
+  });
+  expect(sent).toEqual([
+    expect.objectContaining({ type: "step.result", outcome: "failed", error: expect.objectContaining({ code: "attempt_interrupted", retryable: true }) }),
+  ]);
+});

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { PartitionHold, type HoldSource } from "../../actors/engine/partition-hold.js";
 import { decisions } from "../../machines/execution/reduce.js";
-import { LEASE_LAPSED, type RunContext } from "../../machines/index.js";
+import { ATTEMPT_INTERRUPTED, LEASE_LAPSED, type RunContext } from "../../machines/index.js";
 import { queuedLifecycle } from "../../machines/run/index.js";
 import { deepFreeze, executes, plan, rootSeed } from "./run-driver.js";
 
@@ -109,7 +109,7 @@ describe("41 the partition hold an attempt starts and calls under", () => {
   });
 });
 
-describe("41 an attempt reported lease_lapsed", () => {
+describe("41 an attempt reported lease_lapsed or attempt_interrupted", () => {
   it("is the platform's failure: a step allowed one attempt is retried at once, outside its own retries", () => {
     const p = plan({
       name: "w",
@@ -129,11 +129,13 @@ describe("41 an attempt reported lease_lapsed", () => {
         now: 20,
         plan: p,
       } as never);
-    const lapsed = failed(LEASE_LAPSED);
-    const again = executes(lapsed.effects as never);
-    expect(again).toHaveLength(1);
-    expect(again[0]).toMatchObject({ node: "a", attempt: 2 });
-    expect(lapsed.context.run!.nodes.a!.step!.status).toBe("ready");
+    for (const code of [LEASE_LAPSED, ATTEMPT_INTERRUPTED]) {
+      const lapsed = failed(code);
+      const again = executes(lapsed.effects as never);
+      expect(again).toHaveLength(1);
+      expect(again[0]).toMatchObject({ node: "a", attempt: 2 });
+      expect(lapsed.context.run!.nodes.a!.step!.status).toBe("ready");
+    }
     // The same failure from the handler uses up the node's one attempt.
     const own = failed("retryable");
     expect(executes(own.effects as never)).toHaveLength(0);
