@@ -333,8 +333,9 @@ export class StepExecutor {
     const spans = this.deps.spans;
     const began = spans ? Date.now() : 0;
     const held = this.held(key);
+    // Refused a start for want of the partition, or stopped while it waited to know (its run cancelled): it never starts.
     let event =
-      held !== true && !(await held)
+      (held !== true && !(await held)) || this.stops.get(key)!.stopped
         ? undefined
         : request.agent
           ? await this.runAgentStep(request, key)

@@ -28,7 +28,7 @@ type StoredRun =
   | { outcome: "missing" | "undecodable" };
 
 /** The store a partition's runs are read from: its fenced log, or a decorator of it (tests). */
-export type RecoveryLog = Pick<PartitionLog, "read" | "epoch"> & Partial<Pick<PartitionLog, "fromRelease">>;
+export type RecoveryLog = Pick<PartitionLog, "read" | "epoch"> & Partial<Pick<PartitionLog, "fromRelease" | "settled">>;
 
 async function readRun(log: RecoveryLog, id: string): Promise<StoredRun> {
   const read = decodeActor(RUN_RECORD, await log.read(`${RUN_KIND}.${id}`));
@@ -242,13 +242,20 @@ async function recoverUntilSettled<L extends RecoveryLog>(
   progress: RecoveryProgress,
 ): Promise<number> {
   let recovered = 0;
+  let cutShort = false;
   let only: ReadonlySet<string> | undefined;
   for (let attempt = 1, delay = 100; ; attempt++, delay = Math.min(delay * 2, 2_000)) {
     let failure: unknown;
     try {
       const report = await recoverPartition(deps, partition, log, only, progress);
       recovered += report.recovered;
-      if (report.unsettled.length === 0) return recovered;
+      cutShort ||= report.handedOver.length > 0;
+      if (report.unsettled.length === 0) {
+        // Every run reached: what a dead owner left is settled, and a release now says so (a
+        // pass cut short leaves it to the next owner, which must treat it as a takeover).
+        if (!cutShort) log.settled = true;
+        return recovered;
+      }
       only = new Set(report.unsettled);
       failure = new Error(`${report.unsettled.length} runs unsettled (${report.unsettled.slice(0, 5).join(", ")})`);
     } catch (err) {

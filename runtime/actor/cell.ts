@@ -19,6 +19,10 @@ const EXPECT_NO_RECORD = "Nats-Expected-Last-Subject-Sequence";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** The first wait before the lane publishes again an outbox that did not go out; it doubles up to the second. */
+const REPUBLISH_FIRST_MS = 1_000;
+const REPUBLISH_MAX_MS = 5_000;
+
 /**
  * The serial lane of one actor key: load → pure transition → fenced write → outbox → ack.
  * Commands queued while a write is in flight are applied together in the next pass, so a busy
@@ -33,6 +37,10 @@ export class ActorCell implements Lane {
   private markIdle: (() => void) | undefined;
   /** The revision of this actor's record known to be unreadable: commands meeting it are dead-lettered at once. */
   private corruptAt: number | undefined;
+  /** An outbox is still to go out: the lane loads the record again (see `republishLater`). */
+  private reload = false;
+  private republishTimer: ReturnType<typeof setTimeout> | undefined;
+  private republishDelay = 0;
 
   constructor(
     readonly address: ActorAddress,
@@ -76,7 +84,11 @@ export class ActorCell implements Lane {
 
   private async drain(): Promise<void> {
     try {
-      while (this.queue.length > 0) {
+      while (this.queue.length > 0 || this.reload) {
+        if (this.queue.length === 0) {
+          await this.republish();
+          continue;
+        }
         const batch = this.queue.splice(0, this.env.maxBatch);
         try {
           await this.apply(batch);
@@ -242,7 +254,10 @@ export class ActorCell implements Lane {
         this.settleAll(pass.decisions, written.revision, durable, (d) => d.delivery.deliveries === undefined);
         const published = durable && (await publishing.all);
         // Unpublished entries are published again by whoever loads the record next.
-        if (!published) this.cached = undefined;
+        if (!published) {
+          this.cached = undefined;
+          this.republishLater();
+        }
         this.settleAll(pass.decisions, written.revision, published, (d) => d.delivery.deliveries !== undefined);
         this.countTerminated(pass.decisions);
         return "done";
@@ -321,6 +336,38 @@ export class ActorCell implements Lane {
       const answer = d.answer.outcome === "applied" ? { ...d.answer, revision } : d.answer;
       d.delivery.settle(answer, published || d.answer.outcome !== "applied" ? d.how : "keep", d.reason, d.detail);
     }
+  }
+
+  /**
+   * A stored transition's outbox did not all go out (the servers refused it past its retries). The
+   * next pass loads the record and publishes it again, but the actor may wait on that very send's
+   * answer and get no next command: the lane loads it itself, backing off, until a load has
+   * published it (this or a pass's) or the partition is no longer this writer's.
+   */
+  private republishLater(): void {
+    if (this.republishTimer || this.env.log.fenced) return;
+    this.republishDelay = Math.min(this.republishDelay * 2 || REPUBLISH_FIRST_MS, REPUBLISH_MAX_MS);
+    this.republishTimer = setTimeout(() => {
+      this.republishTimer = undefined;
+      this.reload = true;
+      if (!this.running) {
+        this.running = true;
+        void this.drain();
+      }
+    }, this.republishDelay);
+    this.republishTimer.unref?.();
+  }
+
+  private async republish(): Promise<void> {
+    this.reload = false;
+    // Loaded since (and so published), or no longer this writer's to publish.
+    if (this.cached || this.env.log.fenced) {
+      this.republishDelay = 0;
+      return;
+    }
+    const loaded = await this.load().catch(() => ({ outcome: "unavailable" }) as const);
+    if (loaded.outcome === "unavailable") this.republishLater();
+    else this.republishDelay = 0;
   }
 
   /** Applies each command as a batch of its own; one that faults alone is settled by `faulted`. */

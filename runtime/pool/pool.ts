@@ -180,11 +180,16 @@ export class StepPool {
 
     return new Promise<StepResult>((resolve) => {
       const p: Pending = { seq: ++this.#seq, task, resolve, signal, onAbort: undefined, state: "queued", events: 0, expected: 0 };
+      // Stopped as it is handed over (its caller stopped it already): it never reaches a thread.
+      let placed = false;
+      let stoppedFirst = false;
+      options.cancellable?.(() => (placed ? this.#cancel(p, "aborted") : (stoppedFirst = true)));
+      if (stoppedFirst) return resolve(this.#count(failure("aborted", "aborted before it started", false)));
+      placed = true;
       if (signal) {
         p.onAbort = () => this.#cancel(p, "aborted");
         signal.addEventListener("abort", p.onAbort, { once: true });
       }
-      options.cancellable?.(() => this.#cancel(p, "aborted"));
       // Each thread interleaves up to `tasksPerThread` handlers (they mostly await I/O).
       if (this.#active < this.#threads * this.#tasksPerThread) this.#dispatch(p);
       else {

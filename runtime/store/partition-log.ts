@@ -17,6 +17,11 @@ export const FenceRecordSchema = z.object({
   owner: z.string().nullable(),
   incarnation: z.string().nullable(),
   at: z.number(),
+  /**
+   * On a release: its owner had settled what it took over (see `PartitionLog.settled`), so what
+   * still runs elsewhere runs at that owner, alive. Absent or false, the next claim is a takeover.
+   */
+  settled: z.boolean().optional(),
 });
 export type FenceRecord = z.infer<typeof FenceRecordSchema>;
 
@@ -100,10 +105,16 @@ export class PartitionLog implements ActorLog {
   /** Revision of the fence record this writer acts under. */
   readonly epoch: number;
   /**
-   * Whether the claim took the partition as its previous owner released it (a hand-over: that
-   * owner is alive, and what it still executes reports here), not from a dead or fenced owner.
+   * Whether the claim took the partition as its previous owner released it, settled (a hand-over:
+   * that owner is alive, and what it still executes reports here), not from a dead or fenced
+   * owner, nor from one that let it go before it had recovered what a dead owner left.
    */
   readonly fromRelease: boolean;
+  /**
+   * Set by the owner once it has settled what it took over (its recovery pass reached every live
+   * run): a release says so, and only then is the next claim a hand-over (see `fromRelease`).
+   */
+  settled = false;
   /** How a chain of writes is linked: by sequence on a replicated stream (see `publishChain`). */
   private readonly links: "msgid" | "sequence";
   /** Increments whenever this writer's view of the partition is rebuilt; cached state from an older generation is stale. */
@@ -160,7 +171,10 @@ export class PartitionLog implements ActorLog {
     });
     switch (written.outcome) {
       case "stored":
-        return { outcome: "claimed", log: new PartitionLog(nc, partition, authority, written.seq, written.seq, fence?.owner === null, options.replicated) };
+        return {
+          outcome: "claimed",
+          log: new PartitionLog(nc, partition, authority, written.seq, written.seq, fence?.owner === null && fence.settled === true, options.replicated),
+        };
       case "conflict":
         return { outcome: "raced" };
       case "rejected":
@@ -313,7 +327,7 @@ export class PartitionLog implements ActorLog {
   release(now: number): Promise<void> {
     const run = this.tail.then(async () => {
       if (this.fencedBy !== undefined) return;
-      const record: FenceRecord = { partition: this.partition, owner: null, incarnation: null, at: now };
+      const record: FenceRecord = { partition: this.partition, owner: null, incarnation: null, at: now, settled: this.settled };
       await publish(this.nc, kvSubject(this.bucket, FENCE_KEY), encoder.encode(JSON.stringify(record)), {
         expectLastSubjectSequence: this.epoch,
         headers: rollup(),

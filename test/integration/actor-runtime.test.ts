@@ -125,6 +125,51 @@ describe("actor runtime on a real server", () => {
     await h.host.stop();
   });
 
+  it("an outbox the servers refused past its retries goes out again from the stored record with no further command: the send it held reaches its actor (soak: a map's expansion request lost to a server kill held its run 107 s)", async () => {
+    const id = "republish-a";
+    const p = partitionOf(id, P);
+    const to = Array.from({ length: 2_000 }, (_, i) => `republish-b${i}`).find((b) => partitionOf(b, P) === p)!;
+    const h = await hostFor(p, { mailbox: true });
+    const jsm = await jetstreamManager(h.nc);
+    const config = (await jsm.streams.info(CMD_STREAM)).config;
+    // The mailboxes unrouted: every send is refused (no responders), past the outbox's own retries.
+    await jsm.streams.update(CMD_STREAM, { ...config, subjects: config.subjects!.filter((s) => !s.startsWith("rw.cmd.")) });
+    let answer;
+    try {
+      answer = await h.host.dispatch({ kind: "counter", id }, { type: "ping", to: { kind: "counter", id: to }, by: 1 }, "republish-1");
+    } finally {
+      await jsm.streams.update(CMD_STREAM, config);
+    }
+    // Stored; its send not out.
+    expect(answer.outcome).toBe("applied");
+    expect((await readActor(h.nc, "counter", id))?.context.sent).toBe(1);
+    await waitFor(async () => ((await readActor(h.nc, "counter", to))?.context.count === 1 ? true : undefined), {
+      timeoutMs: 30_000,
+      describe: "the held send applied",
+    });
+    await h.host.stop();
+  }, 60_000);
+
+  it("a claim is a hand-over only from a release whose owner had settled what it took over; from one that had not (a restarted node taking its partition back mid-recovery), it is a takeover", async () => {
+    const p = partitionOf("handover", P);
+    const nc = await conn();
+    const claim = async (node: string) => {
+      const claimed = await PartitionLog.claim(nc, p, { node, incarnation: node }, () => true, Date.now());
+      if (claimed.outcome !== "claimed") throw new Error(`claim failed: ${claimed.outcome}`);
+      return claimed.log;
+    };
+    const first = await claim("ho-a");
+    await first.release(Date.now());
+    const second = await claim("ho-b");
+    expect(second.fromRelease).toBe(false);
+    second.settled = true;
+    await second.release(Date.now());
+    const third = await claim("ho-c");
+    expect(third.fromRelease).toBe(true);
+    // Taken from a live owner without a release: a takeover too.
+    expect((await claim("ho-d")).fromRelease).toBe(false);
+  });
+
   it("a refused event gets a closed answer and changes nothing; a terminal actor never moves", async () => {
     const id = "stopper";
     const h = await hostFor(partitionOf(id, P));

@@ -3,6 +3,7 @@ import { headers } from "@nats-io/transport-node";
 import { buildLiveIndex, LIVE_BUCKET, LiveRunIndex, recoverPartitionPatiently, RUN_KIND, RUNS_STREAM, runIdFor, startKey } from "../../actors/index.js";
 import { RUN_RECORD } from "../../actors/run/actor.js";
 import { RunIndex } from "../../actors/run/runs-index.js";
+import type { RecoveryLog } from "../../actors/engine/recovery.js";
 import { readActor } from "../../runtime/index.js";
 import { RunwayClient } from "../../cluster/client.js";
 import { createLogger, kvSubject, partitionBucket, partitionOf, partitionStream, publish, readJournal } from "../../runtime/index.js";
@@ -347,7 +348,8 @@ it("recovery at a claim reads again a run whose record the store did not answer 
   const running = async (id: string) => ((await client.getRun(id)).run as RunAnswer).status === "running";
   await waitFor(async () => ((await running(first)) && (await running(second)) ? true : undefined), { timeoutMs: 10_000, describe: "both runs running" });
   const reads = new Map<string, number>();
-  const flaky = {
+  const flaky: RecoveryLog = {
+    settled: false,
     epoch: log.epoch,
     read: (key: string) => {
       const n = (reads.get(key) ?? 0) + 1;
@@ -389,6 +391,8 @@ it("recovery at a claim reads again a run whose record the store did not answer 
     if (dispatcher) dispatcher.alive = holds.dispatcher!;
   }
   expect(recovered).toBe(2);
+  // Every run reached: a release now tells the next owner it is a hand-over.
+  expect(flaky.settled).toBe(true);
   expect(reads.get(`${RUN_KIND}.${first}`)).toBe(3);
   expect(kept).toBe(2);
   expect(slept).toEqual([100, 200]);
@@ -421,6 +425,8 @@ it("a recovery still under way after 2 s says so, and one cut short by a hand-ov
   const gone = Object.create(host) as typeof host;
   gone.dispatch = () => Promise.resolve({ outcome: "not_served" });
   const lines: { msg: string; runs?: string[]; partition?: number; stage?: string; listed?: number; settled?: number }[] = [];
+  const served = world.node.node.host.logOf(p)!;
+  const log: RecoveryLog = { epoch: served.epoch, read: (key) => served.read(key), settled: false };
   const recovery = recoverPartitionPatiently(
     {
       nc: world.nc,
@@ -431,7 +437,7 @@ it("a recovery still under way after 2 s says so, and one cut short by a hand-ov
       serving: () => false,
     },
     p,
-    world.node.node.host.logOf(p)!,
+    log,
   );
   try {
     await waitFor(() => (lines.some((l) => l.msg === "recovery not done yet" && l.partition === p) ? true : undefined), {
@@ -442,6 +448,8 @@ it("a recovery still under way after 2 s says so, and one cut short by a hand-ov
     listed();
   }
   expect(await recovery).toBe(0);
+  // Cut short: the run's attempt died with no one failing it, so a release must not call the next claim a hand-over.
+  expect(log.settled).toBe(false);
   // The slow one said where it was (listing the partition's runs), and when it was done.
   expect(lines.find((l) => l.msg === "recovery not done yet")?.stage).toBe("listing");
   const cut = lines.find((l) => l.msg.startsWith("recovery cut short"));

@@ -515,7 +515,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       list.push(l);
       byRun.set(l.run, list);
     }
-    type Ev = { type: string; at: number; node?: string; attempt?: number; approval?: string; key?: string; item?: number };
+    type Ev = { type: string; at: number; node?: string; attempt?: number; approval?: string; key?: string; item?: number; child?: string };
     const eventsOf = async (runId: string, tenant?: string): Promise<{ tenant: string; events: Ev[] } | undefined> => {
       for (const t of tenant ? [tenant] : tenants) {
         const events: Ev[] = [];
@@ -592,6 +592,11 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         resurrected.push(
           `${id}: ${late.length} step invocation(s) after the cancel${otherEnd ? `, ${otherEnd.type} after it` : ""}${r && r.status !== "cancelled" ? `, status ${r.status}` : ""}`,
         );
+      // A cancel takes the whole tree: a child still live at it ends cancelled too, never otherwise after it.
+      for (const child of new Set(evs.flatMap((e) => (e.type === "step_started" && e.child ? [e.child] : [])))) {
+        const ended = (events.get(child) ?? []).find((e) => e.type === "run_succeeded" || e.type === "run_failed");
+        if (ended && ended.at > cancel.at) resurrected.push(`${child}: child of cancelled ${id}, ${ended.type} after the cancel`);
+      }
     }
 
     // approvals executed twice: answered `decided` twice, or two `approval_decided` in one run (the

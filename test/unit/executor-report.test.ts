@@ -1,5 +1,6 @@
 import { expect, it } from "vitest";
 import { StepExecutor } from "../../actors/engine/executor.js";
+import type { PartitionHold } from "../../actors/engine/partition-hold.js";
 import type { ExecuteRequest } from "../../machines/index.js";
 import { silentLogger } from "../../runtime/log.js";
 import type { ActorHost, MailboxClient, StepPool } from "../../runtime/index.js";
@@ -76,4 +77,35 @@ it("41 an attempt whose journal write the store refused (its intent kept, not de
   expect(sent).toEqual([
     expect.objectContaining({ type: "step.result", outcome: "failed", error: expect.objectContaining({ code: "attempt_interrupted", retryable: true }) }),
   ]);
+});
+
+it("41 an attempt stopped while it waits to know its node still holds the run's partition (its run cancelled meanwhile) never starts its handler, and reports nothing (soak: a cancelled map's items ran after the cancel)", async () => {
+  let confirm!: (held: boolean) => void;
+  const ran: unknown[] = [];
+  const sent: unknown[] = [];
+  await new Promise<void>((resolve) => {
+    const executor = new StepExecutor({
+      nc: undefined as never,
+      pool: { run: async () => (ran.push(1), { outcome: "succeeded", output: 1 }) } as unknown as StepPool,
+      host: {
+        dispatch: async (_a: unknown, e: unknown) => (sent.push(e), { outcome: "applied" }),
+        events: { publish: () => undefined },
+      } as unknown as ActorHost,
+      mailbox: {} as MailboxClient,
+      // A stale lease: whether the node still holds the partition is known at its next renewal.
+      hold: {
+        take: () => ({ partition: 0, epoch: 1, lapses: 0 }),
+        held: () => new Promise<boolean>((r) => (confirm = r)),
+        until: () => Date.now() + 60_000,
+        startBy: () => Date.now() + 60_000,
+      } as unknown as PartitionHold,
+      logger: silentLogger,
+      onDone: () => resolve(),
+    });
+    executor.execute(request);
+    executor.abort({ run: request.run, reason: "cancelled", attempts: [{ node: "a", attempt: 1, lease_epoch: 1 }] });
+    confirm(true);
+  });
+  expect(ran).toEqual([]);
+  expect(sent).toEqual([]);
 });

@@ -191,6 +191,15 @@ describe("StepPool", () => {
     expect(await pool.run(task("noop"))).toMatchObject({ outcome: "succeeded" });
   });
 
+  it("a step whose caller stopped it before handing it over never runs, and the pool's counts stay true (soak: a cancelled map's items ran after the cancel)", async () => {
+    const ledger = join(tmp, "stopped-first.txt");
+    const stopped = await pool.run(task("count_invocations", { file: ledger, value: 1 }), { cancellable: (cancel) => cancel() });
+    expect(failed(stopped)).toMatchObject({ code: "aborted", retryable: false });
+    expect(await pool.run(task("count_invocations", { file: ledger, value: 2 }))).toEqual({ outcome: "succeeded", output: 2 });
+    expect(readFileSync(ledger, "utf8").trim().split("\n")).toHaveLength(1);
+    expect(pool.stats()).toMatchObject({ running: 0, queued: 0 });
+  });
+
   it("passes run, step, attempt to the handler (count_invocations)", async () => {
     const file = join(tmp, "invocations.txt");
     const t = task("count_invocations", { file, value: { ok: true } }, { attempt: 3 });
