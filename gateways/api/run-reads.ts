@@ -71,11 +71,15 @@ export class RunReads {
     const limit = Math.min(options.limit ?? 50, 500);
     const page = await this.index.page(tenant, options.cursor, limit, partsHolding(options.status));
     const read = await Promise.all(page.entries.map(async (e) => ({ part: e.part, run: await this.read(tenant, e.run) })));
+    const listed = new Set<string>();
     const runs = read
       // Each run in one part: a run a person admitted first is counted later (its `.c` entry lists
       // it, not its member key or its end); a counted run stored before had a `.c` entry too.
       .filter((r) => r.run !== undefined && (r.part === "c") === !r.run.counted)
       .map((r) => r.run!.view)
+      // A run that just ended is in the live part until its tenant hears of it, and in the ended
+      // part already: a page lists it once (pages apart, it may still come twice; never missed).
+      .filter((r) => !listed.has(r.id) && listed.add(r.id) !== undefined)
       .filter((r) => !options.status || r.status === options.status);
     return { runs, next_cursor: page.next };
   }

@@ -2,7 +2,7 @@ import { expect, it } from "vitest";
 import { headers } from "@nats-io/transport-node";
 import { buildLiveIndex, LIVE_BUCKET, LiveRunIndex, recoverPartitionPatiently, RUN_KIND, RUNS_STREAM, runIdFor, startKey } from "../../actors/index.js";
 import { RUN_RECORD } from "../../actors/run/actor.js";
-import { RunIndex } from "../../actors/run/runs-index.js";
+import { endedSubject, RunIndex } from "../../actors/run/runs-index.js";
 import type { RecoveryLog } from "../../actors/engine/recovery.js";
 import { readActor } from "../../runtime/index.js";
 import { RunwayClient } from "../../cluster/client.js";
@@ -109,6 +109,17 @@ it("runs.list pages through a tenant's runs with a cursor, each once: the runs i
   expect((await a.listRuns({ cursor: "x12" })).outcome).toBe("invalid_input");
   expect((await a.listRuns({ cursor: "1" })).outcome).toBe("ok");
   for (const id of napping) expect((await a.cancelRun(id)).outcome).toBe("cancelled");
+});
+
+it("a run in both the live and the ended part (ended, its tenant not yet told) is listed once on a page (A2A-4 saw a task's run listed twice)", async () => {
+  const a = await tenantWith("dup");
+  const id = await started(a, "nap");
+  // Its end summary published as the run's end would publish it, its member key still there.
+  const summary = { ...((await a.getRun(id)).run as RunAnswer as object), counted: true };
+  expect((await publish(world.nc, endedSubject("dup", id), new TextEncoder().encode(JSON.stringify(summary)))).outcome).toBe("stored");
+  const page = (await a.listRuns({ limit: 500 })) as unknown as Page;
+  expect(page.runs.map((r) => r.id)).toEqual([id]);
+  expect((await a.cancelRun(id)).outcome).toBe("cancelled");
 });
 
 it("an ended run (head and journal) is compacted to its final summary after the retention: runs.get answers the summary, runs.list still lists it, and its start key still answers duplicate", async () => {
