@@ -1,0 +1,11 @@
+export {
+  stepEffect,
+  effectOf,
+  NO_EFFECT,
+  type EffectState,
+  type EffectEvent,
+  type EffectDecision,
+  type EffectStep,
+  type EffectIntent,
+  type EffectReceipt,
+} from "./machine.js";
