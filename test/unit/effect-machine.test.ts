@@ -1,0 +1,386 @@
+import { describe, expect, it } from "vitest";
+import { effectOf, stepEffect, NO_EFFECT, type EffectEvent, type EffectIntent, type EffectState } from "../../machines/effect/index.js";
+
+/**
+ * The effect machine alone (machines/effect/): rows of (state, event) → (next state, decision).
+ * Every transition, and events that do not fit their state, which get closed answers.
+ */
+
+const KEY = "k1";
+const idem: EffectIntent = { server: "s", tool: "get", class: "idempotent", attempt: 1, at: 10 };
+const nonIdem: EffectIntent = { server: "s", tool: "charge", class: "non_idempotent", attempt: 1, at: 10 };
+const nonIdemLookup: EffectIntent = { ...nonIdem, lookup: "find_charge" };
+const turn: EffectIntent = { server: "model", tool: "m", class: "idempotent", attempt: 1, at: 10 };
+const observedReceipt = { key: KEY, state: "observed" as const, value: { ok: 1 }, at: 20 };
+const failedReceipt = { key: KEY, state: "failed" as const, error: { code: "boom", message: "no" }, at: 20 };
+
+const none: EffectState = NO_EFFECT;
+const intended = (intent: EffectIntent): EffectState => ({ s: "intended", intent });
+const held = (intent: EffectIntent, since = 30): EffectState => ({ s: "held", intent, since });
+const observed: EffectState = { s: "observed", receipt: observedReceipt };
+const failed: EffectState = { s: "failed", receipt: failedReceipt };
+
+function ask(attempt: number, of: EffectIntent, extra: Partial<Extract<EffectEvent, { type: "intent" }>> = {}): EffectEvent {
+  return {
+    type: "intent",
+    key: KEY,
+    attempt,
+    server: of.server,
+    tool: of.tool,
+    class: of.class,
+    ...(of.lookup ? { lookup: of.lookup } : {}),
+    at: 30,
+    ...extra,
+  };
+}
+
+type Row = [name: string, state: EffectState, event: EffectEvent, next: EffectState, decision: unknown];
+
+const rows: Row[] = [
+  // A first call.
+  ["none + intent → call", none, ask(1, idem), intended({ ...idem, at: 30 }), { decision: "call" }],
+  [
+    "none + model turn → call (never counted against max_tool_calls)",
+    none,
+    ask(1, turn, { turn: true, calls_left: 0 }),
+    intended({ ...turn, at: 30 }),
+    { decision: "call" },
+  ],
+  ["none + intent past max_tool_calls → refuse limit_reached", none, ask(1, idem, { calls_left: 0 }), none, { decision: "refuse", reason: "limit_reached" }],
+  ["none + intent with calls left → call", none, ask(1, idem, { calls_left: 1 }), intended({ ...idem, at: 30 }), { decision: "call" }],
+  [
+    "none + intent the meter refused → refuse budget_exhausted",
+    none,
+    ask(1, idem, { budget_exhausted: "5 of 5" }),
+    none,
+    { decision: "refuse", reason: "budget_exhausted" },
+  ],
+  // Its receipt.
+  [
+    "intended + observed receipt → observed, record",
+    intended(idem),
+    { type: "receipt", receipt: observedReceipt },
+    observed,
+    { decision: "record", receipt: observedReceipt },
+  ],
+  [
+    "intended + failed receipt → failed, record",
+    intended(idem),
+    { type: "receipt", receipt: failedReceipt },
+    failed,
+    { decision: "record", receipt: failedReceipt },
+  ],
+  [
+    "held + late receipt (its call finished after all) → observed, record",
+    held(nonIdem),
+    { type: "receipt", receipt: observedReceipt },
+    observed,
+    { decision: "record", receipt: observedReceipt },
+  ],
+  // Asked again.
+  [
+    "observed + intent (a later attempt) → answer from the receipt, no call",
+    observed,
+    ask(2, idem),
+    observed,
+    { decision: "answer_from_receipt", value: { ok: 1 } },
+  ],
+  [
+    "observed + intent past every ceiling → still answered from the receipt",
+    observed,
+    ask(2, idem, { calls_left: 0, budget_exhausted: "x" }),
+    observed,
+    { decision: "answer_from_receipt", value: { ok: 1 } },
+  ],
+  ["failed + intent → call (it had no effect)", failed, ask(2, idem), intended({ ...idem, attempt: 2, at: 30 }), { decision: "call" }],
+  ["failed + intent past max_tool_calls → refuse", failed, ask(2, idem, { calls_left: 0 }), failed, { decision: "refuse", reason: "limit_reached" }],
+  ["intended + intent by the same attempt → in flight (one call)", intended(idem), ask(1, idem), intended(idem), { decision: "in_flight" }],
+  ["held + intent by the attempt that recorded it → in flight", held(nonIdem), ask(1, nonIdem), held(nonIdem), { decision: "in_flight" }],
+  [
+    "intended (idempotent) + intent by a later attempt → call again, same key",
+    intended(idem),
+    ask(2, idem),
+    intended({ ...idem, attempt: 2, at: 30 }),
+    { decision: "call_again" },
+  ],
+  [
+    "intended (idempotent) + later attempt past max_tool_calls → call again (not a new call)",
+    intended(idem),
+    ask(2, idem, { calls_left: 0 }),
+    intended({ ...idem, attempt: 2, at: 30 }),
+    { decision: "call_again" },
+  ],
+  [
+    "intended (model turn) + later attempt → call again",
+    intended(turn),
+    ask(2, turn, { turn: true }),
+    intended({ ...turn, attempt: 2, at: 30 }),
+    { decision: "call_again" },
+  ],
+  [
+    "intended (non-idempotent, lookup) + later attempt → lookup first",
+    intended(nonIdemLookup),
+    ask(2, nonIdemLookup),
+    intended({ ...nonIdemLookup, attempt: 2, at: 30 }),
+    { decision: "lookup_first", tool: "find_charge" },
+  ],
+  [
+    "intended (non-idempotent, lookup on the intent only) + later attempt → lookup first",
+    intended(nonIdemLookup),
+    ask(2, nonIdem),
+    intended({ ...nonIdemLookup, attempt: 2, at: 30 }),
+    { decision: "lookup_first", tool: "find_charge" },
+  ],
+  [
+    "intended (non-idempotent, no lookup) + later attempt → held for reconciliation",
+    intended(nonIdem),
+    ask(2, nonIdem),
+    held(nonIdem),
+    { decision: "hold_for_reconciliation" },
+  ],
+  [
+    "intended (non-idempotent, no lookup) + later attempt, budget refused → still held (nothing is called)",
+    intended(nonIdem),
+    ask(2, nonIdem, { budget_exhausted: "x" }),
+    held(nonIdem),
+    { decision: "hold_for_reconciliation" },
+  ],
+  [
+    "intended (idempotent) + later attempt the meter refused → refuse",
+    intended(idem),
+    ask(2, idem, { budget_exhausted: "x" }),
+    intended(idem),
+    { decision: "refuse", reason: "budget_exhausted" },
+  ],
+  ["held + intent by another attempt → still held", held(nonIdem), ask(3, nonIdem), held(nonIdem), { decision: "hold_for_reconciliation" }],
+  // Its attempt lost (under a requested cancel: nothing may call again).
+  ["intended + lost → held", intended(nonIdemLookup), { type: "lost", at: 40 }, held(nonIdemLookup, 40), { decision: "hold_for_reconciliation" }],
+  ["held + lost → already held", held(nonIdem), { type: "lost", at: 40 }, held(nonIdem), { decision: "ignore", reason: "already_held" }],
+  ["none + lost → nothing in flight", none, { type: "lost", at: 40 }, none, { decision: "ignore", reason: "not_in_flight" }],
+  ["observed + lost → nothing in flight", observed, { type: "lost", at: 40 }, observed, { decision: "ignore", reason: "not_in_flight" }],
+  // A requested cancel with the call in flight.
+  [
+    "intended (idempotent) + cancel → failed abandoned_by_cancel",
+    intended(idem),
+    { type: "cancel", key: KEY, by: "ann", at: 50 },
+    { s: "failed", receipt: { key: KEY, state: "failed", error: { code: "abandoned_by_cancel", message: "the run was cancelled by ann" }, at: 50, by: "ann" } },
+    {
+      decision: "record",
+      receipt: { key: KEY, state: "failed", error: { code: "abandoned_by_cancel", message: "the run was cancelled by ann" }, at: 50, by: "ann" },
+    },
+  ],
+  [
+    "intended (non-idempotent) + cancel → let finish",
+    intended(nonIdem),
+    { type: "cancel", key: KEY, by: "ann", at: 50 },
+    intended(nonIdem),
+    { decision: "let_finish" },
+  ],
+  [
+    "held + cancel → not in flight (a person settles it)",
+    held(nonIdem),
+    { type: "cancel", key: KEY, by: "ann", at: 50 },
+    held(nonIdem),
+    { decision: "ignore", reason: "not_in_flight" },
+  ],
+  ["observed + cancel → not in flight", observed, { type: "cancel", key: KEY, by: "ann", at: 50 }, observed, { decision: "ignore", reason: "not_in_flight" }],
+  // A person settles a held key.
+  [
+    "held + settle done → observed, then offer",
+    held(nonIdem),
+    { type: "settle", key: KEY, decision: "done", result: { id: 7 }, by: "ann", at: 60 },
+    { s: "observed", receipt: { key: KEY, state: "observed", value: { id: 7 }, at: 60, by: "ann" } },
+    { decision: "settled", receipt: { key: KEY, state: "observed", value: { id: 7 }, at: 60, by: "ann" }, then: "offer" },
+  ],
+  [
+    "held + settle done without a result → observed null",
+    held(nonIdem),
+    { type: "settle", key: KEY, decision: "done", by: "ann", at: 60 },
+    { s: "observed", receipt: { key: KEY, state: "observed", value: null, at: 60, by: "ann" } },
+    { decision: "settled", receipt: { key: KEY, state: "observed", value: null, at: 60, by: "ann" }, then: "offer" },
+  ],
+  [
+    "held + settle retry → failed settled_not_done, then offer (called again)",
+    held(nonIdem),
+    { type: "settle", key: KEY, decision: "retry", by: "ann", at: 60 },
+    {
+      s: "failed",
+      receipt: {
+        key: KEY,
+        state: "failed",
+        error: { code: "settled_not_done", message: "ann settled it as not done: the call is made again" },
+        at: 60,
+        by: "ann",
+      },
+    },
+    {
+      decision: "settled",
+      receipt: {
+        key: KEY,
+        state: "failed",
+        error: { code: "settled_not_done", message: "ann settled it as not done: the call is made again" },
+        at: 60,
+        by: "ann",
+      },
+      then: "offer",
+    },
+  ],
+  [
+    "held + settle abandon → failed effect_abandoned, then the step fails",
+    held(nonIdem),
+    { type: "settle", key: KEY, decision: "abandon", by: "ann", at: 60 },
+    { s: "failed", receipt: { key: KEY, state: "failed", error: { code: "effect_abandoned", message: "ann abandoned it" }, at: 60, by: "ann" } },
+    {
+      decision: "settled",
+      receipt: { key: KEY, state: "failed", error: { code: "effect_abandoned", message: "ann abandoned it" }, at: 60, by: "ann" },
+      then: "fail_step",
+    },
+  ],
+  [
+    "held + settle retry under a cancel → failed abandoned_by_cancel, then the cancel is enforced",
+    held(nonIdem),
+    { type: "settle", key: KEY, decision: "retry", by: "ann", at: 60, cancelled: true },
+    {
+      s: "failed",
+      receipt: { key: KEY, state: "failed", error: { code: "abandoned_by_cancel", message: "ann settled it under the run's cancel" }, at: 60, by: "ann" },
+    },
+    {
+      decision: "settled",
+      receipt: { key: KEY, state: "failed", error: { code: "abandoned_by_cancel", message: "ann settled it under the run's cancel" }, at: 60, by: "ann" },
+      then: "enforce_cancel",
+    },
+  ],
+  [
+    "held + settle done under a cancel → observed, then the cancel is enforced",
+    held(nonIdem),
+    { type: "settle", key: KEY, decision: "done", result: 1, by: "ann", at: 60, cancelled: true },
+    { s: "observed", receipt: { key: KEY, state: "observed", value: 1, at: 60, by: "ann" } },
+    { decision: "settled", receipt: { key: KEY, state: "observed", value: 1, at: 60, by: "ann" }, then: "enforce_cancel" },
+  ],
+  // Events out of order: closed answers, nothing changes.
+  [
+    "none + receipt (an unknown key) → ignored: no intent",
+    none,
+    { type: "receipt", receipt: observedReceipt },
+    none,
+    { decision: "ignore", reason: "no_intent" },
+  ],
+  [
+    "observed + late receipt (after reconciliation) → ignored: already settled",
+    observed,
+    { type: "receipt", receipt: failedReceipt },
+    observed,
+    { decision: "ignore", reason: "already_settled" },
+  ],
+  [
+    "failed + second receipt → ignored: already settled",
+    failed,
+    { type: "receipt", receipt: observedReceipt },
+    failed,
+    { decision: "ignore", reason: "already_settled" },
+  ],
+  [
+    "none + settle → not reconciling",
+    none,
+    { type: "settle", key: KEY, decision: "done", by: "ann", at: 60 },
+    none,
+    { decision: "ignore", reason: "not_reconciling" },
+  ],
+  [
+    "intended + settle → not reconciling (its call is in flight)",
+    intended(nonIdem),
+    { type: "settle", key: KEY, decision: "abandon", by: "ann", at: 60 },
+    intended(nonIdem),
+    { decision: "ignore", reason: "not_reconciling" },
+  ],
+  [
+    "observed + settle (settled twice) → not reconciling",
+    observed,
+    { type: "settle", key: KEY, decision: "retry", by: "ann", at: 60 },
+    observed,
+    { decision: "ignore", reason: "not_reconciling" },
+  ],
+  [
+    "failed + settle → not reconciling",
+    failed,
+    { type: "settle", key: KEY, decision: "done", by: "ann", at: 60 },
+    failed,
+    { decision: "ignore", reason: "not_reconciling" },
+  ],
+];
+
+describe("effect machine: (state, event) → (next state, decision)", () => {
+  it.each(rows)("%s", (_name, state, event, next, decision) => {
+    const step = stepEffect(state, event);
+    expect(step.decision).toEqual(decision);
+    expect(step.next).toEqual(next);
+  });
+
+  it("is total: every state takes every kind of event with a closed decision, never a throw", () => {
+    const states = [none, intended(idem), intended(nonIdem), intended(nonIdemLookup), held(nonIdem), observed, failed];
+    const events: EffectEvent[] = [
+      ask(1, idem),
+      ask(2, nonIdem, { calls_left: 0, budget_exhausted: "x" }),
+      { type: "receipt", receipt: observedReceipt },
+      { type: "receipt", receipt: failedReceipt },
+      { type: "lost", at: 1 },
+      { type: "cancel", key: KEY, by: "b", at: 1 },
+      { type: "settle", key: KEY, decision: "abandon", by: "b", at: 1 },
+    ];
+    const closed = new Set([
+      "call",
+      "call_again",
+      "lookup_first",
+      "answer_from_receipt",
+      "in_flight",
+      "hold_for_reconciliation",
+      "refuse",
+      "record",
+      "settled",
+      "let_finish",
+      "ignore",
+    ]);
+    for (const s of states)
+      for (const e of events) {
+        const step = stepEffect(s, e);
+        expect(closed.has(step.decision.decision)).toBe(true);
+        // An ignored event leaves the state as it was.
+        if (step.decision.decision === "ignore") expect(step.next).toBe(s);
+      }
+  });
+
+  it("does not change the state it is given", () => {
+    const s = intended(nonIdem);
+    const copy = structuredClone(s);
+    stepEffect(s, ask(2, nonIdem));
+    stepEffect(s, { type: "lost", at: 9 });
+    expect(s).toEqual(copy);
+  });
+});
+
+describe("effect machine: a key's state as a step keeps it (effectOf)", () => {
+  it.each([
+    ["nothing", {}, undefined, none],
+    ["a waiting intent", { intents: { [KEY]: idem } }, undefined, intended(idem)],
+    ["another key's intent", { intents: { other: idem } }, undefined, none],
+    [
+      "a waiting intent the step is held on",
+      { intents: { [KEY]: nonIdem }, reconcile: { key: KEY, server: "s", tool: "charge", since: 30 } },
+      undefined,
+      held(nonIdem),
+    ],
+    ["an observed receipt (the claim is complete, whatever else)", { intents: { [KEY]: idem } }, observedReceipt, observed],
+    ["a failed receipt and a new intent", { intents: { [KEY]: { ...idem, attempt: 2 } } }, failedReceipt, intended({ ...idem, attempt: 2 })],
+    ["a failed receipt only", {}, failedReceipt, failed],
+  ] as const)("%s", (_name, holder, stored, state) => {
+    expect(effectOf(holder, KEY, stored)).toEqual(state);
+  });
+
+  it("a step held on a key whose intent a late receipt answered is still held (a person settles it)", () => {
+    expect(effectOf({ reconcile: { key: KEY, server: "s", tool: "charge", since: 30 } }, KEY)).toEqual({
+      s: "held",
+      intent: { server: "s", tool: "charge", class: "non_idempotent", attempt: 0, at: 30 },
+      since: 30,
+    });
+  });
+});
