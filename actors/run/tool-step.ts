@@ -416,6 +416,19 @@ export async function settleCall(
   return { answer: withRefs(fromClaim(value), refsOf, returned), receipt: { key, state: "observed", value, at } };
 }
 
+/**
+ * A tool step's `step.result` fields: its answer and the call's receipt. A success whose output is
+ * the receipt's value names the receipt (`output_receipt`) instead of carrying the value a second
+ * time: the result is sent and journaled once.
+ */
+export function toolResult(answer: Exclude<ToolAnswer, { outcome: "stopped" }>, receipt: Receipt | undefined): Record<string, unknown> {
+  if (answer.outcome === "succeeded" && receipt?.state === "observed" && receipt.value === answer.output) {
+    const { output: _output, ...rest } = answer;
+    return { ...rest, output_receipt: receipt.key, receipts: [receipt] };
+  }
+  return { ...answer, ...(receipt ? { receipts: [receipt] } : {}) };
+}
+
 /** The step's outcome from a stored response: the tool's own failure fails the step (calling again would meet the same claim). */
 function fromClaim(value: unknown): ToolAnswer {
   const failure = typeof value === "object" && value !== null ? (value as Record<string, unknown>)[TOOL_ERROR] : undefined;

@@ -188,6 +188,8 @@ export interface NodeRun extends Omit<ItemRun, "step"> {
 export type RunFact =
   | { t: "input"; value: unknown }
   | { t: "output"; node: string; value: unknown }
+  /** A tool node's output: the value of its observed receipt `receipt` (stored before it, in the same write): a result is journaled once. */
+  | { t: "output"; node: string; receipt: string }
   | { t: "item"; node: string; i: number; value: unknown }
   | IntentFact
   /** `cost_cents`: a priced model turn's charge. */

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { RunFacts, outputValue } from "../../machines/index.js";
 import { effectOf, stepEffect, NO_EFFECT, type EffectEvent, type EffectIntent, type EffectState } from "../../machines/effect/index.js";
 
 /**
@@ -382,5 +383,31 @@ describe("effect machine: a key's state as a step keeps it (effectOf)", () => {
       intent: { server: "s", tool: "charge", class: "non_idempotent", attempt: 0, at: 30 },
       since: 30,
     });
+  });
+});
+
+describe("a tool step's output names its receipt (journaled once)", () => {
+  const receipt = { t: "receipt" as const, key: "r1", state: "observed" as const, value: { big: "answer" }, at: 1 };
+  const output = { t: "output" as const, node: "call", receipt: "r1" };
+
+  it("the run's memory reads the receipt's value as the output, rebuilt from the journal or pending in a batch", () => {
+    const stored = new RunFacts();
+    stored.add({ t: "input", value: {} });
+    stored.add(receipt);
+    stored.add(output);
+    expect(stored.output("call")).toEqual({ big: "answer" });
+    const base = new RunFacts();
+    base.add({ t: "input", value: {} });
+    expect(base.with([receipt, output]).output("call")).toEqual({ big: "answer" });
+    // Its receipt stored in an earlier write, the output in this batch.
+    const earlier = new RunFacts();
+    earlier.add(receipt);
+    expect(earlier.with([output]).output("call")).toEqual({ big: "answer" });
+  });
+
+  it("an output naming no observed receipt reads null (never a throw)", () => {
+    expect(outputValue(output, () => undefined)).toBeNull();
+    expect(outputValue(output, () => ({ key: "r1", state: "failed", error: { code: "x", message: "y" }, at: 1 }))).toBeNull();
+    expect(outputValue({ t: "output", node: "call", value: 3 }, () => undefined)).toBe(3);
   });
 });
