@@ -1,6 +1,8 @@
 export {
   stepEffect,
   effectOf,
+  keepEffect,
+  type EffectHolder,
   NO_EFFECT,
   type EffectState,
   type EffectEvent,

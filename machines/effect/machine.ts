@@ -9,6 +9,7 @@ import type { ToolClass } from "../tools/index.js";
  * says (journal, events, answers).
  *
  *   none ──intent──▶ intended ──receipt──▶ observed | failed
+ *                       │  ├──withdrawn (the server asks a person for input: nothing happened)──▶ none
  *                       │  └──intent (a later attempt: the outcome is unknown)──▶ call again | lookup first | held
  *                       └──lost (its attempt gone under a cancel)──▶ held ──settle──▶ observed | failed
  *
@@ -64,6 +65,8 @@ export type EffectEvent =
       at: number;
     }
   | { type: "receipt"; receipt: EffectReceipt }
+  /** The server answered without acting: it asks a person for input (the next attempt records the intent again and calls with the answers). */
+  | { type: "withdrawn" }
   /** The attempt that made the call is gone without its receipt, and nothing may call again (a requested cancel). */
   | { type: "lost"; at: number }
   /** The run's cancel is requested: a call safe to leave unknown is abandoned now, any other is let finish. */
@@ -90,6 +93,8 @@ export type EffectDecision =
   | { decision: "record"; receipt: EffectReceipt }
   /** A person settled it: store `receipt`; `then`: what the step does next. */
   | { decision: "settled"; receipt: EffectReceipt; then: "offer" | "fail_step" | "enforce_cancel" }
+  /** The call's intent is cleared: nothing happened. */
+  | { decision: "clear" }
   /** A requested cancel lets the call finish (its receipt still accepted). */
   | { decision: "let_finish" }
   /** The event does not apply to this key's state; `reason` says why (nothing changes). */
@@ -110,6 +115,10 @@ export function stepEffect(state: EffectState, e: EffectEvent): EffectStep {
       return onIntent(state, e);
     case "receipt":
       return onReceipt(state, e.receipt);
+    case "withdrawn":
+      return state.s === "intended"
+        ? { next: NONE, decision: { decision: "clear" } }
+        : { next: state, decision: { decision: "ignore", reason: "not_in_flight" } };
     case "lost":
       return state.s === "intended"
         ? { next: { s: "held", intent: state.intent, since: e.at }, decision: { decision: "hold_for_reconciliation" } }
@@ -181,15 +190,32 @@ function settledBy(receipt: EffectReceipt): EffectState {
   return receipt.state === "observed" ? { s: "observed", receipt } : { s: "failed", receipt };
 }
 
+/** Where a step keeps its keys' states: its waiting intents, and the one key it is held on (if any). */
+export interface EffectHolder {
+  intents?: Record<string, EffectIntent>;
+  reconcile?: { key: string; server: string; tool: string; since: number };
+}
+
+/**
+ * Writes a key's next state back on the step that keeps it (a draft the caller copied for write):
+ * a waiting intent while intended or held, the step's reconciliation once held. A receipt is the
+ * caller's to journal; a settled key leaves the intents (its reconciliation is the caller's to end).
+ */
+export function keepEffect(holder: EffectHolder, key: string, next: EffectState): void {
+  if (next.s === "intended" || next.s === "held") holder.intents = { ...holder.intents, [key]: next.intent };
+  else if (holder.intents?.[key]) {
+    const { [key]: _done, ...rest } = holder.intents;
+    if (Object.keys(rest).length > 0) holder.intents = rest;
+    else delete holder.intents;
+  }
+  if (next.s === "held" && holder.reconcile?.key !== key) holder.reconcile = { key, server: next.intent.server, tool: next.intent.tool, since: next.since };
+}
+
 /**
  * A key's state as a step keeps it: an observed receipt (the claim is complete), else its waiting
  * intent (held when the step's reconciliation is on this key), else a failed receipt, else none.
  */
-export function effectOf(
-  holder: { intents?: Record<string, EffectIntent>; reconcile?: { key: string; server: string; tool: string; since: number } },
-  key: string,
-  stored?: EffectReceipt,
-): EffectState {
+export function effectOf(holder: EffectHolder, key: string, stored?: EffectReceipt): EffectState {
   if (stored?.state === "observed") return { s: "observed", receipt: stored };
   const intent = holder.intents?.[key];
   const r = holder.reconcile;

@@ -1,8 +1,8 @@
 import { applyStepOp } from "../step/index.js";
 import { holderOf, type Holder } from "./attempts.js";
 import { holdersOf, move, publish, runSummary, type Draft } from "./draft.js";
-import { effectOf, stepEffect } from "../effect/index.js";
-import { keepEffect, reconciling, recordReceipt } from "./intents.js";
+import { effectOf, keepEffect, stepEffect } from "../effect/index.js";
+import { reconciling, recordReceipt } from "./intents.js";
 import { notifyParent, stopNodes } from "./progression.js";
 import type { RunContext } from "./types.js";
 import type { ExecutionEvent } from "./requests.js";

@@ -4,7 +4,7 @@ import { publish, TASK_POLL, type Draft, type TaskPoll } from "./draft.js";
 import { advance } from "./progression.js";
 import { ceilingDrain, stopHolder } from "./ceilings.js";
 import { liveItem, removeItem } from "./items.js";
-import { effectOf, stepEffect, type EffectDecision, type EffectEvent, type EffectState, type EffectStep } from "../effect/index.js";
+import { effectOf, keepEffect, stepEffect, type EffectDecision, type EffectEvent, type EffectState, type EffectStep } from "../effect/index.js";
 import type { PendingIntent, Receipt, RunContext } from "./types.js";
 import type { ExecutionEvent } from "./requests.js";
 
@@ -67,17 +67,6 @@ export function completedClaim(run: RunContext | null | undefined, e: ExecutionE
 /** The intent was already recorded by this same attempt: its call is in flight (one effect, asked twice). */
 export function intentInFlight(run: RunContext | null | undefined, e: ExecutionEvent): boolean {
   return intentDecision(run, e)?.decision.decision === "in_flight";
-}
-
-/** Writes a key's next state back on the step that owns it (its waiting intents, its reconciliation). */
-export function keepEffect(holder: Holder, key: string, next: EffectState): void {
-  if (next.s === "intended" || next.s === "held") holder.intents = { ...holder.intents, [key]: next.intent };
-  else if (holder.intents?.[key]) {
-    const { [key]: _done, ...rest } = holder.intents;
-    if (Object.keys(rest).length > 0) holder.intents = rest;
-    else delete holder.intents;
-  }
-  if (next.s === "held" && holder.reconcile?.key !== key) holder.reconcile = { key, server: next.intent.server, tool: next.intent.tool, since: next.since };
 }
 
 export function onIntent(d: Draft, e: On<"effect.intent">): void {

@@ -154,6 +154,17 @@ const rows: Row[] = [
     { decision: "refuse", reason: "budget_exhausted" },
   ],
   ["held + intent by another attempt → still held", held(nonIdem), ask(3, nonIdem), held(nonIdem), { decision: "hold_for_reconciliation" }],
+  // The server asked a person for input instead of acting: nothing happened.
+  ["intended + withdrawn → none, clear", intended(idem), { type: "withdrawn" }, none, { decision: "clear" }],
+  ["none + withdrawn → nothing in flight", none, { type: "withdrawn" }, none, { decision: "ignore", reason: "not_in_flight" }],
+  [
+    "held + withdrawn → nothing in flight (a person settles it)",
+    held(nonIdem),
+    { type: "withdrawn" },
+    held(nonIdem),
+    { decision: "ignore", reason: "not_in_flight" },
+  ],
+  ["observed + withdrawn → nothing in flight", observed, { type: "withdrawn" }, observed, { decision: "ignore", reason: "not_in_flight" }],
   // Its attempt lost (under a requested cancel: nothing may call again).
   ["intended + lost → held", intended(nonIdemLookup), { type: "lost", at: 40 }, held(nonIdemLookup, 40), { decision: "hold_for_reconciliation" }],
   ["held + lost → already held", held(nonIdem), { type: "lost", at: 40 }, held(nonIdem), { decision: "ignore", reason: "already_held" }],
@@ -325,6 +336,7 @@ describe("effect machine: (state, event) → (next state, decision)", () => {
       { type: "receipt", receipt: observedReceipt },
       { type: "receipt", receipt: failedReceipt },
       { type: "lost", at: 1 },
+      { type: "withdrawn" },
       { type: "cancel", key: KEY, by: "b", at: 1 },
       { type: "settle", key: KEY, decision: "abandon", by: "b", at: 1 },
     ];
@@ -338,6 +350,7 @@ describe("effect machine: (state, event) → (next state, decision)", () => {
       "refuse",
       "record",
       "settled",
+      "clear",
       "let_finish",
       "ignore",
     ]);
