@@ -418,15 +418,13 @@ export async function settleCall(
 
 /**
  * A tool step's `step.result` fields: its answer and the call's receipt. A success whose output is
- * the receipt's value names the receipt (`output_receipt`) instead of carrying the value a second
- * time: the result is sent and journaled once.
+ * the receipt's value names the receipt (`output_receipt`): the run journals the output as a
+ * reference to it, so the answer is stored once. The output still travels with the result, so a
+ * run that a node of an older version decides (a rolling upgrade) reads it as before.
  */
 export function toolResult(answer: Exclude<ToolAnswer, { outcome: "stopped" }>, receipt: Receipt | undefined): Record<string, unknown> {
-  if (answer.outcome === "succeeded" && receipt?.state === "observed" && receipt.value === answer.output) {
-    const { output: _output, ...rest } = answer;
-    return { ...rest, output_receipt: receipt.key, receipts: [receipt] };
-  }
-  return { ...answer, ...(receipt ? { receipts: [receipt] } : {}) };
+  const once = answer.outcome === "succeeded" && receipt?.state === "observed" && receipt.value === answer.output;
+  return { ...answer, ...(receipt ? { receipts: [receipt] } : {}), ...(once ? { output_receipt: receipt.key } : {}) };
 }
 
 /** The step's outcome from a stored response: the tool's own failure fails the step (calling again would meet the same claim). */
