@@ -95,7 +95,7 @@ export type EffectDecision =
   | { decision: "settled"; receipt: EffectReceipt; then: "offer" | "fail_step" | "enforce_cancel" }
   /** The call's intent is cleared: nothing happened. */
   | { decision: "clear" }
-  /** A requested cancel lets the call finish (its receipt still accepted). */
+  /** A requested cancel lets the call finish (its receipt still accepted), or waits on a held key's person. */
   | { decision: "let_finish" }
   /** The event does not apply to this key's state; `reason` says why (nothing changes). */
   | { decision: "ignore"; reason: "no_intent" | "already_settled" | "not_held" | "not_in_flight" | "already_held" | "not_reconciling" };
@@ -124,6 +124,8 @@ export function stepEffect(state: EffectState, e: EffectEvent): EffectStep {
         ? { next: { s: "held", intent: state.intent, since: e.at }, decision: { decision: "hold_for_reconciliation" } }
         : { next: state, decision: { decision: "ignore", reason: state.s === "held" ? "already_held" : "not_in_flight" } };
     case "cancel":
+      // A held key waits for its person: the cancel waits on it as on a call let finish.
+      if (state.s === "held") return { next: state, decision: { decision: "let_finish" } };
       if (state.s !== "intended") return { next: state, decision: { decision: "ignore", reason: "not_in_flight" } };
       if (state.intent.class === "non_idempotent") return { next: state, decision: { decision: "let_finish" } };
       return onReceipt(state, {

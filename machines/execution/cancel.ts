@@ -22,8 +22,9 @@ export function cancelRequested(run: RunContext | null | undefined): boolean {
   return !!run?.cancel && run.cancel.enforced_at === null;
 }
 
+/** The holder's attempt goes on under the cancel: the effect machine lets one of its calls finish (or a person settle it). */
 function letsFinish(h: Holder): boolean {
-  return Object.values(h.intents ?? {}).some((i) => i.class === "non_idempotent");
+  return Object.keys(h.intents ?? {}).some((key) => stepEffect(effectOf(h, key), { type: "cancel", key, by: "", at: 0 }).decision.decision === "let_finish");
 }
 
 export function onCancel(d: Draft, reason: string, by: string): void {

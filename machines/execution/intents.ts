@@ -13,7 +13,9 @@ import type { ExecutionEvent } from "./requests.js";
  * An attempt records an intent (fenced by its lease and the cancellation epoch) before the call; the
  * receipt answers it. Asked again for the same key: a stored receipt answers without a call; an
  * intent without one (its attempt lost) is called again only if the tool is safe to repeat, looked
- * up first if its server can, and otherwise held for a person to settle.
+ * up first if its server can, and otherwise held for a person to settle. Those decisions are the
+ * effect machine's (`machines/effect/`, for tool calls and model turns alike); this file keeps its
+ * states on the run's steps (`intents`, `reconcile`), journals the receipts and answers the attempt.
  */
 
 type On<T extends ExecutionEvent["type"]> = Extract<ExecutionEvent, { type: T }>;
@@ -94,6 +96,8 @@ export function onIntent(d: Draft, e: On<"effect.intent">): void {
     case "lookup_first":
       return recordCall(d, e, holder, next, decision);
     default:
+      // No other decision answers an intent (`stepEffect`): nothing is recorded.
+      d.effects.push({ type: "runway.answer", value: { outcome: "in_flight" } });
       return;
   }
 }

@@ -189,11 +189,11 @@ const rows: Row[] = [
     { decision: "let_finish" },
   ],
   [
-    "held + cancel → not in flight (a person settles it)",
+    "held + cancel → the cancel waits on its person (let finish)",
     held(nonIdem),
     { type: "cancel", key: KEY, by: "ann", at: 50 },
     held(nonIdem),
-    { decision: "ignore", reason: "not_in_flight" },
+    { decision: "let_finish" },
   ],
   ["observed + cancel → not in flight", observed, { type: "cancel", key: KEY, by: "ann", at: 50 }, observed, { decision: "ignore", reason: "not_in_flight" }],
   // A person settles a held key.
