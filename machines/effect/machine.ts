@@ -100,6 +100,29 @@ export type EffectDecision =
   /** The event does not apply to this key's state; `reason` says why (nothing changes). */
   | { decision: "ignore"; reason: "no_intent" | "already_settled" | "not_held" | "not_in_flight" | "already_held" | "not_reconciling" };
 
+export const EFFECT_STATES = ["none", "intended", "held", "observed", "failed"] as const;
+export const EFFECT_EVENTS = ["intent", "receipt", "withdrawn", "lost", "cancel", "settle"] as const;
+type S = (typeof EFFECT_STATES)[number];
+
+/**
+ * The machine's table: where each event may take each state (a state to itself: the event is
+ * answered and nothing moves). `stepEffect` never leaves it; its tests are generated from it.
+ */
+export const EFFECT_MOVES: Readonly<Record<S, Readonly<Record<(typeof EFFECT_EVENTS)[number], readonly S[]>>>> = {
+  none: { intent: ["intended", "none"], receipt: ["none"], withdrawn: ["none"], lost: ["none"], cancel: ["none"], settle: ["none"] },
+  intended: {
+    intent: ["intended", "held"],
+    receipt: ["observed", "failed"],
+    withdrawn: ["none"],
+    lost: ["held"],
+    cancel: ["failed", "intended"],
+    settle: ["intended"],
+  },
+  held: { intent: ["held"], receipt: ["observed", "failed"], withdrawn: ["held"], lost: ["held"], cancel: ["held"], settle: ["observed", "failed"] },
+  observed: { intent: ["observed"], receipt: ["observed"], withdrawn: ["observed"], lost: ["observed"], cancel: ["observed"], settle: ["observed"] },
+  failed: { intent: ["intended", "failed"], receipt: ["failed"], withdrawn: ["failed"], lost: ["failed"], cancel: ["failed"], settle: ["failed"] },
+};
+
 export interface EffectStep {
   next: EffectState;
   decision: EffectDecision;

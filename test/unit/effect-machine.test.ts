@@ -1,6 +1,17 @@
 import { describe, expect, it } from "vitest";
 import { RunFacts, outputValue } from "../../machines/index.js";
-import { effectOf, stepEffect, NO_EFFECT, type EffectEvent, type EffectIntent, type EffectState } from "../../machines/effect/index.js";
+import {
+  effectOf,
+  keepEffect,
+  stepEffect,
+  NO_EFFECT,
+  EFFECT_EVENTS,
+  EFFECT_MOVES,
+  EFFECT_STATES,
+  type EffectEvent,
+  type EffectIntent,
+  type EffectState,
+} from "../../machines/effect/index.js";
 
 /**
  * The effect machine alone (machines/effect/): rows of (state, event) → (next state, decision).
@@ -319,6 +330,18 @@ const rows: Row[] = [
     failed,
     { decision: "ignore", reason: "not_reconciling" },
   ],
+  // The rest of the table: events that leave their state as it is.
+  ["none + cancel → nothing in flight", none, { type: "cancel", key: KEY, by: "ann", at: 50 }, none, { decision: "ignore", reason: "not_in_flight" }],
+  ["failed + cancel → nothing in flight", failed, { type: "cancel", key: KEY, by: "ann", at: 50 }, failed, { decision: "ignore", reason: "not_in_flight" }],
+  ["failed + lost → nothing in flight", failed, { type: "lost", at: 40 }, failed, { decision: "ignore", reason: "not_in_flight" }],
+  ["failed + withdrawn → nothing in flight", failed, { type: "withdrawn" }, failed, { decision: "ignore", reason: "not_in_flight" }],
+  [
+    "held + failed receipt → failed, record",
+    held(nonIdem),
+    { type: "receipt", receipt: failedReceipt },
+    failed,
+    { decision: "record", receipt: failedReceipt },
+  ],
 ];
 
 describe("effect machine: (state, event) → (next state, decision)", () => {
@@ -326,6 +349,17 @@ describe("effect machine: (state, event) → (next state, decision)", () => {
     const step = stepEffect(state, event);
     expect(step.decision).toEqual(decision);
     expect(step.next).toEqual(next);
+  });
+
+  it("never leaves its table, and the rows above cover every move the table allows", () => {
+    const hit = new Set<string>();
+    for (const [name, state, event] of rows) {
+      const to = stepEffect(state, event).next.s;
+      expect(EFFECT_MOVES[state.s][event.type], name).toContain(to);
+      hit.add(`${state.s} ${event.type} ${to}`);
+    }
+    for (const s of EFFECT_STATES)
+      for (const e of EFFECT_EVENTS) for (const to of EFFECT_MOVES[s][e]) expect(hit.has(`${s} ${e} ${to}`), `${s} + ${e} → ${to} has no row`).toBe(true);
   });
 
   it("is total: every state takes every kind of event with a closed decision, never a throw", () => {
@@ -372,7 +406,7 @@ describe("effect machine: (state, event) → (next state, decision)", () => {
   });
 });
 
-describe("effect machine: a key's state as a step keeps it (effectOf)", () => {
+describe("effect machine: a key's state as a step keeps it (effectOf, keepEffect)", () => {
   it.each([
     ["nothing", {}, undefined, none],
     ["a waiting intent", { intents: { [KEY]: idem } }, undefined, intended(idem)],
@@ -388,6 +422,20 @@ describe("effect machine: a key's state as a step keeps it (effectOf)", () => {
     ["a failed receipt only", {}, failedReceipt, failed],
   ] as const)("%s", (_name, holder, stored, state) => {
     expect(effectOf(holder, KEY, stored)).toEqual(state);
+  });
+
+  it("writes a next state back: intended and held keep the intent, held the step's reconciliation, a settled key leaves", () => {
+    const holder: { intents?: Record<string, EffectIntent>; reconcile?: { key: string; server: string; tool: string; since: number } } = {
+      intents: { other: idem },
+    };
+    keepEffect(holder, KEY, intended(nonIdem));
+    expect(holder).toEqual({ intents: { other: idem, [KEY]: nonIdem } });
+    keepEffect(holder, KEY, held(nonIdem, 40));
+    expect(holder).toEqual({ intents: { other: idem, [KEY]: nonIdem }, reconcile: { key: KEY, server: "s", tool: "charge", since: 40 } });
+    keepEffect(holder, KEY, observed);
+    expect(holder).toEqual({ intents: { other: idem }, reconcile: { key: KEY, server: "s", tool: "charge", since: 40 } });
+    keepEffect(holder, "other", NO_EFFECT);
+    expect(holder.intents).toBeUndefined();
   });
 
   it("a step held on a key whose intent a late receipt answered is still held (a person settles it)", () => {
