@@ -98,7 +98,7 @@ export type EffectDecision =
   /** A requested cancel lets the call finish (its receipt still accepted), or waits on a held key's person. */
   | { decision: "let_finish" }
   /** The event does not apply to this key's state; `reason` says why (nothing changes). */
-  | { decision: "ignore"; reason: "no_intent" | "already_settled" | "not_held" | "not_in_flight" | "already_held" | "not_reconciling" };
+  | { decision: "ignore"; reason: "no_intent" | "already_settled" | "not_in_flight" | "already_held" | "not_reconciling" };
 
 export const EFFECT_STATES = ["none", "intended", "held", "observed", "failed"] as const;
 export const EFFECT_EVENTS = ["intent", "receipt", "withdrawn", "lost", "cancel", "settle"] as const;
