@@ -391,8 +391,13 @@ function onSweep(d: Draft, at: number, held: readonly string[]): void {
   advance(d);
 }
 
-/** A child whose parent ended (or stopped waiting on it): it ends `parent_gone`, and its own children are told the same. */
+/**
+ * A child whose parent ended (or stopped waiting on it): it ends `parent_gone`, and its own children
+ * are told the same. A cancelled parent's cancel had not reached it (delayed or lost with a server):
+ * it is that cancel, so a cancelled tree's runs all end cancelled (C097).
+ */
 function onParentGone(d: Draft, parentStatus: string): void {
+  if (parentStatus === "cancelled") return onCancel(d, "parent_cancelled", d.run.parent_run_id ?? "sweep");
   stopNodes(d, "parent_gone");
   d.effects.push({ type: "runway.local", channel: METRICS_CHANNEL, payload: { counter: "sweep_actions", tenant: d.run.tenant, action: "parent_gone" } });
   finish(d, "failed", { code: "parent_gone", message: `parent run ${d.run.parent_run_id} is ${parentStatus} (recovery sweep)` });

@@ -4,7 +4,7 @@ import { childStartKey, runIdFor, RUN_KIND } from "../../actors/index.js";
 import { kvSubject, partitionBucket, partitionOf, partitionStream } from "../../runtime/index.js";
 import { waitFor } from "../harness/index.js";
 import { readActor } from "../fixtures/read-actor.js";
-import { workflowWorld, type RunAnswer } from "./workflow-support.js";
+import { endOf, workflowWorld, type RunAnswer } from "./workflow-support.js";
 
 const world = workflowWorld({ name: "subtree-node" });
 
@@ -46,15 +46,7 @@ it("C097 subtree cancel of three-deep trees, each cancelled at another moment wh
   for (const root of roots) {
     for (const id of treeOf(root)) {
       // A run that was never born is fine; every one that was ends cancelled.
-      const status = await waitFor(
-        async () => {
-          const got = await c.getRun(id);
-          if (got.outcome === "run_not_found") return "absent";
-          const s = (got.run as RunAnswer).status;
-          return s === "running" || s === "queued" || s === "waiting" ? undefined : s;
-        },
-        { timeoutMs: 20_000, describe: `run ${id} to end` },
-      );
+      const status = await endOf(c, id);
       expect(["cancelled", "absent"], id).toContain(status);
       seen[status as "cancelled" | "absent"]++;
       if (status === "cancelled" && id !== root) descendantsCancelled++;

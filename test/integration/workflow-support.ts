@@ -67,3 +67,16 @@ export async function settled(client: RunwayClient, runId: string): Promise<RunA
     { timeoutMs: 30_000, describe: `run ${runId} to settle` },
   );
 }
+
+/** How a run ended, or `absent` if it was never created (a child refused or not yet asked for). */
+export function endOf(client: RunwayClient, runId: string): Promise<string> {
+  return waitFor(
+    async () => {
+      const got = await client.getRun(runId);
+      if (got.outcome === "run_not_found") return "absent";
+      const s = (got.run as RunAnswer).status;
+      return s === "running" || s === "queued" || s === "waiting" ? undefined : s;
+    },
+    { timeoutMs: 20_000, describe: `run ${runId} to end` },
+  );
+}

@@ -194,14 +194,20 @@ describe("a child whose parent is gone", () => {
     expect(parentGone(top.run, null)).toBe(false);
   });
 
-  it("run.parent_gone ends the child failed/parent_gone and tells its own children the same", () => {
+  /** A child run `t_m` of `t_p`, itself running a child. */
+  const middle = () => {
     const mid = runner(tree, prepared);
     mid.send({
       type: "run.create",
       run: seed({ id: "t_m", root_run_id: "t_p", parent_run_id: "t_p", parent_node: "sub", depth: 1, lane: "batch" }),
       parent: parentOf("t_p"),
     });
-    const effects = mid.send({ type: "run.parent_gone", parent_status: "cancelled" });
+    return mid;
+  };
+
+  it("run.parent_gone ends the child failed/parent_gone and tells its own children the same", () => {
+    const mid = middle();
+    const effects = mid.send({ type: "run.parent_gone", parent_status: "failed" });
     expect(mid.run.lifecycle.status).toBe("failed");
     expect(mid.run.error).toMatchObject({ code: "parent_gone" });
     expect(mid.run.nodes.sub!.s).toBe("cancelled");
@@ -209,6 +215,18 @@ describe("a child whose parent is gone", () => {
     const top = runner(oneStep);
     top.send({ type: "run.create", run: seed() });
     expect(top.can({ type: "run.parent_gone", parent_status: "missing" })).toBe(false);
+  });
+
+  it("C097 run.parent_gone of a cancelled parent (its cancel delayed or lost, the sweep found it first) is that cancel: the child ends cancelled and cancels its own children", () => {
+    const mid = middle();
+    const effects = mid.send({ type: "run.parent_gone", parent_status: "cancelled" });
+    expect(mid.run.lifecycle.status).toBe("cancelled");
+    expect(mid.run.cancel).toMatchObject({ reason: "parent_cancelled", by: "t_p" });
+    expect(effects).toContainEqual({
+      type: "runway.send",
+      to: { kind: "run", id: "t_c2" },
+      event: { type: "run.cancel", reason: "parent_cancelled", by: "t_m" },
+    });
   });
 });
 
