@@ -61,6 +61,7 @@ export {
   type ReadyTicket,
   type ParentView,
   type RunFact,
+  outputValue,
   type RunMemory,
   RunFacts,
   factsOfHeadV1,

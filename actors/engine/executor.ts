@@ -4,6 +4,7 @@ import { tenantOfRun } from "../records/index.js";
 import {
   RUN_KIND,
   INTERRUPTED_BY,
+  toolResult,
   attemptJournal,
   attemptSpan,
   SPAN_CLOSED_BY_RUN,
@@ -366,7 +367,7 @@ export class StepExecutor {
     const { answer, receipt } = await this.callTool(request, key, { ...request.tool!, arguments: request.input });
     // Stopped: parked by its run (a person, a task), refused, or interrupted (its journal not written).
     if (answer.outcome === "stopped") return INTERRUPTED_BY.has(answer.reason) ? interruptedResult(request) : undefined;
-    return { ...fence, ...answer, ...(receipt ? { receipts: [receipt] } : {}) };
+    return { ...fence, ...toolResult(answer, receipt) };
   }
 
   /** An agent node's attempt (`runAgentAttempt`): the model loop on this node, its tool calls through this executor. */

@@ -1,5 +1,5 @@
 import type { TaskPoll } from "../../machines/index.js";
-import { RUN_KIND, refsWritten, settleCall, type BoundedRef, type ToolPort } from "../run/index.js";
+import { RUN_KIND, refsWritten, settleCall, toolResult, type BoundedRef, type ToolPort } from "../run/index.js";
 
 /** What a task poll needs of the node: the tool gateway, the result bound, the clock and the executor's report path. */
 export interface TaskPollDeps {
@@ -55,8 +55,7 @@ export async function pollTask(deps: TaskPollDeps, p: TaskPoll): Promise<void> {
     attempt: p.attempt,
     lease_epoch: p.lease_epoch,
     cancellation_epoch: p.cancellation_epoch,
-    ...answer,
-    ...(receipt ? { receipts: [receipt] } : {}),
+    ...toolResult(answer, receipt),
   };
   await deps.send({ kind: RUN_KIND, id: p.run }, event, `task/${p.task.id}/${p.attempt}/${p.lease_epoch}`);
 }

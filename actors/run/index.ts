@@ -19,7 +19,17 @@ export {
   type ToolLookup,
   type ToolPort,
 } from "./tool-calls.js";
-export { callThroughJournal, fenceOf, INTERRUPTED_BY, refsWritten, settleCall, type BoundedRef, type ToolAnswer, type ToolCall } from "./tool-step.js";
+export {
+  callThroughJournal,
+  fenceOf,
+  INTERRUPTED_BY,
+  refsWritten,
+  settleCall,
+  toolResult,
+  type BoundedRef,
+  type ToolAnswer,
+  type ToolCall,
+} from "./tool-step.js";
 export { ReplayTools, type ReplayPort } from "./replay-tools.js";
 export { compareTrajectories, readTrajectory, type TrajectoryLine } from "./trajectory.js";
 export { APPROVALS_BUCKET, awaitedInboxItem, getInboxItem, INBOX_PAGE_MAX, listInbox } from "./approvals.js";

@@ -416,6 +416,17 @@ export async function settleCall(
   return { answer: withRefs(fromClaim(value), refsOf, returned), receipt: { key, state: "observed", value, at } };
 }
 
+/**
+ * A tool step's `step.result` fields: its answer and the call's receipt. A success whose output is
+ * the receipt's value names the receipt (`output_receipt`): the run journals the output as a
+ * reference to it, so the answer is stored once. The output still travels with the result, so a
+ * run that a node of an older version decides (a rolling upgrade) reads it as before.
+ */
+export function toolResult(answer: Exclude<ToolAnswer, { outcome: "stopped" }>, receipt: Receipt | undefined): Record<string, unknown> {
+  const once = answer.outcome === "succeeded" && receipt?.state === "observed" && receipt.value === answer.output;
+  return { ...answer, ...(receipt ? { receipts: [receipt] } : {}), ...(once ? { output_receipt: receipt.key } : {}) };
+}
+
 /** The step's outcome from a stored response: the tool's own failure fails the step (calling again would meet the same claim). */
 function fromClaim(value: unknown): ToolAnswer {
   const failure = typeof value === "object" && value !== null ? (value as Record<string, unknown>)[TOOL_ERROR] : undefined;

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { canonicalJson, type ExecutionContext, type IntentFact, type Receipt, type RunFact } from "../../machines/index.js";
+import { canonicalJson, outputValue, type ExecutionContext, type IntentFact, type Receipt, type RunFact } from "../../machines/index.js";
 import { readJournal, type ActorRecord } from "../../runtime/index.js";
 import { eventsOf } from "./events.js";
 import { RUN_KIND } from "./actor.js";
@@ -94,11 +94,20 @@ export async function readTrajectory(nc: NatsConnection, partitions: number, run
   const failed = await walk(nc, partitions, runId, (record, seq) => {
     const facts = (record.journal ?? []) as RunFact[];
     const outputs = new Map<string, unknown>();
+    // A tool node's output names its receipt, stored before it in the same write.
+    const receipts = new Map<string, Receipt>();
     for (const f of facts) {
-      if (f.t === "output") outputs.set(f.node, f.value);
+      if (f.t === "output")
+        outputs.set(
+          f.node,
+          outputValue(f, (key) => receipts.get(key)),
+        );
       else if (f.t === "item") lines.push({ kind: "item", node: f.node, item: f.i, output: f.value, at: record.at });
       else if (f.t === "intent") intents.set(f.key, { line: f.turn ? turnLine(f) : intentLine(f) });
-      else if (f.t === "receipt") settle(lines, intents, f);
+      else if (f.t === "receipt") {
+        receipts.set(f.key, f);
+        settle(lines, intents, f);
+      }
     }
     const run = (record.snapshot as { context?: ExecutionContext } | undefined)?.context?.run;
     for (const e of eventsOf(seq, record)) {

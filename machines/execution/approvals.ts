@@ -1,4 +1,5 @@
 import { applyStepOp } from "../step/index.js";
+import { effectOf, keepEffect, stepEffect } from "../effect/index.js";
 import { DEFAULT_WAIT_TIMEOUT_MS, resolveTemplate, type PlanNode } from "../workflow/index.js";
 import { holderOf, offer, parkAttempt } from "./attempts.js";
 import { abortAttempts, fail, publish, scopeOf, succeed, type Draft } from "./draft.js";
@@ -196,11 +197,9 @@ export function onGate(d: Draft, e: On<"effect.gate">): void {
 export function onInput(d: Draft, e: On<"effect.input">): void {
   const node = d.byId.get(e.node)!;
   const n = d.run.nodes[e.node]!;
-  if (n.intents?.[e.key]) {
-    const { [e.key]: _asked, ...rest } = n.intents;
-    if (Object.keys(rest).length > 0) n.intents = rest;
-    else delete n.intents;
-  }
+  // The node's own waiting intent (the effect machine: withdrawn, nothing happened).
+  const asked = stepEffect(effectOf({ intents: n.intents }, e.key), { type: "withdrawn" });
+  if (asked.decision.decision === "clear") keepEffect(n, e.key, asked.next);
   const holder = holderOf(n, e.item);
   if (holder?.task?.key === e.key) delete holder.task;
   const task = e.task ? { server: e.server, tool: e.tool, id: e.task.id, wire: e.task.wire } : undefined;

@@ -1,9 +1,10 @@
 import { applyStepOp } from "../step/index.js";
 import { holderOf, type Holder } from "./attempts.js";
 import { holdersOf, move, publish, runSummary, type Draft } from "./draft.js";
+import { effectOf, keepEffect, stepEffect } from "../effect/index.js";
 import { reconciling, recordReceipt } from "./intents.js";
 import { notifyParent, stopNodes } from "./progression.js";
-import type { Receipt, RunContext } from "./types.js";
+import type { RunContext } from "./types.js";
 import type { ExecutionEvent } from "./requests.js";
 
 /**
@@ -21,8 +22,9 @@ export function cancelRequested(run: RunContext | null | undefined): boolean {
   return !!run?.cancel && run.cancel.enforced_at === null;
 }
 
+/** The holder's attempt goes on under the cancel: the effect machine lets one of its calls finish (or a person settle it). */
 function letsFinish(h: Holder): boolean {
-  return Object.values(h.intents ?? {}).some((i) => i.class === "non_idempotent");
+  return Object.keys(h.intents ?? {}).some((key) => stepEffect(effectOf(h, key), { type: "cancel", key, by: "", at: 0 }).decision.decision === "let_finish");
 }
 
 export function onCancel(d: Draft, reason: string, by: string): void {
@@ -34,15 +36,11 @@ export function onCancel(d: Draft, reason: string, by: string): void {
     for (const [id, n] of Object.entries(d.run.nodes)) {
       if (n.s !== "active") continue;
       for (const [item, h] of holdersOf(n))
-        for (const [key, intent] of Object.entries(h.intents ?? {}))
-          if (intent.class !== "non_idempotent")
-            recordReceipt(d, id, item, h, {
-              key,
-              state: "failed",
-              error: { code: "abandoned_by_cancel", message: `the run was cancelled by ${by}` },
-              at: d.now,
-              by,
-            });
+        for (const key of Object.keys(h.intents ?? {})) {
+          // The effect machine: a call safe to leave unknown is abandoned (its receipt), a non-idempotent one let finish.
+          const { decision } = stepEffect(effectOf(h, key), { type: "cancel", key, by, at: d.now });
+          if (decision.decision === "record") recordReceipt(d, id, item, h, decision.receipt);
+        }
     }
     publish(d, "run_cancel_requested", { reason, by });
   }
@@ -85,9 +83,12 @@ export function isLateReceipt(run: RunContext | null | undefined, e: ExecutionEv
 
 /** The attempt that made the call is gone without its receipt: a person settles the intent. */
 export function holdUnknown(d: Draft, holder: Holder): void {
-  const [key, intent] = Object.entries(holder.intents ?? {})[0] ?? [];
-  if (!key || !intent || holder.reconcile) return;
-  holder.reconcile = { key, server: intent.server, tool: intent.tool, since: d.now };
+  const key = Object.keys(holder.intents ?? {})[0];
+  // One key at a time is held on a step (a person settles it, then the next).
+  if (!key || holder.reconcile) return;
+  const { next, decision } = stepEffect(effectOf(holder, key), { type: "lost", at: d.now });
+  if (decision.decision !== "hold_for_reconciliation") return;
+  keepEffect(holder, key, next);
   delete holder.task;
 }
 
@@ -113,11 +114,16 @@ export function enforceWhenSettled(d: Draft): void {
 /** Settling an intent of a cancelled run: `done` is its receipt, anything else abandons it (nothing is called again under a cancel). */
 export function settleUnderCancel(d: Draft, e: On<"effect.settle">): void {
   const { node, item, holder } = reconciling(d.run, e.key)!;
-  const receipt: Receipt =
-    e.decision === "done"
-      ? { key: e.key, state: "observed", value: e.result ?? null, at: d.now, by: e.by }
-      : { key: e.key, state: "failed", error: { code: "abandoned_by_cancel", message: `${e.by} settled it under the run's cancel` }, at: d.now, by: e.by };
-  recordReceipt(d, node, item, holder, receipt);
+  const { decision } = stepEffect(effectOf(holder, e.key), {
+    type: "settle",
+    key: e.key,
+    decision: e.decision,
+    result: e.result,
+    by: e.by,
+    at: d.now,
+    cancelled: true,
+  });
+  if (decision.decision === "settled") recordReceipt(d, node, item, holder, decision.receipt);
   delete holder.reconcile;
   d.effects.push({ type: "runway.answer", value: { outcome: "settled", decision: e.decision, node, ...(item !== undefined ? { item } : {}) } });
   enforceWhenSettled(d);

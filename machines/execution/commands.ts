@@ -87,6 +87,8 @@ export const RunCommandSchema = z.discriminatedUnion("type", [
     cancellation_epoch: z.number().int().nonnegative().optional(),
     /** Receipts of the attempt's calls still without one (a tool node's call: its result and receipt are one write). */
     receipts: z.array(ReceiptSchema).max(64).optional(),
+    /** A tool node's success: its output is the value of this observed receipt (of `receipts`): journaled once, as a reference to it. */
+    output_receipt: EffectKey.optional(),
     /** A tool node's successful write: the resources it wrote (`writeRefs`, C074). */
     refs: z
       .array(z.object({ kind: z.string().min(1).max(64), id: z.string().min(1).max(256) }))

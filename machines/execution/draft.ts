@@ -285,11 +285,15 @@ function lazyOutput(d: Draft, id: string, status: NodeRun["s"], taken: NodeRun["
   return new LazyNodeState(status, d, id, taken);
 }
 
-/** Records an output once, as a journal fact (stored with this transition, never in the head). */
-export function recordOutput(d: Draft, id: string, value: unknown): void {
+/**
+ * Records an output once, as a journal fact (stored with this transition, never in the head).
+ * `receipt`: the output is the value of that observed receipt, journaled in this same write: the
+ * fact names it instead of holding a second copy.
+ */
+export function recordOutput(d: Draft, id: string, value: unknown, receipt?: string): void {
   d.run.nodes[id]!.out = true;
   d.fresh.set(id, value);
-  d.effects.push({ type: "runway.journal", data: { t: "output", node: id, value } });
+  d.effects.push({ type: "runway.journal", data: receipt !== undefined ? { t: "output", node: id, receipt } : { t: "output", node: id, value } });
 }
 
 export function recordItem(d: Draft, id: string, i: number, value: unknown): void {
@@ -307,9 +311,9 @@ export function fail(d: Draft, id: string, error: RunError): void {
 }
 
 /** A node succeeds; a work node's output (if any) becomes a journal fact. */
-export function succeed(d: Draft, id: string, output?: unknown, attempt?: number): void {
+export function succeed(d: Draft, id: string, output?: unknown, attempt?: number, receipt?: string): void {
   const n = d.run.nodes[id]!;
   n.s = "succeeded";
-  if (output !== undefined) recordOutput(d, id, output);
+  if (output !== undefined) recordOutput(d, id, output, receipt);
   publish(d, "step_succeeded", { node: id, ...(attempt !== undefined ? { attempt } : {}) });
 }

@@ -28,7 +28,7 @@ export {
   LEASE_AFTER_MS,
   type Effect,
 } from "./reduce.js";
-export { RunFacts, factsOfHeadV1, isHeadV1, migrateHeadV1 } from "./memory.js";
+export { RunFacts, factsOfHeadV1, isHeadV1, migrateHeadV1, outputValue } from "./memory.js";
 export { ticketId, type AliveAttempt } from "./attempts.js";
 export { changedKeys } from "./items.js";
 export {

@@ -4,6 +4,7 @@ import { publish, TASK_POLL, type Draft, type TaskPoll } from "./draft.js";
 import { advance } from "./progression.js";
 import { ceilingDrain, stopHolder } from "./ceilings.js";
 import { liveItem, removeItem } from "./items.js";
+import { effectOf, keepEffect, stepEffect, type EffectDecision, type EffectEvent, type EffectState, type EffectStep } from "../effect/index.js";
 import type { PendingIntent, Receipt, RunContext } from "./types.js";
 import type { ExecutionEvent } from "./requests.js";
 
@@ -12,7 +13,9 @@ import type { ExecutionEvent } from "./requests.js";
  * An attempt records an intent (fenced by its lease and the cancellation epoch) before the call; the
  * receipt answers it. Asked again for the same key: a stored receipt answers without a call; an
  * intent without one (its attempt lost) is called again only if the tool is safe to repeat, looked
- * up first if its server can, and otherwise held for a person to settle.
+ * up first if its server can, and otherwise held for a person to settle. Those decisions are the
+ * effect machine's (`machines/effect/`, for tool calls and model turns alike); this file keeps its
+ * states on the run's steps (`intents`, `reconcile`), journals the receipts and answers the attempt.
  */
 
 type On<T extends ExecutionEvent["type"]> = Extract<ExecutionEvent, { type: T }>;
@@ -27,58 +30,107 @@ export function reconciling(run: RunContext | null | undefined, key: string): { 
   return undefined;
 }
 
-/** The stored receipt that completes the claim an intent asks for (the caller gets its response). */
-export function completedClaim(e: ExecutionEvent): Extract<Receipt, { state: "observed" }> | undefined {
+/** An intent command as the effect machine's event: with the run's `max_tool_calls` left, and its time. */
+function intentEvent(run: RunContext | null | undefined, plan: On<"effect.intent">["plan"] | undefined, e: On<"effect.intent">): EffectEvent {
+  const limit = plan?.limits?.max_tool_calls;
+  return {
+    type: "intent",
+    key: e.key,
+    attempt: e.attempt,
+    server: e.server,
+    tool: e.tool,
+    class: e.class,
+    ...(e.lookup ? { lookup: e.lookup } : {}),
+    ...(e.turn ? { turn: true } : {}),
+    ...(limit !== undefined ? { calls_left: limit - (run?.usage?.tool_calls ?? 0) } : {}),
+    ...(e.budget_exhausted !== undefined ? { budget_exhausted: e.budget_exhausted } : {}),
+    at: e.now,
+  };
+}
+
+/** The effect key's state in the run: its step's waiting intent or reconciliation, else its stored receipt. */
+function effectIn(run: RunContext | null | undefined, e: On<"effect.intent">): EffectState {
+  const n = run?.nodes[e.node];
+  return effectOf((n ? holderOf(n, e.item) : undefined) ?? {}, e.key, e.memory?.receipt(e.key));
+}
+
+/** What the effect machine decides on an intent command (its state as the run keeps it). */
+export function intentDecision(run: RunContext | null | undefined, e: ExecutionEvent): EffectStep | undefined {
   if (e.type !== "effect.intent") return undefined;
-  const r = e.memory?.receipt(e.key);
-  return r?.state === "observed" ? r : undefined;
+  return stepEffect(effectIn(run, e), intentEvent(run, e.plan, e));
+}
+
+/** The stored receipt that completes the claim an intent asks for (the caller gets its response). */
+export function completedClaim(run: RunContext | null | undefined, e: ExecutionEvent): { value: unknown } | undefined {
+  const step = intentDecision(run, e);
+  return step?.decision.decision === "answer_from_receipt" ? { value: step.decision.value } : undefined;
 }
 
 /** The intent was already recorded by this same attempt: its call is in flight (one effect, asked twice). */
 export function intentInFlight(run: RunContext | null | undefined, e: ExecutionEvent): boolean {
-  if (e.type !== "effect.intent") return false;
-  const n = run?.nodes[e.node];
-  const pending = n ? holderOf(n, e.item)?.intents?.[e.key] : undefined;
-  return pending?.attempt === e.attempt;
+  return intentDecision(run, e)?.decision.decision === "in_flight";
 }
 
 export function onIntent(d: Draft, e: On<"effect.intent">): void {
   const holder = holderOf(d.run.nodes[e.node]!, e.item)!;
-  const pending = holder.intents?.[e.key];
-  const lookup = e.lookup ?? pending?.lookup;
-  if (pending && pending.class === "non_idempotent" && !lookup) return park(d, e, holder, pending);
-  const limit = d.plan.limits?.max_tool_calls;
+  const state = effectOf(holder, e.key, d.memory.receipt(e.key));
+  const { next, decision } = stepEffect(state, intentEvent(d.run, d.plan, e));
+  switch (decision.decision) {
+    case "hold_for_reconciliation":
+      return park(d, e, holder, next.s === "held" ? next.intent : holder.intents![e.key]!);
+    case "refuse":
+      // A call beyond a ceiling is never made: its attempt stops and the run drains.
+      d.effects.push({ type: "runway.answer", value: { outcome: decision.reason } });
+      return decision.reason === "limit_reached"
+        ? refuseCall(d, e, holder, `max_tool_calls (${d.plan.limits?.max_tool_calls})`, "limit_reached")
+        : refuseCall(d, e, holder, `max_cost_cents (${e.budget_exhausted})`, "budget_exhausted");
+    case "answer_from_receipt":
+      // Guarded before (`claimCompleted`): answered at no write.
+      d.effects.push({ type: "runway.answer", value: { outcome: "observed", value: decision.value } });
+      return;
+    case "in_flight":
+      d.effects.push({ type: "runway.answer", value: { outcome: "in_flight" } });
+      return;
+    case "call":
+    case "call_again":
+    case "lookup_first":
+      return recordCall(d, e, holder, next, decision);
+    default:
+      // No other decision answers an intent (`stepEffect`): nothing is recorded.
+      d.effects.push({ type: "runway.answer", value: { outcome: "in_flight" } });
+      return;
+  }
+}
+
+/** The machine decided a call (new, again, or after a lookup): its count and price, the intent kept, and the attempt's answer. */
+function recordCall(
+  d: Draft,
+  e: On<"effect.intent">,
+  holder: Holder,
+  next: EffectState,
+  decision: Extract<EffectDecision, { decision: "call" | "call_again" | "lookup_first" }>,
+): void {
+  const again = decision.decision !== "call";
   const usage = d.run.usage ?? { steps: 0, tool_calls: 0 };
-  if (!pending && !e.turn && limit !== undefined && usage.tool_calls >= limit) {
-    // A call beyond the ceiling is never made: its attempt stops and the run drains.
-    d.effects.push({ type: "runway.answer", value: { outcome: "limit_reached" } });
-    return refuseCall(d, e, holder, `max_tool_calls (${limit})`, "limit_reached");
-  }
-  if (e.budget_exhausted !== undefined) {
-    // The meter refused the call on the tree's money ceiling: it is not made, and the run drains.
-    d.effects.push({ type: "runway.answer", value: { outcome: "budget_exhausted" } });
-    return refuseCall(d, e, holder, `max_cost_cents (${e.budget_exhausted})`, "budget_exhausted");
-  }
   const cost = e.cost_cents ?? 0;
-  if ((!pending && !e.turn) || cost > 0)
+  if ((!again && !e.turn) || cost > 0)
     d.run.usage = {
       ...usage,
-      tool_calls: usage.tool_calls + (pending || e.turn ? 0 : 1),
+      tool_calls: usage.tool_calls + (again || e.turn ? 0 : 1),
       ...(cost > 0 || usage.cost_cents ? { cost_cents: (usage.cost_cents ?? 0) + cost } : {}),
     };
   // The attempt now holds a lease (the intent is its first write), so a lost node's attempt is recovered as lost.
   if (holder.step!.status === "ready") onHeartbeat(d, e, { durable: false });
-  const intent: PendingIntent = { server: e.server, tool: e.tool, class: e.class, ...(lookup ? { lookup } : {}), attempt: e.attempt, at: d.now };
-  holder.intents = { ...holder.intents, [e.key]: intent };
+  keepEffect(holder, e.key, next);
   const where = { node: e.node, ...(e.item !== undefined ? { item: e.item } : {}) };
   // A person answered this tool's request for input: the call is made (again, for a lost attempt's) with the answers.
   const a = e.item === undefined ? d.run.nodes[e.node]!.approval : undefined;
   const answered = a && a.state !== "pending" && a.input && a.id.includes(`:input.${e.server}/${e.tool}.`) ? a.input : undefined;
   const input = answered ? { input: { responses: answered.responses, state: answered.state } } : {};
-  if (pending) {
+  if (again) {
     // Safe to call again (the same key goes with the call, so a server that deduplicates sees one
     // effect), or the server can tell whether it happened: ask it first.
-    const asks = pending.class === "non_idempotent" ? lookup : undefined;
+    const asks = decision.decision === "lookup_first" ? decision.tool : undefined;
     publish(d, "effect_reconciling", {
       ...where,
       attempt: e.attempt,
@@ -154,10 +206,11 @@ function park(d: Draft, e: On<"effect.intent">, holder: Holder, pending: Pending
 /** Stores a receipt for one of the holder's waiting intents (a receipt for no waiting intent is dropped: it was settled). */
 export function recordReceipt(d: Draft, node: string, item: number | undefined, holder: Holder, receipt: Receipt, cost_cents = 0): boolean {
   const pending = holder.intents?.[receipt.key];
-  if (!pending) return false;
-  const { [receipt.key]: _done, ...rest } = holder.intents!;
-  if (Object.keys(rest).length > 0) holder.intents = rest;
-  else delete holder.intents;
+  // The key as the step keeps it (a receipt for it stored already is not asked for: its intent is gone).
+  const { next, decision } = stepEffect(effectOf(holder, receipt.key), { type: "receipt", receipt });
+  // Recorded only for a waiting intent (a held key whose intent a late receipt answered has none left).
+  if (decision.decision !== "record" || !pending) return false;
+  keepEffect(holder, receipt.key, next);
   d.effects.push({ type: "runway.journal", data: { t: "receipt", ...receipt, ...(cost_cents > 0 ? { cost_cents } : {}) } });
   d.run.receipts = (d.run.receipts ?? 0) + 1;
   publish(d, receipt.state === "observed" ? "effect_observed" : "effect_failed", {
@@ -264,22 +317,12 @@ export function onSettle(d: Draft, e: On<"effect.settle">): void {
   const found = reconciling(d.run, e.key)!;
   const { node: id, item, holder } = found;
   const node = d.byId.get(id)!;
+  const { decision } = stepEffect(effectOf(holder, e.key), { type: "settle", key: e.key, decision: e.decision, result: e.result, by: e.by, at: d.now });
   delete holder.reconcile;
-  const at = d.now;
-  if (e.decision === "done") recordReceipt(d, id, item, holder, { key: e.key, state: "observed", value: e.result ?? null, at, by: e.by });
-  else
-    recordReceipt(d, id, item, holder, {
-      key: e.key,
-      state: "failed",
-      error:
-        e.decision === "retry"
-          ? { code: "settled_not_done", message: `${e.by} settled it as not done: the call is made again` }
-          : { code: "effect_abandoned", message: `${e.by} abandoned it` },
-      at,
-      by: e.by,
-    });
+  if (decision.decision !== "settled") return;
+  recordReceipt(d, id, item, holder, decision.receipt);
   d.effects.push({ type: "runway.answer", value: { outcome: "settled", decision: e.decision, node: id, ...(item !== undefined ? { item } : {}) } });
-  if (e.decision === "abandon") {
+  if (decision.then === "fail_step") {
     const minted = applyStepOp(holder.step!, { op: "lease", now: d.now });
     if (minted.outcome === "moved") {
       const error: StepError = { code: "effect_abandoned", message: `the intent ${e.key} was abandoned by ${e.by}`, retryable: false };

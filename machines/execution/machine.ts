@@ -236,7 +236,7 @@ export const executionMachine = setup({
       isCurrentAttempt(context.run?.nodes[event.node], event.item, event.attempt, event.lease_epoch) &&
       intentNeedsApproval(context.run, event),
     /** The journal holds an `observed` receipt for the intent's key: the claim is complete. */
-    claimCompleted: ({ event }) => isCommand(event) && completedClaim(event) !== undefined,
+    claimCompleted: ({ context, event }) => isCommand(event) && completedClaim(context.run, event) !== undefined,
     /** This attempt recorded the same intent already: its one call is in flight. */
     intentInFlight: ({ context, event }) => isCommand(event) && intentInFlight(context.run, event),
     /** A receipt for an intent a requested cancel let finish: recorded whatever the attempt's cancellation epoch. */
@@ -289,8 +289,8 @@ export const executionMachine = setup({
     answerNotCurrent: enqueueActions(({ context, event, enqueue }) => {
       enqueue.emit({ type: "runway.answer", value: { outcome: cancelStale(context, event) ? "stale_cancel_epoch" : "stale_lease" } });
     }),
-    answerClaim: enqueueActions(({ event, enqueue }) => {
-      const claim = isCommand(event) ? completedClaim(event) : undefined;
+    answerClaim: enqueueActions(({ context, event, enqueue }) => {
+      const claim = isCommand(event) ? completedClaim(context.run, event) : undefined;
       if (claim) enqueue.emit({ type: "runway.answer", value: { outcome: "observed", value: claim.value } });
     }),
     answerInFlight: emit({ type: "runway.answer", value: { outcome: "in_flight" } }),

@@ -17,7 +17,11 @@ export class RunFacts implements RunMemory {
 
   add(fact: RunFact): void {
     if (fact.t === "input") this.input = fact.value;
-    else if (fact.t === "output") (this.outputs ??= new Map()).set(fact.node, fact.value);
+    else if (fact.t === "output")
+      (this.outputs ??= new Map()).set(
+        fact.node,
+        outputValue(fact, (key) => this.receipt(key)),
+      );
     else if (fact.t === "intent" || fact.t === "task" || fact.t === "approval" || fact.t === "decision") return;
     else if (fact.t === "receipt") {
       const { t: _t, ...receipt } = fact;
@@ -69,7 +73,11 @@ export class RunFacts implements RunMemory {
     if (pending.length === 0) return this;
     const extra = new RunFacts();
     extra.input = this.input;
-    for (const f of pending) extra.add(f);
+    // An output that names a receipt names one stored with it (pending too), or earlier (here).
+    for (const f of pending)
+      extra.add(
+        f.t === "output" && "receipt" in f ? { t: "output", node: f.node, value: outputValue(f, (key) => extra.receipt(key) ?? this.receipt(key)) } : f,
+      );
     return {
       input: extra.input,
       output: (node) => (extra.hasOutput(node) ? extra.output(node) : this.output(node)),
@@ -87,6 +95,16 @@ export class RunFacts implements RunMemory {
     }
     return true;
   }
+}
+
+/**
+ * An output fact's value: its own, or (a tool node's) the value of the observed receipt it names,
+ * which its write stored before it (null if none is known: never the case for a stored journal).
+ */
+export function outputValue(fact: Extract<RunFact, { t: "output" }>, receipt: (key: string) => Receipt | undefined): unknown {
+  if (!("receipt" in fact)) return fact.value;
+  const r = receipt(fact.receipt);
+  return r?.state === "observed" ? r.value : null;
 }
 
 /** A version-1 head (before journals) held its input and outputs itself. */

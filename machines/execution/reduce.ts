@@ -245,7 +245,10 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
   const n = d.run.nodes[e.node]!;
   const holder = holderOf(n, e.item)!;
   if (holder.step!.status === "ready") takeOffer(d, holder);
-  for (const receipt of e.receipts ?? []) recordReceipt(d, e.node, e.item, holder, receipt);
+  // The receipt the output is (a tool node's answer), when this write journals it: the output names it, not a second copy.
+  let once: string | undefined;
+  for (const receipt of e.receipts ?? [])
+    if (recordReceipt(d, e.node, e.item, holder, receipt) && receipt.key === e.output_receipt && receipt.state === "observed") once = receipt.key;
   delete holder.task;
   const step = holder.step!;
   const error: StepError = e.error ?? { code: "handler_error", message: "failed", retryable: true };
@@ -256,7 +259,7 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
   if (r.outcome !== "moved") return;
   holder.step = r.state;
   delete holder.lease_expires_at;
-  const output = e.outcome === "succeeded" ? (e.output === undefined ? null : e.output) : undefined;
+  const output = e.outcome === "succeeded" ? resultOutput(d, e) : undefined;
   if (r.state.status === "ready") {
     publish(d, "step_retrying", {
       node: e.node,
@@ -272,11 +275,19 @@ function onResult(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>)
   } else if (r.state.status === "succeeded") {
     // A tool node's write keeps the refs it reported with its result (C074).
     if (e.refs?.length && node.kind === "code" && node.tool) n.refs = e.refs;
-    succeed(d, e.node, output, e.attempt);
+    succeed(d, e.node, output, e.attempt, once);
   } else {
     retryOrFail(d, node, undefined, error);
   }
   advance(d);
+}
+
+/** A successful result's output: its own, or (a tool node's) the value of the observed receipt it names, sent with it or stored before. */
+function resultOutput(d: Draft, e: Extract<ExecutionEvent, { type: "step.result" }>): unknown {
+  if (e.output_receipt === undefined) return e.output === undefined ? null : e.output;
+  const key = e.output_receipt;
+  const r = e.receipts?.find((x) => x.key === key && x.state === "observed") ?? d.memory.receipt(key);
+  return r?.state === "observed" ? r.value : e.output === undefined ? null : e.output;
 }
 
 /** An attempt stopped because its node no longer surely held the run's partition (see `failurePolicy`). */

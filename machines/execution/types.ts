@@ -3,6 +3,7 @@ import type { RunLifecycle } from "../run/index.js";
 import type { StepError, StepState } from "../step/index.js";
 import type { NodeStatus } from "../workflow/index.js";
 import type { RunLane } from "../tenant/index.js";
+import type { EffectIntent, EffectReceipt } from "../effect/index.js";
 
 export type { RunCommand, RunSeed } from "./commands.js";
 
@@ -119,22 +120,11 @@ export interface TaskRef {
   writes?: string;
 }
 
-/** An effect intent waiting for its receipt (in the head while it waits). */
-export interface PendingIntent {
-  server: string;
-  tool: string;
-  class: ToolClass;
-  /** A tool of the same server that tells whether this call happened (asked before calling a non-idempotent tool again). */
-  lookup?: string;
-  /** The attempt that recorded it (or last reconciled it by calling again). */
-  attempt: number;
-  at: number;
-}
+/** An effect intent waiting for its receipt (in the head while it waits): the effect machine's (`machines/effect/`). */
+export type PendingIntent = EffectIntent;
 
 /** What a receipt says: the call's response is known (`observed`), or it is known that it had no effect (`failed`). */
-export type Receipt =
-  | { key: string; state: "observed"; value: unknown; at: number; by?: string }
-  | { key: string; state: "failed"; error: { code: string; message: string }; at: number; by?: string };
+export type Receipt = EffectReceipt;
 
 /** A map's items: those in flight (or waiting to retry) by index, and counters for the rest. */
 export interface MapRun {
@@ -198,6 +188,8 @@ export interface NodeRun extends Omit<ItemRun, "step"> {
 export type RunFact =
   | { t: "input"; value: unknown }
   | { t: "output"; node: string; value: unknown }
+  /** A tool node's output: the value of its observed receipt `receipt` (stored before it, in the same write): a result is journaled once. */
+  | { t: "output"; node: string; receipt: string }
   | { t: "item"; node: string; i: number; value: unknown }
   | IntentFact
   /** `cost_cents`: a priced model turn's charge. */

@@ -1,0 +1,16 @@
+export {
+  stepEffect,
+  effectOf,
+  keepEffect,
+  type EffectHolder,
+  NO_EFFECT,
+  EFFECT_STATES,
+  EFFECT_EVENTS,
+  EFFECT_MOVES,
+  type EffectState,
+  type EffectEvent,
+  type EffectDecision,
+  type EffectStep,
+  type EffectIntent,
+  type EffectReceipt,
+} from "./machine.js";
