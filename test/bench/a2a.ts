@@ -10,7 +10,9 @@
  * - `stream_first_event_ms`: `SendStreamingMessage` → its first event (the task), the stream then
  *   read to its end;
  * - `get_task_ms` beside `runs_get_ms`: one read of an ended task by A2A `GetTask`, and of its run
- *   by `runs.get` over NATS: what HTTP, the SDK's client and server, and the task's record cost.
+ *   by `runs.get` over NATS: what HTTP, the SDK's client and server, and the task's record cost;
+ *   `get_task_http_ms` the same `GetTask` as one kept-alive HTTP request (as `blocking_ms`: without
+ *   the SDK client's `fetch`).
  *
  * - `streams`: A2A_STREAMS (default 1,000; 0 skips it) `SendStreamingMessage` streams opened at once
  *   on the node, each the run of a one-step workflow that sleeps (a durable timer: the task stays
@@ -96,7 +98,11 @@ export async function a2a(): Promise<Record<string, unknown>> {
       await a2aClient.getTask(GetTaskRequest.fromJSON({ id: ended }));
       const t1 = performance.now();
       await client.getRun(ended);
-      return { a2a: t1 - t0, nats: performance.now() - t1 };
+      const t2 = performance.now();
+      const i = n++;
+      const answer = await postJson(`${node.httpUrl}/a2a/bench/echo/`, keptAlive, { jsonrpc: "2.0", id: i, method: "GetTask", params: { id: ended } });
+      if (!/"state":"TASK_STATE_COMPLETED"/.test(answer)) throw new Error(`task not read: ${answer.slice(0, 300)}`);
+      return { a2a: t1 - t0, nats: t2 - t1, http: performance.now() - t2 };
     };
     const streaming = async () => {
       const t0 = performance.now();
@@ -111,6 +117,7 @@ export async function a2a(): Promise<Record<string, unknown>> {
     const blockedSdk: number[] = [];
     const firsts: number[] = [];
     const getTask: number[] = [];
+    const getTaskHttp: number[] = [];
     const runsGet: number[] = [];
     for (let i = 0; i < samples; i++) {
       nats.push(await viaNats());
@@ -119,6 +126,7 @@ export async function a2a(): Promise<Record<string, unknown>> {
       firsts.push(await streaming());
       const r = await reads();
       getTask.push(r.a2a);
+      getTaskHttp.push(r.http);
       runsGet.push(r.nats);
     }
     keptAlive.destroy();
@@ -136,6 +144,7 @@ export async function a2a(): Promise<Record<string, unknown>> {
       blocking_sdk_ms: percentiles(blockedSdk),
       stream_first_event_ms: percentiles(firsts),
       get_task_ms: percentiles(getTask),
+      get_task_http_ms: percentiles(getTaskHttp),
       runs_get_ms: percentiles(runsGet),
       added_p50_ms: added,
       ...(streamsFigures ? { streams: streamsFigures } : {}),
