@@ -3,6 +3,8 @@
  * workflow (`echo`), per sample and alternately:
  *
  * - `nats_ms`: `runs.start` over NATS → the run's `run_succeeded` event → `runs.get` (its result);
+ * - `nats_keyed_ms`: the same with a start key (as an A2A task's start has: the start looks its run
+ *   up first, and asks its tenant after the definition is read rather than beside it);
  * - `blocking_ms`: a blocking JSON-RPC `SendMessage` as one HTTP request on a kept-alive connection
  *   (`node:http`, as a service calling the agent would) → the completed task with the result as
  *   its artifact; `blocking_sdk_ms` the same by the A2A SDK's client (`fetch`: undici's own cost
@@ -72,6 +74,15 @@ export async function a2a(): Promise<Record<string, unknown>> {
       await client.getRun(id);
       return performance.now() - t0;
     };
+    const viaNatsKeyed = async () => {
+      const t0 = performance.now();
+      const i = n++;
+      const s = await client.startRun({ definition: "echo", input: { n: i }, start_key: { source: "bench", delivery_id: `k-${process.pid}-${i}` } });
+      const id = (s.run as { id: string }).id;
+      if ((await finished(id)) !== "run_succeeded") throw new Error(`run ${id} failed`);
+      await client.getRun(id);
+      return performance.now() - t0;
+    };
     let ended = "";
     const blockingSdk = async () => {
       const t0 = performance.now();
@@ -111,8 +122,9 @@ export async function a2a(): Promise<Record<string, unknown>> {
       return first!;
     };
     progress(`a2a: ${WARM_UP} warm-up + ${samples} samples of each, one at a time`);
-    for (let i = 0; i < WARM_UP; i++) await Promise.resolve().then(viaNats).then(blocking).then(blockingSdk).then(streaming);
+    for (let i = 0; i < WARM_UP; i++) await Promise.resolve().then(viaNats).then(viaNatsKeyed).then(blocking).then(blockingSdk).then(streaming);
     const nats: number[] = [];
+    const natsKeyed: number[] = [];
     const blocked: number[] = [];
     const blockedSdk: number[] = [];
     const firsts: number[] = [];
@@ -121,6 +133,7 @@ export async function a2a(): Promise<Record<string, unknown>> {
     const runsGet: number[] = [];
     for (let i = 0; i < samples; i++) {
       nats.push(await viaNats());
+      natsKeyed.push(await viaNatsKeyed());
       blocked.push(await blocking());
       blockedSdk.push(await blockingSdk());
       firsts.push(await streaming());
@@ -140,6 +153,7 @@ export async function a2a(): Promise<Record<string, unknown>> {
       samples,
       warm_up: WARM_UP,
       nats_ms: natsP,
+      nats_keyed_ms: percentiles(natsKeyed),
       blocking_ms: blockingP,
       blocking_sdk_ms: percentiles(blockedSdk),
       stream_first_event_ms: percentiles(firsts),
@@ -147,6 +161,8 @@ export async function a2a(): Promise<Record<string, unknown>> {
       get_task_http_ms: percentiles(getTaskHttp),
       runs_get_ms: percentiles(runsGet),
       added_p50_ms: added,
+      // What A2A adds over a start as keyed as its own (the target is over one without a key).
+      added_over_keyed_p50_ms: blockingP.p50 - percentiles(natsKeyed).p50,
       ...(streamsFigures ? { streams: streamsFigures } : {}),
       target: { added_p50_ms_max: TARGET_ADDED_P50_MS },
       target_met: added <= TARGET_ADDED_P50_MS,
