@@ -199,8 +199,8 @@ function hot(req: Request): boolean {
  * `SendMessage` and `GetTask` by the SDK's own JSON-RPC transport (its validation, its type
  * conversions both ways, its error mapping), called here rather than through its express router:
  * the router's layers (a second content-type check and JSON parser, the context and card lookups,
- * the version check) are what {@link hot} already established, and skipping them is the part of
- * a task's HTTP cost that is ours to cut (docs/a2a.md "Endpoints"). The answer is the router's:
+ * the version check) are what {@link hot} already established; skipping them cuts about 0.08 ms
+ * of a blocking send at p50 (docs/a2a.md "Serving", "The hot methods"). The answer is the router's:
  * the transport's envelope as HTTP 200, or, for what the transport throws, its mapped error (500
  * for an internal one). Every other request, method and version goes through the SDK's router.
  */
