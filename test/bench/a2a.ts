@@ -3,6 +3,8 @@
  * workflow (`echo`), per sample and alternately:
  *
  * - `nats_ms`: `runs.start` over NATS → the run's `run_succeeded` event → `runs.get` (its result);
+ * - `nats_keyed_ms`: the same with a start key (as an A2A task's start has: the start looks its run
+ *   up first, and asks its tenant after the definition is read rather than beside it);
  * - `blocking_ms`: a blocking JSON-RPC `SendMessage` as one HTTP request on a kept-alive connection
  *   (`node:http`, as a service calling the agent would) → the completed task with the result as
  *   its artifact; `blocking_sdk_ms` the same by the A2A SDK's client (`fetch`: undici's own cost
@@ -10,7 +12,9 @@
  * - `stream_first_event_ms`: `SendStreamingMessage` → its first event (the task), the stream then
  *   read to its end;
  * - `get_task_ms` beside `runs_get_ms`: one read of an ended task by A2A `GetTask`, and of its run
- *   by `runs.get` over NATS: what HTTP, the SDK's client and server, and the task's record cost.
+ *   by `runs.get` over NATS: what HTTP, the SDK's client and server, and the task's record cost;
+ *   `get_task_http_ms` the same `GetTask` as one kept-alive HTTP request (as `blocking_ms`: without
+ *   the SDK client's `fetch`).
  *
  * - `streams`: A2A_STREAMS (default 1,000; 0 skips it) `SendStreamingMessage` streams opened at once
  *   on the node, each the run of a one-step workflow that sleeps (a durable timer: the task stays
@@ -70,6 +74,15 @@ export async function a2a(): Promise<Record<string, unknown>> {
       await client.getRun(id);
       return performance.now() - t0;
     };
+    const viaNatsKeyed = async () => {
+      const t0 = performance.now();
+      const i = n++;
+      const s = await client.startRun({ definition: "echo", input: { n: i }, start_key: { source: "bench", delivery_id: `k-${process.pid}-${i}` } });
+      const id = (s.run as { id: string }).id;
+      if ((await finished(id)) !== "run_succeeded") throw new Error(`run ${id} failed`);
+      await client.getRun(id);
+      return performance.now() - t0;
+    };
     let ended = "";
     const blockingSdk = async () => {
       const t0 = performance.now();
@@ -96,7 +109,11 @@ export async function a2a(): Promise<Record<string, unknown>> {
       await a2aClient.getTask(GetTaskRequest.fromJSON({ id: ended }));
       const t1 = performance.now();
       await client.getRun(ended);
-      return { a2a: t1 - t0, nats: performance.now() - t1 };
+      const t2 = performance.now();
+      const i = n++;
+      const answer = await postJson(`${node.httpUrl}/a2a/bench/echo/`, keptAlive, { jsonrpc: "2.0", id: i, method: "GetTask", params: { id: ended } });
+      if (!/"state":"TASK_STATE_COMPLETED"/.test(answer)) throw new Error(`task not read: ${answer.slice(0, 300)}`);
+      return { a2a: t1 - t0, nats: t2 - t1, http: performance.now() - t2 };
     };
     const streaming = async () => {
       const t0 = performance.now();
@@ -105,20 +122,24 @@ export async function a2a(): Promise<Record<string, unknown>> {
       return first!;
     };
     progress(`a2a: ${WARM_UP} warm-up + ${samples} samples of each, one at a time`);
-    for (let i = 0; i < WARM_UP; i++) await Promise.resolve().then(viaNats).then(blocking).then(blockingSdk).then(streaming);
+    for (let i = 0; i < WARM_UP; i++) await Promise.resolve().then(viaNats).then(viaNatsKeyed).then(blocking).then(blockingSdk).then(streaming);
     const nats: number[] = [];
+    const natsKeyed: number[] = [];
     const blocked: number[] = [];
     const blockedSdk: number[] = [];
     const firsts: number[] = [];
     const getTask: number[] = [];
+    const getTaskHttp: number[] = [];
     const runsGet: number[] = [];
     for (let i = 0; i < samples; i++) {
       nats.push(await viaNats());
+      natsKeyed.push(await viaNatsKeyed());
       blocked.push(await blocking());
       blockedSdk.push(await blockingSdk());
       firsts.push(await streaming());
       const r = await reads();
       getTask.push(r.a2a);
+      getTaskHttp.push(r.http);
       runsGet.push(r.nats);
     }
     keptAlive.destroy();
@@ -132,12 +153,16 @@ export async function a2a(): Promise<Record<string, unknown>> {
       samples,
       warm_up: WARM_UP,
       nats_ms: natsP,
+      nats_keyed_ms: percentiles(natsKeyed),
       blocking_ms: blockingP,
       blocking_sdk_ms: percentiles(blockedSdk),
       stream_first_event_ms: percentiles(firsts),
       get_task_ms: percentiles(getTask),
+      get_task_http_ms: percentiles(getTaskHttp),
       runs_get_ms: percentiles(runsGet),
       added_p50_ms: added,
+      // What A2A adds over a start as keyed as its own (the target is over one without a key).
+      added_over_keyed_p50_ms: blockingP.p50 - percentiles(natsKeyed).p50,
       ...(streamsFigures ? { streams: streamsFigures } : {}),
       target: { added_p50_ms_max: TARGET_ADDED_P50_MS },
       target_met: added <= TARGET_ADDED_P50_MS,

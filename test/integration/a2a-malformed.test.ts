@@ -141,3 +141,41 @@ it("A2A-9 1,000 malformed A2A requests get spec-shaped errors, the node keeps se
   const answer = (await good.json()) as { result?: { task?: { status?: { state?: string } } } };
   expect(answer.result?.task?.status?.state).toBe("TASK_STATE_COMPLETED");
 }, 120_000);
+
+it("A2A-9 SendMessage and GetTask answer the same by the hot route (server.ts serveHot) as by the SDK's JSON-RPC router, byte for byte", async () => {
+  expect((await world.client.putDefinition({ name: "echo", nodes: [{ id: "e", kind: "code", handler: "echo", input: "${input}" }] })).outcome).toMatch(
+    /published|unchanged/,
+  );
+  await world.client.exposeAgent({ definition: "echo", public: true });
+  const base = world.node.httpUrl!;
+  const post = async (body: string, headers: Record<string, string>) => {
+    const res = await fetch(`${base}/a2a/t1/echo`, { method: "POST", headers: { "a2a-version": "1.0", ...headers }, body });
+    const answered = Object.fromEntries([...res.headers].filter(([name]) => name !== "date"));
+    return { status: res.status, headers: answered, text: await res.text() };
+  };
+  const first = JSON.parse(
+    (await post(rpc("SendMessage", message([{ data: { n: 1 } }], { messageId: "m-same" })), { "content-type": "application/json" })).text,
+  ) as {
+    result: { task: { id: string } };
+  };
+  const hotAndSdk = [
+    ...RPC.filter((c) => c.body?.includes('"method":"SendMessage"') || c.body?.includes('"method":"GetTask"')).map((c) => c.body!),
+    rpc("GetTask", { id: first.result.task.id }),
+    rpc("GetTask", { id: first.result.task.id }, "a string id"),
+    rpc("GetTask", { id: first.result.task.id }, null),
+    rpc("SendMessage", message([{ data: { n: 2 } }], { messageId: "m-same" })),
+    rpc("SendMessage", { ...message([{ text: "again" }], { messageId: "m-same" }), configuration: { returnImmediately: true } }, 7),
+    rpc("GetTask", { id: first.result.task.id, tenant: "t1" }),
+    rpc("GetTask", {}),
+    JSON.stringify({ jsonrpc: "2.0", id: 1.5, method: "GetTask", params: { id: "x" } }),
+    JSON.stringify({ jsonrpc: "2.0", method: "GetTask", params: { id: first.result.task.id } }),
+  ];
+  for (const body of hotAndSdk) {
+    for (const type of ["application/json", "application/json; charset=utf-8"]) {
+      const hot = await post(body, { "content-type": type });
+      // An extension header (none is served, so it changes nothing) sends the request through the SDK's router.
+      const sdk = await post(body, { "content-type": type, "a2a-extensions": "urn:example:none" });
+      expect(hot, body.slice(0, 120)).toEqual(sdk);
+    }
+  }
+}, 60_000);
