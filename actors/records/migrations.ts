@@ -32,8 +32,14 @@ export const MIGRATIONS = {
       const value = p?.value === "queued" || p?.value === "running" || p?.value === "waiting" ? { live: p.value } : p?.value;
       return { ...p, value };
     },
+    /**
+     * Nothing in the snapshot changes. From 5 a run's journal may store a tool step's output as the
+     * receipt it is (`{t:"output", receipt}`, machines/effect): a node of format 4 would read that
+     * output as missing, so it must refuse such a run's record (too new) rather than decide on it.
+     */
+    4: (snapshot: unknown) => snapshot,
   },
 } as const satisfies Record<string, Readonly<Record<number, MigrationStep>>>;
 
 /** The version records of each kind are written with now: one past the table's last step. */
-export const RECORD_VERSIONS = { run: 4 } as const;
+export const RECORD_VERSIONS = { run: 5 } as const;

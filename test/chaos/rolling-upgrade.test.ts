@@ -14,7 +14,7 @@ import type { RunAnswer } from "../integration/workflow-support.js";
 /**
  * Issue 41 §2: a rolling upgrade. Version N is this tree as it was just before the run record's
  * current format (the parent of the commit that set `RECORD_VERSIONS.run` to today's value, so the
- * migration table's last step is what carries N's records over: format 3 → 4 when written),
+ * migration table's last step is what carries N's records over when written),
  * checked out as a detached git worktree beside this one and run from its own sources; N+1 is this tree. Two N nodes serve a
  * stream of sequential runs; then, one at a time, an N+1 node joins and an N node is drained by
  * SIGTERM (its partitions handed over, its attempts finished or released) and exits.

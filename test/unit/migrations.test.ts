@@ -100,12 +100,19 @@ describe("the migration table", () => {
     expect((MIGRATIONS.run[3]({ value: "new", context: { run: null } }) as Persisted).value).toBe("new");
   });
 
+  it("run 4 → 5 changes nothing (5 marks journals that may hold an output as its receipt, which a node of format 4 must refuse)", () => {
+    for (const { id, record } of runs) {
+      const v4 = MIGRATIONS.run[3](MIGRATIONS.run[2](MIGRATIONS.run[1](record.snapshot)));
+      expect(MIGRATIONS.run[4](v4), id).toBe(v4);
+    }
+  });
+
   it("the host's read decodes each stored run and runs the steps from its version: the snapshot the steps give, one after the other", () => {
     for (const { id, bytes, record } of runs) {
       const read = decodeActor(RUN_RECORD, { outcome: "found", message: { subject: `$KV.x.run.${id}`, seq: 7, data: bytes, headers: {} } });
       expect(read.outcome, id).toBe("found");
       if (read.outcome !== "found") continue;
-      const chained = MIGRATIONS.run[3](MIGRATIONS.run[2](MIGRATIONS.run[1](record.snapshot))) as Persisted;
+      const chained = MIGRATIONS.run[4](MIGRATIONS.run[3](MIGRATIONS.run[2](MIGRATIONS.run[1](record.snapshot)))) as Persisted;
       expect(read.persisted, id).toEqual(chained);
       expect(read.snapshot, id).toEqual({ value: chained.value, context: chained.context });
       expect(read.revision, id).toBe(7);
