@@ -7,8 +7,19 @@ import { workflowWorld, type RunAnswer } from "./workflow-support.js";
 const world = workflowWorld({ name: "agent-node" });
 let fx: EffectsServerHandle;
 let openai: ModelFakeHandle;
+let anthropic: ModelFakeHandle;
 
-type Line = { kind: string; node?: string; turn?: number; model?: string; input_tokens?: number; output_tokens?: number; tool?: string; state?: string };
+type Line = {
+  kind: string;
+  node?: string;
+  turn?: number;
+  model?: string;
+  input_tokens?: number;
+  output_tokens?: number;
+  latency_ms?: number;
+  tool?: string;
+  state?: string;
+};
 
 /** The agent's two tools: set_value (idempotent per effect key) and get_value (read-only). */
 const TOOLS = ["fx/set_value", "fx/get_value"];
@@ -22,14 +33,17 @@ const SCRIPT = [
 beforeAll(async () => {
   fx = await startEffectsServer({ http: true });
   openai = await startModelFake("openai", []);
+  anthropic = await startModelFake("anthropic", []);
   const c = world.client;
   expect((await c.putToolServer({ name: "fx", transport: { type: "http", url: fx.url } })).outcome).toBe("saved");
   expect((await c.putModelProvider({ name: "scripted", kind: "scripted", script: { turns: SCRIPT } })).outcome).toBe("created");
   expect((await c.putModelProvider({ name: "oa", kind: "openai", base_url: openai.baseUrl, api_key: "sk-test" })).outcome).toBe("created");
+  expect((await c.putModelProvider({ name: "an", kind: "anthropic", base_url: anthropic.baseUrl, api_key: "sk-ant-test" })).outcome).toBe("created");
 }, 60_000);
 afterAll(async () => {
   await fx?.stop();
   await openai?.stop();
+  await anthropic?.stop();
 });
 
 async function runAgent(name: string, node: Record<string, unknown>, input: unknown = { question: "Which city?" }): Promise<RunAnswer> {
@@ -95,6 +109,37 @@ describe("agent node", () => {
     // The tools were offered to the model under their exposed names, with the server's schemas.
     const first = (await openai.requests()).requests[0]!.body as { tools?: { function: { name: string; parameters: unknown } }[] };
     expect(first.tools?.map((t) => t.function.name)).toEqual(["fx__set_value", "fx__get_value"]);
+  });
+
+  it("against a fake Anthropic server (a real process): a 429 with retry-after and a 500 are retried, tool calls split across streamed chunks, usage in the stream; the agent completes and the trajectory shows each turn and call", async () => {
+    await anthropic.script([
+      { status: 429, headers: { "retry-after-ms": "20" } },
+      { status: 500 },
+      {
+        reply: {
+          tool_calls: [{ name: "fx__set_value", arguments: { key: "shape", value: "oval" } }],
+          usage: { input_tokens: 25, output_tokens: 9 },
+          chunk_chars: 3,
+        },
+      },
+      { reply: { tool_calls: [{ name: "fx__get_value", arguments: { key: "shape" } }], usage: { input_tokens: 44, output_tokens: 8 }, chunk_chars: 3 } },
+      { reply: { text: "It is oval.", usage: { input_tokens: 60, output_tokens: 5 } } },
+    ]);
+    await anthropic.reset();
+    const run = await runAgent("agent-anthropic", { model: "an/fake-claude" });
+    expect(run.status, JSON.stringify(run)).toBe("succeeded");
+    expect(run.result).toEqual({ ask: "It is oval." });
+    // Two refused requests, then one a turn.
+    expect((await anthropic.requests()).count).toBe(5);
+    const lines = await trajectory(run.id);
+    expect(lines.filter((l) => l.kind === "model_turn").map((t) => [t.turn, t.model, t.input_tokens, t.output_tokens])).toEqual([
+      [0, "fake-claude", 25, 9],
+      [1, "fake-claude", 44, 8],
+      [2, "fake-claude", 60, 5],
+    ]);
+    expect(lines.filter((l) => l.kind === "tool_call").map((c) => c.tool)).toEqual(["set_value", "get_value"]);
+    for (const turn of lines.filter((l) => l.kind === "model_turn")) expect(turn.latency_ms).toBeGreaterThanOrEqual(0);
+    expect(fx.counts().values.shape).toBe("oval");
   });
 
   it("output_schema: a final answer that does not match gets one repair turn, then invalid_output", async () => {
