@@ -29,7 +29,8 @@ export {
   type Effect,
 } from "./reduce.js";
 export { RunFacts, factsOfHeadV1, isHeadV1, migrateHeadV1, outputValue } from "./memory.js";
-export { ticketId, type AliveAttempt } from "./attempts.js";
+export { ticketId } from "./attempts.js";
+export type { AliveAttempt } from "./leases.js";
 export { changedKeys } from "./items.js";
 export {
   type RunCommand,

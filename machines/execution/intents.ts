@@ -1,5 +1,6 @@
 import { applyStepOp, type StepError } from "../step/index.js";
-import { holderOf, offer, onHeartbeat, parkAttempt, policyOf, pumpMap, retryOrFail, takeOffer, type Holder } from "./attempts.js";
+import { holderOf, offer, parkAttempt, policyOf, pumpMap, retryOrFail, takeOffer, type Holder } from "./attempts.js";
+import { onHeartbeat } from "./leases.js";
 import { publish, TASK_POLL, type Draft, type TaskPoll } from "./draft.js";
 import { advance } from "./progression.js";
 import { ceilingDrain, stopHolder } from "./ceilings.js";

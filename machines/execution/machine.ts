@@ -1,6 +1,7 @@
 import { assign, emit, enqueueActions, setup } from "xstate";
 import { applyRunOp, LEGAL_FROM, RUN_OP_TARGET, RUN_OPS, RUN_STATUSES, TERMINAL, type RunStatus } from "../run/index.js";
-import { holderOf, isAlive, isLeased, isOffered } from "./attempts.js";
+import { holderOf, isLeased, isOffered } from "./attempts.js";
+import { isAlive } from "./leases.js";
 import { holdersOf, liveAttempts } from "./draft.js";
 import { createRefusal } from "./create.js";
 import { decisions, type Decided } from "./reduce.js";

@@ -16,22 +16,8 @@ import { cancelRequested, holdUnknown, onCancel, onLateReceipt, onLateResult, se
 import { queuedLifecycle, type RunOpEvent } from "../run/index.js";
 import { applyStepOp, type RetryPolicy, type StepError } from "../step/index.js";
 import { planIndex, validateAgainstSchema, type PlanNode } from "../workflow/index.js";
-import {
-  expireLease,
-  holderOf,
-  isAlive,
-  leaseHandedOver,
-  loseDispatch,
-  offer,
-  onHeartbeat,
-  policyOf,
-  pumpMap,
-  retryOrFail,
-  settleItem,
-  takeOffer,
-  type AliveAttempt,
-  type Holder,
-} from "./attempts.js";
+import { holderOf, loseDispatch, offer, policyOf, pumpMap, retryOrFail, settleItem, takeOffer, type Holder } from "./attempts.js";
+import { expireLease, isAlive, leaseHandedOver, onHeartbeat, type AliveAttempt } from "./leases.js";
 import { fail, holdersOf, METRICS_CHANNEL, move, PLATFORM_RETRIES, publish, runSummary, succeed, type Draft, type Effect } from "./draft.js";
 import { admitItems, askExpansion, releaseExpansions } from "./expansion.js";
 import { advance, ceilingStop, finish, stopNodes } from "./progression.js";
