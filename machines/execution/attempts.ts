@@ -9,6 +9,7 @@ import {
   holdersOf,
   liveAttempts,
   MAP_OUTPUT_LIMIT,
+  PLATFORM_RETRIES,
   publish,
   recordItem,
   scopeOf,
@@ -39,6 +40,24 @@ export function policyOf(node: PlanNode, holder?: Holder): RetryPolicy {
   const own = "retry" in node ? node.retry : { max_attempts: 1, backoff_ms: 0, max_backoff_ms: 0, multiplier: 2 };
   if (!holder || !("approval" in holder) || !holder.approval) return own;
   return { ...own, max_attempts: own.max_attempts + Math.max(1, holder.parks ?? 0) };
+}
+
+/** An attempt stopped because its node no longer surely held the run's partition (see `failurePolicy`). */
+export const LEASE_LAPSED = "lease_lapsed";
+/** An attempt that ended with nothing its run took: a write of its journal was refused (see `failurePolicy`). */
+export const ATTEMPT_INTERRUPTED = "attempt_interrupted";
+
+/**
+ * The retry policy a failure is judged under: the node's own, but an attempt that stopped because
+ * its node no longer surely held the run's partition (`lease_lapsed`, reported by that node) is the
+ * platform's failure, as a lost worker is (`onRecover`): retried at once, outside the node's
+ * retries. One whose worker thread died under it (`worker_crashed`: also a node stopping, which
+ * destroys its pool) is retried after the node's backoff, also outside its retries.
+ */
+export function failurePolicy(node: PlanNode, holder: Holder, error: StepError): RetryPolicy {
+  const own = policyOf(node, holder);
+  if (error.code === LEASE_LAPSED || error.code === ATTEMPT_INTERRUPTED) return { ...own, backoff_ms: 0, max_attempts: own.max_attempts + PLATFORM_RETRIES };
+  return error.code === "worker_crashed" ? { ...own, max_attempts: own.max_attempts + PLATFORM_RETRIES } : own;
 }
 
 export function timerName(node: string, item: number | undefined): string {

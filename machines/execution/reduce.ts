@@ -14,9 +14,9 @@ import {
 } from "./admission.js";
 import { cancelRequested, holdUnknown, onCancel, onLateReceipt, onLateResult, settleUnderCancel } from "./cancel.js";
 import { queuedLifecycle, type RunOpEvent } from "../run/index.js";
-import { applyStepOp, type RetryPolicy, type StepError } from "../step/index.js";
-import { planIndex, validateAgainstSchema, type PlanNode } from "../workflow/index.js";
-import { holderOf, loseDispatch, offer, policyOf, pumpMap, retryOrFail, settleItem, takeOffer, type Holder } from "./attempts.js";
+import { applyStepOp, type StepError } from "../step/index.js";
+import { planIndex, validateAgainstSchema } from "../workflow/index.js";
+import { failurePolicy, holderOf, loseDispatch, offer, policyOf, pumpMap, retryOrFail, settleItem, takeOffer } from "./attempts.js";
 import { expireLease, isAlive, leaseHandedOver, onHeartbeat, type AliveAttempt } from "./leases.js";
 import { fail, holdersOf, METRICS_CHANNEL, move, PLATFORM_RETRIES, publish, runSummary, succeed, type Draft, type Effect } from "./draft.js";
 import { admitItems, askExpansion, releaseExpansions } from "./expansion.js";
@@ -45,7 +45,7 @@ export {
   runSummary,
   type Effect,
 } from "./draft.js";
-export { LEASE_GRACE_MS, LEASE_AFTER_MS } from "./attempts.js";
+export { LEASE_GRACE_MS, LEASE_AFTER_MS, LEASE_LAPSED, ATTEMPT_INTERRUPTED } from "./attempts.js";
 
 const NO_OUTPUTS = { output: () => undefined, item: () => undefined, receipt: () => undefined };
 
@@ -274,24 +274,6 @@ function resultOutput(d: Draft, e: Extract<ExecutionEvent, { type: "step.result"
   const key = e.output_receipt;
   const r = e.receipts?.find((x) => x.key === key && x.state === "observed") ?? d.memory.receipt(key);
   return r?.state === "observed" ? r.value : e.output === undefined ? null : e.output;
-}
-
-/** An attempt stopped because its node no longer surely held the run's partition (see `failurePolicy`). */
-export const LEASE_LAPSED = "lease_lapsed";
-/** An attempt that ended with nothing its run took: a write of its journal was refused (see `failurePolicy`). */
-export const ATTEMPT_INTERRUPTED = "attempt_interrupted";
-
-/**
- * The retry policy a failure is judged under: the node's own, but an attempt that stopped because
- * its node no longer surely held the run's partition (`lease_lapsed`, reported by that node) is the
- * platform's failure, as a lost worker is (`onRecover`): retried at once, outside the node's
- * retries. One whose worker thread died under it (`worker_crashed`: also a node stopping, which
- * destroys its pool) is retried after the node's backoff, also outside its retries.
- */
-function failurePolicy(node: PlanNode, holder: Holder, error: StepError): RetryPolicy {
-  const own = policyOf(node, holder);
-  if (error.code === LEASE_LAPSED || error.code === ATTEMPT_INTERRUPTED) return { ...own, backoff_ms: 0, max_attempts: own.max_attempts + PLATFORM_RETRIES };
-  return error.code === "worker_crashed" ? { ...own, max_attempts: own.max_attempts + PLATFORM_RETRIES } : own;
 }
 
 function onTimer(d: Draft, e: Extract<ExecutionEvent, { type: "timer.fired" }>): void {
