@@ -1,9 +1,14 @@
+import type { HoldToken } from "./partition-hold.js";
+
 /**
  * An attempt's kill switch, cheap until used: most attempts end without being stopped, so the
  * AbortSignal (a tool call's) is made only when asked for, and the pool is stopped through the
  * function it handed over rather than by a listener on a signal.
  */
 export class AttemptStop {
+  /** The partition hold the attempt started under (see partition-hold.ts; none without a hold port). */
+  constructor(readonly hold?: HoldToken) {}
+
   private controller: AbortController | undefined;
   private cancelTask: (() => void) | undefined;
   private reason: string | undefined;

@@ -10,7 +10,6 @@ import {
   SPAN_CLOSED_BY_RUN,
   type BoundedRef,
   type ReplayTools,
-  type RunTypes,
   type SpanSink,
   type ToolAnswer,
   type ToolCall,
@@ -21,24 +20,13 @@ import { runAgentAttempt, type ModelPort } from "../agent/index.js";
 import { AttemptStop } from "./attempt-stop.js";
 import { AttemptCalls } from "./attempt-calls.js";
 import { failedResult, handlerResult, interruptedResult, lapsedResult, ResultBounds } from "./attempt-results.js";
-import type { HoldToken, PartitionHold } from "./partition-hold.js";
+import type { PartitionHold } from "./partition-hold.js";
 import { pollTask } from "./task-polls.js";
-import { answerOf, type ActorHost, type Dispatched, type Logger, type MailboxClient, type StepPool, type TaskRef } from "../../runtime/index.js";
+import { reportTo, type StepReport } from "./attempt-reports.js";
+import type { ActorHost, Logger, MailboxClient, StepPool, TaskRef } from "../../runtime/index.js";
 
 /** What became of a heartbeat renewal (see `StepExecutor`'s `onHeartbeatSettled`). */
 export type HeartbeatOutcome = "renewed" | "stale" | "mailbox";
-
-/** How long a result the store would not take is sent again (see `StepExecutor.report`). */
-const REPORT_RETRY_MS = 20_000;
-
-/** What became of a report (a result or a heartbeat) sent to its run. */
-export type ReportOutcome = "committed" | "stale" | "mailbox";
-
-/**
- * The executor's report path as a port: hands `event` (a `step.result` or `step.heartbeat`) with
- * command id `id` to the run at `address`. Tests decorate it (a lost report); production uses it as is.
- */
-export type StepReport = (address: { kind: string; id: string }, event: Record<string, unknown>, id: string) => Promise<ReportOutcome>;
 
 /**
  * Runs the attempts this node's run actors lease (the `step.execute` local effect) in the
@@ -57,8 +45,6 @@ export class StepExecutor {
    * an approval is a control signal, never an item's result).
    */
   private readonly needsApproval = new Map<string, { code: string; message: string; retryable: boolean }>();
-  /** The partition hold each running attempt started under (with a `hold` port). */
-  private readonly holds = new Map<string, HoldToken | undefined>();
   /** Running attempts leased durably (they ran past `lease_after_ms`): their heartbeats are sent. */
   private readonly leased = new Set<string>();
   private readonly lastBeat = new Map<string, number>();
@@ -110,7 +96,7 @@ export class StepExecutor {
       hold?: PartitionHold;
     },
   ) {
-    const report: StepReport = (address, event, id) => this.report(address, event, id);
+    const report = reportTo(deps, this.stats);
     this.send = deps.decorateReport ? deps.decorateReport(report) : report;
     this.results = new ResultBounds(deps.nc);
     const { host, tools, replay, models, meter, quota, spans } = deps;
@@ -142,8 +128,7 @@ export class StepExecutor {
     const key = `${request.run}/${stepIdOf(request)}/${request.attempt}/${request.lease_epoch}`;
     if (this.running.has(key)) return;
     this.running.set(key, request);
-    this.stops.set(key, new AttemptStop());
-    if (this.deps.hold) this.holds.set(key, this.deps.hold.take(request.run));
+    this.stops.set(key, new AttemptStop(this.deps.hold?.take(request.run)));
     this.stats.started++;
     this.started(request);
     const lease = setTimeout(() => {
@@ -156,7 +141,6 @@ export class StepExecutor {
       this.leased.delete(key);
       this.running.delete(key);
       this.stops.delete(key);
-      this.holds.delete(key);
       this.needsApproval.delete(key);
       this.deps.onDone?.(request);
     });
@@ -251,60 +235,6 @@ export class StepExecutor {
   }
 
   /**
-   * Hands a report to its run. A result neither the run's partition nor its mailbox would store (a
-   * store fault: a stream's leader being elected, a full disk) is sent again, backing off to 2 s,
-   * for up to about 20 s: it may carry a call's receipt, and lost, its step waits for its lease's
-   * end and a person may have to settle the call. A heartbeat is not: the next one follows.
-   */
-  private async report(address: { kind: string; id: string }, event: Record<string, unknown>, id: string): Promise<ReportOutcome> {
-    for (let wait = 250, waited = 0; ; waited += wait, wait = Math.min(wait * 2, 2_000)) {
-      const outcome = await this.reportOnce(address, event, id);
-      if (outcome !== "undelivered") return outcome;
-      if (event.type !== "step.result" || waited >= REPORT_RETRY_MS) {
-        this.deps.logger.warn("report not delivered; the attempt will be recovered", { run: address.id, event: event.type });
-        return "mailbox";
-      }
-      await new Promise((r) => setTimeout(r, wait));
-    }
-  }
-
-  private async reportOnce(address: { kind: string; id: string }, event: Record<string, unknown>, id: string): Promise<ReportOutcome | "undelivered"> {
-    // Built here from what the pool returned (its closed codes, plain JSON output): validated once, not again by the run.
-    const local = answerOf<RunTypes, "step.result" | "step.heartbeat", Dispatched<unknown>>(
-      await this.deps.host.dispatch(address, event, id, { trusted: true }),
-    );
-    // Refused with a closed code: the attempt is no longer the current one (a newer lease:
-    // stale_lease; the run or its tree was cancelled since the attempt began: stale_cancel_epoch).
-    const code = local.outcome === "applied" ? local.value?.outcome : local.outcome === "refused" ? "stale_lease" : undefined;
-    if (code === "stale_lease" || code === "stale_cancel_epoch") {
-      this.stats.staleCommits++;
-      if (code === "stale_cancel_epoch") this.stats.staleCancelCommits++;
-      // A cancel fences every attempt it stops, so each cancelled attempt's late report lands here: expected, counted, not a warning.
-      const fields = { run: address.id, event: event.type, node: event.node, attempt: event.attempt };
-      if (code === "stale_cancel_epoch") this.deps.logger.debug(`commit refused: ${code}`, fields);
-      else this.deps.logger.warn(`commit refused: ${code}`, fields);
-      return "stale";
-    }
-    if (local.outcome === "kept" && local.reason === "fenced") {
-      // This node's partition epoch is stale (the partition moved on): its write was refused at
-      // the store. The partition's owner decides; it has recovered the attempt meanwhile.
-      this.stats.partitionFenced++;
-      this.deps.logger.warn("commit refused: stale_partition_epoch; forwarded to the partition's owner", {
-        run: address.id,
-        event: event.type,
-        node: event.node,
-        attempt: event.attempt,
-      });
-    }
-    if (local.outcome === "not_served" || local.outcome === "kept") {
-      this.stats.viaMailbox++;
-      const sent = await this.deps.mailbox.send(address, event as { type: string }, id);
-      return sent.outcome === "stored" ? "mailbox" : "undelivered";
-    }
-    return "committed";
-  }
-
-  /**
    * Whether the attempt's node still holds its run's partition (true at once while its lease is
    * fresh). When it does not, the attempt is stopped `lease_lapsed`: its run, wherever it is
    * served, runs it again if it still wants it (see partition-hold.ts).
@@ -312,7 +242,7 @@ export class StepExecutor {
   private held(key: string): boolean | Promise<boolean> {
     const hold = this.deps.hold;
     if (!hold) return true;
-    const held = hold.held(this.holds.get(key));
+    const held = hold.held(this.stops.get(key)?.hold);
     if (held === true) return true;
     if (held === false) return this.lapsed(key);
     return held.then((h) => h || this.lapsed(key));
@@ -321,7 +251,7 @@ export class StepExecutor {
   /** Whether the attempt's node no longer holds its run's partition as it did when the attempt started. */
   private holdLost(key: string): boolean {
     const hold = this.deps.hold;
-    const token = this.holds.get(key);
+    const token = this.stops.get(key)?.hold;
     return !!hold && (!token || hold.until(token) === 0);
   }
 
@@ -439,7 +369,7 @@ export class StepExecutor {
         attempt: request.attempt,
         leaseEpoch: request.lease_epoch,
         timeoutMs: request.timeout_ms,
-        ...(this.deps.hold ? { startBy: this.deps.hold.startBy(this.holds.get(key)) } : {}),
+        ...(this.deps.hold ? { startBy: this.deps.hold.startBy(this.stops.get(key)!.hold) } : {}),
       },
       { cancellable: (cancel) => this.stops.get(key)!.onCancel(cancel) },
     );

@@ -1,4 +1,5 @@
-export { StepExecutor, type HeartbeatOutcome, type StepReport } from "./executor.js";
+export { StepExecutor, type HeartbeatOutcome } from "./executor.js";
+export type { StepReport } from "./attempt-reports.js";
 export { MAX_ERROR_MESSAGE, RESULTS_STORE } from "./attempt-results.js";
 export { Dispatcher, DEFAULT_SCHEDULER } from "./dispatcher.js";
 export { buildLiveIndex, recoverPartitionPatiently } from "./recovery.js";
