@@ -1,4 +1,4 @@
-import { ATTEMPT_INTERRUPTED, ModelResponseSchema, type ExecuteRequest, type ModelRequest, type Receipt } from "../../machines/index.js";
+import { ModelResponseSchema, type ExecuteRequest, type ModelRequest, type Receipt } from "../../machines/index.js";
 import type { ActorHost } from "../../runtime/index.js";
 import {
   INTERRUPTED_BY,
@@ -11,6 +11,7 @@ import {
   type ToolAnswer,
   type ToolCall,
   type ToolPort,
+  interruptedError,
 } from "../run/index.js";
 import type { UsageMeter } from "../tenant/index.js";
 import { TextDeltaCoalescer } from "./deltas.js";
@@ -88,8 +89,7 @@ export async function runAgentAttempt(deps: AgentAttemptDeps, request: ExecuteRe
     );
     if (result.outcome === "stopped") {
       // Its run took nothing of a turn or a call (a write of its journal refused): said so, a run that still wants it runs it again.
-      if (signal.reason !== "timeout" && INTERRUPTED_BY.has(result.reason))
-        return { ...fence, outcome: "failed", error: { code: ATTEMPT_INTERRUPTED, message: `the agent stopped: ${result.reason}`, retryable: true } };
+      if (signal.reason !== "timeout" && INTERRUPTED_BY.has(result.reason)) return { ...fence, outcome: "failed", error: interruptedError(result.reason) };
       if (signal.reason !== "timeout") return undefined;
       return { ...fence, outcome: "failed", error: { code: "timeout", message: `the agent ran past timeout_ms (${request.timeout_ms})`, retryable: true } };
     }

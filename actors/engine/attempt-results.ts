@@ -1,8 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Objm, type ObjectStore } from "@nats-io/obj";
-import { ATTEMPT_INTERRUPTED, LEASE_LAPSED, nestingDepth, type ExecuteRequest } from "../../machines/index.js";
+import { LEASE_LAPSED, nestingDepth, type ExecuteRequest } from "../../machines/index.js";
 import { jsonBytes, type StepResult } from "../../runtime/index.js";
-import type { BoundedRef } from "../run/index.js";
+import { interruptedError, type BoundedRef } from "../run/index.js";
 
 /** The object store of step results over the inline bound, kept by reference. */
 export const RESULTS_STORE = "rw-results";
@@ -36,10 +36,7 @@ export function lapsedResult(request: ExecuteRequest): Record<string, unknown> {
 
 /** The report of an attempt that ended with nothing its run took (a write of its journal refused): a platform failure, retried at once if its run still wants it. */
 export function interruptedResult(request: ExecuteRequest): Record<string, unknown> {
-  return resultOf(request, {
-    outcome: "failed",
-    error: { code: ATTEMPT_INTERRUPTED, message: "the attempt ended without its run taking what it did (a write of its journal was refused)", retryable: true },
-  });
+  return resultOf(request, { outcome: "failed", error: interruptedError() });
 }
 
 /** A failure the attempt reports whatever its handler made of it (a gated call a map item cannot wait for). */

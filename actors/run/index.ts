@@ -23,6 +23,7 @@ export {
   callThroughJournal,
   fenceOf,
   INTERRUPTED_BY,
+  interruptedError,
   refsWritten,
   settleCall,
   toolResult,

@@ -1,4 +1,4 @@
-import { gatedBy, refsIn, type ExecuteRequest, type Receipt, type ResourceRef, type ToolClass } from "../../machines/index.js";
+import { ATTEMPT_INTERRUPTED, gatedBy, refsIn, type ExecuteRequest, type Receipt, type ResourceRef, type ToolClass } from "../../machines/index.js";
 import { effectKey, type SamplingAnswer, type SamplingAsk, type ToolPort, type ToolResultOutcome } from "./tool-calls.js";
 import type { Charge, ChargeRequest } from "../tenant/index.js";
 import type { EffectAnswer } from "./protocol.js";
@@ -15,6 +15,11 @@ export type BoundedRef = Pick<ExecuteRequest, "run" | "node" | "item" | "attempt
  * The attempt reports `attempt_interrupted` then; a run that parked or moved on refuses the report.
  */
 export const INTERRUPTED_BY: ReadonlySet<string> = new Set(["not_decided_here", "receipt_refused"]);
+
+/** The failure such an attempt reports (`why`: what stopped it): a platform failure, retried at once if its run still wants it. */
+export function interruptedError(why = "a write of its journal was refused"): { code: string; message: string; retryable: true } {
+  return { code: ATTEMPT_INTERRUPTED, message: `the attempt ended without its run taking what it did (${why})`, retryable: true };
+}
 
 /** A tool's answer larger than this (JSON) fails `tool_output_too_large`; up to it, one over the inline bound is stored by reference. */
 export const MAX_TOOL_OUTPUT = 4 * 1024 * 1024;
