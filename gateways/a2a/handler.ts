@@ -298,15 +298,20 @@ export class AgentHandler implements A2ARequestHandler {
       );
       this.deps.pushed?.();
     }
-    const started = await this.deps.runs.start(this.tenant, {
-      definition: this.agent.definition,
-      input: parsed.input,
-      start_key: { source: "a2a", delivery_id: deliveryId },
-      source: "a2a",
-      // A keyed caller is the run's initiator, and its key (not a field it writes) says its lane (C037).
-      ...(caller.authenticated ? { initiator: caller.name, granted_lane: caller.interactive ? ("interactive" as const) : ("batch" as const) } : {}),
-      ...(caller.trace ? { trace: caller.trace } : {}),
-    });
+    const started = await this.deps.runs.start(
+      this.tenant,
+      {
+        definition: this.agent.definition,
+        input: parsed.input,
+        start_key: { source: "a2a", delivery_id: deliveryId },
+        source: "a2a",
+        // A keyed caller is the run's initiator, and its key (not a field it writes) says its lane (C037).
+        ...(caller.authenticated ? { initiator: caller.name, granted_lane: caller.interactive ? ("interactive" as const) : ("batch" as const) } : {}),
+        ...(caller.trace ? { trace: caller.trace } : {}),
+      },
+      // This message's record was just created: no run of its key exists yet.
+      { newKey: record === fresh },
+    );
     if (started.outcome === "started" && watched) return { record };
     if (started.outcome === "started" || started.outcome === "duplicate") return this.read(id, record);
     if (REJECTING.has(started.outcome)) {

@@ -4,7 +4,7 @@ import { randomDeliveryId, tenantOfRun, type RunSummary, type RunView } from "..
 import { RunHandles } from "./run-handles.js";
 import { EarlyAdmissions } from "./early-admission.js";
 import { RunReads, type RunEventsResult } from "./run-reads.js";
-import { RunStarts, type RunStartDeps, type StartRun, type StartRunResult } from "./run-start.js";
+import { RunStarts, type RunStartDeps, type StartOptions, type StartRun, type StartRunResult } from "./run-start.js";
 import type { DecideRequest, ListRunsRequest, ReconcileRequest, SignalRequest } from "./schemas.js";
 
 /** The answers of `decide`. */
@@ -71,8 +71,8 @@ export class RunService {
   }
 
   /** Starts a run (run-start.ts): `started`, the run its start key made, or a closed refusal. */
-  start(tenant: string, request: StartRun): Promise<StartRunResult> {
-    return this.starts.start(tenant, request);
+  start(tenant: string, request: StartRun, options: StartOptions = {}): Promise<StartRunResult> {
+    return this.starts.start(tenant, request, options);
   }
 
   /** A run as its record says, or its summary once compacted (run-reads.ts). */

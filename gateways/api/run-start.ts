@@ -67,6 +67,20 @@ interface StartPlan {
   lane: LaneDecision;
   project: string;
   early: EarlyAdmission | undefined;
+  /** Its start key is known to have made no run yet (see `StartOptions.newKey`): nothing to look up or read first. */
+  newKey: boolean;
+}
+
+/** What a caller in this process knows of a start beyond its request (never from the wire). */
+export interface StartOptions {
+  /**
+   * The start key is new: its caller has just created the one record that precedes any run of it
+   * (an A2A task's record, created only if absent). The start then reads no run of the key first,
+   * and its run actor decides it as new (a record there after all is refused by the store and
+   * decided on: the same answer, one read later). Its tenant still looks for the key's run: a
+   * count is never made twice on a caller's word.
+   */
+  newKey?: boolean;
 }
 
 /** The definition version a start resolved, and the lane it runs in. */
@@ -96,9 +110,9 @@ export class RunStarts {
    * Starts a run: the start is planned (key, id, lane, an early admission), its definition and
    * any run its start key made are read, its tenant admits it, and the run actor creates it.
    */
-  async start(tenant: string, request: StartRun): Promise<StartRunResult> {
+  async start(tenant: string, request: StartRun, options: StartOptions = {}): Promise<StartRunResult> {
     if (!(await this.deps.tenants.exists(tenant))) return { outcome: "tenant_not_found" };
-    const plan = this.planStart(tenant, request);
+    const plan = this.planStart(tenant, request, options.newKey === true && request.start_key !== undefined);
     const checked = await this.checkStart(tenant, request, plan);
     if (checked.outcome !== "found") return checked;
     const admitted = await this.admitStart(tenant, request, plan, checked);
@@ -107,7 +121,7 @@ export class RunStarts {
   }
 
   /** What a start is decided on before anything is read; an early admission is asked at once when the start may use one. */
-  private planStart(tenant: string, request: StartRun): StartPlan {
+  private planStart(tenant: string, request: StartRun, newKey: boolean): StartPlan {
     const key = request.start_key ? startKey(request.start_key.source, request.start_key.delivery_id) : startKey("api", randomDeliveryId());
     const id = runIdFor(tenant, key);
     const input = request.input ?? {};
@@ -118,7 +132,7 @@ export class RunStarts {
       : laneFor(request.lane, source, this.deps.tenants.policy(tenant)?.interactive_sources);
     const project = request.project ?? "default";
     const early = request.start_key || bytes > MAX_INPUT_BYTES || !lane.ok ? undefined : this.early.admit(tenant, id, project, request, input);
-    return { key, id, input, bytes, source, lane, project, early };
+    return { key, id, input, bytes, source, lane, project, early, newKey };
   }
 
   /**
@@ -129,7 +143,7 @@ export class RunStarts {
     const { early, input, bytes, lane } = plan;
     const [resolved, existing] = await Promise.all([
       this.deps.definitions.resolve(tenant, request.definition, request.version),
-      request.start_key ? this.reads.get(tenant, plan.id) : Promise.resolve(undefined),
+      request.start_key && !plan.newKey ? this.reads.get(tenant, plan.id) : Promise.resolve(undefined),
     ]).catch((err: unknown) => {
       void this.early.giveBack(early);
       throw err;
@@ -232,7 +246,7 @@ export class RunStarts {
     // The seed is built here from the validated request: applied without parsing it again; a run
     // whose id was made up for this start (no start key) has no record to read first.
     const create = { type: "run.create" as const, run: seed, ...(admitted.indexed ? { live_indexed: true as const } : {}) };
-    const answer = await this.runs.of(id).create(create, `create/${id}`, { trusted: true, fresh: !request.start_key });
+    const answer = await this.runs.of(id).create(create, `create/${id}`, { trusted: true, fresh: !request.start_key || plan.newKey });
     const started = answer.outcome === "applied" ? answer.value : undefined;
     if (started?.outcome === "started") return { outcome: "started", run: started.run };
     if (answer.outcome === "applied" || answer.outcome === "refused" || answer.outcome === "duplicate") {

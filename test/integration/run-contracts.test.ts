@@ -403,6 +403,21 @@ describe("bad output", () => {
 });
 
 describe("starts", () => {
+  it("C017 a start told its key is new (an A2A task's record just created) whose key made a run after all answers that run, duplicate, counted once by its tenant", async () => {
+    const client = await tenant("st2");
+    await publish(client, { name: "nap", nodes: [{ id: "a", kind: "sleep", duration_ms: 3_600_000 }] });
+    const key = { source: "a2a", delivery_id: "agent/m-1" };
+    const first = await client.startRun({ definition: "nap", start_key: key });
+    expect(first.outcome).toBe("started");
+    const id = (first.run as View).id;
+    const again = await world.node.runs.start("st2", { definition: "nap", start_key: key }, { newKey: true });
+    expect(again.outcome).toBe("duplicate");
+    expect((again as { run: View }).run.id).toBe(id);
+    const t = (await client.getTenant()).tenant as { active_runs: number; queued_runs: number; starts_today: number };
+    expect([t.active_runs, t.queued_runs, t.starts_today]).toEqual([1, 0, 1]);
+    expect((await client.cancelRun(id)).outcome).toBe("cancelled");
+  });
+
   it("C017 one start key, another definition (or bad input) in a later delivery: the answer is the first run, duplicate", async () => {
     const client = await tenant("st1");
     await publish(client, {
