@@ -7,7 +7,7 @@ export { publish, readLast, isRemoval, isRemovalOperation, incrementCounter, inc
 export { CMD_STREAM, partitionBucket, partitionStream, kvSubject, streamConfigs, ensureBucket, ensureFlags } from "./topology.js";
 export { partitionOf } from "./partitions/hash.js";
 export { PartitionLog } from "./store/partition-log.js";
-export { readJournal, type JournalEntry } from "./store/journal.js";
+export { readJournal, readJournalTail, type JournalEntry } from "./store/journal.js";
 export { defineActor, ID_PATTERN, type ActorAddress, type ActorDefinition, type Effect } from "./actor/define.js";
 export { ActorHost, type HostDecorators } from "./actor/host.js";
 export { listDeadLetters } from "./actor/dead-letters.js";

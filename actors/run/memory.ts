@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { factsOfHeadV1, isHeadV1, RunFacts, type RunContext, type RunFact, type RunMemory } from "../../machines/index.js";
-import { readJournal, RunwayFault, type ActorRecord, type JournalEntry } from "../../runtime/index.js";
+import { readJournal, readJournalTail, RunwayFault, type ActorRecord, type JournalEntry } from "../../runtime/index.js";
 
 /** A run's journal read through {@link RunMemories.recall}: its last record, if it has any. */
 export type Recalled = { outcome: "read"; last: ActorRecord | undefined } | { outcome: "unavailable" | "corrupt"; detail: string };
@@ -26,25 +26,29 @@ export class RunMemories {
    */
   async of(run: RunContext, pending: readonly RunFact[] = []): Promise<RunMemory> {
     const held = this.runs.get(run.id);
-    const view = held?.with(pending);
-    if (held && view!.covers(run)) {
+    const kept = held?.with(pending);
+    if (held && kept!.covers(run)) {
       this.touch(run.id, held);
-      return view!;
+      return kept!;
     }
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const read = await readJournal(this.deps.nc, this.deps.partitions, this.deps.kind, run.id);
-      if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", read.detail, { kind: "retryable" });
-      if (read.outcome === "corrupt") throw new RunwayFault("corrupt_record", `run ${run.id} journal at ${read.seq}: ${read.detail}`);
-      const facts = factsOf(read.entries);
-      const view = facts.with(pending);
-      if (view.covers(run)) {
-        this.touch(run.id, facts);
-        return view;
-      }
-      // A direct read served by a replica behind the leader: read again.
-      await new Promise((r) => setTimeout(r, 20 * 2 ** attempt));
+    const read = await readJournal(this.deps.nc, this.deps.partitions, this.deps.kind, run.id);
+    if (read.outcome === "unavailable") throw new RunwayFault("store_unavailable", read.detail, { kind: "retryable" });
+    if (read.outcome === "corrupt") throw new RunwayFault("corrupt_record", `run ${run.id} journal at ${read.seq}: ${read.detail}`);
+    let facts = factsOf(read.entries);
+    let view = facts.with(pending);
+    if (!view.covers(run)) {
+      // A direct read served by a replica behind the leader (for seconds, under load or after a
+      // fault, where re-reading from replicas kept a cancel from its child): the rest from the leader.
+      const tail = await readJournalTail(this.deps.nc, this.deps.partitions, this.deps.kind, run.id, (read.entries.at(-1)?.seq ?? 0) + 1);
+      if (tail.outcome === "unavailable") throw new RunwayFault("store_unavailable", tail.detail, { kind: "retryable" });
+      if (tail.outcome === "corrupt") throw new RunwayFault("corrupt_record", `run ${run.id} journal at ${tail.seq}: ${tail.detail}`);
+      facts = factsOf(tail.reset ? tail.entries : [...read.entries, ...tail.entries]);
+      view = facts.with(pending);
     }
-    throw new RunwayFault("journal_behind", `run ${run.id}: its journal does not hold every output its head names`, { kind: "retryable" });
+    if (!view.covers(run))
+      throw new RunwayFault("journal_behind", `run ${run.id}: its journal does not hold every output its head names`, { kind: "retryable" });
+    this.touch(run.id, facts);
+    return view;
   }
 
   /**

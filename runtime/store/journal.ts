@@ -74,3 +74,49 @@ export async function readJournal(
     if (entries.length >= limit) return { outcome: "read", entries, more: true };
   }
 }
+
+/**
+ * The records of `<kind>.<id>`'s journal from stream sequence `from` on, as the stream's leader
+ * holds them: the tail a direct read missed when a replica behind the leader served it (a get
+ * through the stream's API, one request a record, answered by the leader only). `reset`: a removal
+ * came first, so the records before `from` are not the journal's any more.
+ */
+export async function readJournalTail(
+  nc: NatsConnection,
+  partitions: number,
+  kind: string,
+  id: string,
+  from: number,
+): Promise<
+  | { outcome: "read"; entries: JournalEntry[]; reset: boolean }
+  | { outcome: "unavailable"; detail: string }
+  | { outcome: "corrupt"; seq: number; detail: string }
+> {
+  const p = partitionOf(id, partitions);
+  const api = `$JS.API.STREAM.MSG.GET.${partitionStream(p)}`;
+  const subject = kvSubject(partitionBucket(p), `${kind}.${id}`);
+  const entries: JournalEntry[] = [];
+  let reset = false;
+  for (let seq = from; ;) {
+    let answer: { message?: { seq: number; data?: string; hdrs?: string }; error?: { code: number; description?: string } };
+    try {
+      const reply = await nc.request(api, JSON.stringify({ seq, next_by_subj: subject }), { timeout: 5_000 });
+      answer = JSON.parse(new TextDecoder().decode(reply.data)) as typeof answer;
+    } catch (err) {
+      return { outcome: "unavailable", detail: String(err) };
+    }
+    if (answer.error?.code === 404) return { outcome: "read", entries, reset };
+    if (!answer.message) return { outcome: "unavailable", detail: answer.error?.description ?? "no message in the answer" };
+    const m = answer.message;
+    seq = m.seq + 1;
+    const headers = m.hdrs ? Buffer.from(m.hdrs, "base64").toString("utf8") : "";
+    if (isRemovalOperation(/KV-Operation:\s*(\S+)/i.exec(headers)?.[1])) {
+      entries.length = 0;
+      reset = true;
+      continue;
+    }
+    const decoded = actorRecordCodec.decode(new Uint8Array(Buffer.from(m.data ?? "", "base64")));
+    if (!decoded.ok) return { outcome: "corrupt", seq: m.seq, detail: decoded.detail };
+    entries.push({ seq: m.seq, record: decoded.value });
+  }
+}

@@ -6,7 +6,7 @@ import { endedSubject, RunIndex } from "../../actors/run/runs-index.js";
 import type { RecoveryLog } from "../../actors/engine/recovery.js";
 import { readActor } from "../../runtime/index.js";
 import { RunwayClient } from "../../cluster/client.js";
-import { createLogger, kvSubject, partitionBucket, partitionOf, partitionStream, publish, readJournal } from "../../runtime/index.js";
+import { createLogger, kvSubject, partitionBucket, partitionOf, partitionStream, publish, readJournal, readJournalTail } from "../../runtime/index.js";
 import { waitFor } from "../harness/index.js";
 import { settled, workflowWorld, type RunAnswer } from "./workflow-support.js";
 
@@ -120,6 +120,20 @@ it("a run in both the live and the ended part (ended, its tenant not yet told) i
   const page = (await a.listRuns({ limit: 500 })) as unknown as Page;
   expect(page.runs.map((r) => r.id)).toEqual([id]);
   expect((await a.cancelRun(id)).outcome).toBe("cancelled");
+});
+
+it("a run's journal read from its stream's leader (readJournalTail, for the tail a replica behind it missed) holds the records a direct read does, from any point on", async () => {
+  const a = await tenantWith("tail");
+  const id = await started(a, "one");
+  await settled(a, id);
+  const direct = await readJournal(world.nc, 32, RUN_KIND, id);
+  if (direct.outcome !== "read") throw new Error(direct.outcome);
+  expect(direct.entries.length).toBeGreaterThan(1);
+  const whole = await readJournalTail(world.nc, 32, RUN_KIND, id, 1);
+  expect(whole).toEqual({ outcome: "read", entries: direct.entries, reset: false });
+  const last = direct.entries.at(-1)!;
+  expect(await readJournalTail(world.nc, 32, RUN_KIND, id, last.seq)).toEqual({ outcome: "read", entries: [last], reset: false });
+  expect(await readJournalTail(world.nc, 32, RUN_KIND, id, last.seq + 1)).toEqual({ outcome: "read", entries: [], reset: false });
 });
 
 it("an ended run (head and journal) is compacted to its final summary after the retention: runs.get answers the summary, runs.list still lists it, and its start key still answers duplicate", async () => {
