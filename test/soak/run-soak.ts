@@ -28,6 +28,7 @@ import { startEffectsServer, type EffectsServerHandle } from "../fixtures/mcp/st
 import { holdUps, type HeldRun, type RunTrack } from "./held-up.js";
 import { WriteTap, scanDualAuthority, type DualAuthorityReport } from "./dual-authority.js";
 import { AGENT_MODEL, KINDS, WEIGHTS, definitionOf, definitions, type Kind } from "./workload.js";
+import { cancelChecks, type SoakEvent } from "./cancels.js";
 
 export interface SoakOptions {
   /** Length of the workload (runs are started during it; the faults fall inside it). */
@@ -526,7 +527,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       list.push(l);
       byRun.set(l.run, list);
     }
-    type Ev = { type: string; at: number; node?: string; attempt?: number; approval?: string; key?: string; item?: number; child?: string };
+    type Ev = SoakEvent & { approval?: string; key?: string };
     const eventsOf = async (runId: string, tenant?: string): Promise<{ tenant: string; events: Ev[] } | undefined> => {
       for (const t of tenant ? [tenant] : tenants) {
         const events: Ev[] = [];
@@ -581,35 +582,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const dupKeys = Object.entries(counts.charged ?? {}).filter(([, n]) => n > 1);
     const blind = dupKeys.filter(([k]) => !heldKeys.has(k)).map(([k, n]) => `${k} ×${n}`);
 
-    // Cancels resurrected: a cancelled run (or a run of its tree) that afterwards committed a step,
-    // ended otherwise, or started a step it could not have been offered before the cancel: a retry
-    // of a step already tried, or any step more than 1 s after the cancel. An attempt offered with
-    // the run's last transition before the cancel may still start on its worker just after it (the
-    // cancel then stops it): counted apart, as `inFlightAtCancel`.
-    const resurrected: string[] = [];
-    const endedOtherwise: string[] = [];
-    let cancelledRuns = 0;
-    let inFlightAtCancel = 0;
-    for (const [id, evs] of events) {
-      const cancel = evs.find((e) => e.type === "run_cancelled");
-      if (!cancel) continue;
-      cancelledRuns++;
-      const ledgerOf = byRun.get(id) ?? [];
-      const after = ledgerOf.filter((l) => l.at > cancel.at);
-      const late = after.filter((l) => l.at > cancel.at + 1_000 || ledgerOf.some((b) => b.step === l.step && b.at <= cancel.at));
-      inFlightAtCancel += after.length - late.length;
-      const otherEnd = evs.find((e) => (e.type === "run_succeeded" || e.type === "run_failed" || e.type === "step_succeeded") && e.at > cancel.at);
-      const r = runs.get(id);
-      if (late.length || otherEnd || (r && r.status !== "cancelled"))
-        resurrected.push(
-          `${id}: ${late.length} step invocation(s) after the cancel${otherEnd ? `, ${otherEnd.type} after it` : ""}${r && r.status !== "cancelled" ? `, status ${r.status}` : ""}`,
-        );
-      // A cancel takes the whole tree: a child still live at it should end cancelled too, not otherwise after it.
-      for (const child of new Set(evs.flatMap((e) => (e.type === "step_started" && e.child ? [e.child] : [])))) {
-        const ended = (events.get(child) ?? []).find((e) => e.type === "run_succeeded" || e.type === "run_failed");
-        if (ended && ended.at > cancel.at) endedOtherwise.push(`${child}: child of cancelled ${id}, ${ended.type} ${ended.at - cancel.at} ms after the cancel`);
-      }
-    }
+    // Cancels resurrected, and children of a cancelled tree that ended otherwise (cancels.ts).
+    const cancels = cancelChecks(events, byRun, (id) => runs.get(id)?.status);
 
     // approvals executed twice: answered `decided` twice, or two `approval_decided` in one run (the
     // step after it running again after its commit is counted with the committed steps)
@@ -730,11 +704,11 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       },
       cancels: {
         requested: [...runs.values()].filter((r) => r.cancelOutcome === "cancelled" || r.cancelOutcome === "cancel_requested").length,
-        cancelledRuns,
-        resurrected: resurrected.length,
-        inFlightAtCancel,
-        examples: resurrected.slice(0, 20),
-        childrenEndedOtherwise: { count: endedOtherwise.length, examples: endedOtherwise.slice(0, 20) },
+        cancelledRuns: cancels.cancelledRuns,
+        resurrected: cancels.resurrected.length,
+        inFlightAtCancel: cancels.inFlightAtCancel,
+        examples: cancels.resurrected.slice(0, 20),
+        childrenEndedOtherwise: { count: cancels.endedOtherwise.length, examples: cancels.endedOtherwise.slice(0, 20) },
       },
       approvals: { decided: decided.size, executedTwice: approvalsTwice, alreadyDecidedAnswers: alreadyDecided },
       dualAuthority,
