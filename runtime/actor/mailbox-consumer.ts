@@ -118,7 +118,11 @@ function route(routing: MailboxRouting, served: ServedPartition, msg: JsMsg): vo
     settle(answer, how, reason, detail) {
       if (how === "keep") {
         // Fenced: the partition's next owner takes it. Otherwise it comes back after a backoff.
-        if (reason !== "fenced") msg.nak(Math.min((routing.redeliveryBaseMs ?? 500) * 2 ** (deliveries - 1), MAX_REDELIVERY_MS));
+        if (reason === "fenced") return;
+        const delayMs = Math.min((routing.redeliveryBaseMs ?? 500) * 2 ** (deliveries - 1), MAX_REDELIVERY_MS);
+        // Rare outside an outage, and the one trace of a command that reached its actor late.
+        if (reason !== "withdrawn") routing.logger.info("command kept", { subject: msg.subject, reason, detail, deliveries, redeliverInMs: delayMs });
+        msg.nak(delayMs);
         return;
       }
       sendAnswer(routing, reply, answer);

@@ -1,5 +1,6 @@
 // The soak's cancel checks (docs/soak.md, `cancels`): which cancelled runs did work after their
 // cancel, and which children of a cancelled tree ended otherwise after it.
+import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 
 /** A run event as the soak reads it (`runs.events`). */
 export type SoakEvent = { type: string; at: number; node?: string; attempt?: number; item?: number; child?: string; not_before?: number };
@@ -40,10 +41,45 @@ function offeredBeforeCancel(l: LedgerLine, cancelAt: number, ledger: readonly L
   );
 }
 
+/**
+ * When each command to a run was published to its mailbox, seen by a plain subscriber (the
+ * mailbox is a work queue: no second consumer may read it). A child of a cancelled tree that ended
+ * otherwise then says whether its parent's cancel was sent late or received late.
+ */
+export class CommandTap {
+  private readonly sent = new Map<string, number[]>();
+  private constructor(private readonly sub: Subscription) {}
+
+  static start(nc: NatsConnection): CommandTap {
+    const sub = nc.subscribe("rw.cmd.*.run.*");
+    const tap = new CommandTap(sub);
+    void (async () => {
+      for await (const m of sub) {
+        const id = m.subject.slice(m.subject.lastIndexOf(".") + 1);
+        const list = tap.sent.get(id) ?? [];
+        list.push(Date.now());
+        tap.sent.set(id, list);
+      }
+    })();
+    return tap;
+  }
+
+  /** Times commands to `run` were published. */
+  sentTo(run: string): readonly number[] {
+    return this.sent.get(run) ?? [];
+  }
+
+  stop(): void {
+    this.sub.unsubscribe();
+  }
+}
+
 export function cancelChecks(
   events: ReadonlyMap<string, readonly SoakEvent[]>,
   ledgerByRun: ReadonlyMap<string, readonly LedgerLine[]>,
   statusOf: (run: string) => string | undefined,
+  /** Times commands to a run were published to its mailbox (`CommandTap`), when tapped. */
+  sentTo?: (run: string) => readonly number[],
 ): CancelChecks {
   const out: CancelChecks = { cancelledRuns: 0, resurrected: [], inFlightAtCancel: 0, endedOtherwise: [] };
   for (const [id, evs] of events) {
@@ -64,8 +100,14 @@ export function cancelChecks(
     // A cancel takes the whole tree: a child still live at it should end cancelled too, not otherwise after it.
     for (const child of new Set(evs.flatMap((e) => (e.type === "step_started" && e.child ? [e.child] : [])))) {
       const ended = (events.get(child) ?? []).find((e) => e.type === "run_succeeded" || e.type === "run_failed");
-      if (ended && ended.at > cancel.at)
-        out.endedOtherwise.push(`${child}: child of cancelled ${id}, ${ended.type} ${ended.at - cancel.at} ms after the cancel`);
+      if (!ended || ended.at <= cancel.at) continue;
+      const sent = sentTo?.(child).find((t) => t >= cancel.at);
+      const mailbox = !sentTo
+        ? ""
+        : sent === undefined
+          ? "; no command published to it after the cancel"
+          : `; a command published to it ${sent - cancel.at} ms after the cancel`;
+      out.endedOtherwise.push(`${child}: child of cancelled ${id}, ${ended.type} ${ended.at - cancel.at} ms after the cancel${mailbox}`);
     }
   }
   return out;

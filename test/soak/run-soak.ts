@@ -28,7 +28,7 @@ import { startEffectsServer, type EffectsServerHandle } from "../fixtures/mcp/st
 import { holdUps, type HeldRun, type RunTrack } from "./held-up.js";
 import { WriteTap, scanDualAuthority, type DualAuthorityReport } from "./dual-authority.js";
 import { AGENT_MODEL, KINDS, WEIGHTS, definitionOf, definitions, type Kind } from "./workload.js";
-import { cancelChecks, type SoakEvent } from "./cancels.js";
+import { CommandTap, cancelChecks, type SoakEvent } from "./cancels.js";
 
 export interface SoakOptions {
   /** Length of the workload (runs are started during it; the faults fall inside it). */
@@ -211,6 +211,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const incarnations: ChildHandle[] = [];
   const proxies = new Map<string, TcpProxy[]>();
   let tap: WriteTap | undefined;
+  let commandTap: CommandTap | undefined;
   try {
     // Members do not advertise each other's client URLs, so a node stays on its proxies.
     cluster = await startCluster(options.servers, { noAdvertise: true });
@@ -256,6 +257,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     nc = await connect({ ...cluster.connectOptions(), reconnectTimeWait: 250, maxReconnectAttempts: -1 });
     // Every write to a partition stream, seen as it is stored (most do not stay stored to the end).
     tap = await WriteTap.start(nc, log);
+    commandTap = CommandTap.start(nc);
     const clients = new Map(tenants.map((t) => [t, new RunwayClient(nc!, t, 10_000)]));
     const clientOf = (t: string) => clients.get(t)!;
     // Starts wait 3 s for an answer, then are sent again under their start key: a request a killed
@@ -583,7 +585,13 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const blind = dupKeys.filter(([k]) => !heldKeys.has(k)).map(([k, n]) => `${k} ×${n}`);
 
     // Cancels resurrected, and children of a cancelled tree that ended otherwise (cancels.ts).
-    const cancels = cancelChecks(events, byRun, (id) => runs.get(id)?.status);
+    commandTap.stop();
+    const cancels = cancelChecks(
+      events,
+      byRun,
+      (id) => runs.get(id)?.status,
+      (id) => commandTap!.sentTo(id),
+    );
 
     // approvals executed twice: answered `decided` twice, or two `approval_decided` in one run (the
     // step after it running again after its commit is counted with the committed steps)

@@ -44,5 +44,22 @@ describe("soak cancel check", () => {
       ["c1", [{ type: "run_succeeded", at: 1_400 }]],
     ]);
     expect(cancelChecks(events, new Map(), () => "cancelled").endedOtherwise).toEqual(["c1: child of cancelled r1, run_succeeded 400 ms after the cancel"]);
+    // with the mailbox tapped, it says whether the cascade was sent to the child, and when
+    expect(
+      cancelChecks(
+        events,
+        new Map(),
+        () => "cancelled",
+        () => [900, 1_004],
+      ).endedOtherwise,
+    ).toEqual(["c1: child of cancelled r1, run_succeeded 400 ms after the cancel; a command published to it 4 ms after the cancel"]);
+    expect(
+      cancelChecks(
+        events,
+        new Map(),
+        () => "cancelled",
+        () => [900],
+      ).endedOtherwise[0],
+    ).toMatch(/no command published to it after the cancel$/);
   });
 });
