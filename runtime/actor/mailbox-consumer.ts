@@ -102,6 +102,13 @@ export async function consumeMailbox(routing: MailboxRouting, served: ServedPart
  */
 const MAX_REDELIVERY_MS = 4_000;
 
+/**
+ * Command types whose way through the mailbox is logged (`RUNWAY_TRACE_COMMANDS=run.cancel,…`):
+ * when the mailbox delivered each (and how long after it was stored), and how its actor settled it
+ * (and how long it waited in the lane). For looking into a command that took effect late.
+ */
+const TRACED: ReadonlySet<string> = new Set((process.env.RUNWAY_TRACE_COMMANDS ?? "").split(",").filter(Boolean));
+
 function route(routing: MailboxRouting, served: ServedPartition, msg: JsMsg): void {
   const partition = served.partition;
   const reply = msg.headers?.get(HEADER_REPLY) || undefined;
@@ -110,12 +117,23 @@ function route(routing: MailboxRouting, served: ServedPartition, msg: JsMsg): vo
   const address = read.address;
   const commandId = msg.headers?.get(HEADER_ID) || msg.headers?.get("Nats-Msg-Id") || `seq-${msg.seq}`;
   const deliveries = msg.info.deliveryCount;
+  const tracedAt = TRACED.size > 0 && TRACED.has(read.event.type) ? Date.now() : 0;
+  if (tracedAt > 0)
+    routing.logger.info("command delivered", {
+      subject: msg.subject,
+      id: commandId,
+      type: read.event.type,
+      deliveries,
+      storedAgoMs: tracedAt - Math.round(msg.info.timestampNanos / 1e6),
+    });
   served.enqueue(address, {
     id: commandId,
     event: read.event,
     deliveries,
     // A method, not an arrow function: under tsx every named closure costs a `__name` call.
     settle(answer, how, reason, detail) {
+      if (tracedAt > 0)
+        routing.logger.info("command settled", { subject: msg.subject, id: commandId, how, outcome: answer?.outcome, reason, inLaneMs: Date.now() - tracedAt });
       if (how === "keep") {
         // Fenced: the partition's next owner takes it. Otherwise it comes back after a backoff.
         if (reason === "fenced") return;

@@ -243,7 +243,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
           "--lease-ttl-ms",
           String(leaseTtlMs),
         ],
-        { name, env: { RUNWAY_LOG: "info", RUNWAY_LEDGER: ledger, RUNWAY_LEDGER_NODE: name } },
+        { name, env: { RUNWAY_LOG: "info", RUNWAY_LEDGER: ledger, RUNWAY_LEDGER_NODE: name, RUNWAY_TRACE_COMMANDS: "run.cancel" } },
       );
       nodes.set(name, child);
       incarnations.push(child);
